@@ -1,0 +1,9 @@
+# libFuzzer targets: fuzz/*_fuzz.cpp (build with clang: CC=clang CXX=clang++ -DMOPT_FUZZ=ON).
+file(GLOB fuzz_srcs CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/fuzz/*_fuzz.cpp)
+foreach(src IN LISTS fuzz_srcs)
+  get_filename_component(fname ${src} NAME_WE)
+  add_executable(${fname} ${src})
+  target_compile_options(${fname} PRIVATE -fsanitize=fuzzer,address,undefined)
+  target_link_options(${fname} PRIVATE -fsanitize=fuzzer,address,undefined)
+  target_link_libraries(${fname} PRIVATE mopt_tokenizer)
+endforeach()

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Builds everything (CUDA code included when the toolkit is present) and runs every test:
+#   1. Release build + all tests (unit, e2e, server, bench-tool tests); GPU tests skip without a GPU.
+#   2. ASan/UBSan build (CPU only) of the unit tests, run once.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install_deps.sh
+JOBS=${JOBS:-$(nproc)}
+echo "== release build"
+scripts/build.sh
+echo "== tests (release)"
+ctest --test-dir build --output-on-failure -j "$JOBS" --timeout 900
+if [[ "${MOPT_SKIP_SANITIZE:-0}" != 1 ]]; then
+  echo "== ASan/UBSan build"
+  BUILD_DIR=build-asan BUILD_TYPE=RelWithDebInfo scripts/build.sh -DMOPT_CUDA=OFF -DMOPT_SANITIZE=address,undefined \
+    -DMOPT_BENCH=OFF
+  echo "== tests (ASan/UBSan)"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir build-asan --output-on-failure -j "$JOBS" --timeout 1800 -LE slow
+fi

@@ -1,0 +1,75 @@
+// ModelRunner: the one interface between the engine (scheduler, KV block manager, sampler) and a backend
+// (CPU or CUDA). The engine builds a flat variable-length batch; the runner runs one forward pass over it,
+// writing new K/V into the paged cache at the given slots and reading context through the block tables.
+//
+// Paged KV cache: n_blocks blocks of block_size token slots. Slot s = block_id * block_size + offset.
+// Each backend owns the cache memory and its layout.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/status.h"
+#include "model/config.h"
+
+namespace mopt {
+
+class Model;
+
+// A flat batch of n_tokens tokens from n_seqs sequences (sequence i owns tokens
+// [query_start[i], query_start[i+1])). Tokens of a sequence are consecutive positions.
+struct ForwardBatch {
+  std::span<const int32_t> tokens;        // [n_tokens]
+  std::span<const int32_t> positions;     // [n_tokens] absolute position of each token
+  std::span<const int32_t> slot_mapping;  // [n_tokens] KV slot each token's K/V is written to
+  std::span<const int32_t> query_start;   // [n_seqs + 1] prefix offsets into tokens
+  std::span<const int32_t> seq_lens;      // [n_seqs] context length after this step (cached + new tokens)
+  std::span<const int32_t> block_tables;  // [n_seqs, max_blocks_per_seq] row-major, unused entries -1
+  int max_blocks_per_seq = 0;
+  std::span<const int32_t> logits_indices;  // [n_out] token indices (into tokens) whose logits are returned
+
+  int n_tokens() const { return static_cast<int>(tokens.size()); }
+  int n_seqs() const { return static_cast<int>(seq_lens.size()); }
+  int n_out() const { return static_cast<int>(logits_indices.size()); }
+};
+
+enum class DeviceKind { kCpu, kCuda };
+const char* device_name(DeviceKind d);
+
+class ModelRunner {
+ public:
+  virtual ~ModelRunner() = default;
+  virtual DeviceKind device() const = 0;
+  virtual const ModelConfig& config() const = 0;
+
+  // Bytes one KV block of `block_size` tokens takes on this backend (all layers, K and V).
+  virtual uint64_t kv_block_bytes(int block_size) const = 0;
+  // Memory the backend can give the KV cache, after weights and workspace (for --gpu-memory-utilization).
+  virtual uint64_t available_kv_memory(double memory_utilization) const = 0;
+  // Allocates the device cache (n_blocks) and a host swap pool (n_swap_blocks, may be 0). Called once.
+  virtual Status init_kv_cache(int n_blocks, int block_size, int n_swap_blocks) = 0;
+
+  // One forward pass. logits: [n_out, n_vocab] fp32, host memory.
+  virtual Status forward(const ForwardBatch& batch, float* logits) = 0;
+
+  // Swap blocks between the device cache and the host swap pool: pairs of (device_block, host_block).
+  virtual Status swap_out(std::span<const std::pair<int32_t, int32_t>> device_to_host) = 0;
+  virtual Status swap_in(std::span<const std::pair<int32_t, int32_t>> host_to_device) = 0;
+};
+
+struct RunnerOptions {
+  DeviceKind device = DeviceKind::kCpu;
+  int n_threads = 0;          // CPU: 0 = all cores
+  int max_batch_tokens = 2048;// largest n_tokens a forward() will be given (sizes workspaces)
+  int max_seqs = 256;         // largest n_seqs
+  bool enforce_eager = false; // CUDA: no graphs
+};
+
+// Creates the runner for the requested device ("not built with CUDA" when asked for CUDA without it).
+Result<std::unique_ptr<ModelRunner>> create_runner(const Model& model, const RunnerOptions& opts);
+
+}  // namespace mopt

@@ -1,0 +1,25 @@
+// Subcommand registry. Each src/cli/cmd_<verb>.cpp registers itself:
+//   static mopt::cli::Registration reg("run", 20, [](CLI::App& app) { auto* sub = app.add_subcommand(...); ... });
+// (files under src/cli are linked straight into the binary, so static registration is safe).
+// The callback of a subcommand sets the process exit code with set_exit_code().
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <string>
+
+namespace mopt::cli {
+
+using RegisterFn = std::function<void(CLI::App&)>;
+
+struct Registration {
+  // `order` sorts subcommands in --help.
+  Registration(std::string name, int order, RegisterFn fn);
+};
+
+void register_commands(CLI::App& app);
+int exit_code();
+void set_exit_code(int code);
+
+}  // namespace mopt::cli

@@ -1,0 +1,52 @@
+// ModelConfig: everything the forward pass needs to know about an architecture instance.
+// Filled by the loaders from GGUF metadata, a Hugging Face config.json, or a llama2.c header.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace mopt {
+
+enum class Arch { kLlama, kMistral, kQwen2, kQwen3 };
+const char* arch_name(Arch a);
+
+// How RoPE pairs dimensions: interleaved (x[2i], x[2i+1]) as in GGUF llama and llama2.c,
+// or NeoX / Hugging Face "rotate_half" (x[i], x[i + rot_dim/2]).
+enum class RopeStyle { kInterleaved, kNeox };
+
+enum class RopeScaling { kNone, kLinear, kLlama3 };
+
+struct ModelConfig {
+  Arch arch = Arch::kLlama;
+  std::string name;             // general.name or folder name
+  int n_vocab = 0;
+  int n_embd = 0;               // hidden size
+  int n_layer = 0;
+  int n_head = 0;
+  int n_head_kv = 0;
+  int head_dim = 0;             // usually n_embd / n_head (Qwen3 may differ)
+  int n_ff = 0;                 // MLP intermediate size
+  int context_length = 0;       // trained context
+  float norm_eps = 1e-5f;
+  float rope_theta = 10000.0f;
+  int rope_dim = 0;             // rotated dims per head (== head_dim unless partial rotary)
+  RopeStyle rope_style = RopeStyle::kInterleaved;
+  RopeScaling rope_scaling = RopeScaling::kNone;
+  float rope_scale_factor = 1.0f;          // linear / llama3 factor
+  float rope_low_freq_factor = 1.0f;       // llama3
+  float rope_high_freq_factor = 4.0f;      // llama3
+  int rope_original_context = 8192;        // llama3 original_max_position_embeddings
+  bool qkv_bias = false;                   // Qwen2
+  bool qk_norm = false;                    // Qwen3: RMSNorm on q and k per head
+  bool tied_embeddings = false;            // output projection reuses token_embd
+  int sliding_window = 0;                  // 0 = none (Mistral v0.1 uses 4096)
+
+  int q_dim() const { return n_head * head_dim; }
+  int kv_dim() const { return n_head_kv * head_dim; }
+  // Bytes of K+V per token in the cache at element size `elem_bytes`.
+  uint64_t kv_bytes_per_token(int elem_bytes) const {
+    return 2ull * static_cast<uint64_t>(n_layer) * static_cast<uint64_t>(kv_dim()) * elem_bytes;
+  }
+};
+
+}  // namespace mopt

@@ -1,0 +1,68 @@
+// A loaded model: config, weights under canonical (GGUF-style) names, tokenizer data, chat template.
+//
+// Canonical tensor names (every loader maps its own names to these):
+//   token_embd.weight [n_embd, n_vocab]      output_norm.weight [n_embd]      output.weight [n_embd, n_vocab]
+//   blk.N.attn_norm.weight [n_embd]          blk.N.ffn_norm.weight [n_embd]
+//   blk.N.attn_q.weight [n_embd, q_dim]      blk.N.attn_k.weight [n_embd, kv_dim]  blk.N.attn_v.weight [n_embd, kv_dim]
+//   blk.N.attn_q.bias / attn_k.bias / attn_v.bias (Qwen2)
+//   blk.N.attn_q_norm.weight / attn_k_norm.weight [head_dim] (Qwen3)
+//   blk.N.attn_output.weight [q_dim, n_embd]
+//   blk.N.ffn_gate.weight [n_embd, n_ff]     blk.N.ffn_up.weight [n_embd, n_ff]    blk.N.ffn_down.weight [n_ff, n_embd]
+// (shapes in ne order: ne[0] first = contiguous = input features.) `output.weight` is absent when tied.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/mmap.h"
+#include "core/status.h"
+#include "core/tensor.h"
+#include "model/config.h"
+#include "tokenizer/vocab.h"
+
+namespace mopt {
+
+enum class ModelFormat { kGGUF, kHuggingFace, kLlama2c, kDummy };
+
+struct LoadOptions {
+  std::string tokenizer_path;  // llama2.c: tokenizer .bin (default: tokenizer.bin / tok<N>.bin beside the model)
+  bool vocab_only = false;     // GGUF: read the tokenizer only (vocab-only files have no tensors)
+  // kDummy: random weights from an architecture description (a Hugging Face config.json path) with this dtype.
+  bool dummy = false;
+  DType dummy_dtype = DType::BF16;
+  uint64_t dummy_seed = 0;
+};
+
+class Model {
+ public:
+  ModelFormat format = ModelFormat::kGGUF;
+  std::string path;
+  ModelConfig config;
+  VocabData vocab;
+  std::string chat_template;  // Jinja source, empty if the model has none
+  std::vector<TensorView> tensors;  // in file order, canonical names
+
+  const TensorView* find(const std::string& name) const;
+  // Like find(), but an error Status naming the missing tensor if absent.
+  Result<const TensorView*> require(const std::string& name) const;
+  uint64_t n_params() const;
+
+  // Storage the views point into (mappings, converted buffers).
+  std::vector<std::unique_ptr<MappedFile>> mappings;
+  std::vector<std::vector<uint8_t>> owned_buffers;
+
+ private:
+  std::map<std::string, size_t> index_;
+  friend Status finalize_model(Model& m);
+};
+
+// Detects the format (directory -> Hugging Face folder, GGUF magic, else llama2.c checkpoint) and loads.
+// Validates the config and that every tensor the architecture needs is present with a consistent shape.
+Result<std::unique_ptr<Model>> load_model(const std::string& path, const LoadOptions& opts = {});
+
+// Builds the name index and validates tensors against the config (called by every loader).
+Status finalize_model(Model& m);
+
+}  // namespace mopt
