@@ -1,0 +1,118 @@
+// Engine: the serving core. One engine thread owns the model runner, the KV cache and the scheduler.
+// Other threads (HTTP handlers, the CLI) submit requests as native structs and receive outputs through a
+// per-request callback, called on the engine thread (keep it short: push to a queue and return).
+//
+//   add_request() --> waiting queue --> Scheduler::step() --> ModelRunner::forward() --> Sampler
+//                 <-- RequestOutput (new tokens, text delta, finish) via callback
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backend/runner.h"
+#include "core/status.h"
+#include "engine/sampling_params.h"
+
+namespace mopt {
+
+class Model;
+class Tokenizer;
+
+enum class SchedulingPolicy { kFcfs, kPriority };
+enum class PreemptionMode { kRecompute, kSwap };
+
+struct EngineConfig {
+  int block_size = 16;
+  uint64_t kv_cache_memory = 0;          // bytes for the KV pool; 0 = derive from gpu_memory_utilization
+  double gpu_memory_utilization = 0.9;   // fraction of device memory (CUDA) / of free RAM budget (CPU)
+  double swap_space_gib = 0;             // host swap pool, GiB (0 = no swap)
+  bool enable_prefix_caching = true;
+  int max_num_seqs = 256;
+  int max_num_batched_tokens = 2048;
+  int max_model_len = 0;                 // 0 = the model's context length
+  SchedulingPolicy policy = SchedulingPolicy::kFcfs;
+  PreemptionMode preemption = PreemptionMode::kRecompute;
+  int max_waiting = 0;                   // 0 = unbounded; add_request fails with kQueueFull beyond it
+  RunnerOptions runner;
+};
+
+enum class FinishReason { kNone, kStop, kLength, kAbort, kError };
+const char* finish_reason_name(FinishReason r);  // "stop", "length", "abort", "error"
+
+struct TokenLogprob {
+  int32_t id;
+  float logprob;
+};
+
+struct RequestSpec {
+  std::vector<int32_t> prompt;     // token ids (already tokenized, BOS included if wanted)
+  SamplingParams params;
+  int priority = 0;                // lower runs first under the priority policy
+  std::string cache_salt;          // per-tenant prefix-cache isolation
+};
+
+struct RequestOutput {
+  uint64_t request_id = 0;
+  std::vector<int32_t> new_tokens;              // tokens produced since the last output
+  std::string text;                             // UTF-8-safe text delta for new_tokens (stop strings removed)
+  std::vector<TokenLogprob> token_logprobs;     // [new_tokens] logprob of each chosen token (if params.logprobs)
+  std::vector<std::vector<TokenLogprob>> top_logprobs;  // [new_tokens][params.top_logprobs]
+  bool finished = false;
+  FinishReason finish_reason = FinishReason::kNone;
+  std::string error;                            // set with kError
+  int prompt_tokens = 0;
+  int completion_tokens = 0;                    // total so far
+  int cached_prompt_tokens = 0;                 // prompt tokens served from the prefix cache
+};
+
+using OutputCallback = std::function<void(const RequestOutput&)>;
+
+enum class AddError { kNone, kQueueFull, kTooLong, kInvalid, kStopped };
+struct AddResult {
+  uint64_t request_id = 0;
+  AddError error = AddError::kNone;
+  std::string message;  // why it was rejected, for the user
+};
+
+struct EngineStats {
+  int running = 0, waiting = 0, swapped = 0;
+  int num_blocks = 0, free_blocks = 0, block_size = 0;
+  double kv_usage = 0;                   // fraction of blocks in use
+  uint64_t prefix_cache_queries = 0;     // prompt tokens looked up
+  uint64_t prefix_cache_hits = 0;        // prompt tokens found cached
+  uint64_t preemptions = 0;
+  uint64_t prompt_tokens = 0, generation_tokens = 0;
+  uint64_t steps = 0;
+  uint64_t last_step_tokens = 0;
+  double last_step_time_s = 0;            // monotonic seconds at the last completed step (for /health)
+  uint64_t requests_finished = 0;
+};
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  static Result<std::unique_ptr<Engine>> create(const Model& model, const Tokenizer& tokenizer,
+                                                const EngineConfig& config);
+
+  // Thread-safe. The callback is called on the engine thread for every output, last with finished=true.
+  virtual AddResult add_request(RequestSpec spec, OutputCallback cb) = 0;
+  // Thread-safe; frees the request's blocks within one engine step. Its callback gets finish kAbort.
+  virtual void abort(uint64_t request_id) = 0;
+
+  // Background loop (serve): start() spawns the engine thread; stop() drains nothing, aborts all, joins.
+  virtual void start() = 0;
+  virtual void stop() = 0;
+  // Synchronous use (run, tests): one scheduler step on the caller's thread. False when idle.
+  virtual bool step() = 0;
+  virtual bool has_unfinished() const = 0;
+
+  virtual EngineStats stats() const = 0;
+  virtual const EngineConfig& config() const = 0;  // with derived values filled in (max_model_len, ...)
+};
+
+}  // namespace mopt
