@@ -181,7 +181,7 @@ std::string Value::to_string(size_t max_array_elems) const {
 
 class Parser {
  public:
-  explicit Parser(File& f) : f_(f), base_(f.map_->data()), size_(f.map_->size()) {}
+  explicit Parser(File& f) : f_(f), base_(f.data_), size_(f.size_) {}
   Status parse();
 
  private:
@@ -413,7 +413,20 @@ Status Parser::parse() {
 Result<std::unique_ptr<File>> File::open(const std::string& path) {
   MOPT_ASSIGN_OR_RETURN(auto map, MappedFile::open(path));
   std::unique_ptr<File> f(new File());
+  f->data_ = map->data();
+  f->size_ = map->size();
+  f->path_ = path;
   f->map_ = std::move(map);
+  Parser p(*f);
+  MOPT_TRY(p.parse());
+  return f;
+}
+
+Result<std::unique_ptr<File>> File::open_memory(const void* data, size_t size, const std::string& name) {
+  std::unique_ptr<File> f(new File());
+  f->data_ = static_cast<const uint8_t*>(data);
+  f->size_ = size;
+  f->path_ = name;
   Parser p(*f);
   MOPT_TRY(p.parse());
   return f;

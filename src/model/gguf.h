@@ -48,10 +48,13 @@ class File {
  public:
   // Opens and validates the whole header and tensor table. Errors name the file and the problem.
   static Result<std::unique_ptr<File>> open(const std::string& path);
+  // Parses a GGUF image already in memory (fuzzing, tests). `data` must outlive the File and the views;
+  // `name` stands in for the path in error messages.
+  static Result<std::unique_ptr<File>> open_memory(const void* data, size_t size, const std::string& name);
 
   uint32_t version() const { return version_; }
-  const std::string& path() const { return map_->path(); }
-  uint64_t file_size() const { return map_->size(); }
+  const std::string& path() const { return path_; }
+  uint64_t file_size() const { return size_; }
   uint64_t alignment() const { return alignment_; }
 
   // Metadata in file order.
@@ -69,10 +72,17 @@ class File {
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
   const TensorInfo* find_tensor(std::string_view name) const;
 
+  // Hands the memory map to a new owner (e.g. Model::mappings), so tensor views outlive this File.
+  // The File stays usable while the new owner keeps the mapping alive. Null for open_memory() files.
+  std::unique_ptr<MappedFile> take_mapping() { return std::move(map_); }
+
  private:
   File() = default;
   friend class Parser;
-  std::unique_ptr<MappedFile> map_;
+  std::unique_ptr<MappedFile> map_;  // null for open_memory()
+  const uint8_t* data_ = nullptr;    // [size_] the whole file image
+  size_t size_ = 0;
+  std::string path_;
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;
   std::vector<std::pair<std::string, Value>> kv_;
