@@ -1,0 +1,291 @@
+#include "backend/cpu/cpu_runner.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <string>
+
+#include "backend/cpu/kernels.h"
+#include "backend/cpu/quant.h"
+#include "core/thread_pool.h"
+#include "model/model.h"
+
+namespace mopt {
+namespace {
+
+// Dequantizes a (small) tensor — norms, biases — into fp32, checking its element count.
+Status to_f32(const TensorView& t, int64_t expect, std::vector<float>& out) {
+  if (t.n_elements() != expect)
+    return error("tensor %s has %lld elements, expected %lld", t.name.c_str(),
+                 static_cast<long long>(t.n_elements()), static_cast<long long>(expect));
+  out.resize(static_cast<size_t>(expect));
+  const uint64_t rb = *row_bytes(t.dtype, static_cast<uint64_t>(t.ne[0]));
+  for (int64_t r = 0; r < t.rows(); ++r)
+    cpu::dequantize_row(t.dtype, static_cast<const uint8_t*>(t.data) + r * rb, out.data() + r * t.ne[0], t.ne[0]);
+  return Status::ok();
+}
+
+Result<float*> map_anonymous(size_t bytes) {
+  if (bytes == 0) return static_cast<float*>(nullptr);
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return error("cannot reserve %s for the KV cache: lower --kv-cache-memory", format_bytes(bytes).c_str());
+  return static_cast<float*>(p);
+}
+
+// y[n, cols] += bias[cols] for every row
+void add_bias(float* y, const std::vector<float>& bias, int n, int cols) {
+  if (bias.empty()) return;
+  for (int t = 0; t < n; ++t) cpu::add(y + static_cast<size_t>(t) * cols, bias.data(), cols);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<CpuRunner>> CpuRunner::create(const Model& model, const RunnerOptions& opts) {
+  std::unique_ptr<CpuRunner> r(new CpuRunner());
+  r->cfg_ = model.config;
+  r->opts_ = opts;
+  const ModelConfig& c = r->cfg_;
+  if (c.n_layer <= 0 || c.n_embd <= 0 || c.n_head <= 0 || c.n_head_kv <= 0 || c.head_dim <= 0 || c.n_ff <= 0 ||
+      c.n_vocab <= 0 || c.n_head % c.n_head_kv != 0 || c.rope_dim > c.head_dim || c.rope_dim % 2 != 0)
+    return error("model config is not runnable (layers %d, embd %d, heads %d/%d, head_dim %d, rope_dim %d)",
+                 c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.head_dim, c.rope_dim);
+  r->pool_ = std::make_unique<ThreadPool>(opts.n_threads);
+  MOPT_ASSIGN_OR_RETURN(r->tok_embd_, model.require("token_embd.weight"));
+  r->output_ = model.find("output.weight");
+  if (!r->output_) r->output_ = r->tok_embd_;
+  MOPT_ASSIGN_OR_RETURN(const TensorView* on, model.require("output_norm.weight"));
+  MOPT_TRY(to_f32(*on, c.n_embd, r->out_norm_));
+  r->inv_freq_ = cpu::rope_inv_freq(c);
+  r->layers_.resize(static_cast<size_t>(c.n_layer));
+  for (int l = 0; l < c.n_layer; ++l) {
+    Layer& L = r->layers_[static_cast<size_t>(l)];
+    const std::string p = "blk." + std::to_string(l) + ".";
+    MOPT_ASSIGN_OR_RETURN(L.wq, model.require(p + "attn_q.weight"));
+    MOPT_ASSIGN_OR_RETURN(L.wk, model.require(p + "attn_k.weight"));
+    MOPT_ASSIGN_OR_RETURN(L.wv, model.require(p + "attn_v.weight"));
+    MOPT_ASSIGN_OR_RETURN(L.wo, model.require(p + "attn_output.weight"));
+    MOPT_ASSIGN_OR_RETURN(L.w_gate, model.require(p + "ffn_gate.weight"));
+    MOPT_ASSIGN_OR_RETURN(L.w_up, model.require(p + "ffn_up.weight"));
+    MOPT_ASSIGN_OR_RETURN(L.w_down, model.require(p + "ffn_down.weight"));
+    MOPT_ASSIGN_OR_RETURN(const TensorView* an, model.require(p + "attn_norm.weight"));
+    MOPT_ASSIGN_OR_RETURN(const TensorView* fn, model.require(p + "ffn_norm.weight"));
+    MOPT_TRY(to_f32(*an, c.n_embd, L.attn_norm));
+    MOPT_TRY(to_f32(*fn, c.n_embd, L.ffn_norm));
+    if (c.qkv_bias) {
+      MOPT_ASSIGN_OR_RETURN(const TensorView* bq, model.require(p + "attn_q.bias"));
+      MOPT_ASSIGN_OR_RETURN(const TensorView* bk, model.require(p + "attn_k.bias"));
+      MOPT_ASSIGN_OR_RETURN(const TensorView* bv, model.require(p + "attn_v.bias"));
+      MOPT_TRY(to_f32(*bq, c.q_dim(), L.bq));
+      MOPT_TRY(to_f32(*bk, c.kv_dim(), L.bk));
+      MOPT_TRY(to_f32(*bv, c.kv_dim(), L.bv));
+    }
+    if (c.qk_norm) {
+      MOPT_ASSIGN_OR_RETURN(const TensorView* qn, model.require(p + "attn_q_norm.weight"));
+      MOPT_ASSIGN_OR_RETURN(const TensorView* kn, model.require(p + "attn_k_norm.weight"));
+      MOPT_TRY(to_f32(*qn, c.head_dim, L.q_norm));
+      MOPT_TRY(to_f32(*kn, c.head_dim, L.k_norm));
+    }
+  }
+  r->ensure_scratch(std::max(1, opts.max_batch_tokens), std::max(1, opts.max_seqs));
+  return r;
+}
+
+CpuRunner::~CpuRunner() {
+  if (kv_) munmap(kv_, kv_bytes_);
+  if (swap_) munmap(swap_, swap_bytes_);
+}
+
+uint64_t CpuRunner::kv_block_bytes(int block_size) const {
+  return cfg_.kv_bytes_per_token(sizeof(float)) * static_cast<uint64_t>(block_size);
+}
+
+uint64_t CpuRunner::available_kv_memory(double memory_utilization) const {
+  // The CPU "device memory" is the RAM the kernel reports as available now.
+  uint64_t avail_kib = 0;
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  uint64_t val;
+  std::string unit;
+  while (f >> key >> val >> unit)
+    if (key == "MemAvailable:") avail_kib = val;
+  if (avail_kib == 0) avail_kib = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE) / 1024;
+  return static_cast<uint64_t>(static_cast<double>(avail_kib) * 1024.0 * std::clamp(memory_utilization, 0.0, 1.0));
+}
+
+Status CpuRunner::init_kv_cache(int n_blocks, int block_size, int n_swap_blocks) {
+  if (kv_) return error("KV cache already initialized");
+  if (n_blocks <= 0 || block_size <= 0 || n_swap_blocks < 0)
+    return error("invalid KV cache size: %d blocks of %d tokens (%d swap blocks)", n_blocks, block_size, n_swap_blocks);
+  n_blocks_ = n_blocks;
+  n_swap_blocks_ = n_swap_blocks;
+  block_size_ = block_size;
+  const size_t kvd = static_cast<size_t>(cfg_.kv_dim());
+  layer_elems_ = static_cast<size_t>(n_blocks) * block_size * kvd;
+  swap_layer_elems_ = static_cast<size_t>(n_swap_blocks) * block_size * kvd;
+  kv_bytes_ = 2 * static_cast<size_t>(cfg_.n_layer) * layer_elems_ * sizeof(float);
+  swap_bytes_ = 2 * static_cast<size_t>(cfg_.n_layer) * swap_layer_elems_ * sizeof(float);
+  MOPT_ASSIGN_OR_RETURN(kv_, map_anonymous(kv_bytes_));
+  MOPT_ASSIGN_OR_RETURN(swap_, map_anonymous(swap_bytes_));
+  return Status::ok();
+}
+
+void CpuRunner::ensure_scratch(int n_tokens, int n_out) {
+  if (n_tokens > cap_tokens_) {
+    cap_tokens_ = n_tokens;
+    const size_t T = static_cast<size_t>(n_tokens);
+    x_.resize(T * cfg_.n_embd);
+    xb_.resize(T * cfg_.n_embd);
+    q_.resize(T * cfg_.q_dim());
+    att_.resize(T * cfg_.q_dim());
+    k_.resize(T * cfg_.kv_dim());
+    v_.resize(T * cfg_.kv_dim());
+    gate_.resize(T * cfg_.n_ff);
+    up_.resize(T * cfg_.n_ff);
+  }
+  if (n_out > cap_out_) {
+    cap_out_ = n_out;
+    xo_.resize(static_cast<size_t>(n_out) * cfg_.n_embd);
+  }
+}
+
+Status CpuRunner::check_batch(const ForwardBatch& b) const {
+  const int T = b.n_tokens(), S = b.n_seqs();
+  if (!kv_) return error("forward() before init_kv_cache()");
+  if (T == 0 || S == 0) return error("empty batch");
+  if (b.positions.size() != static_cast<size_t>(T) || b.slot_mapping.size() != static_cast<size_t>(T) ||
+      b.query_start.size() != static_cast<size_t>(S) + 1 ||
+      b.block_tables.size() != static_cast<size_t>(S) * b.max_blocks_per_seq)
+    return error("inconsistent batch arrays (tokens %d, seqs %d)", T, S);
+  if (b.query_start[0] != 0 || b.query_start[S] != T) return error("query_start must span [0, n_tokens]");
+  const int64_t n_slots = static_cast<int64_t>(n_blocks_) * block_size_;
+  for (int i = 0; i < T; ++i) {
+    if (b.tokens[i] < 0 || b.tokens[i] >= cfg_.n_vocab) return error("token id %d out of range", b.tokens[i]);
+    if (b.slot_mapping[i] < 0 || b.slot_mapping[i] >= n_slots) return error("slot %d out of range", b.slot_mapping[i]);
+  }
+  for (int s = 0; s < S; ++s) {
+    const int q0 = b.query_start[s], q1 = b.query_start[s + 1];
+    if (q1 < q0 || b.seq_lens[s] < q1 - q0) return error("sequence %d: bad query range or length", s);
+    if ((b.seq_lens[s] + block_size_ - 1) / block_size_ > b.max_blocks_per_seq)
+      return error("sequence %d: length %d needs more blocks than the table holds", s, b.seq_lens[s]);
+    for (int j = 0; j < (b.seq_lens[s] + block_size_ - 1) / block_size_; ++j) {
+      const int32_t blk = b.block_tables[static_cast<size_t>(s) * b.max_blocks_per_seq + j];
+      if (blk < 0 || blk >= n_blocks_) return error("sequence %d: block table entry %d = %d out of range", s, j, blk);
+    }
+    for (int i = q0; i < q1; ++i)
+      if (b.positions[i] < 0 || b.positions[i] >= b.seq_lens[s]) return error("position %d out of range", b.positions[i]);
+  }
+  for (int32_t idx : b.logits_indices)
+    if (idx < 0 || idx >= T) return error("logits index %d out of range", idx);
+  return Status::ok();
+}
+
+Status CpuRunner::forward(const ForwardBatch& b, float* logits) {
+  MOPT_TRY(check_batch(b));
+  const ModelConfig& c = cfg_;
+  const int T = b.n_tokens(), n_out = b.n_out();
+  const int d = c.n_embd, qd = c.q_dim(), kvd = c.kv_dim(), ff = c.n_ff, hd = c.head_dim;
+  ensure_scratch(T, n_out);
+  ThreadPool* pool = pool_.get();
+  float* x = x_.data();    // [T, d] residual stream
+  float* xb = xb_.data();  // [T, d]
+
+  // Embedding lookup: dequantize one row of token_embd per token.
+  const uint64_t erb = *row_bytes(tok_embd_->dtype, static_cast<uint64_t>(d));
+  for (int t = 0; t < T; ++t)
+    cpu::dequantize_row(tok_embd_->dtype, static_cast<const uint8_t*>(tok_embd_->data) + erb * b.tokens[t],
+                        x + static_cast<size_t>(t) * d, d);
+
+  const size_t blk_elems = static_cast<size_t>(block_size_) * kvd;
+  for (int l = 0; l < c.n_layer; ++l) {
+    const Layer& L = layers_[static_cast<size_t>(l)];
+    for (int t = 0; t < T; ++t) cpu::rmsnorm(xb + t * d, x + t * d, L.attn_norm.data(), d, c.norm_eps);
+    cpu::matmul(*L.wq, xb, T, q_.data(), pool);
+    cpu::matmul(*L.wk, xb, T, k_.data(), pool);
+    cpu::matmul(*L.wv, xb, T, v_.data(), pool);
+    add_bias(q_.data(), L.bq, T, qd);
+    add_bias(k_.data(), L.bk, T, kvd);
+    add_bias(v_.data(), L.bv, T, kvd);
+    float* kl = k_layer(l);
+    float* vl = v_layer(l);
+    for (int t = 0; t < T; ++t) {
+      float* qt = q_.data() + static_cast<size_t>(t) * qd;
+      float* kt = k_.data() + static_cast<size_t>(t) * kvd;
+      if (c.qk_norm) {
+        for (int h = 0; h < c.n_head; ++h) cpu::rmsnorm(qt + h * hd, qt + h * hd, L.q_norm.data(), hd, c.norm_eps);
+        for (int h = 0; h < c.n_head_kv; ++h) cpu::rmsnorm(kt + h * hd, kt + h * hd, L.k_norm.data(), hd, c.norm_eps);
+      }
+      cpu::rope(qt, c.n_head, hd, c.rope_dim, b.positions[t], inv_freq_.data(), c.rope_style);
+      cpu::rope(kt, c.n_head_kv, hd, c.rope_dim, b.positions[t], inv_freq_.data(), c.rope_style);
+      // Write this token's K/V at its slot: block = slot / block_size, offset = slot % block_size.
+      const size_t slot = static_cast<size_t>(b.slot_mapping[t]);
+      const size_t off = (slot / block_size_) * blk_elems + (slot % block_size_) * kvd;
+      std::memcpy(kl + off, kt, sizeof(float) * kvd);
+      std::memcpy(vl + off, v_.data() + static_cast<size_t>(t) * kvd, sizeof(float) * kvd);
+    }
+    cpu::PagedAttnArgs a;
+    a.q = q_.data();
+    a.out = att_.data();
+    a.k_cache = kl;
+    a.v_cache = vl;
+    a.n_head = c.n_head;
+    a.n_head_kv = c.n_head_kv;
+    a.head_dim = hd;
+    a.block_size = block_size_;
+    a.n_seqs = b.n_seqs();
+    a.query_start = b.query_start.data();
+    a.seq_lens = b.seq_lens.data();
+    a.positions = b.positions.data();
+    a.block_tables = b.block_tables.data();
+    a.max_blocks_per_seq = b.max_blocks_per_seq;
+    a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    a.sliding_window = c.sliding_window;
+    cpu::paged_attention(a, pool);
+    cpu::matmul(*L.wo, att_.data(), T, xb, pool);
+    cpu::add(x, xb, static_cast<int64_t>(T) * d);
+
+    for (int t = 0; t < T; ++t) cpu::rmsnorm(xb + t * d, x + t * d, L.ffn_norm.data(), d, c.norm_eps);
+    cpu::matmul(*L.w_gate, xb, T, gate_.data(), pool);
+    cpu::matmul(*L.w_up, xb, T, up_.data(), pool);
+    cpu::swiglu(gate_.data(), gate_.data(), up_.data(), static_cast<int64_t>(T) * ff);
+    cpu::matmul(*L.w_down, gate_.data(), T, xb, pool);
+    cpu::add(x, xb, static_cast<int64_t>(T) * d);
+  }
+  // Final norm and classifier only for the rows whose logits are wanted.
+  for (int i = 0; i < n_out; ++i)
+    cpu::rmsnorm(xo_.data() + static_cast<size_t>(i) * d, x + static_cast<size_t>(b.logits_indices[i]) * d,
+                 out_norm_.data(), d, c.norm_eps);
+  if (n_out > 0) cpu::matmul(*output_, xo_.data(), n_out, logits, pool);
+  return Status::ok();
+}
+
+void CpuRunner::copy_block(float* dst_base, size_t dst_layer_elems, int dst_block, const float* src_base,
+                           size_t src_layer_elems, int src_block) {
+  const size_t blk = static_cast<size_t>(block_size_) * cfg_.kv_dim();
+  for (int lk = 0; lk < 2 * cfg_.n_layer; ++lk)
+    std::memcpy(dst_base + lk * dst_layer_elems + dst_block * blk, src_base + lk * src_layer_elems + src_block * blk,
+                blk * sizeof(float));
+}
+
+Status CpuRunner::swap_out(std::span<const std::pair<int32_t, int32_t>> device_to_host) {
+  for (auto [dev, host] : device_to_host) {
+    if (dev < 0 || dev >= n_blocks_ || host < 0 || host >= n_swap_blocks_)
+      return error("swap_out: block pair (%d, %d) out of range", dev, host);
+    copy_block(swap_, swap_layer_elems_, host, kv_, layer_elems_, dev);
+  }
+  return Status::ok();
+}
+
+Status CpuRunner::swap_in(std::span<const std::pair<int32_t, int32_t>> host_to_device) {
+  for (auto [host, dev] : host_to_device) {
+    if (dev < 0 || dev >= n_blocks_ || host < 0 || host >= n_swap_blocks_)
+      return error("swap_in: block pair (%d, %d) out of range", host, dev);
+    copy_block(kv_, layer_elems_, dev, swap_, swap_layer_elems_, host);
+  }
+  return Status::ok();
+}
+
+}  // namespace mopt

@@ -1,0 +1,77 @@
+// CpuRunner: the Llama-family forward pass on the CPU over a flat varlen batch with a paged KV cache.
+// Weights stay zero-copy in the model file (any weight dtype the kernels support); norms/biases are fp32 copies.
+//
+// KV cache layout (per layer, K and V separately): [n_blocks, block_size, n_head_kv, head_dim] fp32,
+// so slot s of layer l starts at k_cache_ + ((l * n_blocks) * block_size + s) * kv_dim.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "backend/runner.h"
+#include "core/tensor.h"
+
+namespace mopt {
+
+class Model;
+class ThreadPool;
+
+class CpuRunner : public ModelRunner {
+ public:
+  static Result<std::unique_ptr<CpuRunner>> create(const Model& model, const RunnerOptions& opts);
+  ~CpuRunner() override;
+
+  DeviceKind device() const override { return DeviceKind::kCpu; }
+  const ModelConfig& config() const override { return cfg_; }
+  uint64_t kv_block_bytes(int block_size) const override;
+  uint64_t available_kv_memory(double memory_utilization) const override;
+  Status init_kv_cache(int n_blocks, int block_size, int n_swap_blocks) override;
+  Status forward(const ForwardBatch& batch, float* logits) override;
+  Status swap_out(std::span<const std::pair<int32_t, int32_t>> device_to_host) override;
+  Status swap_in(std::span<const std::pair<int32_t, int32_t>> host_to_device) override;
+
+  ThreadPool& pool() { return *pool_; }
+
+ private:
+  CpuRunner() = default;
+  struct Layer {
+    const TensorView *wq, *wk, *wv, *wo, *w_gate, *w_up, *w_down;
+    std::vector<float> attn_norm, ffn_norm;  // [n_embd]
+    std::vector<float> bq, bk, bv;           // [q_dim], [kv_dim], [kv_dim]; empty without QKV bias
+    std::vector<float> q_norm, k_norm;       // [head_dim]; empty without Q/K norm
+  };
+  Status check_batch(const ForwardBatch& b) const;
+  void ensure_scratch(int n_tokens, int n_out);
+  float* k_layer(int l) { return kv_ + static_cast<size_t>(2 * l) * layer_elems_; }
+  float* v_layer(int l) { return kv_ + static_cast<size_t>(2 * l + 1) * layer_elems_; }
+  void copy_block(float* dst_base, size_t dst_layer_elems, int dst_block, const float* src_base,
+                  size_t src_layer_elems, int src_block);
+
+  ModelConfig cfg_;
+  RunnerOptions opts_;
+  std::unique_ptr<ThreadPool> pool_;
+  const TensorView* tok_embd_ = nullptr;
+  const TensorView* output_ = nullptr;     // token_embd when tied
+  std::vector<float> out_norm_;            // [n_embd]
+  std::vector<float> inv_freq_;            // [rope_dim / 2]
+  std::vector<Layer> layers_;
+
+  // Paged cache: [n_layer, 2 (K,V), n_blocks, block_size, kv_dim] fp32 (anonymous mmap, touched lazily).
+  float* kv_ = nullptr;
+  size_t kv_bytes_ = 0;
+  size_t layer_elems_ = 0;                 // n_blocks * block_size * kv_dim
+  float* swap_ = nullptr;                  // [n_layer, 2, n_swap_blocks, block_size, kv_dim]
+  size_t swap_bytes_ = 0;
+  size_t swap_layer_elems_ = 0;
+  int n_blocks_ = 0, n_swap_blocks_ = 0, block_size_ = 0;
+
+  // Scratch, grown on demand (no allocation once warm).
+  int cap_tokens_ = 0, cap_out_ = 0;
+  std::vector<float> x_, xb_;              // [n_tokens, n_embd]
+  std::vector<float> q_, att_;             // [n_tokens, q_dim]
+  std::vector<float> k_, v_;               // [n_tokens, kv_dim]
+  std::vector<float> gate_, up_;           // [n_tokens, n_ff]
+  std::vector<float> xo_;                  // [n_out, n_embd]
+};
+
+}  // namespace mopt

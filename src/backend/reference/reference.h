@@ -1,0 +1,39 @@
+// The fp32 reference forward pass: the oracle every fast path is tested against.
+// Deliberately plain (llama2.c style): weights dequantized to fp32 once, contiguous KV, naive loops,
+// its own RoPE and attention code. It shares nothing with the CPU kernels except dequantize_row().
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/status.h"
+#include "model/config.h"
+
+namespace mopt {
+
+class Model;
+
+class ReferenceModel {
+ public:
+  static Result<ReferenceModel> create(const Model& model);
+
+  // Runs the tokens as one sequence from position 0 (resets state) and returns logits [n_tokens, n_vocab].
+  std::vector<float> forward(const std::vector<int32_t>& tokens);
+  const ModelConfig& config() const { return cfg_; }
+
+ private:
+  struct Layer {
+    std::vector<float> attn_norm, ffn_norm;       // [n_embd]
+    std::vector<float> wq, wk, wv, wo;            // [q_dim, n_embd], [kv_dim, n_embd], [kv_dim, n_embd], [n_embd, q_dim]
+    std::vector<float> bq, bk, bv;                // [q_dim], [kv_dim], [kv_dim] (Qwen2) or empty
+    std::vector<float> q_norm, k_norm;            // [head_dim] (Qwen3) or empty
+    std::vector<float> w_gate, w_up, w_down;      // [n_ff, n_embd], [n_ff, n_embd], [n_embd, n_ff]
+  };
+  ModelConfig cfg_;
+  std::vector<float> tok_embd_;   // [n_vocab, n_embd]
+  std::vector<float> out_norm_;   // [n_embd]
+  std::vector<float> output_;     // [n_vocab, n_embd] (copy of tok_embd_ when tied)
+  std::vector<Layer> layers_;
+};
+
+}  // namespace mopt

@@ -1,0 +1,264 @@
+// The CPU runner (paged KV, flat varlen batches, SIMD kernels) against the fp32 reference forward pass.
+#include <cmath>
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "backend/cpu/cpu_runner.h"
+#include "backend/reference/reference.h"
+#include "forward/model_util.h"
+#include "forward/seq_driver.h"
+
+namespace mopt::test {
+namespace {
+
+struct Diff {
+  double max_abs = 0, max_ref = 0;
+  int argmax_mismatch = 0;
+};
+
+Diff compare(const std::vector<float>& a, const std::vector<float>& ref, int n_vocab) {
+  Diff d;
+  for (size_t i = 0; i < a.size(); ++i) {
+    d.max_abs = std::max(d.max_abs, static_cast<double>(std::fabs(a[i] - ref[i])));
+    d.max_ref = std::max(d.max_ref, static_cast<double>(std::fabs(ref[i])));
+  }
+  for (size_t r = 0; r < a.size() / n_vocab; ++r)
+    d.argmax_mismatch += argmax(&a[r * n_vocab], n_vocab) != argmax(&ref[r * n_vocab], n_vocab);
+  return d;
+}
+
+std::vector<int32_t> random_tokens(int n, int n_vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (auto& x : t) x = static_cast<int32_t>(rng() % static_cast<uint32_t>(n_vocab));
+  return t;
+}
+
+// Feeds `toks` through the runner in the given chunk sizes (chunked prefill then decode) and returns all logits.
+std::vector<float> run_chunked(ModelRunner& r, const std::vector<int32_t>& toks, const std::vector<int>& chunks,
+                               int block_size) {
+  SeqDriver drv(r, 4096 / block_size, block_size, 3);
+  const int s = drv.add_sequence();
+  std::vector<float> all;
+  size_t pos = 0;
+  size_t ci = 0;
+  while (pos < toks.size()) {
+    const size_t n = std::min(toks.size() - pos, static_cast<size_t>(ci < chunks.size() ? chunks[ci++] : 1));
+    std::vector<int32_t> part(toks.begin() + static_cast<long>(pos), toks.begin() + static_cast<long>(pos + n));
+    auto l = drv.feed(s, part);
+    EXPECT_TRUE(drv.last_status().is_ok()) << drv.last_status().message();
+    all.insert(all.end(), l.begin(), l.end());
+    pos += n;
+  }
+  return all;
+}
+
+// Runs model through CpuRunner and ReferenceModel on random tokens; checks logits within tol * max|ref|.
+void check_against_reference(const Model& m, int n_tokens, double rel_tol, int max_argmax_mismatch,
+                             int block_size = 16, int n_threads = 2) {
+  auto ref = ReferenceModel::create(m);
+  ASSERT_TRUE(ref.is_ok()) << ref.message();
+  RunnerOptions ro;
+  ro.n_threads = n_threads;
+  auto r = CpuRunner::create(m, ro);
+  ASSERT_TRUE(r.is_ok()) << r.message();
+  ASSERT_TRUE((*r)->init_kv_cache(4096 / block_size, block_size, 0).is_ok());
+  const auto toks = random_tokens(n_tokens, m.config.n_vocab, 11);
+  const auto want = ref->forward(toks);
+  const auto got = run_chunked(**r, toks, {n_tokens / 2, 3, 1, 5}, block_size);
+  ASSERT_EQ(got.size(), want.size());
+  Diff d = compare(got, want, m.config.n_vocab);
+  EXPECT_LE(d.max_abs, rel_tol * d.max_ref) << "max |logit diff| " << d.max_abs << " vs max |logit| " << d.max_ref;
+  EXPECT_LE(d.argmax_mismatch, max_argmax_mismatch);
+}
+
+TEST(CpuRunner, Stories260KGgufMatchesReference) {
+  auto m = load_model(models_dir() + "/stories260K.gguf");
+  ASSERT_TRUE(m.is_ok()) << m.message();
+  // fp32 weights: only summation order differs. Tolerance 1e-4 of the logit range.
+  check_against_reference(**m, 80, 1e-4, 0, 16);
+  check_against_reference(**m, 40, 1e-4, 0, 1, 1);
+  check_against_reference(**m, 40, 1e-4, 0, 32, 2);
+}
+
+TEST(CpuRunner, Llama2cCheckpointGivesIdenticalLogitsToGguf) {
+  auto g = load_model(models_dir() + "/stories260K.gguf");
+  auto b = load_model(models_dir() + "/stories260K.bin");
+  ASSERT_TRUE(g.is_ok()) << g.message();
+  ASSERT_TRUE(b.is_ok()) << b.message();
+  RunnerOptions ro;
+  ro.n_threads = 2;
+  auto rg = CpuRunner::create(**g, ro);
+  auto rb = CpuRunner::create(**b, ro);
+  ASSERT_TRUE(rg.is_ok() && rb.is_ok());
+  ASSERT_TRUE((*rg)->init_kv_cache(64, 16, 0).is_ok());
+  ASSERT_TRUE((*rb)->init_kv_cache(64, 16, 0).is_ok());
+  const auto toks = random_tokens(50, 512, 5);
+  EXPECT_EQ(run_chunked(**rg, toks, {20}, 16), run_chunked(**rb, toks, {20}, 16));
+}
+
+TEST(CpuRunner, CodeQwen2MatchesReference) {
+  auto m = load_model(models_dir() + "/code-qwen2-25m");
+  ASSERT_TRUE(m.is_ok()) << m.message();
+  // bf16 weights dequantized exactly by both; the fast path multiplies in fp32 with another summation order.
+  check_against_reference(**m, 24, 1e-3, 0, 16);
+}
+
+constexpr const char* kSmallLlama = R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+  "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2, "num_attention_heads": 4,
+  "num_key_value_heads": 2, "vocab_size": 320, "max_position_embeddings": 512, "rms_norm_eps": 1e-5,
+  "rope_theta": 500000.0, "tie_word_embeddings": false,
+  "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                   "original_max_position_embeddings": 64}})";
+
+constexpr const char* kSmallQwen3 = R"({"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
+  "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2, "num_attention_heads": 4,
+  "num_key_value_heads": 1, "head_dim": 128, "vocab_size": 300, "max_position_embeddings": 512,
+  "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "tie_word_embeddings": true})";
+
+TEST(CpuRunner, Llama3RopeScalingMatchesReference) {
+  auto m = dummy_model(kSmallLlama);
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->config.rope_scaling, RopeScaling::kLlama3);
+  check_against_reference(*m, 70, 1e-4, 0, 8);
+}
+
+TEST(CpuRunner, Qwen3QkNormMatchesReference) {
+  auto m = dummy_model(kSmallQwen3);
+  ASSERT_NE(m, nullptr);
+  EXPECT_TRUE(m->config.qk_norm);
+  check_against_reference(*m, 40, 1e-4, 0, 16);
+}
+
+// Every weight dtype through the whole forward pass. The reference dequantizes the same quantized weights, so the
+// remaining difference is the fast path's activation quantization (Q8_0 / Q8_K for integer dot products).
+TEST(CpuRunner, QuantizedWeightsMatchReference) {
+  auto base = dummy_model(kSmallLlama, 3);
+  ASSERT_NE(base, nullptr);
+  struct Case {
+    DType t;
+    double tol;
+  };
+  for (Case c : {Case{DType::F16, 1e-4}, Case{DType::BF16, 1e-4}, Case{DType::Q8_0, 3e-2}, Case{DType::Q4_0, 3e-2},
+                 Case{DType::Q4_K, 3e-2}, Case{DType::Q5_K, 3e-2}, Case{DType::Q6_K, 3e-2}}) {
+    SCOPED_TRACE(dtype_name(c.t));
+    auto q = requantize(*base, c.t, /*embeddings_too=*/true);
+    check_against_reference(*q, 24, c.tol, 2, 16);
+  }
+}
+
+// Several sequences in one flat batch give the same logits as each sequence alone.
+TEST(CpuRunner, BatchedSequencesMatchSingle) {
+  auto m = load_model(models_dir() + "/stories260K.gguf");
+  ASSERT_TRUE(m.is_ok()) << m.message();
+  RunnerOptions ro;
+  ro.n_threads = 2;
+  auto r = CpuRunner::create(**m, ro);
+  ASSERT_TRUE(r.is_ok());
+  const int bs = 8;
+  ASSERT_TRUE((*r)->init_kv_cache(256, bs, 0).is_ok());
+  const int n_seq = 5;
+  std::vector<std::vector<int32_t>> toks;
+  std::vector<std::vector<float>> single;
+  for (int s = 0; s < n_seq; ++s) {
+    toks.push_back(random_tokens(9 + 7 * s, 512, 100 + s));
+    single.push_back(run_chunked(**r, toks.back(), {static_cast<int>(toks.back().size())}, bs));
+  }
+  // Now all at once: prompt chunks of different lengths in one batch, block tables interleaved.
+  std::vector<int32_t> flat, pos, slots, qs = {0}, lens, tables, idx;
+  const int mb = 16;
+  int next_block = 0;
+  for (int s = 0; s < n_seq; ++s) {
+    const int n = static_cast<int>(toks[s].size());
+    std::vector<int32_t> blocks(mb, -1);
+    for (int j = 0; j < (n + bs - 1) / bs; ++j) blocks[j] = (next_block++ * 7) % 256;  // scattered
+    for (int i = 0; i < n; ++i) {
+      flat.push_back(toks[s][i]);
+      pos.push_back(i);
+      slots.push_back(blocks[i / bs] * bs + i % bs);
+      idx.push_back(static_cast<int32_t>(flat.size()) - 1);
+    }
+    qs.push_back(static_cast<int32_t>(flat.size()));
+    lens.push_back(n);
+    tables.insert(tables.end(), blocks.begin(), blocks.end());
+  }
+  ForwardBatch b;
+  b.tokens = flat;
+  b.positions = pos;
+  b.slot_mapping = slots;
+  b.query_start = qs;
+  b.seq_lens = lens;
+  b.block_tables = tables;
+  b.max_blocks_per_seq = mb;
+  b.logits_indices = idx;
+  std::vector<float> logits(idx.size() * 512);
+  ASSERT_TRUE((*r)->forward(b, logits.data()).is_ok());
+  size_t off = 0;
+  for (int s = 0; s < n_seq; ++s) {
+    for (size_t i = 0; i < single[s].size(); ++i)
+      ASSERT_NEAR(logits[off + i], single[s][i], 1e-4) << "seq " << s << " elem " << i;
+    off += single[s].size();
+  }
+}
+
+TEST(CpuRunner, RejectsMalformedBatches) {
+  auto m = load_model(models_dir() + "/stories260K.gguf");
+  ASSERT_TRUE(m.is_ok()) << m.message();
+  auto r = CpuRunner::create(**m, RunnerOptions{});
+  ASSERT_TRUE(r.is_ok());
+  std::vector<int32_t> tok = {1}, pos = {0}, slot = {0}, qs = {0, 1}, lens = {1}, table = {0}, idx = {0};
+  ForwardBatch b{tok, pos, slot, qs, lens, table, 1, idx};
+  std::vector<float> logits(512);
+  EXPECT_FALSE((*r)->forward(b, logits.data()).is_ok()) << "forward before init_kv_cache must fail";
+  ASSERT_TRUE((*r)->init_kv_cache(4, 16, 0).is_ok());
+  EXPECT_TRUE((*r)->forward(b, logits.data()).is_ok());
+  tok = {512};
+  EXPECT_FALSE((*r)->forward(b, logits.data()).is_ok()) << "token id out of range";
+  tok = {1};
+  slot = {64};
+  EXPECT_FALSE((*r)->forward(b, logits.data()).is_ok()) << "slot out of range";
+  slot = {0};
+  table = {9};
+  EXPECT_FALSE((*r)->forward(b, logits.data()).is_ok()) << "block out of range";
+  table = {0};
+  idx = {3};
+  EXPECT_FALSE((*r)->forward(b, logits.data()).is_ok()) << "logits index out of range";
+}
+
+TEST(CpuRunner, SwapRoundTripPreservesCache) {
+  auto m = load_model(models_dir() + "/stories260K.gguf");
+  ASSERT_TRUE(m.is_ok()) << m.message();
+  auto r = CpuRunner::create(**m, RunnerOptions{});
+  ASSERT_TRUE(r.is_ok());
+  ASSERT_TRUE((*r)->init_kv_cache(8, 4, 8).is_ok());
+  // Sequence in blocks 0,1; swap them out, clobber them with another sequence, swap back into blocks 5,6.
+  const auto toks = random_tokens(8, 512, 9);
+  std::vector<int32_t> pos(8), slot(8), qs = {0, 8}, lens = {8}, table = {0, 1}, idx = {7};
+  for (int i = 0; i < 8; ++i) pos[i] = slot[i] = i;
+  ForwardBatch b{toks, pos, slot, qs, lens, table, 2, idx};
+  std::vector<float> l0(512), l1(512);
+  ASSERT_TRUE((*r)->forward(b, l0.data()).is_ok());
+  std::vector<std::pair<int32_t, int32_t>> out = {{0, 3}, {1, 4}}, in = {{3, 5}, {4, 6}};
+  ASSERT_TRUE((*r)->swap_out(out).is_ok());
+  const auto other = random_tokens(8, 512, 10);
+  ForwardBatch b2{other, pos, slot, qs, lens, table, 2, idx};
+  ASSERT_TRUE((*r)->forward(b2, l1.data()).is_ok());
+  ASSERT_TRUE((*r)->swap_in(in).is_ok());
+  // Decode one more token of the first sequence at position 8 reading blocks 5,6 (+ block 7 for the new slot).
+  std::vector<int32_t> t9 = {toks[0]}, p9 = {8}, s9 = {7 * 4}, q9 = {0, 1}, len9 = {9}, tab9 = {5, 6, 7}, i9 = {0};
+  ForwardBatch b3{t9, p9, s9, q9, len9, tab9, 3, i9};
+  std::vector<float> got(512);
+  ASSERT_TRUE((*r)->forward(b3, got.data()).is_ok());
+  auto ref = ReferenceModel::create(**m);
+  ASSERT_TRUE(ref.is_ok());
+  auto full = toks;
+  full.push_back(toks[0]);
+  const auto want = ref->forward(full);
+  for (int i = 0; i < 512; ++i) ASSERT_NEAR(got[i], want[8 * 512 + i], 1e-3);
+  std::vector<std::pair<int32_t, int32_t>> bad = {{0, 99}};
+  EXPECT_FALSE((*r)->swap_out(bad).is_ok());
+}
+
+}  // namespace
+}  // namespace mopt::test
