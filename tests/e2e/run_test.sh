@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# mopt run: greedy generation from BOS reproduces the published stories260K text (GGUF and llama2.c formats),
+# batch mode completes every prompt, and bad input fails with a clear message and a non-zero exit.
+set -euo pipefail
+: "${MOPT_BIN:?}" "${MOPT_MODELS_DIR:?}"
+M=$MOPT_MODELS_DIR
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+# The reference: the fenced block after "Reference output, greedy" in the models README.
+awk '/Reference output, greedy/{f=1} f&&/^```$/{n++; if(n==2) exit; next} f&&n==1' "$M/README.md" > "$tmp/want.txt"
+[[ $(wc -c < "$tmp/want.txt") -gt 400 ]] || { echo "FAIL: could not extract the reference text"; exit 1; }
+check() {  # $1 = label, rest = mopt run args
+  local label=$1; shift
+  "$MOPT_BIN" run "$@" -n 400 --temp 0 > "$tmp/out.txt" 2> "$tmp/err.txt" || { cat "$tmp/err.txt"; echo "FAIL: $label exited non-zero"; exit 1; }
+  if ! cmp -s <(head -c "$(wc -c < "$tmp/want.txt")" "$tmp/out.txt") "$tmp/want.txt"; then
+    echo "FAIL: $label output differs from the published text"; diff <(head -c 2000 "$tmp/out.txt") "$tmp/want.txt" | head -20; exit 1
+  fi
+  grep -q "generation:" "$tmp/err.txt" || { echo "FAIL: $label printed no speed line"; exit 1; }
+  echo "ok: $label"
+}
+check "gguf" -m "$M/stories260K.gguf"
+check "llama2.c" -m "$M/stories260K.bin" --tokenizer "$M/tok512.bin"
+check "llama2.c (tokenizer found beside the model)" -m "$M/stories260K.bin"
+
+# Batch mode: every prompt completes, aggregate throughput printed.
+printf 'Once upon a time\nThe cat\nLily went to the park\n' > "$tmp/prompts.txt"
+"$MOPT_BIN" run -m "$M/stories260K.gguf" --prompts "$tmp/prompts.txt" -n 32 --temp 0 > "$tmp/out.txt" 2> "$tmp/err.txt"
+[[ $(grep -c '^\[[0-9]\]' "$tmp/out.txt") -eq 3 ]] || { echo "FAIL: batch mode did not print 3 completions"; cat "$tmp/out.txt"; exit 1; }
+grep -q "generated tokens/s" "$tmp/err.txt" || { echo "FAIL: batch mode printed no throughput"; exit 1; }
+echo "ok: batch mode"
+
+# Bad input: clear message, non-zero exit, no crash.
+if "$MOPT_BIN" run -m "$tmp/missing.gguf" -n 4 > /dev/null 2> "$tmp/err.txt"; then echo "FAIL: missing model accepted"; exit 1; fi
+grep -q "missing.gguf" "$tmp/err.txt" || { echo "FAIL: error does not name the file"; cat "$tmp/err.txt"; exit 1; }
+head -c 100 "$M/stories260K.gguf" > "$tmp/trunc.gguf"
+set +e; "$MOPT_BIN" run -m "$tmp/trunc.gguf" -n 4 > /dev/null 2> "$tmp/err.txt"; rc=$?; set -e
+[[ $rc -eq 1 ]] || { echo "FAIL: truncated model gave exit code $rc"; cat "$tmp/err.txt"; exit 1; }
+echo "ok: bad input"
+echo "1 passed, 0 failed"
