@@ -43,6 +43,7 @@ class Model {
   VocabData vocab;
   std::string chat_template;  // Jinja source, empty if the model has none
   std::vector<TensorView> tensors;  // in file order, canonical names
+  bool vocab_only = false;          // loaded with LoadOptions::vocab_only: no tensors; config may be partial
 
   const TensorView* find(const std::string& name) const;
   // Like find(), but an error Status naming the missing tensor if absent.

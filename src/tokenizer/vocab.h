@@ -18,6 +18,9 @@ enum class TokenType : int32_t { kUndefined = 0, kNormal = 1, kUnknown = 2, kCon
 struct VocabData {
   TokenizerKind kind = TokenizerKind::kNone;
   std::string pre;                   // pre-tokenizer name ("default", "llama3", "qwen2", "gpt-2", "deepseek-llm", ...)
+  // BPE: pre-tokenizer regexes applied in sequence (each splits the pieces of the previous one), used when
+  // `pre` names no built-in set (e.g. an unknown regex from tokenizer.json); empty: the set `pre` names.
+  std::vector<std::string> pre_regex;
   std::vector<std::string> tokens;   // [n_vocab] token text (SPM: with U+2581 for spaces; BPE: byte-level chars)
   std::vector<float> scores;         // [n_vocab] SPM merge scores (empty for BPE)
   std::vector<TokenType> types;      // [n_vocab]
@@ -28,6 +31,7 @@ struct VocabData {
   bool add_eos = false;
   bool add_space_prefix = true;      // SPM: prepend a space (U+2581) to the text
   bool byte_fallback = true;         // SPM: unknown chars -> <0xNN> byte tokens
+  bool ignore_merges = false;        // BPE: a pre-token that is itself a token is emitted whole (Llama-3)
 };
 
 }  // namespace mopt
