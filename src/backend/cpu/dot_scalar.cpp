@@ -1,0 +1,144 @@
+// Portable scalar dot kernels: integer dot products per block, scaled in fp32 (the semantics every SIMD
+// kernel reproduces up to fp32 summation order).
+#include <cstring>
+
+#include "backend/cpu/dot_kernels.h"
+#include "backend/cpu/quant.h"
+
+namespace mopt::cpu {
+
+namespace {
+
+float dot_q8_0(const BlockQ8_0* w, const BlockQ8_0* x, int64_t nb) {
+  float acc = 0.0f;
+  for (int64_t i = 0; i < nb; ++i) {
+    int s = 0;
+    for (int j = 0; j < kQK0; ++j) s += w[i].qs[j] * x[i].qs[j];
+    acc += fp16_to_fp32(w[i].d) * fp16_to_fp32(x[i].d) * static_cast<float>(s);
+  }
+  return acc;
+}
+
+float dot_q4_0(const BlockQ4_0* w, const BlockQ8_0* x, int64_t nb) {
+  float acc = 0.0f;
+  for (int64_t i = 0; i < nb; ++i) {
+    int s = 0;
+    for (int j = 0; j < 16; ++j)
+      s += ((w[i].qs[j] & 15) - 8) * x[i].qs[j] + ((w[i].qs[j] >> 4) - 8) * x[i].qs[j + 16];
+    acc += fp16_to_fp32(w[i].d) * fp16_to_fp32(x[i].d) * static_cast<float>(s);
+  }
+  return acc;
+}
+
+// Q4_K (qh == nullptr) and Q5_K: sum_j d*sc_j*sum(q*x) - dmin*m_j*sum(x), with sum(x) from bsums.
+float dot_k45(const uint8_t* scales, const uint8_t* qs, const uint8_t* qh, uint16_t d16, uint16_t dmin16,
+              const BlockQ8_K& x) {
+  int sum_q = 0, sum_m = 0;
+  for (int c = 0; c < 4; ++c) {
+    uint8_t sc0, m0, sc1, m1;
+    scale_min_k4(2 * c, scales, &sc0, &m0);
+    scale_min_k4(2 * c + 1, scales, &sc1, &m1);
+    int s0 = 0, s1 = 0;
+    for (int l = 0; l < 32; ++l) {
+      int lo = qs[32 * c + l] & 15, hi = qs[32 * c + l] >> 4;
+      if (qh) {
+        lo += ((qh[l] >> (2 * c)) & 1) << 4;
+        hi += ((qh[l] >> (2 * c + 1)) & 1) << 4;
+      }
+      s0 += lo * x.qs[64 * c + l];
+      s1 += hi * x.qs[64 * c + 32 + l];
+    }
+    sum_q += sc0 * s0 + sc1 * s1;
+    sum_m += m0 * (x.bsums[4 * c] + x.bsums[4 * c + 1]) + m1 * (x.bsums[4 * c + 2] + x.bsums[4 * c + 3]);
+  }
+  return fp16_to_fp32(d16) * x.d * static_cast<float>(sum_q) - fp16_to_fp32(dmin16) * x.d * static_cast<float>(sum_m);
+}
+
+float dot_q4_k(const BlockQ4_K* w, const BlockQ8_K* x, int64_t nb) {
+  float acc = 0.0f;
+  for (int64_t i = 0; i < nb; ++i) acc += dot_k45(w[i].scales, w[i].qs, nullptr, w[i].d, w[i].dmin, x[i]);
+  return acc;
+}
+
+float dot_q5_k(const BlockQ5_K* w, const BlockQ8_K* x, int64_t nb) {
+  float acc = 0.0f;
+  for (int64_t i = 0; i < nb; ++i) acc += dot_k45(w[i].scales, w[i].qs, w[i].qh, w[i].d, w[i].dmin, x[i]);
+  return acc;
+}
+
+float dot_q6_k(const BlockQ6_K* w, const BlockQ8_K* x, int64_t nb) {
+  float acc = 0.0f;
+  for (int64_t i = 0; i < nb; ++i) {
+    int sum = 0;
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* ql = w[i].ql + 64 * h;
+      const uint8_t* qh = w[i].qh + 32 * h;
+      const int8_t* sc = w[i].scales + 8 * h;
+      const int8_t* q8 = x[i].qs + 128 * h;
+      int s[8] = {};
+      for (int l = 0; l < 32; ++l) {
+        const int is = l / 16;
+        s[is] += (((ql[l] & 15) | ((qh[l] >> 0) & 3) << 4) - 32) * q8[l];
+        s[is + 2] += (((ql[l + 32] & 15) | ((qh[l] >> 2) & 3) << 4) - 32) * q8[l + 32];
+        s[is + 4] += (((ql[l] >> 4) | ((qh[l] >> 4) & 3) << 4) - 32) * q8[l + 64];
+        s[is + 6] += (((ql[l + 32] >> 4) | ((qh[l] >> 6) & 3) << 4) - 32) * q8[l + 96];
+      }
+      for (int k = 0; k < 8; ++k) sum += sc[k] * s[k];
+    }
+    acc += fp16_to_fp32(w[i].d) * x[i].d * static_cast<float>(sum);
+  }
+  return acc;
+}
+
+float dot_f32(const float* w, const float* x, int64_t K) {
+  float acc = 0.0f;
+  for (int64_t i = 0; i < K; ++i) acc += w[i] * x[i];
+  return acc;
+}
+float dot_f16(const uint16_t* w, const float* x, int64_t K) {
+  float acc = 0.0f;
+  for (int64_t i = 0; i < K; ++i) acc += fp16_to_fp32(w[i]) * x[i];
+  return acc;
+}
+float dot_bf16(const uint16_t* w, const float* x, int64_t K) {
+  float acc = 0.0f;
+  for (int64_t i = 0; i < K; ++i) acc += bf16_to_fp32(w[i]) * x[i];
+  return acc;
+}
+
+// Adapts a single-row dot to the DotFn contract (the scalar path gains nothing from row grouping).
+template <class W, class A, float (*F)(const W*, const A*, int64_t), int kElemsPerUnit, int R>
+void rows(const void* w, const void* act, uint64_t stride, int64_t K, float* out, int64_t out_stride) {
+  const auto* a = static_cast<const uint8_t*>(act);
+  for (int r = 0; r < R; ++r)
+    out[r * out_stride] = F(static_cast<const W*>(w), reinterpret_cast<const A*>(a + r * stride), K / kElemsPerUnit);
+}
+
+template <class W, class A, float (*F)(const W*, const A*, int64_t), int E>
+constexpr DotFn kTable[kDotRows] = {rows<W, A, F, E, 1>, rows<W, A, F, E, 2>, rows<W, A, F, E, 3>,
+                                    rows<W, A, F, E, 4>};
+
+}  // namespace
+
+const DotFn* dot_kernels_scalar(DType t) {
+  switch (t) {
+    case DType::F32: return kTable<float, float, dot_f32, 1>;
+    case DType::F16: return kTable<uint16_t, float, dot_f16, 1>;
+    case DType::BF16: return kTable<uint16_t, float, dot_bf16, 1>;
+    case DType::Q8_0: return kTable<BlockQ8_0, BlockQ8_0, dot_q8_0, kQK0>;
+    case DType::Q4_0: return kTable<BlockQ4_0, BlockQ8_0, dot_q4_0, kQK0>;
+    case DType::Q4_K: return kTable<BlockQ4_K, BlockQ8_K, dot_q4_k, kQKK>;
+    case DType::Q5_K: return kTable<BlockQ5_K, BlockQ8_K, dot_q5_k, kQKK>;
+    case DType::Q6_K: return kTable<BlockQ6_K, BlockQ8_K, dot_q6_k, kQKK>;
+    case DType::Q8_K:
+    case DType::I8:
+    case DType::I32: break;
+  }
+  return nullptr;
+}
+
+#ifndef __AVX2__
+const DotFn* dot_kernels(DType t) { return dot_kernels_scalar(t); }
+#endif
+
+}  // namespace mopt::cpu

@@ -1,0 +1,61 @@
+// CPU compute kernels for the transformer forward pass: matmul over every weight dtype, norms, RoPE,
+// activations and paged causal attention. AVX2+FMA+F16C fast paths with a portable scalar fallback
+// (selected when __AVX2__ is not defined, e.g. -DMOPT_PORTABLE=ON).
+//
+// Numerics: F32/F16/BF16 weights are multiplied in fp32. Q8_0/Q4_0 weights use activations quantized
+// to Q8_0 (per 32 elements, scale amax/127) and integer dot products; K-quant weights use activations
+// quantized to Q8_K (per 256 elements). The result then differs from the fp32 product of the
+// dequantized weights by the activation rounding error, |err| <= sum_blocks |w|·|x|_blockmax/254.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/tensor.h"
+#include "core/thread_pool.h"
+#include "model/config.h"
+
+namespace mopt::cpu {
+
+// y[M, N] = x[M, K] · W^T. W: TensorView with ne[0] = K, ne[1] = N, any weight dtype (F32, F16, BF16, Q8_0,
+// Q4_0, Q4_K, Q5_K, Q6_K). x, y fp32 row-major, row strides K and N. Threads split over N (and M when large).
+// Results do not depend on the number of threads (each output is computed by the same code either way).
+void matmul(const TensorView& w, const float* x, int64_t M, float* y, ThreadPool* pool);
+// Same for a raw weight pointer (rows of K elements of dtype t, N rows).
+void matmul_raw(DType t, const void* w, int64_t N, int64_t K, const float* x, int64_t M, float* y, ThreadPool* pool);
+// True if matmul supports weights of dtype t with K elements per row (K a multiple of the block size).
+bool matmul_supports(DType t, int64_t K);
+
+void rmsnorm(float* out, const float* x, const float* weight, int64_t n, float eps);  // out may == x
+
+// Rotary embedding of one token's heads in place: x [n_heads, head_dim]; dims [0, rot_dim) rotated.
+// inv_freq [rot_dim/2] from rope_inv_freq(); style kInterleaved pairs (2i, 2i+1), kNeox pairs (i, i+rot_dim/2).
+std::vector<float> rope_inv_freq(const ModelConfig& cfg);  // includes linear / llama3 scaling
+void rope(float* x, int n_heads, int head_dim, int rot_dim, int pos, const float* inv_freq, RopeStyle style);
+
+void swiglu(float* out, const float* gate, const float* up, int64_t n);  // out = silu(gate) * up
+void softmax(float* x, int64_t n);
+void add(float* y, const float* x, int64_t n);  // y += x
+
+// Paged causal attention over a flat varlen batch (both prefill and decode).
+struct PagedAttnArgs {
+  const float* q;              // [n_tokens, n_head, head_dim]
+  float* out;                  // [n_tokens, n_head, head_dim]
+  const float* k_cache;        // [n_blocks, block_size, n_head_kv, head_dim]  (one layer)
+  const float* v_cache;        // [n_blocks, block_size, n_head_kv, head_dim]
+  int n_head, n_head_kv, head_dim, block_size;
+  int n_seqs;
+  const int32_t* query_start;  // [n_seqs + 1]
+  const int32_t* seq_lens;     // [n_seqs] context length incl. this step's tokens (already written to the cache)
+  const int32_t* positions;    // [n_tokens]; token at position p attends to positions 0..p of its sequence
+  const int32_t* block_tables; // [n_seqs, max_blocks_per_seq]; position j lives in block_tables[s][j / block_size]
+  int max_blocks_per_seq;
+  float scale;                 // usually 1/sqrt(head_dim)
+  int sliding_window = 0;      // 0 = none; else attend only to positions > p - sliding_window
+};
+// Threads over (token, kv head); each K/V row read serves the whole query-head group (GQA).
+// The caller validates the batch (block ids, positions < seq_lens); violated invariants abort.
+void paged_attention(const PagedAttnArgs& a, ThreadPool* pool);
+
+}  // namespace mopt::cpu

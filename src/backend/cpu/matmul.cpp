@@ -1,0 +1,105 @@
+// matmul: y[M, N] = x[M, K] · W^T for every weight dtype.
+//
+// Plan: quantize x once (Q8_0 for Q8_0/Q4_0 weights, Q8_K for K-quants; fp32 weights types use x as is),
+// then split the output into tiles of kTileN weight rows x kTileM activation rows handed to threads
+// dynamically. Inside a tile each weight row is dotted with groups of up to 4 activation rows at a time
+// (dot kernels in dot_kernels.h), so a weight block is loaded once per group and stays in L1 for the
+// rest of the tile. Every output element is computed by the same code whatever the thread count.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "backend/cpu/dot_kernels.h"
+#include "backend/cpu/kernels.h"
+#include "backend/cpu/quant.h"
+#include "core/status.h"
+
+namespace mopt::cpu {
+
+namespace {
+
+constexpr int64_t kTileN = 32;  // weight rows per work item
+constexpr int64_t kTileM = 64;  // activation rows per work item
+
+// Activation format the dot kernel for weight type t expects.
+DType activation_type(DType t) {
+  switch (t) {
+    case DType::Q8_0:
+    case DType::Q4_0: return DType::Q8_0;
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K: return DType::Q8_K;
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16: return DType::F32;
+    case DType::Q8_K:
+    case DType::I8:
+    case DType::I32: break;
+  }
+  return DType::I32;  // unsupported
+}
+
+// Scratch for quantized activations, reused across calls on the same thread.
+std::vector<uint8_t>& act_scratch() {
+  static thread_local std::vector<uint8_t> buf;
+  return buf;
+}
+
+}  // namespace
+
+bool matmul_supports(DType t, int64_t K) {
+  if (activation_type(t) == DType::I32 || K <= 0) return false;
+  return K % dtype_info(t).block_elems == 0 && K % dtype_info(activation_type(t)).block_elems == 0;
+}
+
+void matmul_raw(DType t, const void* w, int64_t N, int64_t K, const float* x, int64_t M, float* y, ThreadPool* pool) {
+  MOPT_CHECK(matmul_supports(t, K), "matmul: weight dtype %s with K=%lld is not supported", dtype_name(t),
+             static_cast<long long>(K));
+  MOPT_CHECK(N >= 0 && M >= 0, "matmul: negative shape");
+  if (N == 0 || M == 0) return;
+  const DType at = activation_type(t);
+  const uint64_t w_row = *row_bytes(t, static_cast<uint64_t>(K));
+  const uint64_t a_row = *row_bytes(at, static_cast<uint64_t>(K));
+
+  // x in the activation format: [M, a_row bytes].
+  const uint8_t* act = reinterpret_cast<const uint8_t*>(x);
+  if (at != DType::F32) {
+    std::vector<uint8_t>& buf = act_scratch();
+    if (buf.size() < a_row * static_cast<uint64_t>(M)) buf.resize(a_row * static_cast<uint64_t>(M));
+    uint8_t* dst = buf.data();
+    auto quant_rows = [&](int64_t b, int64_t e, int) {
+      for (int64_t m = b; m < e; ++m) quantize_row(at, x + m * K, dst + static_cast<uint64_t>(m) * a_row, K);
+    };
+    if (pool && M >= 4) {
+      pool->parallel_for(M, quant_rows);
+    } else {
+      quant_rows(0, M, 0);
+    }
+    act = dst;
+  }
+
+  const DotFn* dots = dot_kernels(t);
+  const int64_t tiles_n = (N + kTileN - 1) / kTileN;
+  const int64_t tiles_m = (M + kTileM - 1) / kTileM;
+  const auto* wb = static_cast<const uint8_t*>(w);
+  auto run_tile = [&](int64_t item, int) {
+    const int64_t tn = item % tiles_n, tm = item / tiles_n;
+    const int64_t n0 = tn * kTileN, n1 = std::min(N, n0 + kTileN);
+    const int64_t m0 = tm * kTileM, m1 = std::min(M, m0 + kTileM);
+    for (int64_t m = m0; m < m1; m += kDotRows) {
+      const int rows = static_cast<int>(std::min<int64_t>(kDotRows, m1 - m));
+      const DotFn fn = dots[rows - 1];
+      for (int64_t n = n0; n < n1; ++n)
+        fn(wb + static_cast<uint64_t>(n) * w_row, act + static_cast<uint64_t>(m) * a_row, a_row, K, y + m * N + n, N);
+    }
+  };
+  parallel_items(pool, tiles_n * tiles_m, run_tile);
+}
+
+void matmul(const TensorView& w, const float* x, int64_t M, float* y, ThreadPool* pool) {
+  MOPT_CHECK(w.ne[2] == 1 && w.ne[3] == 1, "matmul: weight %s has shape %s, expected 2-D", w.name.c_str(),
+             w.shape_str().c_str());
+  matmul_raw(w.dtype, w.data, w.ne[1], w.ne[0], x, M, y, pool);
+}
+
+}  // namespace mopt::cpu

@@ -1,0 +1,97 @@
+// Small fp32 vector primitives shared by the CPU kernels (AVX2+FMA with a scalar fallback).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#include <immintrin.h>
+#define MOPT_CPU_AVX2 1
+#endif
+
+namespace mopt::cpu {
+
+#ifdef MOPT_CPU_AVX2
+inline float hsum_ps(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// exp(x) for a vector, relative error ~2e-7 over [-87, 88]; below -87 returns 0, above 88 returns +inf.
+// Range reduction x = n*ln2 + r, |r| <= ln2/2 (Cody-Waite split of ln2), degree-6 polynomial for e^r.
+inline __m256 exp_ps(__m256 x) {
+  const __m256 hi = _mm256_set1_ps(88.3762626647949f), lo = _mm256_set1_ps(-87.3365447504f);
+  const __m256 underflow = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+  x = _mm256_min_ps(x, hi);
+  x = _mm256_max_ps(x, lo);
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  // 2^n: n in [-126, 128]; split n = n1 + n2 so each factor stays a normal float (x near 88.7).
+  const __m256i ni = _mm256_cvtps_epi32(n);
+  const __m256i n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
+  const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, _mm256_set1_epi32(127)), 23));
+  const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, _mm256_set1_epi32(127)), 23));
+  p = _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+  return _mm256_andnot_ps(underflow, p);
+}
+#endif
+
+inline float vec_dot_f32(const float* a, const float* b, int64_t n) {
+  int64_t i = 0;
+  float s = 0.0f;
+#ifdef MOPT_CPU_AVX2
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  for (; i + 16 <= n; i += 16) {
+    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
+  }
+  for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+  s = hsum_ps(_mm256_add_ps(acc0, acc1));
+#endif
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+// y = y * c + a * x
+inline void vec_scale_axpy(float* y, float c, float a, const float* x, int64_t n) {
+  int64_t i = 0;
+#ifdef MOPT_CPU_AVX2
+  const __m256 vc = _mm256_set1_ps(c), va = _mm256_set1_ps(a);
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_mul_ps(vc, _mm256_loadu_ps(y + i))));
+#endif
+  for (; i < n; ++i) y[i] = y[i] * c + a * x[i];
+}
+
+// y += a * x
+inline void vec_axpy(float* y, float a, const float* x, int64_t n) {
+  int64_t i = 0;
+#ifdef MOPT_CPU_AVX2
+  const __m256 va = _mm256_set1_ps(a);
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+#endif
+  for (; i < n; ++i) y[i] += a * x[i];
+}
+
+inline void vec_scale(float* y, float c, int64_t n) {
+  int64_t i = 0;
+#ifdef MOPT_CPU_AVX2
+  const __m256 vc = _mm256_set1_ps(c);
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(vc, _mm256_loadu_ps(y + i)));
+#endif
+  for (; i < n; ++i) y[i] *= c;
+}
+
+}  // namespace mopt::cpu
