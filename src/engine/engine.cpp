@@ -1,0 +1,527 @@
+// EngineImpl: request lifecycle around the Scheduler, KVCacheManager, ModelRunner and Sampler.
+// One thread runs step() at a time (the engine thread in serve, the caller in run/tests); add_request() and
+// abort() may be called from any thread and only touch the inbox.
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <limits>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "core/log.h"
+#include "core/status.h"
+#include "core/strfmt.h"
+#include "engine/engine_impl.h"
+#include "engine/kv_cache_manager.h"
+#include "engine/request.h"
+#include "engine/sampler.h"
+#include "engine/scheduler.h"
+#include "engine/stop_strings.h"
+#include "tokenizer/tokenizer.h"
+
+// TODO(engine): set to 1 once the tokenizer's StreamDecoder implementation lands; until then outputs carry token
+// ids only (text stays empty) and stop strings never match.
+#ifndef MOPT_ENGINE_TEXT
+#define MOPT_ENGINE_TEXT 0
+#endif
+
+namespace mopt {
+
+const char* finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::kNone: return "none";
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kAbort: return "abort";
+    case FinishReason::kError: return "error";
+  }
+  return "unknown";
+}
+
+namespace {
+
+double monotonic_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+struct EngineRequest : Request {
+  OutputCallback cb;
+  SamplerRng rng;
+  std::unique_ptr<StreamDecoder> decoder;  // null without a tokenizer
+  std::string held_text;                   // decoded, not yet emitted (may be the start of a stop string)
+};
+
+class EngineImpl final : public Engine {
+ public:
+  EngineImpl(std::unique_ptr<ModelRunner> runner, const Tokenizer* tok, const EngineConfig& cfg,
+             const SchedulerConfig& scfg, int num_blocks, std::vector<int32_t> eog_ids)
+      : runner_(std::move(runner)),
+        tok_(tok),
+        cfg_(cfg),
+        n_vocab_(runner_->config().n_vocab),
+        kv_(num_blocks, cfg.block_size, cfg.enable_prefix_caching),
+        sched_(scfg, kv_),
+        eog_(eog_ids.begin(), eog_ids.end()),
+        seed_rng_(static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count())) {
+    stats_.num_blocks = stats_.free_blocks = num_blocks;
+    stats_.block_size = cfg.block_size;
+  }
+  ~EngineImpl() override { stop(); }
+
+  AddResult add_request(RequestSpec spec, OutputCallback cb) override;
+  void abort(uint64_t request_id) override;
+  void start() override;
+  void stop() override;
+  bool step() override;
+  bool has_unfinished() const override { return unfinished_.load() > 0; }
+  EngineStats stats() const override {
+    std::lock_guard<std::mutex> lk(stats_mu_);
+    return stats_;
+  }
+  const EngineConfig& config() const override { return cfg_; }
+
+ private:
+  bool step_locked();
+  void drain_inbox();
+  Status run_forward(const SchedulerOutput& out);
+  void process_sample(EngineRequest& r, const float* logits_row);
+  void finish(EngineRequest& r, RequestOutput& o, FinishReason reason, const std::string& error = {});
+  void emit(EngineRequest& r, RequestOutput& o);
+  void fail_all(const std::string& error);
+  void update_stats(const SchedulerOutput* out);
+
+  std::unique_ptr<ModelRunner> runner_;
+  const Tokenizer* tok_;
+  EngineConfig cfg_;
+  const int n_vocab_;
+  KVCacheManager kv_;
+  Scheduler sched_;
+  std::unordered_set<int32_t> eog_;
+  std::unordered_map<uint64_t, std::unique_ptr<EngineRequest>> requests_;  // engine thread only
+  uint64_t next_arrival_ = 0;
+
+  // Inbox (any thread).
+  std::mutex in_mu_;
+  std::condition_variable in_cv_;
+  std::vector<std::unique_ptr<EngineRequest>> inbox_;
+  std::vector<uint64_t> aborts_;
+  SamplerRng seed_rng_;  // seeds for requests without one (under in_mu_)
+  std::atomic<uint64_t> next_id_{1};
+  std::atomic<int> unfinished_{0};
+  bool stopped_ = false;  // under in_mu_
+
+  std::mutex step_mu_;
+  std::thread thread_;
+  std::atomic<bool> stop_requested_{false};
+
+  mutable std::mutex stats_mu_;
+  EngineStats stats_;
+
+  // Batch buffers, reused across steps.
+  std::vector<int32_t> b_tokens_, b_positions_, b_slots_, b_qstart_, b_seqlens_, b_tables_, b_logit_idx_;
+  std::vector<float> logits_;  // [n_out, n_vocab]
+};
+
+AddResult EngineImpl::add_request(RequestSpec spec, OutputCallback cb) {
+  AddResult res;
+  auto reject = [&](AddError e, std::string msg) {
+    res.error = e;
+    res.message = std::move(msg);
+    return res;
+  };
+  if (spec.prompt.empty()) return reject(AddError::kInvalid, "the prompt is empty: give at least one token");
+  for (size_t i = 0; i < spec.prompt.size(); ++i)
+    if (spec.prompt[i] < 0 || spec.prompt[i] >= n_vocab_)
+      return reject(AddError::kInvalid, strfmt("prompt token %zu is %d, not a token id in [0, %d)", i,
+                                               spec.prompt[i], n_vocab_));
+  if (spec.prompt.size() > static_cast<size_t>(std::numeric_limits<int>::max() / 2))
+    return reject(AddError::kTooLong, "the prompt is too long");
+  if (std::string e = validate_sampling_params(spec.params, n_vocab_); !e.empty())
+    return reject(AddError::kInvalid, e);
+  if (!tok_ && !spec.params.stop.empty())
+    return reject(AddError::kInvalid, "stop strings need a tokenizer (this engine has none)");
+  if (std::string e = sched_.check_fits(static_cast<int>(spec.prompt.size()), spec.params.max_tokens); !e.empty())
+    return reject(AddError::kTooLong, e);
+
+  auto r = std::make_unique<EngineRequest>();
+  r->priority = spec.priority;
+  r->cache_salt = std::move(spec.cache_salt);
+  r->params = std::move(spec.params);
+  r->num_prompt_tokens = static_cast<int>(spec.prompt.size());
+  r->tokens = std::move(spec.prompt);
+  r->tokens.reserve(r->tokens.size() + static_cast<size_t>(r->params.max_tokens));
+  r->cb = std::move(cb);
+#if MOPT_ENGINE_TEXT
+  if (tok_) r->decoder = std::make_unique<StreamDecoder>(*tok_);
+#endif
+  {
+    std::lock_guard<std::mutex> lk(in_mu_);
+    if (stopped_) return reject(AddError::kStopped, "the engine is shutting down");
+    if (cfg_.max_waiting > 0) {
+      int waiting;
+      {
+        std::lock_guard<std::mutex> slk(stats_mu_);
+        waiting = stats_.waiting;
+      }
+      if (static_cast<int>(inbox_.size()) + waiting >= cfg_.max_waiting)
+        return reject(AddError::kQueueFull,
+                      strfmt("the queue is full (%d requests waiting); retry later", cfg_.max_waiting));
+    }
+    r->rng = SamplerRng(r->params.seed ? *r->params.seed : seed_rng_.next());
+    r->id = next_id_.fetch_add(1);
+    res.request_id = r->id;
+    unfinished_.fetch_add(1);
+    inbox_.push_back(std::move(r));
+  }
+  in_cv_.notify_one();
+  return res;
+}
+
+void EngineImpl::abort(uint64_t request_id) {
+  {
+    std::lock_guard<std::mutex> lk(in_mu_);
+    aborts_.push_back(request_id);
+  }
+  in_cv_.notify_one();
+}
+
+void EngineImpl::drain_inbox() {
+  std::vector<std::unique_ptr<EngineRequest>> in;
+  std::vector<uint64_t> ab;
+  {
+    std::lock_guard<std::mutex> lk(in_mu_);
+    in.swap(inbox_);
+    ab.swap(aborts_);
+  }
+  for (auto& r : in) {
+    r->arrival = next_arrival_++;
+    Request* raw = r.get();
+    requests_.emplace(r->id, std::move(r));
+    sched_.add(raw);
+  }
+  for (uint64_t id : ab) {
+    auto it = requests_.find(id);
+    if (it == requests_.end()) continue;  // already finished (or never existed)
+    RequestOutput o;
+    finish(*it->second, o, FinishReason::kAbort);
+  }
+}
+
+void EngineImpl::emit(EngineRequest& r, RequestOutput& o) {
+  o.request_id = r.id;
+  o.prompt_tokens = r.num_prompt_tokens;
+  o.completion_tokens = r.num_output_tokens();
+  o.cached_prompt_tokens = r.num_cached_prompt_tokens;
+  if (!r.cb) return;
+  try {
+    r.cb(o);
+  } catch (const std::exception& e) {
+    MOPT_LOG_ERROR("output callback of request %llu threw: %s", static_cast<unsigned long long>(r.id), e.what());
+  } catch (...) {
+    MOPT_LOG_ERROR("output callback of request %llu threw", static_cast<unsigned long long>(r.id));
+  }
+}
+
+// Emits `o` as the final output and forgets the request (freeing its blocks).
+void EngineImpl::finish(EngineRequest& r, RequestOutput& o, FinishReason reason, const std::string& error) {
+  sched_.finish(&r);
+  o.finished = true;
+  o.finish_reason = reason;
+  o.error = error;
+  emit(r, o);
+  const uint64_t id = r.id;
+  requests_.erase(id);  // r is gone from here on
+  unfinished_.fetch_sub(1);
+  std::lock_guard<std::mutex> lk(stats_mu_);
+  ++stats_.requests_finished;
+}
+
+void EngineImpl::fail_all(const std::string& error) {
+  std::vector<EngineRequest*> all;
+  for (auto& [id, r] : requests_) all.push_back(r.get());
+  for (EngineRequest* r : all) {
+    RequestOutput o;
+    finish(*r, o, FinishReason::kError, error);
+  }
+}
+
+Status EngineImpl::run_forward(const SchedulerOutput& out) {
+  const int bs = cfg_.block_size;
+  size_t max_blocks = 1;
+  for (const ScheduledRequest& s : out.scheduled) max_blocks = std::max(max_blocks, s.req->block_table.size());
+  b_tokens_.clear(); b_positions_.clear(); b_slots_.clear(); b_qstart_.clear();
+  b_seqlens_.clear(); b_tables_.clear(); b_logit_idx_.clear();
+  b_qstart_.push_back(0);
+  for (const ScheduledRequest& s : out.scheduled) {
+    const Request& r = *s.req;
+    for (int p = r.num_computed_tokens; p < r.num_computed_tokens + s.num_new_tokens; ++p) {
+      b_tokens_.push_back(r.tokens[static_cast<size_t>(p)]);
+      b_positions_.push_back(p);
+      b_slots_.push_back(r.block_table[static_cast<size_t>(p / bs)] * bs + p % bs);
+    }
+    b_qstart_.push_back(static_cast<int32_t>(b_tokens_.size()));
+    b_seqlens_.push_back(r.num_computed_tokens + s.num_new_tokens);
+    b_tables_.insert(b_tables_.end(), r.block_table.begin(), r.block_table.end());
+    b_tables_.resize(b_tables_.size() + (max_blocks - r.block_table.size()), -1);
+    if (s.needs_logits) b_logit_idx_.push_back(static_cast<int32_t>(b_tokens_.size()) - 1);
+  }
+  ForwardBatch batch;
+  batch.tokens = b_tokens_;
+  batch.positions = b_positions_;
+  batch.slot_mapping = b_slots_;
+  batch.query_start = b_qstart_;
+  batch.seq_lens = b_seqlens_;
+  batch.block_tables = b_tables_;
+  batch.max_blocks_per_seq = static_cast<int>(max_blocks);
+  batch.logits_indices = b_logit_idx_;
+  logits_.resize(b_logit_idx_.size() * static_cast<size_t>(n_vocab_));
+  return runner_->forward(batch, logits_.data());
+}
+
+void EngineImpl::process_sample(EngineRequest& r, const float* logits_row) {
+  std::vector<float> row(logits_row, logits_row + n_vocab_);  // [n_vocab] sampler works in place
+  std::vector<int32_t> banned;
+  if (r.num_output_tokens() < r.params.min_tokens) {
+    if (!r.params.ignore_eos) banned.assign(eog_.begin(), eog_.end());
+    banned.insert(banned.end(), r.params.stop_token_ids.begin(), r.params.stop_token_ids.end());
+  }
+  const std::span<const int32_t> all(r.tokens);
+  SampleResult s = sample_token(row, r.params, all.first(static_cast<size_t>(r.num_prompt_tokens)),
+                                all.subspan(static_cast<size_t>(r.num_prompt_tokens)), banned, r.rng);
+  r.tokens.push_back(s.token);
+
+  RequestOutput o;
+  o.new_tokens.push_back(s.token);
+  if (r.params.logprobs >= 0) {
+    o.token_logprobs.push_back({s.token, s.logprob});
+    o.top_logprobs.push_back(std::move(s.top));
+  }
+  const int n_out = r.num_output_tokens();
+  const bool past_min = n_out >= r.params.min_tokens;
+  FinishReason reason = FinishReason::kNone;
+  const bool is_stop_id = std::find(r.params.stop_token_ids.begin(), r.params.stop_token_ids.end(), s.token) !=
+                          r.params.stop_token_ids.end();
+  if (past_min && (is_stop_id || (!r.params.ignore_eos && eog_.count(s.token)))) {
+    reason = FinishReason::kStop;  // the stop token's id is reported, its text is not
+  } else if (r.decoder) {
+    r.held_text += r.decoder->push(s.token);
+  }
+  if (reason == FinishReason::kNone && n_out >= r.params.max_tokens) reason = FinishReason::kLength;
+  if (reason != FinishReason::kNone && r.decoder) r.held_text += r.decoder->flush();
+
+  if (r.decoder) {
+    StopScan scan;
+    if (past_min && !r.params.stop.empty()) {
+      scan = scan_stop_strings(r.held_text, r.params.stop);
+    } else {
+      scan.emit = r.held_text.size();
+    }
+    if (scan.stopped) reason = FinishReason::kStop;
+    const size_t emit_n = (reason != FinishReason::kNone && !scan.stopped) ? r.held_text.size() : scan.emit;
+    o.text = r.held_text.substr(0, emit_n);
+    r.held_text.erase(0, emit_n);
+  }
+  if (reason != FinishReason::kNone) {
+    finish(r, o, reason);
+  } else {
+    emit(r, o);
+  }
+}
+
+void EngineImpl::update_stats(const SchedulerOutput* out) {
+  std::lock_guard<std::mutex> lk(stats_mu_);
+  stats_.running = sched_.num_running();
+  stats_.waiting = sched_.num_waiting();
+  stats_.swapped = sched_.num_swapped();
+  stats_.free_blocks = kv_.pool().num_free();
+  stats_.kv_usage = kv_.pool().usage();
+  if (out) {
+    stats_.prefix_cache_queries += out->prefix_queries;
+    stats_.prefix_cache_hits += out->prefix_hits;
+    stats_.preemptions += static_cast<uint64_t>(out->num_preempted);
+    ++stats_.steps;
+    stats_.last_step_tokens = static_cast<uint64_t>(out->num_tokens);
+    stats_.last_step_time_s = monotonic_seconds();
+  }
+}
+
+bool EngineImpl::step() {
+  std::lock_guard<std::mutex> lk(step_mu_);
+  try {
+    return step_locked();
+  } catch (const std::exception& e) {  // e.g. bad_alloc: fail the requests, keep the engine alive
+    MOPT_LOG_ERROR("engine step failed: %s", e.what());
+    fail_all(strfmt("internal error in the engine step: %s", e.what()));
+    update_stats(nullptr);
+    return true;
+  }
+}
+
+bool EngineImpl::step_locked() {
+  drain_inbox();
+  if (!sched_.has_work()) {
+    update_stats(nullptr);
+    return false;
+  }
+  SchedulerOutput out = sched_.schedule();
+  Status st;
+  if (!out.swap_out.empty()) st = runner_->swap_out(out.swap_out);
+  if (st && !out.swap_in.empty()) st = runner_->swap_in(out.swap_in);
+  if (!st) {  // the cache contents are no longer trustworthy
+    MOPT_LOG_ERROR("KV swap failed: %s", st.message().c_str());
+    fail_all("KV cache swap failed: " + st.message());
+    update_stats(&out);
+    return true;
+  }
+  if (!out.scheduled.empty()) st = run_forward(out);
+  if (!st) {
+    MOPT_LOG_ERROR("forward pass failed: %s", st.message().c_str());
+    for (const ScheduledRequest& s : out.scheduled) {
+      RequestOutput o;
+      finish(*static_cast<EngineRequest*>(s.req), o, FinishReason::kError, "forward pass failed: " + st.message());
+    }
+    update_stats(&out);
+    return true;
+  }
+  sched_.on_step_done(out);
+  uint64_t n_prompt = 0, n_gen = 0;
+  size_t row = 0;
+  for (const ScheduledRequest& s : out.scheduled) {
+    Request* req = s.req;
+    // Tokens of this step that were still prompt are counted as prompt; the sampled one as generation.
+    const int start = req->num_computed_tokens - s.num_new_tokens;
+    const int prompt_part = std::max(0, std::min(req->num_prompt_tokens, req->num_computed_tokens) - start);
+    n_prompt += static_cast<uint64_t>(prompt_part);
+    if (!s.needs_logits) continue;
+    ++n_gen;
+    process_sample(*static_cast<EngineRequest*>(req), logits_.data() + row * static_cast<size_t>(n_vocab_));
+    ++row;
+  }
+  {
+    std::lock_guard<std::mutex> slk(stats_mu_);
+    stats_.prompt_tokens += n_prompt;
+    stats_.generation_tokens += n_gen;
+  }
+  update_stats(&out);
+  return true;
+}
+
+void EngineImpl::start() {
+  if (thread_.joinable()) return;
+  stop_requested_ = false;
+  thread_ = std::thread([this] {
+    while (!stop_requested_.load()) {
+      if (step()) continue;
+      std::unique_lock<std::mutex> lk(in_mu_);
+      in_cv_.wait_for(lk, std::chrono::milliseconds(100),
+                      [&] { return stop_requested_.load() || !inbox_.empty() || !aborts_.empty(); });
+    }
+  });
+}
+
+void EngineImpl::stop() {
+  {
+    std::lock_guard<std::mutex> lk(in_mu_);
+    stopped_ = true;
+  }
+  stop_requested_ = true;
+  in_cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  std::lock_guard<std::mutex> lk(step_mu_);
+  drain_inbox();
+  std::vector<EngineRequest*> all;
+  for (auto& [id, r] : requests_) all.push_back(r.get());
+  for (EngineRequest* r : all) {
+    RequestOutput o;
+    finish(*r, o, FinishReason::kAbort);
+  }
+  update_stats(nullptr);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Engine>> create_engine_with_runner(std::unique_ptr<ModelRunner> runner,
+                                                          const Tokenizer* tokenizer, const EngineConfig& config,
+                                                          std::vector<int32_t> eog_ids) {
+  if (!runner) return error("create_engine_with_runner: no runner");
+  EngineConfig cfg = config;
+  const ModelConfig& mc = runner->config();
+  if (mc.n_vocab <= 0) return error("the model has no vocabulary (n_vocab = %d)", mc.n_vocab);
+  if (cfg.block_size < 1 || cfg.block_size > 1024)
+    return error("--block-size must be in [1, 1024] (typical: 8, 16, 32), got %d", cfg.block_size);
+  if (cfg.max_num_seqs < 1) return error("--max-num-seqs must be >= 1, got %d", cfg.max_num_seqs);
+  if (cfg.max_num_batched_tokens < 1)
+    return error("--max-num-batched-tokens must be >= 1, got %d", cfg.max_num_batched_tokens);
+  if (cfg.max_model_len < 0) return error("--max-model-len must be >= 0 (0 = the model's), got %d", cfg.max_model_len);
+  if (cfg.max_model_len == 0) cfg.max_model_len = mc.context_length;
+  if (cfg.max_model_len <= 0) return error("the model declares no context length; pass --max-model-len");
+  if (mc.context_length > 0 && cfg.max_model_len > mc.context_length)
+    return error("--max-model-len %d exceeds the model's context length %d", cfg.max_model_len, mc.context_length);
+  if (!(cfg.swap_space_gib >= 0) || cfg.swap_space_gib > 1 << 20)
+    return error("--swap-space must be in [0, 1048576] GiB, got %g", cfg.swap_space_gib);
+  if (cfg.max_waiting < 0) return error("max_waiting must be >= 0, got %d", cfg.max_waiting);
+
+  const uint64_t block_bytes = runner->kv_block_bytes(cfg.block_size);
+  if (block_bytes == 0) return error("the runner reports 0 bytes per KV block");
+  const int64_t blocks_per_seq = (cfg.max_model_len + cfg.block_size - 1) / cfg.block_size;
+  uint64_t budget = cfg.kv_cache_memory;
+  bool derived = false;
+  if (budget == 0) {
+    if (!(cfg.gpu_memory_utilization > 0 && cfg.gpu_memory_utilization <= 1))
+      return error("--gpu-memory-utilization must be in (0, 1], got %g", cfg.gpu_memory_utilization);
+    budget = runner->available_kv_memory(cfg.gpu_memory_utilization);
+    derived = true;
+  }
+  uint64_t nb = budget / block_bytes;
+  // Block ids * block_size must fit the int32 slot numbers of ForwardBatch.
+  const uint64_t max_blocks = static_cast<uint64_t>(std::numeric_limits<int32_t>::max()) / cfg.block_size;
+  if (derived) {
+    // On a memory-derived budget, more than every sequence at full length (and then some for the prefix cache)
+    // buys nothing.
+    const uint64_t useful = 2ull * static_cast<uint64_t>(blocks_per_seq) * static_cast<uint64_t>(cfg.max_num_seqs);
+    nb = std::min(nb, useful);
+  }
+  if (nb > max_blocks) nb = max_blocks;
+  if (static_cast<int64_t>(nb) < blocks_per_seq)
+    return error("the KV cache (%s = %llu blocks of %d tokens) cannot hold one sequence of --max-model-len %d "
+                 "(%lld blocks); give it more memory (--kv-cache-memory / --gpu-memory-utilization) or lower "
+                 "--max-model-len",
+                 format_bytes(static_cast<double>(budget)).c_str(), static_cast<unsigned long long>(nb),
+                 cfg.block_size, cfg.max_model_len, static_cast<long long>(blocks_per_seq));
+  const int num_blocks = static_cast<int>(nb);
+
+  uint64_t n_swap = static_cast<uint64_t>(cfg.swap_space_gib * 1073741824.0) / block_bytes;
+  n_swap = std::min<uint64_t>(n_swap, static_cast<uint64_t>(std::numeric_limits<int32_t>::max()));
+  if (cfg.preemption == PreemptionMode::kSwap && n_swap == 0)
+    return error("--preemption-mode swap needs a swap pool: pass --swap-space GiB (at least %s)",
+                 format_bytes(static_cast<double>(block_bytes)).c_str());
+  MOPT_TRY(runner->init_kv_cache(num_blocks, cfg.block_size, static_cast<int>(n_swap))
+               .with_context("allocating the KV cache"));
+
+  const int64_t pool_tokens = static_cast<int64_t>(num_blocks) * cfg.block_size;
+  MOPT_LOG_INFO("KV cache: %d blocks x %d tokens = %lld tokens (%s); max concurrency at max_model_len %d: %.2fx"
+                "%s",
+                num_blocks, cfg.block_size, static_cast<long long>(pool_tokens),
+                format_bytes(static_cast<double>(block_bytes) * num_blocks).c_str(), cfg.max_model_len,
+                static_cast<double>(num_blocks) / static_cast<double>(blocks_per_seq),
+                n_swap ? strfmt("; swap pool %llu blocks", static_cast<unsigned long long>(n_swap)).c_str() : "");
+
+  SchedulerConfig scfg;
+  scfg.max_num_seqs = cfg.max_num_seqs;
+  scfg.max_num_batched_tokens = cfg.max_num_batched_tokens;
+  scfg.max_model_len = cfg.max_model_len;
+  scfg.policy = cfg.policy;
+  scfg.preemption = cfg.preemption;
+  scfg.num_swap_blocks = static_cast<int>(n_swap);
+  if (tokenizer) {
+    eog_ids = tokenizer->vocab().eog_ids;
+    if (tokenizer->eos() >= 0) eog_ids.push_back(tokenizer->eos());
+  }
+  if (!cfg.kv_cache_memory) cfg.kv_cache_memory = static_cast<uint64_t>(num_blocks) * block_bytes;
+  return std::unique_ptr<Engine>(
+      new EngineImpl(std::move(runner), tokenizer, cfg, scfg, num_blocks, std::move(eog_ids)));
+}
+
+}  // namespace mopt

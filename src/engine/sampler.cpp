@@ -1,0 +1,171 @@
+#include "engine/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "core/status.h"
+#include "core/strfmt.h"
+
+namespace mopt {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+constexpr int kMaxTopLogprobs = 20;
+
+uint64_t splitmix64(uint64_t& x) {
+  uint64_t z = (x += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+}  // namespace
+
+SamplerRng::SamplerRng(uint64_t seed) {
+  for (auto& s : s_) s = splitmix64(seed);
+}
+
+uint64_t SamplerRng::next() {
+  const uint64_t result = rotl(s_[1] * 5, 7) * 9;
+  const uint64_t t = s_[1] << 17;
+  s_[2] ^= s_[0];
+  s_[3] ^= s_[1];
+  s_[1] ^= s_[2];
+  s_[0] ^= s_[3];
+  s_[2] ^= t;
+  s_[3] = rotl(s_[3], 45);
+  return result;
+}
+
+std::string validate_sampling_params(const SamplingParams& p, int n_vocab) {
+  if (!(p.temperature >= 0.0f) || !std::isfinite(p.temperature))
+    return strfmt("temperature must be a finite number >= 0 (0 = greedy), got %g", p.temperature);
+  if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) return strfmt("top_p must be in (0, 1], got %g", p.top_p);
+  if (p.top_k < 0) return strfmt("top_k must be >= 0 (0 = off), got %d", p.top_k);
+  if (!(p.min_p >= 0.0f && p.min_p <= 1.0f)) return strfmt("min_p must be in [0, 1], got %g", p.min_p);
+  if (!(p.repetition_penalty > 0.0f) || !std::isfinite(p.repetition_penalty))
+    return strfmt("repetition_penalty must be a finite number > 0 (1 = off), got %g", p.repetition_penalty);
+  if (!(p.presence_penalty >= -2.0f && p.presence_penalty <= 2.0f))
+    return strfmt("presence_penalty must be in [-2, 2], got %g", p.presence_penalty);
+  if (!(p.frequency_penalty >= -2.0f && p.frequency_penalty <= 2.0f))
+    return strfmt("frequency_penalty must be in [-2, 2], got %g", p.frequency_penalty);
+  if (p.max_tokens < 1) return strfmt("max_tokens must be >= 1, got %d", p.max_tokens);
+  if (p.min_tokens < 0 || p.min_tokens > p.max_tokens)
+    return strfmt("min_tokens must be in [0, max_tokens=%d], got %d", p.max_tokens, p.min_tokens);
+  if (p.logprobs < -1 || p.logprobs > kMaxTopLogprobs)
+    return strfmt("logprobs must be in [0, %d] (or -1 for off), got %d", kMaxTopLogprobs, p.logprobs);
+  for (int32_t id : p.stop_token_ids)
+    if (id < 0 || id >= n_vocab) return strfmt("stop_token_ids: %d is not a token id in [0, %d)", id, n_vocab);
+  for (const std::string& s : p.stop)
+    if (s.empty()) return "stop strings must not be empty";
+  return {};
+}
+
+SampleResult sample_token(std::span<float> logits, const SamplingParams& p, std::span<const int32_t> prompt,
+                          std::span<const int32_t> output, std::span<const int32_t> banned, SamplerRng& rng) {
+  const int n = static_cast<int>(logits.size());
+  MOPT_CHECK(n > 0, "empty logits");
+  SampleResult res;
+
+  // Raw log-softmax for logprobs (double accumulation).
+  std::vector<float> raw_logprobs;  // [n_vocab] when wanted
+  if (p.logprobs >= 0) {
+    float mx = *std::max_element(logits.begin(), logits.end());
+    double sum = 0;
+    for (float v : logits) sum += std::exp(static_cast<double>(v) - mx);
+    const double lse = mx + std::log(sum);
+    raw_logprobs.resize(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) raw_logprobs[static_cast<size_t>(i)] = static_cast<float>(logits[i] - lse);
+    const int k = std::min(p.logprobs, n);
+    std::vector<int32_t> idx(static_cast<size_t>(n));
+    std::iota(idx.begin(), idx.end(), 0);
+    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int32_t a, int32_t b) {
+      return raw_logprobs[a] != raw_logprobs[b] ? raw_logprobs[a] > raw_logprobs[b] : a < b;
+    });
+    for (int i = 0; i < k; ++i) res.top.push_back({idx[static_cast<size_t>(i)], raw_logprobs[idx[static_cast<size_t>(i)]]});
+  }
+
+  for (int32_t id : banned)
+    if (id >= 0 && id < n) logits[id] = kNegInf;
+
+  if (p.repetition_penalty != 1.0f) {
+    std::unordered_set<int32_t> seen(prompt.begin(), prompt.end());
+    seen.insert(output.begin(), output.end());
+    for (int32_t id : seen) {
+      if (id < 0 || id >= n) continue;
+      float& v = logits[id];
+      v = v > 0 ? v / p.repetition_penalty : v * p.repetition_penalty;
+    }
+  }
+  if (p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f) {
+    std::unordered_map<int32_t, int> counts;
+    for (int32_t id : output) ++counts[id];
+    for (auto [id, c] : counts) {
+      if (id < 0 || id >= n) continue;
+      logits[id] -= p.presence_penalty + p.frequency_penalty * static_cast<float>(c);
+    }
+  }
+
+  if (p.temperature == 0.0f) {
+    int best = 0;
+    for (int i = 1; i < n; ++i)
+      if (logits[i] > logits[best]) best = i;
+    res.token = best;
+  } else {
+    // Candidates sorted by logit, best first (ties by id, so the order is deterministic).
+    std::vector<std::pair<float, int32_t>> cand;  // [n_candidates] (scaled logit, id)
+    cand.reserve(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i)
+      if (logits[i] != kNegInf && !std::isnan(logits[i])) cand.emplace_back(logits[i] / p.temperature, i);
+    MOPT_CHECK(!cand.empty(), "every token is banned");
+    auto better = [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; };
+    if (p.top_k > 0 && p.top_k < static_cast<int>(cand.size())) {
+      std::partial_sort(cand.begin(), cand.begin() + p.top_k, cand.end(), better);
+      cand.resize(static_cast<size_t>(p.top_k));
+    } else {
+      std::sort(cand.begin(), cand.end(), better);
+    }
+    std::vector<double> prob(cand.size());  // [n_candidates]
+    const double mx = cand[0].first;
+    double sum = 0;
+    for (size_t i = 0; i < cand.size(); ++i) sum += prob[i] = std::exp(cand[i].first - mx);
+    size_t keep = cand.size();
+    if (p.top_p < 1.0f) {
+      double cum = 0;
+      for (size_t i = 0; i < cand.size(); ++i) {
+        cum += prob[i] / sum;
+        if (cum >= p.top_p) {
+          keep = i + 1;
+          break;
+        }
+      }
+    }
+    if (p.min_p > 0.0f) {
+      const double thresh = static_cast<double>(p.min_p) * prob[0];  // prob[0] is the largest
+      size_t k = 1;
+      while (k < keep && prob[k] >= thresh) ++k;
+      keep = k;
+    }
+    double total = 0;
+    for (size_t i = 0; i < keep; ++i) total += prob[i];
+    const double u = rng.uniform() * total;
+    double cum = 0;
+    res.token = cand[keep - 1].second;
+    for (size_t i = 0; i < keep; ++i) {
+      cum += prob[i];
+      if (u < cum) {
+        res.token = cand[i].second;
+        break;
+      }
+    }
+  }
+  if (p.logprobs >= 0) res.logprob = raw_logprobs[static_cast<size_t>(res.token)];
+  return res;
+}
+
+}  // namespace mopt

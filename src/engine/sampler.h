@@ -1,0 +1,45 @@
+// Sampler: turns one row of logits into the next token under a request's SamplingParams.
+//
+// Order: logprobs of the raw logits (as vLLM v1 reports them by default) -> banned ids (min_tokens) ->
+// repetition penalty over prompt + output (HF/llama.cpp: positive logits divided, negative multiplied) ->
+// presence / frequency penalties over the output (OpenAI) -> greedy argmax when temperature == 0, else
+// temperature -> top-k -> top-p -> min-p -> draw from the renormalized distribution with the request's own RNG
+// (so a seeded request reproduces regardless of what else is in the batch).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/sampling_params.h"
+
+namespace mopt {
+
+// Per-request random stream: splitmix64-seeded xoshiro256** (fixed algorithm, so seeds reproduce everywhere).
+class SamplerRng {
+ public:
+  explicit SamplerRng(uint64_t seed = 0);
+  uint64_t next();
+  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }  // [0, 1)
+
+ private:
+  uint64_t s_[4];
+};
+
+struct SampleResult {
+  int32_t token = -1;
+  float logprob = 0;                 // raw log-softmax of the chosen token (filled when want_logprobs)
+  std::vector<TokenLogprob> top;     // [n_top] best raw alternatives, most likely first
+};
+
+// Returns why the parameters are unusable for a vocabulary of n_vocab tokens, or "" if they are fine.
+std::string validate_sampling_params(const SamplingParams& p, int n_vocab);
+
+// logits: [n_vocab], modified in place. banned: ids that must not be drawn (EOS before min_tokens).
+// prompt / output: the request's tokens so far (penalties). Must leave at least one id allowed.
+SampleResult sample_token(std::span<float> logits, const SamplingParams& p, std::span<const int32_t> prompt,
+                          std::span<const int32_t> output, std::span<const int32_t> banned, SamplerRng& rng);
+
+}  // namespace mopt
