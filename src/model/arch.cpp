@@ -1,0 +1,196 @@
+#include "model/arch.h"
+
+#include <charconv>
+#include <cmath>
+
+#include "core/strfmt.h"
+
+namespace mopt {
+
+namespace {
+
+// The one architecture table. Order follows the Arch enum.
+const ArchInfo kArchs[] = {
+    {Arch::kLlama, "llama", "llama", "LlamaForCausalLM", "llama", RopeStyle::kInterleaved, false, false},
+    {Arch::kMistral, "mistral", "mistral", "MistralForCausalLM", "mistral", RopeStyle::kInterleaved, false, false},
+    {Arch::kQwen2, "qwen2", "qwen2", "Qwen2ForCausalLM", "qwen2", RopeStyle::kNeox, true, false},
+    {Arch::kQwen3, "qwen3", "qwen3", "Qwen3ForCausalLM", "qwen3", RopeStyle::kNeox, false, true},
+};
+
+// Per-layer Hugging Face suffix -> canonical suffix (after "model.layers.N." / "blk.N.").
+struct NamePair {
+  const char* hf;
+  const char* canonical;
+};
+const NamePair kLayerNames[] = {
+    {"input_layernorm.weight", "attn_norm.weight"},
+    {"post_attention_layernorm.weight", "ffn_norm.weight"},
+    {"self_attn.q_proj.weight", "attn_q.weight"},
+    {"self_attn.k_proj.weight", "attn_k.weight"},
+    {"self_attn.v_proj.weight", "attn_v.weight"},
+    {"self_attn.o_proj.weight", "attn_output.weight"},
+    {"self_attn.q_proj.bias", "attn_q.bias"},
+    {"self_attn.k_proj.bias", "attn_k.bias"},
+    {"self_attn.v_proj.bias", "attn_v.bias"},
+    {"self_attn.q_norm.weight", "attn_q_norm.weight"},
+    {"self_attn.k_norm.weight", "attn_k_norm.weight"},
+    {"mlp.gate_proj.weight", "ffn_gate.weight"},
+    {"mlp.up_proj.weight", "ffn_up.weight"},
+    {"mlp.down_proj.weight", "ffn_down.weight"},
+};
+const NamePair kGlobalNames[] = {
+    {"model.embed_tokens.weight", "token_embd.weight"},
+    {"model.norm.weight", "output_norm.weight"},
+    {"lm_head.weight", "output.weight"},
+};
+
+// Parses a decimal layer index at the start of `s` followed by '.'; returns the index and the rest.
+std::optional<std::pair<int, std::string_view>> split_layer(std::string_view s) {
+  int n = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+  if (ec != std::errc() || p == s.data() || n < 0 || p == s.data() + s.size() || *p != '.') return std::nullopt;
+  if (s[0] == '0' && p - s.data() > 1) return std::nullopt;  // no leading zeros: one spelling per layer
+  return std::make_pair(n, std::string_view(p + 1, static_cast<size_t>(s.data() + s.size() - p - 1)));
+}
+
+TensorSpec spec(std::string name, std::initializer_list<int64_t> ne, bool is_norm = false) {
+  TensorSpec t;
+  t.name = std::move(name);
+  for (int64_t d : ne) t.ne[static_cast<size_t>(t.n_dims++)] = d;
+  t.is_norm = is_norm;
+  return t;
+}
+
+}  // namespace
+
+const char* arch_name(Arch a) { return arch_info(a).name; }
+
+const ArchInfo& arch_info(Arch a) {
+  for (const auto& i : kArchs)
+    if (i.arch == a) return i;
+  MOPT_CHECK(false, "arch %d missing from the arch table", static_cast<int>(a));
+  __builtin_unreachable();
+}
+
+std::optional<Arch> arch_from_gguf(std::string_view name) {
+  for (const auto& i : kArchs)
+    if (name == i.gguf_name) return i.arch;
+  return std::nullopt;
+}
+
+std::optional<Arch> arch_from_hf(std::string_view s) {
+  for (const auto& i : kArchs)
+    if (s == i.hf_class || s == i.hf_model_type) return i.arch;
+  return std::nullopt;
+}
+
+std::string supported_arch_list(bool hf_classes) {
+  std::string out;
+  for (const auto& i : kArchs) {
+    if (!out.empty()) out += ", ";
+    out += hf_classes ? i.hf_class : i.gguf_name;
+  }
+  return out;
+}
+
+std::optional<std::string> hf_to_canonical_name(std::string_view hf) {
+  for (const auto& p : kGlobalNames)
+    if (hf == p.hf) return std::string(p.canonical);
+  constexpr std::string_view kPrefix = "model.layers.";
+  if (hf.substr(0, kPrefix.size()) != kPrefix) return std::nullopt;
+  auto split = split_layer(hf.substr(kPrefix.size()));
+  if (!split) return std::nullopt;
+  for (const auto& p : kLayerNames)
+    if (split->second == p.hf) return strfmt("blk.%d.%s", split->first, p.canonical);
+  return std::nullopt;
+}
+
+bool hf_ignorable_tensor(std::string_view hf) {
+  constexpr std::string_view kInvFreq = "rotary_emb.inv_freq";
+  return hf.size() >= kInvFreq.size() && hf.substr(hf.size() - kInvFreq.size()) == kInvFreq;
+}
+
+std::optional<int> layer_of_tensor(std::string_view name) {
+  constexpr std::string_view kPrefix = "blk.";
+  if (name.substr(0, kPrefix.size()) != kPrefix) return std::nullopt;
+  auto split = split_layer(name.substr(kPrefix.size()));
+  if (!split) return std::nullopt;
+  return split->first;
+}
+
+std::string TensorSpec::shape_str() const {
+  std::string s = "[";
+  for (int i = 0; i < n_dims; ++i) s += strfmt(i ? ", %lld" : "%lld", static_cast<long long>(ne[static_cast<size_t>(i)]));
+  return s + "]";
+}
+
+std::vector<TensorSpec> expected_tensors(const ModelConfig& c) {
+  const int64_t e = c.n_embd, q = c.q_dim(), kv = c.kv_dim(), ff = c.n_ff, v = c.n_vocab, hd = c.head_dim;
+  std::vector<TensorSpec> out;
+  out.push_back(spec("token_embd.weight", {e, v}));
+  for (int l = 0; l < c.n_layer; ++l) {
+    auto n = [l](const char* s) { return strfmt("blk.%d.%s", l, s); };
+    out.push_back(spec(n("attn_norm.weight"), {e}, true));
+    out.push_back(spec(n("attn_q.weight"), {e, q}));
+    out.push_back(spec(n("attn_k.weight"), {e, kv}));
+    out.push_back(spec(n("attn_v.weight"), {e, kv}));
+    if (c.qkv_bias) {
+      out.push_back(spec(n("attn_q.bias"), {q}));
+      out.push_back(spec(n("attn_k.bias"), {kv}));
+      out.push_back(spec(n("attn_v.bias"), {kv}));
+    }
+    if (c.qk_norm) {
+      out.push_back(spec(n("attn_q_norm.weight"), {hd}, true));
+      out.push_back(spec(n("attn_k_norm.weight"), {hd}, true));
+    }
+    out.push_back(spec(n("attn_output.weight"), {q, e}));
+    out.push_back(spec(n("ffn_norm.weight"), {e}, true));
+    out.push_back(spec(n("ffn_gate.weight"), {e, ff}));
+    out.push_back(spec(n("ffn_up.weight"), {e, ff}));
+    out.push_back(spec(n("ffn_down.weight"), {ff, e}));
+  }
+  out.push_back(spec("output_norm.weight", {e}, true));
+  if (!c.tied_embeddings) out.push_back(spec("output.weight", {e, v}));
+  return out;
+}
+
+Status validate_config(const ModelConfig& c) {
+  // Upper bounds keep every derived product (q_dim, n_embd*n_vocab, ...) far from int64 overflow
+  // and reject garbage headers; they are far above any real model.
+  constexpr int kMaxDim = 1 << 20, kMaxLayers = 4096, kMaxHeads = 4096, kMaxVocab = 1 << 24;
+  auto range = [](const char* field, int64_t v, int64_t lo, int64_t hi) -> Status {
+    if (v < lo || v > hi) return error("%s is %lld, expected %lld..%lld", field, static_cast<long long>(v),
+                                       static_cast<long long>(lo), static_cast<long long>(hi));
+    return Status::ok();
+  };
+  MOPT_TRY(range("vocab size", c.n_vocab, 1, kMaxVocab));
+  MOPT_TRY(range("hidden size (n_embd)", c.n_embd, 1, kMaxDim));
+  MOPT_TRY(range("layer count", c.n_layer, 1, kMaxLayers));
+  MOPT_TRY(range("attention head count", c.n_head, 1, kMaxHeads));
+  MOPT_TRY(range("KV head count", c.n_head_kv, 1, c.n_head));
+  if (c.n_head % c.n_head_kv != 0)
+    return error("attention head count %d is not a multiple of the KV head count %d", c.n_head, c.n_head_kv);
+  MOPT_TRY(range("head_dim", c.head_dim, 1, kMaxDim));
+  if (static_cast<int64_t>(c.n_head) * c.head_dim > kMaxDim)
+    return error("n_head * head_dim = %lld is too large", static_cast<long long>(c.n_head) * c.head_dim);
+  MOPT_TRY(range("feed-forward size (n_ff)", c.n_ff, 1, 8 * kMaxDim));
+  MOPT_TRY(range("context length", c.context_length, 1, 1 << 28));
+  if (c.rope_dim <= 0 || c.rope_dim > c.head_dim || c.rope_dim % 2 != 0)
+    return error("rope dimension count is %d, expected an even number in 2..head_dim (%d)", c.rope_dim, c.head_dim);
+  if (!(c.norm_eps > 0.0f) || !std::isfinite(c.norm_eps) || c.norm_eps > 1.0f)
+    return error("RMSNorm epsilon %g is not in (0, 1]", static_cast<double>(c.norm_eps));
+  if (!(c.rope_theta > 0.0f) || !std::isfinite(c.rope_theta))
+    return error("rope theta %g is not a positive number", static_cast<double>(c.rope_theta));
+  if (c.rope_scaling != RopeScaling::kNone && (!(c.rope_scale_factor > 0.0f) || !std::isfinite(c.rope_scale_factor)))
+    return error("rope scaling factor %g is not a positive number", static_cast<double>(c.rope_scale_factor));
+  if (c.rope_scaling == RopeScaling::kLlama3) {
+    if (!(c.rope_low_freq_factor > 0.0f) || !(c.rope_high_freq_factor > c.rope_low_freq_factor))
+      return error("llama3 rope scaling needs 0 < low_freq_factor (%g) < high_freq_factor (%g)",
+                   static_cast<double>(c.rope_low_freq_factor), static_cast<double>(c.rope_high_freq_factor));
+    MOPT_TRY(range("llama3 original_max_position_embeddings", c.rope_original_context, 1, 1 << 28));
+  }
+  MOPT_TRY(range("sliding window", c.sliding_window, 0, 1 << 28));
+  return Status::ok();
+}
+
+}  // namespace mopt

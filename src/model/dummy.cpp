@@ -1,0 +1,148 @@
+// `--load-format dummy`: a Model with random weights for the architecture in a Hugging Face config.json.
+// Used for GPU benchmarks at 8B size, so filling must be fast: each element is a lookup in a 64K-entry
+// table of N(0, std) samples (already converted to the target dtype), indexed by 16 bits of a
+// splitmix64 stream — four elements per 64-bit draw, no per-element transcendental math. Work is split
+// into fixed-size chunks seeded by (seed, tensor, chunk), so the result does not depend on the thread count.
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <random>
+#include <sys/stat.h>
+#include <thread>
+
+#include "core/strfmt.h"
+#include "model/arch.h"
+#include "model/loaders.h"
+
+namespace mopt {
+
+namespace {
+
+constexpr uint64_t kChunkElems = 1ull << 20;  // elements per independently seeded chunk
+
+inline uint64_t splitmix64(uint64_t& s) {
+  uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// 65536 N(0,1) samples from a fixed seed (the only place std::normal_distribution runs).
+const std::vector<float>& normal_table() {
+  static const std::vector<float> table = [] {
+    std::vector<float> t(65536);
+    std::mt19937_64 rng(0x6d6f7074);  // "mopt"
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    for (float& x : t) x = nd(rng);
+    return t;
+  }();
+  return table;
+}
+
+template <class T>
+void fill_chunk(T* dst, uint64_t n, const T* table, uint64_t seed) {
+  uint64_t s = seed;
+  uint64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    uint64_t r = splitmix64(s);
+    dst[i] = table[r & 0xffff];
+    dst[i + 1] = table[(r >> 16) & 0xffff];
+    dst[i + 2] = table[(r >> 32) & 0xffff];
+    dst[i + 3] = table[r >> 48];
+  }
+  uint64_t r = splitmix64(s);
+  for (; i < n; ++i, r >>= 16) dst[i] = table[r & 0xffff];
+}
+
+template <class T>
+void fill_typed(T* dst, uint64_t n, float std, float fill, uint64_t seed, T (*convert)(float)) {
+  if (std == 0.0f) {
+    std::fill(dst, dst + n, convert(fill));
+    return;
+  }
+  std::vector<T> table(65536);
+  const std::vector<float>& normal = normal_table();
+  for (size_t k = 0; k < table.size(); ++k) table[k] = convert(normal[k] * std);
+  const uint64_t n_chunks = (n + kChunkElems - 1) / kChunkElems;
+  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+  const unsigned n_threads = static_cast<unsigned>(std::min<uint64_t>(hw, n_chunks));
+  std::atomic<uint64_t> next{0};
+  auto worker = [&] {
+    for (uint64_t c; (c = next.fetch_add(1)) < n_chunks;) {
+      uint64_t begin = c * kChunkElems, len = std::min(kChunkElems, n - begin);
+      uint64_t chunk_seed = seed ^ (0xd1b54a32d192ed03ull * (c + 1));
+      fill_chunk(dst + begin, len, table.data(), chunk_seed);
+    }
+  };
+  if (n_threads <= 1) {
+    worker();
+    return;
+  }
+  std::vector<std::thread> threads;
+  for (unsigned t = 0; t < n_threads; ++t) threads.emplace_back(worker);
+  for (auto& t : threads) t.join();
+}
+
+float to_f32(float x) { return x; }
+uint16_t to_f16(float x) { return fp32_to_fp16(x); }
+uint16_t to_bf16(float x) { return fp32_to_bf16(x); }
+
+bool is_dir(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+}  // namespace
+
+void fill_random(void* dst, DType dtype, uint64_t n, float std, float fill, uint64_t seed) {
+  switch (dtype) {
+    case DType::F32: fill_typed(static_cast<float*>(dst), n, std, fill, seed, to_f32); return;
+    case DType::F16: fill_typed(static_cast<uint16_t*>(dst), n, std, fill, seed, to_f16); return;
+    case DType::BF16: fill_typed(static_cast<uint16_t*>(dst), n, std, fill, seed, to_bf16); return;
+    default: MOPT_CHECK(false, "fill_random: dtype %s is not a float type", dtype_name(dtype));
+  }
+}
+
+Result<std::unique_ptr<Model>> load_dummy_model(const std::string& config_path, const LoadOptions& opts) {
+  if (opts.dummy_dtype != DType::F32 && opts.dummy_dtype != DType::F16 && opts.dummy_dtype != DType::BF16)
+    return error("dummy weights: dtype %s is not supported (f32, f16, bf16)", dtype_name(opts.dummy_dtype));
+  const std::string path = is_dir(config_path) ? config_path + "/config.json" : config_path;
+  MOPT_ASSIGN_OR_RETURN(std::string text, read_file(path));
+  MOPT_ASSIGN_OR_RETURN(ModelConfig config, parse_hf_config(text, path));
+  auto m = std::make_unique<Model>();
+  m->format = ModelFormat::kDummy;
+  m->path = path;
+  config.name = "dummy";
+  m->config = config;
+  const std::vector<TensorSpec> specs = expected_tensors(config);
+  m->owned_buffers.reserve(specs.size());
+  m->tensors.reserve(specs.size());
+  const uint64_t elem_bytes = static_cast<uint64_t>(dtype_info(opts.dummy_dtype).block_bytes);
+  for (size_t k = 0; k < specs.size(); ++k) {
+    const TensorSpec& s = specs[k];
+    TensorView t;
+    t.name = s.name;
+    t.dtype = opts.dummy_dtype;
+    t.n_dims = s.n_dims;
+    t.ne = s.ne;
+    const uint64_t n = static_cast<uint64_t>(t.n_elements());  // bounded by validate_config
+    t.nbytes = n * elem_bytes;
+    try {
+      m->owned_buffers.emplace_back(static_cast<size_t>(t.nbytes));
+    } catch (const std::bad_alloc&) {
+      return error("dummy weights: out of memory allocating %s (%s) for %s", format_bytes(double(t.nbytes)).c_str(),
+                   t.shape_str().c_str(), t.name.c_str());
+    }
+    void* dst = m->owned_buffers.back().data();
+    const uint64_t seed = opts.dummy_seed * 0x9e3779b97f4a7c15ull + k;
+    fill_random(dst, t.dtype, n, s.is_norm ? 0.0f : 0.02f, 1.0f, seed);
+    t.data = dst;
+    m->tensors.push_back(std::move(t));
+  }
+  // No vocab (kind kNone); n_vocab comes from the config.
+  Status st = finalize_model(*m);
+  if (!st.is_ok()) return st.with_context(path);
+  return m;
+}
+
+}  // namespace mopt

@@ -1,0 +1,251 @@
+// Hugging Face folder loading: config.json (old and transformers-5 keys), safetensors weights under
+// canonical names, tokenizer (tokenizer engineer's vocab_from_hf_dir), chat template.
+#include <climits>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <sys/stat.h>
+
+#include "core/strfmt.h"
+#include "model/arch.h"
+#include "model/loaders.h"
+#include "model/safetensors.h"
+#include "model/vocab_load.h"
+
+namespace mopt {
+
+namespace {
+
+using json = nlohmann::json;
+
+// Field readers: absent or null -> default; present with the wrong type or range -> error naming the key.
+Status get_int(const json& j, const char* key, int& out, int def, int lo = 1, int hi = INT_MAX) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) {
+    if (def == INT_MIN) return error("missing \"%s\"", key);
+    out = def;
+    return Status::ok();
+  }
+  if (!it->is_number_integer() && !(it->is_number_float() && std::floor(it->get<double>()) == it->get<double>()))
+    return error("\"%s\" is %s, expected an integer", key, it->dump().c_str());
+  double v = it->get<double>();
+  if (v < lo || v > hi) return error("\"%s\" = %s is out of range (%d..%d)", key, it->dump().c_str(), lo, hi);
+  out = static_cast<int>(v);
+  return Status::ok();
+}
+
+Status get_real(const json& j, const char* key, float& out) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return Status::ok();
+  if (!it->is_number()) return error("\"%s\" is %s, expected a number", key, it->dump().c_str());
+  out = it->get<float>();
+  return Status::ok();
+}
+
+Status get_bool(const json& j, const char* key, bool& out) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return Status::ok();
+  if (!it->is_boolean()) return error("\"%s\" is %s, expected true or false", key, it->dump().c_str());
+  out = it->get<bool>();
+  return Status::ok();
+}
+
+Status get_str(const json& j, const char* key, std::string& out) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return Status::ok();
+  if (!it->is_string()) return error("\"%s\" is %s, expected a string", key, it->dump().c_str());
+  out = it->get<std::string>();
+  return Status::ok();
+}
+
+// rope_scaling (old) / rope_parameters (transformers 5): {rope_type|type, factor, low_freq_factor, ...}.
+Status parse_rope(const json& r, const char* where, ModelConfig& c) {
+  if (!r.is_object()) return error("\"%s\" is %s, expected an object", where, r.dump().c_str());
+  MOPT_TRY(get_real(r, "rope_theta", c.rope_theta));
+  std::string type = "default";
+  MOPT_TRY(get_str(r, "type", type));
+  MOPT_TRY(get_str(r, "rope_type", type));
+  if (type == "default") {
+    c.rope_scaling = RopeScaling::kNone;
+  } else if (type == "linear") {
+    c.rope_scaling = RopeScaling::kLinear;
+    MOPT_TRY(get_real(r, "factor", c.rope_scale_factor));
+  } else if (type == "llama3") {
+    c.rope_scaling = RopeScaling::kLlama3;
+    MOPT_TRY(get_real(r, "factor", c.rope_scale_factor));
+    MOPT_TRY(get_real(r, "low_freq_factor", c.rope_low_freq_factor));
+    MOPT_TRY(get_real(r, "high_freq_factor", c.rope_high_freq_factor));
+    MOPT_TRY(get_int(r, "original_max_position_embeddings", c.rope_original_context, c.rope_original_context));
+  } else {
+    return error("%s rope type \"%s\" is not supported (supported: default, linear, llama3)", where, type.c_str());
+  }
+  return Status::ok();
+}
+
+Status fill_config(const json& j, ModelConfig& c) {
+  if (!j.is_object()) return error("not a JSON object");
+  std::string cls;
+  auto archs = j.find("architectures");
+  if (archs != j.end() && !archs->is_null()) {
+    if (!archs->is_array() || archs->empty() || !(*archs)[0].is_string())
+      return error("\"architectures\" must be a non-empty list of class names");
+    cls = (*archs)[0].get<std::string>();
+  } else {
+    MOPT_TRY(get_str(j, "model_type", cls));
+    if (cls.empty()) return error("neither \"architectures\" nor \"model_type\" says what the model is");
+  }
+  std::optional<Arch> arch = arch_from_hf(cls);
+  if (!arch) return error("architecture \"%s\" is not supported (supported: %s)", cls.c_str(),
+                          supported_arch_list(true).c_str());
+  const ArchInfo& info = arch_info(*arch);
+  c.arch = *arch;
+  MOPT_TRY(get_int(j, "vocab_size", c.n_vocab, INT_MIN));
+  MOPT_TRY(get_int(j, "hidden_size", c.n_embd, INT_MIN));
+  MOPT_TRY(get_int(j, "intermediate_size", c.n_ff, INT_MIN));
+  MOPT_TRY(get_int(j, "num_hidden_layers", c.n_layer, INT_MIN));
+  MOPT_TRY(get_int(j, "num_attention_heads", c.n_head, INT_MIN));
+  MOPT_TRY(get_int(j, "num_key_value_heads", c.n_head_kv, c.n_head));
+  MOPT_TRY(get_int(j, "head_dim", c.head_dim, c.n_embd / c.n_head > 0 ? c.n_embd / c.n_head : 1));
+  MOPT_TRY(get_int(j, "max_position_embeddings", c.context_length, 2048));
+  c.norm_eps = 1e-6f;
+  MOPT_TRY(get_real(j, "rms_norm_eps", c.norm_eps));
+  c.rope_theta = 10000.0f;
+  MOPT_TRY(get_real(j, "rope_theta", c.rope_theta));
+  for (const char* key : {"rope_scaling", "rope_parameters"}) {
+    auto it = j.find(key);
+    if (it != j.end() && !it->is_null()) MOPT_TRY(parse_rope(*it, key, c));
+  }
+  c.rope_dim = c.head_dim;
+  float partial = 1.0f;
+  MOPT_TRY(get_real(j, "partial_rotary_factor", partial));
+  if (partial != 1.0f) return error("\"partial_rotary_factor\" %g is not supported (only 1.0)", double(partial));
+  c.rope_style = RopeStyle::kNeox;  // HF checkpoints use rotate_half
+  c.tied_embeddings = false;
+  MOPT_TRY(get_bool(j, "tie_word_embeddings", c.tied_embeddings));
+  c.qkv_bias = info.qkv_bias;
+  bool attn_bias = false;
+  MOPT_TRY(get_bool(j, "attention_bias", attn_bias));
+  c.qkv_bias = c.qkv_bias || attn_bias;
+  c.qk_norm = info.qk_norm;
+  bool mlp_bias = false;
+  MOPT_TRY(get_bool(j, "mlp_bias", mlp_bias));
+  if (mlp_bias) return error("\"mlp_bias\": true is not supported");
+  std::string act = "silu";
+  MOPT_TRY(get_str(j, "hidden_act", act));
+  if (act != "silu") return error("\"hidden_act\" \"%s\" is not supported (only silu)", act.c_str());
+  // Sliding window: Mistral uses "sliding_window" directly; Qwen2/3 only when "use_sliding_window" is true.
+  bool use_sliding = c.arch == Arch::kMistral;
+  MOPT_TRY(get_bool(j, "use_sliding_window", use_sliding));
+  int window = 0;
+  MOPT_TRY(get_int(j, "sliding_window", window, 0, 0));
+  c.sliding_window = use_sliding ? window : 0;
+  // Weight dtype: validated so a typo is caught, not used (the tensors carry their own dtypes).
+  std::string dtype;
+  MOPT_TRY(get_str(j, "torch_dtype", dtype));
+  MOPT_TRY(get_str(j, "dtype", dtype));
+  if (!dtype.empty() && dtype != "float32" && dtype != "float16" && dtype != "bfloat16")
+    return error("\"dtype\" \"%s\" is not supported (float32, float16, bfloat16)", dtype.c_str());
+  return Status::ok();
+}
+
+bool is_regular_file(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+std::string base_name(const std::string& dir) {
+  std::string d = dir;
+  while (d.size() > 1 && d.back() == '/') d.pop_back();
+  size_t slash = d.find_last_of('/');
+  return slash == std::string::npos ? d : d.substr(slash + 1);
+}
+
+}  // namespace
+
+Result<ModelConfig> parse_hf_config(const std::string& text, const std::string& name) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    return error("%s: not valid JSON: %s", name.c_str(), e.what());
+  }
+  ModelConfig c;
+  try {
+    Status s = fill_config(j, c);
+    if (!s.is_ok()) return s.with_context(name);
+  } catch (const json::exception& e) {
+    return error("%s: unexpected value: %s", name.c_str(), e.what());
+  }
+  Status v = validate_config(c);
+  if (!v.is_ok()) return v.with_context(name);
+  return c;
+}
+
+Result<std::string> hf_chat_template(const std::string& dir) {
+  const std::string jinja = dir + "/chat_template.jinja";
+  if (is_regular_file(jinja)) return read_file(jinja);
+  const std::string tc = dir + "/tokenizer_config.json";
+  if (!is_regular_file(tc)) return std::string();
+  MOPT_ASSIGN_OR_RETURN(std::string text, read_file(tc));
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    return error("%s: not valid JSON: %s", tc.c_str(), e.what());
+  }
+  if (!j.is_object()) return error("%s: not a JSON object", tc.c_str());
+  auto it = j.find("chat_template");
+  if (it == j.end() || it->is_null()) return std::string();
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_array()) {
+    for (const json& e : *it) {
+      if (e.is_object() && e.value("name", json()).is_string() && e["name"].get<std::string>() == "default") {
+        if (!e.contains("template") || !e["template"].is_string())
+          return error("%s: chat_template \"default\" has no string \"template\"", tc.c_str());
+        return e["template"].get<std::string>();
+      }
+    }
+    return error("%s: chat_template is a list without a \"default\" entry", tc.c_str());
+  }
+  return error("%s: chat_template must be a string or a list of {name, template}", tc.c_str());
+}
+
+Result<std::unique_ptr<Model>> load_hf_model(const std::string& dir, const LoadOptions& opts) {
+  const std::string cfg_path = dir + "/config.json";
+  if (!is_regular_file(cfg_path))
+    return error("%s: no config.json in this folder (expected a Hugging Face model folder)", dir.c_str());
+  MOPT_ASSIGN_OR_RETURN(std::string cfg_text, read_file(cfg_path));
+  MOPT_ASSIGN_OR_RETURN(ModelConfig config, parse_hf_config(cfg_text, cfg_path));
+  config.name = base_name(dir);
+  auto m = std::make_unique<Model>();
+  m->format = ModelFormat::kHuggingFace;
+  m->path = dir;
+  m->config = config;
+  MOPT_ASSIGN_OR_RETURN(safetensors::TensorSet set, safetensors::open_dir(dir));
+  for (auto& mp : set.mappings) m->mappings.push_back(std::move(mp));
+  for (TensorView& t : set.tensors) {
+    if (hf_ignorable_tensor(t.name)) continue;
+    std::optional<std::string> canon = hf_to_canonical_name(t.name);
+    if (!canon) {
+      // Kept under its own name: visible in `mopt inspect`, unused by the forward pass.
+      m->tensors.push_back(std::move(t));
+      continue;
+    }
+    if (*canon == "output.weight" && config.tied_embeddings) continue;  // tied: the model reuses token_embd
+    t.name = std::move(*canon);
+    m->tensors.push_back(std::move(t));
+  }
+  MOPT_ASSIGN_OR_RETURN(std::string tmpl, hf_chat_template(dir));
+  m->chat_template = std::move(tmpl);
+  Result<VocabData> vocab = vocab_from_hf_dir(dir);
+  if (!vocab) return vocab.status().with_context(strfmt("%s: reading the tokenizer", dir.c_str()));
+  m->vocab = std::move(*vocab);
+  if (m->vocab.tokens.size() > static_cast<size_t>(config.n_vocab))
+    return error("%s: the tokenizer has %zu tokens but vocab_size is %d", dir.c_str(), m->vocab.tokens.size(),
+                 config.n_vocab);
+  Status s = finalize_model(*m);
+  if (!s.is_ok()) return s.with_context(dir);
+  (void)opts;
+  return m;
+}
+
+}  // namespace mopt
