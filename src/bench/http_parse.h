@@ -53,7 +53,8 @@ class ChunkedDecoder {
 // fields are ignored. Events larger than max_event_bytes are an error.
 class SseParser {
  public:
-  explicit SseParser(size_t max_event_bytes = 4 << 20) : max_event_(max_event_bytes) {}
+  SseParser() = default;
+  explicit SseParser(size_t max_event_bytes) : max_event_(max_event_bytes) {}
   // Calls on_event(data) for each complete event that has data. on_event returns false to stop (feed then
   // returns ok and ignores the rest).
   Status feed(std::string_view in, const std::function<bool(std::string_view)>& on_event);
@@ -64,7 +65,7 @@ class SseParser {
   std::string data_;
   bool has_data_ = false;
   bool last_cr_ = false;
-  size_t max_event_;
+  size_t max_event_ = 4u << 20;
 };
 
 }  // namespace mopt::bench
