@@ -1,0 +1,199 @@
+// rmsnorm, RoPE (both pairings, partial rotary, linear and llama3 frequency scaling), SwiGLU, softmax, add
+// against direct fp64 formulas; and the ThreadPool's contract.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <numbers>
+#include <set>
+#include <vector>
+
+#include "backend/cpu/kernels.h"
+#include "core/thread_pool.h"
+#include "kernels_test_util.h"
+
+namespace mopt::cpu {
+namespace {
+
+using kernels_test::random_vec;
+
+TEST(KernelsOps, RmsNorm) {
+  for (int64_t n : {1, 7, 64, 2051}) {
+    auto x = random_vec(n, 1, 3.0f), w = random_vec(n, 2);
+    std::vector<float> out(n);
+    rmsnorm(out.data(), x.data(), w.data(), n, 1e-5f);
+    double ss = 0;
+    for (float v : x) ss += static_cast<double>(v) * v;
+    const double inv = 1.0 / std::sqrt(ss / n + 1e-5);
+    for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(out[i], x[i] * inv * w[i], 1e-5 * (std::fabs(x[i] * inv * w[i]) + 1e-3));
+    rmsnorm(x.data(), x.data(), w.data(), n, 1e-5f);  // in place
+    for (int64_t i = 0; i < n; ++i) EXPECT_EQ(x[i], out[i]);
+  }
+}
+
+ModelConfig rope_cfg(int head_dim, int rope_dim, float theta) {
+  ModelConfig c;
+  c.head_dim = head_dim;
+  c.rope_dim = rope_dim;
+  c.rope_theta = theta;
+  return c;
+}
+
+TEST(KernelsOps, RopeInvFreqPlainAndLinear) {
+  ModelConfig c = rope_cfg(64, 64, 10000.0f);
+  auto f = rope_inv_freq(c);
+  ASSERT_EQ(f.size(), 32u);
+  for (int i = 0; i < 32; ++i) EXPECT_NEAR(f[i], std::pow(10000.0, -2.0 * i / 64), 1e-7 * std::pow(10000.0, -2.0 * i / 64));
+  c.rope_scaling = RopeScaling::kLinear;
+  c.rope_scale_factor = 4.0f;
+  auto g = rope_inv_freq(c);
+  for (int i = 0; i < 32; ++i) EXPECT_FLOAT_EQ(g[i], f[i] / 4.0f);
+}
+
+// Llama 3.1 parameters (factor 8, low 1, high 4, original context 8192, theta 500000, head_dim 128).
+TEST(KernelsOps, RopeInvFreqLlama3) {
+  ModelConfig c = rope_cfg(128, 128, 500000.0f);
+  c.rope_scaling = RopeScaling::kLlama3;
+  c.rope_scale_factor = 8.0f;
+  c.rope_low_freq_factor = 1.0f;
+  c.rope_high_freq_factor = 4.0f;
+  c.rope_original_context = 8192;
+  auto f = rope_inv_freq(c);
+  ASSERT_EQ(f.size(), 64u);
+  int n_kept = 0, n_scaled = 0, n_mixed = 0;
+  for (int i = 0; i < 64; ++i) {
+    const double base = std::pow(500000.0, -2.0 * i / 128);
+    const double wavelen = 2 * std::numbers::pi / base;
+    double want;
+    if (wavelen < 8192.0 / 4) {  // high-frequency: kept
+      want = base, ++n_kept;
+    } else if (wavelen > 8192.0 / 1) {  // low-frequency: divided by the factor
+      want = base / 8, ++n_scaled;
+    } else {  // linear blend in 1/wavelen between the two
+      const double t = (8192.0 / wavelen - 1.0) / (4.0 - 1.0);
+      want = (1 - t) * base / 8 + t * base, ++n_mixed;
+    }
+    EXPECT_NEAR(f[i], want, 1e-6 * want) << i;
+  }
+  EXPECT_GT(n_kept, 0);
+  EXPECT_GT(n_scaled, 0);
+  EXPECT_GT(n_mixed, 0);
+}
+
+TEST(KernelsOps, RopeBothStylesPartialRotary) {
+  for (RopeStyle style : {RopeStyle::kInterleaved, RopeStyle::kNeox}) {
+    for (int rot : {8, 32, 64}) {
+      const int n_heads = 3, hd = 64;
+      ModelConfig c = rope_cfg(hd, rot, 10000.0f);
+      auto inv = rope_inv_freq(c);
+      for (int pos : {0, 1, 17, 4095, 100000}) {
+        auto x = random_vec(n_heads * hd, static_cast<uint32_t>(pos + rot));
+        auto y = x;
+        rope(y.data(), n_heads, hd, rot, pos, inv.data(), style);
+        for (int h = 0; h < n_heads; ++h) {
+          const float* xi = x.data() + h * hd;
+          const float* yi = y.data() + h * hd;
+          for (int i = 0; i < rot / 2; ++i) {
+            const double th = pos * std::pow(10000.0, -2.0 * i / rot);
+            const int a = style == RopeStyle::kInterleaved ? 2 * i : i;
+            const int b = style == RopeStyle::kInterleaved ? 2 * i + 1 : i + rot / 2;
+            // pos * inv_freq in fp64 vs fp32 inv_freq: angle error up to pos * 6e-8 rad
+            const double tol = 1e-5 + 1.2e-7 * pos * std::pow(10000.0, -2.0 * i / rot);
+            EXPECT_NEAR(yi[a], xi[a] * std::cos(th) - xi[b] * std::sin(th), tol);
+            EXPECT_NEAR(yi[b], xi[a] * std::sin(th) + xi[b] * std::cos(th), tol);
+          }
+          for (int d = rot; d < hd; ++d) EXPECT_EQ(yi[d], xi[d]) << "dims past rot_dim must be untouched";
+        }
+      }
+    }
+  }
+}
+
+TEST(KernelsOps, SwiGlu) {
+  std::vector<float> g, u;
+  for (int i = -400; i <= 400; ++i) g.push_back(i * 0.25f), u.push_back(1.0f + i * 0.01f);  // gate in [-100, 100]
+  g.push_back(-1000.0f), u.push_back(2.0f);
+  g.push_back(1000.0f), u.push_back(0.5f);
+  std::vector<float> out(g.size());
+  swiglu(out.data(), g.data(), u.data(), static_cast<int64_t>(g.size()));
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double want = g[i] / (1.0 + std::exp(-static_cast<double>(g[i]))) * u[i];
+    EXPECT_NEAR(out[i], want, 2e-6 * std::fabs(want) + 1e-30) << g[i];
+  }
+}
+
+TEST(KernelsOps, Softmax) {
+  for (int64_t n : {1, 5, 8, 33, 1000}) {
+    auto x = random_vec(n, static_cast<uint32_t>(n), 10.0f);
+    x[0] = -INFINITY;  // masked entries give exactly 0
+    if (n == 1) x[0] = 3.0f;
+    auto y = x;
+    softmax(y.data(), n);
+    double mx = -INFINITY, sum = 0;
+    for (float v : x) mx = std::max(mx, static_cast<double>(v));
+    for (float v : x) sum += std::exp(v - mx);
+    for (int64_t i = 0; i < n; ++i) {
+      const double want = std::exp(x[i] - mx) / sum;
+      EXPECT_NEAR(y[i], want, 2e-6 * want + 1e-12);
+    }
+  }
+}
+
+TEST(KernelsOps, Add) {
+  auto a = random_vec(37, 1), b = random_vec(37, 2);
+  auto y = a;
+  add(y.data(), b.data(), 37);
+  for (int i = 0; i < 37; ++i) EXPECT_EQ(y[i], a[i] + b[i]);
+}
+
+TEST(KernelsThreadPool, CoversEveryIndexOnceWithFixedChunks) {
+  ThreadPool pool(3);
+  EXPECT_EQ(pool.size(), 3);
+  for (int64_t n : {1, 2, 3, 4, 10, 1001}) {
+    std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+    std::vector<std::pair<int64_t, int64_t>> ranges(3, {-1, -1});
+    pool.parallel_for(n, [&](int64_t b, int64_t e, int tid) {
+      ranges[static_cast<size_t>(tid)] = {b, e};
+      for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+    });
+    for (auto& h : hits) ASSERT_EQ(h.load(), 1);
+    const int k = static_cast<int>(std::min<int64_t>(n, 3));
+    for (int c = 0; c < k; ++c) {
+      EXPECT_EQ(ranges[c].first, n * c / k);
+      EXPECT_EQ(ranges[c].second, n * (c + 1) / k);
+    }
+  }
+}
+
+TEST(KernelsThreadPool, ManyDispatchesNestedAndItems) {
+  ThreadPool pool(2);
+  std::atomic<int64_t> total{0};
+  for (int rep = 0; rep < 3000; ++rep)
+    pool.parallel_for(4, [&](int64_t b, int64_t e, int) { total += e - b; });
+  EXPECT_EQ(total.load(), 12000);
+  // Nested calls run inline on the calling worker.
+  std::atomic<int64_t> inner{0};
+  pool.parallel_for(2, [&](int64_t, int64_t, int) {
+    pool.parallel_for(10, [&](int64_t b, int64_t e, int tid) {
+      EXPECT_EQ(tid, 0);
+      inner += e - b;
+    });
+  });
+  EXPECT_EQ(inner.load(), 20);
+  std::vector<int> seen(777, 0);
+  parallel_items(&pool, 777, [&](int64_t i, int tid) {
+    EXPECT_LT(tid, 2);
+    seen[static_cast<size_t>(i)]++;
+  });
+  for (int s : seen) ASSERT_EQ(s, 1);
+  ThreadPool one(1);
+  int calls = 0;
+  one.parallel_for(5, [&](int64_t b, int64_t e, int) {
+    calls++;
+    EXPECT_EQ(e - b, 5);
+  });
+  EXPECT_EQ(calls, 1);
+}
+
+}  // namespace
+}  // namespace mopt::cpu
