@@ -60,9 +60,18 @@ void fill_typed(T* dst, uint64_t n, float std, float fill, uint64_t seed, T (*co
     std::fill(dst, dst + n, convert(fill));
     return;
   }
-  std::vector<T> table(65536);
-  const std::vector<float>& normal = normal_table();
-  for (size_t k = 0; k < table.size(); ++k) table[k] = convert(normal[k] * std);
+  // The converted table is cached per (thread, T, std, convert): a model has hundreds of tensors.
+  thread_local std::vector<T> table;
+  thread_local float table_std = 0.0f;
+  thread_local T (*table_convert)(float) = nullptr;
+  if (table.empty() || table_std != std || table_convert != convert) {
+    const std::vector<float>& normal = normal_table();
+    table.resize(normal.size());
+    for (size_t k = 0; k < table.size(); ++k) table[k] = convert(normal[k] * std);
+    table_std = std;
+    table_convert = convert;
+  }
+  const T* tab = table.data();  // thread_locals are per thread: workers must use this pointer
   const uint64_t n_chunks = (n + kChunkElems - 1) / kChunkElems;
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
   const unsigned n_threads = static_cast<unsigned>(std::min<uint64_t>(hw, n_chunks));
@@ -71,7 +80,7 @@ void fill_typed(T* dst, uint64_t n, float std, float fill, uint64_t seed, T (*co
     for (uint64_t c; (c = next.fetch_add(1)) < n_chunks;) {
       uint64_t begin = c * kChunkElems, len = std::min(kChunkElems, n - begin);
       uint64_t chunk_seed = seed ^ (0xd1b54a32d192ed03ull * (c + 1));
-      fill_chunk(dst + begin, len, table.data(), chunk_seed);
+      fill_chunk(dst + begin, len, tab, chunk_seed);
     }
   };
   if (n_threads <= 1) {
