@@ -14,7 +14,7 @@ if(cuda_srcs)
   if(MOPT_HAVE_CUDA)
     # sm_90a for Hopper (wgmma/TMA) plus PTX for other recent GPUs.
     set_target_properties(mopt_cuda PROPERTIES CUDA_ARCHITECTURES "90a-real;80-virtual"
-                          CUDA_SEPARABLE_COMPILATION OFF CUDA_STANDARD 20)
+                          CUDA_SEPARABLE_COMPILATION OFF CUDA_STANDARD 17)
     target_compile_options(mopt_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -lineinfo>)
     target_compile_definitions(mopt_cuda PUBLIC MOPT_HAVE_CUDA=1)
     target_link_libraries(mopt_cuda PUBLIC CUDA::cudart_static CUDA::cublasLt CUDA::cublas)

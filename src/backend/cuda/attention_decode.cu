@@ -1,0 +1,224 @@
+// Paged attention with one query token per work item: decode steps, and prefill for head dims that have no
+// tensor-core kernel. GQA-aware (a CTA serves up to 8 query heads of one KV head, so each K/V row is read once
+// for the group) and split-K over long contexts (partials merged by a second kernel). Graph-safe: the split
+// count is a launch parameter and every CTA derives its slice of the context from device-side positions.
+//
+// Threads: a group of LANES = HEAD_DIM / 8 lanes handles one cached token at a time, each lane holding 8
+// consecutive dims (one 16-byte load of K and of V); the CTA's NSUB = 128 / LANES groups walk the token slice
+// with stride NSUB, each keeping an online-softmax state, combined through shared memory at the end.
+#include <cfloat>
+
+#include "backend/cuda/kernels.h"
+
+namespace mopt::cuda {
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int kMaxHeadsPerCta = 8;
+constexpr int kUnroll = 4;
+constexpr float kLog2e = 1.4426950408889634f;
+
+__device__ __forceinline__ void unpack8(const uint4& u, float* f) {
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 v = __bfloat1622float2(h[i]);
+    f[2 * i] = v.x;
+    f[2 * i + 1] = v.y;
+  }
+}
+
+template <int HD, int GT>
+__global__ void __launch_bounds__(kThreads) decode_attention_kernel(DecodeAttnParams p, int heads_per_cta,
+                                                                    int group) {
+  constexpr int LANES = HD / 8;
+  constexpr int NSUB = kThreads / LANES;
+  __shared__ float sm_m[NSUB][GT];
+  __shared__ float sm_l[NSUB][GT];
+  __shared__ float sm_acc[NSUB][GT][HD];
+
+  const int t = blockIdx.x;
+  const int h0 = blockIdx.y * heads_per_cta;
+  const int kvh = h0 / group;
+  const int split = blockIdx.z;
+  const int sub = threadIdx.x / LANES, sl = threadIdx.x % LANES;
+  const int pos = p.positions[t];
+
+  int s0 = 0, s1 = 0;  // this CTA's slice of cached positions
+  if (pos >= 0) {
+    const int begin = p.window > 0 ? max(0, pos + 1 - p.window) : 0;
+    const int len = pos + 1 - begin;
+    const int chunk = (len + p.n_splits - 1) / p.n_splits;
+    s0 = begin + split * chunk;
+    s1 = min(pos + 1, s0 + chunk);
+  }
+
+  float q[GT][8], acc[GT][8], m[GT], l[GT];
+#pragma unroll
+  for (int g = 0; g < GT; ++g) {
+    m[g] = -INFINITY;
+    l[g] = 0.f;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) acc[g][i] = 0.f;
+    if (g < heads_per_cta) {
+      const uint4 raw = *reinterpret_cast<const uint4*>(p.q + (static_cast<int64_t>(t) * p.n_head + h0 + g) * HD + sl * 8);
+      unpack8(raw, q[g]);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) q[g][i] *= p.scale * kLog2e;
+    } else {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) q[g][i] = 0.f;
+    }
+  }
+
+  const int bs = p.cache.block_size;
+  const int32_t* bt = p.block_tables + static_cast<int64_t>(p.token_seq[t]) * p.max_blocks_per_seq;
+  const int64_t head_off = static_cast<int64_t>(kvh) * bs * HD + sl * 8;
+
+  // The loop bound is uniform across the CTA (shuffles need every lane of a warp); j is per subgroup.
+  for (int b = s0; b < s1; b += NSUB * kUnroll) {
+    uint4 kr[kUnroll], vr[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int j = b + sub + u * NSUB;
+      if (j < s1) {
+        const int64_t off = static_cast<int64_t>(bt[j / bs]) * p.cache.block_stride + head_off +
+                            static_cast<int64_t>(j % bs) * HD;
+        kr[u] = *reinterpret_cast<const uint4*>(p.cache.k + off);
+        vr[u] = *reinterpret_cast<const uint4*>(p.cache.v + off);
+      } else {
+        kr[u] = make_uint4(0, 0, 0, 0);
+        vr[u] = make_uint4(0, 0, 0, 0);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const bool valid = b + sub + u * NSUB < s1;
+      float kf[8], vf[8];
+      unpack8(kr[u], kf);
+      unpack8(vr[u], vf);
+#pragma unroll
+      for (int g = 0; g < GT; ++g) {
+        float s = 0.f;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) s += q[g][i] * kf[i];
+#pragma unroll
+        for (int o = LANES / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        if (valid) {
+          const float m_new = fmaxf(m[g], s);
+          const float corr = exp2f(m[g] - m_new);
+          const float pr = exp2f(s - m_new);
+          l[g] = l[g] * corr + pr;
+#pragma unroll
+          for (int i = 0; i < 8; ++i) acc[g][i] = acc[g][i] * corr + pr * vf[i];
+          m[g] = m_new;
+        }
+      }
+    }
+  }
+
+  // Combine the NSUB partial states.
+#pragma unroll
+  for (int g = 0; g < GT; ++g) {
+    if (sl == 0) {
+      sm_m[sub][g] = m[g];
+      sm_l[sub][g] = l[g];
+    }
+#pragma unroll
+    for (int i = 0; i < 8; ++i) sm_acc[sub][g][sl * 8 + i] = acc[g][i];
+  }
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < heads_per_cta * HD; idx += kThreads) {
+    const int g = idx / HD, d = idx % HD;
+    float mx = -INFINITY;
+    for (int s = 0; s < NSUB; ++s) mx = fmaxf(mx, sm_m[s][g]);
+    float L = 0.f, A = 0.f;
+    if (mx != -INFINITY) {
+      for (int s = 0; s < NSUB; ++s) {
+        const float w = exp2f(sm_m[s][g] - mx);
+        L += sm_l[s][g] * w;
+        A += sm_acc[s][g][d] * w;
+      }
+    }
+    const int h = h0 + g;
+    const float o = L > 0.f ? A / L : 0.f;
+    if (p.n_splits == 1) {
+      p.out[(static_cast<int64_t>(t) * p.n_head + h) * HD + d] = __float2bfloat16(o);
+    } else {
+      const int64_t item = (static_cast<int64_t>(t) * p.n_head + h) * p.n_splits + split;
+      p.workspace[item * HD + d] = o;
+      if (d == 0) {
+        float* ml = p.workspace + static_cast<int64_t>(p.n_tokens) * p.n_head * p.n_splits * HD;
+        ml[item * 2] = mx;
+        ml[item * 2 + 1] = L;
+      }
+    }
+  }
+}
+
+// grid (n_tokens, n_head), threads = head_dim.
+__global__ void merge_splits_kernel(DecodeAttnParams p, int head_dim) {
+  const int t = blockIdx.x, h = blockIdx.y, d = threadIdx.x;
+  const int64_t base = (static_cast<int64_t>(t) * p.n_head + h) * p.n_splits;
+  const float* ml = p.workspace + static_cast<int64_t>(p.n_tokens) * p.n_head * p.n_splits * head_dim;
+  float mx = -INFINITY;
+  for (int s = 0; s < p.n_splits; ++s) mx = fmaxf(mx, ml[(base + s) * 2]);
+  float wsum = 0.f, o = 0.f;
+  if (mx != -INFINITY) {
+    for (int s = 0; s < p.n_splits; ++s) {
+      const float w = ml[(base + s) * 2 + 1] * exp2f(ml[(base + s) * 2] - mx);
+      wsum += w;
+      o += w * p.workspace[(base + s) * head_dim + d];
+    }
+  }
+  p.out[(static_cast<int64_t>(t) * p.n_head + h) * head_dim + d] = __float2bfloat16(wsum > 0.f ? o / wsum : 0.f);
+}
+
+template <int HD>
+cudaError_t dispatch_heads(const DecodeAttnParams& p, int hpc, int group, dim3 grid, cudaStream_t stream) {
+  if (hpc <= 1) decode_attention_kernel<HD, 1><<<grid, kThreads, 0, stream>>>(p, hpc, group);
+  else if (hpc <= 2) decode_attention_kernel<HD, 2><<<grid, kThreads, 0, stream>>>(p, hpc, group);
+  else if (hpc <= 4) decode_attention_kernel<HD, 4><<<grid, kThreads, 0, stream>>>(p, hpc, group);
+  else decode_attention_kernel<HD, 8><<<grid, kThreads, 0, stream>>>(p, hpc, group);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+bool decode_attention_supported(int head_dim) {
+  return head_dim == 8 || head_dim == 16 || head_dim == 32 || head_dim == 64 || head_dim == 128;
+}
+
+int choose_decode_splits(int n_ctas_without_split, int max_ctx, int n_sms) {
+  if (n_ctas_without_split <= 0) return 1;
+  const int want = (2 * n_sms + n_ctas_without_split - 1) / n_ctas_without_split;  // ~2 waves
+  const int by_len = (max_ctx + 255) / 256;  // keep slices >= 256 tokens
+  int s = want < by_len ? want : by_len;
+  if (s > 32) s = 32;
+  return s < 1 ? 1 : s;
+}
+
+cudaError_t launch_attention_decode(const DecodeAttnParams& p, cudaStream_t stream) {
+  if (p.n_tokens <= 0) return cudaSuccess;
+  const int hd = p.cache.head_dim;
+  if (!decode_attention_supported(hd) || p.cache.n_head_kv <= 0 || p.n_head % p.cache.n_head_kv != 0 ||
+      p.n_splits < 1 || (p.n_splits > 1 && p.workspace == nullptr))
+    return cudaErrorInvalidValue;
+  const int group = p.n_head / p.cache.n_head_kv;
+  int hpc = group;  // query heads per CTA: the whole group, or the largest divisor <= 8
+  while (hpc > kMaxHeadsPerCta || group % hpc != 0) --hpc;
+  const dim3 grid(p.n_tokens, p.n_head / hpc, p.n_splits);
+  cudaError_t err;
+  switch (hd) {
+    case 8: err = dispatch_heads<8>(p, hpc, group, grid, stream); break;
+    case 16: err = dispatch_heads<16>(p, hpc, group, grid, stream); break;
+    case 32: err = dispatch_heads<32>(p, hpc, group, grid, stream); break;
+    case 64: err = dispatch_heads<64>(p, hpc, group, grid, stream); break;
+    default: err = dispatch_heads<128>(p, hpc, group, grid, stream); break;
+  }
+  if (err != cudaSuccess || p.n_splits == 1) return err;
+  merge_splits_kernel<<<dim3(p.n_tokens, p.n_head), hd, 0, stream>>>(p, hd);
+  return cudaGetLastError();
+}
+
+}  // namespace mopt::cuda

@@ -1,0 +1,866 @@
+// CudaRunner: the Llama-family forward pass on one NVIDIA GPU (see cuda_runner.h, docs/cuda.md).
+//
+// Per step: the host validates the batch, packs all int metadata into one pinned buffer and copies it with one
+// async H2D copy (plus one 2D copy of the used part of the block tables), then enqueues the layers on one stream
+// (or replays a CUDA graph captured for the decode batch-size bucket), copies the requested logits into pinned
+// memory and synchronizes once, at the end of the step. Nothing inside the step allocates.
+//
+// Tensor parallelism (next step, over NCCL): qkv and gate_up are column-parallel (each rank owns a slice of
+// heads / of n_ff), attn_output and ffn_down are row-parallel, followed by one all-reduce of `proj_` each
+// (marked ALL-REDUCE below). Shards are whole heads, so attention needs no communication.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/kernels.h"
+#include "backend/cuda/cuda_runner.h"
+#include "backend/cuda/gemm.h"
+#include "backend/cuda/kernels.h"
+#include "core/log.h"
+#include "model/model.h"
+
+namespace mopt {
+namespace {
+
+using cuda::bf16;
+
+constexpr int kMaxSplits = 16;
+// Decode batch sizes for which CUDA graphs are captured (a batch is padded up to the next bucket).
+constexpr int kGraphBuckets[] = {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256, 320, 384, 512};
+
+// Owning device allocation.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  ~DeviceBuffer() { reset(); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer&& o) noexcept : p_(o.p_), bytes_(o.bytes_) { o.p_ = nullptr; o.bytes_ = 0; }
+  Status alloc(size_t bytes, const char* what) {
+    reset();
+    if (bytes == 0) return Status::ok();
+    const cudaError_t e = cudaMalloc(&p_, bytes);
+    if (e != cudaSuccess) {
+      p_ = nullptr;
+      return error("cannot allocate %s (%s) on the GPU: %s; lower --gpu-memory-utilization, the batch limits "
+                   "or the model size",
+                   what, format_bytes(static_cast<double>(bytes)).c_str(), cuda::cuda_error_string(e).c_str());
+    }
+    bytes_ = bytes;
+    return Status::ok();
+  }
+  void reset() {
+    if (p_) cudaFree(p_);
+    p_ = nullptr;
+    bytes_ = 0;
+  }
+  template <class T>
+  T* as() const { return static_cast<T*>(p_); }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* p_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// Owning pinned (page-locked) host allocation: async copies from/to it overlap with compute.
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  ~PinnedBuffer() { reset(); }
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  Status alloc(size_t bytes, const char* what) {
+    reset();
+    if (bytes == 0) return Status::ok();
+    const cudaError_t e = cudaHostAlloc(&p_, bytes, cudaHostAllocDefault);
+    if (e != cudaSuccess) {
+      p_ = nullptr;
+      return error("cannot allocate %s of pinned host memory (%s): %s", format_bytes(static_cast<double>(bytes)).c_str(),
+                   what, cuda::cuda_error_string(e).c_str());
+    }
+    bytes_ = bytes;
+    return Status::ok();
+  }
+  void reset() {
+    if (p_) cudaFreeHost(p_);
+    p_ = nullptr;
+    bytes_ = 0;
+  }
+  template <class T>
+  T* as() const { return static_cast<T*>(p_); }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* p_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// A linear layer y = x W^T + b, W stored [n_out, n_in] row-major bf16.
+struct Linear {
+  DeviceBuffer w;     // [n_out, n_in]
+  DeviceBuffer bias;  // [n_out] or empty
+  int n_out = 0, n_in = 0;
+};
+
+struct Layer {
+  DeviceBuffer attn_norm, ffn_norm;  // [n_embd]
+  DeviceBuffer q_norm, k_norm;       // [head_dim] (Qwen3) or empty
+  Linear qkv;      // [q_dim + 2 kv_dim, n_embd] q | k | v rows   (column-parallel under TP)
+  Linear o;        // [n_embd, q_dim]                             (row-parallel, all-reduce after)
+  Linear gate_up;  // [2 n_ff, n_embd] gate | up rows             (column-parallel)
+  Linear down;     // [n_embd, n_ff]                              (row-parallel, all-reduce after)
+};
+
+// How one step is run (decided on the host from the batch).
+struct StepShape {
+  int n_tokens = 0;     // rows processed (a graph bucket pads decode batches)
+  int n_seqs = 0;
+  int n_out = 0;        // logits rows of the first chunk computed inside the step
+  bool use_prefill_kernel = false;
+  int n_tiles = 0;
+  int n_splits = 1;
+};
+
+class CudaRunner final : public ModelRunner {
+ public:
+  ~CudaRunner() override;
+  static Result<std::unique_ptr<CudaRunner>> create(const Model& model, const RunnerOptions& opts,
+                                                    const CudaRunnerExtras& extras);
+
+  DeviceKind device() const override { return DeviceKind::kCuda; }
+  const ModelConfig& config() const override { return cfg_; }
+  uint64_t kv_block_bytes(int block_size) const override {
+    return cfg_.kv_bytes_per_token(2) * static_cast<uint64_t>(block_size);
+  }
+  uint64_t available_kv_memory(double memory_utilization) const override;
+  Status init_kv_cache(int n_blocks, int block_size, int n_swap_blocks) override;
+  Status forward(const ForwardBatch& batch, float* logits) override;
+  Status swap_out(std::span<const std::pair<int32_t, int32_t>> device_to_host) override;
+  Status swap_in(std::span<const std::pair<int32_t, int32_t>> host_to_device) override;
+
+ private:
+  CudaRunner() = default;
+  Status upload_weights(const Model& model, const CudaRunnerExtras& extras);
+  Status upload_into(const Model& model, const std::string& name, int64_t ne0, int64_t ne1, bf16* dst,
+                     bool optional, bool* found);
+  Status alloc_linear(Linear& lin, int n_out, int n_in, bool bias, const char* what);
+  Status alloc_workspace();
+  Status check_batch(const ForwardBatch& b) const;
+  Status stage_metadata(const ForwardBatch& b, const StepShape& s, int pad_to);
+  Status enqueue_layers(const StepShape& s);
+  Status enqueue_logits(const StepShape& s, int row_offset, int n_rows);
+  Status copy_logits_out(int n_rows, float* dst);
+  Status run_graph(const StepShape& s);
+  cuda::KvCacheView cache_view(int layer) const;
+
+  ModelConfig cfg_;
+  RunnerOptions opts_;
+  int device_id_ = 0;
+  int n_sms_ = 0;
+  cudaStream_t stream_ = nullptr;
+  cuda::Gemm gemm_;
+
+  // Weights.
+  DeviceBuffer tok_embd_;   // [n_vocab, n_embd]
+  DeviceBuffer out_norm_;   // [n_embd]
+  DeviceBuffer output_;     // [n_vocab, n_embd]; empty when tied to tok_embd_
+  DeviceBuffer inv_freq_;   // [rope_dim / 2] fp32
+  std::vector<Layer> layers_;
+  uint64_t weight_bytes_ = 0;
+
+  // Activations, sized for max_tokens_ rows.
+  int max_tokens_ = 0;      // max(max_batch_tokens, max_seqs)
+  int logit_rows_ = 0;      // rows of logits computed per chunk (max_seqs)
+  DeviceBuffer resid_;      // [max_tokens, n_embd] fp32 residual stream
+  DeviceBuffer normed_;     // [max_tokens, n_embd]
+  DeviceBuffer qkv_;        // [max_tokens, q_dim + 2 kv_dim]
+  DeviceBuffer q_;          // [max_tokens, q_dim]
+  DeviceBuffer attn_;       // [max_tokens, q_dim]
+  DeviceBuffer proj_;       // [max_tokens, n_embd] output of attn_output / ffn_down
+  DeviceBuffer gu_;         // [max_tokens, 2 n_ff]
+  DeviceBuffer act_;        // [max_tokens, n_ff]
+  DeviceBuffer logits_;     // [logit_rows, n_vocab] fp32
+  DeviceBuffer attn_ws_;    // [max_seqs, n_head, kMaxSplits, head_dim + 2] fp32 split-K partials
+  PinnedBuffer logits_host_;// [logit_rows, n_vocab] fp32
+
+  // KV cache.
+  DeviceBuffer kv_;         // [n_blocks][n_layer][2][n_head_kv][block_size][head_dim] bf16
+  PinnedBuffer swap_;       // [n_swap_blocks] blocks of the same layout
+  int n_blocks_ = 0, block_size_ = 0, n_swap_blocks_ = 0;
+  int64_t block_elems_ = 0; // elements of one block (all layers, K and V)
+  int bt_stride_ = 0;       // row stride of the device block table
+
+  // Step metadata: one pinned staging buffer and its device mirror, same layout:
+  //   tokens[T] positions[T] slots[T] token_seq[T] logit_rows[T] tile_start[NT] tile_end[NT] tile_seq[NT]
+  //   block_tables[max_seqs, bt_stride]
+  int max_tiles_ = 0;
+  size_t meta_ints_ = 0;
+  PinnedBuffer meta_host_;
+  DeviceBuffer meta_dev_;
+  int32_t* d_tokens_ = nullptr;
+  int32_t* d_positions_ = nullptr;
+  int32_t* d_slots_ = nullptr;
+  int32_t* d_token_seq_ = nullptr;
+  int32_t* d_logit_rows_ = nullptr;
+  int32_t* d_tile_start_ = nullptr;
+  int32_t* d_tile_end_ = nullptr;
+  int32_t* d_tile_seq_ = nullptr;
+  int32_t* d_block_tables_ = nullptr;
+
+  // CUDA graphs per decode bucket: first use runs eagerly (tunes GEMMs), second captures, then replays.
+  struct GraphEntry {
+    bool warmed = false;
+    cudaGraphExec_t exec = nullptr;
+    int n_splits = 1;
+  };
+  std::map<int, GraphEntry> graphs_;
+};
+
+CudaRunner::~CudaRunner() {
+  for (auto& [b, g] : graphs_)
+    if (g.exec) cudaGraphExecDestroy(g.exec);
+  if (stream_) {
+    cudaStreamSynchronize(stream_);
+    cudaStreamDestroy(stream_);
+  }
+}
+
+Status CudaRunner::alloc_linear(Linear& lin, int n_out, int n_in, bool bias, const char* what) {
+  lin.n_out = n_out;
+  lin.n_in = n_in;
+  MOPT_TRY(lin.w.alloc(static_cast<size_t>(n_out) * n_in * sizeof(bf16), what));
+  if (bias) MOPT_TRY(lin.bias.alloc(static_cast<size_t>(n_out) * sizeof(bf16), what));
+  weight_bytes_ += lin.w.bytes() + lin.bias.bytes();
+  return Status::ok();
+}
+
+// Copies tensor `name` (shape [ne0, ne1] in ne order; ne1 = 1 for vectors) into dst as bf16.
+Status CudaRunner::upload_into(const Model& model, const std::string& name, int64_t ne0, int64_t ne1, bf16* dst,
+                               bool optional, bool* found) {
+  const TensorView* t = nullptr;
+  for (const TensorView& tv : model.tensors)
+    if (tv.name == name) t = &tv;
+  if (found) *found = t != nullptr;
+  if (!t) return optional ? Status::ok() : error("model has no tensor '%s' (needed by the CUDA backend)", name.c_str());
+  if (t->ne[0] != ne0 || t->rows() != ne1)
+    return error("tensor '%s' has shape %s, expected [%lld, %lld]", name.c_str(), t->shape_str().c_str(),
+                 static_cast<long long>(ne0), static_cast<long long>(ne1));
+  const int64_t n = ne0 * ne1;
+  switch (t->dtype) {
+    case DType::BF16:
+      if (t->nbytes < static_cast<uint64_t>(n) * 2) return error("tensor '%s' is truncated", name.c_str());
+      MOPT_CUDA_TRY(cudaMemcpy(dst, t->data, static_cast<size_t>(n) * 2, cudaMemcpyHostToDevice));
+      return Status::ok();
+    case DType::F16:
+    case DType::F32: {
+      const size_t esz = t->dtype == DType::F32 ? 4 : 2;
+      if (t->nbytes < static_cast<uint64_t>(n) * esz) return error("tensor '%s' is truncated", name.c_str());
+      DeviceBuffer staging;
+      MOPT_TRY(staging.alloc(static_cast<size_t>(n) * esz, "weight upload staging"));
+      MOPT_CUDA_TRY(cudaMemcpy(staging.as<void>(), t->data, static_cast<size_t>(n) * esz, cudaMemcpyHostToDevice));
+      if (t->dtype == DType::F32) MOPT_CUDA_TRY(cuda::launch_f32_to_bf16(staging.as<float>(), dst, n, stream_));
+      else MOPT_CUDA_TRY(cuda::launch_f16_to_bf16(staging.as<uint16_t>(), dst, n, stream_));
+      MOPT_CUDA_TRY(cudaStreamSynchronize(stream_));
+      return Status::ok();
+    }
+    case DType::Q8_0: case DType::Q4_0: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K:
+    case DType::Q8_K: case DType::I8: case DType::I32:
+      break;
+  }
+  return error("tensor '%s' has dtype %s, which the CUDA backend does not run yet: use a F32/F16/BF16 model "
+               "(e.g. the Hugging Face safetensors) or --device cpu",
+               name.c_str(), dtype_name(t->dtype));
+}
+
+Status CudaRunner::upload_weights(const Model& model, const CudaRunnerExtras& extras) {
+  const ModelConfig& c = cfg_;
+  const int d = c.n_embd, qd = c.q_dim(), kvd = c.kv_dim(), ff = c.n_ff, hd = c.head_dim;
+  const bool rnd = extras.random_weights;
+  uint64_t seed = extras.random_seed;
+  // Random init: uniform with std 1/sqrt(fan_in) for matrices, norms near 1.
+  auto fill = [&](DeviceBuffer& b, float scale, float offset) -> Status {
+    MOPT_CUDA_TRY(cuda::launch_fill_random(b.as<bf16>(), static_cast<int64_t>(b.bytes() / 2), seed++, scale, offset,
+                                           stream_));
+    return Status::ok();
+  };
+  auto load_vec = [&](DeviceBuffer& b, const std::string& name, int n, float rnd_scale, float rnd_offset) -> Status {
+    MOPT_TRY(b.alloc(static_cast<size_t>(n) * 2, "weights"));
+    weight_bytes_ += b.bytes();
+    if (rnd) return fill(b, rnd_scale, rnd_offset);
+    return upload_into(model, name, n, 1, b.as<bf16>(), false, nullptr);
+  };
+  auto load_mat = [&](Linear& lin, const std::vector<std::string>& names, const std::vector<int>& rows, int n_in,
+                      const std::vector<std::string>& bias_names) -> Status {
+    int n_out = 0;
+    for (int r : rows) n_out += r;
+    MOPT_TRY(alloc_linear(lin, n_out, n_in, !bias_names.empty(), "weights"));
+    if (rnd) {
+      MOPT_TRY(fill(lin.w, std::sqrt(3.0f / static_cast<float>(n_in)), 0.f));
+      if (!bias_names.empty()) MOPT_TRY(fill(lin.bias, 0.02f, 0.f));
+      return Status::ok();
+    }
+    int64_t row0 = 0;
+    for (size_t i = 0; i < names.size(); ++i) {
+      MOPT_TRY(upload_into(model, names[i], n_in, rows[i], lin.w.as<bf16>() + row0 * n_in, false, nullptr));
+      if (!bias_names.empty())
+        MOPT_TRY(upload_into(model, bias_names[i], rows[i], 1, lin.bias.as<bf16>() + row0, false, nullptr));
+      row0 += rows[i];
+    }
+    return Status::ok();
+  };
+
+  MOPT_TRY(tok_embd_.alloc(static_cast<size_t>(c.n_vocab) * d * 2, "token embeddings"));
+  weight_bytes_ += tok_embd_.bytes();
+  if (rnd) MOPT_TRY(fill(tok_embd_, 1.0f, 0.f));
+  else MOPT_TRY(upload_into(model, "token_embd.weight", d, c.n_vocab, tok_embd_.as<bf16>(), false, nullptr));
+  MOPT_TRY(load_vec(out_norm_, "output_norm.weight", d, 0.1f, 1.0f));
+  bool has_output = false;
+  if (!c.tied_embeddings) {
+    MOPT_TRY(output_.alloc(static_cast<size_t>(c.n_vocab) * d * 2, "output projection"));
+    weight_bytes_ += output_.bytes();
+    if (rnd) {
+      MOPT_TRY(fill(output_, std::sqrt(3.0f / static_cast<float>(d)), 0.f));
+      has_output = true;
+    } else {
+      MOPT_TRY(upload_into(model, "output.weight", d, c.n_vocab, output_.as<bf16>(), true, &has_output));
+    }
+    if (!has_output) output_.reset();  // some files tie without saying so
+  }
+
+  layers_.resize(static_cast<size_t>(c.n_layer));
+  for (int l = 0; l < c.n_layer; ++l) {
+    Layer& L = layers_[static_cast<size_t>(l)];
+    const std::string p = "blk." + std::to_string(l) + ".";
+    MOPT_TRY(load_vec(L.attn_norm, p + "attn_norm.weight", d, 0.1f, 1.0f));
+    MOPT_TRY(load_vec(L.ffn_norm, p + "ffn_norm.weight", d, 0.1f, 1.0f));
+    if (c.qk_norm) {
+      MOPT_TRY(load_vec(L.q_norm, p + "attn_q_norm.weight", hd, 0.1f, 1.0f));
+      MOPT_TRY(load_vec(L.k_norm, p + "attn_k_norm.weight", hd, 0.1f, 1.0f));
+    }
+    std::vector<std::string> qkv_bias;
+    if (c.qkv_bias) qkv_bias = {p + "attn_q.bias", p + "attn_k.bias", p + "attn_v.bias"};
+    MOPT_TRY(load_mat(L.qkv, {p + "attn_q.weight", p + "attn_k.weight", p + "attn_v.weight"}, {qd, kvd, kvd}, d,
+                      qkv_bias));
+    MOPT_TRY(load_mat(L.o, {p + "attn_output.weight"}, {d}, qd, {}));
+    MOPT_TRY(load_mat(L.gate_up, {p + "ffn_gate.weight", p + "ffn_up.weight"}, {ff, ff}, d, {}));
+    MOPT_TRY(load_mat(L.down, {p + "ffn_down.weight"}, {d}, ff, {}));
+  }
+  MOPT_CUDA_TRY(cudaStreamSynchronize(stream_));
+  return Status::ok();
+}
+
+Status CudaRunner::alloc_workspace() {
+  const ModelConfig& c = cfg_;
+  const size_t T = static_cast<size_t>(max_tokens_);
+  MOPT_TRY(resid_.alloc(T * c.n_embd * 4, "activations"));
+  MOPT_TRY(normed_.alloc(T * c.n_embd * 2, "activations"));
+  MOPT_TRY(qkv_.alloc(T * (c.q_dim() + 2 * c.kv_dim()) * 2, "activations"));
+  MOPT_TRY(q_.alloc(T * c.q_dim() * 2, "activations"));
+  MOPT_TRY(attn_.alloc(T * c.q_dim() * 2, "activations"));
+  MOPT_TRY(proj_.alloc(T * c.n_embd * 2, "activations"));
+  MOPT_TRY(gu_.alloc(T * 2 * c.n_ff * 2, "activations"));
+  MOPT_TRY(act_.alloc(T * c.n_ff * 2, "activations"));
+  MOPT_TRY(logits_.alloc(static_cast<size_t>(logit_rows_) * c.n_vocab * 4, "logits"));
+  MOPT_TRY(logits_host_.alloc(static_cast<size_t>(logit_rows_) * c.n_vocab * 4, "logits"));
+  MOPT_TRY(attn_ws_.alloc(static_cast<size_t>(opts_.max_seqs) * c.n_head * kMaxSplits * (c.head_dim + 2) * 4,
+                          "attention workspace"));
+  return Status::ok();
+}
+
+Result<std::unique_ptr<CudaRunner>> CudaRunner::create(const Model& model, const RunnerOptions& opts,
+                                                       const CudaRunnerExtras& extras) {
+  const ModelConfig& c = model.config;
+  if (c.n_embd <= 0 || c.n_layer <= 0 || c.n_head <= 0 || c.n_head_kv <= 0 || c.head_dim <= 0 || c.n_ff <= 0 ||
+      c.n_vocab <= 0)
+    return error("model config is incomplete (n_embd %d, n_layer %d, n_head %d, n_head_kv %d, head_dim %d, n_ff %d, "
+                 "n_vocab %d)", c.n_embd, c.n_layer, c.n_head, c.n_head_kv, c.head_dim, c.n_ff, c.n_vocab);
+  if (c.n_head % c.n_head_kv != 0)
+    return error("n_head %d is not a multiple of n_head_kv %d", c.n_head, c.n_head_kv);
+  if (!cuda::decode_attention_supported(c.head_dim))
+    return error("the CUDA backend supports head_dim 8, 16, 32, 64 or 128; this model has %d (use --device cpu)",
+                 c.head_dim);
+  if (c.n_embd % 8 != 0 || c.n_ff % 8 != 0 || c.q_dim() % 8 != 0)
+    return error("the CUDA backend needs n_embd, n_ff and q_dim to be multiples of 8 (got %d, %d, %d)", c.n_embd,
+                 c.n_ff, c.q_dim());
+  const int rope_dim = c.rope_dim > 0 ? c.rope_dim : c.head_dim;
+  if (rope_dim % 2 != 0 || rope_dim > c.head_dim)
+    return error("rotary dims %d must be even and <= head_dim %d", rope_dim, c.head_dim);
+  if (opts.max_batch_tokens <= 0 || opts.max_seqs <= 0)
+    return error("max_batch_tokens (%d) and max_seqs (%d) must be positive", opts.max_batch_tokens, opts.max_seqs);
+
+  int n_dev = 0;
+  const cudaError_t de = cudaGetDeviceCount(&n_dev);
+  if (de != cudaSuccess || n_dev == 0)
+    return error("no usable CUDA GPU (%s); use --device cpu",
+                 de != cudaSuccess ? cuda::cuda_error_string(de).c_str() : "0 devices");
+  if (extras.device_id < 0 || extras.device_id >= n_dev)
+    return error("CUDA device %d does not exist (%d present)", extras.device_id, n_dev);
+
+  std::unique_ptr<CudaRunner> r(new CudaRunner());
+  r->cfg_ = c;
+  r->cfg_.rope_dim = rope_dim;
+  r->opts_ = opts;
+  r->device_id_ = extras.device_id;
+  MOPT_CUDA_TRY(cudaSetDevice(r->device_id_));
+  cudaDeviceProp prop{};
+  MOPT_CUDA_TRY(cudaGetDeviceProperties(&prop, r->device_id_));
+  if (prop.major < 8)
+    return error("GPU %s has compute capability %d.%d; the CUDA backend needs 8.0 or newer (bf16 tensor cores)",
+                 prop.name, prop.major, prop.minor);
+  r->n_sms_ = prop.multiProcessorCount;
+  MOPT_CUDA_TRY(cudaStreamCreateWithFlags(&r->stream_, cudaStreamNonBlocking));
+  MOPT_TRY(r->gemm_.init());
+  r->max_tokens_ = std::max(opts.max_batch_tokens, opts.max_seqs);
+  r->logit_rows_ = opts.max_seqs;
+
+  MOPT_TRY(r->upload_weights(model, extras));
+  const std::vector<float> inv = cpu::rope_inv_freq(r->cfg_);
+  MOPT_TRY(r->inv_freq_.alloc(inv.size() * 4, "rope table"));
+  MOPT_CUDA_TRY(cudaMemcpy(r->inv_freq_.as<float>(), inv.data(), inv.size() * 4, cudaMemcpyHostToDevice));
+  MOPT_TRY(r->alloc_workspace());
+  MOPT_LOG_INFO("cuda: %s, %d SMs; weights %s in bf16", prop.name, r->n_sms_,
+                format_bytes(static_cast<double>(r->weight_bytes_)).c_str());
+  return r;
+}
+
+uint64_t CudaRunner::available_kv_memory(double memory_utilization) const {
+  size_t free_b = 0, total_b = 0;
+  if (cudaSetDevice(device_id_) != cudaSuccess || cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) return 0;
+  // Everything in use now (weights, workspaces, other processes) counts against the budget; keep a margin for
+  // the CUDA graphs and cuBLAS internals that come later.
+  const double budget = std::clamp(memory_utilization, 0.0, 1.0) * static_cast<double>(total_b) -
+                        static_cast<double>(total_b - free_b) - 256.0 * (1 << 20);
+  return budget > 0 ? static_cast<uint64_t>(budget) : 0;
+}
+
+Status CudaRunner::init_kv_cache(int n_blocks, int block_size, int n_swap_blocks) {
+  if (kv_.bytes() != 0) return error("KV cache already initialized");
+  if (n_blocks <= 0 || block_size <= 0 || n_swap_blocks < 0 || block_size > 4096)
+    return error("invalid KV cache size: %d blocks of %d tokens (%d swap blocks)", n_blocks, block_size,
+                 n_swap_blocks);
+  n_blocks_ = n_blocks;
+  block_size_ = block_size;
+  n_swap_blocks_ = n_swap_blocks;
+  block_elems_ = static_cast<int64_t>(cfg_.n_layer) * 2 * cfg_.n_head_kv * block_size * cfg_.head_dim;
+  const uint64_t block_bytes = static_cast<uint64_t>(block_elems_) * 2;
+  if (block_bytes != kv_block_bytes(block_size)) return error("internal: KV block size mismatch");
+  if (static_cast<uint64_t>(n_blocks) > (uint64_t{1} << 62) / block_bytes) return error("KV cache size overflows");
+  MOPT_TRY(kv_.alloc(static_cast<size_t>(n_blocks) * block_bytes, "KV cache"));
+  MOPT_CUDA_TRY(cudaMemsetAsync(kv_.as<void>(), 0, kv_.bytes(), stream_));
+  if (n_swap_blocks > 0) MOPT_TRY(swap_.alloc(static_cast<size_t>(n_swap_blocks) * block_bytes, "KV swap pool"));
+
+  // Block table stride: enough blocks for the model's context (or the whole pool, if smaller).
+  const int64_t ctx = cfg_.context_length > 0 ? cfg_.context_length : static_cast<int64_t>(n_blocks) * block_size;
+  bt_stride_ = static_cast<int>(std::min<int64_t>(n_blocks, (ctx + block_size - 1) / block_size + 1));
+  const int T = max_tokens_;
+  max_tiles_ = T / cuda::kPrefillTileRows + opts_.max_seqs + 1;
+  meta_ints_ = static_cast<size_t>(5) * T + 3 * static_cast<size_t>(max_tiles_) +
+               static_cast<size_t>(opts_.max_seqs) * bt_stride_;
+  MOPT_TRY(meta_host_.alloc(meta_ints_ * 4, "step metadata"));
+  MOPT_TRY(meta_dev_.alloc(meta_ints_ * 4, "step metadata"));
+  int32_t* base = meta_dev_.as<int32_t>();
+  d_tokens_ = base;
+  d_positions_ = base + T;
+  d_slots_ = base + 2 * T;
+  d_token_seq_ = base + 3 * T;
+  d_logit_rows_ = base + 4 * T;
+  d_tile_start_ = base + 5 * T;
+  d_tile_end_ = d_tile_start_ + max_tiles_;
+  d_tile_seq_ = d_tile_end_ + max_tiles_;
+  d_block_tables_ = d_tile_seq_ + max_tiles_;
+  MOPT_CUDA_TRY(cudaMemsetAsync(meta_dev_.as<void>(), 0, meta_dev_.bytes(), stream_));
+  MOPT_CUDA_TRY(cudaStreamSynchronize(stream_));
+  MOPT_LOG_INFO("cuda: KV cache %d blocks x %d tokens (%s), swap %d blocks", n_blocks, block_size,
+                format_bytes(static_cast<double>(kv_.bytes())).c_str(), n_swap_blocks);
+  return Status::ok();
+}
+
+cuda::KvCacheView CudaRunner::cache_view(int layer) const {
+  cuda::KvCacheView v;
+  const int64_t kv_stride = static_cast<int64_t>(cfg_.n_head_kv) * block_size_ * cfg_.head_dim;
+  v.k = kv_.as<bf16>() + static_cast<int64_t>(layer) * 2 * kv_stride;
+  v.v = v.k + kv_stride;
+  v.block_stride = block_elems_;
+  v.block_size = block_size_;
+  v.n_head_kv = cfg_.n_head_kv;
+  v.head_dim = cfg_.head_dim;
+  return v;
+}
+
+Status CudaRunner::check_batch(const ForwardBatch& b) const {
+  const int T = b.n_tokens(), S = b.n_seqs();
+  if (kv_.bytes() == 0) return error("forward() before init_kv_cache()");
+  if (T == 0 || S == 0) return error("empty batch");
+  if (T > max_tokens_) return error("batch has %d tokens, more than max_batch_tokens %d", T, max_tokens_);
+  if (S > opts_.max_seqs) return error("batch has %d sequences, more than max_seqs %d", S, opts_.max_seqs);
+  if (b.positions.size() != static_cast<size_t>(T) || b.slot_mapping.size() != static_cast<size_t>(T) ||
+      b.query_start.size() != static_cast<size_t>(S) + 1 || b.max_blocks_per_seq < 0 ||
+      b.block_tables.size() != static_cast<size_t>(S) * b.max_blocks_per_seq)
+    return error("inconsistent batch arrays (tokens %d, seqs %d)", T, S);
+  if (b.query_start[0] != 0 || b.query_start[S] != T) return error("query_start must span [0, n_tokens]");
+  const int64_t n_slots = static_cast<int64_t>(n_blocks_) * block_size_;
+  for (int i = 0; i < T; ++i) {
+    if (b.tokens[i] < 0 || b.tokens[i] >= cfg_.n_vocab) return error("token id %d out of range", b.tokens[i]);
+    if (b.slot_mapping[i] < 0 || b.slot_mapping[i] >= n_slots) return error("slot %d out of range", b.slot_mapping[i]);
+  }
+  for (int s = 0; s < S; ++s) {
+    const int q0 = b.query_start[s], q1 = b.query_start[s + 1];
+    if (q1 < q0 || b.seq_lens[s] < q1 - q0) return error("sequence %d: bad query range or length", s);
+    const int need = (b.seq_lens[s] + block_size_ - 1) / block_size_;
+    if (need > b.max_blocks_per_seq)
+      return error("sequence %d: length %d needs more blocks than the table holds", s, b.seq_lens[s]);
+    if (need > bt_stride_)
+      return error("sequence %d: length %d exceeds the longest context this runner was set up for (%d tokens)", s,
+                   b.seq_lens[s], bt_stride_ * block_size_);
+    for (int j = 0; j < need; ++j) {
+      const int32_t blk = b.block_tables[static_cast<size_t>(s) * b.max_blocks_per_seq + j];
+      if (blk < 0 || blk >= n_blocks_) return error("sequence %d: block table entry %d = %d out of range", s, j, blk);
+    }
+    for (int i = q0; i < q1; ++i) {
+      if (b.positions[i] < 0 || b.positions[i] >= b.seq_lens[s])
+        return error("position %d out of range", b.positions[i]);
+      if (i > q0 && b.positions[i] != b.positions[i - 1] + 1)
+        return error("sequence %d: positions of its tokens must be consecutive", s);
+    }
+  }
+  std::vector<bool> seen(static_cast<size_t>(T), false);
+  for (int32_t idx : b.logits_indices) {
+    if (idx < 0 || idx >= T) return error("logits index %d out of range", idx);
+    if (seen[static_cast<size_t>(idx)]) return error("logits index %d requested twice", idx);
+    seen[static_cast<size_t>(idx)] = true;
+  }
+  return Status::ok();
+}
+
+// Fills the pinned metadata buffer (padding the batch to pad_to tokens/sequences for graphs) and enqueues the
+// H2D copies. Padding tokens have position -1 and slot -1: nothing is written for them and their attention is 0.
+Status CudaRunner::stage_metadata(const ForwardBatch& b, const StepShape& s, int pad_to) {
+  const int T = max_tokens_;
+  const int n = b.n_tokens();
+  int32_t* h = meta_host_.as<int32_t>();
+  int32_t* tokens = h;
+  int32_t* positions = h + T;
+  int32_t* slots = h + 2 * T;
+  int32_t* token_seq = h + 3 * T;
+  int32_t* logit_rows = h + 4 * T;
+  int32_t* tile_start = h + 5 * T;
+  int32_t* tile_end = tile_start + max_tiles_;
+  int32_t* tile_seq = tile_end + max_tiles_;
+  int32_t* bt = tile_seq + max_tiles_;
+  std::copy(b.tokens.begin(), b.tokens.end(), tokens);
+  std::copy(b.positions.begin(), b.positions.end(), positions);
+  std::copy(b.slot_mapping.begin(), b.slot_mapping.end(), slots);
+  for (int q = 0; q < b.n_seqs(); ++q)
+    for (int i = b.query_start[q]; i < b.query_start[q + 1]; ++i) token_seq[i] = q;
+  for (int i = n; i < pad_to; ++i) {
+    tokens[i] = 0;
+    positions[i] = -1;
+    slots[i] = -1;
+    token_seq[i] = 0;
+  }
+  const int n_logits = std::min(b.n_out(), logit_rows_);
+  std::copy(b.logits_indices.begin(), b.logits_indices.begin() + n_logits, logit_rows);
+  for (int i = b.n_out(); i < pad_to; ++i) logit_rows[i] = i;  // padding rows of a graph bucket
+  int nt = 0;
+  if (s.use_prefill_kernel) {
+    for (int q = 0; q < b.n_seqs(); ++q)
+      for (int i = b.query_start[q]; i < b.query_start[q + 1]; i += cuda::kPrefillTileRows) {
+        tile_start[nt] = i;
+        tile_end[nt] = std::min(b.query_start[q + 1], i + cuda::kPrefillTileRows);
+        tile_seq[nt] = q;
+        ++nt;
+      }
+    MOPT_CHECK(nt == s.n_tiles, "tile count %d != planned %d", nt, s.n_tiles);
+  }
+  int width = 0;
+  for (int q = 0; q < b.n_seqs(); ++q) {
+    const int need = (b.seq_lens[q] + block_size_ - 1) / block_size_;
+    width = std::max(width, need);
+    std::copy_n(b.block_tables.begin() + static_cast<size_t>(q) * b.max_blocks_per_seq, need,
+                bt + static_cast<size_t>(q) * bt_stride_);
+  }
+  const size_t head_ints = static_cast<size_t>(5) * T + 3 * static_cast<size_t>(max_tiles_);
+  MOPT_CUDA_TRY(cudaMemcpyAsync(meta_dev_.as<int32_t>(), h, head_ints * 4, cudaMemcpyHostToDevice, stream_));
+  if (width > 0)
+    MOPT_CUDA_TRY(cudaMemcpy2DAsync(d_block_tables_, static_cast<size_t>(bt_stride_) * 4, bt,
+                                    static_cast<size_t>(bt_stride_) * 4, static_cast<size_t>(width) * 4, b.n_seqs(),
+                                    cudaMemcpyHostToDevice, stream_));
+  return Status::ok();
+}
+
+Status CudaRunner::enqueue_layers(const StepShape& s) {
+  const ModelConfig& c = cfg_;
+  const int T = s.n_tokens;
+  const int d = c.n_embd, qkvd = c.q_dim() + 2 * c.kv_dim();
+  cudaStream_t st = stream_;
+
+  cuda::EmbedParams ep;
+  ep.tokens = d_tokens_;
+  ep.table = tok_embd_.as<bf16>();
+  ep.out = resid_.as<float>();
+  ep.n_tokens = T;
+  ep.n_embd = d;
+  ep.n_vocab = c.n_vocab;
+  MOPT_CUDA_TRY(cuda::launch_embed(ep, st));
+
+  for (int l = 0; l < c.n_layer; ++l) {
+    const Layer& L = layers_[static_cast<size_t>(l)];
+    cuda::RmsNormParams np;
+    np.residual = resid_.as<float>();
+    np.add = l == 0 ? nullptr : proj_.as<bf16>();
+    np.weight = L.attn_norm.as<bf16>();
+    np.out = normed_.as<bf16>();
+    np.n_rows_out = T;
+    np.n = d;
+    np.eps = c.norm_eps;
+    MOPT_CUDA_TRY(cuda::launch_rmsnorm(np, st));
+    MOPT_TRY(gemm_.run(normed_.as<bf16>(), L.qkv.w.as<bf16>(), L.qkv.bias.as<bf16>(), qkv_.as<bf16>(), false, T,
+                       qkvd, d, st));
+
+    cuda::QkvRopeParams rp;
+    rp.qkv = qkv_.as<bf16>();
+    rp.q_out = q_.as<bf16>();
+    rp.positions = d_positions_;
+    rp.slot_mapping = d_slots_;
+    rp.inv_freq = inv_freq_.as<float>();
+    rp.q_norm = L.q_norm.as<bf16>();
+    rp.k_norm = L.k_norm.as<bf16>();
+    rp.cache = cache_view(l);
+    rp.n_tokens = T;
+    rp.n_head = c.n_head;
+    rp.n_head_kv = c.n_head_kv;
+    rp.head_dim = c.head_dim;
+    rp.rope_dim = c.rope_dim;
+    rp.neox = c.rope_style == RopeStyle::kNeox;
+    rp.norm_eps = c.norm_eps;
+    MOPT_CUDA_TRY(cuda::launch_qkv_rope_cache(rp, st));
+
+    const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    if (s.use_prefill_kernel) {
+      cuda::PrefillAttnParams ap;
+      ap.q = q_.as<bf16>();
+      ap.out = attn_.as<bf16>();
+      ap.positions = d_positions_;
+      ap.tile_start = d_tile_start_;
+      ap.tile_end = d_tile_end_;
+      ap.tile_seq = d_tile_seq_;
+      ap.block_tables = d_block_tables_;
+      ap.max_blocks_per_seq = bt_stride_;
+      ap.cache = rp.cache;
+      ap.n_tiles = s.n_tiles;
+      ap.n_head = c.n_head;
+      ap.window = c.sliding_window;
+      ap.scale = scale;
+      MOPT_CUDA_TRY(cuda::launch_attention_prefill(ap, st));
+    } else {
+      cuda::DecodeAttnParams ap;
+      ap.q = q_.as<bf16>();
+      ap.out = attn_.as<bf16>();
+      ap.positions = d_positions_;
+      ap.token_seq = d_token_seq_;
+      ap.block_tables = d_block_tables_;
+      ap.max_blocks_per_seq = bt_stride_;
+      ap.cache = rp.cache;
+      ap.n_tokens = T;
+      ap.n_head = c.n_head;
+      ap.window = c.sliding_window;
+      ap.scale = scale;
+      ap.n_splits = s.n_splits;
+      ap.workspace = attn_ws_.as<float>();
+      MOPT_CUDA_TRY(cuda::launch_attention_decode(ap, st));
+    }
+    MOPT_TRY(gemm_.run(attn_.as<bf16>(), L.o.w.as<bf16>(), nullptr, proj_.as<bf16>(), false, T, d, c.q_dim(), st));
+    // ALL-REDUCE(proj_) under tensor parallelism.
+    np.add = proj_.as<bf16>();
+    np.weight = L.ffn_norm.as<bf16>();
+    MOPT_CUDA_TRY(cuda::launch_rmsnorm(np, st));
+    MOPT_TRY(gemm_.run(normed_.as<bf16>(), L.gate_up.w.as<bf16>(), nullptr, gu_.as<bf16>(), false, T, 2 * c.n_ff, d,
+                       st));
+    cuda::SwiGluParams sp;
+    sp.gate_up = gu_.as<bf16>();
+    sp.out = act_.as<bf16>();
+    sp.n_tokens = T;
+    sp.n_ff = c.n_ff;
+    MOPT_CUDA_TRY(cuda::launch_swiglu(sp, st));
+    MOPT_TRY(gemm_.run(act_.as<bf16>(), L.down.w.as<bf16>(), nullptr, proj_.as<bf16>(), false, T, d, c.n_ff, st));
+    // ALL-REDUCE(proj_) under tensor parallelism.
+  }
+  return Status::ok();
+}
+
+// Final norm of the rows d_logit_rows_[row_offset .. + n_rows) (adding the last layer's output to those rows of
+// the residual) and the output projection into logits_ [n_rows, n_vocab].
+Status CudaRunner::enqueue_logits(const StepShape& s, int row_offset, int n_rows) {
+  const ModelConfig& c = cfg_;
+  cuda::RmsNormParams np;
+  np.residual = resid_.as<float>();
+  np.add = proj_.as<bf16>();
+  np.weight = out_norm_.as<bf16>();
+  np.out = normed_.as<bf16>();
+  np.rows = d_logit_rows_ + row_offset;
+  np.n_rows_out = n_rows;
+  np.n = c.n_embd;
+  np.eps = c.norm_eps;
+  MOPT_CUDA_TRY(cuda::launch_rmsnorm(np, stream_));
+  const bf16* w = output_.bytes() ? output_.as<bf16>() : tok_embd_.as<bf16>();
+  return gemm_.run(normed_.as<bf16>(), w, nullptr, logits_.as<float>(), true, n_rows, c.n_vocab, c.n_embd, stream_);
+}
+
+Status CudaRunner::copy_logits_out(int n_rows, float* dst) {
+  const size_t bytes = static_cast<size_t>(n_rows) * cfg_.n_vocab * 4;
+  MOPT_CUDA_TRY(cudaMemcpyAsync(logits_host_.as<float>(), logits_.as<float>(), bytes, cudaMemcpyDeviceToHost, stream_));
+  MOPT_CUDA_TRY(cudaStreamSynchronize(stream_));
+  std::memcpy(dst, logits_host_.as<float>(), bytes);
+  return Status::ok();
+}
+
+Status CudaRunner::run_graph(const StepShape& s) {
+  GraphEntry& g = graphs_[s.n_tokens];
+  if (!g.exec) {
+    cudaGraph_t graph = nullptr;
+    MOPT_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    Status st = enqueue_layers(s);
+    if (st) st = enqueue_logits(s, 0, s.n_out);
+    const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
+    MOPT_TRY(st);
+    MOPT_CUDA_TRY(end);
+    const cudaError_t inst = cudaGraphInstantiate(&g.exec, graph, 0);
+    cudaGraphDestroy(graph);
+    MOPT_CUDA_TRY(inst);
+    g.n_splits = s.n_splits;
+    MOPT_LOG_DEBUG("cuda: captured decode graph for batch %d", s.n_tokens);
+  }
+  MOPT_CUDA_TRY(cudaGraphLaunch(g.exec, stream_));
+  return Status::ok();
+}
+
+Status CudaRunner::forward(const ForwardBatch& b, float* logits) {
+  MOPT_TRY(check_batch(b));
+  MOPT_CUDA_TRY(cudaSetDevice(device_id_));
+  const ModelConfig& c = cfg_;
+  const int n = b.n_tokens(), S = b.n_seqs(), n_out = b.n_out();
+  bool decode = n == S;  // every sequence brings exactly one token
+  int max_len = 0;
+  for (int q = 0; q < S; ++q) max_len = std::max(max_len, b.seq_lens[q]);
+
+  StepShape s;
+  s.n_seqs = S;
+  s.n_out = std::min(n_out, logit_rows_);
+  const int group = c.n_head / c.n_head_kv;
+  int hpc = std::min(group, 8);
+  while (group % hpc) --hpc;
+  const int ctas_per_token = c.n_head / hpc;
+
+  // CUDA graph for decode batches whose logits are exactly one row per sequence, in order.
+  bool graph = decode && !opts_.enforce_eager && n_out == S;
+  for (int i = 0; graph && i < n_out; ++i) graph = b.logits_indices[i] == i;
+  int bucket = 0;
+  if (graph) {
+    for (int bk : kGraphBuckets)
+      if (bk >= n && bk <= opts_.max_seqs && bk <= max_tokens_) {
+        bucket = bk;
+        break;
+      }
+    graph = bucket > 0;
+  }
+  if (graph) {
+    GraphEntry& g = graphs_[bucket];
+    s.n_tokens = bucket;
+    s.n_out = bucket;
+    // Fixed per bucket (the graph freezes it); sized for the longest context the block table allows.
+    s.n_splits = g.exec ? g.n_splits
+                        : std::min(kMaxSplits, cuda::choose_decode_splits(bucket * ctas_per_token,
+                                                                          bt_stride_ * block_size_, n_sms_));
+    MOPT_TRY(stage_metadata(b, s, bucket));
+    if (!g.warmed) {  // first use: eager, so GEMM algorithms are tuned outside capture
+      MOPT_TRY(enqueue_layers(s));
+      MOPT_TRY(enqueue_logits(s, 0, s.n_out));
+      g.warmed = true;
+      g.n_splits = s.n_splits;
+    } else {
+      MOPT_TRY(run_graph(s));
+    }
+  } else {
+    s.n_tokens = n;
+    if (decode || !cuda::prefill_attention_supported(c.head_dim)) {
+      s.use_prefill_kernel = false;
+      s.n_splits = n <= opts_.max_seqs
+                       ? std::min(kMaxSplits, cuda::choose_decode_splits(n * ctas_per_token, max_len, n_sms_))
+                       : 1;
+    } else {
+      s.use_prefill_kernel = true;
+      for (int q = 0; q < S; ++q)
+        s.n_tiles += (b.query_start[q + 1] - b.query_start[q] + cuda::kPrefillTileRows - 1) / cuda::kPrefillTileRows;
+      if (s.n_tiles > max_tiles_) return error("internal: %d attention tiles > %d", s.n_tiles, max_tiles_);
+    }
+    MOPT_TRY(stage_metadata(b, s, n));
+    MOPT_TRY(enqueue_layers(s));
+    if (s.n_out > 0) MOPT_TRY(enqueue_logits(s, 0, s.n_out));
+  }
+  if (n_out == 0) {
+    MOPT_CUDA_TRY(cudaStreamSynchronize(stream_));
+    return Status::ok();
+  }
+  MOPT_TRY(copy_logits_out(std::min(n_out, logit_rows_), logits));
+  // More logits rows than one chunk holds (e.g. scoring every position of a prompt): further chunks.
+  for (int off = logit_rows_; off < n_out; off += logit_rows_) {
+    const int rows = std::min(logit_rows_, n_out - off);
+    int32_t* h = meta_host_.as<int32_t>() + 4 * max_tokens_;
+    std::copy(b.logits_indices.begin() + off, b.logits_indices.begin() + off + rows, h);
+    MOPT_CUDA_TRY(cudaMemcpyAsync(d_logit_rows_, h, static_cast<size_t>(rows) * 4, cudaMemcpyHostToDevice, stream_));
+    MOPT_TRY(enqueue_logits(s, 0, rows));
+    MOPT_TRY(copy_logits_out(rows, logits + static_cast<size_t>(off) * c.n_vocab));
+  }
+  return Status::ok();
+}
+
+Status CudaRunner::swap_out(std::span<const std::pair<int32_t, int32_t>> device_to_host) {
+  const size_t bb = static_cast<size_t>(block_elems_) * 2;
+  for (auto [dev, host] : device_to_host) {
+    if (dev < 0 || dev >= n_blocks_ || host < 0 || host >= n_swap_blocks_)
+      return error("swap_out: block pair (%d, %d) out of range (%d device, %d host blocks)", dev, host, n_blocks_,
+                   n_swap_blocks_);
+    MOPT_CUDA_TRY(cudaMemcpyAsync(swap_.as<char>() + host * bb, kv_.as<char>() + dev * bb, bb, cudaMemcpyDeviceToHost,
+                                  stream_));
+  }
+  MOPT_CUDA_TRY(cudaStreamSynchronize(stream_));
+  return Status::ok();
+}
+
+Status CudaRunner::swap_in(std::span<const std::pair<int32_t, int32_t>> host_to_device) {
+  const size_t bb = static_cast<size_t>(block_elems_) * 2;
+  for (auto [host, dev] : host_to_device) {
+    if (dev < 0 || dev >= n_blocks_ || host < 0 || host >= n_swap_blocks_)
+      return error("swap_in: block pair (%d, %d) out of range (%d host, %d device blocks)", host, dev,
+                   n_swap_blocks_, n_blocks_);
+    MOPT_CUDA_TRY(cudaMemcpyAsync(kv_.as<char>() + dev * bb, swap_.as<char>() + host * bb, bb, cudaMemcpyHostToDevice,
+                                  stream_));
+  }
+  MOPT_CUDA_TRY(cudaStreamSynchronize(stream_));
+  return Status::ok();
+}
+
+}  // namespace
+
+bool cuda_device_available() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+Result<std::unique_ptr<ModelRunner>> create_cuda_runner(const Model& model, const RunnerOptions& opts,
+                                                        const CudaRunnerExtras& extras) {
+  MOPT_ASSIGN_OR_RETURN(auto r, CudaRunner::create(model, opts, extras));
+  return std::unique_ptr<ModelRunner>(std::move(r));
+}
+
+Result<std::unique_ptr<ModelRunner>> create_cuda_runner(const Model& model, const RunnerOptions& opts) {
+  return create_cuda_runner(model, opts, CudaRunnerExtras{});
+}
+
+}  // namespace mopt

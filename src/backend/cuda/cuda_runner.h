@@ -1,0 +1,35 @@
+// The CUDA backend's entry point. A build without CUDA links cuda_runner_stub.cpp instead, whose
+// create_cuda_runner answers "not built with CUDA".
+//
+// CudaRunner (cuda_runner.cpp) runs Llama-family models (llama, mistral, qwen2, qwen3) on one NVIDIA GPU:
+// weights in BF16 (F32/F16 converted on upload), GEMMs through cuBLASLt (algorithm picked once per shape) or a
+// bandwidth-bound skinny GEMM for 1..8 rows, fused RMSNorm(+residual), fused q/k-norm + RoPE + KV-cache write,
+// SwiGLU, paged attention (split-K decode; tensor-core flash prefill), CUDA graphs for decode batches.
+// See docs/cuda.md for the KV cache layout and the design.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "backend/runner.h"
+#include "core/status.h"
+
+namespace mopt {
+
+// Extra knobs that only the CUDA backend understands (benchmarks, tests).
+struct CudaRunnerExtras {
+  // Fill every weight with seeded random values generated on the GPU instead of uploading the model's tensors
+  // (the model then needs a config but no tensors): benchmarks at real sizes without a weight file.
+  bool random_weights = false;
+  uint64_t random_seed = 1;
+  int device_id = 0;
+};
+
+// True when this build has the CUDA backend and a usable GPU is present (no error when not).
+bool cuda_device_available();
+
+Result<std::unique_ptr<ModelRunner>> create_cuda_runner(const Model& model, const RunnerOptions& opts);
+Result<std::unique_ptr<ModelRunner>> create_cuda_runner(const Model& model, const RunnerOptions& opts,
+                                                        const CudaRunnerExtras& extras);
+
+}  // namespace mopt

@@ -1,0 +1,174 @@
+#include "backend/cuda/gemm.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "core/log.h"
+
+namespace mopt::cuda {
+
+std::string cuda_error_string(cudaError_t e) {
+  return strfmt("%s (%s)", cudaGetErrorName(e), cudaGetErrorString(e));
+}
+
+std::string cublas_error_string(cublasStatus_t s) {
+  switch (s) {
+    case CUBLAS_STATUS_SUCCESS: return "success";
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "not initialized";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "allocation failed";
+    case CUBLAS_STATUS_INVALID_VALUE: return "invalid value";
+    case CUBLAS_STATUS_ARCH_MISMATCH: return "architecture mismatch";
+    case CUBLAS_STATUS_MAPPING_ERROR: return "mapping error";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "execution failed";
+    case CUBLAS_STATUS_INTERNAL_ERROR: return "internal error";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "not supported";
+    default: return strfmt("status %d", static_cast<int>(s));
+  }
+}
+
+struct Gemm::Plan {
+  bool skinny = false;  // launch_skinny_gemm instead of cuBLASLt
+  bool y_f32 = false;
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  ~Plan() {
+    if (d) cublasLtMatrixLayoutDestroy(d);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (op) cublasLtMatmulDescDestroy(op);
+  }
+};
+
+Gemm::Gemm() = default;
+
+Gemm::~Gemm() {
+  plans_.clear();
+  if (workspace_) cudaFree(workspace_);
+  if (handle_) cublasLtDestroy(handle_);
+}
+
+Status Gemm::init(size_t workspace_bytes) {
+  MOPT_CUBLAS_TRY(cublasLtCreate(&handle_));
+  workspace_bytes_ = workspace_bytes;
+  MOPT_CUDA_TRY(cudaMalloc(&workspace_, workspace_bytes_));
+  return Status::ok();
+}
+
+Status Gemm::launch(Plan& plan, const bf16* x, const bf16* w, const bf16* bias, void* y, int m, int n, int k,
+                    cudaStream_t stream) {
+  if (plan.skinny) {
+    SkinnyGemmParams sp;
+    sp.x = x;
+    sp.w = w;
+    sp.bias = bias;
+    sp.y = y;
+    sp.y_f32 = plan.y_f32;
+    sp.m = m;
+    sp.n = n;
+    sp.k = k;
+    MOPT_CUDA_TRY(launch_skinny_gemm(sp, stream));
+    return Status::ok();
+  }
+  if (bias) {
+    MOPT_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+  }
+  const float alpha = 1.f, beta = 0.f;
+  // Column-major view: D[n, m] = op(W)[n, k] x X[k, m], which is row-major y[m, n] = x . w^T.
+  MOPT_CUBLAS_TRY(cublasLtMatmul(handle_, plan.op, &alpha, w, plan.a, x, plan.b, &beta, y, plan.d, y, plan.d,
+                                 &plan.algo, workspace_, workspace_bytes_, stream));
+  return Status::ok();
+}
+
+Result<Gemm::Plan*> Gemm::plan_for(const bf16* x, const bf16* w, const bf16* bias, void* y, bool y_f32, int m,
+                                   int n, int k, cudaStream_t stream) {
+  const Key key{m, n, k, y_f32, bias != nullptr};
+  auto it = plans_.find(key);
+  if (it != plans_.end()) return it->second.get();
+
+  auto plan = std::make_unique<Plan>();
+  plan->y_f32 = y_f32;
+  const cudaDataType_t out_type = y_f32 ? CUDA_R_32F : CUDA_R_16BF;
+  MOPT_CUBLAS_TRY(cublasLtMatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  MOPT_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+  MOPT_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  if (bias) {
+    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    const cudaDataType_t bias_type = CUDA_R_16BF;
+    MOPT_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+    MOPT_CUBLAS_TRY(
+        cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
+    MOPT_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+  }
+  MOPT_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&plan->a, CUDA_R_16BF, k, n, k));  // W as col-major [k, n]
+  MOPT_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&plan->b, CUDA_R_16BF, k, m, k));  // X as col-major [k, m]
+  MOPT_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&plan->d, out_type, n, m, n));     // Y as col-major [n, m]
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  MOPT_CUBLAS_TRY(cublasLtMatmulPreferenceCreate(&pref));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,
+                                       sizeof(workspace_bytes_));
+  constexpr int kMaxCandidates = 8;
+  cublasLtMatmulHeuristicResult_t heur[kMaxCandidates];
+  int n_heur = 0;
+  const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(handle_, plan->op, plan->a, plan->b, plan->d, plan->d,
+                                                           pref, kMaxCandidates, heur, &n_heur);
+  cublasLtMatmulPreferenceDestroy(pref);
+  const bool skinny_ok = m <= kSkinnyMaxRows && k % 8 == 0 &&
+                         ((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(w)) % 16) == 0;
+  if ((hs != CUBLAS_STATUS_SUCCESS || n_heur == 0) && !skinny_ok)
+    return error("cuBLASLt has no algorithm for a %dx%dx%d bf16 GEMM (%s)", m, n, k, cublas_error_string(hs).c_str());
+
+  cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+  MOPT_CUDA_TRY(cudaStreamIsCapturing(stream, &cap));
+  const bool tune = m <= autotune_max_m && cap == cudaStreamCaptureStatusNone;
+  if (!tune) {
+    if (n_heur > 0) plan->algo = heur[0].algo;
+    else plan->skinny = true;
+  } else {
+    // Time each candidate on the real operands (the result is recomputed by the caller's call anyway).
+    cudaEvent_t ev0, ev1;
+    MOPT_CUDA_TRY(cudaEventCreate(&ev0));
+    MOPT_CUDA_TRY(cudaEventCreate(&ev1));
+    float best = 1e30f;
+    int best_idx = -2;
+    for (int c = (skinny_ok ? -1 : 0); c < n_heur; ++c) {
+      plan->skinny = c < 0;
+      if (c >= 0) plan->algo = heur[c].algo;
+      Status st = launch(*plan, x, w, bias, y, m, n, k, stream);  // warm-up
+      if (!st) continue;
+      constexpr int kReps = 5;
+      MOPT_CUDA_TRY(cudaEventRecord(ev0, stream));
+      for (int r = 0; r < kReps && st; ++r) st = launch(*plan, x, w, bias, y, m, n, k, stream);
+      MOPT_CUDA_TRY(cudaEventRecord(ev1, stream));
+      MOPT_CUDA_TRY(cudaEventSynchronize(ev1));
+      float ms = 0.f;
+      MOPT_CUDA_TRY(cudaEventElapsedTime(&ms, ev0, ev1));
+      if (st && ms < best) {
+        best = ms;
+        best_idx = c;
+      }
+    }
+    cudaEventDestroy(ev0);
+    cudaEventDestroy(ev1);
+    if (best_idx == -2) return error("no GEMM algorithm ran for a %dx%dx%d bf16 GEMM", m, n, k);
+    plan->skinny = best_idx < 0;
+    if (best_idx >= 0) plan->algo = heur[best_idx].algo;
+    MOPT_LOG_DEBUG("gemm %dx%dx%d%s: %s (%.1f us)", m, n, k, y_f32 ? " f32" : "",
+                   plan->skinny ? "skinny" : strfmt("cublasLt #%d", best_idx).c_str(), best * 1000.f / 5);
+  }
+  Plan* raw = plan.get();
+  plans_.emplace(key, std::move(plan));
+  return raw;
+}
+
+Status Gemm::run(const bf16* x, const bf16* w, const bf16* bias, void* y, bool y_f32, int m, int n, int k,
+                 cudaStream_t stream) {
+  if (m <= 0) return Status::ok();
+  if (n <= 0 || k <= 0) return error("GEMM with an empty dimension (m=%d n=%d k=%d)", m, n, k);
+  MOPT_ASSIGN_OR_RETURN(Plan * plan, plan_for(x, w, bias, y, y_f32, m, n, k, stream));
+  return launch(*plan, x, w, bias, y, m, n, k, stream);
+}
+
+}  // namespace mopt::cuda

@@ -1,0 +1,73 @@
+// Linear layers on the GPU: y[m, n] = x[m, k] . w[n, k]^T (+ bias[n]), bf16 operands, fp32 accumulation,
+// bf16 or fp32 output. cuBLASLt does the work, with the algorithm chosen once per shape and cached: for small
+// m (decode) the candidates from cuBLASLt's heuristic and the skinny-GEMM kernel are timed once on the real
+// operands and the fastest is kept; for larger m cuBLASLt's first heuristic choice is used.
+// Nothing here allocates or synchronizes after a shape's first call, so calls can be captured into a graph
+// (a shape's first call must happen outside capture; CudaRunner warms each decode bucket eagerly first).
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <tuple>
+
+#include "backend/cuda/kernels.h"
+#include "core/status.h"
+
+namespace mopt::cuda {
+
+std::string cuda_error_string(cudaError_t e);
+std::string cublas_error_string(cublasStatus_t s);
+
+// Status-returning checks for host code.
+#define MOPT_CUDA_TRY(expr)                                                                               \
+  do {                                                                                                    \
+    const cudaError_t _e = (expr);                                                                        \
+    if (_e != cudaSuccess)                                                                                \
+      return ::mopt::error("CUDA error %s at %s:%d (%s)", ::mopt::cuda::cuda_error_string(_e).c_str(),    \
+                           __FILE__, __LINE__, #expr);                                                    \
+  } while (0)
+#define MOPT_CUBLAS_TRY(expr)                                                                             \
+  do {                                                                                                    \
+    const cublasStatus_t _s = (expr);                                                                     \
+    if (_s != CUBLAS_STATUS_SUCCESS)                                                                      \
+      return ::mopt::error("cuBLAS error %s at %s:%d (%s)", ::mopt::cuda::cublas_error_string(_s).c_str(), \
+                           __FILE__, __LINE__, #expr);                                                    \
+  } while (0)
+
+class Gemm {
+ public:
+  Gemm();
+  ~Gemm();
+  Gemm(const Gemm&) = delete;
+  Gemm& operator=(const Gemm&) = delete;
+
+  // workspace_bytes of device memory are allocated here, once.
+  Status init(size_t workspace_bytes = 32u << 20);
+
+  // y[m, n] = x[m, k] . w[n, k]^T + bias. Pointers must be 16-byte aligned, k a multiple of 8.
+  Status run(const bf16* x, const bf16* w, const bf16* bias, void* y, bool y_f32, int m, int n, int k,
+             cudaStream_t stream);
+
+  // Largest m for which candidates are timed (others use the heuristic's first choice).
+  int autotune_max_m = 64;
+  size_t n_cached_plans() const { return plans_.size(); }
+
+ private:
+  struct Plan;
+  using Key = std::tuple<int, int, int, bool, bool>;  // m, n, k, y_f32, has_bias
+  Result<Plan*> plan_for(const bf16* x, const bf16* w, const bf16* bias, void* y, bool y_f32, int m, int n,
+                         int k, cudaStream_t stream);
+  Status launch(Plan& plan, const bf16* x, const bf16* w, const bf16* bias, void* y, int m, int n, int k,
+                cudaStream_t stream);
+
+  cublasLtHandle_t handle_ = nullptr;
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_ = 0;
+  std::map<Key, std::unique_ptr<Plan>> plans_;
+};
+
+}  // namespace mopt::cuda

@@ -1,0 +1,149 @@
+// CUDA kernels of the CUDA backend, framework-free: raw device pointers plus a parameter struct whose fields
+// document their shapes (FlashInfer style). Every launcher enqueues on `stream`, allocates nothing and never
+// synchronizes, so all of them can be captured into a CUDA graph. Launchers return the launch error (if any).
+//
+// Paged KV cache layout (one allocation, block-major so that a block is one contiguous range for swapping):
+//   cache[n_blocks][n_layer][2 (K, V)][n_head_kv][block_size][head_dim]   bf16
+// A kernel of layer l sees `k_cache = cache + l * layer_stride`, `v_cache = k_cache + kv_stride`, and finds
+// token slot s = block * block_size + off at  k_cache + block * block_stride + (h * block_size + off) * head_dim.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace mopt::cuda {
+
+using bf16 = __nv_bfloat16;
+
+// Where one layer's K and V live in the paged cache (strides in elements).
+struct KvCacheView {
+  bf16* k = nullptr;           // first K element of this layer in block 0
+  bf16* v = nullptr;           // first V element of this layer in block 0
+  int64_t block_stride = 0;    // elements between the same position of consecutive blocks
+  int block_size = 0;          // token slots per block
+  int n_head_kv = 0;
+  int head_dim = 0;
+};
+
+// ---- elementwise / normalization ------------------------------------------------------------------------
+
+// out[t, :] = table[tokens[t], :] (bf16 table -> fp32 residual stream)
+struct EmbedParams {
+  const int32_t* tokens = nullptr;  // [n_tokens]
+  const bf16* table = nullptr;      // [n_vocab, n_embd]
+  float* out = nullptr;             // [n_tokens, n_embd]
+  int n_tokens = 0, n_embd = 0, n_vocab = 0;
+};
+cudaError_t launch_embed(const EmbedParams& p, cudaStream_t stream);
+
+// Fused residual add + RMSNorm. For each output row r reading input row i = rows ? rows[r] : r:
+//   if add: residual[i] += add[i];   out[r] = residual[i] / rms(residual[i]) * weight
+struct RmsNormParams {
+  float* residual = nullptr;      // [n_rows_in, n] fp32, updated in place when `add` is set
+  const bf16* add = nullptr;      // [n_rows_in, n] or null
+  const bf16* weight = nullptr;   // [n]
+  bf16* out = nullptr;            // [n_rows_out, n]
+  const int32_t* rows = nullptr;  // [n_rows_out] rows of `residual` to normalize (null: identity)
+  int n_rows_out = 0, n = 0;
+  float eps = 1e-5f;
+};
+cudaError_t launch_rmsnorm(const RmsNormParams& p, cudaStream_t stream);
+
+// Per token: optional per-head RMSNorm of q and k (Qwen3), RoPE on q and k, q written to q_out,
+// k and v written into the paged cache at slot_mapping[t] (slot < 0: not written, e.g. batch padding).
+struct QkvRopeParams {
+  const bf16* qkv = nullptr;          // [n_tokens, (n_head + 2 * n_head_kv) * head_dim] q | k | v per row
+  bf16* q_out = nullptr;              // [n_tokens, n_head * head_dim]
+  const int32_t* positions = nullptr; // [n_tokens]
+  const int32_t* slot_mapping = nullptr;  // [n_tokens]
+  const float* inv_freq = nullptr;    // [rope_dim / 2] (null: no RoPE)
+  const bf16* q_norm = nullptr;       // [head_dim] or null
+  const bf16* k_norm = nullptr;       // [head_dim] or null
+  KvCacheView cache;
+  int n_tokens = 0, n_head = 0, n_head_kv = 0, head_dim = 0, rope_dim = 0;
+  bool neox = false;                  // rotate_half pairs (i, i + rope_dim/2); else (2i, 2i+1)
+  float norm_eps = 1e-6f;
+};
+cudaError_t launch_qkv_rope_cache(const QkvRopeParams& p, cudaStream_t stream);
+
+// out[t, j] = silu(gu[t, j]) * gu[t, n_ff + j]
+struct SwiGluParams {
+  const bf16* gate_up = nullptr;  // [n_tokens, 2 * n_ff] gate | up
+  bf16* out = nullptr;            // [n_tokens, n_ff]
+  int n_tokens = 0, n_ff = 0;
+};
+cudaError_t launch_swiglu(const SwiGluParams& p, cudaStream_t stream);
+
+// Conversions used when uploading weights, and a seeded generator for dummy weights.
+cudaError_t launch_f32_to_bf16(const float* in, bf16* out, int64_t n, cudaStream_t stream);
+cudaError_t launch_f16_to_bf16(const uint16_t* in, bf16* out, int64_t n, cudaStream_t stream);
+// out[i] = offset + scale * u(seed, i), u uniform in [-1, 1)
+cudaError_t launch_fill_random(bf16* out, int64_t n, uint64_t seed, float scale, float offset, cudaStream_t stream);
+
+// ---- attention ------------------------------------------------------------------------------------------
+
+// Paged attention, one query token per work item (decode, and prefill for head dims without a tensor-core
+// kernel). Query token t of sequence seq = token_seq[t] attends to cached positions
+// [max(0, positions[t] + 1 - window), positions[t]] of that sequence (causal; window 0 = unlimited).
+// GQA: a CTA serves `heads_per_cta` query heads of one KV head, so each K/V row is read once for the group.
+// Split-K: with n_splits > 1 each CTA handles a slice of the context and writes partial results that
+// launch_attention_decode merges (workspace must then hold n_tokens * n_head * n_splits * (head_dim + 2) floats).
+struct DecodeAttnParams {
+  const bf16* q = nullptr;              // [n_tokens, n_head, head_dim]
+  bf16* out = nullptr;                  // [n_tokens, n_head, head_dim]
+  const int32_t* positions = nullptr;   // [n_tokens]; a token with position < 0 is padding (output zeros)
+  const int32_t* token_seq = nullptr;   // [n_tokens] sequence index of each token
+  const int32_t* block_tables = nullptr;// [n_seqs, max_blocks_per_seq]
+  int max_blocks_per_seq = 0;
+  KvCacheView cache;
+  int n_tokens = 0, n_head = 0;
+  int window = 0;
+  float scale = 0.f;                    // softmax scale, usually 1/sqrt(head_dim)
+  int n_splits = 1;
+  float* workspace = nullptr;           // see above (n_splits > 1)
+};
+// True when the decode kernel supports this head_dim (8, 16, 32, 64, 128, 256).
+bool decode_attention_supported(int head_dim);
+cudaError_t launch_attention_decode(const DecodeAttnParams& p, cudaStream_t stream);
+// Number of splits that fills the GPU for n_items (tokens x kv-head groups) CTAs, context up to max_ctx.
+int choose_decode_splits(int n_ctas_without_split, int max_ctx, int n_sms);
+
+// Flash-attention prefill over the paged cache (tensor cores, bf16 in, fp32 accumulate), head_dim 64 or 128.
+// Work is a list of query tiles of 64 rows: tile i covers query tokens [tile_start[i], tile_start[i] + 64)
+// clipped to tile_end[i] (exclusive), all belonging to sequence tile_seq[i]. Causal by absolute position.
+struct PrefillAttnParams {
+  const bf16* q = nullptr;               // [n_tokens, n_head, head_dim]
+  bf16* out = nullptr;                   // [n_tokens, n_head, head_dim]
+  const int32_t* positions = nullptr;    // [n_tokens]
+  const int32_t* tile_start = nullptr;   // [n_tiles]
+  const int32_t* tile_end = nullptr;     // [n_tiles]
+  const int32_t* tile_seq = nullptr;     // [n_tiles]
+  const int32_t* block_tables = nullptr; // [n_seqs, max_blocks_per_seq]
+  int max_blocks_per_seq = 0;
+  KvCacheView cache;
+  int n_tiles = 0, n_head = 0;
+  int window = 0;
+  float scale = 0.f;
+};
+inline constexpr int kPrefillTileRows = 64;
+bool prefill_attention_supported(int head_dim);
+cudaError_t launch_attention_prefill(const PrefillAttnParams& p, cudaStream_t stream);
+
+// ---- skinny GEMM ----------------------------------------------------------------------------------------
+
+// y[m, n] = sum_k x[m, k] * w[n, k] (+ bias[n]) for m <= 8: one pass over the weights (bandwidth bound).
+// k must be a multiple of 8 and the pointers 16-byte aligned.
+struct SkinnyGemmParams {
+  const bf16* x = nullptr;     // [m, k]
+  const bf16* w = nullptr;     // [n, k]
+  const bf16* bias = nullptr;  // [n] or null
+  void* y = nullptr;           // [m, n] bf16, or fp32 when y_f32
+  bool y_f32 = false;
+  int m = 0, n = 0, k = 0;
+};
+inline constexpr int kSkinnyMaxRows = 8;
+cudaError_t launch_skinny_gemm(const SkinnyGemmParams& p, cudaStream_t stream);
+
+}  // namespace mopt::cuda

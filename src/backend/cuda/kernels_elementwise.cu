@@ -1,0 +1,230 @@
+// Elementwise and normalization kernels: embedding, fused add+RMSNorm, q/k-norm + RoPE + KV-cache write,
+// SwiGLU, dtype conversion and seeded random fill. Memory-bound; each is one pass over its data.
+#include <cuda_fp16.h>
+
+#include "backend/cuda/kernels.h"
+
+namespace mopt::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// Sum over the CTA (blockDim.x a multiple of 32, <= 1024); every thread gets the result.
+__device__ float block_sum(float v) {
+  __shared__ float partial[32];
+  __shared__ float total;
+  v = warp_sum(v);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    float s = lane < static_cast<int>(blockDim.x / 32) ? partial[lane] : 0.f;
+    s = warp_sum(s);
+    if (lane == 0) total = s;
+  }
+  __syncthreads();
+  return total;
+}
+
+__global__ void embed_kernel(EmbedParams p) {
+  const int t = blockIdx.x;
+  const int tok = p.tokens[t];
+  float* out = p.out + static_cast<int64_t>(t) * p.n_embd;
+  if (tok < 0 || tok >= p.n_vocab) {  // validated on the host; padding rows may carry anything
+    for (int i = threadIdx.x; i < p.n_embd; i += blockDim.x) out[i] = 0.f;
+    return;
+  }
+  const bf16* row = p.table + static_cast<int64_t>(tok) * p.n_embd;
+  for (int i = threadIdx.x; i < p.n_embd; i += blockDim.x) out[i] = __bfloat162float(row[i]);
+}
+
+__global__ void rmsnorm_kernel(RmsNormParams p) {
+  const int r = blockIdx.x;
+  const int64_t i = p.rows ? p.rows[r] : r;
+  float* res = p.residual + i * p.n;
+  const bf16* add = p.add ? p.add + i * p.n : nullptr;
+  float ss = 0.f;
+  for (int j = threadIdx.x; j < p.n; j += blockDim.x) {
+    float v = res[j];
+    if (add) {
+      v += __bfloat162float(add[j]);
+      res[j] = v;
+    }
+    ss += v * v;
+  }
+  const float rstd = rsqrtf(block_sum(ss) / static_cast<float>(p.n) + p.eps);
+  bf16* out = p.out + static_cast<int64_t>(r) * p.n;
+  for (int j = threadIdx.x; j < p.n; j += blockDim.x)
+    out[j] = __float2bfloat16(res[j] * rstd * __bfloat162float(p.weight[j]));
+}
+
+// One warp per head; the head's values pass through shared memory so RoPE can read each lane's pair.
+constexpr int kRopeWarps = 4;
+constexpr int kMaxHeadDim = 256;
+
+__global__ void qkv_rope_cache_kernel(QkvRopeParams p) {
+  __shared__ float buf[kRopeWarps][kMaxHeadDim];
+  const int t = blockIdx.x;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int hd = p.head_dim;
+  const int n_heads_all = p.n_head + 2 * p.n_head_kv;
+  const int row_len = n_heads_all * hd;
+  const int pos = p.positions[t];
+  const int slot = p.slot_mapping[t];
+  float* x = buf[warp];
+  for (int h = warp; h < n_heads_all; h += kRopeWarps) {
+    const bf16* src = p.qkv + static_cast<int64_t>(t) * row_len + static_cast<int64_t>(h) * hd;
+    const bool is_q = h < p.n_head;
+    const bool is_v = h >= p.n_head + p.n_head_kv;
+    float ss = 0.f;
+    for (int d = lane; d < hd; d += 32) {
+      const float v = __bfloat162float(src[d]);
+      x[d] = v;
+      ss += v * v;
+    }
+    const bf16* norm_w = is_q ? p.q_norm : (is_v ? nullptr : p.k_norm);
+    if (norm_w) {
+      const float rstd = rsqrtf(warp_sum(ss) / static_cast<float>(hd) + p.norm_eps);
+      for (int d = lane; d < hd; d += 32) x[d] = x[d] * rstd * __bfloat162float(norm_w[d]);
+    }
+    __syncwarp();
+    // Destination of this head.
+    bf16* dst;
+    if (is_q) {
+      dst = p.q_out + (static_cast<int64_t>(t) * p.n_head + h) * hd;
+    } else {
+      if (slot < 0) {
+        __syncwarp();
+        continue;
+      }
+      const int kvh = is_v ? h - p.n_head - p.n_head_kv : h - p.n_head;
+      const int64_t block = slot / p.cache.block_size, off = slot % p.cache.block_size;
+      bf16* base = is_v ? p.cache.v : p.cache.k;
+      dst = base + block * p.cache.block_stride + (static_cast<int64_t>(kvh) * p.cache.block_size + off) * hd;
+    }
+    const bool rope = !is_v && p.inv_freq != nullptr;
+    for (int d = lane; d < hd; d += 32) {
+      float v = x[d];
+      if (rope && d < p.rope_dim) {
+        int i, d0, d1;
+        if (p.neox) {
+          const int half = p.rope_dim / 2;
+          i = d % half;
+          d0 = i;
+          d1 = i + half;
+        } else {
+          i = d / 2;
+          d0 = 2 * i;
+          d1 = 2 * i + 1;
+        }
+        float s, c;
+        sincosf(static_cast<float>(pos) * p.inv_freq[i], &s, &c);
+        const float x0 = x[d0], x1 = x[d1];
+        v = (d == d0) ? x0 * c - x1 * s : x1 * c + x0 * s;
+      }
+      dst[d] = __float2bfloat16(v);
+    }
+    __syncwarp();
+  }
+}
+
+__global__ void swiglu_kernel(SwiGluParams p) {
+  const int64_t total = static_cast<int64_t>(p.n_tokens) * p.n_ff;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t t = i / p.n_ff, j = i % p.n_ff;
+    const bf16* row = p.gate_up + t * 2 * p.n_ff;
+    const float g = __bfloat162float(row[j]);
+    const float u = __bfloat162float(row[p.n_ff + j]);
+    p.out[i] = __float2bfloat16(g / (1.f + __expf(-g)) * u);
+  }
+}
+
+__global__ void f32_to_bf16_kernel(const float* in, bf16* out, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    out[i] = __float2bfloat16(in[i]);
+}
+
+__global__ void f16_to_bf16_kernel(const __half* in, bf16* out, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    out[i] = __float2bfloat16(__half2float(in[i]));
+}
+
+__device__ __forceinline__ uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+__global__ void fill_random_kernel(bf16* out, int64_t n, uint64_t seed, float scale, float offset) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const uint64_t h = splitmix64(seed * 0x2545f4914f6cdd1dull ^ static_cast<uint64_t>(i));
+    const float u = static_cast<float>(h >> 40) * (1.0f / 8388608.0f) - 1.0f;  // [-1, 1)
+    out[i] = __float2bfloat16(offset + scale * u);
+  }
+}
+
+int grid_for(int64_t n) {
+  const int64_t blocks = (n + kThreads - 1) / kThreads;
+  return static_cast<int>(blocks < 65536 ? (blocks < 1 ? 1 : blocks) : 65536);
+}
+
+}  // namespace
+
+cudaError_t launch_embed(const EmbedParams& p, cudaStream_t stream) {
+  if (p.n_tokens <= 0) return cudaSuccess;
+  embed_kernel<<<p.n_tokens, kThreads, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_rmsnorm(const RmsNormParams& p, cudaStream_t stream) {
+  if (p.n_rows_out <= 0) return cudaSuccess;
+  const int threads = p.n >= 2048 ? 512 : (p.n >= 512 ? 256 : 64);
+  rmsnorm_kernel<<<p.n_rows_out, threads, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_qkv_rope_cache(const QkvRopeParams& p, cudaStream_t stream) {
+  if (p.n_tokens <= 0) return cudaSuccess;
+  if (p.head_dim > kMaxHeadDim || p.rope_dim > p.head_dim || p.rope_dim % 2 != 0) return cudaErrorInvalidValue;
+  qkv_rope_cache_kernel<<<p.n_tokens, kRopeWarps * 32, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_swiglu(const SwiGluParams& p, cudaStream_t stream) {
+  const int64_t n = static_cast<int64_t>(p.n_tokens) * p.n_ff;
+  if (n <= 0) return cudaSuccess;
+  swiglu_kernel<<<grid_for(n), kThreads, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_f32_to_bf16(const float* in, bf16* out, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  f32_to_bf16_kernel<<<grid_for(n), kThreads, 0, stream>>>(in, out, n);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_f16_to_bf16(const uint16_t* in, bf16* out, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  f16_to_bf16_kernel<<<grid_for(n), kThreads, 0, stream>>>(reinterpret_cast<const __half*>(in), out, n);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_fill_random(bf16* out, int64_t n, uint64_t seed, float scale, float offset,
+                               cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  fill_random_kernel<<<grid_for(n), kThreads, 0, stream>>>(out, n, seed, scale, offset);
+  return cudaGetLastError();
+}
+
+}  // namespace mopt::cuda
