@@ -1,8 +1,294 @@
 // AVX2 + FMA + F16C dot kernels (see dot_kernels.h). Compiled only when __AVX2__ is defined.
+// Each kernel walks one weight row once and applies every weight block to R activation rows, so for
+// batched inputs a weight block is decoded once per R rows.
+//
+// Integer products use _mm256_maddubs_epi16 (u8 x s8 -> pairwise s16 sums) then _mm256_madd_epi16 to s32.
+// Signed weights (Q8_0, Q4_0 - 8) go through the sign trick: |w| * (x * sign(w)). Unsigned K-quant codes
+// (0..63) feed maddubs directly, and their offsets (mins, -32) are applied through Q8_K's block sums.
 #include "backend/cpu/dot_kernels.h"
 
 #ifdef __AVX2__
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "backend/cpu/quant.h"
+#include "backend/cpu/vec.h"
+
 namespace mopt::cpu {
-const DotFn* dot_kernels(DType t) { return dot_kernels_scalar(t); }
+
+namespace {
+
+inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+
+inline int hsum_epi32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm_cvtsi128_si32(s);
+}
+
+// 8 s32 partial sums of w . x for 32 s8 weights (|w| precomputed) and 32 s8 activations.
+inline __m256i dot_s8(__m256i abs_w, __m256i w, __m256i x) {
+  const __m256i p16 = _mm256_maddubs_epi16(abs_w, _mm256_sign_epi8(x, w));
+  return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+}
+
+template <class A, int R>
+inline void row_ptrs(const void* act, uint64_t stride, const A* (&x)[R]) {
+  for (int r = 0; r < R; ++r) x[r] = reinterpret_cast<const A*>(static_cast<const uint8_t*>(act) + r * stride);
+}
+
+// ---- Q8_0 / Q4_0 x Q8_0 ----
+
+inline __m256i load_q8_0(const BlockQ8_0& b) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs)); }
+
+// 32 nibbles -> 32 s8 in [-8, 7]: low nibbles are elements 0..15, high nibbles 16..31.
+inline __m256i load_q4_0(const BlockQ4_0& b) {
+  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
+  const __m128i m = _mm_set1_epi8(0x0F);
+  const __m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), m), _mm_and_si128(raw, m));
+  return _mm256_sub_epi8(q, _mm256_set1_epi8(8));
+}
+
+template <class WB, __m256i (*Load)(const WB&), int R>
+void dot_q0(const void* wv, const void* act, uint64_t stride, int64_t K, float* out, int64_t os) {
+  const WB* w = static_cast<const WB*>(wv);
+  const BlockQ8_0* x[R];
+  row_ptrs(act, stride, x);
+  const int64_t nb = K / kQK0;
+  __m256 acc0[R], acc1[R];
+  for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 2 <= nb; i += 2) {  // two blocks per step: independent FMA chains
+    const __m256i w0 = Load(w[i]), w1 = Load(w[i + 1]);
+    const __m256i a0 = _mm256_sign_epi8(w0, w0), a1 = _mm256_sign_epi8(w1, w1);
+    const float d0 = h2f(w[i].d), d1 = h2f(w[i + 1].d);
+    for (int r = 0; r < R; ++r) {
+      const __m256i p0 = dot_s8(a0, w0, load_q8_0(x[r][i]));
+      const __m256i p1 = dot_s8(a1, w1, load_q8_0(x[r][i + 1]));
+      acc0[r] = _mm256_fmadd_ps(_mm256_set1_ps(d0 * h2f(x[r][i].d)), _mm256_cvtepi32_ps(p0), acc0[r]);
+      acc1[r] = _mm256_fmadd_ps(_mm256_set1_ps(d1 * h2f(x[r][i + 1].d)), _mm256_cvtepi32_ps(p1), acc1[r]);
+    }
+  }
+  for (; i < nb; ++i) {
+    const __m256i w0 = Load(w[i]);
+    const __m256i a0 = _mm256_sign_epi8(w0, w0);
+    const float d0 = h2f(w[i].d);
+    for (int r = 0; r < R; ++r) {
+      const __m256i p0 = dot_s8(a0, w0, load_q8_0(x[r][i]));
+      acc0[r] = _mm256_fmadd_ps(_mm256_set1_ps(d0 * h2f(x[r][i].d)), _mm256_cvtepi32_ps(p0), acc0[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) out[r * os] = hsum_ps(_mm256_add_ps(acc0[r], acc1[r]));
+}
+
+// ---- Q4_K / Q5_K x Q8_K ----
+
+// The 8 6-bit scales and mins of a Q4_K/Q5_K super-block (see scale_min_k4), 4 bytes at a time.
+inline void unpack_scales_k4(const uint8_t* s, uint8_t sc[8], uint8_t mn[8]) {
+  uint32_t u[3];
+  std::memcpy(u, s, 12);
+  const uint32_t lo6 = 0x3F3F3F3Fu, lo4 = 0x0F0F0F0Fu, lo2 = 0x03030303u;
+  const uint32_t s03 = u[0] & lo6, m03 = u[1] & lo6;
+  const uint32_t s47 = (u[2] & lo4) | (((u[0] >> 6) & lo2) << 4);
+  const uint32_t m47 = ((u[2] >> 4) & lo4) | (((u[1] >> 6) & lo2) << 4);
+  std::memcpy(sc, &s03, 4);
+  std::memcpy(sc + 4, &s47, 4);
+  std::memcpy(mn, &m03, 4);
+  std::memcpy(mn + 4, &m47, 4);
+}
+
+template <bool kQ5, int R>
+void dot_k45(const void* wv, const void* act, uint64_t stride, int64_t K, float* out, int64_t os) {
+  const uint8_t* wb = static_cast<const uint8_t*>(wv);
+  constexpr size_t kBytes = kQ5 ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
+  const BlockQ8_K* x[R];
+  row_ptrs(act, stride, x);
+  const int64_t nb = K / kQKK;
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  __m256 acc[R];
+  float acc_min[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps(), acc_min[r] = 0.0f;
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* blk = wb + i * kBytes;
+    uint16_t d16, dmin16;
+    std::memcpy(&d16, blk, 2);
+    std::memcpy(&dmin16, blk + 2, 2);
+    const uint8_t* scales = blk + 4;
+    const uint8_t* qh = kQ5 ? blk + 16 : nullptr;
+    const uint8_t* qs = kQ5 ? blk + 48 : blk + 16;
+    uint8_t sc[8], mn[8];
+    unpack_scales_k4(scales, sc, mn);
+    // mins as [m0, m0, m1, m1, ...] s16 so that madd with bsums gives m_j * (bsum[2j] + bsum[2j+1]).
+    const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn)),
+                                                                   _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn))));
+    const float d = h2f(d16), dmin = h2f(dmin16);
+    __m256i hbits = _mm256_setzero_si256();
+    if constexpr (kQ5) hbits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh));
+    __m256i sumi[R];
+    for (int r = 0; r < R; ++r) sumi[r] = _mm256_setzero_si256();
+    for (int c = 0; c < 4; ++c) {
+      const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * c));
+      __m256i lo = _mm256_and_si256(raw, m4);
+      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+      if constexpr (kQ5) {
+        const __m256i blo = _mm256_set1_epi8(static_cast<char>(1 << (2 * c)));
+        const __m256i bhi = _mm256_set1_epi8(static_cast<char>(1 << (2 * c + 1)));
+        const __m256i sixteen = _mm256_set1_epi8(16);
+        lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hbits, blo), blo), sixteen));
+        hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hbits, bhi), bhi), sixteen));
+      }
+      const __m256i s_lo = _mm256_set1_epi16(sc[2 * c]), s_hi = _mm256_set1_epi16(sc[2 * c + 1]);
+      for (int r = 0; r < R; ++r) {
+        const __m256i xl = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r][i].qs + 64 * c));
+        const __m256i xh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r][i].qs + 64 * c + 32));
+        const __m256i pl = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl), s_lo);
+        const __m256i ph = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh), s_hi);
+        sumi[r] = _mm256_add_epi32(sumi[r], _mm256_add_epi32(pl, ph));
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r][i].bsums));
+      const int msum = hsum_epi32(_mm256_madd_epi16(bs, mins16));
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d * x[r][i].d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+      acc_min[r] += dmin * x[r][i].d * static_cast<float>(msum);
+    }
+  }
+  for (int r = 0; r < R; ++r) out[r * os] = hsum_ps(acc[r]) - acc_min[r];
+}
+
+// ---- Q6_K x Q8_K ----
+
+template <int R>
+void dot_q6_k(const void* wv, const void* act, uint64_t stride, int64_t K, float* out, int64_t os) {
+  const BlockQ6_K* w = static_cast<const BlockQ6_K*>(wv);
+  const BlockQ8_K* x[R];
+  row_ptrs(act, stride, x);
+  const int64_t nb = K / kQKK;
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(0x03), m30 = _mm256_set1_epi8(0x30);
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) {
+    const int8_t* sc = w[i].scales;
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
+    __m256i sumi[R];
+    for (int r = 0; r < R; ++r) {  // the -32 offset: -32 * sum_k sc[k] * bsum[k]
+      const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r][i].bsums));
+      sumi[r] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(bs, sc16), 5));
+    }
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* ql = w[i].ql + 64 * h;
+      const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
+      const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
+      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i].qh + 32 * h));
+      __m256i q[4];  // 6-bit codes (0..63) of elements 128h + 32p + l
+      q[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m3), 4));
+      q[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+      q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30));
+      q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                             _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+      for (int p = 0; p < 4; ++p) {
+        // Elements 0..15 of the part use scale sc[8h+2p], 16..31 use sc[8h+2p+1] (128-bit lanes of the s16 sums).
+        const __m256i s = _mm256_set_m128i(_mm_set1_epi16(sc[8 * h + 2 * p + 1]), _mm_set1_epi16(sc[8 * h + 2 * p]));
+        for (int r = 0; r < R; ++r) {
+          const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r][i].qs + 128 * h + 32 * p));
+          sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(_mm256_maddubs_epi16(q[p], xv), s));
+        }
+      }
+    }
+    const float d = h2f(w[i].d);
+    for (int r = 0; r < R; ++r)
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d * x[r][i].d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+  }
+  for (int r = 0; r < R; ++r) out[r * os] = hsum_ps(acc[r]);
+}
+
+// ---- F32 / F16 / BF16 x F32 ----
+
+inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 load8(const uint16_t* p, std::false_type /*f16*/) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline __m256 load8(const uint16_t* p, std::true_type /*bf16*/) {
+  const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+}
+
+struct F32W {
+  using T = float;
+  static __m256 load(const float* p) { return load8(p); }
+  static float one(float v) { return v; }
+};
+struct F16W {
+  using T = uint16_t;
+  static __m256 load(const uint16_t* p) { return load8(p, std::false_type{}); }
+  static float one(uint16_t v) { return h2f(v); }
+};
+struct BF16W {
+  using T = uint16_t;
+  static __m256 load(const uint16_t* p) { return load8(p, std::true_type{}); }
+  static float one(uint16_t v) { return bf16_to_fp32(v); }
+};
+
+template <class W, int R>
+void dot_float(const void* wv, const void* act, uint64_t stride, int64_t K, float* out, int64_t os) {
+  const typename W::T* w = static_cast<const typename W::T*>(wv);
+  const float* x[R];
+  row_ptrs(act, stride, x);
+  __m256 acc0[R], acc1[R];
+  for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
+  int64_t k = 0;
+  for (; k + 16 <= K; k += 16) {
+    const __m256 w0 = W::load(w + k), w1 = W::load(w + k + 8);
+    for (int r = 0; r < R; ++r) {
+      acc0[r] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x[r] + k), acc0[r]);
+      acc1[r] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x[r] + k + 8), acc1[r]);
+    }
+  }
+  if (k + 8 <= K) {
+    const __m256 w0 = W::load(w + k);
+    for (int r = 0; r < R; ++r) acc0[r] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x[r] + k), acc0[r]);
+    k += 8;
+  }
+  for (int r = 0; r < R; ++r) {
+    float s = hsum_ps(_mm256_add_ps(acc0[r], acc1[r]));
+    for (int64_t j = k; j < K; ++j) s += W::one(w[j]) * x[r][j];
+    out[r * os] = s;
+  }
+}
+
+template <template <int> class F>
+struct Table {
+  static constexpr DotFn kFns[kDotRows] = {F<1>::fn, F<2>::fn, F<3>::fn, F<4>::fn};
+};
+template <int R> struct Q8_0Fn { static constexpr DotFn fn = dot_q0<BlockQ8_0, load_q8_0, R>; };
+template <int R> struct Q4_0Fn { static constexpr DotFn fn = dot_q0<BlockQ4_0, load_q4_0, R>; };
+template <int R> struct Q4_KFn { static constexpr DotFn fn = dot_k45<false, R>; };
+template <int R> struct Q5_KFn { static constexpr DotFn fn = dot_k45<true, R>; };
+template <int R> struct Q6_KFn { static constexpr DotFn fn = dot_q6_k<R>; };
+template <int R> struct F32Fn { static constexpr DotFn fn = dot_float<F32W, R>; };
+template <int R> struct F16Fn { static constexpr DotFn fn = dot_float<F16W, R>; };
+template <int R> struct BF16Fn { static constexpr DotFn fn = dot_float<BF16W, R>; };
+
+}  // namespace
+
+const DotFn* dot_kernels(DType t) {
+  switch (t) {
+    case DType::F32: return Table<F32Fn>::kFns;
+    case DType::F16: return Table<F16Fn>::kFns;
+    case DType::BF16: return Table<BF16Fn>::kFns;
+    case DType::Q8_0: return Table<Q8_0Fn>::kFns;
+    case DType::Q4_0: return Table<Q4_0Fn>::kFns;
+    case DType::Q4_K: return Table<Q4_KFn>::kFns;
+    case DType::Q5_K: return Table<Q5_KFn>::kFns;
+    case DType::Q6_K: return Table<Q6_KFn>::kFns;
+    case DType::Q8_K:
+    case DType::I8:
+    case DType::I32: break;
+  }
+  return nullptr;
+}
+
 }  // namespace mopt::cpu
-#endif
+#endif  // __AVX2__
