@@ -234,6 +234,8 @@ Result<std::unique_ptr<Model>> load_hf_model(const std::string& dir, const LoadO
     t.name = std::move(*canon);
     m->tensors.push_back(std::move(t));
   }
+  Status s = finalize_model(*m);  // weights first: the structural check is cheap and names the tensor
+  if (!s.is_ok()) return s.with_context(dir);
   MOPT_ASSIGN_OR_RETURN(std::string tmpl, hf_chat_template(dir));
   m->chat_template = std::move(tmpl);
   Result<VocabData> vocab = vocab_from_hf_dir(dir);
@@ -242,8 +244,6 @@ Result<std::unique_ptr<Model>> load_hf_model(const std::string& dir, const LoadO
   if (m->vocab.tokens.size() > static_cast<size_t>(config.n_vocab))
     return error("%s: the tokenizer has %zu tokens but vocab_size is %d", dir.c_str(), m->vocab.tokens.size(),
                  config.n_vocab);
-  Status s = finalize_model(*m);
-  if (!s.is_ok()) return s.with_context(dir);
   (void)opts;
   return m;
 }

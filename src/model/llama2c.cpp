@@ -164,6 +164,8 @@ Result<std::unique_ptr<Model>> load_llama2c_model(const std::string& path, const
   view("output_norm.weight", arrays[kRmsFinal], 0, e, 0);
   if (!shared) view("output.weight", arrays[kWcls], 0, e, nv);
   m->mappings.push_back(std::move(map));
+  Status s = finalize_model(*m);
+  if (!s.is_ok()) return s.with_context(path);
 
   MOPT_ASSIGN_OR_RETURN(std::string tok_path, find_tokenizer(path, opts));
   Result<VocabData> vocab = vocab_from_llama2c(tok_path);
@@ -172,8 +174,6 @@ Result<std::unique_ptr<Model>> load_llama2c_model(const std::string& path, const
   if (m->vocab.tokens.size() != static_cast<size_t>(c.n_vocab) && !m->vocab.tokens.empty())
     return error("%s: the tokenizer %s has %zu tokens but the checkpoint's vocab_size is %d; pass the matching "
                  "--tokenizer", path.c_str(), tok_path.c_str(), m->vocab.tokens.size(), c.n_vocab);
-  Status s = finalize_model(*m);
-  if (!s.is_ok()) return s.with_context(path);
   return m;
 }
 
