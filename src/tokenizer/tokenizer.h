@@ -26,6 +26,13 @@ class Tokenizer {
   virtual std::string decode(const std::vector<int32_t>& ids, bool render_special = false) const = 0;
   // Raw bytes a token stands for (byte tokens decoded, U+2581 -> space); may be a partial UTF-8 sequence.
   virtual std::string token_bytes(int32_t id) const = 0;
+  // The bytes decode() concatenates for one id: token_bytes() for text tokens, "" for control/unknown/unused
+  // tokens unless render_special (then their text), "" for invalid ids. May be a partial UTF-8 sequence.
+  std::string piece(int32_t id, bool render_special = false) const;
+  // Whether decode() drops the leading space of the first non-empty piece (SPM/WordPiece with a space prefix).
+  bool strips_leading_space() const;
+  // Id of a token by its exact (stored) text, -1 if none.
+  virtual int32_t token_id(std::string_view text) const = 0;
 
   const VocabData& vocab() const { return vocab_; }
   int n_vocab() const { return static_cast<int>(vocab_.tokens.size()); }
