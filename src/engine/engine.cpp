@@ -82,6 +82,14 @@ class EngineImpl final : public Engine {
   }
   const EngineConfig& config() const override { return cfg_; }
 
+  std::string check_invariants() {
+    std::lock_guard<std::mutex> lk(step_mu_);
+    if (std::string e = sched_.check_invariants(); !e.empty()) return e;
+    if (sched_.all_requests().size() != requests_.size())
+      return strfmt("scheduler holds %zu requests, engine %zu", sched_.all_requests().size(), requests_.size());
+    return {};
+  }
+
  private:
   bool step_locked();
   void drain_inbox();
@@ -441,6 +449,12 @@ void EngineImpl::stop() {
 }
 
 }  // namespace
+
+std::string check_engine_invariants(Engine& engine) {
+  auto* impl = dynamic_cast<EngineImpl*>(&engine);
+  if (!impl) return "not an engine made by create_engine_with_runner";
+  return impl->check_invariants();
+}
 
 Result<std::unique_ptr<Engine>> create_engine_with_runner(std::unique_ptr<ModelRunner> runner,
                                                           const Tokenizer* tokenizer, const EngineConfig& config,

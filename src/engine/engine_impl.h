@@ -15,4 +15,8 @@ Result<std::unique_ptr<Engine>> create_engine_with_runner(std::unique_ptr<ModelR
                                                           const Tokenizer* tokenizer, const EngineConfig& config,
                                                           std::vector<int32_t> eog_ids = {});
 
+// Test hook for engines made here: cross-checks the scheduler queues, block tables, block pool ref counts, free
+// list, prefix-cache map and swap pool. "" when they hold, else the first violation.
+std::string check_engine_invariants(Engine& engine);
+
 }  // namespace mopt

@@ -198,12 +198,17 @@ std::string Scheduler::check_invariants() const {
   }
   auto check_req = [&](const Request* r, RequestState want) -> std::string {
     if (r->state != want) return strfmt("request %llu is in the wrong queue", (unsigned long long)r->id);
-    const int64_t cap = int64_t{static_cast<int>(r->block_table.size())} * kv_.block_size();
+    const size_t held = want == RequestState::kSwapped ? r->swap_blocks.size() : r->block_table.size();
+    const int64_t cap = static_cast<int64_t>(held) * kv_.block_size();
     if (r->num_computed_tokens > cap)
       return strfmt("request %llu has %d computed tokens but blocks for %lld", (unsigned long long)r->id,
                     r->num_computed_tokens, static_cast<long long>(cap));
     if (want != RequestState::kRunning && !r->block_table.empty())
       return strfmt("non-running request %llu holds device blocks", (unsigned long long)r->id);
+    if (want == RequestState::kSwapped && (r->swap_blocks.empty() || r->num_computed_tokens == 0))
+      return strfmt("swapped request %llu holds no swapped KV", (unsigned long long)r->id);
+    if (want != RequestState::kSwapped && !r->swap_blocks.empty())
+      return strfmt("request %llu holds swap blocks but is not swapped", (unsigned long long)r->id);
     if (want == RequestState::kWaiting && r->num_computed_tokens != 0)
       return strfmt("waiting request %llu has computed tokens", (unsigned long long)r->id);
     for (int32_t b : r->block_table) {

@@ -1,0 +1,104 @@
+// Test harness: an Engine over a FakeRunner, with outputs collected per request.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "core/log.h"
+#include "engine/engine.h"
+#include "engine/engine_impl.h"
+#include "unit/engine/fake_runner.h"
+
+namespace mopt::test {
+
+constexpr int kVocab = 64;
+constexpr int32_t kEos = 1;
+
+struct Collected {
+  std::vector<int32_t> tokens;
+  std::vector<TokenLogprob> logprobs;
+  std::vector<std::vector<TokenLogprob>> top;
+  std::string text;
+  bool finished = false;
+  int n_outputs = 0;
+  FinishReason reason = FinishReason::kNone;
+  std::string error;
+  int cached_prompt_tokens = 0;
+  int completion_tokens = 0;
+};
+
+class Harness {
+ public:
+  explicit Harness(const EngineConfig& cfg, uint64_t kv_memory = 1 << 20) {
+    set_log_level(LogLevel::kWarn);
+    auto r = std::make_unique<FakeRunner>(kVocab, 4096, kv_memory);
+    runner = r.get();
+    auto e = create_engine_with_runner(std::move(r), nullptr, cfg, {kEos});
+    if (!e) {
+      create_error = e.message();
+      runner = nullptr;
+      return;
+    }
+    engine = std::move(e).value();
+  }
+
+  // The engine's stop() reports aborts through on_output: stop it while `results` still exists.
+  ~Harness() {
+    if (engine) engine->stop();
+  }
+
+  AddResult add(std::vector<int32_t> prompt, SamplingParams p, int priority = 0, std::string salt = {}) {
+    RequestSpec spec;
+    spec.prompt = std::move(prompt);
+    spec.params = std::move(p);
+    spec.priority = priority;
+    spec.cache_salt = std::move(salt);
+    return engine->add_request(std::move(spec), [this](const RequestOutput& o) { on_output(o); });
+  }
+
+  void on_output(const RequestOutput& o) {
+    std::lock_guard<std::mutex> lk(mu);
+    Collected& c = results[o.request_id];
+    EXPECT_FALSE(c.finished) << "output after finish for request " << o.request_id;
+    c.tokens.insert(c.tokens.end(), o.new_tokens.begin(), o.new_tokens.end());
+    c.logprobs.insert(c.logprobs.end(), o.token_logprobs.begin(), o.token_logprobs.end());
+    c.top.insert(c.top.end(), o.top_logprobs.begin(), o.top_logprobs.end());
+    c.text += o.text;
+    ++c.n_outputs;
+    c.finished = o.finished;
+    c.reason = o.finish_reason;
+    c.error = o.error;
+    c.cached_prompt_tokens = o.cached_prompt_tokens;
+    c.completion_tokens = o.completion_tokens;
+  }
+
+  // Steps until no request is left, checking the engine invariants after every step.
+  void run(int max_steps = 1000000) {
+    int steps = 0;
+    while (engine->has_unfinished()) {
+      engine->step();
+      std::string inv = check_engine_invariants(*engine);
+      ASSERT_EQ(inv, "") << "after step " << steps;
+      ASSERT_LT(++steps, max_steps) << "no forward progress";
+    }
+  }
+
+  FakeRunner* runner = nullptr;  // owned by the engine
+  std::unique_ptr<Engine> engine;
+  std::string create_error;
+  std::mutex mu;
+  std::map<uint64_t, Collected> results;
+};
+
+inline SamplingParams greedy(int max_tokens) {
+  SamplingParams p;
+  p.temperature = 0;
+  p.max_tokens = max_tokens;
+  return p;
+}
+
+}  // namespace mopt::test

@@ -1,0 +1,99 @@
+// Randomized engine tests over the FakeRunner: many seeds, random configurations (block size, pool size, token
+// budget, policy, preemption mode, prefix caching) and random add / step / abort sequences. After every step the
+// engine invariants are checked; every request that was not aborted must produce the oracle's tokens; all requests
+// finish once arrivals stop; and the block pool ends where it started.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <set>
+
+#include "unit/engine/engine_harness.h"
+
+namespace mopt::test {
+namespace {
+
+void run_seed(uint32_t seed) {
+  std::mt19937 rng(seed);
+  auto pick = [&](int lo, int hi) { return lo + static_cast<int>(rng() % static_cast<uint32_t>(hi - lo + 1)); };
+  EngineConfig cfg;
+  cfg.block_size = std::vector<int>{1, 2, 4, 8, 16}[static_cast<size_t>(pick(0, 4))];
+  cfg.max_model_len = pick(16, 64);
+  const int min_blocks = (cfg.max_model_len + cfg.block_size - 1) / cfg.block_size;
+  const int nb = pick(min_blocks, min_blocks * 3);
+  cfg.kv_cache_memory = static_cast<uint64_t>(nb) * cfg.block_size * 8;
+  cfg.max_num_seqs = pick(1, 12);
+  cfg.max_num_batched_tokens = pick(1, 48);
+  cfg.policy = rng() % 2 ? SchedulingPolicy::kFcfs : SchedulingPolicy::kPriority;
+  cfg.preemption = rng() % 2 ? PreemptionMode::kRecompute : PreemptionMode::kSwap;
+  if (cfg.preemption == PreemptionMode::kSwap) cfg.swap_space_gib = pick(1, nb) * cfg.block_size * 8 / 1073741824.0;
+  cfg.enable_prefix_caching = rng() % 4 != 0;
+  SCOPED_TRACE(strfmt("seed %u bs %d blocks %d len %d seqs %d budget %d policy %d mode %d caching %d", seed,
+                      cfg.block_size, nb, cfg.max_model_len, cfg.max_num_seqs, cfg.max_num_batched_tokens,
+                      static_cast<int>(cfg.policy), static_cast<int>(cfg.preemption), cfg.enable_prefix_caching));
+  Harness h(cfg);
+  ASSERT_TRUE(h.engine) << h.create_error;
+  ASSERT_EQ(h.engine->stats().num_blocks, nb);
+
+  std::vector<std::vector<int32_t>> prefixes;
+  for (int i = 0; i < 3; ++i) {
+    std::vector<int32_t> p(static_cast<size_t>(pick(1, cfg.max_model_len - 1)));
+    for (auto& t : p) t = pick(2, kVocab - 1);
+    prefixes.push_back(p);
+  }
+  struct Sent {
+    std::vector<int32_t> prompt;
+    int max_tokens;
+  };
+  std::map<uint64_t, Sent> sent;
+  std::set<uint64_t> aborted;
+  int steps = 0;
+  for (int it = 0; it < 250; ++it) {
+    const int a = pick(0, 9);
+    if (a < 3) {
+      std::vector<int32_t> p = prefixes[static_cast<size_t>(pick(0, 2))];
+      p.resize(static_cast<size_t>(pick(1, static_cast<int>(p.size()))));
+      for (int i = pick(0, 3); i > 0; --i) p.push_back(pick(2, kVocab - 1));
+      const int mt = pick(1, 24);
+      AddResult r = h.add(p, greedy(mt), pick(0, 3));
+      if (static_cast<int>(p.size()) + mt > cfg.max_model_len) {
+        EXPECT_EQ(r.error, AddError::kTooLong);
+      } else {
+        ASSERT_EQ(r.error, AddError::kNone) << r.message;
+        sent[r.request_id] = {p, mt};
+      }
+    } else if (a == 3 && !sent.empty()) {
+      auto itr = sent.begin();
+      std::advance(itr, pick(0, static_cast<int>(sent.size()) - 1));
+      if (!h.results[itr->first].finished) aborted.insert(itr->first);
+      h.engine->abort(itr->first);
+    } else {
+      h.engine->step();
+      ++steps;
+      ASSERT_EQ(check_engine_invariants(*h.engine), "") << "step " << steps;
+    }
+  }
+  h.run(50000);
+  if (::testing::Test::HasFatalFailure()) return;
+  for (auto& [id, s] : sent) {
+    const Collected& c = h.results[id];
+    ASSERT_TRUE(c.finished) << id;
+    if (c.reason == FinishReason::kAbort) {
+      EXPECT_TRUE(aborted.count(id)) << id;
+      continue;
+    }
+    EXPECT_EQ(c.tokens, reference_generate(s.prompt, s.max_tokens, kVocab, kEos)) << "request " << id;
+  }
+  EngineStats st = h.engine->stats();
+  EXPECT_EQ(st.free_blocks, nb) << "blocks leaked";
+  EXPECT_EQ(st.running + st.waiting + st.swapped, 0);
+}
+
+TEST(EngineRandom, OutputsAndInvariantsOverManySeeds) {
+  for (uint32_t seed = 0; seed < 300; ++seed) {
+    run_seed(seed);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
+}  // namespace
+}  // namespace mopt::test

@@ -1,0 +1,189 @@
+// FakeRunner: a deterministic ModelRunner for engine tests that honours the paged-KV contract.
+//
+// Its "KV cache" stores, per slot, the token id and position written there. forward() validates the batch
+// (shapes, consecutive positions, slot_mapping == block_tables), writes each sequence's tokens at their slots,
+// and computes each requested output's logits from the whole context READ BACK THROUGH THE BLOCK TABLE (a hash
+// of the context tokens picks the argmax). Any paging, prefix-cache or swap bug therefore changes the outputs or
+// fails the forward with a message. reference_next() computes the same function without any cache: the
+// independent oracle the tests compare against.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backend/runner.h"
+#include "core/status.h"
+#include "core/strfmt.h"
+
+namespace mopt::test {
+
+inline uint64_t fnv1a(std::span<const int32_t> toks) {
+  uint64_t h = 1469598103934665603ull;
+  for (int32_t t : toks) {
+    h ^= static_cast<uint32_t>(t);
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+inline uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// Logits of the next token after `context`: a clear argmax at hash % n_vocab, pseudo-random values elsewhere.
+inline void fake_logits(std::span<const int32_t> context, int n_vocab, float* out) {
+  const uint64_t h = fnv1a(context);
+  for (int v = 0; v < n_vocab; ++v)
+    out[v] = static_cast<float>(mix64(h + static_cast<uint64_t>(v) * 0x9e3779b97f4a7c15ull) >> 40) / 16777216.0f * 2 - 1;
+  out[h % static_cast<uint64_t>(n_vocab)] = 4.0f;
+}
+inline int32_t reference_next(std::span<const int32_t> context, int n_vocab) {
+  return static_cast<int32_t>(fnv1a(context) % static_cast<uint64_t>(n_vocab));
+}
+
+// Greedy reference generation: stops after max_tokens or at eos (included), like the engine with default params.
+inline std::vector<int32_t> reference_generate(std::vector<int32_t> ctx, int max_tokens, int n_vocab, int32_t eos) {
+  std::vector<int32_t> out;
+  for (int i = 0; i < max_tokens; ++i) {
+    int32_t t = reference_next(ctx, n_vocab);
+    out.push_back(t);
+    ctx.push_back(t);
+    if (t == eos) break;
+  }
+  return out;
+}
+
+class FakeRunner : public ModelRunner {
+ public:
+  explicit FakeRunner(int n_vocab = 64, int context_length = 4096, uint64_t kv_memory = 1 << 20) : kv_memory_(kv_memory) {
+    cfg_.name = "fake";
+    cfg_.n_vocab = n_vocab;
+    cfg_.context_length = context_length;
+  }
+  DeviceKind device() const override { return DeviceKind::kCpu; }
+  const ModelConfig& config() const override { return cfg_; }
+  uint64_t kv_block_bytes(int block_size) const override { return 8ull * static_cast<uint64_t>(block_size); }
+  uint64_t available_kv_memory(double util) const override { return static_cast<uint64_t>(kv_memory_ * util); }
+
+  Status init_kv_cache(int n_blocks, int block_size, int n_swap_blocks) override {
+    if (initialized_) return error("init_kv_cache called twice");
+    initialized_ = true;
+    n_blocks_ = n_blocks;
+    bs_ = block_size;
+    n_swap_ = n_swap_blocks;
+    cache_tok_.assign(static_cast<size_t>(n_blocks) * block_size, -1);  // [n_blocks * block_size]
+    cache_pos_.assign(cache_tok_.size(), -1);                            // [n_blocks * block_size]
+    swap_tok_.assign(static_cast<size_t>(n_swap_blocks) * block_size, -1);
+    swap_pos_.assign(swap_tok_.size(), -1);
+    return Status::ok();
+  }
+
+  Status forward(const ForwardBatch& b, float* logits) override {
+    ++forward_calls;
+    if (fail_at_call > 0 && forward_calls == fail_at_call) return error("injected forward failure");
+    const int n_seqs = b.n_seqs();
+    if (b.n_tokens() < 1 || n_seqs < 1) return error("empty batch");
+    if (static_cast<int>(b.positions.size()) != b.n_tokens() || static_cast<int>(b.slot_mapping.size()) != b.n_tokens())
+      return error("positions/slot_mapping size mismatch");
+    if (static_cast<int>(b.query_start.size()) != n_seqs + 1 || b.query_start[0] != 0 ||
+        b.query_start[static_cast<size_t>(n_seqs)] != b.n_tokens())
+      return error("bad query_start");
+    if (static_cast<int64_t>(b.block_tables.size()) != int64_t{n_seqs} * b.max_blocks_per_seq)
+      return error("bad block_tables size");
+    max_seqs_seen = std::max(max_seqs_seen, n_seqs);
+    max_tokens_seen = std::max(max_tokens_seen, b.n_tokens());
+    total_tokens += static_cast<uint64_t>(b.n_tokens());
+    int out_row = 0;
+    for (int s = 0; s < n_seqs; ++s) {
+      const int q0 = b.query_start[static_cast<size_t>(s)], q1 = b.query_start[static_cast<size_t>(s) + 1];
+      if (q1 <= q0) return error("sequence %d has no tokens", s);
+      const std::span<const int32_t> bt = b.block_tables.subspan(static_cast<size_t>(s) * b.max_blocks_per_seq,
+                                                                  static_cast<size_t>(b.max_blocks_per_seq));
+      auto slot_of = [&](int pos) -> int64_t {
+        const int bi = pos / bs_;
+        if (bi >= b.max_blocks_per_seq) return -1;
+        const int32_t blk = bt[static_cast<size_t>(bi)];
+        if (blk < 0 || blk >= n_blocks_) return -1;
+        return int64_t{blk} * bs_ + pos % bs_;
+      };
+      if (b.positions[static_cast<size_t>(q1 - 1)] != b.seq_lens[static_cast<size_t>(s)] - 1)
+        return error("sequence %d: last position %d but seq_len %d", s, b.positions[static_cast<size_t>(q1 - 1)],
+                     b.seq_lens[static_cast<size_t>(s)]);
+      for (int j = q0; j < q1; ++j) {
+        const int pos = b.positions[static_cast<size_t>(j)];
+        if (j > q0 && pos != b.positions[static_cast<size_t>(j) - 1] + 1) return error("non-consecutive positions");
+        const int64_t slot = slot_of(pos);
+        if (slot < 0 || slot != b.slot_mapping[static_cast<size_t>(j)])
+          return error("token %d (pos %d): slot_mapping %d disagrees with the block table", j, pos,
+                       b.slot_mapping[static_cast<size_t>(j)]);
+        cache_tok_[static_cast<size_t>(slot)] = b.tokens[static_cast<size_t>(j)];
+        cache_pos_[static_cast<size_t>(slot)] = pos;
+      }
+      // Outputs of this sequence: read the context back through the block table.
+      while (out_row < b.n_out() && b.logits_indices[static_cast<size_t>(out_row)] < q1) {
+        const int j = b.logits_indices[static_cast<size_t>(out_row)];
+        if (j < q0) return error("logits index %d out of order", j);
+        const int pos = b.positions[static_cast<size_t>(j)];
+        std::vector<int32_t> ctx(static_cast<size_t>(pos) + 1);
+        for (int p = 0; p <= pos; ++p) {
+          const int64_t slot = slot_of(p);
+          if (slot < 0) return error("position %d is outside the block table", p);
+          if (cache_pos_[static_cast<size_t>(slot)] != p)
+            return error("seq %d: cache slot %lld holds position %d, expected %d (stale or overwritten block)", s,
+                         static_cast<long long>(slot), cache_pos_[static_cast<size_t>(slot)], p);
+          ctx[static_cast<size_t>(p)] = cache_tok_[static_cast<size_t>(slot)];
+        }
+        fake_logits(ctx, cfg_.n_vocab, logits + static_cast<size_t>(out_row) * cfg_.n_vocab);
+        ++out_row;
+      }
+    }
+    if (out_row != b.n_out()) return error("logits indices not covered");
+    return Status::ok();
+  }
+
+  Status swap_out(std::span<const std::pair<int32_t, int32_t>> d2h) override {
+    for (auto [d, h] : d2h) MOPT_TRY(copy(d, h, true));
+    swapped_out_blocks += d2h.size();
+    return Status::ok();
+  }
+  Status swap_in(std::span<const std::pair<int32_t, int32_t>> h2d) override {
+    for (auto [h, d] : h2d) MOPT_TRY(copy(d, h, false));
+    swapped_in_blocks += h2d.size();
+    return Status::ok();
+  }
+
+  int forward_calls = 0;
+  int fail_at_call = 0;  // >0: that forward() call fails
+  int max_seqs_seen = 0, max_tokens_seen = 0;
+  uint64_t total_tokens = 0, swapped_out_blocks = 0, swapped_in_blocks = 0;
+  int n_blocks() const { return n_blocks_; }
+
+ private:
+  Status copy(int32_t dev, int32_t host, bool to_host) {
+    if (dev < 0 || dev >= n_blocks_ || host < 0 || host >= n_swap_) return error("swap block out of range");
+    const size_t d0 = static_cast<size_t>(dev) * bs_, h0 = static_cast<size_t>(host) * bs_;
+    for (int i = 0; i < bs_; ++i) {
+      if (to_host) {
+        swap_tok_[h0 + i] = cache_tok_[d0 + i];
+        swap_pos_[h0 + i] = cache_pos_[d0 + i];
+      } else {
+        cache_tok_[d0 + i] = swap_tok_[h0 + i];
+        cache_pos_[d0 + i] = swap_pos_[h0 + i];
+      }
+    }
+    return Status::ok();
+  }
+
+  ModelConfig cfg_;
+  uint64_t kv_memory_;
+  bool initialized_ = false;
+  int n_blocks_ = 0, bs_ = 0, n_swap_ = 0;
+  std::vector<int32_t> cache_tok_, cache_pos_;  // [n_blocks * block_size]
+  std::vector<int32_t> swap_tok_, swap_pos_;    // [n_swap_blocks * block_size]
+};
+
+}  // namespace mopt::test
