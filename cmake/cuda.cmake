@@ -12,8 +12,9 @@ if(cuda_srcs)
   target_include_directories(mopt_cuda PUBLIC ${CMAKE_SOURCE_DIR}/src)
   target_link_libraries(mopt_cuda PUBLIC mopt_backend)
   if(MOPT_HAVE_CUDA)
-    # sm_90a for Hopper (wgmma/TMA) plus PTX for other recent GPUs.
-    set_target_properties(mopt_cuda PROPERTIES CUDA_ARCHITECTURES "90a-real;80-virtual"
+    # sm_90a machine code for Hopper plus compute_80 PTX that the driver compiles for other recent GPUs.
+    set(MOPT_CUDA_ARCHS "90a-real;80-virtual" CACHE STRING "CUDA architectures of the CUDA backend")
+    set_target_properties(mopt_cuda PROPERTIES CUDA_ARCHITECTURES "${MOPT_CUDA_ARCHS}"
                           CUDA_SEPARABLE_COMPILATION OFF CUDA_STANDARD 17)
     target_compile_options(mopt_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -lineinfo>)
     target_compile_definitions(mopt_cuda PUBLIC MOPT_HAVE_CUDA=1)

@@ -127,7 +127,7 @@ struct StepShape {
   int n_splits = 1;
 };
 
-class CudaRunner final : public ModelRunner {
+class CudaRunner final : public CudaModelRunner {
  public:
   ~CudaRunner() override;
   static Result<std::unique_ptr<CudaRunner>> create(const Model& model, const RunnerOptions& opts,
@@ -143,8 +143,12 @@ class CudaRunner final : public ModelRunner {
   Status forward(const ForwardBatch& batch, float* logits) override;
   Status swap_out(std::span<const std::pair<int32_t, int32_t>> device_to_host) override;
   Status swap_in(std::span<const std::pair<int32_t, int32_t>> host_to_device) override;
+  Status forward_greedy(const ForwardBatch& batch, int32_t* tokens) override;
+  uint64_t weight_bytes() const override { return weight_bytes_; }
 
  private:
+  // Runs the step; leaves the first min(n_out, logit_rows_) rows of logits in logits_ (device).
+  Status run_step(const ForwardBatch& b, int* rows_on_device);
   CudaRunner() = default;
   Status upload_weights(const Model& model, const CudaRunnerExtras& extras);
   Status upload_into(const Model& model, const std::string& name, int64_t ne0, int64_t ne1, bf16* dst,
@@ -188,6 +192,8 @@ class CudaRunner final : public ModelRunner {
   DeviceBuffer logits_;     // [logit_rows, n_vocab] fp32
   DeviceBuffer attn_ws_;    // [max_seqs, n_head, kMaxSplits, head_dim + 2] fp32 split-K partials
   PinnedBuffer logits_host_;// [logit_rows, n_vocab] fp32
+  DeviceBuffer sampled_;    // [logit_rows] int32 token ids chosen on the GPU
+  PinnedBuffer sampled_host_;
 
   // KV cache.
   DeviceBuffer kv_;         // [n_blocks][n_layer][2][n_head_kv][block_size][head_dim] bf16
@@ -220,6 +226,7 @@ class CudaRunner final : public ModelRunner {
     int n_splits = 1;
   };
   std::map<int, GraphEntry> graphs_;
+  StepShape last_shape_;
 };
 
 CudaRunner::~CudaRunner() {
@@ -368,6 +375,8 @@ Status CudaRunner::alloc_workspace() {
   MOPT_TRY(act_.alloc(T * c.n_ff * 2, "activations"));
   MOPT_TRY(logits_.alloc(static_cast<size_t>(logit_rows_) * c.n_vocab * 4, "logits"));
   MOPT_TRY(logits_host_.alloc(static_cast<size_t>(logit_rows_) * c.n_vocab * 4, "logits"));
+  MOPT_TRY(sampled_.alloc(static_cast<size_t>(logit_rows_) * 4, "sampled tokens"));
+  MOPT_TRY(sampled_host_.alloc(static_cast<size_t>(logit_rows_) * 4, "sampled tokens"));
   MOPT_TRY(attn_ws_.alloc(static_cast<size_t>(opts_.max_seqs) * c.n_head * kMaxSplits * (c.head_dim + 2) * 4,
                           "attention workspace"));
   return Status::ok();
@@ -740,7 +749,7 @@ Status CudaRunner::run_graph(const StepShape& s) {
   return Status::ok();
 }
 
-Status CudaRunner::forward(const ForwardBatch& b, float* logits) {
+Status CudaRunner::run_step(const ForwardBatch& b, int* rows_on_device) {
   MOPT_TRY(check_batch(b));
   MOPT_CUDA_TRY(cudaSetDevice(device_id_));
   const ModelConfig& c = cfg_;
@@ -803,20 +812,45 @@ Status CudaRunner::forward(const ForwardBatch& b, float* logits) {
     MOPT_TRY(enqueue_layers(s));
     if (s.n_out > 0) MOPT_TRY(enqueue_logits(s, 0, s.n_out));
   }
+  last_shape_ = s;
+  *rows_on_device = std::min(n_out, logit_rows_);
+  return Status::ok();
+}
+
+Status CudaRunner::forward(const ForwardBatch& b, float* logits) {
+  int rows = 0;
+  MOPT_TRY(run_step(b, &rows));
+  const ModelConfig& c = cfg_;
+  const int n_out = b.n_out();
   if (n_out == 0) {
     MOPT_CUDA_TRY(cudaStreamSynchronize(stream_));
     return Status::ok();
   }
-  MOPT_TRY(copy_logits_out(std::min(n_out, logit_rows_), logits));
+  MOPT_TRY(copy_logits_out(rows, logits));
   // More logits rows than one chunk holds (e.g. scoring every position of a prompt): further chunks.
   for (int off = logit_rows_; off < n_out; off += logit_rows_) {
     const int rows = std::min(logit_rows_, n_out - off);
     int32_t* h = meta_host_.as<int32_t>() + 4 * max_tokens_;
     std::copy(b.logits_indices.begin() + off, b.logits_indices.begin() + off + rows, h);
     MOPT_CUDA_TRY(cudaMemcpyAsync(d_logit_rows_, h, static_cast<size_t>(rows) * 4, cudaMemcpyHostToDevice, stream_));
-    MOPT_TRY(enqueue_logits(s, 0, rows));
+    MOPT_TRY(enqueue_logits(last_shape_, 0, rows));
     MOPT_TRY(copy_logits_out(rows, logits + static_cast<size_t>(off) * c.n_vocab));
   }
+  return Status::ok();
+}
+
+Status CudaRunner::forward_greedy(const ForwardBatch& b, int32_t* tokens) {
+  if (b.n_out() > logit_rows_)
+    return error("forward_greedy: %d output rows, at most %d (max_seqs)", b.n_out(), logit_rows_);
+  int rows = 0;
+  MOPT_TRY(run_step(b, &rows));
+  if (rows > 0) {
+    MOPT_CUDA_TRY(cuda::launch_argmax(logits_.as<float>(), rows, cfg_.n_vocab, sampled_.as<int32_t>(), stream_));
+    MOPT_CUDA_TRY(cudaMemcpyAsync(sampled_host_.as<int32_t>(), sampled_.as<int32_t>(), static_cast<size_t>(rows) * 4,
+                                  cudaMemcpyDeviceToHost, stream_));
+  }
+  MOPT_CUDA_TRY(cudaStreamSynchronize(stream_));
+  std::copy_n(sampled_host_.as<int32_t>(), rows, tokens);
   return Status::ok();
 }
 

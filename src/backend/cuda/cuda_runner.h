@@ -25,6 +25,16 @@ struct CudaRunnerExtras {
   int device_id = 0;
 };
 
+// The CUDA runner's own API beyond ModelRunner (dynamic_cast a runner from create_cuda_runner to use it).
+class CudaModelRunner : public ModelRunner {
+ public:
+  // Like forward(), but picks the next token on the GPU (greedy argmax of each output row) and copies back
+  // only the ids: tokens [n_out]. Saves the [n_out, n_vocab] fp32 logits transfer of forward().
+  virtual Status forward_greedy(const ForwardBatch& batch, int32_t* tokens) = 0;
+  // Bytes of weights resident on the GPU.
+  virtual uint64_t weight_bytes() const = 0;
+};
+
 // True when this build has the CUDA backend and a usable GPU is present (no error when not).
 bool cuda_device_available();
 

@@ -131,6 +131,11 @@ inline constexpr int kPrefillTileRows = 64;
 bool prefill_attention_supported(int head_dim);
 cudaError_t launch_attention_prefill(const PrefillAttnParams& p, cudaStream_t stream);
 
+// ---- sampling ------------------------------------------------------------------------------------------
+
+// tokens[r] = argmax_j logits[r, j] (lowest index on ties). grid n_rows.
+cudaError_t launch_argmax(const float* logits, int n_rows, int n_vocab, int32_t* tokens, cudaStream_t stream);
+
 // ---- skinny GEMM ----------------------------------------------------------------------------------------
 
 // y[m, n] = sum_k x[m, k] * w[n, k] (+ bias[n]) for m <= 8: one pass over the weights (bandwidth bound).

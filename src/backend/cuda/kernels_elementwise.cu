@@ -70,6 +70,7 @@ constexpr int kMaxHeadDim = 256;
 
 __global__ void qkv_rope_cache_kernel(QkvRopeParams p) {
   __shared__ float buf[kRopeWarps][kMaxHeadDim];
+  __shared__ float cos_t[kMaxHeadDim / 2], sin_t[kMaxHeadDim / 2];
   const int t = blockIdx.x;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int hd = p.head_dim;
@@ -78,6 +79,15 @@ __global__ void qkv_rope_cache_kernel(QkvRopeParams p) {
   const int pos = p.positions[t];
   const int slot = p.slot_mapping[t];
   float* x = buf[warp];
+  // cos/sin of pos * inv_freq once per token; the angle in double as the CPU backend does (large positions).
+  if (p.inv_freq)
+    for (int i = threadIdx.x; i < p.rope_dim / 2; i += blockDim.x) {
+      double sd, cd;
+      sincos(static_cast<double>(pos) * static_cast<double>(p.inv_freq[i]), &sd, &cd);
+      cos_t[i] = static_cast<float>(cd);
+      sin_t[i] = static_cast<float>(sd);
+    }
+  __syncthreads();
   for (int h = warp; h < n_heads_all; h += kRopeWarps) {
     const bf16* src = p.qkv + static_cast<int64_t>(t) * row_len + static_cast<int64_t>(h) * hd;
     const bool is_q = h < p.n_head;
@@ -123,8 +133,7 @@ __global__ void qkv_rope_cache_kernel(QkvRopeParams p) {
           d0 = 2 * i;
           d1 = 2 * i + 1;
         }
-        float s, c;
-        sincosf(static_cast<float>(pos) * p.inv_freq[i], &s, &c);
+        const float s = sin_t[i], c = cos_t[i];
         const float x0 = x[d0], x1 = x[d1];
         v = (d == d0) ? x0 * c - x1 * s : x1 * c + x0 * s;
       }
@@ -174,6 +183,44 @@ __global__ void fill_random_kernel(bf16* out, int64_t n, uint64_t seed, float sc
   }
 }
 
+__global__ void argmax_kernel(const float* logits, int n_vocab, int32_t* tokens) {
+  const float* row = logits + static_cast<int64_t>(blockIdx.x) * n_vocab;
+  float best = -INFINITY;
+  int best_i = 0x7fffffff;
+  for (int i = threadIdx.x; i < n_vocab; i += blockDim.x) {
+    const float v = row[i];
+    if (v > best || (v == best && i < best_i)) {
+      best = v;
+      best_i = i;
+    }
+  }
+  __shared__ float sv[32];
+  __shared__ int si[32];
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, best, o);
+    const int oi = __shfl_xor_sync(0xffffffffu, best_i, o);
+    if (ov > best || (ov == best && oi < best_i)) {
+      best = ov;
+      best_i = oi;
+    }
+  }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) {
+    sv[warp] = best;
+    si[warp] = best_i;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < static_cast<int>(blockDim.x / 32); ++w)
+      if (sv[w] > best || (sv[w] == best && si[w] < best_i)) {
+        best = sv[w];
+        best_i = si[w];
+      }
+    tokens[blockIdx.x] = best_i == 0x7fffffff ? 0 : best_i;
+  }
+}
+
 int grid_for(int64_t n) {
   const int64_t blocks = (n + kThreads - 1) / kThreads;
   return static_cast<int>(blocks < 65536 ? (blocks < 1 ? 1 : blocks) : 65536);
@@ -205,6 +252,12 @@ cudaError_t launch_swiglu(const SwiGluParams& p, cudaStream_t stream) {
   const int64_t n = static_cast<int64_t>(p.n_tokens) * p.n_ff;
   if (n <= 0) return cudaSuccess;
   swiglu_kernel<<<grid_for(n), kThreads, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_argmax(const float* logits, int n_rows, int n_vocab, int32_t* tokens, cudaStream_t stream) {
+  if (n_rows <= 0) return cudaSuccess;
+  argmax_kernel<<<n_rows, 1024, 0, stream>>>(logits, n_vocab, tokens);
   return cudaGetLastError();
 }
 

@@ -1,0 +1,361 @@
+// GPU benchmarks for the CUDA backend with the Llama-3.1-8B shape in BF16 and random weights generated on the
+// GPU (the same architecture as tests/gpu/llama-3.1-8b/config.json). Every figure is printed beside its
+// ceiling measured in the same run:
+//   - device-to-device copy bandwidth (bytes read + written) and the bf16 GEMM rate of cuBLASLt at 8192^3;
+//   - prefill of one 2,048-token prompt: time to first token and TFLOP/s against the measured GEMM rate;
+//   - single-stream decode: tokens/s against the weight-bandwidth roofline (weight bytes / copy bandwidth);
+//   - 64 concurrent sequences (prompt 512, 128 new tokens each): aggregate tokens/s and ms per step.
+// Usage: bench_gpu_decode [--layers N] [--decode-steps N] [--json PATH]
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/cuda_runner.h"
+#include "backend/cuda/gemm.h"
+#include "backend/cuda/kernels.h"
+#include "model/model.h"
+
+using namespace mopt;
+
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+#define CK(expr)                                                                     \
+  do {                                                                               \
+    const cudaError_t _e = (expr);                                                   \
+    if (_e != cudaSuccess) {                                                         \
+      std::fprintf(stderr, "%s: %s\n", #expr, cudaGetErrorString(_e));              \
+      std::exit(1);                                                                  \
+    }                                                                                \
+  } while (0)
+
+void check(const Status& s, const char* what) {
+  if (!s.is_ok()) {
+    std::fprintf(stderr, "%s: %s\n", what, s.message().c_str());
+    std::exit(1);
+  }
+}
+
+// Device-to-device copy bandwidth in bytes/s, counting bytes read plus bytes written.
+double measure_copy_bw() {
+  const size_t bytes = size_t{2} << 30;
+  void *a = nullptr, *b = nullptr;
+  CK(cudaMalloc(&a, bytes));
+  CK(cudaMalloc(&b, bytes));
+  CK(cudaMemset(a, 1, bytes));
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  std::vector<double> t;
+  for (int i = 0; i < 12; ++i) {
+    CK(cudaEventRecord(e0));
+    CK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice));
+    CK(cudaEventRecord(e1));
+    CK(cudaEventSynchronize(e1));
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    if (i >= 2) t.push_back(ms / 1e3);
+  }
+  cudaFree(a);
+  cudaFree(b);
+  return 2.0 * bytes / median(t);
+}
+
+// bf16 GEMM rate (FLOP/s) of cuBLASLt at m = n = k = 8192 on random data.
+double measure_gemm_peak() {
+  const int n = 8192;
+  const size_t elems = static_cast<size_t>(n) * n;
+  cuda::bf16 *x = nullptr, *w = nullptr, *y = nullptr;
+  CK(cudaMalloc(&x, elems * 2));
+  CK(cudaMalloc(&w, elems * 2));
+  CK(cudaMalloc(&y, elems * 2));
+  CK(cuda::launch_fill_random(x, static_cast<int64_t>(elems), 1, 1.f, 0.f, nullptr));
+  CK(cuda::launch_fill_random(w, static_cast<int64_t>(elems), 2, 1.f, 0.f, nullptr));
+  cuda::Gemm gemm;
+  check(gemm.init(), "gemm init");
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  std::vector<double> t;
+  for (int i = 0; i < 13; ++i) {
+    CK(cudaEventRecord(e0));
+    check(gemm.run(x, w, nullptr, y, false, n, n, n, nullptr), "gemm");
+    CK(cudaEventRecord(e1));
+    CK(cudaEventSynchronize(e1));
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    if (i >= 3) t.push_back(ms / 1e3);
+  }
+  cudaFree(x);
+  cudaFree(w);
+  cudaFree(y);
+  return 2.0 * n * n * static_cast<double>(n) / median(t);
+}
+
+ModelConfig llama31_8b(int layers) {
+  ModelConfig c;
+  c.arch = Arch::kLlama;
+  c.name = "Llama-3.1-8B (random weights)";
+  c.n_vocab = 128256;
+  c.n_embd = 4096;
+  c.n_layer = layers;
+  c.n_head = 32;
+  c.n_head_kv = 8;
+  c.head_dim = 128;
+  c.n_ff = 14336;
+  c.context_length = 131072;
+  c.norm_eps = 1e-5f;
+  c.rope_theta = 500000.f;
+  c.rope_dim = 128;
+  c.rope_style = RopeStyle::kNeox;
+  c.rope_scaling = RopeScaling::kLlama3;
+  c.rope_scale_factor = 8.f;
+  c.rope_low_freq_factor = 1.f;
+  c.rope_high_freq_factor = 4.f;
+  c.rope_original_context = 8192;
+  return c;
+}
+
+// Flat batches over sequences with contiguous blocks: sequence s owns blocks [s * max_blocks, (s+1) * max_blocks).
+struct Batch {
+  std::vector<int32_t> tokens, positions, slots, qs{0}, lens, bt, logits;
+  int max_blocks = 0, bs = 0;
+  void add(int seq, int start, int n, int first_token) {
+    for (int i = 0; i < n; ++i) {
+      const int pos = start + i;
+      tokens.push_back((first_token + i * 7919) % 128000);
+      positions.push_back(pos);
+      slots.push_back((seq * max_blocks + pos / bs) * bs + pos % bs);
+    }
+    logits.push_back(static_cast<int32_t>(tokens.size()) - 1);
+    qs.push_back(static_cast<int32_t>(tokens.size()));
+    lens.push_back(start + n);
+    for (int j = 0; j < max_blocks; ++j) bt.push_back(seq * max_blocks + j);
+  }
+  ForwardBatch view() const {
+    ForwardBatch b;
+    b.tokens = tokens;
+    b.positions = positions;
+    b.slot_mapping = slots;
+    b.query_start = qs;
+    b.seq_lens = lens;
+    b.block_tables = bt;
+    b.max_blocks_per_seq = max_blocks;
+    b.logits_indices = logits;
+    return b;
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int layers = 32, decode_steps = 256;
+  std::string json_path;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--layers") && i + 1 < argc) layers = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--decode-steps") && i + 1 < argc) decode_steps = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
+    else {
+      std::fprintf(stderr, "usage: %s [--layers N] [--decode-steps N] [--json PATH]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (!cuda_device_available()) {
+    std::fprintf(stderr, "bench_gpu_decode: no CUDA GPU (or not built with CUDA)\n");
+    return 2;
+  }
+  cudaDeviceProp prop{};
+  CK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("GPU: %s, %d SMs, %.1f GiB\n", prop.name, prop.multiProcessorCount, prop.totalGlobalMem / 1073741824.0);
+
+  const double bw = measure_copy_bw();
+  const double peak = measure_gemm_peak();
+  std::printf("measured: D2D copy %.0f GB/s (read+write), cuBLASLt bf16 GEMM 8192^3 %.0f TFLOP/s\n", bw / 1e9,
+              peak / 1e12);
+
+  Model model;
+  model.format = ModelFormat::kDummy;
+  model.config = llama31_8b(layers);
+  const ModelConfig& c = model.config;
+  RunnerOptions opts;
+  opts.device = DeviceKind::kCuda;
+  opts.max_batch_tokens = 2048;
+  opts.max_seqs = 64;
+  CudaRunnerExtras extras;
+  extras.random_weights = true;
+  const double t_load = now_s();
+  auto rr = create_cuda_runner(model, opts, extras);
+  check(rr.status(), "create runner");
+  auto* runner = dynamic_cast<CudaModelRunner*>(rr.value().get());
+  const double load_s = now_s() - t_load;
+
+  const int bs = 16;
+  const int max_blocks = (2048 + 512) / bs;  // per sequence: up to 2,560 tokens
+  const int n_seq_slots = 66;                // 64 batch sequences + the prefill and single-stream ones
+  const uint64_t need = static_cast<uint64_t>(n_seq_slots) * max_blocks * runner->kv_block_bytes(bs);
+  const uint64_t avail = runner->available_kv_memory(0.9);
+  if (need > avail) {
+    std::fprintf(stderr, "KV cache needs %.1f GiB, only %.1f GiB available\n", need / 1073741824.0, avail / 1073741824.0);
+    return 1;
+  }
+  check(runner->init_kv_cache(n_seq_slots * max_blocks, bs, 0), "init kv");
+
+  // FLOPs of a forward over T new tokens with context ending at `ctx` (matmuls + attention, causal).
+  const double lin_params = static_cast<double>(c.n_layer) *
+                            (static_cast<double>(c.n_embd) * (c.q_dim() + 2 * c.kv_dim()) +
+                             static_cast<double>(c.q_dim()) * c.n_embd + 3.0 * c.n_embd * c.n_ff);
+  const double weight_bytes = static_cast<double>(runner->weight_bytes());
+  // Decode streams every weight once except the embedding table (one row per token).
+  const double streamed = weight_bytes - static_cast<double>(c.n_vocab) * c.n_embd * 2;
+
+  std::vector<float> logits(static_cast<size_t>(64) * c.n_vocab);
+  std::vector<int32_t> next(64);
+
+  // ---- prefill 2,048 tokens --------------------------------------------------------------------------
+  const int T = 2048;
+  std::vector<double> tp;
+  for (int rep = 0; rep < 6; ++rep) {
+    Batch b;
+    b.max_blocks = max_blocks;
+    b.bs = bs;
+    b.add(64, 0, T, 11 + rep);
+    const double t0 = now_s();
+    check(runner->forward(b.view(), logits.data()), "prefill");
+    if (rep > 0) tp.push_back(now_s() - t0);
+  }
+  const double ttft = median(tp);
+  const double prefill_flops = 2.0 * lin_params * T + 2.0 * c.n_layer * c.n_head * c.head_dim *
+                                                          (static_cast<double>(T) * (T + 1)) +
+                               2.0 * c.n_embd * static_cast<double>(c.n_vocab);
+  const double prefill_tflops = prefill_flops / ttft / 1e12;
+
+  // ---- single-stream decode ----------------------------------------------------------------------------
+  const int prompt = 128;
+  {
+    Batch b;
+    b.max_blocks = max_blocks;
+    b.bs = bs;
+    b.add(65, 0, prompt, 5);
+    check(runner->forward(b.view(), logits.data()), "prompt");
+  }
+  auto decode_run = [&](bool greedy, int steps, int seq, int start_pos) {
+    std::vector<double> t;
+    int32_t tok = 17;
+    for (int s = 0; s < steps; ++s) {
+      Batch b;
+      b.max_blocks = max_blocks;
+      b.bs = bs;
+      b.add(seq, start_pos + s, 1, tok);
+      const double t0 = now_s();
+      if (greedy) check(runner->forward_greedy(b.view(), next.data()), "decode");
+      else check(runner->forward(b.view(), logits.data()), "decode");
+      t.push_back(now_s() - t0);
+      tok = greedy ? next[0] : (tok + 1);
+    }
+    return t;
+  };
+  decode_run(false, 4, 65, prompt);  // warm-up: eager tuning run, graph capture
+  const std::vector<double> td = decode_run(false, decode_steps, 65, prompt + 4);
+  double sum_d = 0;
+  for (double x : td) sum_d += x;
+  const double tps_logits = decode_steps / sum_d;
+  const std::vector<double> tg = decode_run(true, decode_steps, 65, prompt + 4 + decode_steps);
+  double sum_g = 0;
+  for (double x : tg) sum_g += x;
+  const double tps_greedy = decode_steps / sum_g;
+  const double roofline_tps = bw / streamed;
+
+  // ---- 64 sequences: prompt 512, 128 new tokens ------------------------------------------------------
+  const int B = 64, P = 512, G = 128;
+  const double tpb0 = now_s();
+  for (int s0 = 0; s0 < B; s0 += 4) {  // chunked prefill, 4 prompts (2,048 tokens) per step
+    Batch b;
+    b.max_blocks = max_blocks;
+    b.bs = bs;
+    for (int s = s0; s < s0 + 4; ++s) b.add(s, 0, P, 100 + s);
+    check(runner->forward(b.view(), logits.data()), "batch prefill");
+  }
+  const double batch_prefill_s = now_s() - tpb0;
+  std::vector<int32_t> toks(B, 3);
+  auto batch_step = [&](int g, bool greedy) {
+    Batch b;
+    b.max_blocks = max_blocks;
+    b.bs = bs;
+    for (int s = 0; s < B; ++s) b.add(s, P + g, 1, toks[s]);
+    if (greedy) {
+      check(runner->forward_greedy(b.view(), next.data()), "batch decode");
+      for (int s = 0; s < B; ++s) toks[s] = next[s];
+    } else {
+      check(runner->forward(b.view(), logits.data()), "batch decode");
+    }
+  };
+  batch_step(0, true);  // warm-up (eager tuning), capture
+  batch_step(1, true);
+  std::vector<double> tb;
+  for (int g = 2; g < G; ++g) {
+    const double t0 = now_s();
+    batch_step(g, true);
+    tb.push_back(now_s() - t0);
+  }
+  double sum_b = 0;
+  for (double x : tb) sum_b += x;
+  const double ms_step = 1e3 * sum_b / tb.size();
+  const double agg_tps = B * tb.size() / sum_b;
+  // The same steps with fp32 logits copied to the host (ModelRunner::forward), for comparison.
+  std::vector<double> tbl;
+  for (int g = 0; g < 8; ++g) {
+    const double t0 = now_s();
+    batch_step(G + g, false);
+    tbl.push_back(now_s() - t0);
+  }
+  const double ms_step_logits = 1e3 * median(tbl);
+  // Bytes a batch-64 step must move at least: weights once + the KV of every sequence (avg context P + G/2).
+  const double kv_bytes = static_cast<double>(B) * (P + G / 2.0) * c.kv_bytes_per_token(2);
+  const double batch_floor_ms = 1e3 * (streamed + kv_bytes) / bw;
+
+  std::printf("\n== Llama-3.1-8B shape, bf16, random weights (%d layers), %s of weights, loaded in %.1f s\n",
+              c.n_layer, format_bytes(weight_bytes).c_str(), load_s);
+  std::printf("%-44s %14s %24s\n", "figure", "measured", "ceiling / reference");
+  std::printf("%-44s %11.1f ms %24s\n", "prefill 2,048 tokens: time to first token", ttft * 1e3, "");
+  std::printf("%-44s %9.0f TFLOP/s %15.0f TFLOP/s (%2.0f%%)\n", "prefill 2,048 tokens: achieved", prefill_tflops,
+              peak / 1e12, 100.0 * prefill_tflops * 1e12 / peak);
+  std::printf("%-44s %10.0f tok/s %15.0f tok/s\n", "prefill 2,048 tokens: throughput", T / ttft, 19346.0);
+  std::printf("%-44s %10.1f tok/s %15.1f tok/s (%2.0f%%)\n", "decode, 1 stream, GPU greedy", tps_greedy, roofline_tps,
+              100.0 * tps_greedy / roofline_tps);
+  std::printf("%-44s %10.1f tok/s %15.1f tok/s (%2.0f%%)\n", "decode, 1 stream, fp32 logits to host", tps_logits,
+              roofline_tps, 100.0 * tps_logits / roofline_tps);
+  std::printf("%-44s %10.2f ms   %18.2f ms floor\n", "decode, 64 seqs: ms per step (GPU greedy)", ms_step,
+              batch_floor_ms);
+  std::printf("%-44s %10.0f tok/s %15.0f tok/s (llama.cpp 1,493; aim 4,000)\n", "decode, 64 seqs: aggregate", agg_tps,
+              B * 1e3 / batch_floor_ms);
+  std::printf("%-44s %10.2f ms\n", "decode, 64 seqs: ms per step (fp32 logits)", ms_step_logits);
+  std::printf("%-44s %10.0f tok/s\n", "prefill, 64 x 512 in 2,048-token chunks", B * P / batch_prefill_s);
+
+  if (!json_path.empty()) {
+    std::ofstream f(json_path);
+    f << "{\"gpu\": \"" << prop.name << "\", \"copy_bw_gbs\": " << bw / 1e9 << ", \"gemm_peak_tflops\": " << peak / 1e12
+      << ", \"layers\": " << c.n_layer << ", \"weight_bytes\": " << weight_bytes << ", \"ttft_ms\": " << ttft * 1e3
+      << ", \"prefill_tflops\": " << prefill_tflops << ", \"decode_tps_greedy\": " << tps_greedy
+      << ", \"decode_tps_logits\": " << tps_logits << ", \"decode_roofline_tps\": " << roofline_tps
+      << ", \"batch64_ms_step\": " << ms_step << ", \"batch64_tps\": " << agg_tps
+      << ", \"batch64_ms_step_logits\": " << ms_step_logits << ", \"batch64_floor_ms\": " << batch_floor_ms
+      << ", \"decode_step_ms_median\": " << 1e3 * median(tg) << "}\n";
+  }
+  return 0;
+}

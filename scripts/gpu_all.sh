@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Runs THERE, on the GPU machine, in the repo root, from one `run` call with carry [".gpu"] (built here by
+# scripts/gpu_prepare.sh): every GPU test, the GPU benchmarks and the transformers comparison, then one
+# summary table. Logs and JSON go to $OUT (or /tmp/mopt-gpu-out).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+G=$PWD/.gpu
+O=${OUT:-/tmp/mopt-gpu-out}
+mkdir -p "$O"
+[[ -x "$G/test_cuda" ]] || { echo "gpu_all: $G/test_cuda missing: run scripts/gpu_prepare.sh first" >&2; exit 1; }
+
+# cuBLAS: the CUDA toolkit's, or the one PyTorch's wheels bring.
+libdirs="$G/lib"
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do [[ -e $d/libcublasLt.so.13 ]] && libdirs+=":$d"; done
+pyd=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null || true)
+[[ -n "$pyd" ]] && libdirs+=":$pyd"
+export LD_LIBRARY_PATH="$libdirs:${LD_LIBRARY_PATH:-}"
+export MOPT_MODELS_DIR="$G/models"
+export PYTHONUNBUFFERED=1
+
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem,temperature.gpu,power.draw \
+  --format=csv 2>&1 | tee "$O/gpu_info.txt"
+
+status=0
+echo "== test_cuda"
+timeout 300 "$G/test_cuda" --gtest_output=json:"$O/test_cuda.json" 2>&1 | tee "$O/test_cuda.log"
+[[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+
+echo "== bench_gpu_decode"
+timeout 240 "$G/bench_gpu_decode" --json "$O/bench.json" 2>&1 | tee "$O/bench.log"
+[[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+
+echo "== transformers comparison"
+timeout 240 python3 tests/gpu/hf_compare.py --bin "$G/bench_gpu_logits" --work /tmp/mopt-hf --json "$O/hf.json" 2>&1 |
+  tee "$O/hf.log"
+[[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+
+if [[ -x "$G/mopt" ]] && "$G/mopt" run --help 2>&1 | grep -q -- "--device"; then
+  echo "== mopt run --device cuda (stories260K, greedy)"
+  timeout 60 "$G/mopt" run -m "$G/models/stories260K.gguf" -p "Once upon a time" -n 64 --temp 0 --device cuda \
+    2>&1 | tee "$O/mopt_run.log" | tail -n 12
+fi
+
+echo
+echo "================================ summary ================================"
+python3 - "$O" <<'PY'
+import json, os, re, sys
+o = sys.argv[1]
+def load(name):
+    try:
+        return json.load(open(os.path.join(o, name)))
+    except Exception as e:
+        return None
+rows = []
+t = load("test_cuda.json")
+if t:
+    rows.append(("test_cuda", f"{t['tests'] - t['failures'] - t.get('disabled', 0)}/{t['tests']} passed", "all pass"))
+    for s in t["testsuites"]:
+        for c in s["testsuite"]:
+            if c.get("failures"):
+                rows.append(("  FAILED", f"{s['name']}.{c['name']}", ""))
+else:
+    rows.append(("test_cuda", "no result", ""))
+log = open(os.path.join(o, "test_cuda.log")).read() if os.path.exists(os.path.join(o, "test_cuda.log")) else ""
+for line in log.splitlines():
+    if line.startswith(("stories260K", "code-qwen2")):
+        rows.append(("  " + line.split(":")[0], line.split(":", 1)[1].strip(), ""))
+b = load("bench.json")
+if b:
+    rows += [
+        ("copy bandwidth (D2D, r+w)", f"{b['copy_bw_gbs']:.0f} GB/s", "~4,300 GB/s"),
+        ("bf16 GEMM 8192^3 (cuBLASLt)", f"{b['gemm_peak_tflops']:.0f} TFLOP/s", "~790 TFLOP/s"),
+        ("8B prefill 2048: TTFT", f"{b['ttft_ms']:.1f} ms", ""),
+        ("8B prefill 2048: TFLOP/s", f"{b['prefill_tflops']:.0f} ({100*b['prefill_tflops']/b['gemm_peak_tflops']:.0f}% of GEMM)", ">= 50%; llama.cpp 310"),
+        ("8B decode 1 stream (GPU greedy)", f"{b['decode_tps_greedy']:.1f} tok/s", f"roofline {b['decode_roofline_tps']:.0f}; aim 230"),
+        ("8B decode 1 stream (fp32 logits)", f"{b['decode_tps_logits']:.1f} tok/s", "llama.cpp 158"),
+        ("8B decode 64 seqs: ms/step", f"{b['batch64_ms_step']:.2f} ms", f"floor {b['batch64_floor_ms']:.2f} ms"),
+        ("8B decode 64 seqs: aggregate", f"{b['batch64_tps']:.0f} tok/s", "aim 4,000; llama.cpp 1,493"),
+    ]
+else:
+    rows.append(("bench_gpu_decode", "no result", ""))
+h = load("hf.json")
+if h:
+    for m in h["models"]:
+        rows.append((f"HF {m['name']}: top-1", f"{m['top1']*100:.2f}% of {m['positions']}", ">= 99%"))
+        rows.append((f"HF {m['name']}: max|dlogit|", f"{m['max_abs']:.4f} (logit std {m['logit_std']:.2f})", ""))
+else:
+    rows.append(("transformers comparison", "no result", ""))
+w = max(len(r[0]) for r in rows)
+for r in rows:
+    print(f"{r[0]:<{w}}  {r[1]:<34} {r[2]}")
+PY
+echo "gpu_all: exit status $status"
+exit $status

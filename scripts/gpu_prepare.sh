@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Runs HERE (no GPU needed): builds mopt, test_cuda and the GPU benchmarks with nvcc for sm_90a into the
+# git-ignored folder .gpu/ (static libstdc++/libgcc, static cudart, cuBLAS dynamic), copies the shared
+# objects the GPU machine lacks (PCRE2, cpp-httplib, ...) into .gpu/lib, and the model files the GPU run
+# needs into .gpu/models. Then, on the GPU machine, in one `run` call with carry [".gpu"]:
+#     bash scripts/gpu_all.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${GPU_BUILD_DIR:-build-gpu}
+DEST=.gpu
+MODELS=${MOPT_MODELS_DIR:-../shared/models}
+JOBS=${JOBS:-2}
+
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMOPT_CUDA=ON \
+  -DMOPT_TESTS=ON -DMOPT_BENCH=ON -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc" >/dev/null
+targets=(test_cuda bench_gpu_decode bench_gpu_logits)
+nice ninja -C "$BUILD" -j "$JOBS" "${targets[@]}"
+# mopt itself needs every module (others' work in progress may not build): optional.
+if ! nice ninja -C "$BUILD" -j "$JOBS" mopt; then
+  echo "gpu_prepare: WARNING: mopt did not build; the GPU run will skip the CLI smoke test" >&2
+fi
+
+rm -rf "$DEST"
+mkdir -p "$DEST/lib" "$DEST/models"
+for t in "${targets[@]}" mopt; do
+  [[ -x "$BUILD/$t" ]] || continue
+  cp "$BUILD/$t" "$DEST/$t"
+  strip --strip-unneeded "$DEST/$t"
+done
+# Shared objects outside glibc and CUDA (those exist on the GPU machine).
+for bin in "$DEST"/*; do
+  [[ -f "$bin" && -x "$bin" ]] || continue
+  ldd "$bin" | awk '/=> \// {print $3}' | while read -r so; do
+    case "$(basename "$so")" in
+      libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libcuda.so*|libcublas*|libcudart*) ;;
+      *) cp -L -n "$so" "$DEST/lib/" ;;
+    esac
+  done
+done
+for f in stories260K.gguf; do cp "$MODELS/$f" "$DEST/models/"; done
+du -sh "$DEST"
+total=$(du -sb "$DEST" | cut -f1)
+if (( total > 60 * 1024 * 1024 )); then
+  echo "gpu_prepare: $DEST is $total bytes, over the 60 MiB budget" >&2
+  exit 1
+fi
+ls -la "$DEST" "$DEST/lib" "$DEST/models"

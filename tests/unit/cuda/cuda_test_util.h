@@ -1,0 +1,99 @@
+// Helpers for the CUDA tests: skip without a GPU, device buffers, bf16 random data, tolerance checks.
+#pragma once
+
+#if MOPT_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/cuda_runner.h"
+#include "core/dtype.h"
+
+namespace mopt::cudatest {
+
+#define SKIP_WITHOUT_GPU()                                             \
+  do {                                                                 \
+    if (!::mopt::cuda_device_available()) GTEST_SKIP() << "no CUDA GPU"; \
+  } while (0)
+
+#define CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess) << #expr << ": " << cudaGetErrorString(cudaGetLastError())
+
+template <class T>
+class DevVec {
+ public:
+  explicit DevVec(size_t n) : n_(n) {
+    if (n == 0) return;
+    if (cudaMalloc(&p_, n * sizeof(T)) != cudaSuccess) p_ = nullptr;
+  }
+  explicit DevVec(const std::vector<T>& h) : DevVec(h.size()) { upload(h); }
+  ~DevVec() {
+    if (p_) cudaFree(p_);
+  }
+  DevVec(const DevVec&) = delete;
+  DevVec& operator=(const DevVec&) = delete;
+  void upload(const std::vector<T>& h) { cudaMemcpy(p_, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice); }
+  std::vector<T> download() const {
+    std::vector<T> h(n_);
+    cudaDeviceSynchronize();
+    cudaMemcpy(h.data(), p_, n_ * sizeof(T), cudaMemcpyDeviceToHost);
+    return h;
+  }
+  // Poison (0xff bytes: NaN for floats and bf16) so unwritten outputs are caught.
+  void poison() { cudaMemset(p_, 0xff, n_ * sizeof(T)); }
+  T* get() const { return static_cast<T*>(p_); }
+  size_t size() const { return n_; }
+
+ private:
+  void* p_ = nullptr;
+  size_t n_ = 0;
+};
+
+// Random bf16 values (as raw bits) uniform in [lo, hi), plus their exact fp32 values.
+inline void random_bf16(std::mt19937& rng, size_t n, float lo, float hi, std::vector<uint16_t>& bits,
+                        std::vector<float>& vals) {
+  std::uniform_real_distribution<float> u(lo, hi);
+  bits.resize(n);
+  vals.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    bits[i] = fp32_to_bf16(u(rng));
+    vals[i] = bf16_to_fp32(bits[i]);
+  }
+}
+
+inline std::vector<float> bf16_to_f32(const std::vector<uint16_t>& bits) {
+  std::vector<float> v(bits.size());
+  for (size_t i = 0; i < bits.size(); ++i) v[i] = bf16_to_fp32(bits[i]);
+  return v;
+}
+
+// Every element within atol + rtol * |ref| (NaN never passes). Reports the worst element.
+inline ::testing::AssertionResult all_close(const std::vector<float>& got, const std::vector<float>& ref, float atol,
+                                            float rtol) {
+  if (got.size() != ref.size())
+    return ::testing::AssertionFailure() << "size " << got.size() << " != " << ref.size();
+  size_t worst = 0;
+  double worst_excess = -1;
+  size_t n_bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double err = std::fabs(static_cast<double>(got[i]) - ref[i]);
+    const double tol = atol + rtol * std::fabs(ref[i]);
+    const double excess = std::isnan(got[i]) ? 1e30 : err - tol;
+    if (excess > 0) ++n_bad;
+    if (excess > worst_excess) {
+      worst_excess = excess;
+      worst = i;
+    }
+  }
+  if (n_bad == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << n_bad << " of " << got.size() << " elements off; worst at " << worst
+                                       << ": got " << got[worst] << ", want " << ref[worst] << " (atol " << atol
+                                       << ", rtol " << rtol << ")";
+}
+
+}  // namespace mopt::cudatest
+#endif
