@@ -21,12 +21,6 @@
 #include "engine/stop_strings.h"
 #include "tokenizer/tokenizer.h"
 
-// TODO(engine): set to 1 once the tokenizer's StreamDecoder implementation lands; until then outputs carry token
-// ids only (text stays empty) and stop strings never match.
-#ifndef MOPT_ENGINE_TEXT
-#define MOPT_ENGINE_TEXT 0
-#endif
-
 namespace mopt {
 
 const char* finish_reason_name(FinishReason r) {
@@ -161,9 +155,7 @@ AddResult EngineImpl::add_request(RequestSpec spec, OutputCallback cb) {
   r->tokens = std::move(spec.prompt);
   r->tokens.reserve(r->tokens.size() + static_cast<size_t>(r->params.max_tokens));
   r->cb = std::move(cb);
-#if MOPT_ENGINE_TEXT
   if (tok_) r->decoder = std::make_unique<StreamDecoder>(*tok_);
-#endif
   {
     std::lock_guard<std::mutex> lk(in_mu_);
     if (stopped_) return reject(AddError::kStopped, "the engine is shutting down");
