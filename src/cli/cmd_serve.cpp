@@ -1,0 +1,186 @@
+// mopt serve: the OpenAI-compatible server (src/server). Listens first (so /health says "loading"), loads the
+// model, then serves until SIGTERM/SIGINT: stop accepting, let in-flight requests finish within --drain-timeout,
+// abort the rest, exit 0. Startup failures (port in use, bad model, bad template) exit 1 with the reason.
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "cli/commands.h"
+#include "cli/model_args.h"
+#include "core/log.h"
+#include "engine/engine.h"
+#include "engine/engine_flags.h"
+#include "server/server.h"
+
+namespace mopt::cli {
+namespace {
+
+struct ServeArgs {
+  ModelArgs model;
+  EngineConfig engine;
+  server::ServeOptions opts;
+  std::string chat_template_file;
+  size_t max_body = 4 * 1024 * 1024;
+  size_t max_header = 16 * 1024;
+  double read_timeout = 30, idle_timeout = 30, write_timeout = 30;
+};
+
+Result<std::string> read_text(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return error("cannot read --chat-template file '%s'", path.c_str());
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+int serve(ServeArgs& a) {
+  // Signals go to one waiting thread (sigwait), never to the HTTP or engine threads that inherit this mask.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  auto& o = a.opts;
+  o.http.max_body_bytes = a.max_body;
+  o.http.max_header_bytes = a.max_header;
+  o.http.read_timeout_ms = static_cast<int>(a.read_timeout * 1000);
+  o.http.idle_timeout_ms = static_cast<int>(a.idle_timeout * 1000);
+  o.http.write_timeout_ms = static_cast<int>(a.write_timeout * 1000);
+  if (o.served_model_names.empty()) {
+    std::string base = a.model.model;
+    while (!base.empty() && base.back() == '/') base.pop_back();
+    base = base.substr(base.find_last_of('/') + 1);
+    o.served_model_names.push_back(base.empty() ? "mopt" : base);
+  }
+  std::optional<ChatTemplate> override_tmpl;
+  if (!a.chat_template_file.empty()) {
+    auto src = read_text(a.chat_template_file);
+    if (!src) {
+      std::fprintf(stderr, "mopt serve: %s\n", src.message().c_str());
+      return 1;
+    }
+    auto t = ChatTemplate::compile(*src);
+    if (!t) {
+      std::fprintf(stderr, "mopt serve: --chat-template %s: %s\n", a.chat_template_file.c_str(), t.message().c_str());
+      return 1;
+    }
+    override_tmpl = std::move(*t);
+  }
+
+  server::Server srv(o);
+  if (Status s = srv.listen(); !s) {
+    std::fprintf(stderr, "mopt serve: %s\n", s.message().c_str());
+    return 1;
+  }
+  std::thread http_thread([&] { srv.serve(); });
+  std::fprintf(stderr, "mopt serve: listening on http://%s:%d (loading %s)\n", o.host.c_str(), srv.port(),
+               a.model.model.c_str());
+
+  std::atomic<int> sig{0};
+  std::thread sig_thread([&] {
+    int s = 0;
+    sigwait(&sigs, &s);
+    sig = s;
+  });
+  auto fail = [&](const std::string& msg) {
+    std::fprintf(stderr, "mopt serve: %s\n", msg.c_str());
+    srv.begin_drain();
+    http_thread.join();
+    pthread_kill(sig_thread.native_handle(), SIGTERM);
+    sig_thread.join();
+    return 1;
+  };
+
+  auto loaded = load_model_and_tokenizer(a.model);
+  if (!loaded) return fail(loaded.message());
+  if (!loaded->tokenizer) return fail("the model has no tokenizer (dummy weights?); serving needs one");
+  server::ServedModel sm;
+  if (override_tmpl) {
+    sm.chat_template = std::move(override_tmpl);
+  } else {
+    const std::string& src = loaded->model->chat_template.empty() ? std::string(server::kDefaultChatTemplate)
+                                                                  : loaded->model->chat_template;
+    if (loaded->model->chat_template.empty())
+      MOPT_LOG_INFO("the model has no chat template; chat uses a plain 'Role: content' template "
+                    "(give one with --chat-template)");
+    auto t = ChatTemplate::compile(src);
+    if (!t) return fail("the model's chat template: " + t.message() + " (override it with --chat-template FILE)");
+    sm.chat_template = std::move(*t);
+  }
+  auto engine = Engine::create(*loaded->model, *loaded->tokenizer, a.engine);
+  if (!engine) return fail(engine.message());
+  (*engine)->start();
+  sm.engine = engine->get();
+  sm.tokenizer = loaded->tokenizer.get();
+  sm.max_model_len = (*engine)->config().max_model_len;
+  srv.attach(std::move(sm));
+  std::fprintf(stderr, "mopt serve: ready: model '%s', max_model_len %d\n", o.served_model_names[0].c_str(),
+               (*engine)->config().max_model_len);
+
+  sig_thread.join();  // until SIGTERM / SIGINT
+  std::fprintf(stderr, "mopt serve: signal %d: draining (up to %.0f s)\n", sig.load(), o.drain_grace_s);
+  srv.begin_drain();
+  http_thread.join();
+  bool drained = srv.wait_drained();
+  if (!drained) std::fprintf(stderr, "mopt serve: grace period over; aborting the remaining requests\n");
+  (*engine)->stop();  // aborts whatever is left; their handlers finish with finish_reason "abort"
+  if (!drained) {
+    srv.close_connections();
+    srv.wait_drained();
+  }
+  std::fprintf(stderr, "mopt serve: stopped\n");
+  return 0;
+}
+
+Registration reg("serve", 30, [](CLI::App& app) {
+  auto args = std::make_shared<ServeArgs>();
+  auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (completions, chat, streaming, metrics)");
+  cmd->set_config("--config", "", "read these settings from a TOML/INI file (keys are the long flag names)");
+  add_model_flags(cmd, args->model);
+  add_engine_flags(*cmd, args->engine);
+  auto& o = args->opts;
+  const std::string g = "Server";
+  cmd->add_option("--host", o.host, "address to listen on")->capture_default_str()->group(g);
+  cmd->add_option("--port", o.port, "TCP port (0 = any free port)")->check(CLI::Range(0, 65535))
+      ->capture_default_str()->group(g);
+  cmd->add_option("--served-model-name", o.served_model_names,
+                  "model name(s) clients use (default: the model file's name)")->group(g);
+  cmd->add_option("--api-key", o.api_key, "require 'Authorization: Bearer KEY' on /v1 and tokenize routes")
+      ->envname("MOPT_API_KEY")->group(g);
+  cmd->add_option("--allowed-origins", o.allowed_origins, "CORS origins allowed (\"*\" = any; default none)")
+      ->group(g);
+  cmd->add_option("--chat-template", args->chat_template_file, "Jinja chat template file overriding the model's")
+      ->check(CLI::ExistingFile)->group(g);
+  cmd->add_option("--max-waiting", args->engine.max_waiting,
+                  "most queued requests; beyond it requests get 429 + Retry-After (0 = unbounded)")
+      ->check(CLI::Range(0, 1 << 24))->group(g);
+  cmd->add_option("--drain-timeout", o.drain_grace_s, "SIGTERM: seconds in-flight requests may take to finish")
+      ->check(CLI::Range(0.0, 3600.0))->capture_default_str()->group(g);
+  cmd->add_option("--health-stall-timeout", o.health_stall_s,
+                  "/health fails when requests are pending and no engine step finished for this many seconds")
+      ->check(CLI::Range(0.1, 3600.0))->capture_default_str()->group(g);
+  cmd->add_option("--max-body-bytes", args->max_body, "largest request body (413 beyond)")
+      ->check(CLI::Range(size_t{1024}, size_t{1} << 30))->capture_default_str()->group(g);
+  cmd->add_option("--max-header-bytes", args->max_header, "largest request head (431 beyond)")
+      ->check(CLI::Range(size_t{1024}, size_t{1} << 20))->capture_default_str()->group(g);
+  cmd->add_option("--read-timeout", args->read_timeout, "seconds to receive a whole request (408 beyond)")
+      ->check(CLI::Range(0.1, 3600.0))->capture_default_str()->group(g);
+  cmd->add_option("--idle-timeout", args->idle_timeout, "seconds an idle keep-alive connection is kept")
+      ->check(CLI::Range(0.1, 3600.0))->capture_default_str()->group(g);
+  cmd->add_option("--write-timeout", args->write_timeout, "seconds a blocked write may take before the client is dropped")
+      ->check(CLI::Range(0.1, 3600.0))->capture_default_str()->group(g);
+  cmd->add_option("--max-connections", o.http.max_connections, "open connections (503 beyond)")
+      ->check(CLI::Range(1, 1 << 20))->capture_default_str()->group(g);
+  cmd->add_option("--max-n", o.api.max_n, "largest n (choices per prompt)")->check(CLI::Range(1, 128))
+      ->capture_default_str()->group(g);
+  cmd->callback([args] { set_exit_code(serve(*args)); });
+});
+
+}  // namespace
+}  // namespace mopt::cli

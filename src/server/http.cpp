@@ -1,0 +1,478 @@
+#include "server/http.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "core/log.h"
+#include "core/strfmt.h"
+
+namespace mopt::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int ms_left(Clock::time_point deadline) {
+  auto d = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  return d < 0 ? 0 : static_cast<int>(std::min<int64_t>(d, 1 << 30));
+}
+
+std::string lower(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::string trim_ows(std::string_view s) {
+  size_t b = 0, e = s.size();
+  while (b < e && (s[b] == ' ' || s[b] == '\t')) ++b;
+  while (e > b && (s[e - 1] == ' ' || s[e - 1] == '\t')) --e;
+  return std::string(s.substr(b, e - b));
+}
+
+bool is_tchar(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("!#$%&'*+-.^_`|~", c) != nullptr;
+}
+
+// Outcome of reading one request.
+struct ReadError {
+  int status = 0;  // 0 = connection closed/idle timeout (no response), else answer with this status and close
+  std::string message;
+  std::string code;
+};
+
+}  // namespace
+
+const std::string& HttpRequest::header(std::string_view name) const {
+  static const std::string empty;
+  for (const auto& [k, v] : headers)
+    if (k == name) return v;
+  return empty;
+}
+
+bool HttpRequest::has_header(std::string_view name) const {
+  return std::any_of(headers.begin(), headers.end(), [&](const auto& kv) { return kv.first == name; });
+}
+
+const char* http_reason(int status) {
+  switch (status) {
+    case 100: return "Continue";
+    case 200: return "OK";
+    case 204: return "No Content";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 411: return "Length Required";
+    case 413: return "Payload Too Large";
+    case 415: return "Unsupported Media Type";
+    case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
+    case 503: return "Service Unavailable";
+    case 505: return "HTTP Version Not Supported";
+    default: return "Unknown";
+  }
+}
+
+bool constant_time_equal(std::string_view a, std::string_view b) {
+  // Compare over the longer length so the time does not reveal the matching prefix.
+  size_t n = std::max(a.size(), b.size());
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < n; ++i) {
+    unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff |= static_cast<unsigned char>(x ^ y);
+  }
+  volatile unsigned char sink = diff;
+  return sink == 0;
+}
+
+// ------------------------------------------------------------------------------------------------ ResponseWriter
+
+bool ResponseWriter::write_all(std::string_view data) {
+  if (failed_) return false;
+  size_t off = 0;
+  auto deadline = Clock::now() + std::chrono::milliseconds(lim_.write_timeout_ms);
+  while (off < data.size()) {
+    ssize_t n = ::send(fd_, data.data() + off, data.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      off += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      pollfd p{fd_, POLLOUT, 0};
+      int left = ms_left(deadline);
+      if (left == 0 || ::poll(&p, 1, left) <= 0 || (p.revents & (POLLERR | POLLHUP))) break;
+      continue;
+    }
+    break;
+  }
+  if (off < data.size()) failed_ = true;
+  return !failed_;
+}
+
+std::string ResponseWriter::head(int status, const Headers& headers, const char* framing) {
+  status_ = status;
+  std::string h = strfmt("HTTP/1.1 %d %s\r\n", status, http_reason(status));
+  for (const auto& [k, v] : headers) h += k + ": " + v + "\r\n";
+  h += framing;
+  h += keep_alive_ ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n";
+  return h;
+}
+
+bool ResponseWriter::send(int status, const Headers& headers, std::string_view body) {
+  if (state_ != State::kNone) return false;
+  state_ = State::kDone;
+  std::string out = head(status, headers, strfmt("Content-Length: %zu\r\n", body.size()).c_str());
+  if (!head_only_) out.append(body);
+  return write_all(out);
+}
+
+bool ResponseWriter::begin_stream(int status, const Headers& headers) {
+  if (state_ != State::kNone) return false;
+  state_ = State::kStreaming;
+  return write_all(head(status, headers, "Transfer-Encoding: chunked\r\n"));
+}
+
+bool ResponseWriter::write_chunk(std::string_view data) {
+  if (state_ != State::kStreaming) return false;
+  if (data.empty()) return !failed_;
+  std::string out = strfmt("%zx\r\n", data.size());
+  out.append(data);
+  out += "\r\n";
+  return write_all(out);
+}
+
+bool ResponseWriter::end_stream() {
+  if (state_ != State::kStreaming) return false;
+  state_ = State::kDone;
+  return write_all("0\r\n\r\n");
+}
+
+bool ResponseWriter::client_gone() const {
+  if (failed_) return true;
+  pollfd p{fd_, static_cast<short>(POLLIN | POLLRDHUP), 0};
+  int r = ::poll(&p, 1, 0);
+  if (r <= 0) return false;
+  if (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) return true;
+  if (p.revents & POLLIN) {  // data or EOF: peek to tell them apart (pipelined bytes are not a disconnect)
+    char c;
+    ssize_t n = ::recv(fd_, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+  }
+  return false;
+}
+
+// ------------------------------------------------------------------------------------------------ HttpServer
+
+HttpServer::HttpServer(HttpLimits limits, HttpHandler handler, HttpErrorBody error_body)
+    : lim_(limits), handler_(std::move(handler)), error_body_(std::move(error_body)) {}
+
+HttpServer::~HttpServer() {
+  stop_accepting();
+  close_all();
+  wait_idle(5.0);
+  for (int fd : wake_fd_)
+    if (fd >= 0) ::close(fd);
+}
+
+Status HttpServer::listen(const std::string& host, int port) {
+  if (port < 0 || port > 65535) return error("--port must be in [0, 65535], got %d", port);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  std::string port_s = std::to_string(port);
+  int rc = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), port_s.c_str(), &hints, &res);
+  if (rc != 0) return error("cannot resolve --host '%s': %s", host.c_str(), gai_strerror(rc));
+  std::string last_err = "no address";
+  for (addrinfo* ai = res; ai; ai = ai->ai_next) {
+    int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+    if (fd < 0) {
+      last_err = std::strerror(errno);
+      continue;
+    }
+    int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (::bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || ::listen(fd, 1024) != 0) {
+      last_err = std::strerror(errno);
+      ::close(fd);
+      continue;
+    }
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
+    port_ = ntohs(ss.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
+                                          : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+    listen_fd_ = fd;
+    break;
+  }
+  ::freeaddrinfo(res);
+  if (listen_fd_ < 0)
+    return error("cannot listen on %s:%d: %s (is another server using the port? pick another with --port)",
+                 host.c_str(), port, last_err.c_str());
+  if (::pipe2(wake_fd_, O_CLOEXEC | O_NONBLOCK) != 0) return error("pipe: %s", std::strerror(errno));
+  return Status::ok();
+}
+
+void HttpServer::serve() {
+  while (!draining_.load()) {
+    pollfd p[2] = {{listen_fd_, POLLIN, 0}, {wake_fd_[0], POLLIN, 0}};
+    int r = ::poll(p, 2, 1000);
+    if (r < 0 && errno != EINTR) break;
+    if (draining_.load()) break;
+    if (r <= 0 || !(p[0].revents & POLLIN)) continue;
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&ss), &len, SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EMFILE || errno == ENFILE) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      continue;
+    }
+    char addr[INET6_ADDRSTRLEN] = "?";
+    if (ss.ss_family == AF_INET)
+      ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&ss)->sin_addr, addr, sizeof addr);
+    else if (ss.ss_family == AF_INET6)
+      ::inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(&ss)->sin6_addr, addr, sizeof addr);
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (active_.load() >= lim_.max_connections) {
+      ResponseWriter w(fd, lim_, false, false);
+      w.send(503, {{"Content-Type", "application/json"}, {"Retry-After", "1"}},
+             error_body_(503, strfmt("too many open connections (limit %d); retry later", lim_.max_connections),
+                         "server_busy"));
+      ::close(fd);
+      continue;
+    }
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      open_fds_.push_back(fd);
+      active_.fetch_add(1);
+    }
+    try {
+      std::thread(&HttpServer::connection, this, fd, std::string(addr)).detach();
+    } catch (const std::system_error&) {  // out of threads: refuse this one
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        open_fds_.erase(std::remove(open_fds_.begin(), open_fds_.end(), fd), open_fds_.end());
+        active_.fetch_sub(1);
+      }
+      ::close(fd);
+    }
+  }
+}
+
+void HttpServer::stop_accepting() {
+  bool was = draining_.exchange(true);
+  if (was) return;
+  if (wake_fd_[1] >= 0) {
+    char c = 1;
+    [[maybe_unused]] ssize_t n = ::write(wake_fd_[1], &c, 1);
+  }
+  std::lock_guard<std::mutex> lk(mu_);
+  if (listen_fd_ >= 0) {
+    ::shutdown(listen_fd_, SHUT_RDWR);
+    ::close(listen_fd_);
+    listen_fd_ = -1;
+  }
+}
+
+bool HttpServer::wait_idle(double seconds) {
+  std::unique_lock<std::mutex> lk(mu_);
+  return idle_cv_.wait_for(lk, std::chrono::duration<double>(seconds), [&] { return active_.load() == 0; });
+}
+
+void HttpServer::close_all() {
+  std::lock_guard<std::mutex> lk(mu_);
+  for (int fd : open_fds_) ::shutdown(fd, SHUT_RDWR);
+}
+
+void HttpServer::connection(int fd, std::string remote) {
+  std::string buf;  // bytes received and not yet consumed (pipelining)
+  auto respond_error = [&](int status, const std::string& msg, const std::string& code) {
+    ResponseWriter w(fd, lim_, false, false);
+    Headers h{{"Content-Type", "application/json"}};
+    if (status == 503) h.emplace_back("Retry-After", "1");
+    w.send(status, h, error_body_(status, msg, code));
+  };
+  // Reads until `pred` holds for buf; returns false on close/timeout (timed_out tells which).
+  auto fill = [&](Clock::time_point deadline, size_t want, bool& timed_out) {
+    timed_out = false;
+    char tmp[16384];
+    while (buf.size() < want) {
+      pollfd p{fd, POLLIN, 0};
+      int left = ms_left(deadline);
+      int r = left > 0 ? ::poll(&p, 1, std::min(left, 1000)) : 0;
+      if (r < 0 && errno == EINTR) continue;
+      if (r == 0) {
+        if (left == 0) {
+          timed_out = true;
+          return false;
+        }
+        if (draining_.load() && buf.empty()) return false;  // idle keep-alive connection while draining
+        continue;
+      }
+      if (r < 0) return false;
+      ssize_t n = ::recv(fd, tmp, sizeof tmp, 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return false;
+      buf.append(tmp, static_cast<size_t>(n));
+    }
+    return true;
+  };
+
+  for (;;) {
+    // ---- request head: the idle timeout until the first byte, then the read timeout for the whole request
+    bool timed_out = false;
+    if (buf.empty() && !fill(Clock::now() + std::chrono::milliseconds(lim_.idle_timeout_ms), 1, timed_out)) break;
+    auto deadline = Clock::now() + std::chrono::milliseconds(lim_.read_timeout_ms);
+    size_t head_end;
+    for (;;) {
+      head_end = buf.find("\r\n\r\n");
+      if (head_end != std::string::npos) break;
+      if (buf.size() > lim_.max_header_bytes) break;
+      if (!fill(deadline, buf.size() + 1, timed_out)) break;
+    }
+    if (head_end == std::string::npos || head_end + 4 > lim_.max_header_bytes) {
+      if (buf.size() > lim_.max_header_bytes || (head_end != std::string::npos && head_end + 4 > lim_.max_header_bytes))
+        respond_error(431, strfmt("request headers exceed %zu bytes", lim_.max_header_bytes), "headers_too_large");
+      else if (timed_out)
+        respond_error(408, strfmt("the request was not received within %d ms", lim_.read_timeout_ms), "timeout");
+      break;
+    }
+    // ---- parse request line and headers
+    HttpRequest req;
+    req.remote = remote;
+    std::string_view head(buf.data(), head_end);
+    size_t line_end = head.find("\r\n");
+    std::string_view line = head.substr(0, line_end);
+    size_t sp1 = line.find(' ');
+    size_t sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
+    if (sp1 == std::string_view::npos || sp2 == std::string_view::npos || line.find(' ', sp2 + 1) != line.npos) {
+      respond_error(400, "malformed HTTP request line", "bad_request");
+      break;
+    }
+    req.method = std::string(line.substr(0, sp1));
+    req.target = std::string(line.substr(sp1 + 1, sp2 - sp1 - 1));
+    req.version = std::string(line.substr(sp2 + 1));
+    if (req.method.empty() || !std::all_of(req.method.begin(), req.method.end(), is_tchar) || req.target.empty() ||
+        (req.target[0] != '/' && req.target != "*")) {
+      respond_error(400, "malformed HTTP request line", "bad_request");
+      break;
+    }
+    if (req.version != "HTTP/1.1" && req.version != "HTTP/1.0") {
+      respond_error(505, "only HTTP/1.0 and HTTP/1.1 are supported", "bad_request");
+      break;
+    }
+    req.path = req.target.substr(0, req.target.find('?'));
+    bool bad_header = false;
+    size_t pos = line_end == std::string_view::npos ? head.size() : line_end + 2;
+    while (pos < head.size()) {
+      size_t e = head.find("\r\n", pos);
+      if (e == std::string_view::npos) e = head.size();
+      std::string_view h = head.substr(pos, e - pos);
+      pos = e + 2;
+      size_t colon = h.find(':');
+      if (colon == 0 || colon == std::string_view::npos ||
+          !std::all_of(h.begin(), h.begin() + colon, is_tchar)) {  // also rejects obsolete line folding
+        bad_header = true;
+        break;
+      }
+      std::string value = trim_ows(h.substr(colon + 1));
+      if (std::any_of(value.begin(), value.end(), [](char c) { return c == '\0' || c == '\r' || c == '\n'; })) {
+        bad_header = true;
+        break;
+      }
+      req.headers.emplace_back(lower(std::string(h.substr(0, colon))), std::move(value));
+    }
+    if (bad_header) {
+      respond_error(400, "malformed HTTP header line", "bad_request");
+      break;
+    }
+    if (req.headers.size() > lim_.max_headers) {
+      respond_error(431, strfmt("more than %zu request headers", lim_.max_headers), "headers_too_large");
+      break;
+    }
+    buf.erase(0, head_end + 4);
+
+    // ---- body framing
+    if (req.has_header("transfer-encoding")) {
+      respond_error(411, "chunked request bodies are not supported: send a Content-Length", "length_required");
+      break;
+    }
+    size_t body_len = 0;
+    int n_cl = 0;
+    bool bad_cl = false;
+    for (const auto& [k, v] : req.headers) {
+      if (k != "content-length") continue;
+      ++n_cl;
+      if (v.empty() || v.size() > 18 || !std::all_of(v.begin(), v.end(), ::isdigit)) {
+        bad_cl = true;
+        continue;
+      }
+      size_t x = std::stoull(v);
+      if (n_cl > 1 && x != body_len) bad_cl = true;
+      body_len = x;
+    }
+    if (bad_cl) {
+      respond_error(400, "invalid Content-Length header", "bad_request");
+      break;
+    }
+    if (body_len > lim_.max_body_bytes) {
+      respond_error(413, strfmt("request body is %zu bytes; the limit is %zu", body_len, lim_.max_body_bytes),
+                    "body_too_large");
+      break;
+    }
+    if (body_len > 0 && lower(req.header("expect")) == "100-continue" && buf.empty()) {
+      ResponseWriter w(fd, lim_, true, false);
+      static const char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
+      if (::send(fd, kContinue, sizeof kContinue - 1, MSG_NOSIGNAL) < 0) break;
+    }
+    if (buf.size() < body_len && !fill(deadline, body_len, timed_out)) {
+      if (timed_out)
+        respond_error(408, strfmt("the request body was not received within %d ms", lim_.read_timeout_ms),
+                      "timeout");
+      break;
+    }
+    req.body = buf.substr(0, body_len);
+    buf.erase(0, body_len);
+
+    // ---- dispatch
+    std::string conn = lower(req.header("connection"));
+    bool keep_alive = req.version == "HTTP/1.1" ? conn.find("close") == std::string::npos
+                                                 : conn.find("keep-alive") != std::string::npos;
+    if (draining_.load()) keep_alive = false;
+    ResponseWriter w(fd, lim_, keep_alive, req.method == "HEAD");
+    try {
+      handler_(req, w);
+    } catch (const std::exception& e) {
+      MOPT_LOG_ERROR("http: handler for %s %s threw: %s", req.method.c_str(), req.path.c_str(), e.what());
+    }
+    if (!w.responded())
+      w.send(500, {{"Content-Type", "application/json"}}, error_body_(500, "internal server error", "internal_error"));
+    if (w.failed() || !w.keep_alive() || !w.complete()) break;
+  }
+  std::lock_guard<std::mutex> lk(mu_);  // erase before close: close_all() must never see a reused fd number
+  open_fds_.erase(std::remove(open_fds_.begin(), open_fds_.end(), fd), open_fds_.end());
+  ::shutdown(fd, SHUT_RDWR);
+  ::close(fd);
+  if (active_.fetch_sub(1) == 1) idle_cv_.notify_all();
+}
+
+}  // namespace mopt::server

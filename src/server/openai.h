@@ -1,0 +1,79 @@
+// OpenAI protocol: parsing and validation of /v1/completions and /v1/chat/completions bodies into native structs,
+// and OpenAI-shaped errors {"error": {"message", "type", "param", "code"}}. JSON lives only in src/server.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/sampling_params.h"
+#include "tokenizer/jinja_value.h"
+
+namespace mopt::server {
+
+using json = nlohmann::ordered_json;
+
+struct ApiError {
+  int status = 400;
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::string param;  // "" = null
+  std::string code;   // "" = null
+};
+
+ApiError bad_request(std::string message, std::string param = "", std::string code = "");
+std::string error_body(const ApiError& e);
+// Body for errors answered by the HTTP layer (status picks the type).
+std::string error_body(int status, const std::string& message, const std::string& code);
+
+struct ApiLimits {
+  int max_json_depth = 64;
+  int max_prompts = 16;          // prompts in one completions request
+  int max_n = 16;                // choices per prompt
+  int max_stop = 16;             // stop strings
+  int max_stop_bytes = 256;      // bytes per stop string
+  int max_top_logprobs = 20;
+  int max_messages = 2048;
+  int max_stop_token_ids = 64;
+};
+
+// Parses a JSON body; nesting deeper than max_depth, invalid JSON or invalid UTF-8 give a 400.
+std::variant<json, ApiError> parse_json_body(std::string_view body, int max_depth);
+
+// One prompt of a completions request: text or token ids.
+struct PromptInput {
+  bool is_tokens = false;
+  std::string text;
+  std::vector<int32_t> tokens;
+};
+
+struct GenerateRequest {
+  bool chat = false;
+  std::string model;
+  std::vector<PromptInput> prompts;  // completions
+  jinja::Value messages;             // chat: list of message dicts (content normalized to a string)
+  jinja::Value tools;                // chat: undefined when absent
+  jinja::Value template_kwargs;      // chat_template_kwargs (dict) or undefined
+  bool add_generation_prompt = true;
+  SamplingParams params;
+  bool max_tokens_given = false;
+  int n = 1;
+  bool stream = false;
+  bool include_usage = false;
+  bool echo = false;
+  int logprobs = -1;                 // -1 off; else top alternatives (completions: the int; chat: top_logprobs)
+  int priority = 0;
+};
+
+// Validates the fields of a completions (chat=false) or chat completions body.
+std::variant<GenerateRequest, ApiError> parse_generate_request(const json& body, bool chat, const ApiLimits& lim);
+
+// True if `s` is valid UTF-8 (no overlongs, surrogates or code points above U+10FFFF).
+bool valid_utf8(std::string_view s);
+
+}  // namespace mopt::server

@@ -1,0 +1,666 @@
+#include "server/server.h"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <ctime>
+#include <deque>
+
+#include "core/log.h"
+#include "core/strfmt.h"
+
+namespace mopt::server {
+
+const char* const kDefaultChatTemplate =
+    "{% for message in messages %}{{ message['role'] | capitalize }}: {{ message['content'] or '' }}\n{% endfor %}"
+    "{% if add_generation_prompt %}Assistant:{% endif %}";
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double monotonic_now() { return std::chrono::duration<double>(Clock::now().time_since_epoch()).count(); }
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+const char* finish_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kAbort: return "abort";
+    case FinishReason::kError: return "error";
+    case FinishReason::kNone: return "none";
+  }
+  return "none";
+}
+
+// Outputs of one HTTP request's engine requests (one per choice), filled on the engine thread.
+struct Channel {
+  struct Event {
+    int choice;
+    RequestOutput out;
+  };
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Event> q;
+};
+
+struct Choice {
+  int index = 0;
+  int prompt = 0;
+  uint64_t request_id = 0;
+  bool finished = false;
+  FinishReason reason = FinishReason::kNone;
+  std::string error;
+  std::string text;
+  int completion_tokens = 0;
+  int prompt_tokens = 0;
+  json logprobs;  // accumulated (non-streaming)
+  int text_offset = 0;
+};
+
+std::string lower(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+json bytes_of(const std::string& s) {
+  json b = json::array();
+  for (unsigned char c : s) b.push_back(static_cast<int>(c));
+  return b;
+}
+
+}  // namespace
+
+Server::Server(ServeOptions opts) : opts_(std::move(opts)) {
+  if (opts_.served_model_names.empty()) opts_.served_model_names.push_back("mopt");
+  created_ = static_cast<int64_t>(std::time(nullptr));
+  http_ = std::make_unique<HttpServer>(
+      opts_.http, [this](const HttpRequest& req, ResponseWriter& w) { handle(req, w); },
+      [this](int status, const std::string& msg, const std::string& code) {
+        (status >= 500 ? metrics_.http_errors_5xx : metrics_.http_errors_4xx).fetch_add(1);
+        return error_body(status, msg, code);
+      });
+}
+
+Server::~Server() = default;
+
+Status Server::listen() { return http_->listen(opts_.host, opts_.port); }
+
+void Server::attach(ServedModel model) {
+  model_ = std::move(model);
+  attach_time_ = monotonic_now();
+  loaded_.store(true);
+}
+
+const ServedModel* Server::model() const { return loaded_.load() ? &model_ : nullptr; }
+
+void Server::serve() { http_->serve(); }
+
+void Server::begin_drain() { http_->stop_accepting(); }
+
+bool Server::wait_drained() { return http_->wait_idle(opts_.drain_grace_s); }
+
+// ------------------------------------------------------------------------------------------------ helpers
+
+Headers Server::cors_headers(const HttpRequest& req) const {
+  const std::string& origin = req.header("origin");
+  if (origin.empty() || opts_.allowed_origins.empty()) return {};
+  for (const auto& o : opts_.allowed_origins) {
+    if (o == "*" || o == origin) return {{"Access-Control-Allow-Origin", o == "*" ? "*" : origin}, {"Vary", "Origin"}};
+  }
+  return {};
+}
+
+void Server::send_json(ResponseWriter& w, int status, const std::string& body, const HttpRequest& req,
+                       Headers extra) {
+  Headers h{{"Content-Type", "application/json"}};
+  for (auto& kv : cors_headers(req)) h.push_back(std::move(kv));
+  for (auto& kv : extra) h.push_back(std::move(kv));
+  if (status >= 500) metrics_.http_errors_5xx.fetch_add(1);
+  else if (status >= 400) metrics_.http_errors_4xx.fetch_add(1);
+  w.send(status, h, body);
+}
+
+void Server::send_error(ResponseWriter& w, const ApiError& e, const HttpRequest& req, Headers extra) {
+  send_json(w, e.status, error_body(e), req, std::move(extra));
+}
+
+bool Server::authorized(const HttpRequest& req) const {
+  if (opts_.api_key.empty()) return true;
+  const std::string& auth = req.header("authorization");
+  static const std::string kBearer = "Bearer ";
+  std::string given = auth.size() > kBearer.size() && lower(auth.substr(0, kBearer.size())) == "bearer "
+                          ? auth.substr(kBearer.size())
+                          : std::string();
+  return constant_time_equal(given, opts_.api_key);
+}
+
+bool Server::model_known(const std::string& name) const {
+  return std::find(opts_.served_model_names.begin(), opts_.served_model_names.end(), name) !=
+         opts_.served_model_names.end();
+}
+
+// ------------------------------------------------------------------------------------------------ routing
+
+void Server::handle(const HttpRequest& req, ResponseWriter& w) {
+  metrics_.http_requests.fetch_add(1);
+  struct RouteDef {
+    const char* path;
+    const char* method;
+    bool needs_auth;
+  };
+  static const RouteDef kRoutes[] = {
+      {"/health", "GET", false},         {"/metrics", "GET", false},          {"/v1/models", "GET", true},
+      {"/tokenize", "POST", true},       {"/detokenize", "POST", true},       {"/v1/completions", "POST", true},
+      {"/v1/chat/completions", "POST", true},
+  };
+  const RouteDef* route = nullptr;
+  for (const auto& r : kRoutes)
+    if (req.path == r.path) route = &r;
+  if (!route) {
+    ApiError e;
+    e.status = 404;
+    e.message = "no route " + req.path + " (see /v1/completions, /v1/chat/completions, /v1/models, /health, /metrics)";
+    e.code = "not_found";
+    send_error(w, e, req);
+    return;
+  }
+  if (http_->draining()) w.set_close();
+  if (req.method == "OPTIONS") {  // CORS preflight
+    Headers h = cors_headers(req);
+    h.emplace_back("Allow", std::string(route->method) + ", OPTIONS");
+    if (!h.empty() && h.front().first == "Access-Control-Allow-Origin") {
+      h.emplace_back("Access-Control-Allow-Methods", std::string(route->method) + ", OPTIONS");
+      h.emplace_back("Access-Control-Allow-Headers", "Authorization, Content-Type");
+      h.emplace_back("Access-Control-Max-Age", "600");
+    }
+    w.send(204, h, "");
+    return;
+  }
+  bool method_ok = req.method == route->method || (req.method == "HEAD" && std::string(route->method) == "GET");
+  if (!method_ok) {
+    ApiError e;
+    e.status = 405;
+    e.message = strfmt("method %s is not allowed on %s (use %s)", req.method.c_str(), req.path.c_str(), route->method);
+    e.code = "method_not_allowed";
+    send_error(w, e, req, {{"Allow", std::string(route->method) + ", OPTIONS"}});
+    return;
+  }
+  if (route->needs_auth && !authorized(req)) {
+    ApiError e;
+    e.status = 401;
+    e.type = "authentication_error";
+    e.message = "invalid or missing API key: send the header 'Authorization: Bearer <key>'";
+    e.code = "invalid_api_key";
+    send_error(w, e, req, {{"WWW-Authenticate", "Bearer"}});
+    return;
+  }
+  if (std::string(route->method) == "POST") {
+    std::string ct = lower(req.header("content-type"));
+    if (ct.compare(0, 16, "application/json") != 0) {
+      ApiError e;
+      e.status = 415;
+      e.message = "the body must be JSON: send 'Content-Type: application/json'" +
+                  (ct.empty() ? std::string() : " (got '" + req.header("content-type") + "')");
+      e.code = "unsupported_media_type";
+      send_error(w, e, req);
+      return;
+    }
+  }
+  const std::string path = route->path;
+  if (path == "/health") return handle_health(req, w);
+  if (path == "/metrics") return handle_metrics(req, w);
+  if (!model()) {
+    ApiError e;
+    e.status = 503;
+    e.type = "service_unavailable";
+    e.message = "the model is still loading; retry shortly";
+    e.code = "model_loading";
+    send_error(w, e, req, {{"Retry-After", "2"}});
+    return;
+  }
+  if (path == "/v1/models") return handle_models(req, w);
+  if (path == "/tokenize") return handle_tokenize(req, w);
+  if (path == "/detokenize") return handle_detokenize(req, w);
+  handle_generate(req, w, path == "/v1/chat/completions");
+}
+
+void Server::handle_health(const HttpRequest& req, ResponseWriter& w) {
+  const ServedModel* m = model();
+  if (!m) return send_json(w, 503, R"({"status":"loading"})", req, {{"Retry-After", "2"}});
+  if (http_->draining()) return send_json(w, 503, R"({"status":"draining"})", req);
+  EngineStats s = m->engine->stats();
+  if (m->engine->has_unfinished()) {
+    double last = std::max(s.last_step_time_s, attach_time_);
+    double stalled = monotonic_now() - last;
+    if (stalled > opts_.health_stall_s)
+      return send_json(w, 503,
+                       dump(json{{"status", "stalled"},
+                                 {"message", strfmt("no engine step finished for %.1f s with %d requests pending",
+                                                    stalled, s.running + s.waiting)}}),
+                       req);
+  }
+  send_json(w, 200, R"({"status":"ok"})", req);
+}
+
+void Server::handle_metrics(const HttpRequest& req, ResponseWriter& w) {
+  const ServedModel* m = model();
+  EngineStats s = m ? m->engine->stats() : EngineStats{};
+  Headers h{{"Content-Type", "text/plain; version=0.0.4; charset=utf-8"}};
+  w.send(200, h, metrics_.render(s, m != nullptr));
+}
+
+void Server::handle_models(const HttpRequest& req, ResponseWriter& w) {
+  json data = json::array();
+  for (const auto& name : opts_.served_model_names)
+    data.push_back({{"id", name},
+                    {"object", "model"},
+                    {"created", created_},
+                    {"owned_by", "mopt"},
+                    {"max_model_len", model_.max_model_len}});
+  send_json(w, 200, dump(json{{"object", "list"}, {"data", data}}), req);
+}
+
+void Server::handle_tokenize(const HttpRequest& req, ResponseWriter& w) {
+  auto parsed = parse_json_body(req.body, opts_.api.max_json_depth);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(w, *e, req);
+  const json& body = std::get<json>(parsed);
+  const Tokenizer& tok = *model_.tokenizer;
+  bool add_special = true;
+  if (auto it = body.find("add_special_tokens"); it != body.end() && !it->is_null()) {
+    if (!it->is_boolean()) return send_error(w, bad_request("'add_special_tokens' must be a boolean", "add_special_tokens"), req);
+    add_special = it->get<bool>();
+  }
+  if (auto it = body.find("model"); it != body.end() && !it->is_null() &&
+                                    (!it->is_string() || !model_known(it->get<std::string>()))) {
+    ApiError e;
+    e.status = 404;
+    e.message = "the model '" + (it->is_string() ? it->get<std::string>() : it->dump()) + "' does not exist";
+    e.param = "model";
+    e.code = "model_not_found";
+    return send_error(w, e, req);
+  }
+  std::vector<int32_t> ids;
+  if (auto it = body.find("prompt"); it != body.end() && it->is_string()) {
+    ids = tok.encode(it->get<std::string>(), add_special, false);
+  } else if (body.contains("messages")) {
+    json chat_body = body;
+    chat_body["model"] = opts_.served_model_names[0];
+    auto r = parse_generate_request(chat_body, true, opts_.api);
+    if (auto* e = std::get_if<ApiError>(&r)) return send_error(w, *e, req);
+    auto& g = std::get<GenerateRequest>(r);
+    std::string bos = tok.valid_id(tok.bos()) ? tok.vocab().tokens[tok.bos()] : "";
+    std::string eos = tok.valid_id(tok.eos()) ? tok.vocab().tokens[tok.eos()] : "";
+    jinja::Value extra{jinja::Dict{}};
+    if (g.template_kwargs.is_dict())
+      for (const auto& [k, v] : g.template_kwargs.dict()) extra.set(k, v);
+    auto text = model_.chat_template->render_chat(g.messages, g.add_generation_prompt, bos, eos, extra);
+    if (!text) return send_error(w, bad_request(text.message(), "messages", "chat_template_error"), req);
+    bool tmpl_has_bos = model_.chat_template->source().find("bos_token") != std::string::npos;
+    ids = tok.encode(*text, add_special && !tmpl_has_bos, true);
+  } else {
+    return send_error(w, bad_request("give 'prompt' (a string) or 'messages'", "prompt"), req);
+  }
+  json toks = json::array();
+  for (int32_t id : ids) toks.push_back(id);
+  send_json(w, 200, dump(json{{"count", ids.size()}, {"max_model_len", model_.max_model_len}, {"tokens", toks}}), req);
+}
+
+void Server::handle_detokenize(const HttpRequest& req, ResponseWriter& w) {
+  auto parsed = parse_json_body(req.body, opts_.api.max_json_depth);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(w, *e, req);
+  const json& body = std::get<json>(parsed);
+  auto it = body.find("tokens");
+  if (it == body.end() || !it->is_array())
+    return send_error(w, bad_request("'tokens' must be an array of token ids", "tokens"), req);
+  const Tokenizer& tok = *model_.tokenizer;
+  std::vector<int32_t> ids;
+  for (const auto& t : *it) {
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= tok.n_vocab() ||
+        (t.is_number_unsigned() && t.get<uint64_t>() >= static_cast<uint64_t>(tok.n_vocab())))
+      return send_error(w, bad_request(strfmt("'tokens' contains %s, not a token id in [0, %d)", t.dump().c_str(),
+                                              tok.n_vocab()), "tokens", "invalid_token_id"), req);
+    ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+  }
+  send_json(w, 200, dump(json{{"prompt", tok.decode(ids)}}), req);
+}
+
+// ------------------------------------------------------------------------------------------------ generation
+
+void Server::handle_generate(const HttpRequest& req, ResponseWriter& w, bool chat) {
+  const auto arrival = Clock::now();
+  auto parsed = parse_json_body(req.body, opts_.api.max_json_depth);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(w, *e, req);
+  auto pr = parse_generate_request(std::get<json>(parsed), chat, opts_.api);
+  if (auto* e = std::get_if<ApiError>(&pr)) return send_error(w, *e, req);
+  GenerateRequest& g = std::get<GenerateRequest>(pr);
+  if (!model_known(g.model)) {
+    ApiError e;
+    e.status = 404;
+    e.message = strfmt("the model '%s' does not exist; this server serves '%s'", g.model.c_str(),
+                       opts_.served_model_names[0].c_str());
+    e.param = "model";
+    e.code = "model_not_found";
+    return send_error(w, e, req);
+  }
+  const Tokenizer& tok = *model_.tokenizer;
+  Engine& engine = *model_.engine;
+  const int max_len = model_.max_model_len;
+
+  // ---- prompts -> token ids
+  struct Prompt {
+    std::vector<int32_t> ids;
+    std::string echo_text;
+  };
+  std::vector<Prompt> prompts;
+  if (chat) {
+    std::string bos = tok.valid_id(tok.bos()) ? tok.vocab().tokens[tok.bos()] : "";
+    std::string eos = tok.valid_id(tok.eos()) ? tok.vocab().tokens[tok.eos()] : "";
+    jinja::Value extra{jinja::Dict{}};
+    if (g.template_kwargs.is_dict())
+      for (const auto& [k, v] : g.template_kwargs.dict()) extra.set(k, v);
+    if (!g.tools.is_undefined()) extra.set("tools", g.tools);
+    auto text = model_.chat_template->render_chat(g.messages, g.add_generation_prompt, bos, eos, extra);
+    if (!text) return send_error(w, bad_request(text.message(), "messages", "chat_template_error"), req);
+    bool tmpl_has_bos = model_.chat_template->source().find("bos_token") != std::string::npos;
+    prompts.push_back({tok.encode(*text, !tmpl_has_bos, true), ""});
+  } else {
+    for (auto& p : g.prompts) {
+      if (p.is_tokens) {
+        for (int32_t id : p.tokens)
+          if (!tok.valid_id(id))
+            return send_error(w, bad_request(strfmt("'prompt' contains the token id %d, which is not in the "
+                                                    "vocabulary [0, %d)", id, tok.n_vocab()),
+                                             "prompt", "invalid_token_id"), req);
+        prompts.push_back({p.tokens, g.echo ? tok.decode(p.tokens) : ""});
+      } else {
+        prompts.push_back({tok.encode(p.text, true, false), p.text});
+      }
+    }
+  }
+  for (int32_t id : g.params.stop_token_ids)
+    if (!tok.valid_id(id))
+      return send_error(w, bad_request(strfmt("'stop_token_ids' contains %d, which is not in the vocabulary", id),
+                                       "stop_token_ids", "invalid_token_id"), req);
+  int min_room = max_len;
+  for (const auto& p : prompts) {
+    if (p.ids.empty())
+      return send_error(w, bad_request("the prompt is empty after tokenization", chat ? "messages" : "prompt"), req);
+    int n = static_cast<int>(p.ids.size());
+    if (n >= max_len || (g.max_tokens_given && static_cast<int64_t>(n) + g.params.max_tokens > max_len))
+      return send_error(w, bad_request(strfmt("this model's maximum context length is %d tokens; the prompt has %d "
+                                              "tokens%s. Shorten the prompt or lower max_tokens.", max_len, n,
+                                              g.max_tokens_given ? strfmt(" and max_tokens is %d",
+                                                                          g.params.max_tokens).c_str() : ""),
+                                       chat ? "messages" : "prompt", "context_length_exceeded"), req);
+    min_room = std::min(min_room, max_len - n);
+  }
+  if (!g.max_tokens_given) g.params.max_tokens = chat ? min_room : std::min(16, min_room);
+
+  // ---- submit one engine request per (prompt, choice)
+  auto ch = std::make_shared<Channel>();
+  std::vector<Choice> choices;
+  const int n_choices = static_cast<int>(prompts.size()) * g.n;
+  choices.resize(static_cast<size_t>(n_choices));
+  ServerMetrics* metrics = &metrics_;
+  auto abort_all = [&] {
+    for (auto& c : choices)
+      if (c.request_id != 0 && !c.finished) engine.abort(c.request_id);
+  };
+  for (int i = 0; i < n_choices; ++i) {
+    Choice& c = choices[static_cast<size_t>(i)];
+    c.index = i;
+    c.prompt = i / g.n;
+    RequestSpec spec;
+    spec.prompt = prompts[static_cast<size_t>(c.prompt)].ids;
+    spec.params = g.params;
+    if (spec.params.seed && g.n > 1) spec.params.seed = *spec.params.seed + static_cast<uint64_t>(i % g.n);
+    spec.priority = g.priority;
+    struct Track {
+      Clock::time_point arrival, last;
+      bool first = true;
+    };
+    auto track = std::make_shared<Track>(Track{arrival, arrival, true});
+    AddResult ar = engine.add_request(std::move(spec), [ch, i, track, metrics](const RequestOutput& o) {
+      auto now = Clock::now();
+      if (!o.new_tokens.empty()) {
+        if (track->first) {
+          double t = std::chrono::duration<double>(now - track->arrival).count();
+          metrics->ttft.observe(t);
+          metrics->queue_time.observe(t);
+          track->first = false;
+        } else {
+          double dt = std::chrono::duration<double>(now - track->last).count() / o.new_tokens.size();
+          for (size_t k = 0; k < o.new_tokens.size(); ++k) metrics->itl.observe(dt);
+        }
+        track->last = now;
+      }
+      if (o.finished) {
+        metrics->count_finish(o.finish_reason);
+        metrics->prompt_tokens.fetch_add(static_cast<uint64_t>(std::max(0, o.prompt_tokens)));
+        metrics->generation_tokens.fetch_add(static_cast<uint64_t>(std::max(0, o.completion_tokens)));
+        metrics->e2e.observe(std::chrono::duration<double>(now - track->arrival).count());
+      }
+      {
+        std::lock_guard<std::mutex> lk(ch->mu);
+        ch->q.push_back({i, o});
+      }
+      ch->cv.notify_one();
+    });
+    if (ar.error != AddError::kNone) {
+      abort_all();
+      ApiError e;
+      Headers extra;
+      switch (ar.error) {
+        case AddError::kQueueFull:
+          e.status = 429;
+          e.type = "rate_limit_error";
+          e.code = "queue_full";
+          extra.emplace_back("Retry-After", "1");
+          metrics_.rejected_queue_full.fetch_add(1);
+          break;
+        case AddError::kTooLong:
+          e.status = 400;
+          e.code = "context_length_exceeded";
+          e.param = chat ? "messages" : "prompt";
+          break;
+        case AddError::kInvalid:
+          e.status = 400;
+          break;
+        case AddError::kStopped:
+          e.status = 503;
+          e.type = "service_unavailable";
+          e.code = "shutting_down";
+          extra.emplace_back("Retry-After", "5");
+          break;
+        case AddError::kNone: break;
+      }
+      e.message = ar.message;
+      return send_error(w, e, req, extra);
+    }
+    c.request_id = ar.request_id;
+  }
+
+  // ---- drain the channel into SSE or one JSON body
+  const std::string id = strfmt("%s-%016llx", chat ? "chatcmpl" : "cmpl",
+                                static_cast<unsigned long long>(next_id_.fetch_add(1)) * 0x9E3779B97F4A7C15ull);
+  const std::string model_name = g.model;
+  const int64_t created = static_cast<int64_t>(std::time(nullptr));
+  const char* object = chat ? (g.stream ? "chat.completion.chunk" : "chat.completion")
+                            : "text_completion";
+  auto chunk_base = [&]() {
+    return json{{"id", id}, {"object", object}, {"created", created}, {"model", model_name}};
+  };
+  auto logprob_entries = [&](const RequestOutput& o, Choice& c, json& dst) {
+    // chat: dst is the "content" array; completions: dst has tokens/token_logprobs/top_logprobs/text_offset
+    for (size_t k = 0; k < o.new_tokens.size() && k < o.token_logprobs.size(); ++k) {
+      std::string t = tok.token_bytes(o.new_tokens[k]);
+      if (chat) {
+        json top = json::array();
+        if (k < o.top_logprobs.size())
+          for (const auto& alt : o.top_logprobs[k]) {
+            std::string at = tok.token_bytes(alt.id);
+            top.push_back({{"token", at}, {"logprob", alt.logprob}, {"bytes", bytes_of(at)}});
+          }
+        dst.push_back({{"token", t}, {"logprob", o.token_logprobs[k].logprob}, {"bytes", bytes_of(t)},
+                       {"top_logprobs", top}});
+      } else {
+        json top = json::object();
+        if (k < o.top_logprobs.size())
+          for (const auto& alt : o.top_logprobs[k]) top[tok.token_bytes(alt.id)] = alt.logprob;
+        dst["tokens"].push_back(t);
+        dst["token_logprobs"].push_back(o.token_logprobs[k].logprob);
+        dst["top_logprobs"].push_back(top);
+        dst["text_offset"].push_back(c.text_offset);
+        c.text_offset += static_cast<int>(t.size());
+      }
+    }
+  };
+  auto empty_logprobs = [&]() {
+    return chat ? json{{"content", json::array()}}
+                : json{{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()},
+                       {"text_offset", json::array()}};
+  };
+  auto usage = [&]() {
+    int pt = 0, ct = 0;
+    for (const auto& p : prompts) pt += static_cast<int>(p.ids.size());
+    for (const auto& c : choices) ct += c.completion_tokens;
+    return json{{"prompt_tokens", pt}, {"completion_tokens", ct}, {"total_tokens", pt + ct}};
+  };
+
+  bool stream_ok = true;
+  if (g.stream) {
+    Headers h{{"Content-Type", "text/event-stream"}, {"Cache-Control", "no-cache"}};
+    for (auto& kv : cors_headers(req)) h.push_back(std::move(kv));
+    stream_ok = w.begin_stream(200, h);
+    if (stream_ok && chat) {  // role first, as OpenAI does
+      std::string out;
+      for (const auto& c : choices) {
+        json j = chunk_base();
+        j["choices"] = json::array({{{"index", c.index}, {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                     {"logprobs", nullptr}, {"finish_reason", nullptr}}});
+        if (g.include_usage) j["usage"] = nullptr;
+        out += "data: " + dump(j) + "\n\n";
+      }
+      stream_ok = w.write_chunk(out);
+    }
+    if (stream_ok && g.echo) {
+      std::string out;
+      for (const auto& c : choices) {
+        json j = chunk_base();
+        j["choices"] = json::array({{{"index", c.index}, {"text", prompts[static_cast<size_t>(c.prompt)].echo_text},
+                                     {"logprobs", nullptr}, {"finish_reason", nullptr}}});
+        if (g.include_usage) j["usage"] = nullptr;
+        out += "data: " + dump(j) + "\n\n";
+      }
+      stream_ok = w.write_chunk(out);
+    }
+  } else if (g.echo) {
+    for (auto& c : choices) c.text = prompts[static_cast<size_t>(c.prompt)].echo_text;
+  }
+  if (g.logprobs >= 0)
+    for (auto& c : choices) c.logprobs = empty_logprobs();
+
+  int unfinished = n_choices;
+  while (unfinished > 0) {
+    std::deque<Channel::Event> batch;
+    {
+      std::unique_lock<std::mutex> lk(ch->mu);
+      ch->cv.wait_for(lk, std::chrono::milliseconds(50), [&] { return !ch->q.empty(); });
+      batch.swap(ch->q);
+    }
+    if (!stream_ok || (batch.empty() && w.client_gone())) {
+      abort_all();
+      metrics_.client_disconnects.fetch_add(1);
+      w.set_close();
+      MOPT_LOG_DEBUG("client %s went away; aborted %s", req.remote.c_str(), id.c_str());
+      return;
+    }
+    std::string out;
+    for (auto& ev : batch) {
+      Choice& c = choices[static_cast<size_t>(ev.choice)];
+      const RequestOutput& o = ev.out;
+      if (c.finished) continue;
+      c.completion_tokens = o.completion_tokens;
+      c.prompt_tokens = o.prompt_tokens;
+      json lp = nullptr;
+      if (g.logprobs >= 0 && !o.new_tokens.empty()) {
+        if (g.stream) {
+          lp = empty_logprobs();
+          logprob_entries(o, c, chat ? lp["content"] : lp);
+        } else {
+          logprob_entries(o, c, chat ? c.logprobs["content"] : c.logprobs);
+        }
+      }
+      if (o.finished) {
+        c.finished = true;
+        c.reason = o.finish_reason;
+        c.error = o.error;
+        --unfinished;
+      }
+      if (!g.stream) {
+        c.text += o.text;
+        continue;
+      }
+      if (o.finish_reason == FinishReason::kError) {
+        MOPT_LOG_ERROR("request %s choice %d failed: %s", id.c_str(), c.index, o.error.c_str());
+        json err = json::parse(error_body(500, "generation failed (see the server log)", "internal_error"));
+        out += "data: " + dump(err) + "\n\n";
+        continue;
+      }
+      if (o.text.empty() && !o.finished && lp.is_null()) continue;
+      json j = chunk_base();
+      json choice = {{"index", c.index}};
+      if (chat) choice["delta"] = o.text.empty() && o.finished ? json::object() : json{{"content", o.text}};
+      else choice["text"] = o.text;
+      choice["logprobs"] = lp;
+      choice["finish_reason"] = o.finished ? json(finish_name(o.finish_reason)) : json(nullptr);
+      j["choices"] = json::array({choice});
+      if (g.include_usage) j["usage"] = nullptr;
+      out += "data: " + dump(j) + "\n\n";
+    }
+    if (g.stream && !out.empty()) stream_ok = w.write_chunk(out);
+  }
+  if (g.stream) {
+    if (!stream_ok) {
+      metrics_.client_disconnects.fetch_add(1);
+      return;
+    }
+    std::string out;
+    if (g.include_usage) {
+      json j = chunk_base();
+      j["choices"] = json::array();
+      j["usage"] = usage();
+      out += "data: " + dump(j) + "\n\n";
+    }
+    out += "data: [DONE]\n\n";
+    if (w.write_chunk(out)) w.end_stream();
+    return;
+  }
+  for (const auto& c : choices)
+    if (c.reason == FinishReason::kError) {
+      MOPT_LOG_ERROR("request %s choice %d failed: %s", id.c_str(), c.index, c.error.c_str());
+      ApiError e;
+      e.status = 500;
+      e.type = "server_error";
+      e.message = "generation failed (see the server log)";
+      e.code = "internal_error";
+      return send_error(w, e, req);
+    }
+  json arr = json::array();
+  for (const auto& c : choices) {
+    json item = {{"index", c.index}};
+    if (chat) item["message"] = {{"role", "assistant"}, {"content", c.text}};
+    else item["text"] = c.text;
+    item["logprobs"] = g.logprobs >= 0 ? c.logprobs : json(nullptr);
+    item["finish_reason"] = finish_name(c.reason);
+    arr.push_back(std::move(item));
+  }
+  json body = chunk_base();
+  body["choices"] = std::move(arr);
+  body["usage"] = usage();
+  send_json(w, 200, dump(body), req);
+}
+
+}  // namespace mopt::server

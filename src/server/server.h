@@ -1,0 +1,95 @@
+// The OpenAI-compatible server: routes, auth, CORS, request validation and tokenization on HTTP threads, hand-off
+// to the Engine, and per-request channels that the HTTP thread drains into SSE or JSON.
+//
+//   HTTP thread: parse + validate (openai.h) -> chat template -> tokenize -> Engine::add_request(spec, callback)
+//   engine thread: callback(RequestOutput) -> Channel (queue + condvar)
+//   HTTP thread: Channel -> SSE chunks / one JSON body; client gone -> Engine::abort
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "engine/engine.h"
+#include "server/http.h"
+#include "server/metrics.h"
+#include "server/openai.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace mopt::server {
+
+struct ServeOptions {
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  std::vector<std::string> served_model_names;  // first = the name reported; all are accepted as "model"
+  std::string api_key;                          // "" = no auth
+  std::vector<std::string> allowed_origins;     // CORS; "*" = any
+  HttpLimits http;
+  ApiLimits api;
+  double drain_grace_s = 30;    // SIGTERM: how long in-flight requests may take to finish
+  double health_stall_s = 30;   // /health fails when work is pending and no engine step finished for this long
+};
+
+// What the server serves, attached once the model is loaded (until then generation answers 503 + Retry-After).
+struct ServedModel {
+  Engine* engine = nullptr;
+  const Tokenizer* tokenizer = nullptr;
+  std::optional<ChatTemplate> chat_template;
+  int max_model_len = 0;
+};
+
+// Used when the model has no chat template and none is given with --chat-template.
+extern const char* const kDefaultChatTemplate;
+
+class Server {
+ public:
+  explicit Server(ServeOptions opts);
+  ~Server();
+
+  Status listen();              // binds host:port (port 0 = any; see port())
+  int port() const { return http_->port(); }
+  void attach(ServedModel model);
+  void serve();                 // accept loop; returns after begin_drain()
+  // Stops accepting; in-flight requests go on. Call wait_drained() next.
+  void begin_drain();
+  // Waits for in-flight requests up to the grace period; true when all finished.
+  bool wait_drained();
+  void close_connections() { http_->close_all(); }
+
+  ServerMetrics& metrics() { return metrics_; }
+  // Routes one request (public for tests).
+  void handle(const HttpRequest& req, ResponseWriter& w);
+
+ private:
+  struct Route;
+  void send_json(ResponseWriter& w, int status, const std::string& body, const HttpRequest& req,
+                 Headers extra = {});
+  void send_error(ResponseWriter& w, const ApiError& e, const HttpRequest& req, Headers extra = {});
+  Headers cors_headers(const HttpRequest& req) const;
+  bool authorized(const HttpRequest& req) const;
+  bool model_known(const std::string& name) const;
+  const ServedModel* model() const;  // null while loading
+
+  void handle_health(const HttpRequest& req, ResponseWriter& w);
+  void handle_metrics(const HttpRequest& req, ResponseWriter& w);
+  void handle_models(const HttpRequest& req, ResponseWriter& w);
+  void handle_tokenize(const HttpRequest& req, ResponseWriter& w);
+  void handle_detokenize(const HttpRequest& req, ResponseWriter& w);
+  void handle_generate(const HttpRequest& req, ResponseWriter& w, bool chat);
+
+  ServeOptions opts_;
+  std::unique_ptr<HttpServer> http_;
+  ServerMetrics metrics_;
+  std::atomic<bool> loaded_{false};
+  ServedModel model_;  // written once before loaded_ is set
+  std::atomic<uint64_t> next_id_{1};
+  int64_t created_ = 0;
+  double attach_time_ = 0;  // monotonic seconds when the model was attached
+};
+
+}  // namespace mopt::server
