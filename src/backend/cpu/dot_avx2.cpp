@@ -35,8 +35,8 @@ inline __m256i dot_s8(__m256i abs_w, __m256i w, __m256i x) {
 }
 
 template <class A, int R>
-inline void row_ptrs(const void* act, uint64_t stride, const A* (&x)[R]) {
-  for (int r = 0; r < R; ++r) x[r] = reinterpret_cast<const A*>(static_cast<const uint8_t*>(act) + r * stride);
+inline void row_ptrs(const ActRows& act, const A* (&x)[R]) {
+  for (int r = 0; r < R; ++r) x[r] = reinterpret_cast<const A*>(static_cast<const uint8_t*>(act.data) + r * act.stride);
 }
 
 // ---- Q8_0 / Q4_0 x Q8_0 ----
@@ -52,32 +52,34 @@ inline __m256i load_q4_0(const BlockQ4_0& b) {
 }
 
 template <class WB, __m256i (*Load)(const WB&), int R>
-void dot_q0(const void* wv, const void* act, uint64_t stride, int64_t K, float* out, int64_t os) {
+void dot_q0(const void* wv, const ActRows& act, int64_t K, float* out, int64_t os) {
   const WB* w = static_cast<const WB*>(wv);
   const BlockQ8_0* x[R];
-  row_ptrs(act, stride, x);
+  row_ptrs(act, x);
   const int64_t nb = K / kQK0;
+  const float* xd[R];  // [R][nb] activation block scales
+  for (int r = 0; r < R; ++r) xd[r] = act.d + r * act.d_stride;
   __m256 acc0[R], acc1[R];
   for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
   int64_t i = 0;
   for (; i + 2 <= nb; i += 2) {  // two blocks per step: independent FMA chains
     const __m256i w0 = Load(w[i]), w1 = Load(w[i + 1]);
     const __m256i a0 = _mm256_sign_epi8(w0, w0), a1 = _mm256_sign_epi8(w1, w1);
-    const float d0 = h2f(w[i].d), d1 = h2f(w[i + 1].d);
+    const __m256 d0 = _mm256_set1_ps(h2f(w[i].d)), d1 = _mm256_set1_ps(h2f(w[i + 1].d));
     for (int r = 0; r < R; ++r) {
       const __m256i p0 = dot_s8(a0, w0, load_q8_0(x[r][i]));
       const __m256i p1 = dot_s8(a1, w1, load_q8_0(x[r][i + 1]));
-      acc0[r] = _mm256_fmadd_ps(_mm256_set1_ps(d0 * h2f(x[r][i].d)), _mm256_cvtepi32_ps(p0), acc0[r]);
-      acc1[r] = _mm256_fmadd_ps(_mm256_set1_ps(d1 * h2f(x[r][i + 1].d)), _mm256_cvtepi32_ps(p1), acc1[r]);
+      acc0[r] = _mm256_fmadd_ps(_mm256_mul_ps(d0, _mm256_broadcast_ss(xd[r] + i)), _mm256_cvtepi32_ps(p0), acc0[r]);
+      acc1[r] = _mm256_fmadd_ps(_mm256_mul_ps(d1, _mm256_broadcast_ss(xd[r] + i + 1)), _mm256_cvtepi32_ps(p1), acc1[r]);
     }
   }
   for (; i < nb; ++i) {
     const __m256i w0 = Load(w[i]);
     const __m256i a0 = _mm256_sign_epi8(w0, w0);
-    const float d0 = h2f(w[i].d);
+    const __m256 d0 = _mm256_set1_ps(h2f(w[i].d));
     for (int r = 0; r < R; ++r) {
       const __m256i p0 = dot_s8(a0, w0, load_q8_0(x[r][i]));
-      acc0[r] = _mm256_fmadd_ps(_mm256_set1_ps(d0 * h2f(x[r][i].d)), _mm256_cvtepi32_ps(p0), acc0[r]);
+      acc0[r] = _mm256_fmadd_ps(_mm256_mul_ps(d0, _mm256_broadcast_ss(xd[r] + i)), _mm256_cvtepi32_ps(p0), acc0[r]);
     }
   }
   for (int r = 0; r < R; ++r) out[r * os] = hsum_ps(_mm256_add_ps(acc0[r], acc1[r]));
@@ -100,11 +102,11 @@ inline void unpack_scales_k4(const uint8_t* s, uint8_t sc[8], uint8_t mn[8]) {
 }
 
 template <bool kQ5, int R>
-void dot_k45(const void* wv, const void* act, uint64_t stride, int64_t K, float* out, int64_t os) {
+void dot_k45(const void* wv, const ActRows& act, int64_t K, float* out, int64_t os) {
   const uint8_t* wb = static_cast<const uint8_t*>(wv);
   constexpr size_t kBytes = kQ5 ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
   const BlockQ8_K* x[R];
-  row_ptrs(act, stride, x);
+  row_ptrs(act, x);
   const int64_t nb = K / kQKK;
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   __m256 acc[R];
@@ -161,10 +163,10 @@ void dot_k45(const void* wv, const void* act, uint64_t stride, int64_t K, float*
 // ---- Q6_K x Q8_K ----
 
 template <int R>
-void dot_q6_k(const void* wv, const void* act, uint64_t stride, int64_t K, float* out, int64_t os) {
+void dot_q6_k(const void* wv, const ActRows& act, int64_t K, float* out, int64_t os) {
   const BlockQ6_K* w = static_cast<const BlockQ6_K*>(wv);
   const BlockQ8_K* x[R];
-  row_ptrs(act, stride, x);
+  row_ptrs(act, x);
   const int64_t nb = K / kQKK;
   const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(0x03), m30 = _mm256_set1_epi8(0x30);
   __m256 acc[R];
@@ -232,10 +234,10 @@ struct BF16W {
 };
 
 template <class W, int R>
-void dot_float(const void* wv, const void* act, uint64_t stride, int64_t K, float* out, int64_t os) {
+void dot_float(const void* wv, const ActRows& act, int64_t K, float* out, int64_t os) {
   const typename W::T* w = static_cast<const typename W::T*>(wv);
   const float* x[R];
-  row_ptrs(act, stride, x);
+  row_ptrs(act, x);
   __m256 acc0[R], acc1[R];
   for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
   int64_t k = 0;

@@ -10,11 +10,16 @@ namespace mopt::cpu {
 
 inline constexpr int kDotRows = 4;
 
-// out[r * out_stride] = dot(w_row, act + r * act_stride) for r < R.
-//   w_row: K elements of the weight dtype; act: R rows of K elements in the activation format,
-//   act_stride bytes apart.
-using DotFn = void (*)(const void* w_row, const void* act, uint64_t act_stride, int64_t K, float* out,
-                       int64_t out_stride);
+// R consecutive activation rows in the activation format.
+struct ActRows {
+  const void* data;   // row 0; rows are `stride` bytes apart
+  uint64_t stride;
+  const float* d;     // Q8_0 activations only: [R, d_stride] block scales as fp32 (== fp16_to_fp32(block.d)),
+  int64_t d_stride;   // precomputed once per matmul so the kernels do no fp16 conversions per (row, block)
+};
+
+// out[r * out_stride] = dot(w_row, activation row r) for r < R. w_row: K elements of the weight dtype.
+using DotFn = void (*)(const void* w_row, const ActRows& act, int64_t K, float* out, int64_t out_stride);
 
 // kDotRows kernels for weight dtype t (entry R-1 handles R rows); nullptr for unsupported dtypes.
 const DotFn* dot_kernels(DType t);

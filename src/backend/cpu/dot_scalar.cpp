@@ -108,10 +108,11 @@ float dot_bf16(const uint16_t* w, const float* x, int64_t K) {
 
 // Adapts a single-row dot to the DotFn contract (the scalar path gains nothing from row grouping).
 template <class W, class A, float (*F)(const W*, const A*, int64_t), int kElemsPerUnit, int R>
-void rows(const void* w, const void* act, uint64_t stride, int64_t K, float* out, int64_t out_stride) {
-  const auto* a = static_cast<const uint8_t*>(act);
+void rows(const void* w, const ActRows& act, int64_t K, float* out, int64_t out_stride) {
+  const auto* a = static_cast<const uint8_t*>(act.data);
   for (int r = 0; r < R; ++r)
-    out[r * out_stride] = F(static_cast<const W*>(w), reinterpret_cast<const A*>(a + r * stride), K / kElemsPerUnit);
+    out[r * out_stride] =
+        F(static_cast<const W*>(w), reinterpret_cast<const A*>(a + r * act.stride), K / kElemsPerUnit);
 }
 
 template <class W, class A, float (*F)(const W*, const A*, int64_t), int E>

@@ -39,9 +39,13 @@ DType activation_type(DType t) {
   return DType::I32;  // unsupported
 }
 
-// Scratch for quantized activations, reused across calls on the same thread.
+// Scratch for quantized activations and their fp32 block scales, reused across calls on the same thread.
 std::vector<uint8_t>& act_scratch() {
   static thread_local std::vector<uint8_t> buf;
+  return buf;
+}
+std::vector<float>& act_scale_scratch() {
+  static thread_local std::vector<float> buf;
   return buf;
 }
 
@@ -63,12 +67,21 @@ void matmul_raw(DType t, const void* w, int64_t N, int64_t K, const float* x, in
 
   // x in the activation format: [M, a_row bytes].
   const uint8_t* act = reinterpret_cast<const uint8_t*>(x);
+  const int64_t nb0 = at == DType::Q8_0 ? K / kQK0 : 0;  // Q8_0 blocks per row
+  float* act_d = nullptr;                                 // [M, nb0] fp32 copies of the Q8_0 scales
   if (at != DType::F32) {
     std::vector<uint8_t>& buf = act_scratch();
     if (buf.size() < a_row * static_cast<uint64_t>(M)) buf.resize(a_row * static_cast<uint64_t>(M));
+    std::vector<float>& dbuf = act_scale_scratch();
+    if (dbuf.size() < static_cast<uint64_t>(nb0 * M)) dbuf.resize(static_cast<uint64_t>(nb0 * M));
+    act_d = dbuf.data();
     uint8_t* dst = buf.data();
     auto quant_rows = [&](int64_t b, int64_t e, int) {
-      for (int64_t m = b; m < e; ++m) quantize_row(at, x + m * K, dst + static_cast<uint64_t>(m) * a_row, K);
+      for (int64_t m = b; m < e; ++m) {
+        uint8_t* row = dst + static_cast<uint64_t>(m) * a_row;
+        quantize_row(at, x + m * K, row, K);
+        for (int64_t i = 0; i < nb0; ++i) act_d[m * nb0 + i] = fp16_to_fp32(reinterpret_cast<BlockQ8_0*>(row)[i].d);
+      }
     };
     if (pool && M >= 4) {
       pool->parallel_for(M, quant_rows);
@@ -89,8 +102,8 @@ void matmul_raw(DType t, const void* w, int64_t N, int64_t K, const float* x, in
     for (int64_t m = m0; m < m1; m += kDotRows) {
       const int rows = static_cast<int>(std::min<int64_t>(kDotRows, m1 - m));
       const DotFn fn = dots[rows - 1];
-      for (int64_t n = n0; n < n1; ++n)
-        fn(wb + static_cast<uint64_t>(n) * w_row, act + static_cast<uint64_t>(m) * a_row, a_row, K, y + m * N + n, N);
+      const ActRows rows_m{act + static_cast<uint64_t>(m) * a_row, a_row, act_d ? act_d + m * nb0 : nullptr, nb0};
+      for (int64_t n = n0; n < n1; ++n) fn(wb + static_cast<uint64_t>(n) * w_row, rows_m, K, y + m * N + n, N);
     }
   };
   parallel_items(pool, tiles_n * tiles_m, run_tile);

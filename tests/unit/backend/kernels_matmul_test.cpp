@@ -118,14 +118,19 @@ TEST(KernelsMatmul, SimdMatchesScalarKernels) {
     quantize_row(t, wf.data(), w.data(), K);
     const uint64_t arow = *row_bytes(at, K);
     std::vector<uint8_t> act(arow * kDotRows);
+    std::vector<float> act_d(kDotRows * K / 32);  // [kDotRows, K/32] Q8_0 scales as fp32
     for (int r = 0; r < kDotRows; ++r) {
       auto x = random_vec(K, 100 + r);
       quantize_row(at, x.data(), act.data() + r * arow, K);
+      if (at == DType::Q8_0)
+        for (int i = 0; i < K / 32; ++i)
+          act_d[r * K / 32 + i] = fp16_to_fp32(reinterpret_cast<const BlockQ8_0*>(act.data() + r * arow)[i].d);
     }
+    const ActRows rows{act.data(), arow, act_d.data(), K / 32};
     for (int R = 1; R <= kDotRows; ++R) {
       float a[kDotRows * 2] = {}, b[kDotRows * 2] = {};
-      dot_kernels(t)[R - 1](w.data(), act.data(), arow, K, a, 2);
-      dot_kernels_scalar(t)[R - 1](w.data(), act.data(), arow, K, b, 2);
+      dot_kernels(t)[R - 1](w.data(), rows, K, a, 2);
+      dot_kernels_scalar(t)[R - 1](w.data(), rows, K, b, 2);
       for (int r = 0; r < R; ++r) EXPECT_NEAR(a[2 * r], b[2 * r], 1e-4 * (std::fabs(b[2 * r]) + 1)) << dtype_name(t);
       for (int r = 0; r < kDotRows; ++r) EXPECT_EQ(a[2 * r + 1], 0.0f) << "wrote outside its rows";
     }
