@@ -1,0 +1,205 @@
+// mopt inspect MODEL [--json]: what a model file holds — format, architecture, hyperparameters, tokenizer,
+// chat template, the tensor table, the parameter count, the bytes the weights take at each dtype, and
+// KV-cache bytes per token.
+#include <cinttypes>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "core/strfmt.h"
+#include "model/arch.h"
+#include "model/model.h"
+
+namespace mopt::cli {
+namespace {
+
+struct InspectArgs {
+  std::string model;
+  std::string tokenizer;
+  bool json = false;
+  bool vocab_only = false;
+  bool no_tensors = false;
+};
+
+const char* format_name(ModelFormat f) {
+  switch (f) {
+    case ModelFormat::kGGUF: return "gguf";
+    case ModelFormat::kHuggingFace: return "huggingface";
+    case ModelFormat::kLlama2c: return "llama2.c";
+    case ModelFormat::kDummy: return "dummy";
+  }
+  return "?";
+}
+
+const char* tokenizer_kind_name(TokenizerKind k) {
+  switch (k) {
+    case TokenizerKind::kNone: return "none";
+    case TokenizerKind::kSpm: return "spm";
+    case TokenizerKind::kBpe: return "bpe";
+    case TokenizerKind::kWordPiece: return "wordpiece";
+  }
+  return "?";
+}
+
+const char* rope_scaling_name(RopeScaling s) {
+  switch (s) {
+    case RopeScaling::kNone: return "none";
+    case RopeScaling::kLinear: return "linear";
+    case RopeScaling::kLlama3: return "llama3";
+  }
+  return "?";
+}
+
+// Weight bytes if every matrix were stored as `t`: 1-D tensors (norms, biases) stay f32 and matrices whose
+// rows are not a multiple of the block size fall back to f16, as quantizers do.
+uint64_t weight_bytes_at(const Model& m, DType t) {
+  uint64_t total = 0;
+  for (const TensorView& v : m.tensors) {
+    const uint64_t rows = static_cast<uint64_t>(v.rows()), ne0 = static_cast<uint64_t>(v.ne[0]);
+    if (v.n_dims <= 1) {
+      total += ne0 * 4;
+      continue;
+    }
+    std::optional<uint64_t> rb = row_bytes(t, ne0);
+    total += (rb ? *rb : ne0 * 2) * rows;
+  }
+  return total;
+}
+
+std::string token_text(const VocabData& v, int32_t id) {
+  if (id < 0 || static_cast<size_t>(id) >= v.tokens.size()) return "";
+  return v.tokens[static_cast<size_t>(id)];
+}
+
+nlohmann::json build_report(const Model& m) {
+  using json = nlohmann::json;
+  const ModelConfig& c = m.config;
+  json r;
+  r["path"] = m.path;
+  r["format"] = format_name(m.format);
+  if (!m.vocab_only) {
+    r["architecture"] = arch_name(c.arch);
+    r["name"] = c.name;
+    r["hyperparameters"] = {
+        {"n_vocab", c.n_vocab},          {"n_embd", c.n_embd},
+        {"n_layer", c.n_layer},          {"n_head", c.n_head},
+        {"n_head_kv", c.n_head_kv},      {"head_dim", c.head_dim},
+        {"n_ff", c.n_ff},                {"context_length", c.context_length},
+        {"norm_eps", c.norm_eps},        {"rope_theta", c.rope_theta},
+        {"rope_dim", c.rope_dim},        {"rope_style", c.rope_style == RopeStyle::kNeox ? "neox" : "interleaved"},
+        {"rope_scaling", rope_scaling_name(c.rope_scaling)},
+        {"qkv_bias", c.qkv_bias},        {"qk_norm", c.qk_norm},
+        {"tied_embeddings", c.tied_embeddings}, {"sliding_window", c.sliding_window},
+    };
+    if (c.rope_scaling != RopeScaling::kNone) r["hyperparameters"]["rope_scale_factor"] = c.rope_scale_factor;
+    if (c.rope_scaling == RopeScaling::kLlama3) {
+      r["hyperparameters"]["rope_low_freq_factor"] = c.rope_low_freq_factor;
+      r["hyperparameters"]["rope_high_freq_factor"] = c.rope_high_freq_factor;
+      r["hyperparameters"]["rope_original_context"] = c.rope_original_context;
+    }
+  } else {
+    r["name"] = c.name;
+  }
+  const VocabData& v = m.vocab;
+  r["tokenizer"] = {{"kind", tokenizer_kind_name(v.kind)}, {"pre", v.pre},        {"n_tokens", v.tokens.size()},
+                    {"bos", v.bos},                         {"eos", v.eos},        {"bos_text", token_text(v, v.bos)},
+                    {"eos_text", token_text(v, v.eos)},     {"add_bos", v.add_bos}, {"eog_ids", v.eog_ids}};
+  r["chat_template"] = {{"present", !m.chat_template.empty()}, {"bytes", m.chat_template.size()}};
+  json tensors = json::array();
+  uint64_t stored = 0;
+  for (const TensorView& t : m.tensors) {
+    std::vector<int64_t> shape(t.ne.begin(), t.ne.begin() + t.n_dims);
+    tensors.push_back({{"name", t.name}, {"dtype", dtype_name(t.dtype)}, {"shape", shape}, {"bytes", t.nbytes}});
+    stored += t.nbytes;
+  }
+  r["tensors"] = tensors;
+  r["n_tensors"] = m.tensors.size();
+  r["n_params"] = m.n_params();
+  json wb;
+  wb["stored"] = stored;
+  for (DType t : {DType::F32, DType::F16, DType::Q8_0, DType::Q6_K, DType::Q5_K, DType::Q4_K, DType::Q4_0})
+    wb[t == DType::F16 ? "f16/bf16" : dtype_name(t)] = weight_bytes_at(m, t);
+  r["weight_bytes"] = wb;
+  if (!m.vocab_only)
+    r["kv_bytes_per_token"] = {{"f32", c.kv_bytes_per_token(4)}, {"f16/bf16", c.kv_bytes_per_token(2)},
+                               {"fp8/int8", c.kv_bytes_per_token(1)}};
+  return r;
+}
+
+void print_text(const nlohmann::json& r, bool show_tensors) {
+  auto s = [](const nlohmann::json& j) { return j.is_string() ? j.get<std::string>() : j.dump(); };
+  std::printf("model:        %s\n", s(r["path"]).c_str());
+  std::printf("format:       %s\n", s(r["format"]).c_str());
+  if (r.contains("architecture")) std::printf("architecture: %s\n", s(r["architecture"]).c_str());
+  std::printf("name:         %s\n", s(r["name"]).c_str());
+  if (r.contains("hyperparameters")) {
+    std::printf("\nhyperparameters:\n");
+    for (auto it = r["hyperparameters"].begin(); it != r["hyperparameters"].end(); ++it)
+      std::printf("  %-24s %s\n", it.key().c_str(), s(it.value()).c_str());
+  }
+  const auto& t = r["tokenizer"];
+  std::printf("\ntokenizer:    %s", s(t["kind"]).c_str());
+  if (t["kind"] != "none")
+    std::printf(" (pre %s), %s tokens, bos %s %s, eos %s %s, add_bos %s", s(t["pre"]).c_str(), s(t["n_tokens"]).c_str(),
+                s(t["bos"]).c_str(), nlohmann::json(t["bos_text"]).dump().c_str(), s(t["eos"]).c_str(),
+                nlohmann::json(t["eos_text"]).dump().c_str(), s(t["add_bos"]).c_str());
+  std::printf("\nchat template: %s\n", r["chat_template"]["present"].get<bool>()
+                                          ? strfmt("yes (%s bytes)", s(r["chat_template"]["bytes"]).c_str()).c_str()
+                                          : "no");
+  if (show_tensors && !r["tensors"].empty()) {
+    std::printf("\n%-40s %-6s %-22s %12s\n", "tensor", "dtype", "shape", "bytes");
+    for (const auto& x : r["tensors"])
+      std::printf("%-40s %-6s %-22s %12s\n", s(x["name"]).c_str(), s(x["dtype"]).c_str(), s(x["shape"]).c_str(),
+                  s(x["bytes"]).c_str());
+  }
+  const uint64_t n_params = r["n_params"].get<uint64_t>();
+  std::printf("\ntensors:      %s\nparameters:   %" PRIu64 " (%.3f M)\n", s(r["n_tensors"]).c_str(), n_params,
+              static_cast<double>(n_params) / 1e6);
+  std::printf("\nweight bytes (matrices at each dtype; 1-D tensors f32):\n");
+  for (auto it = r["weight_bytes"].begin(); it != r["weight_bytes"].end(); ++it) {
+    const uint64_t b = it.value().get<uint64_t>();
+    std::printf("  %-10s %14" PRIu64 "  %s\n", it.key().c_str(), b, format_bytes(static_cast<double>(b)).c_str());
+  }
+  if (r.contains("kv_bytes_per_token")) {
+    std::printf("\nKV cache bytes per token:\n");
+    for (auto it = r["kv_bytes_per_token"].begin(); it != r["kv_bytes_per_token"].end(); ++it) {
+      const uint64_t b = it.value().get<uint64_t>();
+      std::printf("  %-10s %14" PRIu64 "  %s\n", it.key().c_str(), b, format_bytes(static_cast<double>(b)).c_str());
+    }
+  }
+}
+
+int inspect(const InspectArgs& a) {
+  LoadOptions opts;
+  opts.tokenizer_path = a.tokenizer;
+  opts.vocab_only = a.vocab_only;
+  auto m = load_model(a.model, opts);
+  if (!m) {
+    std::fprintf(stderr, "mopt inspect: %s\n", m.message().c_str());
+    return 1;
+  }
+  nlohmann::json r = build_report(**m);
+  if (a.json) {
+    if (a.no_tensors) r.erase("tensors");
+    std::printf("%s\n", r.dump(2).c_str());
+  } else {
+    print_text(r, !a.no_tensors);
+  }
+  return 0;
+}
+
+Registration reg("inspect", 10, [](CLI::App& app) {
+  auto args = std::make_shared<InspectArgs>();
+  auto* cmd = app.add_subcommand("inspect", "Show a model's format, architecture, tokenizer, tensors and sizes");
+  cmd->add_option("model", args->model, "A GGUF file, a Hugging Face folder, or a llama2.c checkpoint")->required();
+  cmd->add_option("--tokenizer", args->tokenizer, "Tokenizer .bin for llama2.c checkpoints (default: beside the model)");
+  cmd->add_flag("--json", args->json, "Print the report as JSON");
+  cmd->add_flag("--vocab-only", args->vocab_only, "GGUF: read only the tokenizer (vocab-only files)");
+  cmd->add_flag("--no-tensors", args->no_tensors, "Leave out the tensor table");
+  cmd->callback([args] { set_exit_code(inspect(*args)); });
+});
+
+}  // namespace
+}  // namespace mopt::cli
