@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Acceptance 3 of mopt bench: run it against `mopt serve` with stories260K and check that its token counts
+# (from each response's usage) agree with the server's /metrics counters mopt:prompt_tokens_total and
+# mopt:generation_tokens_total.
+set -euo pipefail
+: "${MOPT_BIN:?set MOPT_BIN to the mopt binary}"
+MODELS=${MOPT_MODELS_DIR:-$(dirname "$0")/../../../shared/models}
+if ! "$MOPT_BIN" serve --help >/dev/null 2>&1; then
+  echo "SKIP: mopt serve not available"
+  exit 0
+fi
+model="$MODELS/stories260K.gguf"
+[[ -f "$model" ]] || { echo "FAIL: $model not found (set MOPT_MODELS_DIR)" >&2; exit 1; }
+tmp=$(mktemp -d)
+srv=""
+cleanup() {
+  [[ -n "$srv" ]] && kill "$srv" 2>/dev/null && wait "$srv" 2>/dev/null
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; [[ -f "$tmp/serve.log" ]] && tail -20 "$tmp/serve.log" >&2; exit 1; }
+
+"$MOPT_BIN" serve -m "$model" --port 0 >"$tmp/serve.log" 2>&1 &
+srv=$!
+port=""
+for _ in $(seq 200); do
+  port=$(sed -n 's/.*listening on http:\/\/[^:]*:\([0-9]*\).*/\1/p' "$tmp/serve.log" | head -1)
+  [[ -n "$port" ]] && break
+  kill -0 "$srv" 2>/dev/null || fail "mopt serve exited early"
+  sleep 0.05
+done
+[[ -n "$port" ]] || fail "mopt serve did not report its port"
+# Wait for /health to answer 200 (the model loads after the socket opens).
+healthy=0
+for _ in $(seq 300); do
+  if (exec 3<>"/dev/tcp/127.0.0.1/$port" && printf 'GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n' >&3 \
+      && head -1 <&3) 2>/dev/null | grep -q " 200"; then
+    healthy=1
+  fi
+  [[ $healthy == 1 ]] && break
+  kill -0 "$srv" 2>/dev/null || fail "mopt serve exited while loading"
+  sleep 0.1
+done
+[[ $healthy == 1 ]] || fail "mopt serve never became healthy on port $port"
+
+for endpoint in completions chat; do
+  echo "== $endpoint"
+  "$MOPT_BIN" bench --url "http://127.0.0.1:$port" --endpoint "$endpoint" --model stories260K -c 4 -n 24 \
+    --input-len uniform:4,24 --output-len uniform:8,32 --warmup 2 --seed 5 --progress off \
+    --output "$tmp/$endpoint.json" | tee "$tmp/$endpoint.txt"
+  node -e '
+  const r = JSON.parse(require("fs").readFileSync(process.argv[1]));
+  const run = r.runs[0], s = run.summary, m = run.server_metrics;
+  const ok = (c, msg) => { if (!c) { console.error("FAIL: " + msg); process.exit(1); } };
+  ok(s.failed === 0 && s.completed === 24, "24 ok requests, got " + JSON.stringify(s.errors));
+  ok(s.usage_reported === 24, "every response reported usage");
+  ok(m.available, "metrics scraped: " + m.note);
+  const gen = m.deltas["mopt:generation_tokens_total"], prompt = m.deltas["mopt:prompt_tokens_total"];
+  ok(gen && prompt, "server exports mopt:generation_tokens_total and mopt:prompt_tokens_total");
+  console.log(`client: ${s.input_tokens} prompt / ${s.output_tokens} generated tokens; ` +
+              `server /metrics: +${prompt.delta} / +${gen.delta}`);
+  ok(gen.delta === s.output_tokens, "generated tokens: client " + s.output_tokens + " vs /metrics " + gen.delta);
+  ok(prompt.delta === s.input_tokens, "prompt tokens: client " + s.input_tokens + " vs /metrics " + prompt.delta);
+  ok(s.ttft_s.n === 24 && s.ttft_s.p50 > 0, "TTFT measured");
+  for (const q of run.requests) ok(q.output_tokens <= q.max_tokens && q.output_tokens >= 1, "tokens within max_tokens");
+  ' "$tmp/$endpoint.json"
+done
+echo "PASS"
