@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Bad-input suite (>= 40 cases) against mopt serve with stories260K; the server survives and frees its KV cache.
+set -euo pipefail
+cd "$(dirname "$0")"
+./setup.sh
+exec node bad_input.mjs

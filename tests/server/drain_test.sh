@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# SIGTERM drain: in-flight streams complete, new connections refused, exit code 0.
+set -euo pipefail
+cd "$(dirname "$0")"
+./setup.sh
+exec node drain.mjs

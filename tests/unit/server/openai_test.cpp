@@ -1,0 +1,202 @@
+// OpenAI request parsing/validation, UTF-8 checks, constant-time compare and the Prometheus rendering.
+#include <gtest/gtest.h>
+
+#include "server/http.h"
+#include "server/metrics.h"
+#include "server/openai.h"
+
+namespace mopt::server {
+namespace {
+
+std::variant<GenerateRequest, ApiError> parse(const std::string& body, bool chat = false) {
+  auto j = parse_json_body(body, 64);
+  if (auto* e = std::get_if<ApiError>(&j)) return *e;
+  return parse_generate_request(std::get<json>(j), chat, ApiLimits{});
+}
+
+TEST(OpenAI, ParsesACompletionRequest) {
+  auto r = parse(R"({"model":"m","prompt":"hi","max_tokens":7,"temperature":0.5,"top_p":0.9,"top_k":-1,
+                    "min_p":0.1,"seed":-3,"stop":["a","b"],"n":2,"logprobs":3,"stream":true,
+                    "stream_options":{"include_usage":true},"presence_penalty":-2,"frequency_penalty":2})");
+  ASSERT_TRUE(std::holds_alternative<GenerateRequest>(r)) << std::get<ApiError>(r).message;
+  const auto& g = std::get<GenerateRequest>(r);
+  EXPECT_EQ(g.model, "m");
+  ASSERT_EQ(g.prompts.size(), 1u);
+  EXPECT_EQ(g.prompts[0].text, "hi");
+  EXPECT_EQ(g.params.max_tokens, 7);
+  EXPECT_TRUE(g.max_tokens_given);
+  EXPECT_FLOAT_EQ(g.params.temperature, 0.5f);
+  EXPECT_EQ(g.params.top_k, 0);  // -1 = off
+  EXPECT_EQ(*g.params.seed, static_cast<uint64_t>(int64_t{-3}));
+  EXPECT_EQ(g.params.stop, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(g.n, 2);
+  EXPECT_EQ(g.logprobs, 3);
+  EXPECT_EQ(g.params.logprobs, 3);
+  EXPECT_TRUE(g.stream && g.include_usage);
+}
+
+TEST(OpenAI, PromptForms) {
+  auto ids = std::get<GenerateRequest>(parse(R"({"model":"m","prompt":[1,2,3]})"));
+  ASSERT_EQ(ids.prompts.size(), 1u);
+  EXPECT_TRUE(ids.prompts[0].is_tokens);
+  EXPECT_EQ(ids.prompts[0].tokens, (std::vector<int32_t>{1, 2, 3}));
+  auto many = std::get<GenerateRequest>(parse(R"({"model":"m","prompt":["a",[4,5]]})"));
+  ASSERT_EQ(many.prompts.size(), 2u);
+  EXPECT_FALSE(many.prompts[0].is_tokens);
+  EXPECT_TRUE(many.prompts[1].is_tokens);
+  EXPECT_FALSE(many.max_tokens_given);
+  EXPECT_EQ(many.params.max_tokens, 16);
+}
+
+TEST(OpenAI, ChatMessagesAndContentParts) {
+  auto r = parse(R"({"model":"m","messages":[{"role":"system","content":"s"},
+                    {"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]},
+                    {"role":"assistant","content":null}],"max_completion_tokens":3,"max_tokens":9,
+                    "logprobs":true,"top_logprobs":2,"chat_template_kwargs":{"enable_thinking":false}})", true);
+  ASSERT_TRUE(std::holds_alternative<GenerateRequest>(r)) << std::get<ApiError>(r).message;
+  const auto& g = std::get<GenerateRequest>(r);
+  ASSERT_TRUE(g.messages.is_list());
+  ASSERT_EQ(g.messages.list().size(), 3u);
+  EXPECT_EQ(g.messages.list()[1].find("content")->str(), "a\nb");
+  EXPECT_TRUE(g.messages.list()[2].find("content")->is_none());
+  EXPECT_EQ(g.params.max_tokens, 3);  // max_completion_tokens wins
+  EXPECT_EQ(g.logprobs, 2);
+  EXPECT_FALSE(g.template_kwargs.find("enable_thinking")->truthy());
+}
+
+TEST(OpenAI, RejectsBadInputWithParamAndCode) {
+  struct Case {
+    const char* body;
+    bool chat;
+    const char* param;
+    const char* code;
+  };
+  const Case cases[] = {
+      {R"({"prompt":"x"})", false, "model", ""},
+      {R"({"model":1,"prompt":"x"})", false, "model", ""},
+      {R"({"model":"m"})", false, "prompt", ""},
+      {R"({"model":"m","prompt":{}})", false, "prompt", ""},
+      {R"({"model":"m","prompt":[]})", false, "prompt", ""},
+      {R"({"model":"m","prompt":[1,"a"]})", false, "prompt", ""},
+      {R"({"model":"m","prompt":[-1]})", false, "prompt", "invalid_token_id"},
+      {R"({"model":"m","prompt":[3000000000]})", false, "prompt", "invalid_token_id"},
+      {R"({"model":"m","prompt":"x","temperature":2.5})", false, "temperature", ""},
+      {R"({"model":"m","prompt":"x","temperature":"1"})", false, "temperature", ""},
+      {R"({"model":"m","prompt":"x","top_p":0})", false, "top_p", ""},
+      {R"({"model":"m","prompt":"x","top_k":-2})", false, "top_k", ""},
+      {R"({"model":"m","prompt":"x","max_tokens":0})", false, "max_tokens", ""},
+      {R"({"model":"m","prompt":"x","max_tokens":1.5})", false, "max_tokens", ""},
+      {R"({"model":"m","prompt":"x","max_tokens":18446744073709551615})", false, "max_tokens", ""},
+      {R"({"model":"m","prompt":"x","n":17})", false, "n", ""},
+      {R"({"model":"m","prompt":"x","best_of":3})", false, "best_of", ""},
+      {R"({"model":"m","prompt":"x","stop":5})", false, "stop", ""},
+      {R"({"model":"m","prompt":"x","stop":[""]})", false, "stop", ""},
+      {R"({"model":"m","prompt":"x","logprobs":true})", false, "logprobs", ""},
+      {R"({"model":"m","prompt":"x","logprobs":21})", false, "logprobs", ""},
+      {R"({"model":"m","prompt":"x","echo":true,"logprobs":1})", false, "echo", ""},
+      {R"({"model":"m","prompt":"x","suffix":"s"})", false, "suffix", ""},
+      {R"({"model":"m","prompt":"x","stream_options":{"include_usage":true}})", false, "stream_options", ""},
+      {R"({"model":"m","prompt":"x","min_tokens":5,"max_tokens":2})", false, "min_tokens", ""},
+      {R"({"model":"m","messages":{}})", true, "messages", ""},
+      {R"({"model":"m","messages":[{"role":"user"}]})", true, "messages[0].content", ""},
+      {R"({"model":"m","messages":[{"role":"x","content":"a"}]})", true, "messages[0].role", ""},
+      {R"({"model":"m","messages":[{"role":"user","content":[{"type":"image_url"}]}]})", true,
+       "messages[0].content", ""},
+      {R"({"model":"m","messages":[{"role":"user","content":"a"}],"top_logprobs":1})", true, "top_logprobs", ""},
+      {R"({"model":"m","messages":[{"role":"user","content":"a"}],"response_format":{"type":"json_object"}})", true,
+       "response_format", ""},
+  };
+  for (const auto& c : cases) {
+    auto r = parse(c.body, c.chat);
+    ASSERT_TRUE(std::holds_alternative<ApiError>(r)) << c.body;
+    const auto& e = std::get<ApiError>(r);
+    EXPECT_EQ(e.status, 400) << c.body;
+    EXPECT_EQ(e.param, c.param) << c.body << " -> " << e.message;
+    EXPECT_EQ(e.code, c.code) << c.body;
+    EXPECT_FALSE(e.message.empty());
+  }
+}
+
+TEST(OpenAI, JsonBodyLimits) {
+  EXPECT_TRUE(std::holds_alternative<ApiError>(parse_json_body("", 64)));
+  EXPECT_TRUE(std::holds_alternative<ApiError>(parse_json_body("[1]", 64)));
+  EXPECT_TRUE(std::holds_alternative<ApiError>(parse_json_body("{\"a\":1", 64)));
+  std::string deep = "{\"a\":" + std::string(65, '[') + std::string(65, ']') + "}";
+  auto r = parse_json_body(deep, 64);
+  ASSERT_TRUE(std::holds_alternative<ApiError>(r));
+  EXPECT_NE(std::get<ApiError>(r).message.find("nested deeper"), std::string::npos);
+  std::string ok = "{\"a\":" + std::string(10, '[') + std::string(10, ']') + "}";
+  EXPECT_TRUE(std::holds_alternative<json>(parse_json_body(ok, 64)));
+  auto bad = parse_json_body("{\"a\":\"\xff\"}", 64);
+  ASSERT_TRUE(std::holds_alternative<ApiError>(bad));
+  EXPECT_EQ(std::get<ApiError>(bad).code, "invalid_utf8");
+}
+
+TEST(OpenAI, ErrorBodyShape) {
+  ApiError e = bad_request("bad \xff thing", "temperature", "");
+  auto j = json::parse(error_body(e));
+  EXPECT_EQ(j["error"]["type"], "invalid_request_error");
+  EXPECT_EQ(j["error"]["param"], "temperature");
+  EXPECT_TRUE(j["error"]["code"].is_null());
+  EXPECT_NE(j["error"]["message"].get<std::string>().find("bad"), std::string::npos);
+  auto j5 = json::parse(error_body(503, "busy", "server_busy"));
+  EXPECT_EQ(j5["error"]["type"], "service_unavailable");
+}
+
+TEST(Utf8, ValidAndInvalidSequences) {
+  EXPECT_TRUE(valid_utf8("plain ascii"));
+  EXPECT_TRUE(valid_utf8("\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80"));  // é € 😀
+  EXPECT_FALSE(valid_utf8("\xff"));
+  EXPECT_FALSE(valid_utf8("\xc3"));              // truncated
+  EXPECT_FALSE(valid_utf8("\xc0\xaf"));          // overlong '/'
+  EXPECT_FALSE(valid_utf8("\xed\xa0\x80"));      // surrogate U+D800
+  EXPECT_FALSE(valid_utf8("\xf4\x90\x80\x80"));  // above U+10FFFF
+  EXPECT_FALSE(valid_utf8("\xe2\x28\xa1"));      // bad continuation
+}
+
+TEST(Http, ConstantTimeEqual) {
+  EXPECT_TRUE(constant_time_equal("secret", "secret"));
+  EXPECT_FALSE(constant_time_equal("secret", "secreT"));
+  EXPECT_FALSE(constant_time_equal("secret", "secret2"));
+  EXPECT_FALSE(constant_time_equal("", "x"));
+  EXPECT_TRUE(constant_time_equal("", ""));
+}
+
+TEST(Metrics, HistogramBucketsAreCumulative) {
+  Histogram h({0.1, 1.0});
+  h.observe(0.05);
+  h.observe(0.5);
+  h.observe(0.5);
+  h.observe(7);
+  std::string out;
+  h.render("x", "help", out);
+  EXPECT_NE(out.find("x_bucket{le=\"0.10000000000000001\"} 1\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("x_bucket{le=\"1\"} 3\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("x_bucket{le=\"+Inf\"} 4\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("x_count 4\n"), std::string::npos);
+  EXPECT_NE(out.find("x_sum 8.0500000000000007\n"), std::string::npos) << out;
+}
+
+TEST(Metrics, RenderHasTheRequiredFamilies) {
+  ServerMetrics m;
+  m.count_finish(FinishReason::kStop);
+  m.count_finish(FinishReason::kLength);
+  m.count_finish(FinishReason::kLength);
+  EngineStats s;
+  s.running = 3;
+  s.waiting = 2;
+  s.kv_usage = 0.25;
+  s.prefix_cache_hits = 7;
+  std::string out = m.render(s, true);
+  for (const char* needle :
+       {"mopt:num_requests_running 3\n", "mopt:num_requests_waiting 2\n", "mopt:num_requests_swapped 0\n",
+        "mopt:kv_cache_usage_perc 0.25\n", "mopt:prefix_cache_hits_total 7\n", "mopt:prefix_cache_queries_total 0\n",
+        "mopt:prompt_tokens_total 0\n", "mopt:generation_tokens_total 0\n", "mopt:num_preemptions_total 0\n",
+        "mopt:request_success_total{finished_reason=\"length\"} 2\n",
+        "# TYPE mopt:time_to_first_token_seconds histogram\n", "# TYPE mopt:inter_token_latency_seconds histogram\n",
+        "# TYPE mopt:e2e_request_latency_seconds histogram\n", "# TYPE mopt:request_queue_time_seconds histogram\n"})
+    EXPECT_NE(out.find(needle), std::string::npos) << needle;
+}
+
+}  // namespace
+}  // namespace mopt::server
