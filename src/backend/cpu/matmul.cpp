@@ -49,6 +49,11 @@ std::vector<float>& act_scale_scratch() {
   return buf;
 }
 
+std::vector<BlockQ8_0>& widen_scratch() {
+  static thread_local std::vector<BlockQ8_0> buf;
+  return buf;
+}
+
 }  // namespace
 
 bool matmul_supports(DType t, int64_t K) {
@@ -62,7 +67,7 @@ void matmul_raw(DType t, const void* w, int64_t N, int64_t K, const float* x, in
   MOPT_CHECK(N >= 0 && M >= 0, "matmul: negative shape");
   if (N == 0 || M == 0) return;
   const DType at = activation_type(t);
-  const uint64_t w_row = *row_bytes(t, static_cast<uint64_t>(K));
+  const uint64_t w_row_bytes = *row_bytes(t, static_cast<uint64_t>(K));
   const uint64_t a_row = *row_bytes(at, static_cast<uint64_t>(K));
 
   // x in the activation format: [M, a_row bytes].
@@ -91,19 +96,32 @@ void matmul_raw(DType t, const void* w, int64_t N, int64_t K, const float* x, in
     act = dst;
   }
 
-  const DotFn* dots = dot_kernels(t);
   const int64_t tiles_n = (N + kTileN - 1) / kTileN;
   const int64_t tiles_m = (M + kTileM - 1) / kTileM;
-  const auto* wb = static_cast<const uint8_t*>(w);
   auto run_tile = [&](int64_t item, int) {
     const int64_t tn = item % tiles_n, tm = item / tiles_n;
     const int64_t n0 = tn * kTileN, n1 = std::min(N, n0 + kTileN);
     const int64_t m0 = tm * kTileM, m1 = std::min(M, m0 + kTileM);
+    const DotFn* dots = dot_kernels(t);
+    const uint8_t* wb = static_cast<const uint8_t*>(w);
+    uint64_t w_row = w_row_bytes;
+    int64_t n_base = 0;  // weight row held at wb
+    if (t == DType::Q4_0 && m1 - m0 >= 2 * kDotRows) {  // rows reused by >= 2 groups: widen to Q8_0 once
+      const int64_t nb = K / kQK0;
+      std::vector<BlockQ8_0>& buf = widen_scratch();
+      if (buf.size() < static_cast<size_t>(nb * (n1 - n0))) buf.resize(static_cast<size_t>(nb * (n1 - n0)));
+      widen_q4_0_to_q8_0(reinterpret_cast<const BlockQ4_0*>(wb + static_cast<uint64_t>(n0) * w_row), nb * (n1 - n0),
+                      buf.data());
+      dots = dot_kernels(DType::Q8_0);
+      w_row = static_cast<uint64_t>(nb) * sizeof(BlockQ8_0);
+      wb = reinterpret_cast<const uint8_t*>(buf.data());
+      n_base = n0;
+    }
     for (int64_t m = m0; m < m1; m += kDotRows) {
       const int rows = static_cast<int>(std::min<int64_t>(kDotRows, m1 - m));
       const DotFn fn = dots[rows - 1];
       const ActRows rows_m{act + static_cast<uint64_t>(m) * a_row, a_row, act_d ? act_d + m * nb0 : nullptr, nb0};
-      for (int64_t n = n0; n < n1; ++n) fn(wb + static_cast<uint64_t>(n) * w_row, rows_m, K, y + m * N + n, N);
+      for (int64_t n = n0; n < n1; ++n) fn(wb + static_cast<uint64_t>(n - n_base) * w_row, rows_m, K, y + m * N + n, N);
     }
   };
   parallel_items(pool, tiles_n * tiles_m, run_tile);

@@ -331,6 +331,24 @@ void quantize_row_q8_k(const float* x, BlockQ8_K* b, int64_t n) {
   }
 }
 
+void widen_q4_0_to_q8_0(const BlockQ4_0* src, int64_t n_blocks, BlockQ8_0* dst) {
+  for (int64_t i = 0; i < n_blocks; ++i) {
+    dst[i].d = src[i].d;
+#ifdef MOPT_QUANT_AVX2
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src[i].qs));
+    const __m128i m = _mm_set1_epi8(0x0F), eight = _mm_set1_epi8(8);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst[i].qs), _mm_sub_epi8(_mm_and_si128(raw, m), eight));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst[i].qs + 16),
+                     _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(raw, 4), m), eight));
+#else
+    for (int j = 0; j < 16; ++j) {
+      dst[i].qs[j] = static_cast<int8_t>((src[i].qs[j] & 15) - 8);
+      dst[i].qs[j + 16] = static_cast<int8_t>((src[i].qs[j] >> 4) - 8);
+    }
+#endif
+  }
+}
+
 void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
   check_row(t, n);
   const int64_t nb = n / dtype_info(t).block_elems;

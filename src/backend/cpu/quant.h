@@ -93,4 +93,7 @@ void fp32_to_bf16_row(const float* src, uint16_t* dst, int64_t n);
 void quantize_row_q8_0(const float* src, BlockQ8_0* dst, int64_t n);
 void quantize_row_q8_k(const float* src, BlockQ8_K* dst, int64_t n);
 
+// Widens Q4_0 blocks to Q8_0 (same scale, codes q - 8): exact, so Q8_0 kernels give identical products.
+void widen_q4_0_to_q8_0(const BlockQ4_0* src, int64_t n_blocks, BlockQ8_0* dst);
+
 }  // namespace mopt::cpu
