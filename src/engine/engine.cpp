@@ -88,7 +88,7 @@ class EngineImpl final : public Engine {
   bool step_locked();
   void drain_inbox();
   Status run_forward(const SchedulerOutput& out);
-  void process_sample(EngineRequest& r, const float* logits_row);
+  void process_sample(EngineRequest& r, float* logits_row);
   void finish(EngineRequest& r, RequestOutput& o, FinishReason reason, const std::string& error = {});
   void emit(EngineRequest& r, RequestOutput& o);
   void fail_all(const std::string& error);
@@ -280,8 +280,8 @@ Status EngineImpl::run_forward(const SchedulerOutput& out) {
   return runner_->forward(batch, logits_.data());
 }
 
-void EngineImpl::process_sample(EngineRequest& r, const float* logits_row) {
-  std::vector<float> row(logits_row, logits_row + n_vocab_);  // [n_vocab] sampler works in place
+void EngineImpl::process_sample(EngineRequest& r, float* logits_row) {
+  const std::span<float> row(logits_row, static_cast<size_t>(n_vocab_));  // [n_vocab] the sampler works in place
   std::vector<int32_t> banned;
   if (r.num_output_tokens() < r.params.min_tokens) {
     if (!r.params.ignore_eos) banned.assign(eog_.begin(), eog_.end());

@@ -117,8 +117,9 @@ SampleResult sample_token(std::span<float> logits, const SamplingParams& p, std:
       if (logits[i] > logits[best]) best = i;
     res.token = best;
   } else {
-    // Candidates sorted by logit, best first (ties by id, so the order is deterministic).
-    std::vector<std::pair<float, int32_t>> cand;  // [n_candidates] (scaled logit, id)
+    // Candidates (scaled logit, id). Sorted best first only when top-k / top-p need an order (ties by id, so the
+    // result is deterministic); otherwise kept in id order, which is just as deterministic and O(n_vocab).
+    std::vector<std::pair<float, int32_t>> cand;  // [n_candidates]
     cand.reserve(static_cast<size_t>(n));
     for (int i = 0; i < n; ++i)
       if (logits[i] != kNegInf && !std::isnan(logits[i])) cand.emplace_back(logits[i] / p.temperature, i);
@@ -127,36 +128,40 @@ SampleResult sample_token(std::span<float> logits, const SamplingParams& p, std:
     if (p.top_k > 0 && p.top_k < static_cast<int>(cand.size())) {
       std::partial_sort(cand.begin(), cand.begin() + p.top_k, cand.end(), better);
       cand.resize(static_cast<size_t>(p.top_k));
-    } else {
+    } else if (p.top_p < 1.0f) {
       std::sort(cand.begin(), cand.end(), better);
     }
-    std::vector<double> prob(cand.size());  // [n_candidates]
-    const double mx = cand[0].first;
+    float mx = cand[0].first;
+    for (const auto& c : cand) mx = std::max(mx, c.first);
+    std::vector<double> prob(cand.size());  // [n_candidates] unnormalized
     double sum = 0;
-    for (size_t i = 0; i < cand.size(); ++i) sum += prob[i] = std::exp(cand[i].first - mx);
-    size_t keep = cand.size();
-    if (p.top_p < 1.0f) {
+    for (size_t i = 0; i < cand.size(); ++i) sum += prob[i] = std::exp(static_cast<double>(cand[i].first) - mx);
+    std::vector<char> keep(cand.size(), 1);  // [n_candidates]
+    if (p.top_p < 1.0f) {  // cand is sorted here: keep the shortest prefix reaching top_p
       double cum = 0;
-      for (size_t i = 0; i < cand.size(); ++i) {
+      size_t i = 0;
+      for (; i < cand.size(); ++i) {
         cum += prob[i] / sum;
-        if (cum >= p.top_p) {
-          keep = i + 1;
-          break;
-        }
+        if (cum >= p.top_p) break;
       }
+      for (size_t j = i + 1; j < cand.size(); ++j) keep[j] = 0;
     }
-    if (p.min_p > 0.0f) {
-      const double thresh = static_cast<double>(p.min_p) * prob[0];  // prob[0] is the largest
-      size_t k = 1;
-      while (k < keep && prob[k] >= thresh) ++k;
-      keep = k;
+    if (p.min_p > 0.0f) {  // relative to the most likely token (prob 1 after the max subtraction)
+      for (size_t i = 0; i < cand.size(); ++i)
+        if (prob[i] < static_cast<double>(p.min_p)) keep[i] = 0;
     }
     double total = 0;
-    for (size_t i = 0; i < keep; ++i) total += prob[i];
+    size_t last = 0;
+    for (size_t i = 0; i < cand.size(); ++i)
+      if (keep[i]) {
+        total += prob[i];
+        last = i;
+      }
     const double u = rng.uniform() * total;
     double cum = 0;
-    res.token = cand[keep - 1].second;
-    for (size_t i = 0; i < keep; ++i) {
+    res.token = cand[last].second;
+    for (size_t i = 0; i < cand.size(); ++i) {
+      if (!keep[i]) continue;
       cum += prob[i];
       if (u < cum) {
         res.token = cand[i].second;
