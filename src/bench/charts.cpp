@@ -45,9 +45,13 @@ std::vector<double> nice_ticks(double lo, double hi, int target) {
       break;
     }
   std::vector<double> t;
-  const double first = std::floor(lo / step) * step;
-  for (double v = first; v <= hi + step * 0.5 + 1e-12 && t.size() < 50; v += step)
+  const double k0 = std::floor(lo / step + 1e-9);
+  for (double k = k0; t.size() < 50; k += 1) {
+    const double v = k * step;
     t.push_back(std::fabs(v) < step * 1e-9 ? 0 : v);
+    if (v >= hi - step * 1e-9) break;
+  }
+  const double first = k0 * step;
   if (t.size() < 2) t.push_back(first + step);
   return t;
 }

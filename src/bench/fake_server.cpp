@@ -52,6 +52,7 @@ struct Stream {
   Rng rng{1};
   int64_t next_ns = 0;     // scheduled time of the next token
   int64_t arrived_ns = 0;  // request parsed
+  int64_t last_sent_ns = 0;
   std::string text;        // non-streaming: accumulated completion
 };
 
@@ -472,8 +473,14 @@ struct FakeServer::Impl {
     if (!c) return finish_stream(idx, false);
     const std::string word = kWords[s.rng.next_u64() % std::size(kWords)];
     const bool last = s.sent + 1 >= s.max_tokens;
+    const int64_t sent_ns = now_ns();
+    with_record(idx, [&](InjectedRequest& r) {
+      if (s.sent == 0) r.sent_ttft_s = static_cast<double>(sent_ns - s.arrived_ns) * 1e-9;
+      else r.sent_itl_s.push_back(static_cast<double>(sent_ns - s.last_sent_ns) * 1e-9);
+    });
+    s.last_sent_ns = sent_ns;
     if (s.sent == 0) {
-      const double ttft = static_cast<double>(now_ns() - s.arrived_ns) * 1e-9;
+      const double ttft = static_cast<double>(sent_ns - s.arrived_ns) * 1e-9;
       size_t b = 0;
       while (b < std::size(kTtftBuckets) && ttft > kTtftBuckets[b]) ++b;
       ++m_ttft_counts[b];

@@ -45,6 +45,10 @@ struct InjectedRequest {
   double queue_s = 0;             // time spent waiting for a slot (max_running)
   double ttft_s = 0;              // injected first-token delay
   std::vector<double> itl_s;      // [completion_tokens - 1] injected gaps
+  // What was actually delivered (the loop may wake late on a busy machine): first-token send time after the
+  // request was parsed, and the gaps between the actual send times.
+  double sent_ttft_s = 0;
+  std::vector<double> sent_itl_s;  // [completion_tokens - 1]
   int prompt_tokens = 0, completion_tokens = 0;
   bool failed = false;            // answered with an injected 500
 };
