@@ -62,7 +62,7 @@ int tokenize(const TokenizeArgs& a) {
     std::fprintf(stderr, "mopt tokenize: give a model (-m MODEL) or a llama2.c tokenizer (--tokenizer PATH)\n");
     return 2;
   }
-  if (a.file.empty() == a.text.empty() && !(a.file.empty() && a.text.empty())) {
+  if (!a.file.empty() && !a.text.empty()) {
     std::fprintf(stderr, "mopt tokenize: give either TEXT or --file F, not both\n");
     return 2;
   }
