@@ -6,8 +6,8 @@
 
 #include "backend/cpu/cpu_runner.h"
 #include "backend/reference/reference.h"
-#include "forward/model_util.h"
-#include "forward/seq_driver.h"
+#include "model_util.h"
+#include "seq_driver.h"
 
 namespace mopt::test {
 namespace {
@@ -36,9 +36,11 @@ std::vector<int32_t> random_tokens(int n, int n_vocab, uint32_t seed) {
 }
 
 // Feeds `toks` through the runner in the given chunk sizes (chunked prefill then decode) and returns all logits.
+// The runner's cache must hold kCacheTokens tokens (init_kv_cache(kCacheTokens / block_size, block_size, ...)).
+constexpr int kCacheTokens = 4096;
 std::vector<float> run_chunked(ModelRunner& r, const std::vector<int32_t>& toks, const std::vector<int>& chunks,
                                int block_size) {
-  SeqDriver drv(r, 4096 / block_size, block_size, 3);
+  SeqDriver drv(r, kCacheTokens / block_size, block_size, 3);
   const int s = drv.add_sequence();
   std::vector<float> all;
   size_t pos = 0;
@@ -63,7 +65,7 @@ void check_against_reference(const Model& m, int n_tokens, double rel_tol, int m
   ro.n_threads = n_threads;
   auto r = CpuRunner::create(m, ro);
   ASSERT_TRUE(r.is_ok()) << r.message();
-  ASSERT_TRUE((*r)->init_kv_cache(4096 / block_size, block_size, 0).is_ok());
+  ASSERT_TRUE((*r)->init_kv_cache(kCacheTokens / block_size, block_size, 0).is_ok());
   const auto toks = random_tokens(n_tokens, m.config.n_vocab, 11);
   const auto want = ref->forward(toks);
   const auto got = run_chunked(**r, toks, {n_tokens / 2, 3, 1, 5}, block_size);
@@ -92,8 +94,8 @@ TEST(CpuRunner, Llama2cCheckpointGivesIdenticalLogitsToGguf) {
   auto rg = CpuRunner::create(**g, ro);
   auto rb = CpuRunner::create(**b, ro);
   ASSERT_TRUE(rg.is_ok() && rb.is_ok());
-  ASSERT_TRUE((*rg)->init_kv_cache(64, 16, 0).is_ok());
-  ASSERT_TRUE((*rb)->init_kv_cache(64, 16, 0).is_ok());
+  ASSERT_TRUE((*rg)->init_kv_cache(kCacheTokens / 16, 16, 0).is_ok());
+  ASSERT_TRUE((*rb)->init_kv_cache(kCacheTokens / 16, 16, 0).is_ok());
   const auto toks = random_tokens(50, 512, 5);
   EXPECT_EQ(run_chunked(**rg, toks, {20}, 16), run_chunked(**rb, toks, {20}, 16));
 }
@@ -157,7 +159,7 @@ TEST(CpuRunner, BatchedSequencesMatchSingle) {
   auto r = CpuRunner::create(**m, ro);
   ASSERT_TRUE(r.is_ok());
   const int bs = 8;
-  ASSERT_TRUE((*r)->init_kv_cache(256, bs, 0).is_ok());
+  ASSERT_TRUE((*r)->init_kv_cache(kCacheTokens / bs, bs, 0).is_ok());
   const int n_seq = 5;
   std::vector<std::vector<int32_t>> toks;
   std::vector<std::vector<float>> single;
@@ -172,7 +174,7 @@ TEST(CpuRunner, BatchedSequencesMatchSingle) {
   for (int s = 0; s < n_seq; ++s) {
     const int n = static_cast<int>(toks[s].size());
     std::vector<int32_t> blocks(mb, -1);
-    for (int j = 0; j < (n + bs - 1) / bs; ++j) blocks[j] = (next_block++ * 7) % 256;  // scattered
+    for (int j = 0; j < (n + bs - 1) / bs; ++j) blocks[j] = (next_block++ * 7) % (kCacheTokens / bs);  // scattered
     for (int i = 0; i < n; ++i) {
       flat.push_back(toks[s][i]);
       pos.push_back(i);

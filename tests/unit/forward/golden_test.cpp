@@ -9,8 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/cpu/cpu_runner.h"
-#include "forward/model_util.h"
-#include "forward/seq_driver.h"
+#include "model_util.h"
+#include "seq_driver.h"
 #include "tokenizer/tokenizer.h"
 
 namespace mopt::test {
