@@ -130,10 +130,9 @@ int serve(ServeArgs& a) {
   bool drained = srv.wait_drained();
   if (!drained) std::fprintf(stderr, "mopt serve: grace period over; aborting the remaining requests\n");
   (*engine)->stop();  // aborts whatever is left; their handlers finish with finish_reason "abort"
-  if (!drained) {
-    srv.close_connections();
-    srv.wait_drained();
-  }
+  if (!drained) std::this_thread::sleep_for(std::chrono::milliseconds(200));  // let them write it
+  srv.close_connections();
+  srv.wait_drained();  // no handler may still use the engine when it is destroyed
   std::fprintf(stderr, "mopt serve: stopped\n");
   return 0;
 }

@@ -186,7 +186,8 @@ HttpServer::HttpServer(HttpLimits limits, HttpHandler handler, HttpErrorBody err
 HttpServer::~HttpServer() {
   stop_accepting();
   close_all();
-  wait_idle(5.0);
+  wait_idle(10.0);  // connection threads reference this object
+  if (listen_fd_ >= 0) ::close(listen_fd_);
   for (int fd : wake_fd_)
     if (fd >= 0) ::close(fd);
 }
@@ -276,20 +277,16 @@ void HttpServer::serve() {
       ::close(fd);
     }
   }
+  ::close(listen_fd_);  // from now on connection attempts are refused
+  listen_fd_ = -1;
 }
 
 void HttpServer::stop_accepting() {
   bool was = draining_.exchange(true);
   if (was) return;
-  if (wake_fd_[1] >= 0) {
+  if (wake_fd_[1] >= 0) {  // serve() wakes up and closes the listening socket
     char c = 1;
     [[maybe_unused]] ssize_t n = ::write(wake_fd_[1], &c, 1);
-  }
-  std::lock_guard<std::mutex> lk(mu_);
-  if (listen_fd_ >= 0) {
-    ::shutdown(listen_fd_, SHUT_RDWR);
-    ::close(listen_fd_);
-    listen_fd_ = -1;
   }
 }
 

@@ -570,7 +570,7 @@ void Server::handle_generate(const HttpRequest& req, ResponseWriter& w, bool cha
       ch->cv.wait_for(lk, std::chrono::milliseconds(50), [&] { return !ch->q.empty(); });
       batch.swap(ch->q);
     }
-    if (!stream_ok || (batch.empty() && w.client_gone())) {
+    if (!stream_ok || w.client_gone()) {
       abort_all();
       metrics_.client_disconnects.fetch_add(1);
       w.set_close();
