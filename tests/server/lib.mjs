@@ -113,7 +113,7 @@ export async function postJson(base, p, body, headers = {}) {
   const res = await fetch(base + p, {
     method: 'POST',
     headers: { 'Content-Type': 'application/json', ...headers },
-    body: typeof body === 'string' ? body : JSON.stringify(body),
+    body: typeof body === 'string' || Buffer.isBuffer(body) ? body : JSON.stringify(body),
   });
   const text = await res.text();
   let json = null;
