@@ -3,6 +3,7 @@
 // KV-cache bytes per token.
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -68,13 +69,22 @@ uint64_t weight_bytes_at(const Model& m, DType t) {
   return total;
 }
 
+// A float as the double with the fewest digits that rounds back to it (1e-06, not 9.99999997e-07).
+double shortest(float f) {
+  for (int digits = 6; digits < 10; ++digits) {
+    double d = std::strtod(strfmt("%.*g", digits, static_cast<double>(f)).c_str(), nullptr);
+    if (static_cast<float>(d) == f) return d;
+  }
+  return static_cast<double>(f);
+}
+
 std::string token_text(const VocabData& v, int32_t id) {
   if (id < 0 || static_cast<size_t>(id) >= v.tokens.size()) return "";
   return v.tokens[static_cast<size_t>(id)];
 }
 
-nlohmann::json build_report(const Model& m) {
-  using json = nlohmann::json;
+nlohmann::ordered_json build_report(const Model& m) {
+  using json = nlohmann::ordered_json;
   const ModelConfig& c = m.config;
   json r;
   r["path"] = m.path;
@@ -87,16 +97,16 @@ nlohmann::json build_report(const Model& m) {
         {"n_layer", c.n_layer},          {"n_head", c.n_head},
         {"n_head_kv", c.n_head_kv},      {"head_dim", c.head_dim},
         {"n_ff", c.n_ff},                {"context_length", c.context_length},
-        {"norm_eps", c.norm_eps},        {"rope_theta", c.rope_theta},
+        {"norm_eps", shortest(c.norm_eps)}, {"rope_theta", shortest(c.rope_theta)},
         {"rope_dim", c.rope_dim},        {"rope_style", c.rope_style == RopeStyle::kNeox ? "neox" : "interleaved"},
         {"rope_scaling", rope_scaling_name(c.rope_scaling)},
         {"qkv_bias", c.qkv_bias},        {"qk_norm", c.qk_norm},
         {"tied_embeddings", c.tied_embeddings}, {"sliding_window", c.sliding_window},
     };
-    if (c.rope_scaling != RopeScaling::kNone) r["hyperparameters"]["rope_scale_factor"] = c.rope_scale_factor;
+    if (c.rope_scaling != RopeScaling::kNone) r["hyperparameters"]["rope_scale_factor"] = shortest(c.rope_scale_factor);
     if (c.rope_scaling == RopeScaling::kLlama3) {
-      r["hyperparameters"]["rope_low_freq_factor"] = c.rope_low_freq_factor;
-      r["hyperparameters"]["rope_high_freq_factor"] = c.rope_high_freq_factor;
+      r["hyperparameters"]["rope_low_freq_factor"] = shortest(c.rope_low_freq_factor);
+      r["hyperparameters"]["rope_high_freq_factor"] = shortest(c.rope_high_freq_factor);
       r["hyperparameters"]["rope_original_context"] = c.rope_original_context;
     }
   } else {
@@ -128,8 +138,8 @@ nlohmann::json build_report(const Model& m) {
   return r;
 }
 
-void print_text(const nlohmann::json& r, bool show_tensors) {
-  auto s = [](const nlohmann::json& j) { return j.is_string() ? j.get<std::string>() : j.dump(); };
+void print_text(const nlohmann::ordered_json& r, bool show_tensors) {
+  auto s = [](const nlohmann::ordered_json& j) { return j.is_string() ? j.get<std::string>() : j.dump(); };
   std::printf("model:        %s\n", s(r["path"]).c_str());
   std::printf("format:       %s\n", s(r["format"]).c_str());
   if (r.contains("architecture")) std::printf("architecture: %s\n", s(r["architecture"]).c_str());
@@ -143,8 +153,8 @@ void print_text(const nlohmann::json& r, bool show_tensors) {
   std::printf("\ntokenizer:    %s", s(t["kind"]).c_str());
   if (t["kind"] != "none")
     std::printf(" (pre %s), %s tokens, bos %s %s, eos %s %s, add_bos %s", s(t["pre"]).c_str(), s(t["n_tokens"]).c_str(),
-                s(t["bos"]).c_str(), nlohmann::json(t["bos_text"]).dump().c_str(), s(t["eos"]).c_str(),
-                nlohmann::json(t["eos_text"]).dump().c_str(), s(t["add_bos"]).c_str());
+                s(t["bos"]).c_str(), t["bos_text"].dump().c_str(), s(t["eos"]).c_str(),
+                t["eos_text"].dump().c_str(), s(t["add_bos"]).c_str());
   std::printf("\nchat template: %s\n", r["chat_template"]["present"].get<bool>()
                                           ? strfmt("yes (%s bytes)", s(r["chat_template"]["bytes"]).c_str()).c_str()
                                           : "no");
@@ -180,7 +190,7 @@ int inspect(const InspectArgs& a) {
     std::fprintf(stderr, "mopt inspect: %s\n", m.message().c_str());
     return 1;
   }
-  nlohmann::json r = build_report(**m);
+  nlohmann::ordered_json r = build_report(**m);
   if (a.json) {
     if (a.no_tensors) r.erase("tensors");
     std::printf("%s\n", r.dump(2).c_str());
