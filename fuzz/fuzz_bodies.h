@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "model/arch.h"
 #include "model/gguf.h"
 #include "model/loaders.h"
 #include "model/safetensors.h"
