@@ -47,6 +47,27 @@ inline __m256 exp_ps(__m256 x) {
 }
 #endif
 
+// x[i] = exp(x[i] - sub) for i < n; returns the sum. x must have room for n rounded up to 8 (the padding
+// is overwritten). exp(-inf) = 0.
+inline float vec_exp_sub_sum(float* x, int n, float sub) {
+  float sum = 0.0f;
+#ifdef MOPT_CPU_AVX2
+  const int n8 = (n + 7) & ~7;
+  for (int i = n; i < n8; ++i) x[i] = -INFINITY;
+  const __m256 vs = _mm256_set1_ps(sub);
+  __m256 acc = _mm256_setzero_ps();
+  for (int i = 0; i < n8; i += 8) {
+    const __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vs));
+    _mm256_storeu_ps(x + i, e);
+    acc = _mm256_add_ps(acc, e);
+  }
+  sum = hsum_ps(acc);
+#else
+  for (int i = 0; i < n; ++i) sum += (x[i] = std::exp(x[i] - sub));
+#endif
+  return sum;
+}
+
 inline float vec_dot_f32(const float* a, const float* b, int64_t n) {
   int64_t i = 0;
   float s = 0.0f;
