@@ -11,6 +11,7 @@
 #include "backend/cpu/kernels.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/kernels.h"
+#include "core/thread_pool.h"
 #include "unit/cuda/cuda_test_util.h"
 
 namespace mopt {
@@ -313,7 +314,8 @@ void run_attention_case(const AttnCase& c, bool prefill_kernel, int n_splits, st
   a.max_blocks_per_seq = max_blocks;
   a.scale = scale;
   a.sliding_window = c.window;
-  cpu::paged_attention(a, nullptr);
+  static ThreadPool pool(0);  // the CPU reference of long prompts is the slow part of this test
+  cpu::paged_attention(a, &pool);
 
   DevVec<uint16_t> dcache(gcache), dq(qb), dout(qb.size());
   DevVec<int32_t> dpos(positions), dseq(token_seq), dbt(bt);
