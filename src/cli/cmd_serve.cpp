@@ -24,10 +24,38 @@ struct ServeArgs {
   EngineConfig engine;
   server::ServeOptions opts;
   std::string chat_template_file;
+  std::string config_file;
   size_t max_body = 4 * 1024 * 1024;
   size_t max_header = 16 * 1024;
   double read_timeout = 30, idle_timeout = 30, write_timeout = 30;
 };
+
+// Applies `key = value` settings of a TOML/INI file to the options of `cmd` that the command line did not set.
+// (CLI11 2.1 reads config files for the main app only, so the serve subcommand applies its own.)
+Status apply_config_file(CLI::App& cmd, const std::string& path) {
+  std::vector<CLI::ConfigItem> items;
+  try {
+    items = CLI::ConfigTOML().from_file(path);
+  } catch (const CLI::Error& e) {
+    return error("--config %s: %s", path.c_str(), e.what());
+  }
+  for (const auto& item : items) {
+    if (item.name == "++" || item.name == "--") continue;  // section markers
+    std::string key = item.parents.empty() || item.parents == std::vector<std::string>{"serve"}
+                          ? item.name : std::string();
+    CLI::Option* opt = key.empty() || key == "config" ? nullptr : cmd.get_option_no_throw("--" + key);
+    if (!opt) return error("--config %s: unknown setting '%s' (use the long flag names of mopt serve)", path.c_str(),
+                           item.fullname().c_str());
+    if (opt->count() > 0) continue;  // the command line wins
+    try {
+      for (const auto& v : item.inputs) opt->add_result(v);
+      opt->run_callback();
+    } catch (const CLI::Error& e) {
+      return error("--config %s: %s: %s", path.c_str(), key.c_str(), e.what());
+    }
+  }
+  return Status::ok();
+}
 
 Result<std::string> read_text(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -140,8 +168,12 @@ int serve(ServeArgs& a) {
 Registration reg("serve", 30, [](CLI::App& app) {
   auto args = std::make_shared<ServeArgs>();
   auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (completions, chat, streaming, metrics)");
-  cmd->set_config("--config", "", "read these settings from a TOML/INI file (keys are the long flag names)");
   add_model_flags(cmd, args->model);
+  // --model may come from --config, so it is checked after the config file is applied.
+  cmd->get_option("--model")->required(false);
+  cmd->add_option("--config", args->config_file,
+                  "TOML/INI file with these settings (keys are the long flag names; the command line wins)")
+      ->check(CLI::ExistingFile);
   add_engine_flags(*cmd, args->engine);
   auto& o = args->opts;
   const std::string g = "Server";
@@ -178,7 +210,21 @@ Registration reg("serve", 30, [](CLI::App& app) {
       ->check(CLI::Range(1, 1 << 20))->capture_default_str()->group(g);
   cmd->add_option("--max-n", o.api.max_n, "largest n (choices per prompt)")->check(CLI::Range(1, 128))
       ->capture_default_str()->group(g);
-  cmd->callback([args] { set_exit_code(serve(*args)); });
+  cmd->callback([args, cmd] {
+    if (!args->config_file.empty()) {
+      if (Status st = apply_config_file(*cmd, args->config_file); !st) {
+        std::fprintf(stderr, "mopt serve: %s\n", st.message().c_str());
+        set_exit_code(1);
+        return;
+      }
+    }
+    if (args->model.model.empty()) {
+      std::fprintf(stderr, "mopt serve: --model is required (on the command line or in --config)\n");
+      set_exit_code(1);
+      return;
+    }
+    set_exit_code(serve(*args));
+  });
 });
 
 }  // namespace

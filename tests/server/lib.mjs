@@ -31,7 +31,9 @@ export function done() {
 
 // Starts `mopt serve` on a free port; resolves once it logged "ready". extra: more CLI args.
 export async function startServer(extra = [], { model = STORIES } = {}) {
-  const args = ['serve', '-m', model, '--port', '0', ...(extra.includes('--threads') ? [] : ['--threads', '1']), ...extra];
+  // A small KV pool by default: tests run in parallel on small CI machines.
+  const args = ['serve', '-m', model, '--port', '0', ...(extra.includes('--threads') ? [] : ['--threads', '1']),
+                ...(extra.includes('--kv-cache-memory') ? [] : ['--kv-cache-memory', '64MiB']), ...extra];
   const proc = spawn(MOPT_BIN, args, { stdio: ['ignore', 'ignore', 'pipe'] });
   let log = '';
   const port = await new Promise((resolve, reject) => {

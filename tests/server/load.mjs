@@ -7,7 +7,8 @@ import { startServer, check, eq, done, metrics } from './lib.mjs';
 const CLIENTS = Number(process.env.MOPT_LOAD_CLIENTS || 256);
 const SECONDS = Number(process.env.MOPT_LOAD_SECONDS || 60);
 const srv = await startServer(['--served-model-name', 'stories', '--max-num-seqs', '256',
-                               '--max-model-len', '512', '--threads', '2']);
+                               '--max-model-len', '512', '--threads', '2',
+                               '--kv-cache-memory', '256MiB']);
 const client = new OpenAI({ baseURL: srv.base + '/v1', apiKey: 'x', maxRetries: 0, timeout: 120000 });
 const prompts = ['Once upon a time', 'The little dog', 'Lily and Tom went to the park', 'One day, a bird',
                  'There was a big tree'];
