@@ -155,7 +155,12 @@ AddResult EngineImpl::add_request(RequestSpec spec, OutputCallback cb) {
   r->tokens = std::move(spec.prompt);
   r->tokens.reserve(r->tokens.size() + static_cast<size_t>(r->params.max_tokens));
   r->cb = std::move(cb);
-  if (tok_) r->decoder = std::make_unique<StreamDecoder>(*tok_);
+  if (tok_) {
+    // Prime the decoder with the prompt so the first generated piece is decoded in context (its leading space is
+    // kept after a text prompt, stripped right after BOS) and a character split across the boundary completes.
+    r->decoder = std::make_unique<StreamDecoder>(*tok_);
+    for (int32_t id : r->tokens) r->decoder->push(id);
+  }
   {
     std::lock_guard<std::mutex> lk(in_mu_);
     if (stopped_) return reject(AddError::kStopped, "the engine is shutting down");

@@ -17,7 +17,8 @@ void add_engine_flags(CLI::App& app, EngineConfig& cfg) {
       ->check(CLI::Range(0.0, 1.0))->capture_default_str()->group(g);
   app.add_option("--swap-space", cfg.swap_space_gib, "host swap pool for preempted requests, GiB")
       ->check(CLI::Range(0.0, 1048576.0))->capture_default_str()->group(g);
-  app.add_flag("--no-prefix-caching{false}", cfg.enable_prefix_caching, "disable prefix caching")->group(g);
+  app.add_flag_callback("--no-prefix-caching", [&cfg] { cfg.enable_prefix_caching = false; },
+                        "disable prefix caching")->group(g);
   app.add_option("--max-num-seqs", cfg.max_num_seqs, "most sequences in one step")
       ->check(CLI::Range(1, 1 << 20))->capture_default_str()->group(g);
   app.add_option("--max-num-batched-tokens", cfg.max_num_batched_tokens,

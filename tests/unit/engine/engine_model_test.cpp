@@ -247,13 +247,31 @@ TEST_F(EngineModel, PrefixCachingMatchesColdRun) {
   ASSERT_EQ(outs.size(), specs.size());
   for (size_t i = 0; i < specs.size(); ++i) {
     EXPECT_EQ(outs[i + 1].tokens, cold_out[i].tokens) << "request " << i;
-    if (i > 0) EXPECT_GE(outs[i + 1].cached, 16) << "request " << i;
+    if (i > 0) {
+      EXPECT_GE(outs[i + 1].cached, 16) << "request " << i;
+    }
   }
   EXPECT_GT(st.prefix_cache_hits, 0u);
   std::printf("[ prefix cache ] stories260K: hits %llu / queries %llu prompt tokens = %.1f%%\n",
               static_cast<unsigned long long>(st.prefix_cache_hits),
               static_cast<unsigned long long>(st.prefix_cache_queries),
               100.0 * static_cast<double>(st.prefix_cache_hits) / static_cast<double>(st.prefix_cache_queries));
+}
+
+TEST_F(EngineModel, StreamedTextContinuesThePrompt) {
+  // The streamed text deltas of a continuation are exactly the decoded (prompt + output) minus the decoded prompt.
+  for (const char* text : {"The cat sat", "Lily went to the park", "Once upon a time"}) {
+    RequestSpec s;
+    s.prompt = tok_->encode(text, true, false);
+    s.params.temperature = 0;
+    s.params.max_tokens = 30;
+    s.params.ignore_eos = true;
+    auto out = run(base_config(), {s});
+    ASSERT_EQ(out.size(), 1u);
+    std::vector<int32_t> all = s.prompt;
+    all.insert(all.end(), out[0].tokens.begin(), out[0].tokens.end());
+    EXPECT_EQ(tok_->decode(s.prompt) + out[0].text, tok_->decode(all)) << text;
+  }
 }
 
 TEST_F(EngineModel, StopStringsCutTheText) {
