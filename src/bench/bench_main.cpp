@@ -76,6 +76,16 @@ Result<std::vector<RunResult>> run_bench(BenchOptions o) {
   if (auto h = http_get(t.host, t.port, "/health", 10.0); !h && h.message().find("connect") != std::string::npos)
     return error("cannot reach the server at %s: %s (is it running? check --url)", o.url.c_str(), h.message().c_str());
 
+  // No --model: ask the server which model it serves (GET /v1/models, the first id), as OpenAI clients do.
+  if (t.model.empty()) {
+    std::string base = t.path.substr(0, t.path.rfind("/v1/") == std::string::npos ? 0 : t.path.rfind("/v1/"));
+    if (auto m = http_get(t.host, t.port, base + "/v1/models", 10.0); m && m->status == 200) {
+      json j = json::parse(m->body, nullptr, false);
+      if (j.is_object() && j.contains("data") && j["data"].is_array() && !j["data"].empty() &&
+          j["data"][0].is_object() && j["data"][0].contains("id") && j["data"][0]["id"].is_string())
+        t.model = j["data"][0]["id"].get<std::string>();
+    }
+  }
   const bool local = is_local_host(t.host);
   json config = {{"url", o.url},
                  {"request_path", t.path},
@@ -119,7 +129,15 @@ Result<std::vector<RunResult>> run_bench(BenchOptions o) {
     pp.finish();
     if (!r) return r.status().with_context("warm-up");
     int64_t failed = 0;
-    for (const auto& q : r->records) failed += !q.ok();
+    const RequestRecord* first_fail = nullptr;
+    for (const auto& q : r->records)
+      if (!q.ok()) {
+        ++failed;
+        if (!first_fail) first_fail = &q;
+      }
+    if (first_fail && failed == static_cast<int64_t>(r->records.size()))
+      return error("every warm-up request failed (%s: %s); fix that before measuring", error_kind_name(first_fail->error),
+                   first_fail->error_message.c_str());
     std::fprintf(stdout, "warm-up: %zu requests (%lld failed) in %.2f s\n", r->records.size(),
                  static_cast<long long>(failed), r->wall_s);
   }

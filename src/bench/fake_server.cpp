@@ -335,6 +335,9 @@ struct FakeServer::Impl {
     if (head.method == "GET" && path == "/health") return respond(c, 200, "OK", "text/plain", "ok\n");
     if (head.method == "GET" && path == "/metrics")
       return respond(c, 200, "OK", "text/plain; version=0.0.4", metrics_text());
+    if (head.method == "GET" && path == "/v1/models")
+      return respond(c, 200, "OK", "application/json",
+                     R"({"object":"list","data":[{"id":"fake","object":"model","owned_by":"mopt"}]})");
     const bool chat = path == "/v1/chat/completions";
     if (!(path == "/v1/completions" || chat)) return respond_error(c, 404, "no route " + head.method + " " + path);
     if (head.method != "POST") return respond_error(c, 404, "use POST for " + path);

@@ -4,7 +4,7 @@
 //
 //   POST /v1/completions, /v1/chat/completions   stream (SSE) or not; honours max_tokens and
 //                                                stream_options.include_usage
-//   GET  /health                                 200 "ok"
+//   GET  /health, /v1/models                     200 "ok"; a list with the one model "fake"
 //   GET  /metrics                                Prometheus text: mopt:prompt_tokens_total,
 //                                                mopt:generation_tokens_total, mopt:num_requests_running, ...
 //

@@ -149,7 +149,7 @@ std::string format_summary(const RunResult& run, const SloSpec& slo) {
     o += "  server /metrics (" + m.metrics_note + "):\n";
     int shown = 0;
     for (const auto& d : m.deltas) {
-      if (d.type != MetricType::kCounter || shown >= 12) continue;
+      if (d.type != MetricType::kCounter || shown >= 12 || d.after == d.before) continue;
       o += strfmt("    %-50s +%g\n", d.key.c_str(), d.after - d.before);
       ++shown;
     }

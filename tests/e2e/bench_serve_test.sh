@@ -45,7 +45,7 @@ done
 
 for endpoint in completions chat; do
   echo "== $endpoint"
-  "$MOPT_BIN" bench --url "http://127.0.0.1:$port" --endpoint "$endpoint" --model stories260K -c 4 -n 24 \
+  "$MOPT_BIN" bench --url "http://127.0.0.1:$port" --endpoint "$endpoint" -c 4 -n 24 \
     --input-len uniform:4,24 --output-len uniform:8,32 --warmup 2 --seed 5 --progress off \
     --output "$tmp/$endpoint.json" | tee "$tmp/$endpoint.txt"
   node -e '
