@@ -130,6 +130,17 @@ int main(int argc, char** argv) {
     return 2;
   }
   ThreadPool pool(threads);
+  {  // dispatch overhead: back-to-back parallel_for calls with trivial work
+    std::vector<int64_t> sink(static_cast<size_t>(pool.size()) * 16);
+    auto job = [&](int64_t b, int64_t e, int tid) { sink[static_cast<size_t>(tid) * 16] += e - b; };
+    for (int i = 0; i < 1000; ++i) pool.parallel_for(pool.size(), job);
+    const int n = 20000;
+    const double t0 = now(), c0 = cpu_now();
+    for (int i = 0; i < n; ++i) pool.parallel_for(pool.size(), job);
+    const double wall = now() - t0, cpu = cpu_now() - c0;
+    std::printf("thread pool: %.2f us per parallel_for (%.2f CPU-us), %d threads\n", wall / n * 1e6, cpu / n * 1e6,
+                pool.size());
+  }
   const double bw = cpu::measure_read_bandwidth(pool, size_t{512} << 20, 8);
   std::printf("threads %d, read bandwidth %.2f GB/s (bench_membw's probe)\n", pool.size(), bw / 1e9);
   if (attn) bench_attention(pool, reps);

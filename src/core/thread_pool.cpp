@@ -12,57 +12,67 @@
 namespace mopt {
 
 namespace {
-// Spin iterations before a worker sleeps (~50-100 us of pause instructions), and before the caller
-// starts yielding its core while it waits for workers.
-constexpr int kWorkerSpin = 20000;
-constexpr int kCallerSpin = 4000;
+// Pause iterations a worker spins before sleeping (a pause is ~20-50 ns: ~40-100 us in all), and the
+// caller spins on chunks in flight on other threads before yielding its core.
+constexpr int kWorkerSpin = 2000;
+constexpr int kCallerSpin = 2000;
+constexpr int kMaxThreads = 1024;  // chunk indices fit the state word's 16-bit fields
 thread_local bool t_in_pool_job = false;
+
+inline uint32_t gen_of(uint64_t s) { return static_cast<uint32_t>(s >> 32); }
+inline int chunks_of(uint64_t s) { return static_cast<int>((s >> 16) & 0xFFFF); }
+inline int next_of(uint64_t s) { return static_cast<int>(s & 0xFFFF); }
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads) {
   if (n_threads <= 0) n_threads = static_cast<int>(std::thread::hardware_concurrency());
-  n_threads_ = std::clamp(n_threads, 1, 1024);
+  n_threads_ = std::clamp(n_threads, 1, kMaxThreads);
   workers_.reserve(static_cast<size_t>(n_threads_ - 1));
-  for (int t = 1; t < n_threads_; ++t) workers_.emplace_back([this, t] { worker_main(t); });
+  for (int t = 1; t < n_threads_; ++t) workers_.emplace_back([this] { worker_main(); });
 }
 
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lk(sleep_mu_);
     stop_.store(true);
-    generation_.fetch_add(1);
+    state_.fetch_add(uint64_t{1} << 32);  // wake everyone with a job that has no chunks
   }
   sleep_cv_.notify_all();
   for (auto& w : workers_) w.join();
 }
 
-void ThreadPool::run_chunk(int tid) {
-  if (tid >= n_chunks_) return;
-  int64_t b = chunk_begin(n_, n_chunks_, tid);
-  int64_t e = chunk_begin(n_, n_chunks_, tid + 1);
-  if (b < e) (*fn_)(b, e, tid);
+void ThreadPool::run_chunks(uint32_t gen) {
+  uint64_t s = state_.load(std::memory_order_acquire);
+  for (;;) {
+    if (gen_of(s) != gen || next_of(s) >= chunks_of(s)) return;  // job over (or a newer one: not ours)
+    if (!state_.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
+    const int c = next_of(s), k = chunks_of(s);
+    const int64_t b = chunk_begin(n_, k, c), e = chunk_begin(n_, k, c + 1);
+    if (b < e) (*fn_)(b, e, c);
+    done_.fetch_add(1, std::memory_order_acq_rel);
+    s = state_.load(std::memory_order_acquire);
+  }
 }
 
-void ThreadPool::worker_main(int tid) {
+void ThreadPool::worker_main() {
   t_in_pool_job = true;  // nested parallel_for from a job runs inline
-  uint64_t seen = 0;
+  uint32_t seen = 0;
   for (;;) {
-    uint64_t g = generation_.load(std::memory_order_acquire);
-    for (int i = 0; g == seen && i < kWorkerSpin; ++i) {
+    uint64_t s = state_.load(std::memory_order_acquire);
+    for (int i = 0; gen_of(s) == seen && i < kWorkerSpin; ++i) {
       MOPT_CPU_RELAX();
-      g = generation_.load(std::memory_order_acquire);
+      s = state_.load(std::memory_order_acquire);
     }
-    if (g == seen) {
+    if (gen_of(s) == seen) {
       std::unique_lock<std::mutex> lk(sleep_mu_);
-      sleeping_.fetch_add(1);  // seq_cst: pairs with the dispatcher's bump-then-check
-      sleep_cv_.wait(lk, [&] { return generation_.load() != seen; });
+      sleeping_.fetch_add(1);  // seq_cst: pairs with the dispatcher's publish-then-check
+      sleep_cv_.wait(lk, [&] { return gen_of(state_.load()) != seen; });
       sleeping_.fetch_sub(1);
-      g = generation_.load(std::memory_order_acquire);
+      s = state_.load(std::memory_order_acquire);
     }
     if (stop_.load()) return;
-    seen = g;
-    run_chunk(tid);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    seen = gen_of(s);
+    run_chunks(seen);
   }
 }
 
@@ -77,19 +87,21 @@ void ThreadPool::parallel_for(int64_t n, const Fn& fn) {
     fn(0, n, 0);
     return;
   }
+  const int k = static_cast<int>(std::min<int64_t>(n, n_threads_));
   fn_ = &fn;
   n_ = n;
-  n_chunks_ = static_cast<int>(std::min<int64_t>(n, n_threads_));
-  pending_.store(n_threads_ - 1, std::memory_order_relaxed);
-  generation_.fetch_add(1);  // seq_cst: publishes the job
+  done_.store(0, std::memory_order_relaxed);
+  const uint32_t gen = gen_of(state_.load()) + 1;
+  state_.store((static_cast<uint64_t>(gen) << 32) | (static_cast<uint64_t>(k) << 16));  // seq_cst publish
   if (sleeping_.load() > 0) {
     std::lock_guard<std::mutex> lk(sleep_mu_);
     sleep_cv_.notify_all();
   }
   t_in_pool_job = true;
-  run_chunk(0);
+  run_chunks(gen);
   t_in_pool_job = false;
-  for (int i = 0; pending_.load(std::memory_order_acquire) != 0; ++i) {
+  // Every chunk is claimed; wait for the ones still running on workers.
+  for (int i = 0; done_.load(std::memory_order_acquire) != k; ++i) {
     if (i < kCallerSpin) {
       MOPT_CPU_RELAX();
     } else {
@@ -101,7 +113,7 @@ void ThreadPool::parallel_for(int64_t n, const Fn& fn) {
 
 void parallel_items(ThreadPool* pool, int64_t n, const std::function<void(int64_t item, int tid)>& fn) {
   if (n <= 0) return;
-  int nt = pool ? pool->size() : 1;
+  const int nt = pool ? pool->size() : 1;
   if (nt <= 1 || n == 1) {
     for (int64_t i = 0; i < n; ++i) fn(i, 0);
     return;

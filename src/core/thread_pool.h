@@ -1,10 +1,13 @@
 // ThreadPool: persistent workers for data-parallel loops on the CPU hot path.
 //
-// parallel_for(n, fn) splits [0, n) into min(n, size()) contiguous chunks with fixed boundaries
-// (chunk c = [c*n/k, (c+1)*n/k)), runs chunk c on thread c (thread 0 is the caller) and returns when
-// all are done. Chunk boundaries and the chunk -> tid mapping depend only on n and size(), so per-thread
-// partial results are reproducible. Workers spin briefly after each job (a decode step issues ~40 jobs
-// a few microseconds apart), then sleep on a condition variable so an idle pool costs no CPU.
+// parallel_for(n, fn) splits [0, n) into k = min(n, size()) contiguous chunks with fixed boundaries
+// (chunk c = [c*n/k, (c+1)*n/k)) and calls fn(begin, end, tid = c) once per chunk; it returns when all
+// chunks are done. Chunk boundaries and the tid of each chunk depend only on n and size(), so per-chunk
+// partial results are reproducible, and no two concurrently running calls share a tid (per-tid scratch
+// is safe). Chunks are claimed from a shared counter by whichever thread gets there first, the caller
+// included: on a machine where a worker is descheduled, the caller does its chunks instead of waiting.
+// Workers spin briefly after each job (a decode step issues ~40 jobs a few microseconds apart), then
+// sleep on a condition variable so an idle pool costs no CPU.
 //
 // A parallel_for issued from inside a job, or while another thread is using the pool, runs inline
 // on the calling thread (as one chunk, tid 0) instead of deadlocking.
@@ -33,20 +36,23 @@ class ThreadPool {
   void parallel_for(int64_t n, const Fn& fn);
 
   // Chunk c of k over [0, n): [c*n/k, (c+1)*n/k).
-  static int64_t chunk_begin(int64_t n, int k, int c) { return static_cast<int64_t>((__int128)n * c / k); }
+  static int64_t chunk_begin(int64_t n, int k, int c) {
+    return static_cast<int64_t>(static_cast<__int128>(n) * c / k);
+  }
 
  private:
-  void worker_main(int tid);
-  void run_chunk(int tid);
+  void worker_main();
+  // Claims and runs chunks of the job published under generation `gen` until none is left.
+  void run_chunks(uint32_t gen);
 
   int n_threads_ = 1;
   std::vector<std::thread> workers_;
-  // Current job (written by the dispatcher before generation_ is bumped).
+  // Current job (written by the dispatcher before the state word publishes it).
   const Fn* fn_ = nullptr;
   int64_t n_ = 0;
-  int n_chunks_ = 0;
-  std::atomic<uint64_t> generation_{0};
-  std::atomic<int> pending_{0};
+  // State word: generation (bits 32..63) | chunk count (bits 16..31) | next unclaimed chunk (bits 0..15).
+  std::atomic<uint64_t> state_{0};
+  std::atomic<int> done_{0};       // chunks finished in the current job
   std::atomic<int> sleeping_{0};
   std::atomic<bool> stop_{false};
   std::mutex sleep_mu_;

@@ -35,7 +35,8 @@ class BpeTokenizer final : public TokenizerBase {
       const int32_t b = token_id(std::string_view(m).substr(sp + 1));
       const int32_t ab = token_id(m.substr(0, sp) + m.substr(sp + 1));
       if (a < 0 || b < 0 || ab < 0) return error("merge %zu (\"%s\") names unknown tokens", r, m.c_str());
-      merges_.emplace(pair_key(a, b), Merge{static_cast<int32_t>(r), ab});  // the first (best) rank wins
+      // The first (best) rank of a pair wins. Value: rank << 32 | merged id.
+      merges_.insert(pair_key(a, b), (static_cast<uint64_t>(r) << 32) | static_cast<uint32_t>(ab));
     }
     return Status::ok();
   }
@@ -66,10 +67,6 @@ class BpeTokenizer final : public TokenizerBase {
   }
 
  private:
-  struct Merge {
-    int32_t rank;
-    int32_t result;
-  };
   static uint64_t pair_key(int32_t a, int32_t b) {
     return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
   }
@@ -103,9 +100,9 @@ class BpeTokenizer final : public TokenizerBase {
     std::priority_queue<Cand, std::vector<Cand>, decltype(worse)> queue(worse);
     auto try_add = [&](int l, int r) {
       if (l < 0 || r < 0 || sym[l].id < 0 || sym[r].id < 0) return;
-      auto it = merges_.find(pair_key(sym[l].id, sym[r].id));
-      if (it == merges_.end()) return;
-      queue.push({it->second.rank, l, r, sym[l].id, sym[r].id, it->second.result});
+      const uint64_t* m = merges_.find(pair_key(sym[l].id, sym[r].id));
+      if (!m) return;
+      queue.push({static_cast<int32_t>(*m >> 32), l, r, sym[l].id, sym[r].id, static_cast<int32_t>(*m & 0xFFFFFFFFu)});
     };
     for (int i = 0; i + 1 < n; ++i) try_add(i, i + 1);
     while (!queue.empty()) {
@@ -132,7 +129,7 @@ class BpeTokenizer final : public TokenizerBase {
   }
 
   std::unique_ptr<RegexSplitter> splitter_;
-  std::unordered_map<uint64_t, Merge> merges_;  // (left id, right id) -> rank, merged id
+  FlatMap64 merges_;  // (left id, right id) -> rank << 32 | merged id
 };
 
 }  // namespace

@@ -1,7 +1,7 @@
 // SentencePiece-style BPE (llama, phi-3, baichuan, llama2.c): spaces become U+2581, an optional space prefix,
 // then adjacent symbols are merged greedily by the score of the token they form (highest first, leftmost on
 // ties); symbols that are not tokens fall back to <0xNN> byte tokens, else <unk>.
-#include <queue>
+#include <algorithm>
 
 #include "core/strfmt.h"
 #include "tokenizer/tokenizer_impl.h"
@@ -17,6 +17,7 @@ class SpmTokenizer final : public TokenizerBase {
  public:
   explicit SpmTokenizer(const VocabData& v) : TokenizerBase(v) {
     for (int b = 0; b < 256; ++b) set_byte_token(static_cast<uint8_t>(b), token_id(strfmt("<0x%02X>", b)));
+    words_independent_ = check_words_independent(vocab_.tokens);
   }
 
   std::string token_bytes(int32_t id) const override {
@@ -50,13 +51,45 @@ class SpmTokenizer final : public TokenizerBase {
       if (c == ' ') s += kSpace;
       else s += c;
     }
-    // Symbols: one per UTF-8 character, in a doubly linked list.
-    struct Sym {
-      int prev, next;
-      size_t start, len;  // len 0: merged away
-    };
-    std::vector<Sym> sym;  // [n_chars]
-    sym.reserve(s.size());
+    // Where no token has a U+2581 after another character, no merge can cross the start of a word (a U+2581
+    // after a non-U+2581 character): each word is merged on its own, with the same result as the whole text
+    // at once (for valid UTF-8) but with small, cache-resident queues.
+    Scratch scratch;
+    const std::string_view sv(s);
+    size_t start = 0;
+    if (words_independent_) {
+      for (size_t i = sv.find(kSpace, 1); i != std::string_view::npos; i = sv.find(kSpace, i + kSpace.size())) {
+        if (i >= kSpace.size() && sv.compare(i - kSpace.size(), kSpace.size(), kSpace) == 0) continue;
+        encode_chunk(sv.substr(start, i - start), scratch, out);
+        start = i;
+      }
+    }
+    encode_chunk(sv.substr(start), scratch, out);
+  }
+
+ private:
+  struct Sym {
+    int prev, next;
+    size_t start, len;  // bytes of the symbol in the chunk; len 0: merged away
+  };
+  struct Bigram {
+    float score;
+    int left, right;
+    size_t len;  // bytes of the merged text, to detect stale entries
+  };
+  struct Scratch {
+    std::vector<Sym> sym;       // [n_chars]
+    std::vector<Bigram> queue;  // heap storage
+  };
+
+  static bool worse(const Bigram& a, const Bigram& b) {
+    return a.score < b.score || (a.score == b.score && a.left > b.left);
+  }
+
+  // Greedy merges over one chunk, then each symbol's token (or its bytes, or <unk>).
+  void encode_chunk(std::string_view s, Scratch& scratch, std::vector<int32_t>& out) const {
+    std::vector<Sym>& sym = scratch.sym;
+    sym.clear();
     for (size_t i = 0; i < s.size();) {
       const size_t len = std::min(uni::seq_len(static_cast<uint8_t>(s[i])), s.size() - i);
       const int idx = static_cast<int>(sym.size());
@@ -66,27 +99,22 @@ class SpmTokenizer final : public TokenizerBase {
     if (sym.empty()) return;
     sym.back().next = -1;
 
-    struct Bigram {
-      float score;
-      int left, right;
-      size_t len;  // bytes of the merged text, to detect stale entries
-    };
-    auto worse = [](const Bigram& a, const Bigram& b) {
-      return a.score < b.score || (a.score == b.score && a.left > b.left);
-    };
-    std::priority_queue<Bigram, std::vector<Bigram>, decltype(worse)> queue(worse);
+    std::vector<Bigram>& heap = scratch.queue;
+    heap.clear();
     auto try_add = [&](int l, int r) {
       if (l < 0 || r < 0) return;
       const size_t len = sym[l].len + sym[r].len;
-      const int32_t id = token_id(std::string_view(s).substr(sym[l].start, len));
+      const int32_t id = token_id(s.substr(sym[l].start, len));
       if (id < 0) return;
       const float score = vocab_.scores.empty() ? 0.0f : vocab_.scores[static_cast<size_t>(id)];
-      queue.push({score, l, r, len});
+      heap.push_back({score, l, r, len});
+      std::push_heap(heap.begin(), heap.end(), worse);
     };
     for (size_t i = 1; i < sym.size(); ++i) try_add(static_cast<int>(i) - 1, static_cast<int>(i));
-    while (!queue.empty()) {
-      const Bigram b = queue.top();
-      queue.pop();
+    while (!heap.empty()) {
+      std::pop_heap(heap.begin(), heap.end(), worse);
+      const Bigram b = heap.back();
+      heap.pop_back();
       Sym& l = sym[b.left];
       Sym& r = sym[b.right];
       if (l.len == 0 || r.len == 0 || l.len + r.len != b.len || l.next != b.right) continue;  // stale
@@ -98,7 +126,7 @@ class SpmTokenizer final : public TokenizerBase {
       try_add(b.left, l.next);
     }
     for (int i = 0; i >= 0; i = sym[i].next) {
-      const std::string_view piece = std::string_view(s).substr(sym[i].start, sym[i].len);
+      const std::string_view piece = s.substr(sym[i].start, sym[i].len);
       const int32_t id = token_id(piece);
       if (id >= 0) {
         out.push_back(id);
@@ -114,7 +142,18 @@ class SpmTokenizer final : public TokenizerBase {
     }
   }
 
- private:
+  // True when no token has U+2581 after a character other than U+2581 (the words of a text merge independently).
+  static bool check_words_independent(const std::vector<std::string>& tokens) {
+    for (const std::string& t : tokens) {
+      size_t i = 0;
+      while (t.compare(i, kSpace.size(), kSpace) == 0) i += kSpace.size();
+      if (i < t.size() && t.find(kSpace, i) != std::string::npos) return false;
+    }
+    return true;
+  }
+
+  bool words_independent_ = false;
+
   static int hex(char c) {
     if (c >= '0' && c <= '9') return c - '0';
     if (c >= 'A' && c <= 'F') return c - 'A' + 10;

@@ -56,8 +56,7 @@ bool Tokenizer::strips_leading_space() const {
 TokenizerBase::TokenizerBase(VocabData v) : Tokenizer(std::move(v)) {
   byte_token_.fill(-1);
   const auto& toks = vocab_.tokens;
-  token_to_id_.reserve(toks.size());
-  for (size_t i = 0; i < toks.size(); ++i) token_to_id_.emplace(toks[i], static_cast<int32_t>(i));  // first id wins
+  token_to_id_.build(toks);
   for (size_t i = 0; i < toks.size(); ++i) {
     const TokenType t = vocab_.types[i];
     if ((t != TokenType::kControl && t != TokenType::kUserDefined) || toks[i].empty()) continue;
@@ -69,9 +68,88 @@ TokenizerBase::TokenizerBase(VocabData v) : Tokenizer(std::move(v)) {
                      [](const Special& a, const Special& b) { return a.text.size() > b.text.size(); });
 }
 
-int32_t TokenizerBase::token_id(std::string_view text) const {
-  auto it = token_to_id_.find(text);
-  return it == token_to_id_.end() ? -1 : it->second;
+int32_t TokenizerBase::token_id(std::string_view text) const { return token_to_id_.find(text); }
+
+// ---------------------------------------------------------------------------------------------------------
+
+uint64_t TokenIndex::hash(std::string_view s) {
+  // FNV-1a, then a final avalanche so both halves of the word are well mixed.
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  return h;
+}
+
+void TokenIndex::build(const std::vector<std::string>& tokens) {
+  tokens_ = &tokens;
+  size_t cap = 16;
+  while (cap < tokens.size() * 2) cap <<= 1;
+  slots_.assign(cap, 0);
+  mask_ = cap - 1;
+  for (size_t id = 0; id < tokens.size(); ++id) {
+    if (find(tokens[id]) >= 0) continue;  // duplicate text: the first id wins
+    const uint64_t h = hash(tokens[id]);
+    uint64_t i = h & mask_;
+    while (slots_[i] != 0) i = (i + 1) & mask_;
+    slots_[i] = (h & 0xFFFFFFFF00000000ull) | (static_cast<uint64_t>(id) + 1);
+  }
+}
+
+int32_t TokenIndex::find(std::string_view text) const {
+  if (slots_.empty()) return -1;
+  const uint64_t h = hash(text);
+  const uint64_t tag = h & 0xFFFFFFFF00000000ull;
+  for (uint64_t i = h & mask_;; i = (i + 1) & mask_) {
+    const uint64_t slot = slots_[i];
+    if (slot == 0) return -1;
+    if ((slot & 0xFFFFFFFF00000000ull) == tag) {
+      const auto id = static_cast<int32_t>((slot & 0xFFFFFFFFull) - 1);
+      if ((*tokens_)[static_cast<size_t>(id)] == text) return id;
+    }
+  }
+}
+
+uint64_t FlatMap64::mix(uint64_t k) {
+  k ^= k >> 33;
+  k *= 0xff51afd7ed558ccdull;
+  k ^= k >> 33;
+  k *= 0xc4ceb9fe1a85ec53ull;
+  k ^= k >> 33;
+  return k;
+}
+
+void FlatMap64::reserve(size_t n) {
+  size_t cap = 16;
+  while (cap < n * 2) cap <<= 1;
+  keys_.assign(cap, 0);
+  values_.assign(cap, 0);
+  used_.assign(cap, 0);
+  mask_ = cap - 1;
+  size_ = 0;
+}
+
+bool FlatMap64::insert(uint64_t key, uint64_t value) {
+  MOPT_CHECK((size_ + 1) * 2 <= keys_.size(), "FlatMap64: reserve() too small (%zu entries)", size_);
+  for (uint64_t i = mix(key) & mask_;; i = (i + 1) & mask_) {
+    if (!used_[i]) {
+      used_[i] = 1;
+      keys_[i] = key;
+      values_[i] = value;
+      ++size_;
+      return true;
+    }
+    if (keys_[i] == key) return false;
+  }
+}
+
+const uint64_t* FlatMap64::find(uint64_t key) const {
+  if (keys_.empty()) return nullptr;
+  for (uint64_t i = mix(key) & mask_;; i = (i + 1) & mask_) {
+    if (!used_[i]) return nullptr;
+    if (keys_[i] == key) return &values_[i];
+  }
 }
 
 std::vector<int32_t> TokenizerBase::encode(std::string_view text, bool add_special, bool parse_special) const {

@@ -13,6 +13,35 @@
 
 namespace mopt {
 
+// Open-addressing hash index from token text to id (first id wins): one probe array of (hash, id) words,
+// so a lookup costs about one cache miss plus one string compare on a hit. Text lookups dominate SPM/BPE.
+class TokenIndex {
+ public:
+  void build(const std::vector<std::string>& tokens);
+  int32_t find(std::string_view text) const;
+
+ private:
+  static uint64_t hash(std::string_view s);
+  const std::vector<std::string>* tokens_ = nullptr;
+  std::vector<uint64_t> slots_;  // [capacity] (hash >> 32) << 32 | (id + 1); 0 = empty
+  uint64_t mask_ = 0;
+};
+
+// Open-addressing map from a 64-bit key to a 64-bit value (BPE merges: (left id, right id) -> rank, result).
+class FlatMap64 {
+ public:
+  void reserve(size_t n);
+  bool insert(uint64_t key, uint64_t value);  // false (and no change) if the key exists
+  const uint64_t* find(uint64_t key) const;
+
+ private:
+  static uint64_t mix(uint64_t k);
+  std::vector<uint64_t> keys_, values_;  // [capacity]; key ~0 = empty
+  std::vector<uint8_t> used_;            // [capacity]
+  uint64_t mask_ = 0;
+  size_t size_ = 0;
+};
+
 class TokenizerBase : public Tokenizer {
  public:
   std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special) const final;
@@ -34,7 +63,7 @@ class TokenizerBase : public Tokenizer {
     int32_t id;
     bool control;  // control tokens are matched only with parse_special; user-defined ones always
   };
-  std::unordered_map<std::string_view, int32_t> token_to_id_;  // keys view vocab_.tokens
+  TokenIndex token_to_id_;  // over vocab_.tokens
   std::array<std::vector<Special>, 256> specials_by_first_byte_;  // each bucket longest first
   std::array<int32_t, 256> byte_token_{};
 };
