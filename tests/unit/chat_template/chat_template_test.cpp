@@ -371,5 +371,47 @@ TEST(ChatTemplate, SandboxLimits) {
   EXPECT_FALSE(render_status("{{ range(1000000)|length }}", "[]").is_ok());
 }
 
+
+// Hostile templates: random mutations of the real templates must compile or fail cleanly, and render within the
+// sandbox limits (no crash, no hang); run under ASan in CI.
+TEST(ChatTemplate, MutatedTemplatesNeverCrash) {
+  const char* bases[] = {kLlama3, kQwen25, kQwen3, kMistral, kGemma};
+  const char alphabet[] = "{}%#-+()[]'\".|~*/ ,:=ifornotandsetendlooprange0123456789\n";
+  uint64_t state = 0x9E3779B97F4A7C15ull;
+  auto rnd = [&](uint64_t n) {
+    state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+    return state % n;
+  };
+  TemplateLimits lim;
+  lim.max_steps = 200000;
+  lim.max_output_bytes = 1 << 16;
+  const char* messages = R"([{"role":"system","content":"s"},{"role":"user","content":"u"},
+                             {"role":"assistant","content":"a","tool_calls":[{"function":{"name":"f","arguments":{}}}]},
+                             {"role":"tool","content":"t"}])";
+  int compiled = 0, rendered = 0;
+  for (int iter = 0; iter < 1500; ++iter) {
+    std::string t = bases[rnd(5)];
+    int edits = 1 + static_cast<int>(rnd(4));
+    for (int e = 0; e < edits && !t.empty(); ++e) {
+      size_t pos = rnd(t.size());
+      switch (rnd(3)) {
+        case 0: t.erase(pos, 1 + rnd(8)); break;
+        case 1: t.insert(pos, 1, alphabet[rnd(sizeof alphabet - 1)]); break;
+        default: t[pos] = alphabet[rnd(sizeof alphabet - 1)];
+      }
+    }
+    auto c = ChatTemplate::compile(t, lim);
+    if (!c.is_ok()) {
+      EXPECT_FALSE(c.message().empty());
+      continue;
+    }
+    ++compiled;
+    auto r = c->render_chat(msgs(messages), true, "<s>", "</s>");
+    if (r.is_ok()) ++rendered;
+  }
+  EXPECT_GT(compiled, 100);  // the mutations are not all trivially rejected
+  EXPECT_GT(rendered, 50);
+}
+
 }  // namespace
 }  // namespace mopt

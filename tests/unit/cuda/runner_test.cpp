@@ -252,6 +252,37 @@ TEST(CudaRunner, SwapRoundTripAndBadInput) {
   EXPECT_EQ(r.gpu->kv_block_bytes(16), r.gpu->config().kv_bytes_per_token(2) * 16);
 }
 
+// GPU sampling through the runner: greedy equals the argmax of forward()'s logits; top-k = 3 draws stay in
+// the top 3 of those logits; the same seeds give the same tokens.
+TEST(CudaRunner, ForwardSampleAgreesWithLogits) {
+  SKIP_WITHOUT_GPU();
+  Runners r = make_runners(models_dir() + "/stories260K.gguf", false, true);
+  ASSERT_TRUE(r.gpu);
+  auto* g = dynamic_cast<CudaModelRunner*>(r.gpu.get());
+  ASSERT_NE(g, nullptr);
+  const int V = g->config().n_vocab;
+  Batcher b(kBlocks, kBlockSize, kMaxBlocks);
+  for (int s = 0; s < 4; ++s) b.add(s, 0, {1, 100 + s, 200 + s}, false);
+  std::vector<float> logits(4 * static_cast<size_t>(V));
+  ASSERT_TRUE(g->forward(b.batch(), logits.data()).is_ok());
+  std::vector<int32_t> tok(4), tok2(4);
+  ASSERT_TRUE(g->forward_greedy(b.batch(), tok.data()).is_ok());
+  for (int s = 0; s < 4; ++s) EXPECT_EQ(tok[s], argmax(logits.data() + s * V, V));
+  std::vector<GpuSampling> sp(4);
+  for (int s = 0; s < 4; ++s) sp[s] = GpuSampling{1.0f, 3, 1.0f, 0.0f, 99u + s};
+  ASSERT_TRUE(g->forward_sample(b.batch(), sp, tok.data()).is_ok());
+  ASSERT_TRUE(g->forward_sample(b.batch(), sp, tok2.data()).is_ok());
+  EXPECT_EQ(tok, tok2);
+  for (int s = 0; s < 4; ++s) {
+    const float* row = logits.data() + s * V;
+    int above = 0;  // tokens with a larger logit than the sampled one
+    for (int i = 0; i < V; ++i) above += row[i] > row[tok[s]];
+    EXPECT_LT(above, 3) << "row " << s;
+  }
+  sp[0].top_p = 0.f;  // invalid: an error, not a crash
+  EXPECT_FALSE(g->forward_sample(b.batch(), sp, tok.data()).is_ok());
+}
+
 // code-qwen2-25m (Qwen2: QKV bias, tied embeddings, NeoX RoPE, head_dim 64 -> tensor-core prefill) against
 // transformers' fp32 top-5 logits stored in code-qwen2-25m.reference.json.
 TEST(CudaRunner, CodeQwen2MatchesTransformersTop5) {

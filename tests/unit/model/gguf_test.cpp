@@ -301,6 +301,17 @@ TEST(GgufBad, HugeArrayLength) {
   EXPECT_TRUE(fails_with(open_bytes(bytes), "array of"));
 }
 
+TEST(GgufBad, TooManyMetadataValues) {
+  // 5M one-byte values: a small file that would need ~450 MB as parsed values.
+  test::Bytes p;
+  p.put<uint32_t>(test::kGU8);
+  p.put<uint64_t>(5u << 20);
+  p.b.resize(p.b.size() + (5u << 20), 1);
+  GgufWriter w;
+  w.kv_raw("bytes", test::kGArray, p.b);
+  EXPECT_TRUE(fails_with(open_bytes(w.build()), "values in total"));
+}
+
 TEST(GgufBad, TooDeeplyNestedArrays) {
   test::Bytes p;
   for (int d = 0; d < 20; ++d) {
