@@ -329,6 +329,7 @@ int main(int argc, char** argv) {
   const double kv_bytes = static_cast<double>(B) * (P + G / 2.0) * c.kv_bytes_per_token(2);
   const double batch_floor_ms = 1e3 * (streamed + kv_bytes) / bw;
 
+  std::printf("GEMM plans tuned during the run (decode shapes):\n%s", runner->gemm_report().c_str());
   // Single-stream decode again without CUDA graphs (same weights seed, fresh runner), to show what graphs buy.
   double tps_eager = 0;
   {

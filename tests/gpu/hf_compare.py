@@ -51,6 +51,37 @@ def models():
     return [("llama3", LlamaForCausalLM, llama), ("qwen2", Qwen2ForCausalLM, qwen2)]
 
 
+def bytes_to_unicode():
+    """GPT-2's byte -> printable character table used by byte-level BPE vocabularies."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("\u00a1"), ord("\u00ac") + 1)) + \
+        list(range(ord("\u00ae"), ord("\u00ff") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return dict(zip(bs, map(chr, cs)))
+
+
+def write_tokenizer(folder):
+    """A minimal byte-level BPE tokenizer.json (256 byte tokens, no merges): mopt's loader wants a tokenizer;
+    the comparison itself feeds token ids directly."""
+    table = bytes_to_unicode()
+    tok = {
+        "version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
+        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
+        "post_processor": None, "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True,
+                                            "use_regex": True},
+        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                  "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+                  "vocab": {table[b]: b for b in range(256)}, "merges": []},
+    }
+    with open(os.path.join(folder, "tokenizer.json"), "w") as f:
+        json.dump(tok, f)
+
+
 def build(cls, cfg, seed):
     torch.manual_seed(seed)
     m = cls(cfg).float()
@@ -86,6 +117,7 @@ def main():
         folder = os.path.join(args.work, name)
         m = build(cls, cfg, seed=100 + i)
         m.save_pretrained(folder, safe_serialization=True)  # safetensors + config.json
+        write_tokenizer(folder)
         m = m.to(dev)
         ref = []
         with torch.no_grad():

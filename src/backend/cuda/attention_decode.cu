@@ -9,6 +9,7 @@
 #include <cfloat>
 
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/launch.cuh"
 
 namespace mopt::cuda {
 namespace {
@@ -36,6 +37,8 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(DecodeAttnPa
   __shared__ float sm_m[NSUB][GT];
   __shared__ float sm_l[NSUB][GT];
   __shared__ float sm_acc[NSUB][GT][HD];
+  pdl_wait();
+  pdl_trigger();
 
   const int t = blockIdx.x;
   const int h0 = blockIdx.y * heads_per_cta;
@@ -158,6 +161,8 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(DecodeAttnPa
 
 // grid (n_tokens, n_head), threads = head_dim.
 __global__ void merge_splits_kernel(DecodeAttnParams p, int head_dim) {
+  pdl_wait();
+  pdl_trigger();
   const int t = blockIdx.x, h = blockIdx.y, d = threadIdx.x;
   const int64_t base = (static_cast<int64_t>(t) * p.n_head + h) * p.n_splits;
   const float* ml = p.workspace + static_cast<int64_t>(p.n_tokens) * p.n_head * p.n_splits * head_dim;
@@ -176,11 +181,10 @@ __global__ void merge_splits_kernel(DecodeAttnParams p, int head_dim) {
 
 template <int HD>
 cudaError_t dispatch_heads(const DecodeAttnParams& p, int hpc, int group, dim3 grid, cudaStream_t stream) {
-  if (hpc <= 1) decode_attention_kernel<HD, 1><<<grid, kThreads, 0, stream>>>(p, hpc, group);
-  else if (hpc <= 2) decode_attention_kernel<HD, 2><<<grid, kThreads, 0, stream>>>(p, hpc, group);
-  else if (hpc <= 4) decode_attention_kernel<HD, 4><<<grid, kThreads, 0, stream>>>(p, hpc, group);
-  else decode_attention_kernel<HD, 8><<<grid, kThreads, 0, stream>>>(p, hpc, group);
-  return cudaGetLastError();
+  if (hpc <= 1) return launch_pdl(decode_attention_kernel<HD, 1>, grid, dim3(kThreads), 0, stream, p, hpc, group);
+  else if (hpc <= 2) return launch_pdl(decode_attention_kernel<HD, 2>, grid, dim3(kThreads), 0, stream, p, hpc, group);
+  else if (hpc <= 4) return launch_pdl(decode_attention_kernel<HD, 4>, grid, dim3(kThreads), 0, stream, p, hpc, group);
+  return launch_pdl(decode_attention_kernel<HD, 8>, grid, dim3(kThreads), 0, stream, p, hpc, group);
 }
 
 }  // namespace
@@ -217,8 +221,7 @@ cudaError_t launch_attention_decode(const DecodeAttnParams& p, cudaStream_t stre
     default: err = dispatch_heads<128>(p, hpc, group, grid, stream); break;
   }
   if (err != cudaSuccess || p.n_splits == 1) return err;
-  merge_splits_kernel<<<dim3(p.n_tokens, p.n_head), hd, 0, stream>>>(p, hd);
-  return cudaGetLastError();
+  return launch_pdl(merge_splits_kernel, dim3(p.n_tokens, p.n_head), dim3(hd), 0, stream, p, hd);
 }
 
 }  // namespace mopt::cuda

@@ -12,6 +12,7 @@
 // K^T as B: (k = dim, n = token) is two consecutive dims of one K row: a 32-bit shared load.
 // V as B: (k = token, n = dim) needs a transpose: ldmatrix.trans on rows of V.
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/launch.cuh"
 
 namespace mopt::cuda {
 namespace {
@@ -54,6 +55,8 @@ __global__ void __launch_bounds__(kWarps * 32) prefill_attention_kernel(PrefillA
   constexpr int CHUNKS = HD / 8;  // 16-byte chunks per row
   __shared__ __align__(16) bf16 Ks[kKvTile][LD];
   __shared__ __align__(16) bf16 Vs[kKvTile][LD];
+  pdl_wait();
+  pdl_trigger();
 
   const int tile = blockIdx.x, h = blockIdx.y;
   const int kvh = h / group;
@@ -224,10 +227,8 @@ cudaError_t launch_attention_prefill(const PrefillAttnParams& p, cudaStream_t st
   const int group = p.n_head / p.cache.n_head_kv;
   const dim3 grid(p.n_tiles, p.n_head);
   if (p.cache.head_dim == 64)
-    prefill_attention_kernel<64><<<grid, kWarps * 32, 0, stream>>>(p, group);
-  else
-    prefill_attention_kernel<128><<<grid, kWarps * 32, 0, stream>>>(p, group);
-  return cudaGetLastError();
+    return launch_pdl(prefill_attention_kernel<64>, grid, dim3(kWarps * 32), 0, stream, p, group);
+  return launch_pdl(prefill_attention_kernel<128>, grid, dim3(kWarps * 32), 0, stream, p, group);
 }
 
 }  // namespace mopt::cuda

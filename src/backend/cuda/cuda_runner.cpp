@@ -144,7 +144,9 @@ class CudaRunner final : public CudaModelRunner {
   Status swap_out(std::span<const std::pair<int32_t, int32_t>> device_to_host) override;
   Status swap_in(std::span<const std::pair<int32_t, int32_t>> host_to_device) override;
   Status forward_greedy(const ForwardBatch& batch, int32_t* tokens) override;
+  Status forward_sample(const ForwardBatch& batch, std::span<const GpuSampling> params, int32_t* tokens) override;
   uint64_t weight_bytes() const override { return weight_bytes_; }
+  std::string gemm_report() const override { return gemm_.describe(); }
 
  private:
   // Runs the step; leaves the first min(n_out, logit_rows_) rows of logits in logits_ (device).
@@ -194,6 +196,10 @@ class CudaRunner final : public CudaModelRunner {
   PinnedBuffer logits_host_;// [logit_rows, n_vocab] fp32
   DeviceBuffer sampled_;    // [logit_rows] int32 token ids chosen on the GPU
   PinnedBuffer sampled_host_;
+  // Sampling settings, struct-of-arrays [logit_rows] each: temperature f32 | top_k i32 | top_p f32 | min_p f32
+  // | seed u64, staged in pinned memory and copied with one H2D copy.
+  DeviceBuffer sample_params_;
+  PinnedBuffer sample_params_host_;
 
   // KV cache.
   DeviceBuffer kv_;         // [n_blocks][n_layer][2][n_head_kv][block_size][head_dim] bf16
@@ -377,6 +383,8 @@ Status CudaRunner::alloc_workspace() {
   MOPT_TRY(logits_host_.alloc(static_cast<size_t>(logit_rows_) * c.n_vocab * 4, "logits"));
   MOPT_TRY(sampled_.alloc(static_cast<size_t>(logit_rows_) * 4, "sampled tokens"));
   MOPT_TRY(sampled_host_.alloc(static_cast<size_t>(logit_rows_) * 4, "sampled tokens"));
+  MOPT_TRY(sample_params_.alloc(static_cast<size_t>(logit_rows_) * 24, "sampling settings"));
+  MOPT_TRY(sample_params_host_.alloc(static_cast<size_t>(logit_rows_) * 24, "sampling settings"));
   MOPT_TRY(attn_ws_.alloc(static_cast<size_t>(opts_.max_seqs) * c.n_head * kMaxSplits * (c.head_dim + 2) * 4,
                           "attention workspace"));
   return Status::ok();
@@ -394,9 +402,6 @@ Result<std::unique_ptr<CudaRunner>> CudaRunner::create(const Model& model, const
   if (!cuda::decode_attention_supported(c.head_dim))
     return error("the CUDA backend supports head_dim 8, 16, 32, 64 or 128; this model has %d (use --device cpu)",
                  c.head_dim);
-  if (c.n_embd % 8 != 0 || c.n_ff % 8 != 0 || c.q_dim() % 8 != 0)
-    return error("the CUDA backend needs n_embd, n_ff and q_dim to be multiples of 8 (got %d, %d, %d)", c.n_embd,
-                 c.n_ff, c.q_dim());
   const int rope_dim = c.rope_dim > 0 ? c.rope_dim : c.head_dim;
   if (rope_dim % 2 != 0 || rope_dim > c.head_dim)
     return error("rotary dims %d must be even and <= head_dim %d", rope_dim, c.head_dim);
@@ -840,12 +845,52 @@ Status CudaRunner::forward(const ForwardBatch& b, float* logits) {
 }
 
 Status CudaRunner::forward_greedy(const ForwardBatch& b, int32_t* tokens) {
+  return forward_sample(b, {}, tokens);
+}
+
+Status CudaRunner::forward_sample(const ForwardBatch& b, std::span<const GpuSampling> params, int32_t* tokens) {
   if (b.n_out() > logit_rows_)
-    return error("forward_greedy: %d output rows, at most %d (max_seqs)", b.n_out(), logit_rows_);
+    return error("sampling on the GPU: %d output rows, at most %d (max_seqs)", b.n_out(), logit_rows_);
+  if (!params.empty() && params.size() != static_cast<size_t>(b.n_out()))
+    return error("sampling on the GPU: %zu settings for %d output rows", params.size(), b.n_out());
+  for (const GpuSampling& g : params)
+    if (!std::isfinite(g.temperature) || g.top_k < 0 || !(g.top_p > 0.f) || !(g.min_p >= 0.f) || g.min_p > 1.f)
+      return error("sampling on the GPU: invalid settings (temperature %g, top_k %d, top_p %g, min_p %g)",
+                   g.temperature, g.top_k, g.top_p, g.min_p);
   int rows = 0;
   MOPT_TRY(run_step(b, &rows));
-  if (rows > 0) {
+  if (rows > 0 && !params.empty()) {
+    const size_t R = static_cast<size_t>(logit_rows_);
+    char* h = sample_params_host_.as<char>();
+    float* temp = reinterpret_cast<float*>(h);
+    int32_t* top_k = reinterpret_cast<int32_t*>(h + 4 * R);
+    float* top_p = reinterpret_cast<float*>(h + 8 * R);
+    float* min_p = reinterpret_cast<float*>(h + 12 * R);
+    uint64_t* seed = reinterpret_cast<uint64_t*>(h + 16 * R);
+    for (int i = 0; i < rows; ++i) {
+      temp[i] = params[i].temperature;
+      top_k[i] = params[i].top_k;
+      top_p[i] = params[i].top_p;
+      min_p[i] = params[i].min_p;
+      seed[i] = params[i].seed;
+    }
+    MOPT_CUDA_TRY(cudaMemcpyAsync(sample_params_.as<void>(), h, 24 * R, cudaMemcpyHostToDevice, stream_));
+    char* d = sample_params_.as<char>();
+    cuda::SampleParams sp;
+    sp.logits = logits_.as<float>();
+    sp.tokens = sampled_.as<int32_t>();
+    sp.temperature = reinterpret_cast<const float*>(d);
+    sp.top_k = reinterpret_cast<const int32_t*>(d + 4 * R);
+    sp.top_p = reinterpret_cast<const float*>(d + 8 * R);
+    sp.min_p = reinterpret_cast<const float*>(d + 12 * R);
+    sp.seeds = reinterpret_cast<const uint64_t*>(d + 16 * R);
+    sp.n_rows = rows;
+    sp.n_vocab = cfg_.n_vocab;
+    MOPT_CUDA_TRY(cuda::launch_sample(sp, stream_));
+  } else if (rows > 0) {
     MOPT_CUDA_TRY(cuda::launch_argmax(logits_.as<float>(), rows, cfg_.n_vocab, sampled_.as<int32_t>(), stream_));
+  }
+  if (rows > 0) {
     MOPT_CUDA_TRY(cudaMemcpyAsync(sampled_host_.as<int32_t>(), sampled_.as<int32_t>(), static_cast<size_t>(rows) * 4,
                                   cudaMemcpyDeviceToHost, stream_));
   }

@@ -28,10 +28,12 @@ std::string cublas_error_string(cublasStatus_t s) {
 
 struct Gemm::Plan {
   bool skinny = false;  // launch_skinny_gemm instead of cuBLASLt
+  int skinny_variant = 0;
   bool y_f32 = false;
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
   cublasLtMatmulAlgo_t algo{};
+  float tuned_us = 0.f;  // measured time of the chosen candidate (0: not tuned)
   ~Plan() {
     if (d) cublasLtMatrixLayoutDestroy(d);
     if (b) cublasLtMatrixLayoutDestroy(b);
@@ -67,6 +69,7 @@ Status Gemm::launch(Plan& plan, const bf16* x, const bf16* w, const bf16* bias, 
     sp.m = m;
     sp.n = n;
     sp.k = k;
+    sp.variant = plan.skinny_variant;
     MOPT_CUDA_TRY(launch_skinny_gemm(sp, stream));
     return Status::ok();
   }
@@ -82,7 +85,12 @@ Status Gemm::launch(Plan& plan, const bf16* x, const bf16* w, const bf16* bias, 
 
 Result<Gemm::Plan*> Gemm::plan_for(const bf16* x, const bf16* w, const bf16* bias, void* y, bool y_f32, int m,
                                    int n, int k, cudaStream_t stream) {
-  const Key key{m, n, k, y_f32, bias != nullptr};
+  // Largest power-of-two alignment (<= 256 bytes) that every operand pointer and row stride has.
+  uintptr_t bits = reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(w) | reinterpret_cast<uintptr_t>(y) |
+                   static_cast<uintptr_t>(k) * 2 | static_cast<uintptr_t>(n) * (y_f32 ? 4 : 2) |
+                   (bias ? reinterpret_cast<uintptr_t>(bias) : 0) | 256;
+  const int align = static_cast<int>(bits & (~bits + 1));
+  const Key key{m, n, k, y_f32, bias != nullptr, align};
   auto it = plans_.find(key);
   if (it != plans_.end()) return it->second.get();
 
@@ -109,6 +117,10 @@ Result<Gemm::Plan*> Gemm::plan_for(const bf16* x, const bf16* w, const bf16* bia
   MOPT_CUBLAS_TRY(cublasLtMatmulPreferenceCreate(&pref));
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,
                                        sizeof(workspace_bytes_));
+  const uint32_t al = static_cast<uint32_t>(align);
+  for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+    cublasLtMatmulPreferenceSetAttribute(pref, attr, &al, sizeof(al));
   constexpr int kMaxCandidates = 8;
   cublasLtMatmulHeuristicResult_t heur[kMaxCandidates];
   int n_heur = 0;
@@ -132,9 +144,12 @@ Result<Gemm::Plan*> Gemm::plan_for(const bf16* x, const bf16* w, const bf16* bia
     MOPT_CUDA_TRY(cudaEventCreate(&ev0));
     MOPT_CUDA_TRY(cudaEventCreate(&ev1));
     float best = 1e30f;
-    int best_idx = -2;
-    for (int c = (skinny_ok ? -1 : 0); c < n_heur; ++c) {
+    constexpr int kNone = -1000;
+    int best_idx = kNone;
+    // Candidates: c < 0 are skinny-kernel variants (-1 - c), c >= 0 cuBLASLt's heuristic results.
+    for (int c = (skinny_ok ? -kSkinnyVariants : 0); c < n_heur; ++c) {
       plan->skinny = c < 0;
+      plan->skinny_variant = c < 0 ? -1 - c : 0;
       if (c >= 0) plan->algo = heur[c].algo;
       Status st = launch(*plan, x, w, bias, y, m, n, k, stream);  // warm-up
       if (!st) continue;
@@ -152,21 +167,37 @@ Result<Gemm::Plan*> Gemm::plan_for(const bf16* x, const bf16* w, const bf16* bia
     }
     cudaEventDestroy(ev0);
     cudaEventDestroy(ev1);
-    if (best_idx == -2) return error("no GEMM algorithm ran for a %dx%dx%d bf16 GEMM", m, n, k);
+    if (best_idx == kNone) return error("no GEMM algorithm ran for a %dx%dx%d bf16 GEMM", m, n, k);
     plan->skinny = best_idx < 0;
+    plan->skinny_variant = best_idx < 0 ? -1 - best_idx : 0;
     if (best_idx >= 0) plan->algo = heur[best_idx].algo;
+    plan->tuned_us = best * 1000.f / 5;
     MOPT_LOG_DEBUG("gemm %dx%dx%d%s: %s (%.1f us)", m, n, k, y_f32 ? " f32" : "",
-                   plan->skinny ? "skinny" : strfmt("cublasLt #%d", best_idx).c_str(), best * 1000.f / 5);
+                   plan->skinny ? strfmt("skinny v%d", plan->skinny_variant).c_str() : strfmt("cublasLt #%d", best_idx).c_str(), best * 1000.f / 5);
   }
   Plan* raw = plan.get();
   plans_.emplace(key, std::move(plan));
   return raw;
 }
 
+std::string Gemm::describe() const {
+  std::string out;
+  for (const auto& [key, plan] : plans_) {
+    const auto& [m, n, k, f32, bias, align] = key;
+    if (plan->tuned_us <= 0.f) continue;
+    const double bytes = 2.0 * n * k + 2.0 * m * k + (f32 ? 4.0 : 2.0) * m * n;
+    out += strfmt("  gemm m=%-3d n=%-6d k=%-5d %-12s %8.1f us %7.0f GB/s\n", m, n, k,
+                  plan->skinny ? strfmt("skinny v%d", plan->skinny_variant).c_str() : "cublasLt",
+                  plan->tuned_us, bytes / (plan->tuned_us * 1e3));
+  }
+  return out;
+}
+
 Status Gemm::run(const bf16* x, const bf16* w, const bf16* bias, void* y, bool y_f32, int m, int n, int k,
                  cudaStream_t stream) {
   if (m <= 0) return Status::ok();
   if (n <= 0 || k <= 0) return error("GEMM with an empty dimension (m=%d n=%d k=%d)", m, n, k);
+  if (bias && y_f32) return error("GEMM: a bias is supported with bf16 outputs only");
   MOPT_ASSIGN_OR_RETURN(Plan * plan, plan_for(x, w, bias, y, y_f32, m, n, k, stream));
   return launch(*plan, x, w, bias, y, m, n, k, stream);
 }

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <string>
 #include <tuple>
 
 #include "backend/cuda/kernels.h"
@@ -48,17 +49,20 @@ class Gemm {
   // workspace_bytes of device memory are allocated here, once.
   Status init(size_t workspace_bytes = 32u << 20);
 
-  // y[m, n] = x[m, k] . w[n, k]^T + bias. Pointers must be 16-byte aligned, k a multiple of 8.
+  // y[m, n] = x[m, k] . w[n, k]^T + bias (bias only with a bf16 output). Any k; operands whose rows are not
+  // 16-byte aligned get algorithms that allow their alignment.
   Status run(const bf16* x, const bf16* w, const bf16* bias, void* y, bool y_f32, int m, int n, int k,
              cudaStream_t stream);
 
   // Largest m for which candidates are timed (others use the heuristic's first choice).
   int autotune_max_m = 64;
   size_t n_cached_plans() const { return plans_.size(); }
+  // One line per tuned plan: shape, choice, time, achieved bandwidth (for benchmarks).
+  std::string describe() const;
 
  private:
   struct Plan;
-  using Key = std::tuple<int, int, int, bool, bool>;  // m, n, k, y_f32, has_bias
+  using Key = std::tuple<int, int, int, bool, bool, int>;  // m, n, k, y_f32, has_bias, operand alignment
   Result<Plan*> plan_for(const bf16* x, const bf16* w, const bf16* bias, void* y, bool y_f32, int m, int n,
                          int k, cudaStream_t stream);
   Status launch(Plan& plan, const bf16* x, const bf16* w, const bf16* bias, void* y, int m, int n, int k,

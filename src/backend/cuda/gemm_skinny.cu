@@ -3,13 +3,12 @@
 // per lane, and applies it to all m activation rows (which stay in L1/L2). A warp owns kRowsPerWarp output
 // features; the k-reduction is spread over its 32 lanes and finished with shuffles.
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/launch.cuh"
 
 namespace mopt::cuda {
 namespace {
 
 constexpr int kWarpsPerCta = 8;
-constexpr int kRowsPerWarp = 2;
-constexpr int kUnroll = 4;
 
 __device__ __forceinline__ void unpack8(const uint4& u, float* f) {
   const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);
@@ -29,8 +28,12 @@ __device__ __forceinline__ uint4 load_stream(const bf16* p) {
   return r;
 }
 
-template <int M>
+// M: activation rows (padded up), kRowsPerWarp: output features per warp, kUnroll: 16-byte loads per lane
+// and row in flight. The variants are timed against each other (and cuBLASLt) by Gemm's per-shape tuning.
+template <int M, int kRowsPerWarp, int kUnroll>
 __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_gemm_kernel(SkinnyGemmParams p) {
+  pdl_wait();
+  pdl_trigger();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int n0 = (blockIdx.x * kWarpsPerCta + warp) * kRowsPerWarp;
   if (n0 >= p.n) return;
@@ -95,20 +98,35 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_gemm_kernel(SkinnyGe
   }
 }
 
+template <int M, int R, int U>
+cudaError_t launch_one(const SkinnyGemmParams& p, cudaStream_t stream) {
+  const int rows_per_cta = kWarpsPerCta * R;
+  const dim3 grid((p.n + rows_per_cta - 1) / rows_per_cta);
+  return launch_pdl(skinny_gemm_kernel<M, R, U>, grid, dim3(kWarpsPerCta * 32), 0, stream, p);
+}
+
+// Variants (rows per warp, unroll): 0 = (2, 4), 1 = (1, 8), 2 = (4, 4), 3 = (1, 4).
+template <int M>
+cudaError_t dispatch_variant(const SkinnyGemmParams& p, cudaStream_t stream) {
+  switch (p.variant) {
+    case 0: return launch_one<M, 2, 4>(p, stream);
+    case 1: return launch_one<M, 1, 8>(p, stream);
+    case 2: return launch_one<M, 4, 4>(p, stream);
+    default: return launch_one<M, 1, 4>(p, stream);
+  }
+}
+
 }  // namespace
 
 cudaError_t launch_skinny_gemm(const SkinnyGemmParams& p, cudaStream_t stream) {
   if (p.m <= 0 || p.n <= 0) return cudaSuccess;
   if (p.m > kSkinnyMaxRows || p.k % 8 != 0 || (reinterpret_cast<uintptr_t>(p.x) | reinterpret_cast<uintptr_t>(p.w)) % 16)
     return cudaErrorInvalidValue;
-  const int rows_per_cta = kWarpsPerCta * kRowsPerWarp;
-  const int grid = (p.n + rows_per_cta - 1) / rows_per_cta;
-  const int threads = kWarpsPerCta * 32;
-  if (p.m == 1) skinny_gemm_kernel<1><<<grid, threads, 0, stream>>>(p);
-  else if (p.m == 2) skinny_gemm_kernel<2><<<grid, threads, 0, stream>>>(p);
-  else if (p.m <= 4) skinny_gemm_kernel<4><<<grid, threads, 0, stream>>>(p);
-  else skinny_gemm_kernel<8><<<grid, threads, 0, stream>>>(p);
-  return cudaGetLastError();
+  if (p.variant < 0 || p.variant >= kSkinnyVariants) return cudaErrorInvalidValue;
+  if (p.m == 1) return dispatch_variant<1>(p, stream);
+  if (p.m == 2) return dispatch_variant<2>(p, stream);
+  if (p.m <= 4) return dispatch_variant<4>(p, stream);
+  return dispatch_variant<8>(p, stream);
 }
 
 }  // namespace mopt::cuda

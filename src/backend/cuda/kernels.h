@@ -136,6 +136,21 @@ cudaError_t launch_attention_prefill(const PrefillAttnParams& p, cudaStream_t st
 // tokens[r] = argmax_j logits[r, j] (lowest index on ties). grid n_rows.
 cudaError_t launch_argmax(const float* logits, int n_rows, int n_vocab, int32_t* tokens, cudaStream_t stream);
 
+// Per row: greedy when temperature <= 0 or top_k == 1, else a draw from softmax(logits / T) restricted by
+// top-k (0 = off), top-p (>= 1 = off) and min-p (0 = off), each computed on the full distribution (the kept
+// set is their intersection), with u = hash(seeds[r]) (the caller mixes request seed and step). See sampling.cu.
+struct SampleParams {
+  const float* logits = nullptr;       // [n_rows, n_vocab]
+  int32_t* tokens = nullptr;           // [n_rows]
+  const float* temperature = nullptr;  // [n_rows] (null: greedy for all)
+  const int32_t* top_k = nullptr;      // [n_rows] or null
+  const float* top_p = nullptr;        // [n_rows] or null
+  const float* min_p = nullptr;        // [n_rows] or null
+  const uint64_t* seeds = nullptr;     // [n_rows] (required with temperature)
+  int n_rows = 0, n_vocab = 0;
+};
+cudaError_t launch_sample(const SampleParams& p, cudaStream_t stream);
+
 // ---- skinny GEMM ----------------------------------------------------------------------------------------
 
 // y[m, n] = sum_k x[m, k] * w[n, k] (+ bias[n]) for m <= 8: one pass over the weights (bandwidth bound).
@@ -147,8 +162,10 @@ struct SkinnyGemmParams {
   void* y = nullptr;           // [m, n] bf16, or fp32 when y_f32
   bool y_f32 = false;
   int m = 0, n = 0, k = 0;
+  int variant = 0;             // tiling variant, 0 .. kSkinnyVariants - 1 (see gemm_skinny.cu)
 };
 inline constexpr int kSkinnyMaxRows = 8;
+inline constexpr int kSkinnyVariants = 4;
 cudaError_t launch_skinny_gemm(const SkinnyGemmParams& p, cudaStream_t stream);
 
 }  // namespace mopt::cuda

@@ -3,6 +3,7 @@
 #include <cuda_fp16.h>
 
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/launch.cuh"
 
 namespace mopt::cuda {
 namespace {
@@ -33,6 +34,8 @@ __device__ float block_sum(float v) {
 }
 
 __global__ void embed_kernel(EmbedParams p) {
+  pdl_wait();
+  pdl_trigger();
   const int t = blockIdx.x;
   const int tok = p.tokens[t];
   float* out = p.out + static_cast<int64_t>(t) * p.n_embd;
@@ -45,6 +48,8 @@ __global__ void embed_kernel(EmbedParams p) {
 }
 
 __global__ void rmsnorm_kernel(RmsNormParams p) {
+  pdl_wait();
+  pdl_trigger();
   const int r = blockIdx.x;
   const int64_t i = p.rows ? p.rows[r] : r;
   float* res = p.residual + i * p.n;
@@ -71,6 +76,8 @@ constexpr int kMaxHeadDim = 256;
 __global__ void qkv_rope_cache_kernel(QkvRopeParams p) {
   __shared__ float buf[kRopeWarps][kMaxHeadDim];
   __shared__ float cos_t[kMaxHeadDim / 2], sin_t[kMaxHeadDim / 2];
+  pdl_wait();
+  pdl_trigger();
   const int t = blockIdx.x;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int hd = p.head_dim;
@@ -144,6 +151,8 @@ __global__ void qkv_rope_cache_kernel(QkvRopeParams p) {
 }
 
 __global__ void swiglu_kernel(SwiGluParams p) {
+  pdl_wait();
+  pdl_trigger();
   const int64_t total = static_cast<int64_t>(p.n_tokens) * p.n_ff;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -184,6 +193,8 @@ __global__ void fill_random_kernel(bf16* out, int64_t n, uint64_t seed, float sc
 }
 
 __global__ void argmax_kernel(const float* logits, int n_vocab, int32_t* tokens) {
+  pdl_wait();
+  pdl_trigger();
   const float* row = logits + static_cast<int64_t>(blockIdx.x) * n_vocab;
   float best = -INFINITY;
   int best_i = 0x7fffffff;
@@ -230,35 +241,30 @@ int grid_for(int64_t n) {
 
 cudaError_t launch_embed(const EmbedParams& p, cudaStream_t stream) {
   if (p.n_tokens <= 0) return cudaSuccess;
-  embed_kernel<<<p.n_tokens, kThreads, 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_pdl(embed_kernel, dim3(p.n_tokens), dim3(kThreads), 0, stream, p);
 }
 
 cudaError_t launch_rmsnorm(const RmsNormParams& p, cudaStream_t stream) {
   if (p.n_rows_out <= 0) return cudaSuccess;
   const int threads = p.n >= 2048 ? 512 : (p.n >= 512 ? 256 : 64);
-  rmsnorm_kernel<<<p.n_rows_out, threads, 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_pdl(rmsnorm_kernel, dim3(p.n_rows_out), dim3(threads), 0, stream, p);
 }
 
 cudaError_t launch_qkv_rope_cache(const QkvRopeParams& p, cudaStream_t stream) {
   if (p.n_tokens <= 0) return cudaSuccess;
   if (p.head_dim > kMaxHeadDim || p.rope_dim > p.head_dim || p.rope_dim % 2 != 0) return cudaErrorInvalidValue;
-  qkv_rope_cache_kernel<<<p.n_tokens, kRopeWarps * 32, 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_pdl(qkv_rope_cache_kernel, dim3(p.n_tokens), dim3(kRopeWarps * 32), 0, stream, p);
 }
 
 cudaError_t launch_swiglu(const SwiGluParams& p, cudaStream_t stream) {
   const int64_t n = static_cast<int64_t>(p.n_tokens) * p.n_ff;
   if (n <= 0) return cudaSuccess;
-  swiglu_kernel<<<grid_for(n), kThreads, 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_pdl(swiglu_kernel, dim3(grid_for(n)), dim3(kThreads), 0, stream, p);
 }
 
 cudaError_t launch_argmax(const float* logits, int n_rows, int n_vocab, int32_t* tokens, cudaStream_t stream) {
   if (n_rows <= 0) return cudaSuccess;
-  argmax_kernel<<<n_rows, 1024, 0, stream>>>(logits, n_vocab, tokens);
-  return cudaGetLastError();
+  return launch_pdl(argmax_kernel, dim3(n_rows), dim3(1024), 0, stream, logits, n_vocab, tokens);
 }
 
 cudaError_t launch_f32_to_bf16(const float* in, bf16* out, int64_t n, cudaStream_t stream) {
