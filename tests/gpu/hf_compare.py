@@ -124,23 +124,37 @@ def main():
             for s in seqs:
                 ids = torch.tensor([s], device=dev)
                 ref.append(m(ids).logits[0].float().cpu().numpy())
-        mopt_logits = []
-        for k, s in enumerate(seqs):
-            tok = os.path.join(folder, f"tokens{k}.txt")
-            with open(tok, "w") as f:
-                f.write(" ".join(map(str, s)) + "\n")
-            out = os.path.join(folder, f"logits{k}.bin")
-            cmd = [args.bin, "--model", folder, "--tokens", tok, "--out", out]
-            if k == len(seqs) - 1:
-                cmd += ["--decode-from", str(decode_from)]
-            r = subprocess.run(cmd, capture_output=True, text=True)
-            if r.returncode != 0:
-                print(f"{name}: bench_gpu_logits failed: {r.stderr.strip()}")
-                ok = False
-                break
-            mopt_logits.append(np.fromfile(out, dtype=np.float32).reshape(len(s), -1))
-        if len(mopt_logits) != len(seqs):
+        def run_mopt(device):
+            outs = []
+            for k, s in enumerate(seqs):
+                tok = os.path.join(folder, f"tokens{k}.txt")
+                with open(tok, "w") as f:
+                    f.write(" ".join(map(str, s)) + "\n")
+                out = os.path.join(folder, f"logits{k}_{device}.bin")
+                cmd = [args.bin, "--model", folder, "--tokens", tok, "--out", out, "--device", device]
+                if k == len(seqs) - 1:
+                    cmd += ["--decode-from", str(decode_from)]
+                r = subprocess.run(cmd, capture_output=True, text=True)
+                if r.returncode != 0:
+                    print(f"{name}: bench_gpu_logits --device {device} failed: {r.stderr.strip()}")
+                    return None
+                outs.append(np.fromfile(out, dtype=np.float32).reshape(len(s), -1))
+            return outs
+
+        mopt_logits = run_mopt("cuda")
+        cpu_logits = run_mopt("cpu")  # mopt's fp32 CPU runner: tells loader/config issues from CUDA ones
+        if mopt_logits is None:
+            ok = False
             continue
+        if cpu_logits is not None:
+            c = np.concatenate(cpu_logits)
+            g = np.concatenate(mopt_logits)
+            h = np.concatenate(ref)
+            print(f"{name}: mopt CPU fp32 vs transformers: top-1 {100 * np.mean(c.argmax(-1) == h.argmax(-1)):.2f}%, "
+                  f"max |dlogit| {np.abs(c - h).max():.4f}; mopt CUDA vs mopt CPU: top-1 "
+                  f"{100 * np.mean(g.argmax(-1) == c.argmax(-1)):.2f}%, max |dlogit| {np.abs(g - c).max():.4f}")
+            for pos in (0, 1, 50):
+                print(f"  pos {pos}: HF {h[pos, :4]}, CPU {c[pos, :4]}, CUDA {g[pos, :4]}")
         a = np.concatenate(mopt_logits)
         b = np.concatenate(ref)
         top1 = float(np.mean(a.argmax(-1) == b.argmax(-1)))

@@ -268,7 +268,10 @@ Status CudaRunner::upload_into(const Model& model, const std::string& name, int6
   switch (t->dtype) {
     case DType::BF16:
       if (t->nbytes < static_cast<uint64_t>(n) * 2) return error("tensor '%s' is truncated", name.c_str());
-      MOPT_CUDA_TRY(cudaMemcpy(dst, t->data, static_cast<size_t>(n) * 2, cudaMemcpyHostToDevice));
+      // On stream_ (not the legacy stream, which a non-blocking stream does not wait for), then synchronized:
+      // a pageable H2D cudaMemcpy may return before its DMA has landed.
+      MOPT_CUDA_TRY(cudaMemcpyAsync(dst, t->data, static_cast<size_t>(n) * 2, cudaMemcpyHostToDevice, stream_));
+      MOPT_CUDA_TRY(cudaStreamSynchronize(stream_));
       return Status::ok();
     case DType::F16:
     case DType::F32: {
@@ -276,7 +279,8 @@ Status CudaRunner::upload_into(const Model& model, const std::string& name, int6
       if (t->nbytes < static_cast<uint64_t>(n) * esz) return error("tensor '%s' is truncated", name.c_str());
       DeviceBuffer staging;
       MOPT_TRY(staging.alloc(static_cast<size_t>(n) * esz, "weight upload staging"));
-      MOPT_CUDA_TRY(cudaMemcpy(staging.as<void>(), t->data, static_cast<size_t>(n) * esz, cudaMemcpyHostToDevice));
+      MOPT_CUDA_TRY(cudaMemcpyAsync(staging.as<void>(), t->data, static_cast<size_t>(n) * esz, cudaMemcpyHostToDevice,
+                                    stream_));
       if (t->dtype == DType::F32) MOPT_CUDA_TRY(cuda::launch_f32_to_bf16(staging.as<float>(), dst, n, stream_));
       else MOPT_CUDA_TRY(cuda::launch_f16_to_bf16(staging.as<uint16_t>(), dst, n, stream_));
       MOPT_CUDA_TRY(cudaStreamSynchronize(stream_));
@@ -436,7 +440,9 @@ Result<std::unique_ptr<CudaRunner>> CudaRunner::create(const Model& model, const
   MOPT_TRY(r->upload_weights(model, extras));
   const std::vector<float> inv = cpu::rope_inv_freq(r->cfg_);
   MOPT_TRY(r->inv_freq_.alloc(inv.size() * 4, "rope table"));
-  MOPT_CUDA_TRY(cudaMemcpy(r->inv_freq_.as<float>(), inv.data(), inv.size() * 4, cudaMemcpyHostToDevice));
+  MOPT_CUDA_TRY(cudaMemcpyAsync(r->inv_freq_.as<float>(), inv.data(), inv.size() * 4, cudaMemcpyHostToDevice,
+                                r->stream_));
+  MOPT_CUDA_TRY(cudaStreamSynchronize(r->stream_));
   MOPT_TRY(r->alloc_workspace());
   MOPT_LOG_INFO("cuda: %s, %d SMs; weights %s in bf16", prop.name, r->n_sms_,
                 format_bytes(static_cast<double>(r->weight_bytes_)).c_str());

@@ -95,7 +95,8 @@ __global__ void qkv_rope_cache_kernel(QkvRopeParams p) {
       sin_t[i] = static_cast<float>(sd);
     }
   __syncthreads();
-  for (int h = warp; h < n_heads_all; h += kRopeWarps) {
+  // grid.y splits the heads so that a single decode token is spread over several CTAs.
+  for (int h = blockIdx.y * kRopeWarps + warp; h < n_heads_all; h += kRopeWarps * gridDim.y) {
     const bf16* src = p.qkv + static_cast<int64_t>(t) * row_len + static_cast<int64_t>(h) * hd;
     const bool is_q = h < p.n_head;
     const bool is_v = h >= p.n_head + p.n_head_kv;
@@ -253,7 +254,10 @@ cudaError_t launch_rmsnorm(const RmsNormParams& p, cudaStream_t stream) {
 cudaError_t launch_qkv_rope_cache(const QkvRopeParams& p, cudaStream_t stream) {
   if (p.n_tokens <= 0) return cudaSuccess;
   if (p.head_dim > kMaxHeadDim || p.rope_dim > p.head_dim || p.rope_dim % 2 != 0) return cudaErrorInvalidValue;
-  return launch_pdl(qkv_rope_cache_kernel, dim3(p.n_tokens), dim3(kRopeWarps * 32), 0, stream, p);
+  const int n_heads_all = p.n_head + 2 * p.n_head_kv;
+  // Few tokens (decode): one warp per head across CTAs; many tokens: one CTA per token loops over heads.
+  const int head_groups = p.n_tokens >= 256 ? 1 : (n_heads_all + kRopeWarps - 1) / kRopeWarps;
+  return launch_pdl(qkv_rope_cache_kernel, dim3(p.n_tokens, head_groups), dim3(kRopeWarps * 32), 0, stream, p);
 }
 
 cudaError_t launch_swiglu(const SwiGluParams& p, cudaStream_t stream) {
