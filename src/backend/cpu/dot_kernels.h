@@ -26,4 +26,12 @@ const DotFn* dot_kernels(DType t);
 // The portable scalar kernels (same contract), for tests comparing against the SIMD path.
 const DotFn* dot_kernels_scalar(DType t);
 
+// Kernels of one instruction set, nullptr where this build or CPU lacks it (tests run every variant).
+// kAvxVnni covers Q8_0/Q4_0 only (vpdpbusd replaces maddubs + madd); dot_kernels() picks it when the CPU
+// has AVX-VNNI, checked at run time (the build flags stay AVX2).
+enum class DotIsa { kScalar, kAvx2, kAvxVnni };
+const DotFn* dot_kernels_isa(DType t, DotIsa isa);
+bool cpu_has_avx_vnni();
+const DotFn* dot_kernels_vnni(DType t);  // AVX-VNNI Q8_0/Q4_0 kernels (call only if cpu_has_avx_vnni())
+
 }  // namespace mopt::cpu

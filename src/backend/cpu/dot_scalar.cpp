@@ -140,6 +140,9 @@ const DotFn* dot_kernels_scalar(DType t) {
 
 #ifndef __AVX2__
 const DotFn* dot_kernels(DType t) { return dot_kernels_scalar(t); }
+const DotFn* dot_kernels_isa(DType t, DotIsa isa) { return isa == DotIsa::kScalar ? dot_kernels_scalar(t) : nullptr; }
+bool cpu_has_avx_vnni() { return false; }
+const DotFn* dot_kernels_vnni(DType) { return nullptr; }
 #endif
 
 }  // namespace mopt::cpu

@@ -107,7 +107,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{DType::Q6_K, 768}),
     [](const auto& info) { return std::string(dtype_name(info.param.t)) + "_K" + std::to_string(info.param.K); });
 
-// The SIMD kernels against the portable scalar ones, row by row, for every group size.
+// Every SIMD variant this machine runs (AVX2, AVX-VNNI) against the portable scalar kernels, row by row,
+// for every group size. (The matmul tests above cover the variant dot_kernels() picks.)
 TEST(KernelsMatmul, SimdMatchesScalarKernels) {
   const int64_t K = 512;
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K,
@@ -127,12 +128,17 @@ TEST(KernelsMatmul, SimdMatchesScalarKernels) {
           act_d[r * K / 32 + i] = fp16_to_fp32(reinterpret_cast<const BlockQ8_0*>(act.data() + r * arow)[i].d);
     }
     const ActRows rows{act.data(), arow, act_d.data(), K / 32};
-    for (int R = 1; R <= kDotRows; ++R) {
-      float a[kDotRows * 2] = {}, b[kDotRows * 2] = {};
-      dot_kernels(t)[R - 1](w.data(), rows, K, a, 2);
-      dot_kernels_scalar(t)[R - 1](w.data(), rows, K, b, 2);
-      for (int r = 0; r < R; ++r) EXPECT_NEAR(a[2 * r], b[2 * r], 1e-4 * (std::fabs(b[2 * r]) + 1)) << dtype_name(t);
-      for (int r = 0; r < kDotRows; ++r) EXPECT_EQ(a[2 * r + 1], 0.0f) << "wrote outside its rows";
+    for (DotIsa isa : {DotIsa::kAvx2, DotIsa::kAvxVnni}) {
+      const DotFn* fns = dot_kernels_isa(t, isa);
+      if (!fns) continue;  // not built / not supported by this CPU / not provided for this dtype
+      for (int R = 1; R <= kDotRows; ++R) {
+        float a[kDotRows * 2] = {}, b[kDotRows * 2] = {};
+        fns[R - 1](w.data(), rows, K, a, 2);
+        dot_kernels_scalar(t)[R - 1](w.data(), rows, K, b, 2);
+        for (int r = 0; r < R; ++r)
+          EXPECT_NEAR(a[2 * r], b[2 * r], 1e-4 * (std::fabs(b[2 * r]) + 1)) << dtype_name(t) << " isa " << int(isa);
+        for (int r = 0; r < kDotRows; ++r) EXPECT_EQ(a[2 * r + 1], 0.0f) << "wrote outside its rows";
+      }
     }
   }
 }

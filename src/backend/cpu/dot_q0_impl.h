@@ -1,0 +1,75 @@
+// Q8_0 / Q4_0 weight x Q8_0 activation kernels, shared by the AVX2 (dot_avx2.cpp) and AVX-VNNI
+// (dot_vnni.cpp) builds: the file including it picks the integer dot policy and the target ISA. Everything
+// here has internal linkage, so the two instruction-set variants never merge at link time.
+#pragma once
+
+#include <immintrin.h>
+
+#include "backend/cpu/dot_kernels.h"
+#include "backend/cpu/quant.h"
+#include "backend/cpu/vec.h"
+
+namespace mopt::cpu {
+namespace {
+
+inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+
+template <class A, int R>
+inline void row_ptrs(const ActRows& act, const A* (&x)[R]) {
+  for (int r = 0; r < R; ++r) x[r] = reinterpret_cast<const A*>(static_cast<const uint8_t*>(act.data) + r * act.stride);
+}
+
+// 8 s32 partial sums of w . x for 32 s8 weights (|w| precomputed) and 32 s8 activations (sign trick).
+struct DotMaddubs {
+  static __m256i dot(__m256i abs_w, __m256i w, __m256i x) {
+    const __m256i p16 = _mm256_maddubs_epi16(abs_w, _mm256_sign_epi8(x, w));
+    return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+  }
+};
+
+inline __m256i load_q8_0(const BlockQ8_0& b) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs)); }
+
+// 32 nibbles -> 32 s8 in [-8, 7]: low nibbles are elements 0..15, high nibbles 16..31.
+inline __m256i load_q4_0(const BlockQ4_0& b) {
+  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
+  const __m128i m = _mm_set1_epi8(0x0F);
+  const __m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), m), _mm_and_si128(raw, m));
+  return _mm256_sub_epi8(q, _mm256_set1_epi8(8));
+}
+
+template <class WB, __m256i (*Load)(const WB&), class Dot, int R>
+void dot_q0(const void* wv, const ActRows& act, int64_t K, float* out, int64_t os) {
+  const WB* w = static_cast<const WB*>(wv);
+  const BlockQ8_0* x[R];
+  row_ptrs(act, x);
+  const int64_t nb = K / kQK0;
+  const float* xd[R];  // [R][nb] activation block scales
+  for (int r = 0; r < R; ++r) xd[r] = act.d + r * act.d_stride;
+  __m256 acc0[R], acc1[R];
+  for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 2 <= nb; i += 2) {  // two blocks per step: independent FMA chains
+    const __m256i w0 = Load(w[i]), w1 = Load(w[i + 1]);
+    const __m256i a0 = _mm256_sign_epi8(w0, w0), a1 = _mm256_sign_epi8(w1, w1);
+    const __m256 d0 = _mm256_set1_ps(h2f(w[i].d)), d1 = _mm256_set1_ps(h2f(w[i + 1].d));
+    for (int r = 0; r < R; ++r) {
+      const __m256i p0 = Dot::dot(a0, w0, load_q8_0(x[r][i]));
+      const __m256i p1 = Dot::dot(a1, w1, load_q8_0(x[r][i + 1]));
+      acc0[r] = _mm256_fmadd_ps(_mm256_mul_ps(d0, _mm256_broadcast_ss(xd[r] + i)), _mm256_cvtepi32_ps(p0), acc0[r]);
+      acc1[r] = _mm256_fmadd_ps(_mm256_mul_ps(d1, _mm256_broadcast_ss(xd[r] + i + 1)), _mm256_cvtepi32_ps(p1), acc1[r]);
+    }
+  }
+  for (; i < nb; ++i) {
+    const __m256i w0 = Load(w[i]);
+    const __m256i a0 = _mm256_sign_epi8(w0, w0);
+    const __m256 d0 = _mm256_set1_ps(h2f(w[i].d));
+    for (int r = 0; r < R; ++r) {
+      const __m256i p0 = Dot::dot(a0, w0, load_q8_0(x[r][i]));
+      acc0[r] = _mm256_fmadd_ps(_mm256_mul_ps(d0, _mm256_broadcast_ss(xd[r] + i)), _mm256_cvtepi32_ps(p0), acc0[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) out[r * os] = hsum_ps(_mm256_add_ps(acc0[r], acc1[r]));
+}
+
+}  // namespace
+}  // namespace mopt::cpu

@@ -1,0 +1,60 @@
+// AVX-VNNI variants of the Q8_0/Q4_0 kernels: vpdpbusd does maddubs + madd in one instruction (and
+// without the s16 saturation). Compiled for the AVX-VNNI target here only; dot_kernels() selects them
+// at run time when the CPU reports the feature, so the binary still runs on plain AVX2 machines.
+#include "backend/cpu/dot_kernels.h"
+
+#ifdef __AVX2__
+#include "backend/cpu/quant.h"
+#include "backend/cpu/vec.h"
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC push_options
+#pragma GCC target("avxvnni")
+#elif defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avxvnni"))), apply_to = function)
+#endif
+
+#include "backend/cpu/dot_q0_impl.h"
+
+namespace mopt::cpu {
+namespace {
+
+struct DotVnni {
+  static __m256i dot(__m256i abs_w, __m256i w, __m256i x) {
+    return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), abs_w, _mm256_sign_epi8(x, w));
+  }
+};
+
+template <template <int> class F>
+struct Table {
+  static constexpr DotFn kFns[kDotRows] = {F<1>::fn, F<2>::fn, F<3>::fn, F<4>::fn};
+};
+template <int R> struct Q8_0Fn { static constexpr DotFn fn = dot_q0<BlockQ8_0, load_q8_0, DotVnni, R>; };
+template <int R> struct Q4_0Fn { static constexpr DotFn fn = dot_q0<BlockQ4_0, load_q4_0, DotVnni, R>; };
+
+}  // namespace
+
+const DotFn* dot_kernels_vnni(DType t) {
+  if (t == DType::Q8_0) return Table<Q8_0Fn>::kFns;
+  if (t == DType::Q4_0) return Table<Q4_0Fn>::kFns;
+  return nullptr;
+}
+
+}  // namespace mopt::cpu
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC pop_options
+#elif defined(__clang__)
+#pragma clang attribute pop
+#endif
+
+namespace mopt::cpu {
+bool cpu_has_avx_vnni() {
+#if defined(__GNUC__) || defined(__clang__)
+  return __builtin_cpu_supports("avxvnni");
+#else
+  return false;
+#endif
+}
+}  // namespace mopt::cpu
+#endif  // __AVX2__
