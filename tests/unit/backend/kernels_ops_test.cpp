@@ -6,6 +6,7 @@
 #include <cmath>
 #include <numbers>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "backend/cpu/kernels.h"
@@ -193,6 +194,26 @@ TEST(KernelsThreadPool, ManyDispatchesNestedAndItems) {
     EXPECT_EQ(e - b, 5);
   });
   EXPECT_EQ(calls, 1);
+}
+
+// Two threads dispatching on one pool at once: the one that finds it busy runs inline; both finish with
+// every index covered exactly once.
+TEST(KernelsThreadPool, ConcurrentCallers) {
+  ThreadPool pool(2);
+  std::vector<std::atomic<int>> a(5000), b(5000);
+  auto run = [&pool](std::vector<std::atomic<int>>& hits) {
+    for (int rep = 0; rep < 200; ++rep)
+      pool.parallel_for(static_cast<int64_t>(hits.size()), [&](int64_t lo, int64_t hi, int) {
+        for (int64_t i = lo; i < hi; ++i) hits[static_cast<size_t>(i)]++;
+      });
+  };
+  std::thread other([&] { run(b); });
+  run(a);
+  other.join();
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i].load(), 200);
+    ASSERT_EQ(b[i].load(), 200);
+  }
 }
 
 }  // namespace
