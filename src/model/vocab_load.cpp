@@ -214,7 +214,7 @@ void scan_normalizer(const json& n, bool& prepend, bool& replace_space) {
     prepend = true;
   } else if (type == "Replace") {
     replace_space = true;
-  } else if (type != "NFC" && type != "NFKC" && !type.empty()) {
+  } else if (type != "NFC" && type != "NFKC" && type != "BertNormalizer" && !type.empty()) {
     MOPT_LOG_WARN("tokenizer.json: normalizer \"%s\" is not applied", type.c_str());
   }
 }
@@ -292,7 +292,7 @@ void fill_eog_ids(VocabData& v) {
   v.eog_ids.erase(std::unique(v.eog_ids.begin(), v.eog_ids.end()), v.eog_ids.end());
 }
 
-Status validate_vocab(const VocabData& v) {
+Status validate_vocab(const VocabData& v, bool check_merges) {
   const size_t n = v.tokens.size();
   if (v.kind == TokenizerKind::kNone) return Status::ok();
   if (n == 0) return error("the vocab is empty (no tokens); the model file has no usable tokenizer");
@@ -316,7 +316,7 @@ Status validate_vocab(const VocabData& v) {
       return error("end-of-generation id %d is out of range for a vocab of %zu tokens", id, n);
   if (v.add_bos && v.bos < 0) return error("the vocab asks to add a BOS token but defines no bos id");
   if (v.add_eos && v.eos < 0) return error("the vocab asks to add an EOS token but defines no eos id");
-  if (v.kind == TokenizerKind::kBpe) {
+  if (v.kind == TokenizerKind::kBpe && check_merges) {
     std::unordered_set<std::string_view> known(v.tokens.begin(), v.tokens.end());
     for (size_t r = 0; r < v.merges.size(); ++r) {
       const std::string& m = v.merges[r];
@@ -330,6 +330,8 @@ Status validate_vocab(const VocabData& v) {
       ab += b;
       if (!known.count(ab)) return error("merge %zu (\"%s\") gives \"%s\", which is not a token", r, m.c_str(), ab.c_str());
     }
+  }
+  if (v.kind == TokenizerKind::kBpe) {
     if (v.pre_regex.empty() && !builtin_pre_regexes(v.pre))
       return error("unknown pre-tokenizer \"%s\"; give its regexes (pre_regex) or use a known name such as "
                    "gpt-2, llama3, qwen2, starcoder, deepseek-llm", v.pre.c_str());

@@ -29,8 +29,9 @@ Result<VocabData> vocab_from_llama2c(const std::string& path);
 Result<VocabData> vocab_from_llama2c_bytes(std::string_view data, const std::string& name);
 
 // Checks a VocabData: non-empty vocab, array sizes agree, every special/eog id in range, BPE merges name
-// known tokens whose concatenation is a token. Errors say which entry is wrong.
-Status validate_vocab(const VocabData& v);
+// known tokens whose concatenation is a token (skipped with check_merges=false: the BPE tokenizer checks them
+// while indexing them). Errors say which entry is wrong.
+Status validate_vocab(const VocabData& v, bool check_merges = true);
 
 // Adds eos/eot and the usual end-of-turn control tokens (<|im_end|>, <|eot_id|>, <end_of_turn>, ...) to
 // eog_ids (sorted, unique).

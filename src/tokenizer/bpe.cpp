@@ -30,11 +30,19 @@ class BpeTokenizer final : public TokenizerBase {
     merges_.reserve(vocab_.merges.size());
     for (size_t r = 0; r < vocab_.merges.size(); ++r) {
       const std::string& m = vocab_.merges[r];
-      const size_t sp = m.find(' ');  // validate_vocab checked the form and that all three tokens exist
-      const int32_t a = token_id(std::string_view(m).substr(0, sp));
-      const int32_t b = token_id(std::string_view(m).substr(sp + 1));
-      const int32_t ab = token_id(m.substr(0, sp) + m.substr(sp + 1));
-      if (a < 0 || b < 0 || ab < 0) return error("merge %zu (\"%s\") names unknown tokens", r, m.c_str());
+      const size_t sp = m.find(' ');
+      if (sp == std::string::npos || sp == 0 || sp + 1 >= m.size() || m.find(' ', sp + 1) != std::string::npos)
+        return error("merge %zu (\"%s\") is not two tokens separated by one space", r, m.c_str());
+      const std::string_view left = std::string_view(m).substr(0, sp), right = std::string_view(m).substr(sp + 1);
+      const int32_t a = token_id(left), b = token_id(right);
+      if (a < 0 || b < 0) {
+        const std::string_view bad = a < 0 ? left : right;
+        return error("merge %zu (\"%s\") names an unknown token \"%.*s\"", r, m.c_str(), static_cast<int>(bad.size()),
+                     bad.data());
+      }
+      const int32_t ab = token_id(std::string(left) + std::string(right));
+      if (ab < 0) return error("merge %zu (\"%s\") gives \"%s%s\", which is not a token", r, m.c_str(),
+                               std::string(left).c_str(), std::string(right).c_str());
       // The first (best) rank of a pair wins. Value: rank << 32 | merged id.
       merges_.insert(pair_key(a, b), (static_cast<uint64_t>(r) << 32) | static_cast<uint32_t>(ab));
     }

@@ -9,7 +9,7 @@
 namespace mopt {
 
 Result<std::unique_ptr<Tokenizer>> Tokenizer::create(const VocabData& vocab) {
-  MOPT_TRY(validate_vocab(vocab).with_context("tokenizer"));
+  MOPT_TRY(validate_vocab(vocab, /*check_merges=*/false).with_context("tokenizer"));
   switch (vocab.kind) {
     case TokenizerKind::kSpm:
       return make_spm_tokenizer(vocab);

@@ -117,13 +117,17 @@ TEST(StreamDecoder, RandomBytesAndIds) {
       const int32_t id = tok->token_id(c);
       byte_level = id >= 0 && tok->vocab().types[id] == TokenType::kNormal;
     }
-    if (std::string(name) == "gpt-2") EXPECT_TRUE(byte_level) << name;
+    if (std::string(name) == "gpt-2") {
+      EXPECT_TRUE(byte_level) << name;
+    }
     for (int iter = 0; iter < 40; ++iter) {
       std::string text(rng() % 64, '\0');
       for (char& c : text) c = static_cast<char>(iter % 2 ? rng() % 256 : " a\xC3\xA9\xF0\x9F<|>s"[rng() % 12]);
       const auto ids = tok->encode(text, true, true);
       for (int32_t id : ids) ASSERT_TRUE(tok->valid_id(id));
-      if (byte_level) EXPECT_EQ(tok->decode(ids), uni::sanitize(text)) << name;
+      if (byte_level) {
+        EXPECT_EQ(tok->decode(ids), uni::sanitize(text)) << name;
+      }
       std::vector<int32_t> rand_ids(rng() % 32);
       for (int32_t& id : rand_ids) id = static_cast<int32_t>(rng() % (tok->n_vocab() + 10)) - 5;
       for (bool render : {false, true}) {

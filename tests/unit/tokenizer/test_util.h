@@ -72,7 +72,10 @@ inline Result<VocabData> load_gguf_vocab(const std::string& path) {
 
 inline std::string ids_str(const std::vector<int32_t>& ids) {
   std::string s;
-  for (int32_t id : ids) s += " " + std::to_string(id);
+  for (int32_t id : ids) {
+    s += ' ';
+    s += std::to_string(id);
+  }
   return s;
 }
 
