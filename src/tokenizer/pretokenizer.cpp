@@ -45,8 +45,10 @@ std::vector<std::string_view> RegexSplitter::split(std::string_view text) const 
       const auto* subj = reinterpret_cast<PCRE2_SPTR>(piece.data());
       size_t gap_start = 0, pos = 0;
       while (pos < piece.size()) {
-        const int rc = pcre2_match(code, subj, piece.size(), pos, 0, md, nullptr);
-        if (rc < 0) break;  // no further match (or a match-limit error: the rest stays one piece)
+        int rc = pcre2_match(code, subj, piece.size(), pos, 0, md, nullptr);
+        if (rc == PCRE2_ERROR_JIT_STACKLIMIT)  // the interpreter keeps its backtracking state on the heap
+          rc = pcre2_match(code, subj, piece.size(), pos, PCRE2_NO_JIT, md, nullptr);
+        if (rc < 0) break;  // no further match (or a match/heap-limit error: the rest stays one piece)
         const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
         const size_t mb = ov[0], me = ov[1];
         if (me <= mb) {  // empty match: step over one character
