@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <thread>
 
 #include "server/server.h"
 
@@ -81,6 +82,7 @@ TEST(Health, LoadingThenOkThenStalled) {
   r = call(srv, "GET", "/health");
   EXPECT_EQ(r.rfind("HTTP/1.1 200", 0), 0u) << r;
 
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));  // past the stall limit since attach
   eng.last_step = now_s() - 5;  // work pending, no step for 5 s
   r = call(srv, "GET", "/health");
   EXPECT_EQ(r.rfind("HTTP/1.1 503", 0), 0u) << r;
