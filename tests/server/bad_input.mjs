@@ -157,6 +157,15 @@ try {
   check(r.headers.get('access-control-allow-origin') === 'https://good.example' &&
         r2.headers.get('access-control-allow-origin') === null, `[${cases}] CORS header only for allowed origins`);
 
+  cases++;
+  const pre = await fetch(base + C, { method: 'OPTIONS', headers: { Origin: 'https://good.example',
+                                                                    'Access-Control-Request-Method': 'POST' } });
+  const preBad = await fetch(base + C, { method: 'OPTIONS', headers: { Origin: 'https://evil.example' } });
+  check(pre.status === 204 && pre.headers.get('access-control-allow-origin') === 'https://good.example' &&
+        /Authorization/.test(pre.headers.get('access-control-allow-headers') || '') &&
+        preBad.headers.get('access-control-allow-origin') === null,
+        `[${cases}] CORS preflight answered only for allowed origins`);
+
   // tokenize / detokenize
   await expectError('detokenize out-of-vocabulary id', '/detokenize', { tokens: [1, 100000] }, 400,
                     { code: 'invalid_token_id' });
