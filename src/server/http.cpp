@@ -437,7 +437,6 @@ void HttpServer::connection(int fd, std::string remote) {
       break;
     }
     if (body_len > 0 && lower(req.header("expect")) == "100-continue" && buf.empty()) {
-      ResponseWriter w(fd, lim_, true, false);
       static const char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
       if (::send(fd, kContinue, sizeof kContinue - 1, MSG_NOSIGNAL) < 0) break;
     }
