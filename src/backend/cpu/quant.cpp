@@ -314,11 +314,43 @@ void quantize_row_q8_k(const float* x, BlockQ8_K* b, int64_t n) {
   check_row(DType::Q8_K, n);
   const int64_t nb = n / kQKK;
   for (int64_t i = 0; i < nb; ++i, x += kQKK) {
+#ifdef MOPT_QUANT_AVX2
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 vmax = _mm256_setzero_ps();
+    for (int j = 0; j < kQKK; j += 8) vmax = _mm256_max_ps(vmax, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + j)));
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(vmax), _mm256_extractf128_ps(vmax, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    const float amax = _mm_cvtss_f32(m4);
+#else
     float amax = 0.0f;
     for (int j = 0; j < kQKK; ++j) amax = std::max(amax, std::fabs(x[j]));
+#endif
     const float d = amax / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     b[i].d = d;
+#ifdef MOPT_QUANT_AVX2
+    const __m256 vid = _mm256_set1_ps(id);
+    const __m256i lim = _mm256_set1_epi32(127), nlim = _mm256_set1_epi32(-127);
+    for (int k = 0; k < 8; ++k) {  // 32 elements = bsums 2k, 2k+1
+      __m256i q[4];
+      for (int j = 0; j < 4; ++j) {
+        const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + 32 * k + 8 * j), vid);
+        q[j] = _mm256_cvtps_epi32(_mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        q[j] = _mm256_max_epi32(_mm256_min_epi32(q[j], lim), nlim);
+      }
+      for (int h = 0; h < 2; ++h) {
+        const __m256i s8 = _mm256_add_epi32(q[2 * h], q[2 * h + 1]);
+        __m128i s = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+        s = _mm_hadd_epi32(s, s);
+        s = _mm_hadd_epi32(s, s);
+        b[i].bsums[2 * k + h] = static_cast<int16_t>(_mm_cvtsi128_si32(s));
+      }
+      __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+      p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(b[i].qs + 32 * k), p);
+    }
+#else
     for (int k = 0; k < 16; ++k) {
       int sum = 0;
       for (int j = 16 * k; j < 16 * k + 16; ++j) {
@@ -328,6 +360,7 @@ void quantize_row_q8_k(const float* x, BlockQ8_K* b, int64_t n) {
       }
       b[i].bsums[k] = static_cast<int16_t>(sum);
     }
+#endif
   }
 }
 

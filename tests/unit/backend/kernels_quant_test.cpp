@@ -132,6 +132,34 @@ TEST(KernelsQuant, Q8_KBlockSums) {
     }
 }
 
+// The activation quantizers (vectorized) against their definition: d = max|x| / 127, q = round-half-even(x / d)
+// (as x * (1/d)); Q8_0 stores d as fp16.
+TEST(KernelsQuant, ActivationQuantizersMatchDefinition) {
+  auto x = random_vec(256 * 5, 21, 4.0f);
+  for (int i = 0; i < 32; ++i) x[i] = 0.0f;  // an all-zero Q8_0 block
+  x[300] = 1e-30f;
+  std::vector<BlockQ8_K> bk(5);
+  std::vector<BlockQ8_0> b0(40);
+  quantize_row(DType::Q8_K, x.data(), bk.data(), 256 * 5);
+  quantize_row(DType::Q8_0, x.data(), b0.data(), 256 * 5);
+  for (int blk = 0; blk < 5; ++blk) {
+    float amax = 0;
+    for (int j = 0; j < 256; ++j) amax = std::max(amax, std::fabs(x[blk * 256 + j]));
+    const float d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
+    ASSERT_EQ(bk[blk].d, d);
+    for (int j = 0; j < 256; ++j)
+      ASSERT_EQ(bk[blk].qs[j], static_cast<int>(std::nearbyint(x[blk * 256 + j] * id))) << blk << " " << j;
+  }
+  for (int blk = 0; blk < 40; ++blk) {
+    float amax = 0;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[blk * 32 + j]));
+    const float d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
+    ASSERT_EQ(b0[blk].d, fp32_to_fp16(d));
+    for (int j = 0; j < 32; ++j)
+      ASSERT_EQ(b0[blk].qs[j], static_cast<int>(std::nearbyint(x[blk * 32 + j] * id))) << blk << " " << j;
+  }
+}
+
 // Round trip: RMS error relative to the RMS of the data, and max error relative to the block's max |x|.
 struct RoundTripCase {
   DType t;
