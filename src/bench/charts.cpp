@@ -139,8 +139,27 @@ std::string render_svg(const std::string& title, const std::vector<Panel>& panel
       size_t longest = 0;
       for (const auto& se : p.series) longest = std::max(longest, se.name.size());
       const int lw = 34 + static_cast<int>(longest) * 7, lh = 8 + 16 * static_cast<int>(p.series.size());
-      const int lx = p.legend == Panel::Legend::kTopLeft ? x0 + 8 : x1 - 8 - lw;
-      const int ly = p.legend == Panel::Legend::kTopLeft ? y0 + 8 : y1 - 8 - lh;
+      // Corner that covers the fewest data points (sampled along the lines), preferring p.legend on ties.
+      const int corners[4][2] = {{x0 + 8, y0 + 8}, {x1 - 8 - lw, y0 + 8}, {x1 - 8 - lw, y1 - 8 - lh}, {x0 + 8, y1 - 8 - lh}};
+      int best = p.legend == Panel::Legend::kTopLeft ? 0 : 2;
+      auto covered = [&](int c) {
+        int n = 0;
+        for (const auto& se : p.series)
+          for (size_t k = 0; k < se.points.size(); ++k) {
+            const auto [xa, ya] = se.points[k];
+            const auto [xb, yb] = k + 1 < se.points.size() ? se.points[k + 1] : se.points[k];
+            for (int f = 0; f < 8; ++f) {
+              const double px = X(xa + (xb - xa) * f / 8.0), py = Y(std::clamp(ya + (yb - ya) * f / 8.0, ylo, yhi));
+              n += px >= corners[c][0] - 4 && px <= corners[c][0] + lw + 4 && py >= corners[c][1] - 4 &&
+                   py <= corners[c][1] + lh + 4;
+            }
+          }
+        return n;
+      };
+      int best_n = covered(best);
+      for (int c = 0; c < 4; ++c)
+        if (const int n = covered(c); n < best_n) best = c, best_n = n;
+      const int lx = corners[best][0], ly = corners[best][1];
       s += strfmt("<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"white\" fill-opacity=\"0.85\" "
                   "stroke=\"#bbb\"/>\n", lx, ly, lw, lh);
       for (size_t si = 0; si < p.series.size(); ++si) {
