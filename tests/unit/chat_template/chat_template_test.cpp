@@ -71,6 +71,87 @@ TEST(ChatTemplate, Llama3) {
             "<|start_header_id|>user<|end_header_id|>\n\nHi!<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
+// Llama 3.1: top-level reassignment of `messages`, defaults for undefined variables, `in` on a dict, reject/join.
+// (The custom-tool blocks of the original are left out; everything else is its text.)
+const char* kLlama31 = R"JINJA({{- bos_token }}
+{%- if custom_tools is defined %}
+    {%- set tools = custom_tools %}
+{%- endif %}
+{%- if not tools_in_user_message is defined %}
+    {%- set tools_in_user_message = true %}
+{%- endif %}
+{%- if not date_string is defined %}
+    {%- set date_string = "26 Jul 2024" %}
+{%- endif %}
+{%- if not tools is defined %}
+    {%- set tools = none %}
+{%- endif %}
+
+{#- This block extracts the system message, so we can slot it into the right place. #}
+{%- if messages[0]['role'] == 'system' %}
+    {%- set system_message = messages[0]['content']|trim %}
+    {%- set messages = messages[1:] %}
+{%- else %}
+    {%- set system_message = "" %}
+{%- endif %}
+
+{#- System message + builtin tools #}
+{{- "<|start_header_id|>system<|end_header_id|>\n\n" }}
+{%- if builtin_tools is defined or tools is not none %}
+    {{- "Environment: ipython\n" }}
+{%- endif %}
+{%- if builtin_tools is defined %}
+    {{- "Tools: " + builtin_tools | reject('equalto', 'code_interpreter') | join(", ") + "\n\n"}}
+{%- endif %}
+{{- "Cutting Knowledge Date: December 2023\n" }}
+{{- "Today Date: " + date_string + "\n\n" }}
+{{- system_message }}
+{{- "<|eot_id|>" }}
+
+{%- for message in messages %}
+    {%- if not (message.role == 'ipython' or message.role == 'tool' or 'tool_calls' in message) %}
+        {{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>' }}
+    {%- elif 'tool_calls' in message %}
+        {%- set tool_call = message.tool_calls[0].function %}
+        {{- '<|start_header_id|>assistant<|end_header_id|>\n\n' -}}
+        {{- '{"name": "' + tool_call.name + '", ' }}
+        {{- '"parameters": ' }}
+        {{- tool_call.arguments | tojson }}
+        {{- "}" }}
+        {{- "<|eot_id|>" }}
+    {%- elif message.role == "tool" or message.role == "ipython" %}
+        {{- "<|start_header_id|>ipython<|end_header_id|>\n\n" }}
+        {%- if message.content is mapping or message.content is iterable %}
+            {{- message.content | tojson }}
+        {%- else %}
+            {{- message.content }}
+        {%- endif %}
+        {{- "<|eot_id|>" }}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|start_header_id|>assistant<|end_header_id|>\n\n' }}
+{%- endif %}
+)JINJA";
+
+TEST(ChatTemplate, Llama31) {
+  EXPECT_EQ(render(kLlama31, R"([{"role":"system","content":" You are helpful. "},{"role":"user","content":"Hi"}])",
+                   true, "<|begin_of_text|>"),
+            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\n"
+            "Today Date: 26 Jul 2024\n\nYou are helpful.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi"
+            "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+  const char* convo = R"([{"role":"user","content":"Weather?"},
+    {"role":"assistant","tool_calls":[{"function":{"name":"get","arguments":{"city":"Oslo"}}}]},
+    {"role":"tool","content":{"temp":3}}])";
+  EXPECT_EQ(render(kLlama31, convo, false, "<|begin_of_text|>", "",
+                   R"({"builtin_tools":["brave_search","code_interpreter","wolfram_alpha"],"date_string":"1 Jan 2025"})"),
+            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nEnvironment: ipython\n"
+            "Tools: brave_search, wolfram_alpha\n\nCutting Knowledge Date: December 2023\nToday Date: 1 Jan 2025\n\n"
+            "<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nWeather?<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n{\"name\": \"get\", \"parameters\": {\"city\": \"Oslo\"}}"
+            "<|eot_id|><|start_header_id|>ipython<|end_header_id|>\n\n{\"temp\": 3}<|eot_id|>");
+}
+
 const char* kQwen25 = R"JINJA({%- if tools %}
     {{- '<|im_start|>system\n' }}
     {%- if messages[0]['role'] == 'system' %}
