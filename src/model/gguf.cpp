@@ -24,6 +24,10 @@ constexpr int kMaxArrayDepth = 8;        // nested arrays deeper than this are r
 constexpr uint64_t kMaxDims = 4;
 constexpr uint64_t kDefaultAlignment = 32;
 constexpr uint64_t kMaxAlignment = 1ull << 30;
+// Each metadata value costs ~90 bytes in memory but as little as 1 byte in the file; this cap on the total
+// number of values (arrays included, recursively) bounds that amplification (~400 MB at worst). Real files
+// hold well under 1M values (the largest vocabularies have ~256K tokens and ~500K merges).
+constexpr uint64_t kMaxMetadataValues = 1ull << 22;
 
 // The one GGUF ggml_type table: id, ggml name, and our DType when we support it.
 struct GgmlTypeEntry {
@@ -226,6 +230,7 @@ class Parser {
   const uint8_t* base_;
   size_t size_;
   uint64_t pos_ = 0;
+  uint64_t n_values_ = 0;  // array elements read so far (all arrays, nested ones too)
   std::string where_;
 };
 
@@ -265,6 +270,11 @@ Status Parser::read_value(ValueType t, Value& v, int depth) {
         return fail("array of %" PRIu64 " %s elements at offset %" PRIu64 " needs at least %" PRIu64
                     " bytes per element but only %" PRIu64 " bytes are left in the file",
                     count, value_type_name(v.elem_type), pos_ - 8, min_bytes, static_cast<uint64_t>(size_ - pos_));
+      if (count > kMaxMetadataValues - n_values_)
+        return fail("metadata holds more than %" PRIu64 " values in total (array of %" PRIu64
+                    " at offset %" PRIu64 "); this is not a model file we can load", kMaxMetadataValues, count,
+                    pos_ - 8);
+      n_values_ += count;
       v.arr.resize(static_cast<size_t>(count));
       for (uint64_t k = 0; k < count; ++k) {
         Status s = read_value(v.elem_type, v.arr[k], depth + 1);

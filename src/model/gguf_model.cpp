@@ -1,5 +1,8 @@
 // GGUF model loading: config from `<arch>.*` metadata, zero-copy tensor views, vocab, chat template.
+#include <algorithm>
 #include <climits>
+#include <cmath>
+#include <cstring>
 
 #include "core/strfmt.h"
 #include "model/arch.h"
@@ -54,6 +57,57 @@ std::string file_stem(const std::string& path) {
   return dot == std::string::npos || dot == 0 ? base : base.substr(0, dot);
 }
 
+// Llama 3.1-style GGUF files carry no rope-scaling metadata: llama.cpp's converter stores the per-dimension
+// divisors of the RoPE frequencies as rope_freqs.weight [rope_dim/2]. We recover the llama3 parameters:
+// factor = the largest divisor; low/high_freq_factor and the original context are the published Llama 3.1
+// values (1, 4, 8192, or the file's rope.scaling.original_context_length), accepted only if recomputing the
+// divisors from them reproduces the tensor.
+Status rope_from_freq_factors(const gguf::File& f, const std::string& arch, ModelConfig& c) {
+  const gguf::TensorInfo* t = f.find_tensor("rope_freqs.weight");
+  if (!t) return Status::ok();
+  const int64_t n = c.rope_dim / 2;
+  if (t->view.dtype != DType::F32 || t->view.n_dims != 1 || t->view.ne[0] != n)
+    return error("rope_freqs.weight is %s %s, expected f32 [%lld] (rope_dim / 2)", dtype_name(t->view.dtype),
+                 t->view.shape_str().c_str(), static_cast<long long>(n));
+  std::vector<float> div(static_cast<size_t>(n));
+  std::memcpy(div.data(), t->view.data, div.size() * 4);
+  float factor = 1.0f;
+  for (float d : div) {
+    if (!(d >= 1.0f) || !std::isfinite(d))
+      return error("rope_freqs.weight holds %g; llama3 frequency divisors are >= 1", static_cast<double>(d));
+    factor = std::max(factor, d);
+  }
+  if (factor == 1.0f) return Status::ok();  // no scaling
+  int orig = 8192;
+  MOPT_TRY(get_dim(f, arch, "rope.scaling.original_context_length", orig, 8192));
+  const double low = 1.0, high = 4.0;
+  const double low_wavelen = orig / low, high_wavelen = orig / high;
+  for (int64_t i = 0; i < n; ++i) {
+    const double freq = std::pow(static_cast<double>(c.rope_theta), -2.0 * static_cast<double>(i) / c.rope_dim);
+    const double wavelen = 2.0 * M_PI / freq;
+    double want;
+    if (wavelen < high_wavelen) {
+      want = 1.0;
+    } else if (wavelen > low_wavelen) {
+      want = factor;
+    } else {
+      const double smooth = (orig / wavelen - low) / (high - low);
+      want = 1.0 / ((1.0 - smooth) / factor + smooth);
+    }
+    if (std::fabs(want - div[static_cast<size_t>(i)]) > 1e-3 * want)
+      return error("rope_freqs.weight[%lld] = %g does not match llama3 RoPE scaling (factor %g, low_freq_factor 1, "
+                   "high_freq_factor 4, original context %d gives %g); other per-dimension RoPE factors are not "
+                   "supported", static_cast<long long>(i), static_cast<double>(div[static_cast<size_t>(i)]),
+                   static_cast<double>(factor), orig, want);
+  }
+  c.rope_scaling = RopeScaling::kLlama3;
+  c.rope_scale_factor = factor;
+  c.rope_low_freq_factor = static_cast<float>(low);
+  c.rope_high_freq_factor = static_cast<float>(high);
+  c.rope_original_context = orig;
+  return Status::ok();
+}
+
 }  // namespace
 
 Result<ModelConfig> config_from_gguf(const gguf::File& f) {
@@ -98,6 +152,8 @@ Result<ModelConfig> config_from_gguf(const gguf::File& f) {
   } else if (scaling != "none") {
     return error("%s.rope.scaling.type '%s' is not supported (supported: none, linear)", a.c_str(), scaling.c_str());
   }
+  if (c.rope_scaling == RopeScaling::kNone && c.rope_dim % 2 == 0 && c.rope_dim > 0)
+    MOPT_TRY(rope_from_freq_factors(f, a, c));
   c.rope_style = info.gguf_rope;
   c.qkv_bias = info.qkv_bias || f.find_tensor("blk.0.attn_q.bias") != nullptr;
   c.qk_norm = info.qk_norm;

@@ -214,7 +214,7 @@ void patch(std::vector<uint8_t>& file, size_t offset, T v) {
 inline bool write_file(const std::string& path, const std::vector<uint8_t>& bytes) {
   FILE* f = std::fopen(path.c_str(), "wb");
   if (!f) return false;
-  bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+  bool ok = bytes.empty() || std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
   return std::fclose(f) == 0 && ok;
 }
 inline bool write_file(const std::string& path, const std::string& text) {

@@ -316,6 +316,42 @@ TEST(ModelLoad, SynthesizedGgufLlamaAndQwen2) {
   EXPECT_TRUE((*mq)->config.qkv_bias);
 }
 
+// llama.cpp's converter formula for Llama 3.1 rope_freqs (written independently here from its description).
+std::vector<float> llama3_divisors(int rope_dim, double theta, double factor, double low, double high, double orig) {
+  std::vector<float> out;
+  for (int i = 0; i < rope_dim; i += 2) {
+    double wavelen = 2 * M_PI * std::pow(theta, static_cast<double>(i) / rope_dim);
+    if (wavelen < orig / high) out.push_back(1.0f);
+    else if (wavelen > orig / low) out.push_back(static_cast<float>(factor));
+    else {
+      double smooth = (orig / wavelen - low) / (high - low);
+      out.push_back(static_cast<float>(1 / ((1 - smooth) / factor + smooth)));
+    }
+  }
+  return out;
+}
+
+TEST(ModelLoad, GgufLlama3RopeFreqs) {
+  TinySpec s;
+  s.n_embd = 128;
+  s.n_head = 2;  // head_dim 64: wavelengths span the llama3 smoothing band
+  s.n_head_kv = 1;
+  test::GgufWriter w = tiny_model(s);
+  w.tensor_f32("rope_freqs.weight", {32}, llama3_divisors(64, 500000.0, 8.0, 1.0, 4.0, 8192.0));
+  auto m = load_written(w);
+  ASSERT_TRUE(m.is_ok()) << m.message();
+  const ModelConfig& c = (*m)->config;
+  EXPECT_EQ(c.rope_scaling, RopeScaling::kLlama3);
+  EXPECT_FLOAT_EQ(c.rope_scale_factor, 8.0f);
+  EXPECT_FLOAT_EQ(c.rope_low_freq_factor, 1.0f);
+  EXPECT_FLOAT_EQ(c.rope_high_freq_factor, 4.0f);
+  EXPECT_EQ(c.rope_original_context, 8192);
+  // Divisors from other parameters are refused, not silently approximated.
+  test::GgufWriter w2 = tiny_model(s);
+  w2.tensor_f32("rope_freqs.weight", {32}, llama3_divisors(64, 500000.0, 8.0, 2.0, 4.0, 8192.0));
+  EXPECT_TRUE(fails_with(load_written(w2, "bad.gguf"), "does not match llama3 RoPE scaling"));
+}
+
 TEST(ModelLoadBad, MissingTensor) {
   test::GgufWriter w = tiny_model({});
   auto& ts = w.tensors();
