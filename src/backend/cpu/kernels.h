@@ -5,7 +5,10 @@
 // Numerics: F32/F16/BF16 weights are multiplied in fp32. Q8_0/Q4_0 weights use activations quantized
 // to Q8_0 (per 32 elements, scale amax/127) and integer dot products; K-quant weights use activations
 // quantized to Q8_K (per 256 elements). The result then differs from the fp32 product of the
-// dequantized weights by the activation rounding error, |err| <= sum_blocks |w|·|x|_blockmax/254.
+// dequantized weights by the activation rounding error:
+//   |err| <= sum over activation blocks b of sum_{i in b} |w_i| * max_{i in b} |x_i| * (1/254 + e),
+// e = 1/2048 for Q8_0 (its scale is stored as fp16), 0 for Q8_K; plus fp32 summation rounding.
+// Q4_0 and Q8_0 use AVX-VNNI (vpdpbusd) when the CPU has it, selected at run time.
 #pragma once
 
 #include <cstdint>
