@@ -6,9 +6,9 @@ set -euo pipefail
 M=$MOPT_MODELS_DIR
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
-# jq-free JSON field access through python3 when available, else grep.
-jget() {  # $1 file, $2 python expression on `d`
-  python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"
+# JSON field access through node (installed by scripts/install_deps.sh).
+jget() {  # $1 file, $2 JavaScript expression on `d`
+  node -e 'const d = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")); console.log(eval(process.argv[2]))' "$1" "$2"
 }
 
 # stories260K.gguf: text report.
@@ -24,10 +24,10 @@ echo "ok: gguf text"
 # JSON: values against the README (48 F32 tensors; KV bytes/token = 2 * 5 layers * 32 kv_dim * elem).
 "$MOPT_BIN" inspect "$M/stories260K.gguf" --json > "$tmp/g.json"
 [[ $(jget "$tmp/g.json" "d['n_tensors']") == 48 ]] || fail "n_tensors"
-[[ $(jget "$tmp/g.json" "all(t['dtype']=='f32' for t in d['tensors'])") == True ]] || fail "dtypes"
+[[ $(jget "$tmp/g.json" "d.tensors.every(t => t.dtype == 'f32')") == true ]] || fail "dtypes"
 [[ $(jget "$tmp/g.json" "d['hyperparameters']['context_length']") == 2048 ]] || fail "context_length"
 [[ $(jget "$tmp/g.json" "d['kv_bytes_per_token']['f16/bf16']") == 640 ]] || fail "kv bytes"
-[[ $(jget "$tmp/g.json" "d['weight_bytes']['stored'] == d['weight_bytes']['f32'] == 4*d['n_params']") == True ]] || fail "f32 bytes"
+[[ $(jget "$tmp/g.json" "d.weight_bytes.stored == d.weight_bytes.f32 && d.weight_bytes.f32 == 4 * d.n_params") == true ]] || fail "f32 bytes"
 echo "ok: gguf json"
 
 # llama2.c: same parameters minus the stored output copy; tokenizer found beside the model or by flag.
@@ -39,11 +39,11 @@ echo "ok: llama2.c"
 
 # Hugging Face folder: n_params from the reference json, bf16 weights, ChatML template.
 "$MOPT_BIN" inspect "$M/code-qwen2-25m" --json > "$tmp/q.json"
-want=$(python3 -c "import json; print(json.load(open('$M/code-qwen2-25m.reference.json'))['params'])")
+want=$(jget "$M/code-qwen2-25m.reference.json" "d.params")
 [[ $(jget "$tmp/q.json" "d['n_params']") == "$want" ]] || fail "code-qwen2 n_params != $want"
 [[ $(jget "$tmp/q.json" "d['architecture']") == qwen2 ]] || fail "architecture"
-[[ $(jget "$tmp/q.json" "d['chat_template']['present']") == True ]] || fail "chat template"
-[[ $(jget "$tmp/q.json" "d['weight_bytes']['stored'] == 2*d['n_params']") == True ]] || fail "bf16 bytes"
+[[ $(jget "$tmp/q.json" "d.chat_template.present") == true ]] || fail "chat template"
+[[ $(jget "$tmp/q.json" "d.weight_bytes.stored == 2 * d.n_params") == true ]] || fail "bf16 bytes"
 [[ $(jget "$tmp/q.json" "d['tokenizer']['kind']") == bpe ]] || fail "tokenizer kind"
 echo "ok: huggingface"
 
