@@ -3,6 +3,7 @@
 // abort the rest, exit 0. Startup failures (port in use, bad model, bad template) exit 1 with the reason.
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <cstdio>
 #include <fstream>
@@ -73,6 +74,12 @@ int serve(ServeArgs& a) {
   sigaddset(&sigs, SIGINT);
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  // One socket per connection: allow as many open files as the hard limit permits (often 1024 by default).
+  rlimit nofile{};
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+    nofile.rlim_cur = nofile.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &nofile);
+  }
 
   auto& o = a.opts;
   o.http.max_body_bytes = a.max_body;
