@@ -348,8 +348,8 @@ void EngineImpl::update_stats(const SchedulerOutput* out) {
     stats_.preemptions += static_cast<uint64_t>(out->num_preempted);
     ++stats_.steps;
     stats_.last_step_tokens = static_cast<uint64_t>(out->num_tokens);
-    stats_.last_step_time_s = monotonic_seconds();
   }
+  stats_.last_step_time_s = monotonic_seconds();  // idle steps count: the loop is alive
 }
 
 bool EngineImpl::step() {

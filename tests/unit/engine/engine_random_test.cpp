@@ -4,6 +4,7 @@
 // finish once arrivals stop; and the block pool ends where it started.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <random>
 #include <set>
 
@@ -12,7 +13,7 @@
 namespace mopt::test {
 namespace {
 
-void run_seed(uint32_t seed) {
+void run_seed(uint32_t seed, uint64_t& preemptions, uint64_t& swapped_blocks) {
   std::mt19937 rng(seed);
   auto pick = [&](int lo, int hi) { return lo + static_cast<int>(rng() % static_cast<uint32_t>(hi - lo + 1)); };
   EngineConfig cfg;
@@ -86,13 +87,21 @@ void run_seed(uint32_t seed) {
   EngineStats st = h.engine->stats();
   EXPECT_EQ(st.free_blocks, nb) << "blocks leaked";
   EXPECT_EQ(st.running + st.waiting + st.swapped, 0);
+  EXPECT_FALSE(h.engine->step()) << "idle engine reports work";
+  preemptions += st.preemptions;
+  swapped_blocks += h.runner->swapped_out_blocks;
 }
 
 TEST(EngineRandom, OutputsAndInvariantsOverManySeeds) {
+  uint64_t preemptions = 0, swapped = 0;
   for (uint32_t seed = 0; seed < 300; ++seed) {
-    run_seed(seed);
+    run_seed(seed, preemptions, swapped);
     if (::testing::Test::HasFatalFailure()) return;
   }
+  EXPECT_GT(preemptions, 100u);
+  EXPECT_GT(swapped, 100u);
+  std::printf("[ engine random ] 300 seeds: %llu preemptions, %llu blocks swapped out\n",
+              static_cast<unsigned long long>(preemptions), static_cast<unsigned long long>(swapped));
 }
 
 }  // namespace

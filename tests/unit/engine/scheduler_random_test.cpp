@@ -6,6 +6,7 @@
 
 #include <map>
 #include <memory>
+#include <cstdio>
 #include <random>
 
 #include "engine/scheduler.h"
@@ -18,7 +19,7 @@ struct Sim {
   int target_outputs = 0;
 };
 
-void run_seed(uint32_t seed) {
+void run_seed(uint32_t seed, uint64_t& preemptions_out, uint64_t& swaps_out) {
   std::mt19937 rng(seed);
   auto pick = [&](int lo, int hi) { return lo + static_cast<int>(rng() % static_cast<uint32_t>(hi - lo + 1)); };
   const int bs = std::vector<int>{1, 2, 4, 8}[static_cast<size_t>(pick(0, 3))];
@@ -45,7 +46,7 @@ void run_seed(uint32_t seed) {
   }
   std::map<uint64_t, Sim> live;
   uint64_t next_id = 1, arrival = 0;
-  uint64_t total_preemptions = 0;
+  uint64_t total_preemptions = 0, total_swap_outs = 0;
 
   auto add_one = [&] {
     Sim sim;
@@ -81,6 +82,7 @@ void run_seed(uint32_t seed) {
     SchedulerOutput out = s.schedule();
     ASSERT_EQ(s.check_invariants(), "");
     total_preemptions += static_cast<uint64_t>(out.num_preempted);
+    total_swap_outs += out.swap_out.size();
     for (auto& [id, snap] : before) {
       Request& r = *live.at(id).req;
       if (r.num_preemptions != snap.second) continue;  // preempted: the table was released
@@ -144,13 +146,21 @@ void run_seed(uint32_t seed) {
   EXPECT_EQ(kv.pool().num_free(), nb) << "blocks leaked";
   EXPECT_EQ(s.num_free_swap_blocks(), cfg.num_swap_blocks) << "swap blocks leaked";
   EXPECT_EQ(kv.pool().check_invariants(), "");
+  preemptions_out += total_preemptions;
+  swaps_out += total_swap_outs;
 }
 
 TEST(SchedulerRandom, InvariantsHoldOverManySeeds) {
+  uint64_t preemptions = 0, swap_outs = 0;
   for (uint32_t seed = 0; seed < 300; ++seed) {
-    run_seed(seed);
+    run_seed(seed, preemptions, swap_outs);
     if (::testing::Test::HasFatalFailure()) return;
   }
+  // The sequences really exercised preemption, in both modes.
+  EXPECT_GT(preemptions, 100u);
+  EXPECT_GT(swap_outs, 100u);
+  std::printf("[ scheduler random ] 300 seeds: %llu preemptions, %llu blocks swapped out\n",
+              static_cast<unsigned long long>(preemptions), static_cast<unsigned long long>(swap_outs));
 }
 
 }  // namespace
