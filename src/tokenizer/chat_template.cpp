@@ -34,6 +34,8 @@ Result<std::string> ChatTemplate::render(const jinja::Value& context) const {
     return Status::error(std::string("chat template: ") + e.what());
   } catch (const std::bad_alloc&) {
     return Status::error("chat template: out of memory while rendering");
+  } catch (const std::length_error& e) {
+    return Status::error(std::string("chat template: ") + e.what());
   } catch (const std::exception& e) {
     return Status::error(std::string("chat template: ") + e.what());
   }

@@ -18,6 +18,7 @@ namespace {
 }
 
 struct BreakSignal {};
+constexpr size_t kMaxListItems = 1'000'000;
 struct ContinueSignal {};
 
 struct Args {  // evaluated call arguments
@@ -421,6 +422,9 @@ class Evaluator {
         return Value(a.str() + b.str());
       }
       if (a.is_list() && b.is_list()) {
+        size_t total = a.list().size() + b.list().size();
+        if (total > kMaxListItems) fail(n, strfmt("list longer than %zu items", kMaxListItems));
+        steps_ += total;  // copying counts toward the step limit
         List l = a.list();
         l.insert(l.end(), b.list().begin(), b.list().end());
         return Value(std::move(l));

@@ -1,11 +1,36 @@
 #include "tokenizer/jinja_value.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <stdexcept>
 
 #include <nlohmann/json.hpp>
 
 namespace mopt::jinja {
+
+Value::Value(List l) : kind_(Kind::kList), l_(std::make_shared<List>(std::move(l))) {
+  for (const auto& x : *l_) depth_ = std::max(depth_, x.depth_);
+  if (++depth_ > kMaxDepth) throw std::length_error("a list is nested deeper than 128 levels");
+}
+
+Value::Value(Dict d) : kind_(Kind::kDict), d_(std::make_shared<Dict>(std::move(d))) {
+  for (const auto& kv : *d_) depth_ = std::max(depth_, kv.second.depth_);
+  if (++depth_ > kMaxDepth) throw std::length_error("a dict is nested deeper than 128 levels");
+}
+
+bool Value::reachable_from(const Value& v) const {
+  if (!is_dict()) return false;
+  if (v.is_dict()) {
+    if (v.d_ == d_) return true;
+    for (const auto& kv : *v.d_)
+      if (kv.second.depth_ > 0 && reachable_from(kv.second)) return true;
+  } else if (v.is_list()) {
+    for (const auto& x : *v.l_)
+      if (x.depth_ > 0 && reachable_from(x)) return true;
+  }
+  return false;
+}
 
 const Value* Value::find(std::string_view key) const {
   if (!is_dict()) return nullptr;
@@ -16,6 +41,9 @@ const Value* Value::find(std::string_view key) const {
 
 void Value::set(const std::string& key, Value v) {
   if (!is_dict()) return;
+  if (v.depth_ + 1 > kMaxDepth) throw std::length_error("a dict is nested deeper than 128 levels");
+  if (v.depth_ > 0 && reachable_from(v)) throw std::length_error("a dict cannot contain itself");
+  depth_ = std::max(depth_, v.depth_ + 1);
   for (auto& [k, old] : *d_)
     if (k == key) {
       old = std::move(v);

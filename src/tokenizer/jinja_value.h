@@ -30,8 +30,11 @@ class Value {
   Value(double v) : kind_(Kind::kFloat), f_(v) {}                   // NOLINT
   Value(std::string s) : kind_(Kind::kString), s_(std::make_shared<std::string>(std::move(s))) {}  // NOLINT
   Value(const char* s) : Value(std::string(s)) {}                   // NOLINT
-  Value(List l) : kind_(Kind::kList), l_(std::make_shared<List>(std::move(l))) {}                 // NOLINT
-  Value(Dict d) : kind_(Kind::kDict), d_(std::make_shared<Dict>(std::move(d))) {}                 // NOLINT
+  // Lists and dicts record their nesting depth; beyond kMaxDepth they throw std::length_error (deep values would
+  // overflow the stack when printed, compared or destroyed).
+  Value(List l);  // NOLINT
+  Value(Dict d);  // NOLINT
+  static constexpr int kMaxDepth = 128;
   static Value make_namespace(Dict d) { Value v(std::move(d)); v.kind_ = Kind::kNamespace; return v; }
 
   Kind kind() const { return kind_; }
@@ -57,8 +60,12 @@ class Value {
 
   // Dict lookup; nullptr when absent (or when this is not a dict).
   const Value* find(std::string_view key) const;
-  // Sets (or replaces) a key of a dict/namespace.
+  // Sets (or replaces) a key of a dict/namespace. Throws std::length_error if that would nest too deep or make
+  // the dict contain itself.
   void set(const std::string& key, Value v);
+  int depth() const { return depth_; }
+  // True if `v` (or anything inside it) is this dict/namespace itself.
+  bool reachable_from(const Value& v) const;
 
   bool truthy() const;
   // Python str(): what {{ v }} prints (undefined prints nothing, none prints "None", true "True").
@@ -71,6 +78,7 @@ class Value {
 
  private:
   Kind kind_ = Kind::kUndefined;
+  int depth_ = 0;  // 0 for scalars, 1 + the deepest element for lists and dicts
   int64_t i_ = 0;
   double f_ = 0;
   std::shared_ptr<std::string> s_;

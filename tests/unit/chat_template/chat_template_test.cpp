@@ -444,6 +444,22 @@ TEST(ChatTemplate, SandboxLimits) {
   std::string deep = "{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}";
   EXPECT_FALSE(ChatTemplate::compile(deep).is_ok());
 
+  // Values that would blow the stack or the heap: deep nesting, a namespace containing itself, list doubling.
+  s = render_status("{% set ns = namespace(x=[]) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}{% endfor %}"
+                    "{{ ns.x|tojson }}", "[]");
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("nested deeper"), std::string::npos) << s.message();
+  s = render_status("{% set ns = namespace(a=1) %}{% set ns.self = ns %}{{ ns|tojson }}", "[]");
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("contain itself"), std::string::npos) << s.message();
+  s = render_status("{% set ns = namespace(a=1, l=[]) %}{% set ns.l = [ns] %}{{ ns.l|length }}", "[]");
+  ASSERT_FALSE(s.is_ok());
+  s = render_status("{% set ns = namespace(l=[1]) %}{% for i in range(64) %}{% set ns.l = ns.l + ns.l %}{% endfor %}",
+                    "[]");
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_TRUE(s.message().find("list longer") != std::string::npos ||
+              s.message().find("evaluation steps") != std::string::npos) << s.message();
+
   // Runtime type errors become errors, not crashes.
   EXPECT_FALSE(render_status("{{ 1 // 0 }}", "[]").is_ok());
   EXPECT_FALSE(render_status("{{ {} < 3 }}", "[]").is_ok());
