@@ -117,7 +117,7 @@ class Runner {
     if (k == 1) return -std::log1p(-rng_.uniform01()) / spec_.rate;
     return rng_.gamma(k) / (spec_.rate * k);
   }
-  void launch(int64_t scheduled_ns);
+  bool launch(int64_t scheduled_ns);  // false: failed at once (no socket); stop launching this round
   void start_on(Conn& c);
   Conn* new_conn();
   void close_conn(Conn& c);
@@ -186,7 +186,7 @@ void Runner::set_epollout(Conn& c, bool on) {
   c.epollout = on;
 }
 
-void Runner::launch(int64_t scheduled_ns) {
+bool Runner::launch(int64_t scheduled_ns) {
   const WorkItem item = workload_.next();
   RequestRecord r;
   r.index = static_cast<int64_t>(records_.size());
@@ -212,21 +212,23 @@ void Runner::launch(int64_t scheduled_ns) {
   } else {
     c = new_conn();
   }
+  const int saved_errno = errno;
   if (!c) {
     // No socket at all (fd limit or unreachable address family): fail this request.
     RequestRecord& rec = records_.back();
     rec.error = ErrorKind::kConnect;
-    rec.error_message = strfmt("cannot open a connection to %s: %s", host_header_.c_str(), std::strerror(errno));
+    rec.error_message = strfmt("cannot open a connection to %s: %s", host_header_.c_str(), std::strerror(saved_errno));
     rec.start_s = static_cast<double>(now - phase_start_) * 1e-9;
     --in_flight_;
     ++failed_;
     last_done_ = now;
-    return;
+    return false;
   }
   c->req = records_.back().index;
   c->retried = false;
   c->out = std::move(req);
   start_on(*c);
+  return true;
 }
 
 void Runner::start_on(Conn& c) {
@@ -568,10 +570,11 @@ Result<PhaseResult> Runner::run() {
       while (!pending_.empty() && in_flight_ < cap) {
         const int64_t sched = pending_.front();
         pending_.pop_front();
-        launch(sched);
+        if (!launch(sched)) break;
       }
     } else {
-      while (issuing(now) && in_flight_ < cap) launch(now);
+      while (issuing(now) && in_flight_ < cap)
+        if (!launch(now)) break;
     }
     if (now >= end_ns && !stop_issuing_) stop_issuing_ = true;
     if (!issuing(now) && in_flight_ == 0 && pending_.empty()) break;
