@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <thread>
 
 #include "test_util.h"
 #include "tokenizer/unicode.h"
@@ -177,6 +178,32 @@ TEST(Performance, LongWordsRoundTrip) {
     const auto ids = tok->encode(text, false, false);
     EXPECT_LT(ids.size(), text.size() / 2);
     EXPECT_EQ(tok->decode(ids), text);
+  }
+}
+
+// encode()/decode() are const and used from several HTTP threads at once: results must not depend on that.
+TEST(Concurrency, ParallelEncodeMatchesSerial) {
+  for (const char* name : {"gpt-2", "llama-spm", "bert-bge"}) {
+    auto tok = load(name);
+    ASSERT_TRUE(tok);
+    const auto inputs = test::read_inp(test::models_dir() + "/llama.cpp-vocab/ggml-vocab-gpt-2.gguf.inp");
+    std::vector<std::vector<int32_t>> serial;
+    std::vector<std::string> serial_text;
+    for (const auto& t : inputs) {
+      serial.push_back(tok->encode(t, true, true));
+      serial_text.push_back(tok->decode(serial.back()));
+    }
+    std::vector<int> mismatches(4, 0);
+    std::vector<std::thread> threads;
+    for (int k = 0; k < 4; ++k)
+      threads.emplace_back([&, k] {
+        for (int rep = 0; rep < 5; ++rep)
+          for (size_t i = 0; i < inputs.size(); ++i)
+            if (tok->encode(inputs[i], true, true) != serial[i] || tok->decode(serial[i]) != serial_text[i])
+              ++mismatches[k];
+      });
+    for (auto& t : threads) t.join();
+    for (int k = 0; k < 4; ++k) EXPECT_EQ(mismatches[k], 0) << name << " thread " << k;
   }
 }
 
