@@ -54,6 +54,20 @@ std::vector<double> sorted(std::vector<double> v) {
 // running compilers delays wake-ups by several ms), so the measurement is attempted up to 3 times and must pass
 // in one; every attempt's deviations are printed.
 namespace {
+// Sanitizer builds slow every event by several times and change wake-up timing: they still run the whole
+// pipeline and the exact accounting checks, but the timing tolerances are asserted in release builds only.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#else
+constexpr bool kSanitized = false;
+#endif
+
 struct Attempt {
   std::vector<std::string> fails;
   void near(const std::string& what, double got, double want, double tol) {
@@ -142,6 +156,11 @@ TEST(Accuracy, ReportedPercentilesMatchInjectedDelays) {
   std::string log;
   for (int attempt = 1; attempt <= 3; ++attempt) {
     Attempt a = accuracy_attempt();
+    if (kSanitized) {
+      std::printf("sanitizer build: exact accounting checked; timing tolerances not asserted (%zu deviations)\n",
+                  a.fails.size());
+      return;
+    }
     if (a.fails.empty()) {
       if (attempt > 1) std::printf("accuracy passed on attempt %d after:\n%s", attempt, log.c_str());
       return;
