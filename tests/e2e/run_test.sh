@@ -6,7 +6,8 @@ set -euo pipefail
 M=$MOPT_MODELS_DIR
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 # The reference: the fenced block after "Reference output, greedy" in the models README.
-awk '/Reference output, greedy/{f=1} f&&/^```$/{n++; if(n==2) exit; next} f&&n==1' "$M/README.md" > "$tmp/want.txt"
+# ($(...) drops the final newline: the model's text goes on after the published excerpt ends.)
+printf '%s' "$(awk '/Reference output, greedy/{f=1} f&&/^```$/{n++; if(n==2) exit; next} f&&n==1' "$M/README.md")" > "$tmp/want.txt"
 [[ $(wc -c < "$tmp/want.txt") -gt 400 ]] || { echo "FAIL: could not extract the reference text"; exit 1; }
 check() {  # $1 = label, rest = mopt run args
   local label=$1; shift
