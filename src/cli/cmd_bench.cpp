@@ -158,7 +158,7 @@ Registration reg("bench", 80, [](CLI::App& app) {
   auto* sub = app.add_subcommand("bench", "Load-test an OpenAI-compatible server: TTFT, TPOT, ITL, percentiles, goodput");
   sub->add_option("--url", o.url, "Server base URL (http://host:port), or a full endpoint URL")->capture_default_str();
   sub->add_option("--endpoint", o.endpoint, "completions or chat")->capture_default_str();
-  sub->add_option("--model", o.target.model, "Model name sent in requests");
+  sub->add_option("--model", o.target.model, "Model name sent in requests (default: the first id of GET /v1/models)");
   sub->add_option("--api-key", o.target.api_key, "Bearer token (default: $OPENAI_API_KEY)");
   sub->add_flag("--ignore-eos", o.target.ignore_eos, "Send \"ignore_eos\": true so every request runs to max_tokens");
   sub->add_option("--extra-body", o.target.extra_body, "JSON object merged into each request body");
