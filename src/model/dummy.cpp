@@ -124,29 +124,47 @@ Result<std::unique_ptr<Model>> load_dummy_model(const std::string& config_path, 
   config.name = "dummy";
   m->config = config;
   const std::vector<TensorSpec> specs = expected_tensors(config);
-  m->owned_buffers.reserve(specs.size());
-  m->tensors.reserve(specs.size());
   const uint64_t elem_bytes = static_cast<uint64_t>(dtype_info(opts.dummy_dtype).block_bytes);
+  m->tensors.resize(specs.size());
   for (size_t k = 0; k < specs.size(); ++k) {
-    const TensorSpec& s = specs[k];
-    TensorView t;
-    t.name = s.name;
+    TensorView& t = m->tensors[k];
+    t.name = specs[k].name;
     t.dtype = opts.dummy_dtype;
-    t.n_dims = s.n_dims;
-    t.ne = s.ne;
-    const uint64_t n = static_cast<uint64_t>(t.n_elements());  // bounded by validate_config
-    t.nbytes = n * elem_bytes;
-    try {
-      m->owned_buffers.emplace_back(static_cast<size_t>(t.nbytes));
-    } catch (const std::bad_alloc&) {
-      return error("dummy weights: out of memory allocating %s (%s) for %s", format_bytes(double(t.nbytes)).c_str(),
-                   t.shape_str().c_str(), t.name.c_str());
+    t.n_dims = specs[k].n_dims;
+    t.ne = specs[k].ne;
+    t.nbytes = static_cast<uint64_t>(t.n_elements()) * elem_bytes;  // bounded by validate_config
+  }
+  // Allocation zero-fills and faults in every page, which on a multi-GB model costs more than generating
+  // the values: spread it over threads (tensor by tensor), then fill each tensor with all threads.
+  m->owned_buffers.resize(specs.size());
+  std::atomic<size_t> next{0};
+  std::atomic<bool> oom{false};
+  auto alloc_worker = [&] {
+    for (size_t k; (k = next.fetch_add(1)) < specs.size() && !oom.load();) {
+      try {
+        m->owned_buffers[k] = std::vector<uint8_t>(static_cast<size_t>(m->tensors[k].nbytes));
+      } catch (const std::bad_alloc&) {
+        oom = true;
+      }
     }
-    void* dst = m->owned_buffers.back().data();
+  };
+  const unsigned n_threads = std::max(1u, std::min(std::thread::hardware_concurrency(), 16u));
+  std::vector<std::thread> threads;
+  for (unsigned i = 1; i < n_threads; ++i) threads.emplace_back(alloc_worker);
+  alloc_worker();
+  for (auto& th : threads) th.join();
+  if (oom) {
+    uint64_t total = 0;
+    for (const auto& t : m->tensors) total += t.nbytes;
+    return error("dummy weights: out of memory allocating %s of %s weights", format_bytes(double(total)).c_str(),
+                 dtype_name(opts.dummy_dtype));
+  }
+  for (size_t k = 0; k < specs.size(); ++k) {
+    TensorView& t = m->tensors[k];
+    void* dst = m->owned_buffers[k].data();
     const uint64_t seed = opts.dummy_seed * 0x9e3779b97f4a7c15ull + k;
-    fill_random(dst, t.dtype, n, s.is_norm ? 0.0f : 0.02f, 1.0f, seed);
+    fill_random(dst, t.dtype, static_cast<uint64_t>(t.n_elements()), specs[k].is_norm ? 0.0f : 0.02f, 1.0f, seed);
     t.data = dst;
-    m->tensors.push_back(std::move(t));
   }
   // No vocab (kind kNone); n_vocab comes from the config.
   Status st = finalize_model(*m);
