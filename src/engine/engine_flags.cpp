@@ -37,7 +37,7 @@ void add_engine_flags(CLI::App& app, EngineConfig& cfg) {
   const std::map<std::string, DeviceKind> devices{{"cpu", DeviceKind::kCpu}, {"cuda", DeviceKind::kCuda}};
   app.add_option("--device", cfg.runner.device, "cpu or cuda")
       ->transform(CLI::CheckedTransformer(devices, CLI::ignore_case))->group(g);
-  app.add_option("--threads", cfg.runner.n_threads, "CPU threads (0 = automatic: one for tiny models, else all cores)")
+  app.add_option("--threads", cfg.runner.n_threads, "CPU threads (0 = all cores; steps too small to split run on one)")
       ->check(CLI::Range(0, 4096))->capture_default_str()->group(g);
   app.add_flag("--enforce-eager", cfg.runner.enforce_eager, "CUDA: do not capture CUDA graphs")->group(g);
 }

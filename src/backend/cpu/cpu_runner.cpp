@@ -42,15 +42,9 @@ void add_bias(float* y, const std::vector<float>& bias, int n, int cols) {
   for (int t = 0; t < n; ++t) cpu::add(y + static_cast<size_t>(t) * cols, bias.data(), cols);
 }
 
-// n_threads 0 = automatic: a model whose per-token work is a few hundred thousand multiply-adds (stories260K)
-// decodes faster on one thread than it can dispatch work to others; larger models use every core.
-int auto_threads(const Model& m) {
-  constexpr uint64_t kSingleThreadBytes = 4u << 20;  // weights read per token
-  uint64_t bytes = 0;
-  for (const TensorView& t : m.tensors)
-    if (t.name != "token_embd.weight") bytes += t.nbytes;
-  return bytes < kSingleThreadBytes ? 1 : 0;
-}
+// Multiply-adds below which a forward pass runs on the calling thread alone: dispatching to other cores costs
+// more than it saves (stories260K decodes one token in ~0.3M multiply-adds; 16 such tokens are worth splitting).
+constexpr double kParallelMacs = 2e6;
 
 }  // namespace
 
@@ -63,10 +57,13 @@ Result<std::unique_ptr<CpuRunner>> CpuRunner::create(const Model& model, const R
       c.n_vocab <= 0 || c.n_head % c.n_head_kv != 0 || c.rope_dim > c.head_dim || c.rope_dim % 2 != 0)
     return error("model config is not runnable (layers %d, embd %d, heads %d/%d, head_dim %d, rope_dim %d)",
                  c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.head_dim, c.rope_dim);
-  r->pool_ = std::make_unique<ThreadPool>(opts.n_threads > 0 ? opts.n_threads : auto_threads(model));
+  r->pool_ = std::make_unique<ThreadPool>(opts.n_threads);
   MOPT_ASSIGN_OR_RETURN(r->tok_embd_, model.require("token_embd.weight"));
   r->output_ = model.find("output.weight");
   if (!r->output_) r->output_ = r->tok_embd_;
+  for (const TensorView& t : model.tensors)  // weights multiplied per token (the embedding is only looked up)
+    if (t.n_dims == 2 && t.name != "token_embd.weight") r->matrix_elems_ += static_cast<double>(t.n_elements());
+  if (r->output_ == r->tok_embd_) r->matrix_elems_ += static_cast<double>(r->tok_embd_->n_elements());
   MOPT_ASSIGN_OR_RETURN(const TensorView* on, model.require("output_norm.weight"));
   MOPT_TRY(to_f32(*on, c.n_embd, r->out_norm_));
   r->inv_freq_ = cpu::rope_inv_freq(c);
@@ -199,7 +196,11 @@ Status CpuRunner::forward(const ForwardBatch& b, float* logits) {
   const int T = b.n_tokens(), n_out = b.n_out();
   const int d = c.n_embd, qd = c.q_dim(), kvd = c.kv_dim(), ff = c.n_ff, hd = c.head_dim;
   ensure_scratch(T, n_out);
-  ThreadPool* pool = pool_.get();
+  // Small steps (single-stream decode of a tiny model) run on this thread alone; results are bit-identical.
+  double attn_macs = 0;
+  for (int s = 0; s < b.n_seqs(); ++s)
+    attn_macs += 2.0 * (b.query_start[s + 1] - b.query_start[s]) * b.seq_lens[s] * qd * c.n_layer;
+  ThreadPool* pool = T * matrix_elems_ + attn_macs >= kParallelMacs ? pool_.get() : nullptr;
   float* x = x_.data();    // [T, d] residual stream
   float* xb = xb_.data();  // [T, d]
 

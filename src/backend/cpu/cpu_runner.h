@@ -55,6 +55,7 @@ class CpuRunner : public ModelRunner {
   std::vector<float> out_norm_;            // [n_embd]
   std::vector<float> inv_freq_;            // [rope_dim / 2]
   std::vector<Layer> layers_;
+  double matrix_elems_ = 0;                // multiply-adds per token in the weight matrices
 
   // Paged cache: [n_layer, 2 (K,V), n_blocks, block_size, kv_dim] fp32 (anonymous mmap, touched lazily).
   float* kv_ = nullptr;
