@@ -2,7 +2,7 @@
 # Installs the Debian 12 packages mopt needs to build and test (idempotent; uses sudo when not root).
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config git
-      nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libpcre2-dev
+      nlohmann-json3-dev libcli11-dev libpcre2-dev
       libgtest-dev libgmock-dev libbenchmark-dev
       clang libclang-rt-14-dev nodejs npm)
 missing=()
