@@ -133,6 +133,7 @@ int main(int argc, char** argv) {
   cfg.kv_cache_memory = per_token * static_cast<uint64_t>(cfg.max_model_len + block_size) *
                         static_cast<uint64_t>(std::max(seqs, 1)) + (4u << 20);
   cfg.runner.n_threads = threads;
+  cfg.runner.device = DeviceKind::kCpu;  // this benchmark measures the CPU runner
 
   std::printf("engine throughput: %s, %d tokens per sequence, threads %d, block %d, best of %d\n",
               model_path.c_str(), tokens, threads, block_size, repeats);

@@ -41,6 +41,78 @@ if [[ -x "$G/mopt" ]] && "$G/mopt" run --help 2>&1 | grep -q -- "--device"; then
     2>&1 | tee "$O/mopt_run.log" | tail -n 12
 fi
 
+# ---- the engine on the GPU (issue 5) ----------------------------------------------------------------------
+# Offline throughput through the Engine: 1,000 prompts x 1,000 random tokens -> 1,000 tokens each, Llama-3.1-8B
+# shape, BF16 random weights generated on the GPU. MOPT_SKIP_OFFLINE=1 skips it (it takes up to ~300 s).
+if [[ -x "$G/bench_gpu_offline" && -z "${MOPT_SKIP_OFFLINE:-}" ]]; then
+  echo "== bench_gpu_offline (1000 x 1000 -> 1000, Llama-3.1-8B bf16, random weights)"
+  timeout 300 "$G/bench_gpu_offline" --device cuda --json "$O/offline.json" 2>&1 | tee "$O/offline.log"
+  [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+fi
+
+if [[ -x "$G/mopt" ]]; then
+  # mopt run --device auto --prompts: must pick cuda, finish every prompt, exit 0.
+  printf '%s\n' "Once upon a time" "The little dog" "Lily and Ben went to the park" "One day, a bird" \
+    > "$O/prompts.txt"
+  echo "== mopt run --device auto --prompts (stories260K, greedy)"
+  timeout 120 "$G/mopt" run -m "$G/models/stories260K.gguf" --prompts "$O/prompts.txt" -n 48 --temp 0 \
+    --device auto > "$O/run_auto.out" 2> "$O/run_auto.err"
+  rc=$?
+  cat "$O/run_auto.out"; tail -n 6 "$O/run_auto.err"
+  if [[ $rc -eq 0 ]] && grep -q -- "--device auto: using cuda" "$O/run_auto.err" &&
+     [[ $(grep -c '^\[[0-9]*\] ' "$O/run_auto.out") -eq 4 ]]; then
+    echo "run_auto: ok" > "$O/run_auto.status"
+  else
+    echo "run_auto: FAILED (exit $rc)" > "$O/run_auto.status"; status=1
+  fi
+  # The same prompts on the CPU, for comparison (bf16 GPU weights vs fp32 CPU: greedy texts may part late).
+  timeout 120 "$G/mopt" run -m "$G/models/stories260K.gguf" --prompts "$O/prompts.txt" -n 48 --temp 0 \
+    --device cpu > "$O/run_cpu.out" 2> /dev/null
+  echo "run cuda vs cpu: $(cmp -s "$O/run_auto.out" "$O/run_cpu.out" && echo identical || echo differ)" \
+    >> "$O/run_auto.status"
+
+  # mopt serve --device cuda: one completion over HTTP, then a clean SIGTERM shutdown (exit 0).
+  echo "== mopt serve --device cuda (stories260K): one completion, SIGTERM"
+  port=18431
+  "$G/mopt" serve -m "$G/models/stories260K.gguf" --device cuda --port "$port" --served-model-name s260 \
+    > "$O/serve.log" 2>&1 &
+  spid=$!
+  python3 - "$port" > "$O/serve_client.log" 2>&1 <<'PY'
+import json, sys, time, urllib.request
+port = sys.argv[1]
+base = f"http://127.0.0.1:{port}"
+deadline = time.time() + 90
+while True:
+    try:
+        with urllib.request.urlopen(base + "/health", timeout=2) as r:
+            if r.status == 200:
+                break
+    except Exception:
+        pass
+    if time.time() > deadline:
+        print("serve: not healthy within 90 s"); sys.exit(1)
+    time.sleep(0.5)
+body = json.dumps({"model": "s260", "prompt": "Once upon a time", "max_tokens": 32, "temperature": 0}).encode()
+req = urllib.request.Request(base + "/v1/completions", data=body, headers={"Content-Type": "application/json"})
+with urllib.request.urlopen(req, timeout=60) as r:
+    out = json.load(r)
+text = out["choices"][0]["text"]
+print("completion:", json.dumps(text), "usage:", out.get("usage"))
+sys.exit(0 if text and out["usage"]["completion_tokens"] > 0 else 1)
+PY
+  crc=$?
+  cat "$O/serve_client.log"
+  kill -TERM "$spid" 2>/dev/null
+  for _ in $(seq 1 60); do kill -0 "$spid" 2>/dev/null || break; sleep 0.5; done
+  if kill -0 "$spid" 2>/dev/null; then kill -KILL "$spid"; src=timeout; else wait "$spid"; src=$?; fi
+  tail -n 8 "$O/serve.log"
+  if [[ $crc -eq 0 && "$src" == 0 ]] && grep -q "cuda" "$O/serve.log"; then
+    echo "serve_cuda: ok (completion served, SIGTERM exit 0)" > "$O/serve.status"
+  else
+    echo "serve_cuda: FAILED (client $crc, server exit $src)" > "$O/serve.status"; status=1
+  fi
+fi
+
 echo
 echo "================================ summary ================================"
 python3 - "$O" <<'PY'
@@ -87,6 +159,23 @@ if h:
         rows.append((f"HF {m['name']}: max|dlogit|", f"{m['max_abs']:.4f} (logit std {m['logit_std']:.2f})", ""))
 else:
     rows.append(("transformers comparison", "no result", ""))
+f = load("offline.json")
+if f:
+    rows += [
+        ("offline 1000x1000->1000: output", f"{f['output_tps']:.0f} tok/s",
+         f"aim 12,000; TRT-LLM FP8 17,744; ceiling {f['ceiling_output_tps']:.0f}"),
+        ("offline: prompt / total tokens/s", f"{f['prompt_tps']:.0f} / {f['total_tps']:.0f}", ""),
+        ("offline: time, mean running", f"{f['total_s']:.1f} s, {f['mean_running']:.0f} seqs (max {f['max_running']})",
+         f"KV {f['kv_tokens']} tokens, {f['preemptions']} preemptions"),
+    ]
+elif os.path.exists(os.path.join(o, "offline.log")):
+    rows.append(("bench_gpu_offline", "no result (see offline.log)", ""))
+for name in ("run_auto.status", "serve.status"):
+    p = os.path.join(o, name)
+    if os.path.exists(p):
+        for line in open(p).read().splitlines():
+            k, _, v = line.partition(":")
+            rows.append((k, v.strip(), ""))
 w = max(len(r[0]) for r in rows)
 for r in rows:
     print(f"{r[0]:<{w}}  {r[1]:<34} {r[2]}")

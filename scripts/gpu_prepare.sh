@@ -13,7 +13,7 @@ JOBS=${JOBS:-2}
 
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMOPT_CUDA=ON \
   -DMOPT_TESTS=ON -DMOPT_BENCH=ON -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc" >/dev/null
-targets=(test_cuda bench_gpu_decode bench_gpu_logits)
+targets=(test_cuda bench_gpu_decode bench_gpu_logits bench_gpu_offline)
 nice ninja -C "$BUILD" -j "$JOBS" "${targets[@]}"
 # mopt itself needs every module (others' work in progress may not build): optional.
 if ! nice ninja -C "$BUILD" -j "$JOBS" mopt; then

@@ -37,8 +37,18 @@ struct ForwardBatch {
   int n_out() const { return static_cast<int>(logits_indices.size()); }
 };
 
-enum class DeviceKind { kCpu, kCuda };
+// kAuto (RunnerOptions only): CUDA when the build has it and a GPU is usable, else the CPU.
+enum class DeviceKind { kCpu, kCuda, kAuto };
 const char* device_name(DeviceKind d);
+
+// Per-row settings of a sampling forward (ModelRunner::forward_sample): what a device sampler supports.
+struct RowSampling {
+  float temperature = 0.f;  // <= 0: greedy (argmax, lowest id on ties)
+  int top_k = 0;            // 0: off
+  float top_p = 1.f;        // >= 1: off
+  float min_p = 0.f;        // 0: off
+  uint64_t seed = 0;        // per row and step: the draw is a pure function of (logits, settings, seed)
+};
 
 class ModelRunner {
  public:
@@ -56,20 +66,34 @@ class ModelRunner {
   // One forward pass. logits: [n_out, n_vocab] fp32, host memory.
   virtual Status forward(const ForwardBatch& batch, float* logits) = 0;
 
+  // True when forward_sample() is implemented (the CUDA backend samples on the GPU).
+  virtual bool can_sample() const { return false; }
+  // One forward pass that picks the next token of every output row on the device and returns only the ids:
+  // tokens [n_out]; params [n_out] (empty = greedy for all). Saves forward()'s [n_out, n_vocab] logits copy.
+  virtual Status forward_sample(const ForwardBatch& batch, std::span<const RowSampling> params, int32_t* tokens);
+  // After forward_sample(): the fp32 logits its output rows `rows` were sampled from (indices into [0, n_out),
+  // any order): logits [rows.size(), n_vocab], host memory. Lets the engine finish rows that need the host
+  // sampler (logprobs, penalties, banned ids) from the same forward pass. Valid until the next forward call.
+  virtual Status sampled_logits(std::span<const int32_t> rows, float* logits);
+
   // Swap blocks between the device cache and the host swap pool: pairs of (device_block, host_block).
   virtual Status swap_out(std::span<const std::pair<int32_t, int32_t>> device_to_host) = 0;
   virtual Status swap_in(std::span<const std::pair<int32_t, int32_t>> host_to_device) = 0;
 };
 
 struct RunnerOptions {
-  DeviceKind device = DeviceKind::kCpu;
+  DeviceKind device = DeviceKind::kAuto;
   int n_threads = 0;          // CPU: 0 = all cores
   int max_batch_tokens = 2048;// largest n_tokens a forward() will be given (sizes workspaces)
   int max_seqs = 256;         // largest n_seqs
   bool enforce_eager = false; // CUDA: no graphs
 };
 
-// Creates the runner for the requested device ("not built with CUDA" when asked for CUDA without it).
+// kAuto -> kCuda when cuda_device_available(), else kCpu; other kinds unchanged.
+DeviceKind resolve_device(DeviceKind requested);
+
+// Creates the runner for the requested device ("not built with CUDA" when asked for CUDA without it); kAuto is
+// resolved (and the choice logged) first.
 Result<std::unique_ptr<ModelRunner>> create_runner(const Model& model, const RunnerOptions& opts);
 
 }  // namespace mopt

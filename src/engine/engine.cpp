@@ -87,8 +87,11 @@ class EngineImpl final : public Engine {
  private:
   bool step_locked();
   void drain_inbox();
+  void build_batch(const SchedulerOutput& out);
   Status run_forward(const SchedulerOutput& out);
-  void process_sample(EngineRequest& r, float* logits_row);
+  bool needs_host_sampler(const EngineRequest& r) const;
+  SampleResult sample_on_host(EngineRequest& r, float* logits_row);
+  void process_token(EngineRequest& r, SampleResult& s);
   void finish(EngineRequest& r, RequestOutput& o, FinishReason reason, const std::string& error = {});
   void emit(EngineRequest& r, RequestOutput& o);
   void fail_all(const std::string& error);
@@ -123,7 +126,14 @@ class EngineImpl final : public Engine {
 
   // Batch buffers, reused across steps.
   std::vector<int32_t> b_tokens_, b_positions_, b_slots_, b_qstart_, b_seqlens_, b_tables_, b_logit_idx_;
-  std::vector<float> logits_;  // [n_out, n_vocab]
+  ForwardBatch batch_;             // views of the b_* buffers
+  // Output rows [n_out] of the step, in batch order. With device sampling (runner_->can_sample()): the settings
+  // of each row, the token the device picked, and which rows the host sampler finishes from their logits.
+  std::vector<RowSampling> row_params_;  // [n_out]
+  std::vector<int32_t> row_tokens_;      // [n_out]
+  std::vector<uint8_t> row_on_host_;     // [n_out] 1: sample on the host from logits_
+  std::vector<int32_t> host_rows_;       // [n_host] output rows sampled on the host
+  std::vector<float> logits_;            // [n_host, n_vocab] (every row when the runner cannot sample)
 };
 
 AddResult EngineImpl::add_request(RequestSpec spec, OutputCallback cb) {
@@ -252,7 +262,7 @@ void EngineImpl::fail_all(const std::string& error) {
   }
 }
 
-Status EngineImpl::run_forward(const SchedulerOutput& out) {
+void EngineImpl::build_batch(const SchedulerOutput& out) {
   const int bs = cfg_.block_size;
   size_t max_blocks = 1;
   for (const ScheduledRequest& s : out.scheduled) max_blocks = std::max(max_blocks, s.req->block_table.size());
@@ -272,20 +282,74 @@ Status EngineImpl::run_forward(const SchedulerOutput& out) {
     b_tables_.resize(b_tables_.size() + (max_blocks - r.block_table.size()), -1);
     if (s.needs_logits) b_logit_idx_.push_back(static_cast<int32_t>(b_tokens_.size()) - 1);
   }
-  ForwardBatch batch;
-  batch.tokens = b_tokens_;
-  batch.positions = b_positions_;
-  batch.slot_mapping = b_slots_;
-  batch.query_start = b_qstart_;
-  batch.seq_lens = b_seqlens_;
-  batch.block_tables = b_tables_;
-  batch.max_blocks_per_seq = static_cast<int>(max_blocks);
-  batch.logits_indices = b_logit_idx_;
-  logits_.resize(b_logit_idx_.size() * static_cast<size_t>(n_vocab_));
-  return runner_->forward(batch, logits_.data());
+  batch_.tokens = b_tokens_;
+  batch_.positions = b_positions_;
+  batch_.slot_mapping = b_slots_;
+  batch_.query_start = b_qstart_;
+  batch_.seq_lens = b_seqlens_;
+  batch_.block_tables = b_tables_;
+  batch_.max_blocks_per_seq = static_cast<int>(max_blocks);
+  batch_.logits_indices = b_logit_idx_;
 }
 
-void EngineImpl::process_sample(EngineRequest& r, float* logits_row) {
+// Runs the step's forward pass. Afterwards, for output row i: row_on_host_[i] says whether it is sampled on the
+// host from logits_ (row k of logits_ for the k-th such row), else row_tokens_[i] is the device's pick.
+//
+// Rows are routed one by one, by what their own request needs (never by what else is in the batch), so a
+// seeded request draws the same tokens whatever it is batched with: rows whose request wants logprobs,
+// repetition/presence/frequency penalties or banned ids (min_tokens) go to the host sampler, every other row
+// is sampled on the device. A mixed step is still one forward pass: the host rows' logits are fetched from the
+// device afterwards (sampled_logits), the device picks for those rows are ignored.
+Status EngineImpl::run_forward(const SchedulerOutput& out) {
+  build_batch(out);
+  const size_t n_out = b_logit_idx_.size();
+  row_on_host_.assign(n_out, 1);
+  host_rows_.clear();
+  if (!runner_->can_sample() || n_out == 0) {
+    for (size_t i = 0; i < n_out; ++i) host_rows_.push_back(static_cast<int32_t>(i));
+    logits_.resize(n_out * static_cast<size_t>(n_vocab_));
+    return runner_->forward(batch_, logits_.data());
+  }
+  row_params_.resize(n_out);
+  row_tokens_.resize(n_out);
+  size_t i = 0;
+  for (const ScheduledRequest& s : out.scheduled) {
+    if (!s.needs_logits) continue;
+    auto& r = *static_cast<EngineRequest*>(s.req);
+    RowSampling& rp = row_params_[i];
+    rp = RowSampling{};  // greedy: what the device does for rows the host finishes (its pick is unused)
+    if (needs_host_sampler(r)) {
+      host_rows_.push_back(static_cast<int32_t>(i));
+    } else {
+      row_on_host_[i] = 0;
+      rp.temperature = r.params.temperature;
+      rp.top_k = r.params.top_k;
+      rp.top_p = r.params.top_p;
+      rp.min_p = r.params.min_p;
+      rp.seed = r.rng.next();  // one draw of the request's own stream per device-sampled token
+    }
+    ++i;
+  }
+  if (host_rows_.size() == n_out) {  // nothing for the device sampler: plain logits
+    logits_.resize(n_out * static_cast<size_t>(n_vocab_));
+    return runner_->forward(batch_, logits_.data());
+  }
+  MOPT_TRY(runner_->forward_sample(batch_, row_params_, row_tokens_.data()));
+  if (host_rows_.empty()) return Status::ok();
+  logits_.resize(host_rows_.size() * static_cast<size_t>(n_vocab_));
+  return runner_->sampled_logits(host_rows_, logits_.data());
+}
+
+// What the device sampler cannot do: logprobs, penalties over the context, banned ids before min_tokens.
+bool EngineImpl::needs_host_sampler(const EngineRequest& r) const {
+  const SamplingParams& p = r.params;
+  if (p.logprobs >= 0 || p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f)
+    return true;
+  return r.num_output_tokens() < p.min_tokens &&
+         ((!p.ignore_eos && !eog_.empty()) || !p.stop_token_ids.empty());
+}
+
+SampleResult EngineImpl::sample_on_host(EngineRequest& r, float* logits_row) {
   const std::span<float> row(logits_row, static_cast<size_t>(n_vocab_));  // [n_vocab] the sampler works in place
   std::vector<int32_t> banned;
   if (r.num_output_tokens() < r.params.min_tokens) {
@@ -293,8 +357,12 @@ void EngineImpl::process_sample(EngineRequest& r, float* logits_row) {
     banned.insert(banned.end(), r.params.stop_token_ids.begin(), r.params.stop_token_ids.end());
   }
   const std::span<const int32_t> all(r.tokens);
-  SampleResult s = sample_token(row, r.params, all.first(static_cast<size_t>(r.num_prompt_tokens)),
-                                all.subspan(static_cast<size_t>(r.num_prompt_tokens)), banned, r.rng);
+  return sample_token(row, r.params, all.first(static_cast<size_t>(r.num_prompt_tokens)),
+                      all.subspan(static_cast<size_t>(r.num_prompt_tokens)), banned, r.rng);
+}
+
+// Appends the chosen token, detokenizes, checks stop conditions and emits the output (finishing if done).
+void EngineImpl::process_token(EngineRequest& r, SampleResult& s) {
   r.tokens.push_back(s.token);
 
   RequestOutput o;
@@ -392,7 +460,7 @@ bool EngineImpl::step_locked() {
   }
   sched_.on_step_done(out);
   uint64_t n_prompt = 0, n_gen = 0;
-  size_t row = 0;
+  size_t row = 0, host_row = 0;
   for (const ScheduledRequest& s : out.scheduled) {
     Request* req = s.req;
     // Tokens of this step that were still prompt are counted as prompt; the sampled one as generation.
@@ -401,8 +469,22 @@ bool EngineImpl::step_locked() {
     n_prompt += static_cast<uint64_t>(prompt_part);
     if (!s.needs_logits) continue;
     ++n_gen;
-    process_sample(*static_cast<EngineRequest*>(req), logits_.data() + row * static_cast<size_t>(n_vocab_));
+    auto& er = *static_cast<EngineRequest*>(req);
+    SampleResult sr;
+    if (row_on_host_[row]) {
+      sr = sample_on_host(er, logits_.data() + host_row * static_cast<size_t>(n_vocab_));
+      ++host_row;
+    } else {
+      sr.token = row_tokens_[row];
+    }
     ++row;
+    if (sr.token < 0 || sr.token >= n_vocab_) {  // a broken device sampler must not corrupt the request
+      RequestOutput o;
+      finish(er, o, FinishReason::kError, strfmt("the device sampler returned token id %d (vocabulary %d)",
+                                                 sr.token, n_vocab_));
+      continue;
+    }
+    process_token(er, sr);
   }
   {
     std::lock_guard<std::mutex> slk(stats_mu_);
@@ -458,6 +540,7 @@ Result<std::unique_ptr<Engine>> create_engine_with_runner(std::unique_ptr<ModelR
                                                           std::vector<int32_t> eog_ids) {
   if (!runner) return error("create_engine_with_runner: no runner");
   EngineConfig cfg = config;
+  cfg.runner.device = runner->device();  // what --device auto resolved to
   const ModelConfig& mc = runner->config();
   if (mc.n_vocab <= 0) return error("the model has no vocabulary (n_vocab = %d)", mc.n_vocab);
   if (cfg.block_size < 1 || cfg.block_size > 1024)
@@ -512,8 +595,11 @@ Result<std::unique_ptr<Engine>> create_engine_with_runner(std::unique_ptr<ModelR
                .with_context("allocating the KV cache"));
 
   const int64_t pool_tokens = static_cast<int64_t>(num_blocks) * cfg.block_size;
-  MOPT_LOG_INFO("KV cache: %d blocks x %d tokens = %lld tokens (%s); max concurrency at max_model_len %d: %.2fx"
-                "%s",
+  MOPT_LOG_INFO("KV cache on %s (%s): %d blocks x %d tokens = %lld tokens (%s); max concurrency at "
+                "max_model_len %d: %.2fx%s",
+                device_name(cfg.runner.device),
+                derived ? strfmt("--gpu-memory-utilization %.2f", cfg.gpu_memory_utilization).c_str()
+                        : "--kv-cache-memory",
                 num_blocks, cfg.block_size, static_cast<long long>(pool_tokens),
                 format_bytes(static_cast<double>(block_bytes) * num_blocks).c_str(), cfg.max_model_len,
                 static_cast<double>(num_blocks) / static_cast<double>(blocks_per_seq),

@@ -34,8 +34,9 @@ void add_engine_flags(CLI::App& app, EngineConfig& cfg) {
                                                     {"swap", PreemptionMode::kSwap}};
   app.add_option("--preemption-mode", cfg.preemption, "recompute or swap (needs --swap-space)")
       ->transform(CLI::CheckedTransformer(modes, CLI::ignore_case))->group(g);
-  const std::map<std::string, DeviceKind> devices{{"cpu", DeviceKind::kCpu}, {"cuda", DeviceKind::kCuda}};
-  app.add_option("--device", cfg.runner.device, "cpu or cuda")
+  const std::map<std::string, DeviceKind> devices{
+      {"cpu", DeviceKind::kCpu}, {"cuda", DeviceKind::kCuda}, {"auto", DeviceKind::kAuto}};
+  app.add_option("--device", cfg.runner.device, "auto (default: cuda when a GPU is usable, else cpu), cuda or cpu")
       ->transform(CLI::CheckedTransformer(devices, CLI::ignore_case))->group(g);
   app.add_option("--threads", cfg.runner.n_threads, "CPU threads (0 = all cores; steps too small to split run on one)")
       ->check(CLI::Range(0, 4096))->capture_default_str()->group(g);

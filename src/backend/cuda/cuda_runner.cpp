@@ -145,6 +145,7 @@ class CudaRunner final : public CudaModelRunner {
   Status swap_in(std::span<const std::pair<int32_t, int32_t>> host_to_device) override;
   Status forward_greedy(const ForwardBatch& batch, int32_t* tokens) override;
   Status forward_sample(const ForwardBatch& batch, std::span<const GpuSampling> params, int32_t* tokens) override;
+  Status sampled_logits(std::span<const int32_t> rows, float* logits) override;
   uint64_t weight_bytes() const override { return weight_bytes_; }
   std::string gemm_report() const override { return gemm_.describe(); }
 
@@ -179,6 +180,7 @@ class CudaRunner final : public CudaModelRunner {
   DeviceBuffer inv_freq_;   // [rope_dim / 2] fp32
   std::vector<Layer> layers_;
   uint64_t weight_bytes_ = 0;
+  int last_sampled_rows_ = 0;  // output rows of the last forward_sample whose logits are still in logits_
 
   // Activations, sized for max_tokens_ rows.
   int max_tokens_ = 0;      // max(max_batch_tokens, max_seqs)
@@ -829,6 +831,7 @@ Status CudaRunner::run_step(const ForwardBatch& b, int* rows_on_device) {
 }
 
 Status CudaRunner::forward(const ForwardBatch& b, float* logits) {
+  last_sampled_rows_ = 0;  // logits_ is overwritten (and may hold a later chunk)
   int rows = 0;
   MOPT_TRY(run_step(b, &rows));
   const ModelConfig& c = cfg_;
@@ -864,7 +867,9 @@ Status CudaRunner::forward_sample(const ForwardBatch& b, std::span<const GpuSamp
       return error("sampling on the GPU: invalid settings (temperature %g, top_k %d, top_p %g, min_p %g)",
                    g.temperature, g.top_k, g.top_p, g.min_p);
   int rows = 0;
+  last_sampled_rows_ = 0;
   MOPT_TRY(run_step(b, &rows));
+  last_sampled_rows_ = rows;
   if (rows > 0 && !params.empty()) {
     const size_t R = static_cast<size_t>(logit_rows_);
     char* h = sample_params_host_.as<char>();
@@ -902,6 +907,23 @@ Status CudaRunner::forward_sample(const ForwardBatch& b, std::span<const GpuSamp
   }
   MOPT_CUDA_TRY(cudaStreamSynchronize(stream_));
   std::copy_n(sampled_host_.as<int32_t>(), rows, tokens);
+  return Status::ok();
+}
+
+Status CudaRunner::sampled_logits(std::span<const int32_t> rows, float* logits) {
+  // The sampling kernels only read logits_, so the last forward_sample's rows are still there.
+  const size_t row_bytes = static_cast<size_t>(cfg_.n_vocab) * 4;
+  if (rows.size() > static_cast<size_t>(logit_rows_)) return error("sampled_logits: %zu rows requested", rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i] < 0 || rows[i] >= last_sampled_rows_)
+      return error("sampled_logits: row %d is not an output row of the last forward_sample (%d rows)", rows[i],
+                   last_sampled_rows_);
+    MOPT_CUDA_TRY(cudaMemcpyAsync(logits_host_.as<char>() + i * row_bytes,
+                                  logits_.as<char>() + static_cast<size_t>(rows[i]) * row_bytes, row_bytes,
+                                  cudaMemcpyDeviceToHost, stream_));
+  }
+  MOPT_CUDA_TRY(cudaStreamSynchronize(stream_));
+  std::memcpy(logits, logits_host_.as<float>(), rows.size() * row_bytes);
   return Status::ok();
 }
 

@@ -27,14 +27,8 @@ struct CudaRunnerExtras {
   int device_id = 0;
 };
 
-// Per-row sampling settings for CudaModelRunner::forward_sample (see kernels.h launch_sample).
-struct GpuSampling {
-  float temperature = 0.f;  // <= 0: greedy
-  int top_k = 0;            // 0: off
-  float top_p = 1.f;        // >= 1: off
-  float min_p = 0.f;        // 0: off
-  uint64_t seed = 0;        // per row and step (e.g. hash of the request seed and its token count)
-};
+// Per-row sampling settings of forward_sample (see kernels.h launch_sample): the backend-neutral RowSampling.
+using GpuSampling = RowSampling;
 
 // The CUDA runner's own API beyond ModelRunner (dynamic_cast a runner from create_cuda_runner to use it).
 class CudaModelRunner : public ModelRunner {
@@ -42,8 +36,8 @@ class CudaModelRunner : public ModelRunner {
   // Like forward(), but picks the next token on the GPU (greedy argmax of each output row) and copies back
   // only the ids: tokens [n_out]. Saves the [n_out, n_vocab] fp32 logits transfer of forward().
   virtual Status forward_greedy(const ForwardBatch& batch, int32_t* tokens) = 0;
-  // Like forward_greedy, sampling each output row on the GPU with its settings: params [n_out].
-  virtual Status forward_sample(const ForwardBatch& batch, std::span<const GpuSampling> params, int32_t* tokens) = 0;
+  // forward_sample (ModelRunner): like forward_greedy, sampling each output row on the GPU with its settings.
+  bool can_sample() const override { return true; }
   // Bytes of weights resident on the GPU.
   virtual uint64_t weight_bytes() const = 0;
   // The GEMM plans tuned so far (shape, choice, time, bandwidth), for benchmark reports.

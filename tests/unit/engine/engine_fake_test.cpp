@@ -15,12 +15,6 @@
 namespace mopt::test {
 namespace {
 
-std::vector<int32_t> random_prompt(std::mt19937& rng, int len) {
-  std::vector<int32_t> p(static_cast<size_t>(len));
-  for (auto& t : p) t = 2 + static_cast<int32_t>(rng() % (kVocab - 2));  // no EOS in prompts
-  return p;
-}
-
 struct Load {
   std::vector<std::vector<int32_t>> prompts;
   std::vector<int> max_tokens;

@@ -94,6 +94,14 @@ class Harness {
   std::map<uint64_t, Collected> results;
 };
 
+// A prompt of `len` random ids in [2, kVocab) (never EOS).
+template <class Rng>
+std::vector<int32_t> random_prompt(Rng& rng, int len) {
+  std::vector<int32_t> p(static_cast<size_t>(len));
+  for (auto& t : p) t = 2 + static_cast<int32_t>(rng() % (kVocab - 2));
+  return p;
+}
+
 inline SamplingParams greedy(int max_tokens) {
   SamplingParams p;
   p.temperature = 0;

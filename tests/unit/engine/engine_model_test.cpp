@@ -9,6 +9,7 @@
 #include <random>
 #include <string>
 
+#include "backend/cuda/cuda_runner.h"
 #include "core/log.h"
 #include "engine/engine.h"
 #include "model/model.h"
@@ -59,6 +60,7 @@ class EngineModel : public ::testing::Test {
     cfg.max_model_len = 256;
     cfg.kv_cache_memory = 32ull << 20;
     cfg.runner.n_threads = 1;  // the 2-core CI machine runs other tests alongside
+    cfg.runner.device = DeviceKind::kCpu;  // these tests are about the CPU runner (default: auto)
     return cfg;
   }
 
@@ -308,6 +310,30 @@ TEST_F(EngineModel, CreateLogsAndValidates) {
   ASSERT_TRUE(e2) << e2.message();
   EXPECT_GE((*e2)->stats().num_blocks, 16);
   EXPECT_EQ((*e2)->config().max_model_len, 256);
+}
+
+// --device auto (the default of RunnerOptions): the engine reports the device it resolved to, the one
+// resolve_device() picks (cuda only where a GPU is usable), and generates the same greedy story.
+TEST_F(EngineModel, DeviceAutoResolves) {
+  EXPECT_EQ(RunnerOptions{}.device, DeviceKind::kAuto);
+  EXPECT_EQ(resolve_device(DeviceKind::kCpu), DeviceKind::kCpu);
+  EXPECT_EQ(resolve_device(DeviceKind::kCuda), DeviceKind::kCuda);
+  const DeviceKind want = cuda_device_available() ? DeviceKind::kCuda : DeviceKind::kCpu;
+  EXPECT_EQ(resolve_device(DeviceKind::kAuto), want);
+  if (want != DeviceKind::kCpu) GTEST_SKIP() << "a GPU is usable here: the rest checks the CPU fallback";
+  EngineConfig cfg = base_config();
+  cfg.runner.device = DeviceKind::kAuto;
+  RequestSpec spec;
+  spec.prompt = tok_->encode("", true, false);
+  spec.params.temperature = 0;
+  spec.params.max_tokens = 40;
+  EngineStats st;
+  std::vector<Out> out = run(cfg, {spec}, &st);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].text.substr(0, 60), std::string(kGolden).substr(0, 60));
+  auto e = Engine::create(*model_, *tok_, cfg);
+  ASSERT_TRUE(e) << e.message();
+  EXPECT_EQ((*e)->config().runner.device, DeviceKind::kCpu);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -55,6 +56,43 @@ inline std::vector<int32_t> reference_generate(std::vector<int32_t> ctx, int max
     if (t == eos) break;
   }
   return out;
+}
+
+// The fake "device sampler": greedy (lowest id on ties) when temperature <= 0 or top_k == 1, else a draw from
+// softmax(logits / T) restricted to the top-k ids (ties kept), the smallest top-p nucleus and min-p, with
+// u = mix64(seed): a pure function of (logits, settings, seed) like the CUDA sampler (not the same function).
+inline int32_t fake_device_sample(std::span<const float> logits, const RowSampling& rs) {
+  const int n = static_cast<int>(logits.size());
+  const int best = static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  if (rs.temperature <= 0 || rs.top_k == 1) return best;
+  std::vector<int32_t> order(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) order[static_cast<size_t>(i)] = i;
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+  std::vector<double> p(static_cast<size_t>(n));  // [n] probabilities in `order`
+  double sum = 0;
+  for (int i = 0; i < n; ++i) sum += p[static_cast<size_t>(i)] = std::exp((logits[order[i]] - logits[best]) / rs.temperature);
+  int keep = rs.top_k > 0 ? std::min(rs.top_k, n) : n;
+  for (int i = 1; i < keep; ++i)  // min-p: p_i >= min_p * p_max
+    if (p[static_cast<size_t>(i)] < rs.min_p * p[0]) {
+      keep = i;
+      break;
+    }
+  double mass = 0;
+  for (int i = 0; i < keep; ++i) {  // top-p: the smallest prefix holding top_p of the mass
+    mass += p[static_cast<size_t>(i)] / sum;
+    if (mass >= rs.top_p) {
+      keep = i + 1;
+      break;
+    }
+  }
+  double kept = 0;
+  for (int i = 0; i < keep; ++i) kept += p[static_cast<size_t>(i)];
+  double u = static_cast<double>(mix64(rs.seed) >> 11) * 0x1.0p-53 * kept;
+  for (int i = 0; i < keep; ++i) {
+    u -= p[static_cast<size_t>(i)];
+    if (u < 0) return order[static_cast<size_t>(i)];
+  }
+  return order[static_cast<size_t>(keep - 1)];
 }
 
 class FakeRunner : public ModelRunner {
@@ -145,6 +183,40 @@ class FakeRunner : public ModelRunner {
     return Status::ok();
   }
 
+  // Device sampling (when device_sampling is set): the same forward, then each row is sampled "on the device"
+  // by fake_device_sample() from its settings; the logits stay available to sampled_logits() until the next call.
+  bool can_sample() const override { return device_sampling; }
+  Status forward_sample(const ForwardBatch& b, std::span<const RowSampling> params, int32_t* tokens) override {
+    if (!device_sampling) return error("FakeRunner: device sampling is off");
+    if (!params.empty() && static_cast<int>(params.size()) != b.n_out())
+      return error("forward_sample: %zu settings for %d rows", params.size(), b.n_out());
+    last_sample_rows_ = -1;
+    device_logits_.resize(static_cast<size_t>(b.n_out()) * cfg_.n_vocab);
+    MOPT_TRY(forward(b, device_logits_.data()));
+    ++forward_sample_calls;
+    sample_rows_total += static_cast<uint64_t>(b.n_out());
+    for (int i = 0; i < b.n_out(); ++i) {
+      const RowSampling rs = params.empty() ? RowSampling{} : params[static_cast<size_t>(i)];
+      tokens[i] = fake_device_sample(
+          std::span<const float>(device_logits_).subspan(static_cast<size_t>(i) * cfg_.n_vocab, cfg_.n_vocab), rs);
+      if (bad_token_at_call > 0 && forward_calls == bad_token_at_call) tokens[i] = cfg_.n_vocab + 5;
+    }
+    last_sample_rows_ = b.n_out();
+    return Status::ok();
+  }
+  Status sampled_logits(std::span<const int32_t> rows, float* logits) override {
+    if (last_sample_rows_ < 0) return error("sampled_logits without a successful forward_sample before it");
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (rows[i] < 0 || rows[i] >= last_sample_rows_) return error("sampled_logits: row %d out of range", rows[i]);
+      if (i > 0 && rows[i] <= rows[i - 1]) return error("sampled_logits: rows not increasing");
+      std::copy_n(device_logits_.data() + static_cast<size_t>(rows[i]) * cfg_.n_vocab, cfg_.n_vocab,
+                  logits + i * static_cast<size_t>(cfg_.n_vocab));
+    }
+    host_rows_fetched += rows.size();
+    last_sample_rows_ = -1;  // one fetch per step
+    return Status::ok();
+  }
+
   Status swap_out(std::span<const std::pair<int32_t, int32_t>> d2h) override {
     for (auto [d, h] : d2h) MOPT_TRY(copy(d, h, true));
     swapped_out_blocks += d2h.size();
@@ -156,8 +228,13 @@ class FakeRunner : public ModelRunner {
     return Status::ok();
   }
 
+  bool device_sampling = false;  // can_sample()
   int forward_calls = 0;
-  int fail_at_call = 0;  // >0: that forward() call fails
+  int fail_at_call = 0;       // >0: that forward() call fails
+  int bad_token_at_call = 0;  // >0: forward_sample() of that forward call returns out-of-vocabulary ids
+  int forward_sample_calls = 0;
+  uint64_t sample_rows_total = 0;  // output rows of all forward_sample() calls
+  uint64_t host_rows_fetched = 0;  // of which handed out by sampled_logits() (the rest were device-sampled)
   int max_seqs_seen = 0, max_tokens_seen = 0;
   uint64_t total_tokens = 0, swapped_out_blocks = 0, swapped_in_blocks = 0;
   int n_blocks() const { return n_blocks_; }
@@ -184,6 +261,8 @@ class FakeRunner : public ModelRunner {
   int n_blocks_ = 0, bs_ = 0, n_swap_ = 0;
   std::vector<int32_t> cache_tok_, cache_pos_;  // [n_blocks * block_size]
   std::vector<int32_t> swap_tok_, swap_pos_;    // [n_swap_blocks * block_size]
+  std::vector<float> device_logits_;            // [n_out, n_vocab] of the last forward_sample
+  int last_sample_rows_ = -1;
 };
 
 }  // namespace mopt::test
