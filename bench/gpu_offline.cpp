@@ -15,6 +15,7 @@
 // is an upper bound, not a target. References: aim 12,000 output tokens/s; TensorRT-LLM publishes 17,744 on
 // an H200 for this shape with FP8 weights.
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 #include <time.h>
 
 #include <algorithm>
@@ -394,19 +395,19 @@ int run(const Args& a) {
                 s.weight_bytes / 1e9, a.prompt_len + a.gen_len / 2.0, bw / 1e9, 100 * out_tps / ceiling);
 
   if (!a.json.empty()) {
+    const nlohmann::json j = {
+        {"device", s.fake ? "fake" : device_name(s.device)}, {"model", mc.name},
+        {"prompts", a.n_prompts}, {"prompt_len", a.prompt_len}, {"gen_len", a.gen_len},
+        {"total_s", total_s}, {"steps", step_s.size()}, {"prompt_tps", prompt_tokens / total_s},
+        {"output_tps", out_tps}, {"total_tps", (prompt_tokens + static_cast<double>(expect_out)) / total_s},
+        {"mean_running", mean_running}, {"max_running", busiest}, {"mean_step_ms", mean_step_ms},
+        {"p50_step_ms", p50_ms}, {"max_step_ms", max_ms}, {"busiest_step_ms", busiest_ms},
+        {"busiest_step_cpu_ms", busiest_cpu_ms}, {"max_num_seqs", cfg.max_num_seqs},
+        {"max_num_batched_tokens", cfg.max_num_batched_tokens}, {"kv_tokens", kv_tokens},
+        {"preemptions", es.preemptions}, {"copy_bw_gbs", bw / 1e9}, {"ceiling_output_tps", ceiling},
+        {"aim_output_tps", kAimOutputTps}, {"trtllm_fp8_output_tps", kTrtllmFp8OutputTps}};
     std::ofstream f(a.json);
-    f << strfmt("{\"device\": \"%s\", \"model\": \"%s\", \"prompts\": %d, \"prompt_len\": %d, \"gen_len\": %d,\n",
-                s.fake ? "fake" : device_name(s.device), mc.name.c_str(), a.n_prompts, a.prompt_len, a.gen_len)
-      << strfmt(" \"total_s\": %.4f, \"steps\": %zu, \"prompt_tps\": %.1f, \"output_tps\": %.1f, \"total_tps\": %.1f,\n",
-                total_s, step_s.size(), prompt_tokens / total_s, out_tps,
-                (prompt_tokens + static_cast<double>(expect_out)) / total_s)
-      << strfmt(" \"mean_running\": %.2f, \"max_running\": %d, \"mean_step_ms\": %.4f, \"p50_step_ms\": %.4f,"
-                " \"max_step_ms\": %.4f, \"busiest_step_ms\": %.4f, \"busiest_step_cpu_ms\": %.4f,\n",
-                mean_running, busiest, mean_step_ms, p50_ms, max_ms, busiest_ms, busiest_cpu_ms)
-      << strfmt(" \"max_num_seqs\": %d, \"kv_tokens\": %lld, \"preemptions\": %llu, \"copy_bw_gbs\": %.1f,"
-                " \"ceiling_output_tps\": %.1f, \"aim_output_tps\": %.0f, \"trtllm_fp8_output_tps\": %.0f}\n",
-                cfg.max_num_seqs, static_cast<long long>(kv_tokens), static_cast<unsigned long long>(es.preemptions),
-                bw / 1e9, ceiling, kAimOutputTps, kTrtllmFp8OutputTps);
+    f << j.dump(1) << "\n";
     if (!f) {
       std::fprintf(stderr, "bench_gpu_offline: cannot write %s\n", a.json.c_str());
       return 1;
