@@ -462,6 +462,15 @@ TEST(EngineFlags, ParsesAllFlags) {
   EXPECT_EQ(cfg.runner.n_threads, 3);
   EXPECT_TRUE(cfg.runner.enforce_eager);
 
+  CLI::App app2;
+  EngineConfig c3;
+  EXPECT_EQ(c3.runner.device, DeviceKind::kAuto);  // the default
+  c3.runner.device = DeviceKind::kCpu;
+  add_engine_flags(app2, c3);
+  std::vector<std::string> a2{"AUTO", "--device"};
+  app2.parse(a2);
+  EXPECT_EQ(c3.runner.device, DeviceKind::kAuto);
+
   CLI::App bad;
   EngineConfig c2;
   add_engine_flags(bad, c2);
