@@ -63,6 +63,7 @@ constexpr double kTrtllmFp8OutputTps = 17744;
 struct Args {
   std::string device = "auto";
   std::string config = "tests/gpu/llama-3.1-8b/config.json";
+  bool config_given = false;
   std::string model;           // real weights (GGUF / HF folder / llama2.c) instead of --config
   std::string tokenizer_from;  // fake device: detokenize with this model's vocabulary
   int n_prompts = 1000, prompt_len = 1000, gen_len = 1000;
@@ -187,6 +188,10 @@ Status make_setup(const Args& a, int runner_max_seqs, Setup& s) {
     MOPT_ASSIGN_OR_RETURN(s.model->config, parse_hf_config(text, a.config));
     if (s.model->config.name.empty()) s.model->config.name = a.config;
   } else {  // CPU with a config: random weights on the host
+    if (!a.config_given)
+      return error("on the CPU, give --model (e.g. stories260K.gguf) or the --config of a small architecture: the "
+                   "default %s would need its full random weights in host memory",
+                   a.config.c_str());
     LoadOptions lo;
     lo.dummy = true;
     MOPT_ASSIGN_OR_RETURN(s.model, load_dummy_model(a.config, lo));
@@ -423,8 +428,9 @@ int main(int argc, char** argv) {
   CLI::App app{"Offline throughput through the engine: N prompts of L random tokens, G output tokens each"};
   app.add_option("--device", a.device, "auto, cuda, cpu, or fake (a runner that computes nothing: host overhead)")
       ->check(CLI::IsMember({"auto", "cuda", "cpu", "fake"}))->capture_default_str();
-  app.add_option("--config", a.config, "Hugging Face config.json of the architecture (random weights)")
-      ->capture_default_str();
+  CLI::Option* config_opt =
+      app.add_option("--config", a.config, "Hugging Face config.json of the architecture (random weights)")
+          ->capture_default_str();
   app.add_option("--model", a.model, "a model file/folder with weights instead of --config (e.g. stories260K.gguf)");
   app.add_option("--tokenizer-from", a.tokenizer_from, "fake device: detokenize with this model's vocabulary");
   app.add_option("-n,--prompts", a.n_prompts, "number of prompts")->check(CLI::Range(1, 1 << 20))->capture_default_str();
@@ -448,5 +454,6 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 3600.0))->capture_default_str();
   app.add_option("--json", a.json, "write the figures as JSON to this path");
   CLI11_PARSE(app, argc, argv);
+  a.config_given = config_opt->count() > 0;
   return run(a);
 }
