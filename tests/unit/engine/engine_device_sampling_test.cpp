@@ -154,12 +154,7 @@ TEST(EngineDeviceSampling, RoutesRowsByWhatEachRequestNeeds) {
 
 // A seeded device-sampled request draws the same tokens alone and in a crowd that mixes host-sampled requests.
 TEST(EngineDeviceSampling, SeededIndependentOfBatch) {
-  SamplingParams p;
-  p.temperature = 1.5f;
-  p.top_k = 20;
-  p.seed = 4321;
-  p.max_tokens = 40;
-  p.ignore_eos = true;
+  const SamplingParams p = seeded_top_k(1.5f, 20, 4321, 40);
   std::vector<int32_t> prompt{5, 6, 7};
   Harness solo(small_config());
   solo.runner->device_sampling = true;

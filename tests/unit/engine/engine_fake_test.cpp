@@ -331,12 +331,7 @@ TEST(EngineFake, SeededSamplingIndependentOfBatch) {
   EngineConfig cfg;
   cfg.block_size = 4;
   cfg.max_model_len = 128;
-  SamplingParams p;
-  p.temperature = 1.5f;
-  p.top_k = 20;
-  p.seed = 1234;
-  p.max_tokens = 40;
-  p.ignore_eos = true;
+  const SamplingParams p = seeded_top_k(1.5f, 20, 1234, 40);
   std::vector<int32_t> prompt{5, 6, 7};
   Harness solo(cfg);
   uint64_t s = solo.add(prompt, p).request_id;

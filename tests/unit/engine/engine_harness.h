@@ -102,6 +102,17 @@ std::vector<int32_t> random_prompt(Rng& rng, int len) {
   return p;
 }
 
+// Seeded top-k sampling of exactly max_tokens tokens (ignore_eos).
+inline SamplingParams seeded_top_k(float temperature, int top_k, uint64_t seed, int max_tokens) {
+  SamplingParams p;
+  p.temperature = temperature;
+  p.top_k = top_k;
+  p.seed = seed;
+  p.max_tokens = max_tokens;
+  p.ignore_eos = true;
+  return p;
+}
+
 inline SamplingParams greedy(int max_tokens) {
   SamplingParams p;
   p.temperature = 0;
