@@ -76,6 +76,7 @@ struct Args {
   float temperature = 1.0f;
   uint64_t seed = 1;
   double progress_s = 5;
+  double max_seconds = 0;  // > 0: stop after this long and report the part that ran (marked incomplete)
   std::string json;
 };
 
@@ -262,6 +263,7 @@ int run(const Args& a) {
   cfg.max_num_seqs = a.max_num_seqs > 0 ? a.max_num_seqs
                                         : static_cast<int>(std::clamp<int64_t>(fit, 1, seq_cap));
   cfg.runner.device = s.device;
+  Tally tally;  // outlives the engine, whose stop() still reports to the callbacks
   auto er = create_engine_with_runner(std::move(s.runner), s.tokenizer.get(), cfg);
   if (!er) {
     std::fprintf(stderr, "bench_gpu_offline: %s\n", er.message().c_str());
@@ -281,7 +283,6 @@ int run(const Args& a) {
   // Random prompts (distinct, so the prefix cache cannot help), all submitted at once.
   const int n_vocab = mc.n_vocab;
   std::mt19937_64 rng(a.seed);
-  Tally tally;
   const auto t_submit = Clock::now();
   for (int i = 0; i < a.n_prompts; ++i) {
     RequestSpec spec;
@@ -313,6 +314,7 @@ int run(const Args& a) {
   int busiest = 0, busiest_steps = 0;
   const auto t0 = Clock::now();
   double next_report = a.progress_s;
+  bool complete = true;
   while (engine.has_unfinished()) {
     const auto ts = Clock::now();
     const double cpu0 = thread_cpu_s();
@@ -340,21 +342,32 @@ int run(const Args& a) {
                   tally.output_tokens / el, static_cast<unsigned long long>(es.preemptions));
       std::fflush(stdout);
     }
+    if (a.max_seconds > 0 && el >= a.max_seconds) {
+      complete = false;
+      break;
+    }
   }
   const double total_s = since(t0);
   const EngineStats es = engine.stats();
-  if (tally.errors) {
+  const uint64_t out_tokens = tally.output_tokens;
+  const int finished = tally.finished;
+  if (!complete) {
+    engine.stop();  // aborts the rest
+    std::printf("INCOMPLETE: stopped at --max-seconds %.0f with %d/%d requests finished; the figures below are "
+                "over the part that ran\n", a.max_seconds, finished, a.n_prompts);
+  } else if (tally.errors) {
     std::fprintf(stderr, "bench_gpu_offline: %d requests failed, first: %s\n", tally.errors, tally.first_error.c_str());
     return 1;
   }
   const uint64_t expect_out = static_cast<uint64_t>(a.n_prompts) * static_cast<uint64_t>(a.gen_len);
-  if (tally.output_tokens != expect_out) {
+  if (complete && out_tokens != expect_out) {
     std::fprintf(stderr, "bench_gpu_offline: %llu output tokens, expected %llu\n",
                  static_cast<unsigned long long>(tally.output_tokens), static_cast<unsigned long long>(expect_out));
     return 1;
   }
-  const double prompt_tokens = static_cast<double>(a.n_prompts) * a.prompt_len;
-  const double out_tps = static_cast<double>(expect_out) / total_s;
+  const double prompt_tokens =
+      complete ? static_cast<double>(a.n_prompts) * a.prompt_len : static_cast<double>(es.prompt_tokens);
+  const double out_tps = static_cast<double>(out_tokens) / total_s;
   std::vector<double> sorted = step_s;
   std::sort(sorted.begin(), sorted.end());
   const double mean_step_ms = total_s * 1e3 / std::max<size_t>(1, step_s.size());
@@ -386,7 +399,7 @@ int run(const Args& a) {
   std::printf("output tokens/s                     %10.0f   aim %.0f; TensorRT-LLM FP8 %.0f (H200)%s\n", out_tps,
               kAimOutputTps, kTrtllmFp8OutputTps,
               ceiling > 0 ? strfmt("; decode ceiling %.0f", ceiling).c_str() : "");
-  std::printf("total tokens/s                      %10.0f\n", (prompt_tokens + static_cast<double>(expect_out)) / total_s);
+  std::printf("total tokens/s                      %10.0f\n", (prompt_tokens + static_cast<double>(out_tokens)) / total_s);
   std::printf("mean running sequences per step     %10.1f (max %d)\n", mean_running, busiest);
   std::printf("step time ms: mean / p50 / max      %10.3f / %.3f / %.3f\n", mean_step_ms, p50_ms, max_ms);
   std::printf("step at %4d running: wall / CPU ms %10.3f / %.3f (%d steps; CPU: this thread only)\n", busiest,
@@ -404,13 +417,14 @@ int run(const Args& a) {
         {"device", s.fake ? "fake" : device_name(s.device)}, {"model", mc.name},
         {"prompts", a.n_prompts}, {"prompt_len", a.prompt_len}, {"gen_len", a.gen_len},
         {"total_s", total_s}, {"steps", step_s.size()}, {"prompt_tps", prompt_tokens / total_s},
-        {"output_tps", out_tps}, {"total_tps", (prompt_tokens + static_cast<double>(expect_out)) / total_s},
+        {"output_tps", out_tps}, {"total_tps", (prompt_tokens + static_cast<double>(out_tokens)) / total_s},
         {"mean_running", mean_running}, {"max_running", busiest}, {"mean_step_ms", mean_step_ms},
         {"p50_step_ms", p50_ms}, {"max_step_ms", max_ms}, {"busiest_step_ms", busiest_ms},
         {"busiest_step_cpu_ms", busiest_cpu_ms}, {"max_num_seqs", cfg.max_num_seqs},
         {"max_num_batched_tokens", cfg.max_num_batched_tokens}, {"kv_tokens", kv_tokens},
         {"preemptions", es.preemptions}, {"copy_bw_gbs", bw / 1e9}, {"ceiling_output_tps", ceiling},
-        {"aim_output_tps", kAimOutputTps}, {"trtllm_fp8_output_tps", kTrtllmFp8OutputTps}};
+        {"aim_output_tps", kAimOutputTps}, {"trtllm_fp8_output_tps", kTrtllmFp8OutputTps},
+        {"complete", complete}, {"finished", finished}};
     std::ofstream f(a.json);
     f << j.dump(1) << "\n";
     if (!f) {
@@ -418,7 +432,7 @@ int run(const Args& a) {
       return 1;
     }
   }
-  return 0;
+  return complete ? 0 : 1;
 }
 
 }  // namespace
@@ -450,6 +464,9 @@ int main(int argc, char** argv) {
   app.add_option("--temperature", a.temperature, "sampling temperature (0 = greedy)")
       ->check(CLI::Range(0.0f, 10.0f))->capture_default_str();
   app.add_option("--seed", a.seed, "prompt and sampling seed")->capture_default_str();
+  app.add_option("--max-seconds", a.max_seconds,
+                 "stop after this many seconds and report the part that ran, marked incomplete (exit 1); 0 = no limit")
+      ->check(CLI::Range(0.0, 1e6))->capture_default_str();
   app.add_option("--progress", a.progress_s, "seconds between progress lines (0 = none)")
       ->check(CLI::Range(0.0, 3600.0))->capture_default_str();
   app.add_option("--json", a.json, "write the figures as JSON to this path");
