@@ -92,7 +92,7 @@ if b:
 else:
     rows.append(("bench_gpu_decode", "no result", ""))
 h = load("hf.json")
-if h and "hf_bf16" in h["models"][0]:
+if h and h.get("models") and "hf_bf16" in h["models"][0]:
     for m in h["models"]:
         for key, r in m["mopt"].items():
             bound = f">= 99%, < {h['max_abs_bound']:g}" if key.startswith("float32") else ""
