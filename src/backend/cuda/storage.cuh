@@ -46,9 +46,13 @@ __device__ __forceinline__ Raw8<T> zero8() {
 }
 
 __device__ __forceinline__ void unpack8(const Raw8<float>& r, float* f) {
-  const float* s = reinterpret_cast<const float*>(r.u);
 #pragma unroll
-  for (int i = 0; i < 8; ++i) f[i] = s[i];
+  for (int i = 0; i < 2; ++i) {
+    f[4 * i] = __uint_as_float(r.u[i].x);
+    f[4 * i + 1] = __uint_as_float(r.u[i].y);
+    f[4 * i + 2] = __uint_as_float(r.u[i].z);
+    f[4 * i + 3] = __uint_as_float(r.u[i].w);
+  }
 }
 
 __device__ __forceinline__ void unpack8(const Raw8<__nv_bfloat16>& r, float* f) {
