@@ -25,6 +25,7 @@ import sys
 
 import numpy as np
 import torch
+import transformers
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
 VOCAB = 2048
@@ -103,6 +104,7 @@ def build(cls, cfg, seed):
     return m.eval()
 
 
+DTYPE_KW = "dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"
 MAX_ABS_FP32 = 1e-3  # pass bound on max |dlogit| of mopt float32 vs transformers fp32
 TOP1_MIN = 0.99
 
@@ -147,7 +149,10 @@ def main():
         m = m.to(dev)
         with torch.no_grad():
             ref = np.concatenate([m(torch.tensor([s], device=dev)).logits[0].float().cpu().numpy() for s in seqs])
-            m = m.to(torch.bfloat16)
+            # The yardstick: transformers' own bf16 path, loaded the usual way (from_pretrained with a bf16 dtype,
+            # which keeps the RoPE frequencies in fp32).
+            del m
+            m = cls.from_pretrained(folder, **{DTYPE_KW: torch.bfloat16}).to(dev).eval()
             ref_bf16 = np.concatenate([m(torch.tensor([s], device=dev)).logits[0].float().cpu().numpy()
                                        for s in seqs])
         del m
