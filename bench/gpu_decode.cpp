@@ -4,7 +4,8 @@
 //   - device-to-device copy bandwidth (bytes read + written) and the bf16 GEMM rate of cuBLASLt at 8192^3;
 //   - prefill of one 2,048-token prompt: time to first token and TFLOP/s against the measured GEMM rate;
 //   - single-stream decode: tokens/s against the weight-bandwidth roofline (weight bytes / copy bandwidth);
-//   - 64 concurrent sequences (prompt 512, 128 new tokens each): aggregate tokens/s and ms per step.
+//   - 64 concurrent sequences (prompt 512, 128 new tokens each): aggregate tokens/s and ms per step;
+//   - the GEMM plans the tuning picked, and one single-stream decode step's GPU time per kernel class.
 // Usage: bench_gpu_decode [--layers N] [--decode-steps N] [--json PATH]
 #include <cuda_runtime_api.h>
 
@@ -280,6 +281,16 @@ int main(int argc, char** argv) {
   for (double x : tg) sum_g += x;
   const double tps_greedy = decode_steps / sum_g;
   const double roofline_tps = bw / streamed;
+  // Where one single-stream decode step's time goes: one eager step with an event after each kernel class.
+  std::string step_profile;
+  {
+    Batch b;
+    b.max_blocks = max_blocks;
+    b.bs = bs;
+    b.add(65, prompt + 4 + 2 * decode_steps, 1, 17);
+    auto prof = runner->profile_step(b.view());
+    step_profile = prof.is_ok() ? prof.value() : "  (not available: " + prof.message() + ")\n";
+  }
 
   // ---- 64 sequences: prompt 512, 128 new tokens ------------------------------------------------------
   const int B = 64, P = 512, G = 128;
@@ -330,6 +341,8 @@ int main(int argc, char** argv) {
   const double batch_floor_ms = 1e3 * (streamed + kv_bytes) / bw;
 
   std::printf("GEMM plans tuned during the run (decode shapes):\n%s", runner->gemm_report().c_str());
+  std::printf("single-stream decode step by kernel class (%d layers; one eager step, events between kernels):\n%s",
+              c.n_layer, step_profile.c_str());
   // Single-stream decode again without CUDA graphs (same weights seed, fresh runner), to show what graphs buy.
   double tps_eager = 0;
   {

@@ -54,9 +54,15 @@ class Gemm {
   Status run(const bf16* x, const bf16* w, const bf16* bias, void* y, bool y_f32, int m, int n, int k,
              cudaStream_t stream);
 
+  // Fused decode GEMM: launch_skinny_gemm with p's prologue / epilogue (kernels.h), m <= kSkinnyMaxRows. The
+  // skinny variants are timed once per shape on the real operands and the fastest is cached (p.variant is
+  // ignored); while timing, a kAddResidual output goes to a scratch buffer, so the residual is updated once.
+  // Like run(): a shape's first call must happen outside stream capture.
+  Status run_fused(const SkinnyGemmParams& p, cudaStream_t stream);
+
   // Largest m for which candidates are timed (others use the heuristic's first choice).
   int autotune_max_m = 64;
-  size_t n_cached_plans() const { return plans_.size(); }
+  size_t n_cached_plans() const { return plans_.size() + fused_plans_.size(); }
   // One line per tuned plan: shape, choice, time, achieved bandwidth (for benchmarks).
   std::string describe() const;
 
@@ -67,6 +73,17 @@ class Gemm {
                          int k, cudaStream_t stream);
   Status launch(Plan& plan, const bf16* x, const bf16* w, const bf16* bias, void* y, int m, int n, int k,
                 cudaStream_t stream);
+
+  struct FusedPlan {
+    int variant = 0;
+    float tuned_us = 0.f;
+  };
+  // m, n, k, prologue, epilogue, y_f32, has_bias
+  using FusedKey = std::tuple<int, int, int, int, int, bool, bool>;
+  Result<int> fused_variant(const SkinnyGemmParams& p, cudaStream_t stream);
+  std::map<FusedKey, FusedPlan> fused_plans_;
+  void* scratch_ = nullptr;  // tuning output of kAddResidual calls
+  size_t scratch_bytes_ = 0;
 
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
