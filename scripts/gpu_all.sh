@@ -63,7 +63,7 @@ else:
     rows.append(("test_cuda", "no result", ""))
 log = open(os.path.join(o, "test_cuda.log")).read() if os.path.exists(os.path.join(o, "test_cuda.log")) else ""
 for line in log.splitlines():
-    if line.startswith(("stories260K", "code-qwen2")):
+    if line.startswith(("stories260K", "code-qwen2", "fused vs general")):
         rows.append(("  " + line.split(":")[0], line.split(":", 1)[1].strip(), ""))
 b = load("bench.json")
 if b:

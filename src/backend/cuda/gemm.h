@@ -55,8 +55,9 @@ class Gemm {
              cudaStream_t stream);
 
   // Fused decode GEMM: launch_skinny_gemm with p's prologue / epilogue (kernels.h), m <= kSkinnyMaxRows. The
-  // skinny variants are timed once per shape on the real operands and the fastest is cached (p.variant is
-  // ignored); while timing, a kAddResidual output goes to a scratch buffer, so the residual is updated once.
+  // skinny variants are timed once per shape on the real operands with a cold L2 (as in a decode step) and the
+  // fastest is cached (p.variant is ignored); while timing, a kAddResidual output goes to a scratch buffer, so
+  // the residual is updated once.
   // Like run(): a shape's first call must happen outside stream capture.
   Status run_fused(const SkinnyGemmParams& p, cudaStream_t stream);
 
@@ -84,6 +85,7 @@ class Gemm {
   std::map<FusedKey, FusedPlan> fused_plans_;
   void* scratch_ = nullptr;  // tuning output of kAddResidual calls
   size_t scratch_bytes_ = 0;
+  void* flush_ = nullptr;    // written between timed fused launches to evict the L2
 
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
