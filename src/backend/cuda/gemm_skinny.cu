@@ -8,7 +8,8 @@
 // unroll step); lanes finish with shuffles, the KW warps of a group through shared memory (fixed order, so the
 // result is deterministic). The first U chunks of every weight row are loaded before griddepcontrol.wait, and
 // a further part is prefetched into L2: weights are never written by a kernel, so with PDL the weight stream
-// starts while the previous kernel (attention, RoPE, another GEMM) is still running.
+// starts while the previous kernel (attention, RoPE, another GEMM) is still running. The kernel triggers its
+// dependent first thing, so consecutive GEMMs (o -> gate|up -> down -> next qkv) overlap their ramps.
 //
 // Fused prologues / epilogue (see kernels.h): with kRmsNorm the operand is the fp32 residual times the norm
 // weight and each warp accumulates the row's sum of squares from the same loads (every group sees all of k),
@@ -111,6 +112,9 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_gemm_kernel(SkinnyGe
       for (int r = 0; r < R; ++r) wv[u][r] = ch < chunks ? load_stream(wrow[r] + ch * 8) : make_uint4(0, 0, 0, 0);
     }
   };
+  // The dependent kernel may launch now: it waits (griddepcontrol.wait) for this grid's completion before it
+  // reads anything this grid writes, and meanwhile a dependent GEMM starts its own weight stream below.
+  pdl_trigger();
   // Weights only before the wait (no kernel writes them): the first U chunks per lane into registers, and the
   // next part of each row of the group (its share of kPrefetchBudget) into L2.
   load_w(c_first);
@@ -121,7 +125,6 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_gemm_kernel(SkinnyGe
     if (len > 0) prefetch_l2(reinterpret_cast<const char*>(p.w + static_cast<int64_t>(n0 + lane) * p.k) + start, len);
   }
   pdl_wait();
-  pdl_trigger();
 
   int xrow[M];
 #pragma unroll
