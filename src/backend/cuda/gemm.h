@@ -86,6 +86,7 @@ class Gemm {
   void* scratch_ = nullptr;  // tuning output of kAddResidual calls
   size_t scratch_bytes_ = 0;
   void* flush_ = nullptr;    // written between timed fused launches to evict the L2
+  bool flush_failed_ = false;
 
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
