@@ -74,7 +74,7 @@ else:
     rows.append(("test_cuda", "no result", ""))
 log = open(os.path.join(o, "test_cuda.log")).read() if os.path.exists(os.path.join(o, "test_cuda.log")) else ""
 for line in log.splitlines():
-    if line.startswith(("stories260K", "code-qwen2")):
+    if line.startswith(("stories260K", "code-qwen2", "fused vs general")):
         rows.append(("  " + line.split(":")[0], line.split(":", 1)[1].strip(), ""))
 b = load("bench.json")
 if b:
@@ -86,6 +86,7 @@ if b:
         ("8B decode 1 stream (GPU greedy)", f"{b['decode_tps_greedy']:.1f} tok/s", f"roofline {b['decode_roofline_tps']:.0f}; aim 230"),
         ("8B decode 1 stream (fp32 logits)", f"{b['decode_tps_logits']:.1f} tok/s", "llama.cpp 158"),
         ("8B decode 1 stream (no graphs)", f"{b.get('decode_tps_eager', 0):.1f} tok/s", ""),
+        ("8B decode 1 stream (unfused path)", f"{b.get('decode_tps_unfused', 0):.1f} tok/s", "fused path above"),
         ("8B decode 64 seqs: ms/step", f"{b['batch64_ms_step']:.2f} ms", f"floor {b['batch64_floor_ms']:.2f} ms"),
         ("8B decode 64 seqs: aggregate", f"{b['batch64_tps']:.0f} tok/s", "aim 4,000; llama.cpp 1,493"),
     ]

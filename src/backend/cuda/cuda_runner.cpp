@@ -140,6 +140,7 @@ struct StepShape {
   bool use_prefill_kernel = false;
   int n_tiles = 0;
   int n_splits = 1;
+  bool fused = false;   // enqueue_layers_fused / enqueue_logits_fused (bf16 decode, <= kSkinnyMaxRows rows)
 };
 
 class CudaRunner final : public CudaModelRunner {
@@ -162,6 +163,7 @@ class CudaRunner final : public CudaModelRunner {
   Status forward_sample(const ForwardBatch& batch, std::span<const GpuSampling> params, int32_t* tokens) override;
   uint64_t weight_bytes() const override { return weight_bytes_; }
   std::string gemm_report() const override { return gemm_.describe(); }
+  Result<std::string> profile_step(const ForwardBatch& batch) override;
 
  private:
   // Runs the step; leaves the first min(n_out, logit_rows_) rows of logits in logits_ (device).
@@ -174,17 +176,29 @@ class CudaRunner final : public CudaModelRunner {
   Status alloc_workspace();
   Status check_batch(const ForwardBatch& b) const;
   Status stage_metadata(const ForwardBatch& b, const StepShape& s, int pad_to);
-  // The step in the compute dtype: E = bf16 or float (the kernels' storage type).
+  // The step in the compute dtype: E = bf16 or float (the kernels' storage type). s.fused (bf16 decode steps of
+  // at most kSkinnyMaxRows rows) takes the fused path.
   Status enqueue_layers(const StepShape& s) {
+    if (s.fused) return enqueue_layers_fused(s);
     return f32_ ? enqueue_layers_t<float>(s) : enqueue_layers_t<bf16>(s);
   }
   Status enqueue_logits(const StepShape& s, int row_offset, int n_rows) {
+    if (s.fused) return enqueue_logits_fused(row_offset, n_rows);
     return f32_ ? enqueue_logits_t<float>(s, row_offset, n_rows) : enqueue_logits_t<bf16>(s, row_offset, n_rows);
   }
   template <class E>
   Status enqueue_layers_t(const StepShape& s);
   template <class E>
   Status enqueue_logits_t(const StepShape& s, int row_offset, int n_rows);
+  Status enqueue_layers_fused(const StepShape& s);
+  Status enqueue_logits_fused(int row_offset, int n_rows);
+  template <class E>
+  cuda::EmbedParamsT<E> embed_params(int n_tokens) const;
+  template <class E>
+  cuda::QkvRopeParamsT<E> rope_params(int layer, int n_tokens) const;
+  template <class E>
+  cuda::DecodeAttnParamsT<E> decode_attn_params(const StepShape& s, int layer) const;
+  Status mark(const char* what);  // profile_step: an event after the kernels enqueued since the last mark
   Status copy_logits_out(int n_rows, float* dst);
   Status run_graph(const StepShape& s);
   template <class T>
@@ -200,6 +214,7 @@ class CudaRunner final : public CudaModelRunner {
   int n_sms_ = 0;
   cudaStream_t stream_ = nullptr;
   cuda::Gemm gemm_;
+  bool fused_decode_ = false;  // extras.fused_decode and every fused GEMM's k a multiple of 8
 
   // Weights.
   DeviceBuffer tok_embd_;   // [n_vocab, n_embd]
@@ -262,9 +277,15 @@ class CudaRunner final : public CudaModelRunner {
   };
   std::map<int, GraphEntry> graphs_;
   StepShape last_shape_;
+
+  // profile_step: events recorded by mark() (reused across calls), and whether marks are being taken.
+  bool profiling_ = false;
+  std::vector<std::pair<const char*, cudaEvent_t>> prof_marks_;
+  std::vector<cudaEvent_t> prof_events_;
 };
 
 CudaRunner::~CudaRunner() {
+  for (cudaEvent_t e : prof_events_) cudaEventDestroy(e);
   for (auto& [b, g] : graphs_)
     if (g.exec) cudaGraphExecDestroy(g.exec);
   if (stream_) {
@@ -474,6 +495,7 @@ Result<std::unique_ptr<CudaRunner>> CudaRunner::create(const Model& model, const
     return error("GPU %s has compute capability %d.%d; the CUDA backend needs 8.0 or newer (bf16 tensor cores)",
                  prop.name, prop.major, prop.minor);
   r->n_sms_ = prop.multiProcessorCount;
+  r->fused_decode_ = !r->f32_ && extras.fused_decode && c.n_embd % 8 == 0 && c.q_dim() % 8 == 0 && c.n_ff % 8 == 0;
   MOPT_CUDA_TRY(cudaStreamCreateWithFlags(&r->stream_, cudaStreamNonBlocking));
   MOPT_TRY(r->gemm_.init());
   r->max_tokens_ = std::max(opts.max_batch_tokens, opts.max_seqs);
@@ -664,14 +686,7 @@ Status CudaRunner::enqueue_layers_t(const StepShape& s) {
   const int d = c.n_embd, qkvd = c.q_dim() + 2 * c.kv_dim();
   cudaStream_t st = stream_;
 
-  cuda::EmbedParamsT<E> ep;
-  ep.tokens = d_tokens_;
-  ep.table = tok_embd_.as<E>();
-  ep.out = resid_.as<float>();
-  ep.n_tokens = T;
-  ep.n_embd = d;
-  ep.n_vocab = c.n_vocab;
-  MOPT_CUDA_TRY(cuda::launch_embed(ep, st));
+  MOPT_CUDA_TRY(cuda::launch_embed(embed_params<E>(T), st));
 
   for (int l = 0; l < c.n_layer; ++l) {
     const Layer& L = layers_[static_cast<size_t>(l)];
@@ -687,23 +702,7 @@ Status CudaRunner::enqueue_layers_t(const StepShape& s) {
     MOPT_TRY(gemm_.run(normed_.as<E>(), L.qkv.w.as<E>(), L.qkv.bias.as<E>(), qkv_.as<E>(), false, T,
                        qkvd, d, st));
 
-    cuda::QkvRopeParamsT<E> rp;
-    rp.qkv = qkv_.as<E>();
-    rp.q_out = q_.as<E>();
-    rp.positions = d_positions_;
-    rp.slot_mapping = d_slots_;
-    rp.inv_freq = inv_freq_.as<float>();
-    rp.q_norm = L.q_norm.as<E>();
-    rp.k_norm = L.k_norm.as<E>();
-    rp.cache = cache_view<E>(l);
-    rp.n_tokens = T;
-    rp.n_head = c.n_head;
-    rp.n_head_kv = c.n_head_kv;
-    rp.head_dim = c.head_dim;
-    rp.rope_dim = c.rope_dim;
-    rp.neox = c.rope_style == RopeStyle::kNeox;
-    rp.norm_eps = c.norm_eps;
-    MOPT_CUDA_TRY(cuda::launch_qkv_rope_cache(rp, st));
+    MOPT_CUDA_TRY(cuda::launch_qkv_rope_cache(rope_params<E>(l, T), st));
 
     const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
     // The tensor-core prefill kernel is bf16 only (run_step never plans it in float32).
@@ -725,21 +724,7 @@ Status CudaRunner::enqueue_layers_t(const StepShape& s) {
       ap.scale = scale;
       MOPT_CUDA_TRY(cuda::launch_attention_prefill(ap, st));
     } else {
-      cuda::DecodeAttnParamsT<E> ap;
-      ap.q = q_.as<E>();
-      ap.out = attn_.as<E>();
-      ap.positions = d_positions_;
-      ap.token_seq = d_token_seq_;
-      ap.block_tables = d_block_tables_;
-      ap.max_blocks_per_seq = bt_stride_;
-      ap.cache = rp.cache;
-      ap.n_tokens = T;
-      ap.n_head = c.n_head;
-      ap.window = c.sliding_window;
-      ap.scale = scale;
-      ap.n_splits = s.n_splits;
-      ap.workspace = attn_ws_.as<float>();
-      MOPT_CUDA_TRY(cuda::launch_attention_decode(ap, st));
+      MOPT_CUDA_TRY(cuda::launch_attention_decode(decode_attn_params<E>(s, l), st));
     }
     MOPT_TRY(gemm_.run(attn_.as<E>(), L.o.w.as<E>(), nullptr, proj_.as<E>(), false, T, d, c.q_dim(), st));
     // ALL-REDUCE(proj_) under tensor parallelism.
@@ -777,6 +762,192 @@ Status CudaRunner::enqueue_logits_t(const StepShape& s, int row_offset, int n_ro
   MOPT_CUDA_TRY(cuda::launch_rmsnorm(np, stream_));
   const E* w = output_.bytes() ? output_.as<E>() : tok_embd_.as<E>();
   return gemm_.run(normed_.as<E>(), w, nullptr, logits_.as<float>(), true, n_rows, c.n_vocab, c.n_embd, stream_);
+}
+
+// ---- fused bf16 decode (s.fused) -------------------------------------------------------------------------
+// Per layer: qkv (RMSNorm prologue) -> q/k-norm + RoPE + cache write -> attention -> o (+= residual)
+// -> gate|up (RMSNorm prologue) -> down (SwiGLU prologue, += residual). No add+RMSNorm or SwiGLU launches, and
+// the residual stream is complete after the last layer (proj_ is not used). Under tensor parallelism the two
+// residual epilogues would each need an all-reduce of their partial sums first (not fused then).
+
+template <class E>
+cuda::EmbedParamsT<E> CudaRunner::embed_params(int n_tokens) const {
+  cuda::EmbedParamsT<E> ep;
+  ep.tokens = d_tokens_;
+  ep.table = tok_embd_.as<E>();
+  ep.out = resid_.as<float>();
+  ep.n_tokens = n_tokens;
+  ep.n_embd = cfg_.n_embd;
+  ep.n_vocab = cfg_.n_vocab;
+  return ep;
+}
+
+template <class E>
+cuda::QkvRopeParamsT<E> CudaRunner::rope_params(int layer, int n_tokens) const {
+  const ModelConfig& c = cfg_;
+  const Layer& L = layers_[static_cast<size_t>(layer)];
+  cuda::QkvRopeParamsT<E> rp;
+  rp.qkv = qkv_.as<E>();
+  rp.q_out = q_.as<E>();
+  rp.positions = d_positions_;
+  rp.slot_mapping = d_slots_;
+  rp.inv_freq = inv_freq_.as<float>();
+  rp.q_norm = L.q_norm.as<E>();
+  rp.k_norm = L.k_norm.as<E>();
+  rp.cache = cache_view<E>(layer);
+  rp.n_tokens = n_tokens;
+  rp.n_head = c.n_head;
+  rp.n_head_kv = c.n_head_kv;
+  rp.head_dim = c.head_dim;
+  rp.rope_dim = c.rope_dim;
+  rp.neox = c.rope_style == RopeStyle::kNeox;
+  rp.norm_eps = c.norm_eps;
+  return rp;
+}
+
+template <class E>
+cuda::DecodeAttnParamsT<E> CudaRunner::decode_attn_params(const StepShape& s, int layer) const {
+  const ModelConfig& c = cfg_;
+  cuda::DecodeAttnParamsT<E> ap;
+  ap.q = q_.as<E>();
+  ap.out = attn_.as<E>();
+  ap.positions = d_positions_;
+  ap.token_seq = d_token_seq_;
+  ap.block_tables = d_block_tables_;
+  ap.max_blocks_per_seq = bt_stride_;
+  ap.cache = cache_view<E>(layer);
+  ap.n_tokens = s.n_tokens;
+  ap.n_head = c.n_head;
+  ap.window = c.sliding_window;
+  ap.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  ap.n_splits = s.n_splits;
+  ap.workspace = attn_ws_.as<float>();
+  return ap;
+}
+
+Status CudaRunner::enqueue_layers_fused(const StepShape& s) {
+  const ModelConfig& c = cfg_;
+  const int T = s.n_tokens, d = c.n_embd;
+  cudaStream_t st = stream_;
+  if (T > cuda::kSkinnyMaxRows || s.use_prefill_kernel) return error("internal: fused decode with %d rows", T);
+  MOPT_CUDA_TRY(cuda::launch_embed(embed_params<bf16>(T), st));
+  MOPT_TRY(mark("step metadata H2D + embedding"));
+  float* resid = resid_.as<float>();
+  for (int l = 0; l < c.n_layer; ++l) {
+    const Layer& L = layers_[static_cast<size_t>(l)];
+    // Shapes: resid [T, d] fp32, qkv_ [T, q_dim + 2 kv_dim], attn_ [T, q_dim], gu_ [T, 2 n_ff] (bf16).
+    cuda::SkinnyGemmParams g;
+    g.m = T;
+    g.prologue = cuda::SkinnyPrologue::kRmsNorm;
+    g.x_f32 = resid;
+    g.norm_w = L.attn_norm.as<bf16>();
+    g.norm_eps = c.norm_eps;
+    g.w = L.qkv.w.as<bf16>();
+    g.bias = L.qkv.bias.as<bf16>();
+    g.y = qkv_.as<bf16>();
+    g.n = L.qkv.n_out;
+    g.k = d;
+    MOPT_TRY(gemm_.run_fused(g, st));
+    MOPT_TRY(mark("qkv GEMM (+rmsnorm)"));
+    MOPT_CUDA_TRY(cuda::launch_qkv_rope_cache(rope_params<bf16>(l, T), st));
+    MOPT_TRY(mark("q/k-norm + rope + cache write"));
+    MOPT_CUDA_TRY(cuda::launch_attention_decode(decode_attn_params<bf16>(s, l), st));
+    MOPT_TRY(mark("attention (+split merge)"));
+
+    cuda::SkinnyGemmParams o;  // resid += attn_ . Wo^T
+    o.m = T;
+    o.x = attn_.as<bf16>();
+    o.w = L.o.w.as<bf16>();
+    o.y = resid;
+    o.epilogue = cuda::SkinnyEpilogue::kAddResidual;
+    o.n = d;
+    o.k = c.q_dim();
+    MOPT_TRY(gemm_.run_fused(o, st));
+    MOPT_TRY(mark("o GEMM (+residual)"));
+
+    g.norm_w = L.ffn_norm.as<bf16>();  // gu_ = rmsnorm(resid) . Wgu^T
+    g.w = L.gate_up.w.as<bf16>();
+    g.bias = nullptr;
+    g.y = gu_.as<bf16>();
+    g.n = 2 * c.n_ff;
+    MOPT_TRY(gemm_.run_fused(g, st));
+    MOPT_TRY(mark("gate|up GEMM (+rmsnorm)"));
+
+    cuda::SkinnyGemmParams dn = o;  // resid += swiglu(gu_) . Wdown^T
+    dn.prologue = cuda::SkinnyPrologue::kSwiGlu;
+    dn.x = gu_.as<bf16>();
+    dn.w = L.down.w.as<bf16>();
+    dn.k = c.n_ff;
+    MOPT_TRY(gemm_.run_fused(dn, st));
+    MOPT_TRY(mark("down GEMM (+swiglu +residual)"));
+  }
+  return Status::ok();
+}
+
+// logits_ [n_rows, n_vocab] = rmsnorm(resid[d_logit_rows_[row_offset + i]]) . Wout^T, one launch.
+Status CudaRunner::enqueue_logits_fused(int row_offset, int n_rows) {
+  if (n_rows > cuda::kSkinnyMaxRows) return error("internal: fused logits for %d rows", n_rows);
+  const ModelConfig& c = cfg_;
+  cuda::SkinnyGemmParams g;
+  g.m = n_rows;
+  g.prologue = cuda::SkinnyPrologue::kRmsNorm;
+  g.x_f32 = resid_.as<float>();
+  g.x_rows = d_logit_rows_ + row_offset;
+  g.norm_w = out_norm_.as<bf16>();
+  g.norm_eps = c.norm_eps;
+  g.w = output_.bytes() ? output_.as<bf16>() : tok_embd_.as<bf16>();
+  g.y = logits_.as<float>();
+  g.y_f32 = true;
+  g.n = c.n_vocab;
+  g.k = c.n_embd;
+  MOPT_TRY(gemm_.run_fused(g, stream_));
+  return mark("final norm + LM head");
+}
+
+Status CudaRunner::mark(const char* what) {
+  if (!profiling_) return Status::ok();
+  if (prof_marks_.size() == prof_events_.size()) {
+    cudaEvent_t e = nullptr;
+    MOPT_CUDA_TRY(cudaEventCreate(&e));
+    prof_events_.push_back(e);
+  }
+  cudaEvent_t e = prof_events_[prof_marks_.size()];
+  MOPT_CUDA_TRY(cudaEventRecord(e, stream_));
+  prof_marks_.emplace_back(what, e);
+  return Status::ok();
+}
+
+Result<std::string> CudaRunner::profile_step(const ForwardBatch& batch) {
+  MOPT_CUDA_TRY(cudaSetDevice(device_id_));
+  profiling_ = true;
+  prof_marks_.clear();
+  Status st = mark("start");
+  int rows = 0;
+  if (st) st = run_step(batch, &rows);
+  profiling_ = false;
+  MOPT_TRY(st);
+  MOPT_CUDA_TRY(cudaStreamSynchronize(stream_));
+  if (!last_shape_.fused || prof_marks_.size() < 2)
+    return error("profile_step: the step did not take the fused decode path (a decode step of <= %d rows)",
+                 cuda::kSkinnyMaxRows);
+  std::vector<std::pair<std::string, std::pair<double, int>>> classes;  // name -> (us, launches), first-seen order
+  double total = 0.0;
+  for (size_t i = 1; i < prof_marks_.size(); ++i) {
+    float ms = 0.f;
+    MOPT_CUDA_TRY(cudaEventElapsedTime(&ms, prof_marks_[i - 1].second, prof_marks_[i].second));
+    auto it = std::find_if(classes.begin(), classes.end(),
+                           [&](const auto& c) { return c.first == prof_marks_[i].first; });
+    if (it == classes.end()) it = classes.insert(classes.end(), {prof_marks_[i].first, {0.0, 0}});
+    it->second.first += 1e3 * ms;
+    it->second.second += 1;
+    total += 1e3 * ms;
+  }
+  std::string out;
+  for (const auto& [name, v] : classes)
+    out += strfmt("  %-32s %9.1f us %5.1f%%  (%d launches)\n", name.c_str(), v.first, 100.0 * v.first / total,
+                  v.second);
+  out += strfmt("  %-32s %9.1f us\n", "total (eager, events between kernels)", total);
+  return out;
 }
 
 Status CudaRunner::copy_logits_out(int n_rows, float* dst) {
@@ -825,7 +996,7 @@ Status CudaRunner::run_step(const ForwardBatch& b, int* rows_on_device) {
   const int ctas_per_token = c.n_head / hpc;
 
   // CUDA graph for decode batches whose logits are exactly one row per sequence, in order.
-  bool graph = decode && !opts_.enforce_eager && n_out == S;
+  bool graph = decode && !opts_.enforce_eager && n_out == S && !profiling_;
   for (int i = 0; graph && i < n_out; ++i) graph = b.logits_indices[i] == i;
   int bucket = 0;
   if (graph) {
@@ -840,6 +1011,7 @@ Status CudaRunner::run_step(const ForwardBatch& b, int* rows_on_device) {
     GraphEntry& g = graphs_[bucket];
     s.n_tokens = bucket;
     s.n_out = bucket;
+    s.fused = fused_decode_ && bucket <= cuda::kSkinnyMaxRows;
     // Fixed per bucket (the graph freezes it); sized for the longest context the block table allows.
     s.n_splits = g.exec ? g.n_splits
                         : std::min(kMaxSplits, cuda::choose_decode_splits(bucket * ctas_per_token,
@@ -858,6 +1030,7 @@ Status CudaRunner::run_step(const ForwardBatch& b, int* rows_on_device) {
     // fp32: the per-token kernel for prefill too (the tensor-core prefill kernel is bf16 only).
     if (decode || f32_ || !cuda::prefill_attention_supported(c.head_dim)) {
       s.use_prefill_kernel = false;
+      s.fused = fused_decode_ && decode && n <= cuda::kSkinnyMaxRows;
       s.n_splits = n <= opts_.max_seqs
                        ? std::min(kMaxSplits, cuda::choose_decode_splits(n * ctas_per_token, max_len, n_sms_))
                        : 1;

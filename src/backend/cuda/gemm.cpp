@@ -47,6 +47,8 @@ Gemm::Gemm() = default;
 
 Gemm::~Gemm() {
   plans_.clear();
+  if (scratch_) cudaFree(scratch_);
+  if (flush_) cudaFree(flush_);
   if (workspace_) cudaFree(workspace_);
   if (handle_) cublasLtDestroy(handle_);
 }
@@ -186,8 +188,112 @@ Result<Gemm::Plan*> Gemm::plan_for(const void* x, const void* w, const void* bia
   return raw;
 }
 
+static const char* prologue_name(SkinnyPrologue p) {
+  switch (p) {
+    case SkinnyPrologue::kRmsNorm: return "+rmsnorm";
+    case SkinnyPrologue::kSwiGlu: return "+swiglu";
+    default: return "";
+  }
+}
+
+Result<int> Gemm::fused_variant(const SkinnyGemmParams& p, cudaStream_t stream) {
+  const FusedKey key{p.m, p.n, p.k, static_cast<int>(p.prologue), static_cast<int>(p.epilogue), p.y_f32,
+                     p.bias != nullptr};
+  auto it = fused_plans_.find(key);
+  if (it != fused_plans_.end()) return it->second.variant;
+  cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+  MOPT_CUDA_TRY(cudaStreamIsCapturing(stream, &cap));
+  if (cap != cudaStreamCaptureStatusNone)
+    return error("fused GEMM %dx%dx%d: first call inside stream capture (run the shape eagerly first)", p.m, p.n, p.k);
+  SkinnyGemmParams t = p;
+  if (p.epilogue == SkinnyEpilogue::kAddResidual) {  // time on scratch: the real residual is updated once
+    const size_t need = static_cast<size_t>(p.m) * p.n * sizeof(float);
+    if (need > scratch_bytes_) {
+      if (scratch_) MOPT_CUDA_TRY(cudaFree(scratch_));
+      scratch_ = nullptr;
+      scratch_bytes_ = 0;
+      MOPT_CUDA_TRY(cudaMalloc(&scratch_, need));
+      scratch_bytes_ = need;
+    }
+    t.y = scratch_;
+  }
+  // Cold-L2 timing: in a decode step each weight matrix is read once, with all the others read in between, so
+  // every timed launch follows a write of kFlushBytes that evicts the L2 (back-to-back repeats of a 33 MB matrix
+  // would largely hit the 50 MB L2 and misrank the tilings). Without memory for the buffer (a KV cache sized to
+  // the limit): warm timing.
+  constexpr size_t kFlushBytes = size_t{96} << 20;
+  if (!flush_ && !flush_failed_ && cudaMalloc(&flush_, kFlushBytes) != cudaSuccess) {
+    cudaGetLastError();  // clear the allocation error
+    flush_ = nullptr;
+    flush_failed_ = true;
+  }
+  cudaEvent_t ev0, ev1;
+  MOPT_CUDA_TRY(cudaEventCreate(&ev0));
+  MOPT_CUDA_TRY(cudaEventCreate(&ev1));
+  constexpr int kReps = 5;
+  FusedPlan best{-1, 1e30f};
+  cudaError_t err = cudaSuccess;
+  for (int v = 0; v < kSkinnyVariants && err == cudaSuccess; ++v) {
+    t.variant = v;
+    err = launch_skinny_gemm(t, stream);  // warm-up
+    float total_ms = 0.f;
+    for (int r = 0; r < kReps && err == cudaSuccess; ++r) {
+      if (flush_) err = cudaMemsetAsync(flush_, r, kFlushBytes, stream);
+      if (err == cudaSuccess) err = cudaEventRecord(ev0, stream);
+      if (err == cudaSuccess) err = launch_skinny_gemm(t, stream);
+      if (err == cudaSuccess) err = cudaEventRecord(ev1, stream);
+      if (err == cudaSuccess) err = cudaEventSynchronize(ev1);
+      float ms = 0.f;
+      if (err == cudaSuccess) err = cudaEventElapsedTime(&ms, ev0, ev1);
+      total_ms += ms;
+    }
+    if (err == cudaSuccess && total_ms * 1000.f / kReps < best.tuned_us) best = FusedPlan{v, total_ms * 1000.f / kReps};
+  }
+  cudaEventDestroy(ev0);
+  cudaEventDestroy(ev1);
+  MOPT_CUDA_TRY(err);
+  MOPT_LOG_DEBUG("fused gemm %dx%dx%d%s: skinny v%d (%.1f us)", p.m, p.n, p.k, prologue_name(p.prologue),
+                 best.variant, best.tuned_us);
+  fused_plans_.emplace(key, best);
+  return best.variant;
+}
+
+Status Gemm::run_fused(const SkinnyGemmParams& p, cudaStream_t stream) {
+  if (p.m <= 0) return Status::ok();
+  if (p.m > kSkinnyMaxRows || p.n <= 0 || p.k <= 0 || p.k % 8 != 0)
+    return error("fused GEMM: shape m=%d n=%d k=%d unsupported (m <= %d, k a multiple of 8)", p.m, p.n, p.k,
+                 kSkinnyMaxRows);
+  const SkinnyPrologue pro = p.prologue;
+  const SkinnyEpilogue epi = p.epilogue;
+  const bool pair_ok = epi == SkinnyEpilogue::kStore ? pro != SkinnyPrologue::kSwiGlu
+                                                     : pro != SkinnyPrologue::kRmsNorm;
+  if (!pair_ok) return error("fused GEMM: prologue %d with epilogue %d is not supported", static_cast<int>(pro),
+                             static_cast<int>(epi));
+  const bool have_x = pro == SkinnyPrologue::kRmsNorm ? p.x_f32 && p.norm_w : p.x != nullptr;
+  if (!have_x || !p.w || !p.y) return error("fused GEMM: missing operand");
+  if (epi == SkinnyEpilogue::kAddResidual && p.bias) return error("fused GEMM: no bias with the residual epilogue");
+  const uintptr_t bits = reinterpret_cast<uintptr_t>(p.x) | reinterpret_cast<uintptr_t>(p.x_f32) |
+                        reinterpret_cast<uintptr_t>(p.norm_w) | reinterpret_cast<uintptr_t>(p.w);
+  if (bits % 16) return error("fused GEMM: operands must be 16-byte aligned");
+  SkinnyGemmParams q = p;
+  MOPT_ASSIGN_OR_RETURN(q.variant, fused_variant(p, stream));
+  MOPT_CUDA_TRY(launch_skinny_gemm(q, stream));
+  return Status::ok();
+}
+
 std::string Gemm::describe() const {
   std::string out;
+  for (const auto& [key, plan] : fused_plans_) {
+    const auto& [m, n, k, pro, epi, f32, bias] = key;
+    const SkinnyPrologue pr = static_cast<SkinnyPrologue>(pro);
+    // Bytes: weights + activations in (fp32 residual, bf16 gate|up or bf16 x) + output (fp32 read+write for +=).
+    const double in_b = (pr == SkinnyPrologue::kNone ? 2.0 : 4.0) * m * k;
+    const double out_b = epi ? 8.0 * m * n : (f32 ? 4.0 : 2.0) * m * n;
+    const double bytes = 2.0 * n * k + in_b + out_b;
+    out += strfmt("  gemm m=%-3d n=%-6d k=%-5d %-12s %8.1f us %7.0f GB/s  fused%s%s, cold L2\n", m, n, k,
+                  strfmt("skinny v%d", plan.variant).c_str(), plan.tuned_us, bytes / (plan.tuned_us * 1e3),
+                  prologue_name(pr), epi ? "+residual" : "");
+  }
   for (const auto& [key, plan] : plans_) {
     const auto& [m, n, k, f32, bias, align, in_f32] = key;
     if (plan->tuned_us <= 0.f) continue;

@@ -59,9 +59,16 @@ class Gemm {
   Status run(const float* x, const float* w, const float* bias, void* y, bool y_f32, int m, int n, int k,
              cudaStream_t stream);
 
+  // Fused decode GEMM: launch_skinny_gemm with p's prologue / epilogue (kernels.h), m <= kSkinnyMaxRows. The
+  // skinny variants are timed once per shape on the real operands with a cold L2 (as in a decode step) and the
+  // fastest is cached (p.variant is ignored); while timing, a kAddResidual output goes to a scratch buffer, so
+  // the residual is updated once.
+  // Like run(): a shape's first call must happen outside stream capture.
+  Status run_fused(const SkinnyGemmParams& p, cudaStream_t stream);
+
   // Largest m for which candidates are timed (others use the heuristic's first choice).
   int autotune_max_m = 64;
-  size_t n_cached_plans() const { return plans_.size(); }
+  size_t n_cached_plans() const { return plans_.size() + fused_plans_.size(); }
   // One line per tuned plan: shape, choice, time, achieved bandwidth (for benchmarks).
   std::string describe() const;
 
@@ -76,6 +83,19 @@ class Gemm {
                          int n, int k, cudaStream_t stream);
   Status launch(Plan& plan, const void* x, const void* w, const void* bias, void* y, int m, int n, int k,
                 cudaStream_t stream);
+
+  struct FusedPlan {
+    int variant = 0;
+    float tuned_us = 0.f;
+  };
+  // m, n, k, prologue, epilogue, y_f32, has_bias
+  using FusedKey = std::tuple<int, int, int, int, int, bool, bool>;
+  Result<int> fused_variant(const SkinnyGemmParams& p, cudaStream_t stream);
+  std::map<FusedKey, FusedPlan> fused_plans_;
+  void* scratch_ = nullptr;  // tuning output of kAddResidual calls
+  size_t scratch_bytes_ = 0;
+  void* flush_ = nullptr;    // written between timed fused launches to evict the L2
+  bool flush_failed_ = false;
 
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;

@@ -179,17 +179,34 @@ cudaError_t launch_sample(const SampleParams& p, cudaStream_t stream);
 
 // y[m, n] = sum_k x[m, k] * w[n, k] (+ bias[n]) for m <= 8: one pass over the weights (bandwidth bound).
 // k must be a multiple of 8 and the pointers 16-byte aligned.
+//
+// Fused decode variants (compile-time prologue / epilogue of the same kernel; the prologue's operand stays in
+// fp32 where the unfused kernels round their outputs to bf16). r = x_rows ? x_rows[i] : i:
+//   prologue kRmsNorm: x[i, :] = x_f32[r, :] * rstd(x_f32[r, :]) * norm_w — replaces launch_rmsnorm (the
+//                      sum of squares comes from the same loads, see gemm_skinny.cu);
+//   prologue kSwiGlu:  x[i, j] = silu(x[r, j]) * x[r, k + j], x being gate|up [rows, 2k] bf16
+//                      — replaces launch_swiglu;
+//   epilogue kAddResidual: y is the fp32 residual [m, n] and y[i, n] += acc (fp32, no bf16 rounding, no bias).
+// Supported pairs: (kNone, kStore), (kNone, kAddResidual), (kRmsNorm, kStore), (kSwiGlu, kAddResidual).
+enum class SkinnyPrologue : int { kNone = 0, kRmsNorm = 1, kSwiGlu = 2 };
+enum class SkinnyEpilogue : int { kStore = 0, kAddResidual = 1 };
 struct SkinnyGemmParams {
-  const bf16* x = nullptr;     // [m, k]
+  const bf16* x = nullptr;     // [m, k] (kNone; row r = x_rows[i] with x_rows), [rows, 2k] gate|up (kSwiGlu)
   const bf16* w = nullptr;     // [n, k]
-  const bf16* bias = nullptr;  // [n] or null
-  void* y = nullptr;           // [m, n] bf16, or fp32 when y_f32
+  const bf16* bias = nullptr;  // [n] or null (kStore only)
+  void* y = nullptr;           // [m, n] bf16, or fp32 when y_f32 (kAddResidual: fp32 residual, y_f32 ignored)
   bool y_f32 = false;
   int m = 0, n = 0, k = 0;
   int variant = 0;             // tiling variant, 0 .. kSkinnyVariants - 1 (see gemm_skinny.cu)
+  SkinnyPrologue prologue = SkinnyPrologue::kNone;
+  SkinnyEpilogue epilogue = SkinnyEpilogue::kStore;
+  const float* x_f32 = nullptr;      // kRmsNorm: [rows, k] fp32 residual stream (16-byte aligned)
+  const bf16* norm_w = nullptr;      // kRmsNorm: [k]
+  float norm_eps = 1e-5f;
+  const int32_t* x_rows = nullptr;   // [m] input row of each output row, or null (identity)
 };
 inline constexpr int kSkinnyMaxRows = 8;
-inline constexpr int kSkinnyVariants = 4;
+inline constexpr int kSkinnyVariants = 8;
 cudaError_t launch_skinny_gemm(const SkinnyGemmParams& p, cudaStream_t stream);
 
 }  // namespace mopt::cuda
