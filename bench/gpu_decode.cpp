@@ -3,8 +3,10 @@
 // ceiling measured in the same run:
 //   - device-to-device copy bandwidth (bytes read + written) and the bf16 GEMM rate of cuBLASLt at 8192^3;
 //   - prefill of one 2,048-token prompt: time to first token and TFLOP/s against the measured GEMM rate;
-//   - single-stream decode: tokens/s against the weight-bandwidth roofline (weight bytes / copy bandwidth);
-//   - 64 concurrent sequences (prompt 512, 128 new tokens each): aggregate tokens/s and ms per step.
+//   - single-stream decode: tokens/s against the weight-bandwidth roofline (weight bytes / copy bandwidth), and
+//     the same on fresh runners without CUDA graphs and with the general (unfused) decode path;
+//   - 64 concurrent sequences (prompt 512, 128 new tokens each): aggregate tokens/s and ms per step;
+//   - the GEMM plans the tuning picked, and one single-stream decode step's GPU time per kernel class.
 // Usage: bench_gpu_decode [--layers N] [--decode-steps N] [--json PATH]
 #include <cuda_runtime_api.h>
 
@@ -280,6 +282,16 @@ int main(int argc, char** argv) {
   for (double x : tg) sum_g += x;
   const double tps_greedy = decode_steps / sum_g;
   const double roofline_tps = bw / streamed;
+  // Where one single-stream decode step's time goes: one eager step with an event after each kernel class.
+  std::string step_profile;
+  {
+    Batch b;
+    b.max_blocks = max_blocks;
+    b.bs = bs;
+    b.add(65, prompt + 4 + 2 * decode_steps, 1, 17);
+    auto prof = runner->profile_step(b.view());
+    step_profile = prof.is_ok() ? prof.value() : "  (not available: " + prof.message() + ")\n";
+  }
 
   // ---- 64 sequences: prompt 512, 128 new tokens ------------------------------------------------------
   const int B = 64, P = 512, G = 128;
@@ -330,29 +342,36 @@ int main(int argc, char** argv) {
   const double batch_floor_ms = 1e3 * (streamed + kv_bytes) / bw;
 
   std::printf("GEMM plans tuned during the run (decode shapes):\n%s", runner->gemm_report().c_str());
-  // Single-stream decode again without CUDA graphs (same weights seed, fresh runner), to show what graphs buy.
-  double tps_eager = 0;
-  {
-    rr = Result<std::unique_ptr<ModelRunner>>(Status::error("released"));  // free the first runner's memory
-    RunnerOptions eo = opts;
-    eo.enforce_eager = true;
-    eo.max_batch_tokens = 256;
-    eo.max_seqs = 4;
-    auto er = create_cuda_runner(model, eo, extras);
-    check(er.status(), "create eager runner");
-    runner = dynamic_cast<CudaModelRunner*>(er.value().get());
-    check(runner->init_kv_cache(2 * max_blocks, bs, 0), "init kv (eager)");
+  std::printf("single-stream decode step by kernel class (%d layers; one eager step, events between kernels):\n%s",
+              c.n_layer, step_profile.c_str());
+  // Single-stream decode again on fresh runners (same weights seed): without CUDA graphs, to show what graphs
+  // buy, and with the general (unfused) decode path, to show what the fused decode kernels buy.
+  rr = Result<std::unique_ptr<ModelRunner>>(Status::error("released"));  // free the first runner's memory
+  auto single_stream_tps = [&](bool eager, bool fused) {
+    RunnerOptions so = opts;
+    so.enforce_eager = eager;
+    so.max_batch_tokens = 256;
+    so.max_seqs = 4;
+    CudaRunnerExtras sx = extras;
+    sx.fused_decode = fused;
+    auto sr = create_cuda_runner(model, so, sx);
+    check(sr.status(), "create single-stream runner");
+    runner = dynamic_cast<CudaModelRunner*>(sr.value().get());
+    check(runner->init_kv_cache(2 * max_blocks, bs, 0), "init kv (single stream)");
     Batch b;
     b.max_blocks = max_blocks;
     b.bs = bs;
     b.add(1, 0, prompt, 5);
-    check(runner->forward(b.view(), logits.data()), "prompt (eager)");
+    check(runner->forward(b.view(), logits.data()), "prompt (single stream)");
     decode_run(true, 4, 1, prompt);
     const std::vector<double> te = decode_run(true, decode_steps, 1, prompt + 4);
     double sum_e = 0;
     for (double x : te) sum_e += x;
-    tps_eager = decode_steps / sum_e;
-  }
+    runner = nullptr;
+    return decode_steps / sum_e;
+  };
+  const double tps_eager = single_stream_tps(true, true);
+  const double tps_unfused = single_stream_tps(false, false);
 
   std::printf("\n== Llama-3.1-8B shape, bf16, random weights (%d layers), %s of weights, loaded in %.1f s\n",
               c.n_layer, format_bytes(weight_bytes).c_str(), load_s);
@@ -366,6 +385,8 @@ int main(int argc, char** argv) {
   std::printf("%-44s %10.1f tok/s %15.1f tok/s (%2.0f%%)\n", "decode, 1 stream, fp32 logits to host", tps_logits,
               roofline_tps, 100.0 * tps_logits / roofline_tps);
   std::printf("%-44s %10.1f tok/s\n", "decode, 1 stream, GPU greedy, no CUDA graphs", tps_eager);
+  std::printf("%-44s %10.1f tok/s   fused path %+.1f%%\n", "decode, 1 stream, GPU greedy, unfused path", tps_unfused,
+              100.0 * (tps_greedy / tps_unfused - 1.0));
   std::printf("%-44s %10.2f ms   %18.2f ms floor\n", "decode, 64 seqs: ms per step (GPU greedy)", ms_step,
               batch_floor_ms);
   std::printf("%-44s %10.0f tok/s %15.0f tok/s (llama.cpp 1,493; aim 4,000)\n", "decode, 64 seqs: aggregate", agg_tps,
@@ -381,7 +402,7 @@ int main(int argc, char** argv) {
       << ", \"decode_tps_logits\": " << tps_logits << ", \"decode_roofline_tps\": " << roofline_tps
       << ", \"batch64_ms_step\": " << ms_step << ", \"batch64_tps\": " << agg_tps
       << ", \"batch64_ms_step_logits\": " << ms_step_logits << ", \"batch64_floor_ms\": " << batch_floor_ms
-      << ", \"decode_tps_eager\": " << tps_eager << ", \"decode_step_ms_median\": " << 1e3 * median(tg) << "}\n";
+      << ", \"decode_tps_eager\": " << tps_eager << ", \"decode_tps_unfused\": " << tps_unfused << ", \"decode_step_ms_median\": " << 1e3 * median(tg) << "}\n";
   }
   return 0;
 }

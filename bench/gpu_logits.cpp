@@ -2,10 +2,12 @@
 // (tests/gpu/hf_compare.py compares them with Hugging Face transformers).
 //
 // Usage: bench_gpu_logits --model PATH --tokens FILE --out FILE [--decode-from N] [--device cuda|cpu]
+//                         [--dtype auto|float32|bfloat16]
 //   FILE (tokens): one sequence per line, token ids separated by spaces.
 //   out: raw little-endian fp32 logits [sum of sequence lengths, n_vocab], sequences in file order.
 //   --decode-from N: positions >= N are run one token per forward() (decode path, CUDA graphs); the first N
 //   tokens as one prefill step. Default: the whole sequence as one prefill (chunked by 1,024 tokens).
+//   --dtype: the CUDA runner's compute dtype (RunnerOptions::dtype; default auto). The CPU runner is fp32.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -31,7 +33,7 @@ int fail(const std::string& msg) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string model_path, tokens_path, out_path, device = "cuda";
+  std::string model_path, tokens_path, out_path, device = "cuda", dtype = "auto";
   int decode_from = -1;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -41,10 +43,18 @@ int main(int argc, char** argv) {
     else if (a == "--out") out_path = argv[++i];
     else if (a == "--decode-from") decode_from = std::atoi(argv[++i]);
     else if (a == "--device") device = argv[++i];
+    else if (a == "--dtype") dtype = argv[++i];
     else return fail("unknown argument " + a);
   }
   if (model_path.empty() || tokens_path.empty() || out_path.empty())
-    return fail("usage: --model PATH --tokens FILE --out FILE [--decode-from N] [--device cuda|cpu]");
+    return fail("usage: --model PATH --tokens FILE --out FILE [--decode-from N] [--device cuda|cpu] "
+                "[--dtype auto|float32|bfloat16]");
+  if (device != "cuda" && device != "cpu") return fail("--device must be cuda or cpu, not " + device);
+  ComputeDtype compute_dtype;
+  if (dtype == "auto") compute_dtype = ComputeDtype::kAuto;
+  else if (dtype == "float32") compute_dtype = ComputeDtype::kFloat32;
+  else if (dtype == "bfloat16") compute_dtype = ComputeDtype::kBFloat16;
+  else return fail("--dtype must be auto, float32 or bfloat16, not " + dtype);
 
   std::vector<std::vector<int32_t>> seqs;
   {
@@ -70,6 +80,7 @@ int main(int argc, char** argv) {
   RunnerOptions opts;
   opts.max_batch_tokens = 1024;
   opts.max_seqs = 64;
+  opts.dtype = compute_dtype;
   std::unique_ptr<ModelRunner> runner;
   if (device == "cuda") {
     opts.device = DeviceKind::kCuda;

@@ -384,8 +384,11 @@ int run(const Args& a) {
     const double concurrency = std::min<double>({static_cast<double>(cfg.max_num_seqs),
                                                  static_cast<double>(st0.num_blocks / blocks_per_seq),
                                                  static_cast<double>(a.n_prompts)});
-    const double streamed = static_cast<double>(s.weight_bytes) - static_cast<double>(mc.n_vocab) * mc.n_embd * 2;
-    const double kv_per_token = static_cast<double>(mc.kv_bytes_per_token(2));
+    // Bytes per element of the runner's storage (2 for bf16, 4 for fp32), from its KV block size.
+    const double kv_per_token = static_cast<double>(block_bytes) / a.block_size;
+    const double elem = kv_per_token / static_cast<double>(mc.kv_bytes_per_token(1));
+    // Decode streams every weight once except the embedding table (one row per token).
+    const double streamed = static_cast<double>(s.weight_bytes) - static_cast<double>(mc.n_vocab) * mc.n_embd * elem;
     const double seq_steps = static_cast<double>(expect_out);
     const double floor_s = (seq_steps / concurrency * streamed + seq_steps * kv_per_token * (a.prompt_len + a.gen_len / 2.0)) / bw;
     if (bw > 0 && concurrency > 0) ceiling = seq_steps / floor_s;

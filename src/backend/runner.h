@@ -81,12 +81,17 @@ class ModelRunner {
   virtual Status swap_in(std::span<const std::pair<int32_t, int32_t>> host_to_device) = 0;
 };
 
+// Compute precision of the CUDA runner (weights, KV cache, activations, GEMMs), like vLLM's --dtype. kAuto:
+// fp32 when the checkpoint's weight matrices are F32, bf16 otherwise. The CPU backend always computes in fp32.
+enum class ComputeDtype { kAuto, kFloat32, kBFloat16 };
+
 struct RunnerOptions {
   DeviceKind device = DeviceKind::kAuto;
   int n_threads = 0;          // CPU: 0 = all cores
   int max_batch_tokens = 2048;// largest n_tokens a forward() will be given (sizes workspaces)
   int max_seqs = 256;         // largest n_seqs
   bool enforce_eager = false; // CUDA: no graphs
+  ComputeDtype dtype = ComputeDtype::kAuto;  // CUDA: compute precision
 };
 
 // kAuto -> kCuda when cuda_device_available(), else kCpu; other kinds unchanged.

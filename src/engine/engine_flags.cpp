@@ -40,6 +40,13 @@ void add_engine_flags(CLI::App& app, EngineConfig& cfg) {
       ->transform(CLI::CheckedTransformer(devices, CLI::ignore_case))->group(g);
   app.add_option("--threads", cfg.runner.n_threads, "CPU threads (0 = all cores; steps too small to split run on one)")
       ->check(CLI::Range(0, 4096))->capture_default_str()->group(g);
+  const std::map<std::string, ComputeDtype> dtypes{{"auto", ComputeDtype::kAuto},
+                                                   {"float32", ComputeDtype::kFloat32},
+                                                   {"float", ComputeDtype::kFloat32},
+                                                   {"bfloat16", ComputeDtype::kBFloat16}};
+  app.add_option("--dtype", cfg.runner.dtype,
+                 "CUDA compute precision: auto (float32 for F32 checkpoints, else bfloat16), float32 or bfloat16")
+      ->transform(CLI::CheckedTransformer(dtypes, CLI::ignore_case))->group(g);
   app.add_flag("--enforce-eager", cfg.runner.enforce_eager, "CUDA: do not capture CUDA graphs")->group(g);
 }
 

@@ -4,34 +4,29 @@
 // count is a launch parameter and every CTA derives its slice of the context from device-side positions.
 //
 // Threads: a group of LANES = HEAD_DIM / 8 lanes handles one cached token at a time, each lane holding 8
-// consecutive dims (one 16-byte load of K and of V); the CTA's NSUB = 128 / LANES groups walk the token slice
-// with stride NSUB, each keeping an online-softmax state, combined through shared memory at the end.
+// consecutive dims (one 16-byte load of K and of V for bf16, two for fp32); the CTA's NSUB = 128 / LANES groups
+// walk the token slice with stride NSUB, each keeping an online-softmax state, combined through shared memory.
+// Templated on the storage type T of q, out and the cache (bf16 or float); softmax and accumulation are fp32.
+// Alignment: every 8-element group starts at a multiple of 8 elements from a 256-byte aligned allocation
+// (head_dim is a multiple of 8), so the 16-byte (bf16) / 32-byte (fp32) loads are aligned.
 #include <cfloat>
 
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/launch.cuh"
+#include "backend/cuda/storage.cuh"
 
 namespace mopt::cuda {
 namespace {
 
 constexpr int kThreads = 128;
 constexpr int kMaxHeadsPerCta = 8;
-constexpr int kUnroll = 4;
 constexpr float kLog2e = 1.4426950408889634f;
 
-__device__ __forceinline__ void unpack8(const uint4& u, float* f) {
-  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 v = __bfloat1622float2(h[i]);
-    f[2 * i] = v.x;
-    f[2 * i + 1] = v.y;
-  }
-}
-
-template <int HD, int GT>
-__global__ void __launch_bounds__(kThreads) decode_attention_kernel(DecodeAttnParams p, int heads_per_cta,
+template <class T, int HD, int GT>
+__global__ void __launch_bounds__(kThreads) decode_attention_kernel(DecodeAttnParamsT<T> p, int heads_per_cta,
                                                                     int group) {
+  // Cached rows in flight per thread: 4 for bf16 (16 bytes each of K and V), 2 for fp32 (32 bytes each).
+  constexpr int kUnroll = sizeof(T) == 2 ? 4 : 2;
   constexpr int LANES = HD / 8;
   constexpr int NSUB = kThreads / LANES;
   __shared__ float sm_m[NSUB][GT];
@@ -64,8 +59,7 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(DecodeAttnPa
 #pragma unroll
     for (int i = 0; i < 8; ++i) acc[g][i] = 0.f;
     if (g < heads_per_cta) {
-      const uint4 raw = *reinterpret_cast<const uint4*>(p.q + (static_cast<int64_t>(t) * p.n_head + h0 + g) * HD + sl * 8);
-      unpack8(raw, q[g]);
+      unpack8(load8(p.q + (static_cast<int64_t>(t) * p.n_head + h0 + g) * HD + sl * 8), q[g]);
 #pragma unroll
       for (int i = 0; i < 8; ++i) q[g][i] *= p.scale * kLog2e;
     } else {
@@ -80,18 +74,18 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(DecodeAttnPa
 
   // The loop bound is uniform across the CTA (shuffles need every lane of a warp); j is per subgroup.
   for (int b = s0; b < s1; b += NSUB * kUnroll) {
-    uint4 kr[kUnroll], vr[kUnroll];
+    Raw8<T> kr[kUnroll], vr[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int j = b + sub + u * NSUB;
       if (j < s1) {
         const int64_t off = static_cast<int64_t>(bt[j / bs]) * p.cache.block_stride + head_off +
                             static_cast<int64_t>(j % bs) * HD;
-        kr[u] = *reinterpret_cast<const uint4*>(p.cache.k + off);
-        vr[u] = *reinterpret_cast<const uint4*>(p.cache.v + off);
+        kr[u] = load8(p.cache.k + off);
+        vr[u] = load8(p.cache.v + off);
       } else {
-        kr[u] = make_uint4(0, 0, 0, 0);
-        vr[u] = make_uint4(0, 0, 0, 0);
+        kr[u] = zero8<T>();
+        vr[u] = zero8<T>();
       }
     }
 #pragma unroll
@@ -146,7 +140,7 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(DecodeAttnPa
     const int h = h0 + g;
     const float o = L > 0.f ? A / L : 0.f;
     if (p.n_splits == 1) {
-      p.out[(static_cast<int64_t>(t) * p.n_head + h) * HD + d] = __float2bfloat16(o);
+      p.out[(static_cast<int64_t>(t) * p.n_head + h) * HD + d] = from_f32<T>(o);
     } else {
       const int64_t item = (static_cast<int64_t>(t) * p.n_head + h) * p.n_splits + split;
       p.workspace[item * HD + d] = o;
@@ -160,7 +154,8 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(DecodeAttnPa
 }
 
 // grid (n_tokens, n_head), threads = head_dim.
-__global__ void merge_splits_kernel(DecodeAttnParams p, int head_dim) {
+template <class T>
+__global__ void merge_splits_kernel(DecodeAttnParamsT<T> p, int head_dim) {
   pdl_wait();
   pdl_trigger();
   const int t = blockIdx.x, h = blockIdx.y, d = threadIdx.x;
@@ -176,15 +171,15 @@ __global__ void merge_splits_kernel(DecodeAttnParams p, int head_dim) {
       o += w * p.workspace[(base + s) * head_dim + d];
     }
   }
-  p.out[(static_cast<int64_t>(t) * p.n_head + h) * head_dim + d] = __float2bfloat16(wsum > 0.f ? o / wsum : 0.f);
+  p.out[(static_cast<int64_t>(t) * p.n_head + h) * head_dim + d] = from_f32<T>(wsum > 0.f ? o / wsum : 0.f);
 }
 
-template <int HD>
-cudaError_t dispatch_heads(const DecodeAttnParams& p, int hpc, int group, dim3 grid, cudaStream_t stream) {
-  if (hpc <= 1) return launch_pdl(decode_attention_kernel<HD, 1>, grid, dim3(kThreads), 0, stream, p, hpc, group);
-  else if (hpc <= 2) return launch_pdl(decode_attention_kernel<HD, 2>, grid, dim3(kThreads), 0, stream, p, hpc, group);
-  else if (hpc <= 4) return launch_pdl(decode_attention_kernel<HD, 4>, grid, dim3(kThreads), 0, stream, p, hpc, group);
-  return launch_pdl(decode_attention_kernel<HD, 8>, grid, dim3(kThreads), 0, stream, p, hpc, group);
+template <class T, int HD>
+cudaError_t dispatch_heads(const DecodeAttnParamsT<T>& p, int hpc, int group, dim3 grid, cudaStream_t stream) {
+  if (hpc <= 1) return launch_pdl(decode_attention_kernel<T, HD, 1>, grid, dim3(kThreads), 0, stream, p, hpc, group);
+  if (hpc <= 2) return launch_pdl(decode_attention_kernel<T, HD, 2>, grid, dim3(kThreads), 0, stream, p, hpc, group);
+  if (hpc <= 4) return launch_pdl(decode_attention_kernel<T, HD, 4>, grid, dim3(kThreads), 0, stream, p, hpc, group);
+  return launch_pdl(decode_attention_kernel<T, HD, 8>, grid, dim3(kThreads), 0, stream, p, hpc, group);
 }
 
 }  // namespace
@@ -202,7 +197,8 @@ int choose_decode_splits(int n_ctas_without_split, int max_ctx, int n_sms) {
   return s < 1 ? 1 : s;
 }
 
-cudaError_t launch_attention_decode(const DecodeAttnParams& p, cudaStream_t stream) {
+template <class T>
+cudaError_t launch_attention_decode(const DecodeAttnParamsT<T>& p, cudaStream_t stream) {
   if (p.n_tokens <= 0) return cudaSuccess;
   const int hd = p.cache.head_dim;
   if (!decode_attention_supported(hd) || p.cache.n_head_kv <= 0 || p.n_head % p.cache.n_head_kv != 0 ||
@@ -214,14 +210,17 @@ cudaError_t launch_attention_decode(const DecodeAttnParams& p, cudaStream_t stre
   const dim3 grid(p.n_tokens, p.n_head / hpc, p.n_splits);
   cudaError_t err;
   switch (hd) {
-    case 8: err = dispatch_heads<8>(p, hpc, group, grid, stream); break;
-    case 16: err = dispatch_heads<16>(p, hpc, group, grid, stream); break;
-    case 32: err = dispatch_heads<32>(p, hpc, group, grid, stream); break;
-    case 64: err = dispatch_heads<64>(p, hpc, group, grid, stream); break;
-    default: err = dispatch_heads<128>(p, hpc, group, grid, stream); break;
+    case 8: err = dispatch_heads<T, 8>(p, hpc, group, grid, stream); break;
+    case 16: err = dispatch_heads<T, 16>(p, hpc, group, grid, stream); break;
+    case 32: err = dispatch_heads<T, 32>(p, hpc, group, grid, stream); break;
+    case 64: err = dispatch_heads<T, 64>(p, hpc, group, grid, stream); break;
+    default: err = dispatch_heads<T, 128>(p, hpc, group, grid, stream); break;
   }
   if (err != cudaSuccess || p.n_splits == 1) return err;
-  return launch_pdl(merge_splits_kernel, dim3(p.n_tokens, p.n_head), dim3(hd), 0, stream, p, hd);
+  return launch_pdl(merge_splits_kernel<T>, dim3(p.n_tokens, p.n_head), dim3(hd), 0, stream, p, hd);
 }
+
+template cudaError_t launch_attention_decode<bf16>(const DecodeAttnParamsT<bf16>&, cudaStream_t);
+template cudaError_t launch_attention_decode<float>(const DecodeAttnParamsT<float>&, cudaStream_t);
 
 }  // namespace mopt::cuda

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <map>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "backend/cpu/kernels.h"
@@ -101,7 +102,7 @@ class PinnedBuffer {
   size_t bytes_ = 0;
 };
 
-// A linear layer y = x W^T + b, W stored [n_out, n_in] row-major bf16.
+// A linear layer y = x W^T + b, W stored [n_out, n_in] row-major in the compute dtype (bf16 or fp32).
 struct Linear {
   DeviceBuffer w;     // [n_out, n_in]
   DeviceBuffer bias;  // [n_out] or empty
@@ -117,6 +118,20 @@ struct Layer {
   Linear down;     // [n_embd, n_ff]                              (row-parallel, all-reduce after)
 };
 
+// The compute dtype for opts.dtype: kAuto is fp32 exactly when the checkpoint's weight matrices (tensors with
+// two or more dims) are all F32, e.g. stories260K.gguf or fp32 safetensors; random benchmark weights are bf16.
+bool resolve_f32(const Model& model, ComputeDtype dtype, bool random_weights) {
+  if (dtype != ComputeDtype::kAuto) return dtype == ComputeDtype::kFloat32;
+  if (random_weights) return false;
+  int n_matrices = 0;
+  for (const TensorView& t : model.tensors) {
+    if (t.n_dims < 2) continue;
+    if (t.dtype != DType::F32) return false;
+    ++n_matrices;
+  }
+  return n_matrices > 0;
+}
+
 // How one step is run (decided on the host from the batch).
 struct StepShape {
   int n_tokens = 0;     // rows processed (a graph bucket pads decode batches)
@@ -125,6 +140,7 @@ struct StepShape {
   bool use_prefill_kernel = false;
   int n_tiles = 0;
   int n_splits = 1;
+  bool fused = false;   // enqueue_layers_fused / enqueue_logits_fused (bf16 decode, <= kSkinnyMaxRows rows)
 };
 
 class CudaRunner final : public CudaModelRunner {
@@ -136,7 +152,7 @@ class CudaRunner final : public CudaModelRunner {
   DeviceKind device() const override { return DeviceKind::kCuda; }
   const ModelConfig& config() const override { return cfg_; }
   uint64_t kv_block_bytes(int block_size) const override {
-    return cfg_.kv_bytes_per_token(2) * static_cast<uint64_t>(block_size);
+    return cfg_.kv_bytes_per_token(static_cast<int>(es_)) * static_cast<uint64_t>(block_size);
   }
   uint64_t available_kv_memory(double memory_utilization) const override;
   Status init_kv_cache(int n_blocks, int block_size, int n_swap_blocks) override;
@@ -148,30 +164,58 @@ class CudaRunner final : public CudaModelRunner {
   Status sampled_logits(std::span<const int32_t> rows, float* logits) override;
   uint64_t weight_bytes() const override { return weight_bytes_; }
   std::string gemm_report() const override { return gemm_.describe(); }
+  Result<std::string> profile_step(const ForwardBatch& batch) override;
 
  private:
   // Runs the step; leaves the first min(n_out, logit_rows_) rows of logits in logits_ (device).
   Status run_step(const ForwardBatch& b, int* rows_on_device);
   CudaRunner() = default;
   Status upload_weights(const Model& model, const CudaRunnerExtras& extras);
-  Status upload_into(const Model& model, const std::string& name, int64_t ne0, int64_t ne1, bf16* dst,
+  Status upload_into(const Model& model, const std::string& name, int64_t ne0, int64_t ne1, void* dst,
                      bool optional, bool* found);
   Status alloc_linear(Linear& lin, int n_out, int n_in, bool bias, const char* what);
   Status alloc_workspace();
   Status check_batch(const ForwardBatch& b) const;
   Status stage_metadata(const ForwardBatch& b, const StepShape& s, int pad_to);
-  Status enqueue_layers(const StepShape& s);
-  Status enqueue_logits(const StepShape& s, int row_offset, int n_rows);
+  // The step in the compute dtype: E = bf16 or float (the kernels' storage type). s.fused (bf16 decode steps of
+  // at most kSkinnyMaxRows rows) takes the fused path.
+  Status enqueue_layers(const StepShape& s) {
+    if (s.fused) return enqueue_layers_fused(s);
+    return f32_ ? enqueue_layers_t<float>(s) : enqueue_layers_t<bf16>(s);
+  }
+  Status enqueue_logits(const StepShape& s, int row_offset, int n_rows) {
+    if (s.fused) return enqueue_logits_fused(row_offset, n_rows);
+    return f32_ ? enqueue_logits_t<float>(s, row_offset, n_rows) : enqueue_logits_t<bf16>(s, row_offset, n_rows);
+  }
+  template <class E>
+  Status enqueue_layers_t(const StepShape& s);
+  template <class E>
+  Status enqueue_logits_t(const StepShape& s, int row_offset, int n_rows);
+  Status enqueue_layers_fused(const StepShape& s);
+  Status enqueue_logits_fused(int row_offset, int n_rows);
+  template <class E>
+  cuda::EmbedParamsT<E> embed_params(int n_tokens) const;
+  template <class E>
+  cuda::QkvRopeParamsT<E> rope_params(int layer, int n_tokens) const;
+  template <class E>
+  cuda::DecodeAttnParamsT<E> decode_attn_params(const StepShape& s, int layer) const;
+  Status mark(const char* what);  // profile_step: an event after the kernels enqueued since the last mark
   Status copy_logits_out(int n_rows, float* dst);
   Status run_graph(const StepShape& s);
-  cuda::KvCacheView cache_view(int layer) const;
+  template <class T>
+  cuda::KvCacheViewT<T> cache_view(int layer) const;
 
   ModelConfig cfg_;
   RunnerOptions opts_;
+  // Compute dtype (resolved from opts_.dtype): fp32 weights, KV cache, activations and GEMMs when f32_, else
+  // bf16 (fp32 residual stream and logits in both). es_ = bytes per stored element.
+  bool f32_ = false;
+  size_t es_ = 2;
   int device_id_ = 0;
   int n_sms_ = 0;
   cudaStream_t stream_ = nullptr;
   cuda::Gemm gemm_;
+  bool fused_decode_ = false;  // extras.fused_decode and every fused GEMM's k a multiple of 8
 
   // Weights.
   DeviceBuffer tok_embd_;   // [n_vocab, n_embd]
@@ -204,7 +248,7 @@ class CudaRunner final : public CudaModelRunner {
   PinnedBuffer sample_params_host_;
 
   // KV cache.
-  DeviceBuffer kv_;         // [n_blocks][n_layer][2][n_head_kv][block_size][head_dim] bf16
+  DeviceBuffer kv_;         // [n_blocks][n_layer][2][n_head_kv][block_size][head_dim] bf16 or fp32
   PinnedBuffer swap_;       // [n_swap_blocks] blocks of the same layout
   int n_blocks_ = 0, block_size_ = 0, n_swap_blocks_ = 0;
   int64_t block_elems_ = 0; // elements of one block (all layers, K and V)
@@ -235,9 +279,15 @@ class CudaRunner final : public CudaModelRunner {
   };
   std::map<int, GraphEntry> graphs_;
   StepShape last_shape_;
+
+  // profile_step: events recorded by mark() (reused across calls), and whether marks are being taken.
+  bool profiling_ = false;
+  std::vector<std::pair<const char*, cudaEvent_t>> prof_marks_;
+  std::vector<cudaEvent_t> prof_events_;
 };
 
 CudaRunner::~CudaRunner() {
+  for (cudaEvent_t e : prof_events_) cudaEventDestroy(e);
   for (auto& [b, g] : graphs_)
     if (g.exec) cudaGraphExecDestroy(g.exec);
   if (stream_) {
@@ -249,14 +299,15 @@ CudaRunner::~CudaRunner() {
 Status CudaRunner::alloc_linear(Linear& lin, int n_out, int n_in, bool bias, const char* what) {
   lin.n_out = n_out;
   lin.n_in = n_in;
-  MOPT_TRY(lin.w.alloc(static_cast<size_t>(n_out) * n_in * sizeof(bf16), what));
-  if (bias) MOPT_TRY(lin.bias.alloc(static_cast<size_t>(n_out) * sizeof(bf16), what));
+  MOPT_TRY(lin.w.alloc(static_cast<size_t>(n_out) * n_in * es_, what));
+  if (bias) MOPT_TRY(lin.bias.alloc(static_cast<size_t>(n_out) * es_, what));
   weight_bytes_ += lin.w.bytes() + lin.bias.bytes();
   return Status::ok();
 }
 
-// Copies tensor `name` (shape [ne0, ne1] in ne order; ne1 = 1 for vectors) into dst as bf16.
-Status CudaRunner::upload_into(const Model& model, const std::string& name, int64_t ne0, int64_t ne1, bf16* dst,
+// Copies tensor `name` (shape [ne0, ne1] in ne order; ne1 = 1 for vectors) into dst in the compute dtype
+// (bf16: F32/F16 rounded to nearest even; fp32: F16/BF16 widened exactly).
+Status CudaRunner::upload_into(const Model& model, const std::string& name, int64_t ne0, int64_t ne1, void* dst,
                                bool optional, bool* found) {
   const TensorView* t = nullptr;
   for (const TensorView& tv : model.tensors)
@@ -269,22 +320,30 @@ Status CudaRunner::upload_into(const Model& model, const std::string& name, int6
   const int64_t n = ne0 * ne1;
   switch (t->dtype) {
     case DType::BF16:
-      if (t->nbytes < static_cast<uint64_t>(n) * 2) return error("tensor '%s' is truncated", name.c_str());
-      // On stream_ (not the legacy stream, which a non-blocking stream does not wait for), then synchronized:
-      // a pageable H2D cudaMemcpy may return before its DMA has landed.
-      MOPT_CUDA_TRY(cudaMemcpyAsync(dst, t->data, static_cast<size_t>(n) * 2, cudaMemcpyHostToDevice, stream_));
-      MOPT_CUDA_TRY(cudaStreamSynchronize(stream_));
-      return Status::ok();
     case DType::F16:
     case DType::F32: {
       const size_t esz = t->dtype == DType::F32 ? 4 : 2;
       if (t->nbytes < static_cast<uint64_t>(n) * esz) return error("tensor '%s' is truncated", name.c_str());
+      const bool same = esz == es_ && t->dtype != DType::F16;  // BF16 -> bf16 or F32 -> fp32: a plain copy
+      if (same) {
+        // On stream_ (not the legacy stream, which a non-blocking stream does not wait for), then synchronized:
+        // a pageable H2D cudaMemcpy may return before its DMA has landed.
+        MOPT_CUDA_TRY(cudaMemcpyAsync(dst, t->data, static_cast<size_t>(n) * esz, cudaMemcpyHostToDevice, stream_));
+        MOPT_CUDA_TRY(cudaStreamSynchronize(stream_));
+        return Status::ok();
+      }
       DeviceBuffer staging;
       MOPT_TRY(staging.alloc(static_cast<size_t>(n) * esz, "weight upload staging"));
       MOPT_CUDA_TRY(cudaMemcpyAsync(staging.as<void>(), t->data, static_cast<size_t>(n) * esz, cudaMemcpyHostToDevice,
                                     stream_));
-      if (t->dtype == DType::F32) MOPT_CUDA_TRY(cuda::launch_f32_to_bf16(staging.as<float>(), dst, n, stream_));
-      else MOPT_CUDA_TRY(cuda::launch_f16_to_bf16(staging.as<uint16_t>(), dst, n, stream_));
+      if (t->dtype == DType::F32)
+        MOPT_CUDA_TRY(cuda::launch_f32_to_bf16(staging.as<float>(), static_cast<bf16*>(dst), n, stream_));
+      else if (t->dtype == DType::BF16)
+        MOPT_CUDA_TRY(cuda::launch_bf16_to_f32(staging.as<bf16>(), static_cast<float*>(dst), n, stream_));
+      else if (f32_)
+        MOPT_CUDA_TRY(cuda::launch_f16_to_f32(staging.as<uint16_t>(), static_cast<float*>(dst), n, stream_));
+      else
+        MOPT_CUDA_TRY(cuda::launch_f16_to_bf16(staging.as<uint16_t>(), static_cast<bf16*>(dst), n, stream_));
       MOPT_CUDA_TRY(cudaStreamSynchronize(stream_));
       return Status::ok();
     }
@@ -304,15 +363,16 @@ Status CudaRunner::upload_weights(const Model& model, const CudaRunnerExtras& ex
   uint64_t seed = extras.random_seed;
   // Random init: uniform with std 1/sqrt(fan_in) for matrices, norms near 1.
   auto fill = [&](DeviceBuffer& b, float scale, float offset) -> Status {
-    MOPT_CUDA_TRY(cuda::launch_fill_random(b.as<bf16>(), static_cast<int64_t>(b.bytes() / 2), seed++, scale, offset,
-                                           stream_));
+    const int64_t n = static_cast<int64_t>(b.bytes() / es_);
+    if (f32_) MOPT_CUDA_TRY(cuda::launch_fill_random(b.as<float>(), n, seed++, scale, offset, stream_));
+    else MOPT_CUDA_TRY(cuda::launch_fill_random(b.as<bf16>(), n, seed++, scale, offset, stream_));
     return Status::ok();
   };
   auto load_vec = [&](DeviceBuffer& b, const std::string& name, int n, float rnd_scale, float rnd_offset) -> Status {
-    MOPT_TRY(b.alloc(static_cast<size_t>(n) * 2, "weights"));
+    MOPT_TRY(b.alloc(static_cast<size_t>(n) * es_, "weights"));
     weight_bytes_ += b.bytes();
     if (rnd) return fill(b, rnd_scale, rnd_offset);
-    return upload_into(model, name, n, 1, b.as<bf16>(), false, nullptr);
+    return upload_into(model, name, n, 1, b.as<void>(), false, nullptr);
   };
   auto load_mat = [&](Linear& lin, const std::vector<std::string>& names, const std::vector<int>& rows, int n_in,
                       const std::vector<std::string>& bias_names) -> Status {
@@ -326,28 +386,28 @@ Status CudaRunner::upload_weights(const Model& model, const CudaRunnerExtras& ex
     }
     int64_t row0 = 0;
     for (size_t i = 0; i < names.size(); ++i) {
-      MOPT_TRY(upload_into(model, names[i], n_in, rows[i], lin.w.as<bf16>() + row0 * n_in, false, nullptr));
+      MOPT_TRY(upload_into(model, names[i], n_in, rows[i], lin.w.as<char>() + row0 * n_in * es_, false, nullptr));
       if (!bias_names.empty())
-        MOPT_TRY(upload_into(model, bias_names[i], rows[i], 1, lin.bias.as<bf16>() + row0, false, nullptr));
+        MOPT_TRY(upload_into(model, bias_names[i], rows[i], 1, lin.bias.as<char>() + row0 * es_, false, nullptr));
       row0 += rows[i];
     }
     return Status::ok();
   };
 
-  MOPT_TRY(tok_embd_.alloc(static_cast<size_t>(c.n_vocab) * d * 2, "token embeddings"));
+  MOPT_TRY(tok_embd_.alloc(static_cast<size_t>(c.n_vocab) * d * es_, "token embeddings"));
   weight_bytes_ += tok_embd_.bytes();
   if (rnd) MOPT_TRY(fill(tok_embd_, 1.0f, 0.f));
-  else MOPT_TRY(upload_into(model, "token_embd.weight", d, c.n_vocab, tok_embd_.as<bf16>(), false, nullptr));
+  else MOPT_TRY(upload_into(model, "token_embd.weight", d, c.n_vocab, tok_embd_.as<void>(), false, nullptr));
   MOPT_TRY(load_vec(out_norm_, "output_norm.weight", d, 0.1f, 1.0f));
   bool has_output = false;
   if (!c.tied_embeddings) {
-    MOPT_TRY(output_.alloc(static_cast<size_t>(c.n_vocab) * d * 2, "output projection"));
+    MOPT_TRY(output_.alloc(static_cast<size_t>(c.n_vocab) * d * es_, "output projection"));
     weight_bytes_ += output_.bytes();
     if (rnd) {
       MOPT_TRY(fill(output_, std::sqrt(3.0f / static_cast<float>(d)), 0.f));
       has_output = true;
     } else {
-      MOPT_TRY(upload_into(model, "output.weight", d, c.n_vocab, output_.as<bf16>(), true, &has_output));
+      MOPT_TRY(upload_into(model, "output.weight", d, c.n_vocab, output_.as<void>(), true, &has_output));
     }
     if (!has_output) output_.reset();  // some files tie without saying so
   }
@@ -378,13 +438,14 @@ Status CudaRunner::alloc_workspace() {
   const ModelConfig& c = cfg_;
   const size_t T = static_cast<size_t>(max_tokens_);
   MOPT_TRY(resid_.alloc(T * c.n_embd * 4, "activations"));
-  MOPT_TRY(normed_.alloc(T * c.n_embd * 2, "activations"));
-  MOPT_TRY(qkv_.alloc(T * (c.q_dim() + 2 * c.kv_dim()) * 2, "activations"));
-  MOPT_TRY(q_.alloc(T * c.q_dim() * 2, "activations"));
-  MOPT_TRY(attn_.alloc(T * c.q_dim() * 2, "activations"));
-  MOPT_TRY(proj_.alloc(T * c.n_embd * 2, "activations"));
-  MOPT_TRY(gu_.alloc(T * 2 * c.n_ff * 2, "activations"));
-  MOPT_TRY(act_.alloc(T * c.n_ff * 2, "activations"));
+  const size_t es = es_;
+  MOPT_TRY(normed_.alloc(T * c.n_embd * es, "activations"));
+  MOPT_TRY(qkv_.alloc(T * (c.q_dim() + 2 * c.kv_dim()) * es, "activations"));
+  MOPT_TRY(q_.alloc(T * c.q_dim() * es, "activations"));
+  MOPT_TRY(attn_.alloc(T * c.q_dim() * es, "activations"));
+  MOPT_TRY(proj_.alloc(T * c.n_embd * es, "activations"));
+  MOPT_TRY(gu_.alloc(T * 2 * c.n_ff * es, "activations"));
+  MOPT_TRY(act_.alloc(T * c.n_ff * es, "activations"));
   MOPT_TRY(logits_.alloc(static_cast<size_t>(logit_rows_) * c.n_vocab * 4, "logits"));
   MOPT_TRY(logits_host_.alloc(static_cast<size_t>(logit_rows_) * c.n_vocab * 4, "logits"));
   MOPT_TRY(sampled_.alloc(static_cast<size_t>(logit_rows_) * 4, "sampled tokens"));
@@ -427,6 +488,8 @@ Result<std::unique_ptr<CudaRunner>> CudaRunner::create(const Model& model, const
   r->cfg_.rope_dim = rope_dim;
   r->opts_ = opts;
   r->device_id_ = extras.device_id;
+  r->f32_ = resolve_f32(model, opts.dtype, extras.random_weights);
+  r->es_ = r->f32_ ? 4 : 2;
   MOPT_CUDA_TRY(cudaSetDevice(r->device_id_));
   cudaDeviceProp prop{};
   MOPT_CUDA_TRY(cudaGetDeviceProperties(&prop, r->device_id_));
@@ -434,6 +497,7 @@ Result<std::unique_ptr<CudaRunner>> CudaRunner::create(const Model& model, const
     return error("GPU %s has compute capability %d.%d; the CUDA backend needs 8.0 or newer (bf16 tensor cores)",
                  prop.name, prop.major, prop.minor);
   r->n_sms_ = prop.multiProcessorCount;
+  r->fused_decode_ = !r->f32_ && extras.fused_decode && c.n_embd % 8 == 0 && c.q_dim() % 8 == 0 && c.n_ff % 8 == 0;
   MOPT_CUDA_TRY(cudaStreamCreateWithFlags(&r->stream_, cudaStreamNonBlocking));
   MOPT_TRY(r->gemm_.init());
   r->max_tokens_ = std::max(opts.max_batch_tokens, opts.max_seqs);
@@ -446,8 +510,8 @@ Result<std::unique_ptr<CudaRunner>> CudaRunner::create(const Model& model, const
                                 r->stream_));
   MOPT_CUDA_TRY(cudaStreamSynchronize(r->stream_));
   MOPT_TRY(r->alloc_workspace());
-  MOPT_LOG_INFO("cuda: %s, %d SMs; weights %s in bf16", prop.name, r->n_sms_,
-                format_bytes(static_cast<double>(r->weight_bytes_)).c_str());
+  MOPT_LOG_INFO("cuda: %s, %d SMs; weights %s, compute dtype %s", prop.name, r->n_sms_,
+                format_bytes(static_cast<double>(r->weight_bytes_)).c_str(), r->f32_ ? "float32" : "bfloat16");
   return r;
 }
 
@@ -470,7 +534,7 @@ Status CudaRunner::init_kv_cache(int n_blocks, int block_size, int n_swap_blocks
   block_size_ = block_size;
   n_swap_blocks_ = n_swap_blocks;
   block_elems_ = static_cast<int64_t>(cfg_.n_layer) * 2 * cfg_.n_head_kv * block_size * cfg_.head_dim;
-  const uint64_t block_bytes = static_cast<uint64_t>(block_elems_) * 2;
+  const uint64_t block_bytes = static_cast<uint64_t>(block_elems_) * es_;
   if (block_bytes != kv_block_bytes(block_size)) return error("internal: KV block size mismatch");
   if (static_cast<uint64_t>(n_blocks) > (uint64_t{1} << 62) / block_bytes) return error("KV cache size overflows");
   MOPT_TRY(kv_.alloc(static_cast<size_t>(n_blocks) * block_bytes, "KV cache"));
@@ -503,10 +567,11 @@ Status CudaRunner::init_kv_cache(int n_blocks, int block_size, int n_swap_blocks
   return Status::ok();
 }
 
-cuda::KvCacheView CudaRunner::cache_view(int layer) const {
-  cuda::KvCacheView v;
+template <class T>
+cuda::KvCacheViewT<T> CudaRunner::cache_view(int layer) const {
+  cuda::KvCacheViewT<T> v;
   const int64_t kv_stride = static_cast<int64_t>(cfg_.n_head_kv) * block_size_ * cfg_.head_dim;
-  v.k = kv_.as<bf16>() + static_cast<int64_t>(layer) * 2 * kv_stride;
+  v.k = kv_.as<T>() + static_cast<int64_t>(layer) * 2 * kv_stride;
   v.v = v.k + kv_stride;
   v.block_stride = block_elems_;
   v.block_size = block_size_;
@@ -616,54 +681,34 @@ Status CudaRunner::stage_metadata(const ForwardBatch& b, const StepShape& s, int
   return Status::ok();
 }
 
-Status CudaRunner::enqueue_layers(const StepShape& s) {
+template <class E>
+Status CudaRunner::enqueue_layers_t(const StepShape& s) {
   const ModelConfig& c = cfg_;
   const int T = s.n_tokens;
   const int d = c.n_embd, qkvd = c.q_dim() + 2 * c.kv_dim();
   cudaStream_t st = stream_;
 
-  cuda::EmbedParams ep;
-  ep.tokens = d_tokens_;
-  ep.table = tok_embd_.as<bf16>();
-  ep.out = resid_.as<float>();
-  ep.n_tokens = T;
-  ep.n_embd = d;
-  ep.n_vocab = c.n_vocab;
-  MOPT_CUDA_TRY(cuda::launch_embed(ep, st));
+  MOPT_CUDA_TRY(cuda::launch_embed(embed_params<E>(T), st));
 
   for (int l = 0; l < c.n_layer; ++l) {
     const Layer& L = layers_[static_cast<size_t>(l)];
-    cuda::RmsNormParams np;
+    cuda::RmsNormParamsT<E> np;
     np.residual = resid_.as<float>();
-    np.add = l == 0 ? nullptr : proj_.as<bf16>();
-    np.weight = L.attn_norm.as<bf16>();
-    np.out = normed_.as<bf16>();
+    np.add = l == 0 ? nullptr : proj_.as<E>();
+    np.weight = L.attn_norm.as<E>();
+    np.out = normed_.as<E>();
     np.n_rows_out = T;
     np.n = d;
     np.eps = c.norm_eps;
     MOPT_CUDA_TRY(cuda::launch_rmsnorm(np, st));
-    MOPT_TRY(gemm_.run(normed_.as<bf16>(), L.qkv.w.as<bf16>(), L.qkv.bias.as<bf16>(), qkv_.as<bf16>(), false, T,
+    MOPT_TRY(gemm_.run(normed_.as<E>(), L.qkv.w.as<E>(), L.qkv.bias.as<E>(), qkv_.as<E>(), false, T,
                        qkvd, d, st));
 
-    cuda::QkvRopeParams rp;
-    rp.qkv = qkv_.as<bf16>();
-    rp.q_out = q_.as<bf16>();
-    rp.positions = d_positions_;
-    rp.slot_mapping = d_slots_;
-    rp.inv_freq = inv_freq_.as<float>();
-    rp.q_norm = L.q_norm.as<bf16>();
-    rp.k_norm = L.k_norm.as<bf16>();
-    rp.cache = cache_view(l);
-    rp.n_tokens = T;
-    rp.n_head = c.n_head;
-    rp.n_head_kv = c.n_head_kv;
-    rp.head_dim = c.head_dim;
-    rp.rope_dim = c.rope_dim;
-    rp.neox = c.rope_style == RopeStyle::kNeox;
-    rp.norm_eps = c.norm_eps;
-    MOPT_CUDA_TRY(cuda::launch_qkv_rope_cache(rp, st));
+    MOPT_CUDA_TRY(cuda::launch_qkv_rope_cache(rope_params<E>(l, T), st));
 
     const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    // The tensor-core prefill kernel is bf16 only (run_step never plans it in float32).
+    if (s.use_prefill_kernel && !std::is_same_v<E, bf16>) return error("internal: bf16 prefill kernel in float32");
     if (s.use_prefill_kernel) {
       cuda::PrefillAttnParams ap;
       ap.q = q_.as<bf16>();
@@ -674,43 +719,29 @@ Status CudaRunner::enqueue_layers(const StepShape& s) {
       ap.tile_seq = d_tile_seq_;
       ap.block_tables = d_block_tables_;
       ap.max_blocks_per_seq = bt_stride_;
-      ap.cache = rp.cache;
+      ap.cache = cache_view<bf16>(l);
       ap.n_tiles = s.n_tiles;
       ap.n_head = c.n_head;
       ap.window = c.sliding_window;
       ap.scale = scale;
       MOPT_CUDA_TRY(cuda::launch_attention_prefill(ap, st));
     } else {
-      cuda::DecodeAttnParams ap;
-      ap.q = q_.as<bf16>();
-      ap.out = attn_.as<bf16>();
-      ap.positions = d_positions_;
-      ap.token_seq = d_token_seq_;
-      ap.block_tables = d_block_tables_;
-      ap.max_blocks_per_seq = bt_stride_;
-      ap.cache = rp.cache;
-      ap.n_tokens = T;
-      ap.n_head = c.n_head;
-      ap.window = c.sliding_window;
-      ap.scale = scale;
-      ap.n_splits = s.n_splits;
-      ap.workspace = attn_ws_.as<float>();
-      MOPT_CUDA_TRY(cuda::launch_attention_decode(ap, st));
+      MOPT_CUDA_TRY(cuda::launch_attention_decode(decode_attn_params<E>(s, l), st));
     }
-    MOPT_TRY(gemm_.run(attn_.as<bf16>(), L.o.w.as<bf16>(), nullptr, proj_.as<bf16>(), false, T, d, c.q_dim(), st));
+    MOPT_TRY(gemm_.run(attn_.as<E>(), L.o.w.as<E>(), nullptr, proj_.as<E>(), false, T, d, c.q_dim(), st));
     // ALL-REDUCE(proj_) under tensor parallelism.
-    np.add = proj_.as<bf16>();
-    np.weight = L.ffn_norm.as<bf16>();
+    np.add = proj_.as<E>();
+    np.weight = L.ffn_norm.as<E>();
     MOPT_CUDA_TRY(cuda::launch_rmsnorm(np, st));
-    MOPT_TRY(gemm_.run(normed_.as<bf16>(), L.gate_up.w.as<bf16>(), nullptr, gu_.as<bf16>(), false, T, 2 * c.n_ff, d,
+    MOPT_TRY(gemm_.run(normed_.as<E>(), L.gate_up.w.as<E>(), nullptr, gu_.as<E>(), false, T, 2 * c.n_ff, d,
                        st));
-    cuda::SwiGluParams sp;
-    sp.gate_up = gu_.as<bf16>();
-    sp.out = act_.as<bf16>();
+    cuda::SwiGluParamsT<E> sp;
+    sp.gate_up = gu_.as<E>();
+    sp.out = act_.as<E>();
     sp.n_tokens = T;
     sp.n_ff = c.n_ff;
     MOPT_CUDA_TRY(cuda::launch_swiglu(sp, st));
-    MOPT_TRY(gemm_.run(act_.as<bf16>(), L.down.w.as<bf16>(), nullptr, proj_.as<bf16>(), false, T, d, c.n_ff, st));
+    MOPT_TRY(gemm_.run(act_.as<E>(), L.down.w.as<E>(), nullptr, proj_.as<E>(), false, T, d, c.n_ff, st));
     // ALL-REDUCE(proj_) under tensor parallelism.
   }
   return Status::ok();
@@ -718,20 +749,207 @@ Status CudaRunner::enqueue_layers(const StepShape& s) {
 
 // Final norm of the rows d_logit_rows_[row_offset .. + n_rows) (adding the last layer's output to those rows of
 // the residual) and the output projection into logits_ [n_rows, n_vocab].
-Status CudaRunner::enqueue_logits(const StepShape& s, int row_offset, int n_rows) {
+template <class E>
+Status CudaRunner::enqueue_logits_t(const StepShape& s, int row_offset, int n_rows) {
   const ModelConfig& c = cfg_;
-  cuda::RmsNormParams np;
+  cuda::RmsNormParamsT<E> np;
   np.residual = resid_.as<float>();
-  np.add = proj_.as<bf16>();
-  np.weight = out_norm_.as<bf16>();
-  np.out = normed_.as<bf16>();
+  np.add = proj_.as<E>();
+  np.weight = out_norm_.as<E>();
+  np.out = normed_.as<E>();
   np.rows = d_logit_rows_ + row_offset;
   np.n_rows_out = n_rows;
   np.n = c.n_embd;
   np.eps = c.norm_eps;
   MOPT_CUDA_TRY(cuda::launch_rmsnorm(np, stream_));
-  const bf16* w = output_.bytes() ? output_.as<bf16>() : tok_embd_.as<bf16>();
-  return gemm_.run(normed_.as<bf16>(), w, nullptr, logits_.as<float>(), true, n_rows, c.n_vocab, c.n_embd, stream_);
+  const E* w = output_.bytes() ? output_.as<E>() : tok_embd_.as<E>();
+  return gemm_.run(normed_.as<E>(), w, nullptr, logits_.as<float>(), true, n_rows, c.n_vocab, c.n_embd, stream_);
+}
+
+// ---- fused bf16 decode (s.fused) -------------------------------------------------------------------------
+// Per layer: qkv (RMSNorm prologue) -> q/k-norm + RoPE + cache write -> attention -> o (+= residual)
+// -> gate|up (RMSNorm prologue) -> down (SwiGLU prologue, += residual). No add+RMSNorm or SwiGLU launches, and
+// the residual stream is complete after the last layer (proj_ is not used). Under tensor parallelism the two
+// residual epilogues would each need an all-reduce of their partial sums first (not fused then).
+
+template <class E>
+cuda::EmbedParamsT<E> CudaRunner::embed_params(int n_tokens) const {
+  cuda::EmbedParamsT<E> ep;
+  ep.tokens = d_tokens_;
+  ep.table = tok_embd_.as<E>();
+  ep.out = resid_.as<float>();
+  ep.n_tokens = n_tokens;
+  ep.n_embd = cfg_.n_embd;
+  ep.n_vocab = cfg_.n_vocab;
+  return ep;
+}
+
+template <class E>
+cuda::QkvRopeParamsT<E> CudaRunner::rope_params(int layer, int n_tokens) const {
+  const ModelConfig& c = cfg_;
+  const Layer& L = layers_[static_cast<size_t>(layer)];
+  cuda::QkvRopeParamsT<E> rp;
+  rp.qkv = qkv_.as<E>();
+  rp.q_out = q_.as<E>();
+  rp.positions = d_positions_;
+  rp.slot_mapping = d_slots_;
+  rp.inv_freq = inv_freq_.as<float>();
+  rp.q_norm = L.q_norm.as<E>();
+  rp.k_norm = L.k_norm.as<E>();
+  rp.cache = cache_view<E>(layer);
+  rp.n_tokens = n_tokens;
+  rp.n_head = c.n_head;
+  rp.n_head_kv = c.n_head_kv;
+  rp.head_dim = c.head_dim;
+  rp.rope_dim = c.rope_dim;
+  rp.neox = c.rope_style == RopeStyle::kNeox;
+  rp.norm_eps = c.norm_eps;
+  return rp;
+}
+
+template <class E>
+cuda::DecodeAttnParamsT<E> CudaRunner::decode_attn_params(const StepShape& s, int layer) const {
+  const ModelConfig& c = cfg_;
+  cuda::DecodeAttnParamsT<E> ap;
+  ap.q = q_.as<E>();
+  ap.out = attn_.as<E>();
+  ap.positions = d_positions_;
+  ap.token_seq = d_token_seq_;
+  ap.block_tables = d_block_tables_;
+  ap.max_blocks_per_seq = bt_stride_;
+  ap.cache = cache_view<E>(layer);
+  ap.n_tokens = s.n_tokens;
+  ap.n_head = c.n_head;
+  ap.window = c.sliding_window;
+  ap.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  ap.n_splits = s.n_splits;
+  ap.workspace = attn_ws_.as<float>();
+  return ap;
+}
+
+Status CudaRunner::enqueue_layers_fused(const StepShape& s) {
+  const ModelConfig& c = cfg_;
+  const int T = s.n_tokens, d = c.n_embd;
+  cudaStream_t st = stream_;
+  if (T > cuda::kSkinnyMaxRows || s.use_prefill_kernel) return error("internal: fused decode with %d rows", T);
+  MOPT_CUDA_TRY(cuda::launch_embed(embed_params<bf16>(T), st));
+  MOPT_TRY(mark("step metadata H2D + embedding"));
+  float* resid = resid_.as<float>();
+  for (int l = 0; l < c.n_layer; ++l) {
+    const Layer& L = layers_[static_cast<size_t>(l)];
+    // Shapes: resid [T, d] fp32, qkv_ [T, q_dim + 2 kv_dim], attn_ [T, q_dim], gu_ [T, 2 n_ff] (bf16).
+    cuda::SkinnyGemmParams g;
+    g.m = T;
+    g.prologue = cuda::SkinnyPrologue::kRmsNorm;
+    g.x_f32 = resid;
+    g.norm_w = L.attn_norm.as<bf16>();
+    g.norm_eps = c.norm_eps;
+    g.w = L.qkv.w.as<bf16>();
+    g.bias = L.qkv.bias.as<bf16>();
+    g.y = qkv_.as<bf16>();
+    g.n = L.qkv.n_out;
+    g.k = d;
+    MOPT_TRY(gemm_.run_fused(g, st));
+    MOPT_TRY(mark("qkv GEMM (+rmsnorm)"));
+    MOPT_CUDA_TRY(cuda::launch_qkv_rope_cache(rope_params<bf16>(l, T), st));
+    MOPT_TRY(mark("q/k-norm + rope + cache write"));
+    MOPT_CUDA_TRY(cuda::launch_attention_decode(decode_attn_params<bf16>(s, l), st));
+    MOPT_TRY(mark("attention (+split merge)"));
+
+    cuda::SkinnyGemmParams o;  // resid += attn_ . Wo^T
+    o.m = T;
+    o.x = attn_.as<bf16>();
+    o.w = L.o.w.as<bf16>();
+    o.y = resid;
+    o.epilogue = cuda::SkinnyEpilogue::kAddResidual;
+    o.n = d;
+    o.k = c.q_dim();
+    MOPT_TRY(gemm_.run_fused(o, st));
+    MOPT_TRY(mark("o GEMM (+residual)"));
+
+    g.norm_w = L.ffn_norm.as<bf16>();  // gu_ = rmsnorm(resid) . Wgu^T
+    g.w = L.gate_up.w.as<bf16>();
+    g.bias = nullptr;
+    g.y = gu_.as<bf16>();
+    g.n = 2 * c.n_ff;
+    MOPT_TRY(gemm_.run_fused(g, st));
+    MOPT_TRY(mark("gate|up GEMM (+rmsnorm)"));
+
+    cuda::SkinnyGemmParams dn = o;  // resid += swiglu(gu_) . Wdown^T
+    dn.prologue = cuda::SkinnyPrologue::kSwiGlu;
+    dn.x = gu_.as<bf16>();
+    dn.w = L.down.w.as<bf16>();
+    dn.k = c.n_ff;
+    MOPT_TRY(gemm_.run_fused(dn, st));
+    MOPT_TRY(mark("down GEMM (+swiglu +residual)"));
+  }
+  return Status::ok();
+}
+
+// logits_ [n_rows, n_vocab] = rmsnorm(resid[d_logit_rows_[row_offset + i]]) . Wout^T, one launch.
+Status CudaRunner::enqueue_logits_fused(int row_offset, int n_rows) {
+  if (n_rows > cuda::kSkinnyMaxRows) return error("internal: fused logits for %d rows", n_rows);
+  const ModelConfig& c = cfg_;
+  cuda::SkinnyGemmParams g;
+  g.m = n_rows;
+  g.prologue = cuda::SkinnyPrologue::kRmsNorm;
+  g.x_f32 = resid_.as<float>();
+  g.x_rows = d_logit_rows_ + row_offset;
+  g.norm_w = out_norm_.as<bf16>();
+  g.norm_eps = c.norm_eps;
+  g.w = output_.bytes() ? output_.as<bf16>() : tok_embd_.as<bf16>();
+  g.y = logits_.as<float>();
+  g.y_f32 = true;
+  g.n = c.n_vocab;
+  g.k = c.n_embd;
+  MOPT_TRY(gemm_.run_fused(g, stream_));
+  return mark("final norm + LM head");
+}
+
+Status CudaRunner::mark(const char* what) {
+  if (!profiling_) return Status::ok();
+  if (prof_marks_.size() == prof_events_.size()) {
+    cudaEvent_t e = nullptr;
+    MOPT_CUDA_TRY(cudaEventCreate(&e));
+    prof_events_.push_back(e);
+  }
+  cudaEvent_t e = prof_events_[prof_marks_.size()];
+  MOPT_CUDA_TRY(cudaEventRecord(e, stream_));
+  prof_marks_.emplace_back(what, e);
+  return Status::ok();
+}
+
+Result<std::string> CudaRunner::profile_step(const ForwardBatch& batch) {
+  MOPT_CUDA_TRY(cudaSetDevice(device_id_));
+  profiling_ = true;
+  prof_marks_.clear();
+  Status st = mark("start");
+  int rows = 0;
+  if (st) st = run_step(batch, &rows);
+  profiling_ = false;
+  MOPT_TRY(st);
+  MOPT_CUDA_TRY(cudaStreamSynchronize(stream_));
+  if (!last_shape_.fused || prof_marks_.size() < 2)
+    return error("profile_step: the step did not take the fused decode path (a decode step of <= %d rows)",
+                 cuda::kSkinnyMaxRows);
+  std::vector<std::pair<std::string, std::pair<double, int>>> classes;  // name -> (us, launches), first-seen order
+  double total = 0.0;
+  for (size_t i = 1; i < prof_marks_.size(); ++i) {
+    float ms = 0.f;
+    MOPT_CUDA_TRY(cudaEventElapsedTime(&ms, prof_marks_[i - 1].second, prof_marks_[i].second));
+    auto it = std::find_if(classes.begin(), classes.end(),
+                           [&](const auto& c) { return c.first == prof_marks_[i].first; });
+    if (it == classes.end()) it = classes.insert(classes.end(), {prof_marks_[i].first, {0.0, 0}});
+    it->second.first += 1e3 * ms;
+    it->second.second += 1;
+    total += 1e3 * ms;
+  }
+  std::string out;
+  for (const auto& [name, v] : classes)
+    out += strfmt("  %-32s %9.1f us %5.1f%%  (%d launches)\n", name.c_str(), v.first, 100.0 * v.first / total,
+                  v.second);
+  out += strfmt("  %-32s %9.1f us\n", "total (eager, events between kernels)", total);
+  return out;
 }
 
 Status CudaRunner::copy_logits_out(int n_rows, float* dst) {
@@ -780,7 +998,7 @@ Status CudaRunner::run_step(const ForwardBatch& b, int* rows_on_device) {
   const int ctas_per_token = c.n_head / hpc;
 
   // CUDA graph for decode batches whose logits are exactly one row per sequence, in order.
-  bool graph = decode && !opts_.enforce_eager && n_out == S;
+  bool graph = decode && !opts_.enforce_eager && n_out == S && !profiling_;
   for (int i = 0; graph && i < n_out; ++i) graph = b.logits_indices[i] == i;
   int bucket = 0;
   if (graph) {
@@ -795,6 +1013,7 @@ Status CudaRunner::run_step(const ForwardBatch& b, int* rows_on_device) {
     GraphEntry& g = graphs_[bucket];
     s.n_tokens = bucket;
     s.n_out = bucket;
+    s.fused = fused_decode_ && bucket <= cuda::kSkinnyMaxRows;
     // Fixed per bucket (the graph freezes it); sized for the longest context the block table allows.
     s.n_splits = g.exec ? g.n_splits
                         : std::min(kMaxSplits, cuda::choose_decode_splits(bucket * ctas_per_token,
@@ -810,8 +1029,10 @@ Status CudaRunner::run_step(const ForwardBatch& b, int* rows_on_device) {
     }
   } else {
     s.n_tokens = n;
-    if (decode || !cuda::prefill_attention_supported(c.head_dim)) {
+    // fp32: the per-token kernel for prefill too (the tensor-core prefill kernel is bf16 only).
+    if (decode || f32_ || !cuda::prefill_attention_supported(c.head_dim)) {
       s.use_prefill_kernel = false;
+      s.fused = fused_decode_ && decode && n <= cuda::kSkinnyMaxRows;
       s.n_splits = n <= opts_.max_seqs
                        ? std::min(kMaxSplits, cuda::choose_decode_splits(n * ctas_per_token, max_len, n_sms_))
                        : 1;
@@ -928,7 +1149,7 @@ Status CudaRunner::sampled_logits(std::span<const int32_t> rows, float* logits) 
 }
 
 Status CudaRunner::swap_out(std::span<const std::pair<int32_t, int32_t>> device_to_host) {
-  const size_t bb = static_cast<size_t>(block_elems_) * 2;
+  const size_t bb = static_cast<size_t>(block_elems_) * es_;
   for (auto [dev, host] : device_to_host) {
     if (dev < 0 || dev >= n_blocks_ || host < 0 || host >= n_swap_blocks_)
       return error("swap_out: block pair (%d, %d) out of range (%d device, %d host blocks)", dev, host, n_blocks_,
@@ -941,7 +1162,7 @@ Status CudaRunner::swap_out(std::span<const std::pair<int32_t, int32_t>> device_
 }
 
 Status CudaRunner::swap_in(std::span<const std::pair<int32_t, int32_t>> host_to_device) {
-  const size_t bb = static_cast<size_t>(block_elems_) * 2;
+  const size_t bb = static_cast<size_t>(block_elems_) * es_;
   for (auto [host, dev] : host_to_device) {
     if (dev < 0 || dev >= n_blocks_ || host < 0 || host >= n_swap_blocks_)
       return error("swap_in: block pair (%d, %d) out of range (%d host, %d device blocks)", host, dev,

@@ -25,6 +25,10 @@ struct CudaRunnerExtras {
   bool random_weights = false;
   uint64_t random_seed = 1;
   int device_id = 0;
+  // Decode steps of <= 8 rows (bf16) run the fused path: RMSNorm and SwiGLU as prologues of the skinny GEMMs and
+  // the o / down projections adding into the residual stream (6 launches per layer instead of 10). False: the
+  // general path for every step (tests compare the two).
+  bool fused_decode = true;
 };
 
 // Per-row sampling settings of forward_sample (see kernels.h launch_sample): the backend-neutral RowSampling.
@@ -42,6 +46,11 @@ class CudaModelRunner : public ModelRunner {
   virtual uint64_t weight_bytes() const = 0;
   // The GEMM plans tuned so far (shape, choice, time, bandwidth), for benchmark reports.
   virtual std::string gemm_report() const = 0;
+  // Runs one step eagerly (no graph) with a CUDA event after every kernel class of the fused decode path and
+  // returns the GPU time per class summed over layers, one line each (benchmarks: where a decode step's time
+  // goes; events between kernels remove the PDL overlap, so the total exceeds a graph replay's). The step must
+  // take the fused path (a decode step of <= 8 rows) and its shapes must have run before (tuning).
+  virtual Result<std::string> profile_step(const ForwardBatch& batch) = 0;
 };
 
 // True when this build has the CUDA backend and a usable GPU is present (no error when not).

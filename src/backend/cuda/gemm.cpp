@@ -30,6 +30,7 @@ struct Gemm::Plan {
   bool skinny = false;  // launch_skinny_gemm instead of cuBLASLt
   int skinny_variant = 0;
   bool y_f32 = false;
+  bool in_f32 = false;
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
   cublasLtMatmulAlgo_t algo{};
@@ -46,6 +47,8 @@ Gemm::Gemm() = default;
 
 Gemm::~Gemm() {
   plans_.clear();
+  if (scratch_) cudaFree(scratch_);
+  if (flush_) cudaFree(flush_);
   if (workspace_) cudaFree(workspace_);
   if (handle_) cublasLtDestroy(handle_);
 }
@@ -57,13 +60,13 @@ Status Gemm::init(size_t workspace_bytes) {
   return Status::ok();
 }
 
-Status Gemm::launch(Plan& plan, const bf16* x, const bf16* w, const bf16* bias, void* y, int m, int n, int k,
+Status Gemm::launch(Plan& plan, const void* x, const void* w, const void* bias, void* y, int m, int n, int k,
                     cudaStream_t stream) {
-  if (plan.skinny) {
+  if (plan.skinny) {  // bf16 operands only (plan_for never picks it for fp32)
     SkinnyGemmParams sp;
-    sp.x = x;
-    sp.w = w;
-    sp.bias = bias;
+    sp.x = static_cast<const bf16*>(x);
+    sp.w = static_cast<const bf16*>(w);
+    sp.bias = static_cast<const bf16*>(bias);
     sp.y = y;
     sp.y_f32 = plan.y_f32;
     sp.m = m;
@@ -83,34 +86,38 @@ Status Gemm::launch(Plan& plan, const bf16* x, const bf16* w, const bf16* bias, 
   return Status::ok();
 }
 
-Result<Gemm::Plan*> Gemm::plan_for(const bf16* x, const bf16* w, const bf16* bias, void* y, bool y_f32, int m,
-                                   int n, int k, cudaStream_t stream) {
+Result<Gemm::Plan*> Gemm::plan_for(const void* x, const void* w, const void* bias, void* y, bool in_f32, bool y_f32,
+                                   int m, int n, int k, cudaStream_t stream) {
   // Largest power-of-two alignment (<= 256 bytes) that every operand pointer and row stride has.
+  const uintptr_t in_size = in_f32 ? 4 : 2;
   uintptr_t bits = reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(w) | reinterpret_cast<uintptr_t>(y) |
-                   static_cast<uintptr_t>(k) * 2 | static_cast<uintptr_t>(n) * (y_f32 ? 4 : 2) |
+                   static_cast<uintptr_t>(k) * in_size | static_cast<uintptr_t>(n) * (y_f32 ? 4 : 2) |
                    (bias ? reinterpret_cast<uintptr_t>(bias) : 0) | 256;
   const int align = static_cast<int>(bits & (~bits + 1));
-  const Key key{m, n, k, y_f32, bias != nullptr, align};
+  const Key key{m, n, k, y_f32, bias != nullptr, align, in_f32};
   auto it = plans_.find(key);
   if (it != plans_.end()) return it->second.get();
 
   auto plan = std::make_unique<Plan>();
   plan->y_f32 = y_f32;
+  plan->in_f32 = in_f32;
   const cudaDataType_t out_type = y_f32 ? CUDA_R_32F : CUDA_R_16BF;
+  const cudaDataType_t in_type = in_f32 ? CUDA_R_32F : CUDA_R_16BF;
+  const char* type_name = in_f32 ? "fp32" : "bf16";
   MOPT_CUBLAS_TRY(cublasLtMatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
   MOPT_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
   MOPT_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
   if (bias) {
     const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-    const cudaDataType_t bias_type = CUDA_R_16BF;
+    const cudaDataType_t bias_type = in_type;
     MOPT_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
     MOPT_CUBLAS_TRY(
         cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
     MOPT_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   }
-  MOPT_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&plan->a, CUDA_R_16BF, k, n, k));  // W as col-major [k, n]
-  MOPT_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&plan->b, CUDA_R_16BF, k, m, k));  // X as col-major [k, m]
+  MOPT_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&plan->a, in_type, k, n, k));  // W as col-major [k, n]
+  MOPT_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&plan->b, in_type, k, m, k));  // X as col-major [k, m]
   MOPT_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&plan->d, out_type, n, m, n));     // Y as col-major [n, m]
 
   cublasLtMatmulPreference_t pref = nullptr;
@@ -127,10 +134,11 @@ Result<Gemm::Plan*> Gemm::plan_for(const bf16* x, const bf16* w, const bf16* bia
   const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(handle_, plan->op, plan->a, plan->b, plan->d, plan->d,
                                                            pref, kMaxCandidates, heur, &n_heur);
   cublasLtMatmulPreferenceDestroy(pref);
-  const bool skinny_ok = m <= kSkinnyMaxRows && k % 8 == 0 &&
+  const bool skinny_ok = !in_f32 && m <= kSkinnyMaxRows && k % 8 == 0 &&
                          ((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(w)) % 16) == 0;
   if ((hs != CUBLAS_STATUS_SUCCESS || n_heur == 0) && !skinny_ok)
-    return error("cuBLASLt has no algorithm for a %dx%dx%d bf16 GEMM (%s)", m, n, k, cublas_error_string(hs).c_str());
+    return error("cuBLASLt has no algorithm for a %dx%dx%d %s GEMM (%s)", m, n, k, type_name,
+                 cublas_error_string(hs).c_str());
 
   cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
   MOPT_CUDA_TRY(cudaStreamIsCapturing(stream, &cap));
@@ -167,12 +175,12 @@ Result<Gemm::Plan*> Gemm::plan_for(const bf16* x, const bf16* w, const bf16* bia
     }
     cudaEventDestroy(ev0);
     cudaEventDestroy(ev1);
-    if (best_idx == kNone) return error("no GEMM algorithm ran for a %dx%dx%d bf16 GEMM", m, n, k);
+    if (best_idx == kNone) return error("no GEMM algorithm ran for a %dx%dx%d %s GEMM", m, n, k, type_name);
     plan->skinny = best_idx < 0;
     plan->skinny_variant = best_idx < 0 ? -1 - best_idx : 0;
     if (best_idx >= 0) plan->algo = heur[best_idx].algo;
     plan->tuned_us = best * 1000.f / 5;
-    MOPT_LOG_DEBUG("gemm %dx%dx%d%s: %s (%.1f us)", m, n, k, y_f32 ? " f32" : "",
+    MOPT_LOG_DEBUG("gemm %dx%dx%d %s%s: %s (%.1f us)", m, n, k, type_name, y_f32 ? " ->f32" : "",
                    plan->skinny ? strfmt("skinny v%d", plan->skinny_variant).c_str() : strfmt("cublasLt #%d", best_idx).c_str(), best * 1000.f / 5);
   }
   Plan* raw = plan.get();
@@ -180,26 +188,142 @@ Result<Gemm::Plan*> Gemm::plan_for(const bf16* x, const bf16* w, const bf16* bia
   return raw;
 }
 
+static const char* prologue_name(SkinnyPrologue p) {
+  switch (p) {
+    case SkinnyPrologue::kRmsNorm: return "+rmsnorm";
+    case SkinnyPrologue::kSwiGlu: return "+swiglu";
+    default: return "";
+  }
+}
+
+Result<int> Gemm::fused_variant(const SkinnyGemmParams& p, cudaStream_t stream) {
+  const FusedKey key{p.m, p.n, p.k, static_cast<int>(p.prologue), static_cast<int>(p.epilogue), p.y_f32,
+                     p.bias != nullptr};
+  auto it = fused_plans_.find(key);
+  if (it != fused_plans_.end()) return it->second.variant;
+  cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+  MOPT_CUDA_TRY(cudaStreamIsCapturing(stream, &cap));
+  if (cap != cudaStreamCaptureStatusNone)
+    return error("fused GEMM %dx%dx%d: first call inside stream capture (run the shape eagerly first)", p.m, p.n, p.k);
+  SkinnyGemmParams t = p;
+  if (p.epilogue == SkinnyEpilogue::kAddResidual) {  // time on scratch: the real residual is updated once
+    const size_t need = static_cast<size_t>(p.m) * p.n * sizeof(float);
+    if (need > scratch_bytes_) {
+      if (scratch_) MOPT_CUDA_TRY(cudaFree(scratch_));
+      scratch_ = nullptr;
+      scratch_bytes_ = 0;
+      MOPT_CUDA_TRY(cudaMalloc(&scratch_, need));
+      scratch_bytes_ = need;
+    }
+    t.y = scratch_;
+  }
+  // Cold-L2 timing: in a decode step each weight matrix is read once, with all the others read in between, so
+  // every timed launch follows a write of kFlushBytes that evicts the L2 (back-to-back repeats of a 33 MB matrix
+  // would largely hit the 50 MB L2 and misrank the tilings). Without memory for the buffer (a KV cache sized to
+  // the limit): warm timing.
+  constexpr size_t kFlushBytes = size_t{96} << 20;
+  if (!flush_ && !flush_failed_ && cudaMalloc(&flush_, kFlushBytes) != cudaSuccess) {
+    cudaGetLastError();  // clear the allocation error
+    flush_ = nullptr;
+    flush_failed_ = true;
+  }
+  cudaEvent_t ev0, ev1;
+  MOPT_CUDA_TRY(cudaEventCreate(&ev0));
+  MOPT_CUDA_TRY(cudaEventCreate(&ev1));
+  constexpr int kReps = 5;
+  FusedPlan best{-1, 1e30f};
+  cudaError_t err = cudaSuccess;
+  for (int v = 0; v < kSkinnyVariants && err == cudaSuccess; ++v) {
+    t.variant = v;
+    err = launch_skinny_gemm(t, stream);  // warm-up
+    float total_ms = 0.f;
+    for (int r = 0; r < kReps && err == cudaSuccess; ++r) {
+      if (flush_) err = cudaMemsetAsync(flush_, r, kFlushBytes, stream);
+      if (err == cudaSuccess) err = cudaEventRecord(ev0, stream);
+      if (err == cudaSuccess) err = launch_skinny_gemm(t, stream);
+      if (err == cudaSuccess) err = cudaEventRecord(ev1, stream);
+      if (err == cudaSuccess) err = cudaEventSynchronize(ev1);
+      float ms = 0.f;
+      if (err == cudaSuccess) err = cudaEventElapsedTime(&ms, ev0, ev1);
+      total_ms += ms;
+    }
+    if (err == cudaSuccess && total_ms * 1000.f / kReps < best.tuned_us) best = FusedPlan{v, total_ms * 1000.f / kReps};
+  }
+  cudaEventDestroy(ev0);
+  cudaEventDestroy(ev1);
+  MOPT_CUDA_TRY(err);
+  MOPT_LOG_DEBUG("fused gemm %dx%dx%d%s: skinny v%d (%.1f us)", p.m, p.n, p.k, prologue_name(p.prologue),
+                 best.variant, best.tuned_us);
+  fused_plans_.emplace(key, best);
+  return best.variant;
+}
+
+Status Gemm::run_fused(const SkinnyGemmParams& p, cudaStream_t stream) {
+  if (p.m <= 0) return Status::ok();
+  if (p.m > kSkinnyMaxRows || p.n <= 0 || p.k <= 0 || p.k % 8 != 0)
+    return error("fused GEMM: shape m=%d n=%d k=%d unsupported (m <= %d, k a multiple of 8)", p.m, p.n, p.k,
+                 kSkinnyMaxRows);
+  const SkinnyPrologue pro = p.prologue;
+  const SkinnyEpilogue epi = p.epilogue;
+  const bool pair_ok = epi == SkinnyEpilogue::kStore ? pro != SkinnyPrologue::kSwiGlu
+                                                     : pro != SkinnyPrologue::kRmsNorm;
+  if (!pair_ok) return error("fused GEMM: prologue %d with epilogue %d is not supported", static_cast<int>(pro),
+                             static_cast<int>(epi));
+  const bool have_x = pro == SkinnyPrologue::kRmsNorm ? p.x_f32 && p.norm_w : p.x != nullptr;
+  if (!have_x || !p.w || !p.y) return error("fused GEMM: missing operand");
+  if (epi == SkinnyEpilogue::kAddResidual && p.bias) return error("fused GEMM: no bias with the residual epilogue");
+  const uintptr_t bits = reinterpret_cast<uintptr_t>(p.x) | reinterpret_cast<uintptr_t>(p.x_f32) |
+                        reinterpret_cast<uintptr_t>(p.norm_w) | reinterpret_cast<uintptr_t>(p.w);
+  if (bits % 16) return error("fused GEMM: operands must be 16-byte aligned");
+  SkinnyGemmParams q = p;
+  MOPT_ASSIGN_OR_RETURN(q.variant, fused_variant(p, stream));
+  MOPT_CUDA_TRY(launch_skinny_gemm(q, stream));
+  return Status::ok();
+}
+
 std::string Gemm::describe() const {
   std::string out;
+  for (const auto& [key, plan] : fused_plans_) {
+    const auto& [m, n, k, pro, epi, f32, bias] = key;
+    const SkinnyPrologue pr = static_cast<SkinnyPrologue>(pro);
+    // Bytes: weights + activations in (fp32 residual, bf16 gate|up or bf16 x) + output (fp32 read+write for +=).
+    const double in_b = (pr == SkinnyPrologue::kNone ? 2.0 : 4.0) * m * k;
+    const double out_b = epi ? 8.0 * m * n : (f32 ? 4.0 : 2.0) * m * n;
+    const double bytes = 2.0 * n * k + in_b + out_b;
+    out += strfmt("  gemm m=%-3d n=%-6d k=%-5d %-12s %8.1f us %7.0f GB/s  fused%s%s, cold L2\n", m, n, k,
+                  strfmt("skinny v%d", plan.variant).c_str(), plan.tuned_us, bytes / (plan.tuned_us * 1e3),
+                  prologue_name(pr), epi ? "+residual" : "");
+  }
   for (const auto& [key, plan] : plans_) {
-    const auto& [m, n, k, f32, bias, align] = key;
+    const auto& [m, n, k, f32, bias, align, in_f32] = key;
     if (plan->tuned_us <= 0.f) continue;
-    const double bytes = 2.0 * n * k + 2.0 * m * k + (f32 ? 4.0 : 2.0) * m * n;
+    const double in_bytes = in_f32 ? 4.0 : 2.0;
+    const double bytes = in_bytes * n * k + in_bytes * m * k + (f32 ? 4.0 : 2.0) * m * n;
     out += strfmt("  gemm m=%-3d n=%-6d k=%-5d %-12s %8.1f us %7.0f GB/s\n", m, n, k,
-                  plan->skinny ? strfmt("skinny v%d", plan->skinny_variant).c_str() : "cublasLt",
+                  plan->skinny ? strfmt("skinny v%d", plan->skinny_variant).c_str()
+                               : (in_f32 ? "cublasLt f32" : "cublasLt"),
                   plan->tuned_us, bytes / (plan->tuned_us * 1e3));
   }
   return out;
 }
 
-Status Gemm::run(const bf16* x, const bf16* w, const bf16* bias, void* y, bool y_f32, int m, int n, int k,
-                 cudaStream_t stream) {
+Status Gemm::run_any(const void* x, const void* w, const void* bias, void* y, bool in_f32, bool y_f32, int m,
+                     int n, int k, cudaStream_t stream) {
   if (m <= 0) return Status::ok();
   if (n <= 0 || k <= 0) return error("GEMM with an empty dimension (m=%d n=%d k=%d)", m, n, k);
-  if (bias && y_f32) return error("GEMM: a bias is supported with bf16 outputs only");
-  MOPT_ASSIGN_OR_RETURN(Plan * plan, plan_for(x, w, bias, y, y_f32, m, n, k, stream));
+  if (bias && y_f32 && !in_f32) return error("GEMM: a bias is supported with bf16 outputs only");
+  MOPT_ASSIGN_OR_RETURN(Plan * plan, plan_for(x, w, bias, y, in_f32, y_f32, m, n, k, stream));
   return launch(*plan, x, w, bias, y, m, n, k, stream);
+}
+
+Status Gemm::run(const bf16* x, const bf16* w, const bf16* bias, void* y, bool y_f32, int m, int n, int k,
+                 cudaStream_t stream) {
+  return run_any(x, w, bias, y, false, y_f32, m, n, k, stream);
+}
+
+Status Gemm::run(const float* x, const float* w, const float* bias, void* y, bool /*y_f32*/, int m, int n, int k,
+                 cudaStream_t stream) {
+  return run_any(x, w, bias, y, true, true, m, n, k, stream);
 }
 
 }  // namespace mopt::cuda

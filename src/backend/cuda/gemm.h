@@ -1,5 +1,6 @@
 // Linear layers on the GPU: y[m, n] = x[m, k] . w[n, k]^T (+ bias[n]), bf16 operands, fp32 accumulation,
-// bf16 or fp32 output. cuBLASLt does the work, with the algorithm chosen once per shape and cached: for small
+// bf16 or fp32 output; or (the runner's --dtype float32) fp32 operands and output with CUBLAS_COMPUTE_32F,
+// which is true fp32 arithmetic (TF32 would need CUBLAS_COMPUTE_32F_FAST_TF32; no skinny kernel for fp32). cuBLASLt does the work, with the algorithm chosen once per shape and cached: for small
 // m (decode) the candidates from cuBLASLt's heuristic and the skinny-GEMM kernel are timed once on the real
 // operands and the fastest is kept; for larger m cuBLASLt's first heuristic choice is used.
 // Nothing here allocates or synchronizes after a shape's first call, so calls can be captured into a graph
@@ -53,20 +54,48 @@ class Gemm {
   // 16-byte aligned get algorithms that allow their alignment.
   Status run(const bf16* x, const bf16* w, const bf16* bias, void* y, bool y_f32, int m, int n, int k,
              cudaStream_t stream);
+  // fp32 operands: y[m, n] fp32 (y_f32 is accepted for call sites shared with the bf16 overload; the output is
+  // fp32 either way), bias fp32 [n] or null. Rows need only 4-byte alignment.
+  Status run(const float* x, const float* w, const float* bias, void* y, bool y_f32, int m, int n, int k,
+             cudaStream_t stream);
+
+  // Fused decode GEMM: launch_skinny_gemm with p's prologue / epilogue (kernels.h), m <= kSkinnyMaxRows. The
+  // skinny variants are timed once per shape on the real operands with a cold L2 (as in a decode step) and the
+  // fastest is cached (p.variant is ignored); while timing, a kAddResidual output goes to a scratch buffer, so
+  // the residual is updated once.
+  // Like run(): a shape's first call must happen outside stream capture.
+  Status run_fused(const SkinnyGemmParams& p, cudaStream_t stream);
 
   // Largest m for which candidates are timed (others use the heuristic's first choice).
   int autotune_max_m = 64;
-  size_t n_cached_plans() const { return plans_.size(); }
+  size_t n_cached_plans() const { return plans_.size() + fused_plans_.size(); }
   // One line per tuned plan: shape, choice, time, achieved bandwidth (for benchmarks).
   std::string describe() const;
 
  private:
   struct Plan;
-  using Key = std::tuple<int, int, int, bool, bool, int>;  // m, n, k, y_f32, has_bias, operand alignment
-  Result<Plan*> plan_for(const bf16* x, const bf16* w, const bf16* bias, void* y, bool y_f32, int m, int n,
-                         int k, cudaStream_t stream);
-  Status launch(Plan& plan, const bf16* x, const bf16* w, const bf16* bias, void* y, int m, int n, int k,
+  // m, n, k, y_f32, has_bias, operand alignment, fp32 operands
+  using Key = std::tuple<int, int, int, bool, bool, int, bool>;
+  // Operands x, w, bias are bf16, or fp32 when in_f32 (then y_f32 is true too).
+  Status run_any(const void* x, const void* w, const void* bias, void* y, bool in_f32, bool y_f32, int m, int n,
+                 int k, cudaStream_t stream);
+  Result<Plan*> plan_for(const void* x, const void* w, const void* bias, void* y, bool in_f32, bool y_f32, int m,
+                         int n, int k, cudaStream_t stream);
+  Status launch(Plan& plan, const void* x, const void* w, const void* bias, void* y, int m, int n, int k,
                 cudaStream_t stream);
+
+  struct FusedPlan {
+    int variant = 0;
+    float tuned_us = 0.f;
+  };
+  // m, n, k, prologue, epilogue, y_f32, has_bias
+  using FusedKey = std::tuple<int, int, int, int, int, bool, bool>;
+  Result<int> fused_variant(const SkinnyGemmParams& p, cudaStream_t stream);
+  std::map<FusedKey, FusedPlan> fused_plans_;
+  void* scratch_ = nullptr;  // tuning output of kAddResidual calls
+  size_t scratch_bytes_ = 0;
+  void* flush_ = nullptr;    // written between timed fused launches to evict the L2
+  bool flush_failed_ = false;
 
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;

@@ -2,8 +2,12 @@
 // document their shapes (FlashInfer style). Every launcher enqueues on `stream`, allocates nothing and never
 // synchronizes, so all of them can be captured into a CUDA graph. Launchers return the launch error (if any).
 //
+// Storage type: kernels whose parameter struct is a template (`...ParamsT<T>`) exist for T = bf16 (the default;
+// the `...Params` aliases) and T = float (the runner's --dtype float32); both are instantiated from one source
+// (arithmetic in fp32 in both, see storage.cuh). The tensor-core prefill and the skinny GEMM are bf16 only.
+//
 // Paged KV cache layout (one allocation, block-major so that a block is one contiguous range for swapping):
-//   cache[n_blocks][n_layer][2 (K, V)][n_head_kv][block_size][head_dim]   bf16
+//   cache[n_blocks][n_layer][2 (K, V)][n_head_kv][block_size][head_dim]   T
 // A kernel of layer l sees `k_cache = cache + l * layer_stride`, `v_cache = k_cache + kv_stride`, and finds
 // token slot s = block * block_size + off at  k_cache + block * block_stride + (h * block_size + off) * head_dim.
 #pragma once
@@ -18,69 +22,86 @@ namespace mopt::cuda {
 using bf16 = __nv_bfloat16;
 
 // Where one layer's K and V live in the paged cache (strides in elements).
-struct KvCacheView {
-  bf16* k = nullptr;           // first K element of this layer in block 0
-  bf16* v = nullptr;           // first V element of this layer in block 0
+template <class T>
+struct KvCacheViewT {
+  T* k = nullptr;              // first K element of this layer in block 0
+  T* v = nullptr;              // first V element of this layer in block 0
   int64_t block_stride = 0;    // elements between the same position of consecutive blocks
   int block_size = 0;          // token slots per block
   int n_head_kv = 0;
   int head_dim = 0;
 };
+using KvCacheView = KvCacheViewT<bf16>;
 
 // ---- elementwise / normalization ------------------------------------------------------------------------
 
-// out[t, :] = table[tokens[t], :] (bf16 table -> fp32 residual stream)
-struct EmbedParams {
+// out[t, :] = table[tokens[t], :] (T table -> fp32 residual stream)
+template <class T>
+struct EmbedParamsT {
   const int32_t* tokens = nullptr;  // [n_tokens]
-  const bf16* table = nullptr;      // [n_vocab, n_embd]
+  const T* table = nullptr;         // [n_vocab, n_embd]
   float* out = nullptr;             // [n_tokens, n_embd]
   int n_tokens = 0, n_embd = 0, n_vocab = 0;
 };
-cudaError_t launch_embed(const EmbedParams& p, cudaStream_t stream);
+using EmbedParams = EmbedParamsT<bf16>;
+template <class T>
+cudaError_t launch_embed(const EmbedParamsT<T>& p, cudaStream_t stream);
 
 // Fused residual add + RMSNorm. For each output row r reading input row i = rows ? rows[r] : r:
 //   if add: residual[i] += add[i];   out[r] = residual[i] / rms(residual[i]) * weight
-struct RmsNormParams {
+template <class T>
+struct RmsNormParamsT {
   float* residual = nullptr;      // [n_rows_in, n] fp32, updated in place when `add` is set
-  const bf16* add = nullptr;      // [n_rows_in, n] or null
-  const bf16* weight = nullptr;   // [n]
-  bf16* out = nullptr;            // [n_rows_out, n]
+  const T* add = nullptr;         // [n_rows_in, n] or null
+  const T* weight = nullptr;      // [n]
+  T* out = nullptr;               // [n_rows_out, n]
   const int32_t* rows = nullptr;  // [n_rows_out] rows of `residual` to normalize (null: identity)
   int n_rows_out = 0, n = 0;
   float eps = 1e-5f;
 };
-cudaError_t launch_rmsnorm(const RmsNormParams& p, cudaStream_t stream);
+using RmsNormParams = RmsNormParamsT<bf16>;
+template <class T>
+cudaError_t launch_rmsnorm(const RmsNormParamsT<T>& p, cudaStream_t stream);
 
 // Per token: optional per-head RMSNorm of q and k (Qwen3), RoPE on q and k, q written to q_out,
 // k and v written into the paged cache at slot_mapping[t] (slot < 0: not written, e.g. batch padding).
-struct QkvRopeParams {
-  const bf16* qkv = nullptr;          // [n_tokens, (n_head + 2 * n_head_kv) * head_dim] q | k | v per row
-  bf16* q_out = nullptr;              // [n_tokens, n_head * head_dim]
+template <class T>
+struct QkvRopeParamsT {
+  const T* qkv = nullptr;             // [n_tokens, (n_head + 2 * n_head_kv) * head_dim] q | k | v per row
+  T* q_out = nullptr;                 // [n_tokens, n_head * head_dim]
   const int32_t* positions = nullptr; // [n_tokens]
   const int32_t* slot_mapping = nullptr;  // [n_tokens]
   const float* inv_freq = nullptr;    // [rope_dim / 2] (null: no RoPE)
-  const bf16* q_norm = nullptr;       // [head_dim] or null
-  const bf16* k_norm = nullptr;       // [head_dim] or null
-  KvCacheView cache;
+  const T* q_norm = nullptr;          // [head_dim] or null
+  const T* k_norm = nullptr;          // [head_dim] or null
+  KvCacheViewT<T> cache;
   int n_tokens = 0, n_head = 0, n_head_kv = 0, head_dim = 0, rope_dim = 0;
   bool neox = false;                  // rotate_half pairs (i, i + rope_dim/2); else (2i, 2i+1)
   float norm_eps = 1e-6f;
 };
-cudaError_t launch_qkv_rope_cache(const QkvRopeParams& p, cudaStream_t stream);
+using QkvRopeParams = QkvRopeParamsT<bf16>;
+template <class T>
+cudaError_t launch_qkv_rope_cache(const QkvRopeParamsT<T>& p, cudaStream_t stream);
 
 // out[t, j] = silu(gu[t, j]) * gu[t, n_ff + j]
-struct SwiGluParams {
-  const bf16* gate_up = nullptr;  // [n_tokens, 2 * n_ff] gate | up
-  bf16* out = nullptr;            // [n_tokens, n_ff]
+template <class T>
+struct SwiGluParamsT {
+  const T* gate_up = nullptr;     // [n_tokens, 2 * n_ff] gate | up
+  T* out = nullptr;               // [n_tokens, n_ff]
   int n_tokens = 0, n_ff = 0;
 };
-cudaError_t launch_swiglu(const SwiGluParams& p, cudaStream_t stream);
+using SwiGluParams = SwiGluParamsT<bf16>;
+template <class T>
+cudaError_t launch_swiglu(const SwiGluParamsT<T>& p, cudaStream_t stream);
 
-// Conversions used when uploading weights, and a seeded generator for dummy weights.
+// Conversions used when uploading weights (round to nearest even), and a seeded generator for dummy weights.
 cudaError_t launch_f32_to_bf16(const float* in, bf16* out, int64_t n, cudaStream_t stream);
 cudaError_t launch_f16_to_bf16(const uint16_t* in, bf16* out, int64_t n, cudaStream_t stream);
-// out[i] = offset + scale * u(seed, i), u uniform in [-1, 1)
-cudaError_t launch_fill_random(bf16* out, int64_t n, uint64_t seed, float scale, float offset, cudaStream_t stream);
+cudaError_t launch_f16_to_f32(const uint16_t* in, float* out, int64_t n, cudaStream_t stream);  // exact
+cudaError_t launch_bf16_to_f32(const bf16* in, float* out, int64_t n, cudaStream_t stream);     // exact
+// out[i] = offset + scale * u(seed, i), u uniform in [-1, 1), rounded to T
+template <class T>
+cudaError_t launch_fill_random(T* out, int64_t n, uint64_t seed, float scale, float offset, cudaStream_t stream);
 
 // ---- attention ------------------------------------------------------------------------------------------
 
@@ -90,23 +111,26 @@ cudaError_t launch_fill_random(bf16* out, int64_t n, uint64_t seed, float scale,
 // GQA: a CTA serves `heads_per_cta` query heads of one KV head, so each K/V row is read once for the group.
 // Split-K: with n_splits > 1 each CTA handles a slice of the context and writes partial results that
 // launch_attention_decode merges (workspace must then hold n_tokens * n_head * n_splits * (head_dim + 2) floats).
-struct DecodeAttnParams {
-  const bf16* q = nullptr;              // [n_tokens, n_head, head_dim]
-  bf16* out = nullptr;                  // [n_tokens, n_head, head_dim]
+template <class T>
+struct DecodeAttnParamsT {
+  const T* q = nullptr;                 // [n_tokens, n_head, head_dim]
+  T* out = nullptr;                     // [n_tokens, n_head, head_dim]
   const int32_t* positions = nullptr;   // [n_tokens]; a token with position < 0 is padding (output zeros)
   const int32_t* token_seq = nullptr;   // [n_tokens] sequence index of each token
   const int32_t* block_tables = nullptr;// [n_seqs, max_blocks_per_seq]
   int max_blocks_per_seq = 0;
-  KvCacheView cache;
+  KvCacheViewT<T> cache;
   int n_tokens = 0, n_head = 0;
   int window = 0;
   float scale = 0.f;                    // softmax scale, usually 1/sqrt(head_dim)
   int n_splits = 1;
   float* workspace = nullptr;           // see above (n_splits > 1)
 };
-// True when the decode kernel supports this head_dim (8, 16, 32, 64, 128, 256).
+using DecodeAttnParams = DecodeAttnParamsT<bf16>;
+// True when the decode kernel supports this head_dim (8, 16, 32, 64, 128).
 bool decode_attention_supported(int head_dim);
-cudaError_t launch_attention_decode(const DecodeAttnParams& p, cudaStream_t stream);
+template <class T>
+cudaError_t launch_attention_decode(const DecodeAttnParamsT<T>& p, cudaStream_t stream);
 // Number of splits that fills the GPU for n_items (tokens x kv-head groups) CTAs, context up to max_ctx.
 int choose_decode_splits(int n_ctas_without_split, int max_ctx, int n_sms);
 
@@ -155,17 +179,34 @@ cudaError_t launch_sample(const SampleParams& p, cudaStream_t stream);
 
 // y[m, n] = sum_k x[m, k] * w[n, k] (+ bias[n]) for m <= 8: one pass over the weights (bandwidth bound).
 // k must be a multiple of 8 and the pointers 16-byte aligned.
+//
+// Fused decode variants (compile-time prologue / epilogue of the same kernel; the prologue's operand stays in
+// fp32 where the unfused kernels round their outputs to bf16). r = x_rows ? x_rows[i] : i:
+//   prologue kRmsNorm: x[i, :] = x_f32[r, :] * rstd(x_f32[r, :]) * norm_w — replaces launch_rmsnorm (the
+//                      sum of squares comes from the same loads, see gemm_skinny.cu);
+//   prologue kSwiGlu:  x[i, j] = silu(x[r, j]) * x[r, k + j], x being gate|up [rows, 2k] bf16
+//                      — replaces launch_swiglu;
+//   epilogue kAddResidual: y is the fp32 residual [m, n] and y[i, n] += acc (fp32, no bf16 rounding, no bias).
+// Supported pairs: (kNone, kStore), (kNone, kAddResidual), (kRmsNorm, kStore), (kSwiGlu, kAddResidual).
+enum class SkinnyPrologue : int { kNone = 0, kRmsNorm = 1, kSwiGlu = 2 };
+enum class SkinnyEpilogue : int { kStore = 0, kAddResidual = 1 };
 struct SkinnyGemmParams {
-  const bf16* x = nullptr;     // [m, k]
+  const bf16* x = nullptr;     // [m, k] (kNone; row r = x_rows[i] with x_rows), [rows, 2k] gate|up (kSwiGlu)
   const bf16* w = nullptr;     // [n, k]
-  const bf16* bias = nullptr;  // [n] or null
-  void* y = nullptr;           // [m, n] bf16, or fp32 when y_f32
+  const bf16* bias = nullptr;  // [n] or null (kStore only)
+  void* y = nullptr;           // [m, n] bf16, or fp32 when y_f32 (kAddResidual: fp32 residual, y_f32 ignored)
   bool y_f32 = false;
   int m = 0, n = 0, k = 0;
   int variant = 0;             // tiling variant, 0 .. kSkinnyVariants - 1 (see gemm_skinny.cu)
+  SkinnyPrologue prologue = SkinnyPrologue::kNone;
+  SkinnyEpilogue epilogue = SkinnyEpilogue::kStore;
+  const float* x_f32 = nullptr;      // kRmsNorm: [rows, k] fp32 residual stream (16-byte aligned)
+  const bf16* norm_w = nullptr;      // kRmsNorm: [k]
+  float norm_eps = 1e-5f;
+  const int32_t* x_rows = nullptr;   // [m] input row of each output row, or null (identity)
 };
 inline constexpr int kSkinnyMaxRows = 8;
-inline constexpr int kSkinnyVariants = 4;
+inline constexpr int kSkinnyVariants = 8;
 cudaError_t launch_skinny_gemm(const SkinnyGemmParams& p, cudaStream_t stream);
 
 }  // namespace mopt::cuda

@@ -1,9 +1,11 @@
 // Elementwise and normalization kernels: embedding, fused add+RMSNorm, q/k-norm + RoPE + KV-cache write,
 // SwiGLU, dtype conversion and seeded random fill. Memory-bound; each is one pass over its data.
+// Templated on the storage type T (bf16 or float, see storage.cuh); arithmetic is fp32 in both.
 #include <cuda_fp16.h>
 
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/launch.cuh"
+#include "backend/cuda/storage.cuh"
 
 namespace mopt::cuda {
 namespace {
@@ -33,7 +35,8 @@ __device__ float block_sum(float v) {
   return total;
 }
 
-__global__ void embed_kernel(EmbedParams p) {
+template <class T>
+__global__ void embed_kernel(EmbedParamsT<T> p) {
   pdl_wait();
   pdl_trigger();
   const int t = blockIdx.x;
@@ -43,37 +46,38 @@ __global__ void embed_kernel(EmbedParams p) {
     for (int i = threadIdx.x; i < p.n_embd; i += blockDim.x) out[i] = 0.f;
     return;
   }
-  const bf16* row = p.table + static_cast<int64_t>(tok) * p.n_embd;
-  for (int i = threadIdx.x; i < p.n_embd; i += blockDim.x) out[i] = __bfloat162float(row[i]);
+  const T* row = p.table + static_cast<int64_t>(tok) * p.n_embd;
+  for (int i = threadIdx.x; i < p.n_embd; i += blockDim.x) out[i] = to_f32(row[i]);
 }
 
-__global__ void rmsnorm_kernel(RmsNormParams p) {
+template <class T>
+__global__ void rmsnorm_kernel(RmsNormParamsT<T> p) {
   pdl_wait();
   pdl_trigger();
   const int r = blockIdx.x;
   const int64_t i = p.rows ? p.rows[r] : r;
   float* res = p.residual + i * p.n;
-  const bf16* add = p.add ? p.add + i * p.n : nullptr;
+  const T* add = p.add ? p.add + i * p.n : nullptr;
   float ss = 0.f;
   for (int j = threadIdx.x; j < p.n; j += blockDim.x) {
     float v = res[j];
     if (add) {
-      v += __bfloat162float(add[j]);
+      v += to_f32(add[j]);
       res[j] = v;
     }
     ss += v * v;
   }
   const float rstd = rsqrtf(block_sum(ss) / static_cast<float>(p.n) + p.eps);
-  bf16* out = p.out + static_cast<int64_t>(r) * p.n;
-  for (int j = threadIdx.x; j < p.n; j += blockDim.x)
-    out[j] = __float2bfloat16(res[j] * rstd * __bfloat162float(p.weight[j]));
+  T* out = p.out + static_cast<int64_t>(r) * p.n;
+  for (int j = threadIdx.x; j < p.n; j += blockDim.x) out[j] = from_f32<T>(res[j] * rstd * to_f32(p.weight[j]));
 }
 
 // One warp per head; the head's values pass through shared memory so RoPE can read each lane's pair.
 constexpr int kRopeWarps = 4;
 constexpr int kMaxHeadDim = 256;
 
-__global__ void qkv_rope_cache_kernel(QkvRopeParams p) {
+template <class T>
+__global__ void qkv_rope_cache_kernel(QkvRopeParamsT<T> p) {
   __shared__ float buf[kRopeWarps][kMaxHeadDim];
   __shared__ float cos_t[kMaxHeadDim / 2], sin_t[kMaxHeadDim / 2];
   pdl_wait();
@@ -97,23 +101,23 @@ __global__ void qkv_rope_cache_kernel(QkvRopeParams p) {
   __syncthreads();
   // grid.y splits the heads so that a single decode token is spread over several CTAs.
   for (int h = blockIdx.y * kRopeWarps + warp; h < n_heads_all; h += kRopeWarps * gridDim.y) {
-    const bf16* src = p.qkv + static_cast<int64_t>(t) * row_len + static_cast<int64_t>(h) * hd;
+    const T* src = p.qkv + static_cast<int64_t>(t) * row_len + static_cast<int64_t>(h) * hd;
     const bool is_q = h < p.n_head;
     const bool is_v = h >= p.n_head + p.n_head_kv;
     float ss = 0.f;
     for (int d = lane; d < hd; d += 32) {
-      const float v = __bfloat162float(src[d]);
+      const float v = to_f32(src[d]);
       x[d] = v;
       ss += v * v;
     }
-    const bf16* norm_w = is_q ? p.q_norm : (is_v ? nullptr : p.k_norm);
+    const T* norm_w = is_q ? p.q_norm : (is_v ? nullptr : p.k_norm);
     if (norm_w) {
       const float rstd = rsqrtf(warp_sum(ss) / static_cast<float>(hd) + p.norm_eps);
-      for (int d = lane; d < hd; d += 32) x[d] = x[d] * rstd * __bfloat162float(norm_w[d]);
+      for (int d = lane; d < hd; d += 32) x[d] = x[d] * rstd * to_f32(norm_w[d]);
     }
     __syncwarp();
     // Destination of this head.
-    bf16* dst;
+    T* dst;
     if (is_q) {
       dst = p.q_out + (static_cast<int64_t>(t) * p.n_head + h) * hd;
     } else {
@@ -123,7 +127,7 @@ __global__ void qkv_rope_cache_kernel(QkvRopeParams p) {
       }
       const int kvh = is_v ? h - p.n_head - p.n_head_kv : h - p.n_head;
       const int64_t block = slot / p.cache.block_size, off = slot % p.cache.block_size;
-      bf16* base = is_v ? p.cache.v : p.cache.k;
+      T* base = is_v ? p.cache.v : p.cache.k;
       dst = base + block * p.cache.block_stride + (static_cast<int64_t>(kvh) * p.cache.block_size + off) * hd;
     }
     const bool rope = !is_v && p.inv_freq != nullptr;
@@ -145,36 +149,35 @@ __global__ void qkv_rope_cache_kernel(QkvRopeParams p) {
         const float x0 = x[d0], x1 = x[d1];
         v = (d == d0) ? x0 * c - x1 * s : x1 * c + x0 * s;
       }
-      dst[d] = __float2bfloat16(v);
+      dst[d] = from_f32<T>(v);
     }
     __syncwarp();
   }
 }
 
-__global__ void swiglu_kernel(SwiGluParams p) {
+template <class T>
+__global__ void swiglu_kernel(SwiGluParamsT<T> p) {
   pdl_wait();
   pdl_trigger();
   const int64_t total = static_cast<int64_t>(p.n_tokens) * p.n_ff;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t t = i / p.n_ff, j = i % p.n_ff;
-    const bf16* row = p.gate_up + t * 2 * p.n_ff;
-    const float g = __bfloat162float(row[j]);
-    const float u = __bfloat162float(row[p.n_ff + j]);
-    p.out[i] = __float2bfloat16(g / (1.f + __expf(-g)) * u);
+    const T* row = p.gate_up + t * 2 * p.n_ff;
+    const float g = to_f32(row[j]);
+    const float u = to_f32(row[p.n_ff + j]);
+    // bf16 keeps the fast exp (its output rounding dominates); fp32 uses the accurate one, like the CPU.
+    const float e = sizeof(T) == 2 ? __expf(-g) : expf(-g);
+    p.out[i] = from_f32<T>(g / (1.f + e) * u);
   }
 }
 
-__global__ void f32_to_bf16_kernel(const float* in, bf16* out, int64_t n) {
+// out[i] = D(in[i]) through fp32 (exact for every source type used here: f32, f16, bf16).
+template <class S, class D>
+__global__ void convert_kernel(const S* in, D* out, int64_t n) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    out[i] = __float2bfloat16(in[i]);
-}
-
-__global__ void f16_to_bf16_kernel(const __half* in, bf16* out, int64_t n) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    out[i] = __float2bfloat16(__half2float(in[i]));
+    out[i] = from_f32<D>(to_f32(in[i]));
 }
 
 __device__ __forceinline__ uint64_t splitmix64(uint64_t x) {
@@ -184,12 +187,13 @@ __device__ __forceinline__ uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-__global__ void fill_random_kernel(bf16* out, int64_t n, uint64_t seed, float scale, float offset) {
+template <class T>
+__global__ void fill_random_kernel(T* out, int64_t n, uint64_t seed, float scale, float offset) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const uint64_t h = splitmix64(seed * 0x2545f4914f6cdd1dull ^ static_cast<uint64_t>(i));
     const float u = static_cast<float>(h >> 40) * (1.0f / 8388608.0f) - 1.0f;  // [-1, 1)
-    out[i] = __float2bfloat16(offset + scale * u);
+    out[i] = from_f32<T>(offset + scale * u);
   }
 }
 
@@ -240,30 +244,35 @@ int grid_for(int64_t n) {
 
 }  // namespace
 
-cudaError_t launch_embed(const EmbedParams& p, cudaStream_t stream) {
+template <class T>
+cudaError_t launch_embed(const EmbedParamsT<T>& p, cudaStream_t stream) {
   if (p.n_tokens <= 0) return cudaSuccess;
-  return launch_pdl(embed_kernel, dim3(p.n_tokens), dim3(kThreads), 0, stream, p);
+  return launch_pdl(embed_kernel<T>, dim3(p.n_tokens), dim3(kThreads), 0, stream, p);
 }
 
-cudaError_t launch_rmsnorm(const RmsNormParams& p, cudaStream_t stream) {
+template <class T>
+cudaError_t launch_rmsnorm(const RmsNormParamsT<T>& p, cudaStream_t stream) {
   if (p.n_rows_out <= 0) return cudaSuccess;
   const int threads = p.n >= 2048 ? 512 : (p.n >= 512 ? 256 : 64);
-  return launch_pdl(rmsnorm_kernel, dim3(p.n_rows_out), dim3(threads), 0, stream, p);
+  return launch_pdl(rmsnorm_kernel<T>, dim3(p.n_rows_out), dim3(threads), 0, stream, p);
 }
 
-cudaError_t launch_qkv_rope_cache(const QkvRopeParams& p, cudaStream_t stream) {
+template <class T>
+cudaError_t launch_qkv_rope_cache(const QkvRopeParamsT<T>& p, cudaStream_t stream) {
   if (p.n_tokens <= 0) return cudaSuccess;
   if (p.head_dim > kMaxHeadDim || p.rope_dim > p.head_dim || p.rope_dim % 2 != 0) return cudaErrorInvalidValue;
   const int n_heads_all = p.n_head + 2 * p.n_head_kv;
   // Few tokens (decode): one warp per head across CTAs; many tokens: one CTA per token loops over heads.
   const int head_groups = p.n_tokens >= 256 ? 1 : (n_heads_all + kRopeWarps - 1) / kRopeWarps;
-  return launch_pdl(qkv_rope_cache_kernel, dim3(p.n_tokens, head_groups), dim3(kRopeWarps * 32), 0, stream, p);
+  return launch_pdl(qkv_rope_cache_kernel<T>, dim3(p.n_tokens, head_groups), dim3(kRopeWarps * 32), 0, stream,
+                    p);
 }
 
-cudaError_t launch_swiglu(const SwiGluParams& p, cudaStream_t stream) {
+template <class T>
+cudaError_t launch_swiglu(const SwiGluParamsT<T>& p, cudaStream_t stream) {
   const int64_t n = static_cast<int64_t>(p.n_tokens) * p.n_ff;
   if (n <= 0) return cudaSuccess;
-  return launch_pdl(swiglu_kernel, dim3(grid_for(n)), dim3(kThreads), 0, stream, p);
+  return launch_pdl(swiglu_kernel<T>, dim3(grid_for(n)), dim3(kThreads), 0, stream, p);
 }
 
 cudaError_t launch_argmax(const float* logits, int n_rows, int n_vocab, int32_t* tokens, cudaStream_t stream) {
@@ -271,23 +280,47 @@ cudaError_t launch_argmax(const float* logits, int n_rows, int n_vocab, int32_t*
   return launch_pdl(argmax_kernel, dim3(n_rows), dim3(1024), 0, stream, logits, n_vocab, tokens);
 }
 
-cudaError_t launch_f32_to_bf16(const float* in, bf16* out, int64_t n, cudaStream_t stream) {
+namespace {
+template <class S, class D>
+cudaError_t launch_convert(const S* in, D* out, int64_t n, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
-  f32_to_bf16_kernel<<<grid_for(n), kThreads, 0, stream>>>(in, out, n);
+  convert_kernel<S, D><<<grid_for(n), kThreads, 0, stream>>>(in, out, n);
   return cudaGetLastError();
+}
+}  // namespace
+
+cudaError_t launch_f32_to_bf16(const float* in, bf16* out, int64_t n, cudaStream_t stream) {
+  return launch_convert(in, out, n, stream);
 }
 
 cudaError_t launch_f16_to_bf16(const uint16_t* in, bf16* out, int64_t n, cudaStream_t stream) {
+  return launch_convert(reinterpret_cast<const __half*>(in), out, n, stream);
+}
+
+cudaError_t launch_f16_to_f32(const uint16_t* in, float* out, int64_t n, cudaStream_t stream) {
+  return launch_convert(reinterpret_cast<const __half*>(in), out, n, stream);
+}
+
+cudaError_t launch_bf16_to_f32(const bf16* in, float* out, int64_t n, cudaStream_t stream) {
+  return launch_convert(in, out, n, stream);
+}
+
+template <class T>
+cudaError_t launch_fill_random(T* out, int64_t n, uint64_t seed, float scale, float offset, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
-  f16_to_bf16_kernel<<<grid_for(n), kThreads, 0, stream>>>(reinterpret_cast<const __half*>(in), out, n);
+  fill_random_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(out, n, seed, scale, offset);
   return cudaGetLastError();
 }
 
-cudaError_t launch_fill_random(bf16* out, int64_t n, uint64_t seed, float scale, float offset,
-                               cudaStream_t stream) {
-  if (n <= 0) return cudaSuccess;
-  fill_random_kernel<<<grid_for(n), kThreads, 0, stream>>>(out, n, seed, scale, offset);
-  return cudaGetLastError();
-}
+// The two storage types of every templated launcher.
+#define MOPT_INSTANTIATE_ELEMENTWISE(T)                                                                  \
+  template cudaError_t launch_embed<T>(const EmbedParamsT<T>&, cudaStream_t);                           \
+  template cudaError_t launch_rmsnorm<T>(const RmsNormParamsT<T>&, cudaStream_t);                       \
+  template cudaError_t launch_qkv_rope_cache<T>(const QkvRopeParamsT<T>&, cudaStream_t);                \
+  template cudaError_t launch_swiglu<T>(const SwiGluParamsT<T>&, cudaStream_t);                         \
+  template cudaError_t launch_fill_random<T>(T*, int64_t, uint64_t, float, float, cudaStream_t);
+MOPT_INSTANTIATE_ELEMENTWISE(bf16)
+MOPT_INSTANTIATE_ELEMENTWISE(float)
+#undef MOPT_INSTANTIATE_ELEMENTWISE
 
 }  // namespace mopt::cuda

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_runner.h"
+#include "backend/cuda/kernels.h"
 #include "core/dtype.h"
 
 namespace mopt::cudatest {
@@ -70,6 +71,52 @@ inline std::vector<float> bf16_to_f32(const std::vector<uint16_t>& bits) {
   for (size_t i = 0; i < bits.size(); ++i) v[i] = bf16_to_fp32(bits[i]);
   return v;
 }
+
+// Storage types of the templated kernels: bf16 (held on the host as raw uint16_t bits) or float.
+template <class T>
+struct Storage;
+template <>
+struct Storage<cuda::bf16> {
+  using Host = uint16_t;
+  static Host from(float v) { return fp32_to_bf16(v); }
+  static float to(Host h) { return bf16_to_fp32(h); }
+};
+template <>
+struct Storage<float> {
+  using Host = float;
+  static Host from(float v) { return v; }
+  static float to(Host h) { return h; }
+};
+template <class T>
+using host_t = typename Storage<T>::Host;
+
+// Random values uniform in [lo, hi) rounded to T (raw host representation), plus their exact fp32 values.
+template <class T>
+void random_vals(std::mt19937& rng, size_t n, float lo, float hi, std::vector<host_t<T>>& raw,
+                 std::vector<float>& vals) {
+  std::uniform_real_distribution<float> u(lo, hi);
+  raw.resize(n);
+  vals.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    raw[i] = Storage<T>::from(u(rng));
+    vals[i] = Storage<T>::to(raw[i]);
+  }
+}
+
+template <class T>
+std::vector<float> to_f32(const std::vector<host_t<T>>& raw) {
+  std::vector<float> v(raw.size());
+  for (size_t i = 0; i < raw.size(); ++i) v[i] = Storage<T>::to(raw[i]);
+  return v;
+}
+
+// gtest names for typed tests over the storage types.
+struct StorageName {
+  template <class T>
+  static std::string GetName(int) {
+    return sizeof(T) == 2 ? "bf16" : "fp32";
+  }
+};
 
 // Every element within atol + rtol * |ref| (NaN never passes). Reports the worst element.
 inline ::testing::AssertionResult all_close(const std::vector<float>& got, const std::vector<float>& ref, float atol,

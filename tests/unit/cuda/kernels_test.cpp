@@ -1,12 +1,15 @@
 // Every CUDA kernel against the CPU backend's fp32 kernels (the reference) over swept shapes.
-// Inputs are random bf16 values; the reference runs in fp32 on exactly those values, so the only differences
-// are the GPU's bf16 rounding of outputs/intermediates. Tolerances (stated per test) follow from that:
-// a bf16 output carries a relative rounding error of 2^-9, so 1/128 relative plus a small absolute term.
+// Kernels templated on the storage type run as typed tests for bf16 and fp32. Inputs are random values of that
+// type; the reference runs in fp32 on exactly those values, so the only differences are the GPU's roundings.
+// Tolerances (stated per test) follow from that. bf16: an output carries a relative rounding error of 2^-9, so
+// 1/128 relative plus a small absolute term. fp32: only the order of fp32 operations differs (and fast vs
+// polynomial exp), so 1e-5 relative plus an absolute term of 1e-6 .. 2e-5 (outputs are O(1)).
 #if MOPT_HAVE_CUDA
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <numeric>
+#include <type_traits>
 
 #include "backend/cpu/kernels.h"
 #include "backend/cuda/gemm.h"
@@ -20,27 +23,57 @@ namespace {
 using cuda::bf16;
 using cudatest::DevVec;
 using cudatest::all_close;
+using cudatest::host_t;
 using cudatest::random_bf16;
+using cudatest::random_vals;
 
 std::vector<float> download_bf16(const DevVec<uint16_t>& d) { return cudatest::bf16_to_f32(d.download()); }
 
-TEST(CudaKernels, Embed) {
+template <class T>
+std::vector<float> download_f32(const DevVec<host_t<T>>& d) {
+  return cudatest::to_f32<T>(d.download());
+}
+
+template <class T>
+const T* dev(const DevVec<host_t<T>>& d) {
+  return reinterpret_cast<const T*>(d.get());
+}
+template <class T>
+T* dev_mut(DevVec<host_t<T>>& d) {
+  return reinterpret_cast<T*>(d.get());
+}
+
+// Tolerance of an output of storage type T: bf16 value for bf16, fp32 value for float.
+template <class T>
+constexpr float tol(float bf16_value, float fp32_value) {
+  return std::is_same_v<T, float> ? fp32_value : bf16_value;
+}
+template <class T>
+constexpr float kRtol = tol<T>(1.f / 128, 1e-5f);
+
+template <class T>
+class CudaKernelsT : public testing::Test {};
+using StorageTypes = testing::Types<bf16, float>;
+TYPED_TEST_SUITE(CudaKernelsT, StorageTypes, cudatest::StorageName);
+
+TYPED_TEST(CudaKernelsT, Embed) {
+  using T = TypeParam;
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(1);
-  const int n_vocab = 100, n_embd = 72, T = 9;
-  std::vector<uint16_t> tb;
+  const int n_vocab = 100, n_embd = 72, T_ = 9;
+  std::vector<host_t<T>> tb;
   std::vector<float> tv;
-  random_bf16(rng, static_cast<size_t>(n_vocab) * n_embd, -2.f, 2.f, tb, tv);
+  random_vals<T>(rng, static_cast<size_t>(n_vocab) * n_embd, -2.f, 2.f, tb, tv);
   std::vector<int32_t> tokens = {0, 99, 5, 5, 17, 42, 3, 98, 1};
-  DevVec<uint16_t> dt(tb);
+  DevVec<host_t<T>> dt(tb);
   DevVec<int32_t> dtok(tokens);
-  DevVec<float> out(static_cast<size_t>(T) * n_embd);
+  DevVec<float> out(static_cast<size_t>(T_) * n_embd);
   out.poison();
-  cuda::EmbedParams p;
+  cuda::EmbedParamsT<T> p;
   p.tokens = dtok.get();
-  p.table = reinterpret_cast<const bf16*>(dt.get());
+  p.table = dev<T>(dt);
   p.out = out.get();
-  p.n_tokens = T;
+  p.n_tokens = T_;
   p.n_embd = n_embd;
   p.n_vocab = n_vocab;
   CUDA_OK(cuda::launch_embed(p, nullptr));
@@ -49,7 +82,9 @@ TEST(CudaKernels, Embed) {
   EXPECT_TRUE(all_close(out.download(), ref, 0.f, 0.f));  // exact
 }
 
-TEST(CudaKernels, RmsNormWithResidualAddAndRowGather) {
+// Output: bf16 1e-3 + 1/128 relative; fp32 1e-6 + 1e-5 relative. The fp32 residual: 1e-6 both.
+TYPED_TEST(CudaKernelsT, RmsNormWithResidualAddAndRowGather) {
+  using T = TypeParam;
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(2);
   for (int n : {64, 100, 4096}) {
@@ -59,22 +94,22 @@ TEST(CudaKernels, RmsNormWithResidualAddAndRowGather) {
         std::vector<float> resid(static_cast<size_t>(rows) * n);
         std::uniform_real_distribution<float> u(-3.f, 3.f);
         for (float& v : resid) v = u(rng);
-        std::vector<uint16_t> ab, wb;
+        std::vector<host_t<T>> ab, wb;
         std::vector<float> av, wv;
-        random_bf16(rng, resid.size(), -1.f, 1.f, ab, av);
-        random_bf16(rng, n, 0.5f, 1.5f, wb, wv);
+        random_vals<T>(rng, resid.size(), -1.f, 1.f, ab, av);
+        random_vals<T>(rng, n, 0.5f, 1.5f, wb, wv);
         std::vector<int32_t> idx;
         for (int r = rows - 1; r >= 0; r -= 2) idx.push_back(r);  // reversed, every other row
         const int n_out = mode == 2 ? static_cast<int>(idx.size()) : rows;
         DevVec<float> dres(resid);
-        DevVec<uint16_t> dadd(ab), dw(wb), dout(static_cast<size_t>(n_out) * n);
+        DevVec<host_t<T>> dadd(ab), dw(wb), dout(static_cast<size_t>(n_out) * n);
         DevVec<int32_t> didx(idx);
         dout.poison();
-        cuda::RmsNormParams p;
+        cuda::RmsNormParamsT<T> p;
         p.residual = dres.get();
-        p.add = mode >= 1 ? reinterpret_cast<const bf16*>(dadd.get()) : nullptr;
-        p.weight = reinterpret_cast<const bf16*>(dw.get());
-        p.out = reinterpret_cast<bf16*>(dout.get());
+        p.add = mode >= 1 ? dev<T>(dadd) : nullptr;
+        p.weight = dev<T>(dw);
+        p.out = dev_mut<T>(dout);
         p.rows = mode == 2 ? didx.get() : nullptr;
         p.n_rows_out = n_out;
         p.n = n;
@@ -89,34 +124,36 @@ TEST(CudaKernels, RmsNormWithResidualAddAndRowGather) {
             for (int j = 0; j < n; ++j) x[j] += av[static_cast<size_t>(i) * n + j];
           cpu::rmsnorm(out_ref.data() + static_cast<size_t>(r) * n, x, wv.data(), n, 1e-5f);
         }
-        EXPECT_TRUE(all_close(download_bf16(dout), out_ref, 1e-3f, 1.f / 128));
+        EXPECT_TRUE(all_close(download_f32<T>(dout), out_ref, tol<T>(1e-3f, 1e-6f), kRtol<T>));
         EXPECT_TRUE(all_close(dres.download(), res_ref, 1e-6f, 1e-6f));
       }
     }
   }
 }
 
-TEST(CudaKernels, SwiGlu) {
+// bf16 1e-3 + 1/128 relative; fp32 1e-6 + 1e-5 relative.
+TYPED_TEST(CudaKernelsT, SwiGlu) {
+  using T = TypeParam;
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(3);
   for (int n_ff : {8, 172, 14336}) {
-    const int T = 5;
-    std::vector<uint16_t> gb;
+    const int T_ = 5;
+    std::vector<host_t<T>> gb;
     std::vector<float> gv;
-    random_bf16(rng, static_cast<size_t>(T) * 2 * n_ff, -6.f, 6.f, gb, gv);
-    DevVec<uint16_t> dg(gb), dout(static_cast<size_t>(T) * n_ff);
+    random_vals<T>(rng, static_cast<size_t>(T_) * 2 * n_ff, -6.f, 6.f, gb, gv);
+    DevVec<host_t<T>> dg(gb), dout(static_cast<size_t>(T_) * n_ff);
     dout.poison();
-    cuda::SwiGluParams p;
-    p.gate_up = reinterpret_cast<const bf16*>(dg.get());
-    p.out = reinterpret_cast<bf16*>(dout.get());
-    p.n_tokens = T;
+    cuda::SwiGluParamsT<T> p;
+    p.gate_up = dev<T>(dg);
+    p.out = dev_mut<T>(dout);
+    p.n_tokens = T_;
     p.n_ff = n_ff;
     CUDA_OK(cuda::launch_swiglu(p, nullptr));
-    std::vector<float> ref(static_cast<size_t>(T) * n_ff);
-    for (int t = 0; t < T; ++t)
+    std::vector<float> ref(static_cast<size_t>(T_) * n_ff);
+    for (int t = 0; t < T_; ++t)
       cpu::swiglu(ref.data() + static_cast<size_t>(t) * n_ff, gv.data() + static_cast<size_t>(t) * 2 * n_ff,
                   gv.data() + static_cast<size_t>(t) * 2 * n_ff + n_ff, n_ff);
-    EXPECT_TRUE(all_close(download_bf16(dout), ref, 1e-3f, 1.f / 128)) << "n_ff " << n_ff;
+    EXPECT_TRUE(all_close(download_f32<T>(dout), ref, tol<T>(1e-3f, 1e-6f), kRtol<T>)) << "n_ff " << n_ff;
   }
 }
 
@@ -134,20 +171,41 @@ TEST(CudaKernels, ConvertAndRandomFill) {
     EXPECT_EQ(r1[i], fp32_to_bf16(f[i])) << i;
     EXPECT_EQ(r2[i], fp32_to_bf16(fp16_to_fp32(h[i]))) << i;
   }
+  // Widening to fp32 (the float32 compute dtype's upload of F16 / BF16 checkpoints) is exact.
+  DevVec<float> w1(f.size()), w2(f.size());
+  CUDA_OK(cuda::launch_f16_to_f32(dh.get(), w1.get(), static_cast<int64_t>(f.size()), nullptr));
+  CUDA_OK(cuda::launch_bf16_to_f32(reinterpret_cast<const bf16*>(o1.get()), w2.get(), static_cast<int64_t>(f.size()),
+                                   nullptr));
+  const auto q1 = w1.download(), q2 = w2.download();
+  for (size_t i = 0; i < f.size(); ++i) {
+    EXPECT_EQ(q1[i], fp16_to_fp32(h[i])) << i;
+    EXPECT_EQ(q2[i], bf16_to_fp32(r1[i])) << i;
+  }
   DevVec<uint16_t> rnd(100000);
+  DevVec<float> rnd32(100000);
   CUDA_OK(cuda::launch_fill_random(reinterpret_cast<bf16*>(rnd.get()), 100000, 7, 0.5f, 1.0f, nullptr));
-  const auto rv = cudatest::bf16_to_f32(rnd.download());
-  double mean = 0;
-  for (float v : rv) {
-    ASSERT_GE(v, 0.5f);
-    ASSERT_LE(v, 1.5f);
-    mean += v;
+  CUDA_OK(cuda::launch_fill_random(rnd32.get(), 100000, 7, 0.5f, 1.0f, nullptr));
+  const auto rb = rnd.download();
+  const auto rv = cudatest::bf16_to_f32(rb);
+  const auto rv32 = rnd32.download();
+  double mean = 0, mean32 = 0;
+  for (size_t i = 0; i < rv.size(); ++i) {
+    ASSERT_GE(rv[i], 0.5f);
+    ASSERT_LE(rv[i], 1.5f);
+    ASSERT_GE(rv32[i], 0.5f);
+    ASSERT_LE(rv32[i], 1.5f);  // 1 + 0.5 (1 - 2^-23) rounds to 1.5
+    ASSERT_EQ(fp32_to_bf16(rv32[i]), rb[i]) << "same seed: the bf16 fill is the fp32 fill rounded (" << i << ")";
+    mean += rv[i];
+    mean32 += rv32[i];
   }
   EXPECT_NEAR(mean / rv.size(), 1.0, 0.01);
+  EXPECT_NEAR(mean32 / rv32.size(), 1.0, 0.01);
 }
 
 // q/k-norm + RoPE + KV-cache write, against cpu::rmsnorm and cpu::rope.
-TEST(CudaKernels, QkvRopeCache) {
+// Tolerance: bf16 2e-3 + 1/128 relative; fp32 1e-5 + 1e-5 relative (sin/cos from the same double angle).
+TYPED_TEST(CudaKernelsT, QkvRopeCache) {
+  using T = TypeParam;
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(4);
   struct Case { int hd, rope_dim, n_head, n_kv, bs; RopeStyle style; bool qk_norm; RopeScaling scaling; };
@@ -169,37 +227,40 @@ TEST(CudaKernels, QkvRopeCache) {
     cfg.rope_scale_factor = 8.f;
     cfg.rope_original_context = 8192;
     const std::vector<float> inv = cpu::rope_inv_freq(cfg);
-    const int T = 6, n_blocks = 4;
+    const int T_ = 6, n_blocks = 4;
     const int row = (c.n_head + 2 * c.n_kv) * c.hd;
     const std::vector<int32_t> positions = {0, 1, 77, 4095, 131000, 5};
     const std::vector<int32_t> slots = {0, c.bs + 3, 2 * c.bs - 1, -1, 3 * c.bs, 5};
-    std::vector<uint16_t> xb, qnb, knb;
+    std::vector<host_t<T>> xb, qnb, knb;
     std::vector<float> xv, qnv, knv;
-    random_bf16(rng, static_cast<size_t>(T) * row, -2.f, 2.f, xb, xv);
-    random_bf16(rng, c.hd, 0.5f, 1.5f, qnb, qnv);
-    random_bf16(rng, c.hd, 0.5f, 1.5f, knb, knv);
+    random_vals<T>(rng, static_cast<size_t>(T_) * row, -2.f, 2.f, xb, xv);
+    random_vals<T>(rng, c.hd, 0.5f, 1.5f, qnb, qnv);
+    random_vals<T>(rng, c.hd, 0.5f, 1.5f, knb, knv);
     const int64_t kv_stride = static_cast<int64_t>(c.n_kv) * c.bs * c.hd;  // one layer, K then V per block
     const int64_t block_stride = 2 * kv_stride;
-    const std::vector<uint16_t> sentinel(static_cast<size_t>(n_blocks * block_stride), 0x7fc1);
-    DevVec<uint16_t> dx(xb), dq(static_cast<size_t>(T) * c.n_head * c.hd), dqn(qnb), dkn(knb), dcache(sentinel);
+    // Slots not written must keep the sentinel (-512: exact in bf16, far outside the outputs' range).
+    constexpr float kSentinel = -512.f;
+    const std::vector<host_t<T>> sentinel(static_cast<size_t>(n_blocks * block_stride),
+                                          cudatest::Storage<T>::from(kSentinel));
+    DevVec<host_t<T>> dx(xb), dq(static_cast<size_t>(T_) * c.n_head * c.hd), dqn(qnb), dkn(knb), dcache(sentinel);
     DevVec<int32_t> dpos(positions), dslot(slots);
     DevVec<float> dinv(inv);
     dq.poison();
-    cuda::QkvRopeParams p;
-    p.qkv = reinterpret_cast<const bf16*>(dx.get());
-    p.q_out = reinterpret_cast<bf16*>(dq.get());
+    cuda::QkvRopeParamsT<T> p;
+    p.qkv = dev<T>(dx);
+    p.q_out = dev_mut<T>(dq);
     p.positions = dpos.get();
     p.slot_mapping = dslot.get();
     p.inv_freq = dinv.get();
-    p.q_norm = c.qk_norm ? reinterpret_cast<const bf16*>(dqn.get()) : nullptr;
-    p.k_norm = c.qk_norm ? reinterpret_cast<const bf16*>(dkn.get()) : nullptr;
-    p.cache.k = reinterpret_cast<bf16*>(dcache.get());
+    p.q_norm = c.qk_norm ? dev<T>(dqn) : nullptr;
+    p.k_norm = c.qk_norm ? dev<T>(dkn) : nullptr;
+    p.cache.k = dev_mut<T>(dcache);
     p.cache.v = p.cache.k + kv_stride;
     p.cache.block_stride = block_stride;
     p.cache.block_size = c.bs;
     p.cache.n_head_kv = c.n_kv;
     p.cache.head_dim = c.hd;
-    p.n_tokens = T;
+    p.n_tokens = T_;
     p.n_head = c.n_head;
     p.n_head_kv = c.n_kv;
     p.head_dim = c.hd;
@@ -208,8 +269,8 @@ TEST(CudaKernels, QkvRopeCache) {
     p.norm_eps = 1e-6f;
     CUDA_OK(cuda::launch_qkv_rope_cache(p, nullptr));
     // Reference.
-    std::vector<float> q_ref, cache_ref = cudatest::bf16_to_f32(sentinel);
-    for (int t = 0; t < T; ++t) {
+    std::vector<float> q_ref, cache_ref(sentinel.size(), kSentinel);
+    for (int t = 0; t < T_; ++t) {
       std::vector<float> x(xv.begin() + static_cast<size_t>(t) * row, xv.begin() + static_cast<size_t>(t + 1) * row);
       float* q = x.data();
       float* k = q + c.n_head * c.hd;
@@ -230,13 +291,10 @@ TEST(CudaKernels, QkvRopeCache) {
           cache_ref[static_cast<size_t>(at + kv_stride)] = v[h * c.hd + d];
         }
     }
-    // Large positions: the angle's fp32 rounding (pos * inv_freq) is shared by both, so bf16 tolerance holds.
-    EXPECT_TRUE(all_close(download_bf16(dq), q_ref, 2e-3f, 1.f / 128));
-    const auto got = dcache.download();
-    std::vector<float> gotf(got.size());
-    for (size_t i = 0; i < got.size(); ++i) gotf[i] = got[i] == 0x7fc1 ? 12345.f : bf16_to_fp32(got[i]);
-    for (size_t i = 0; i < got.size(); ++i) cache_ref[i] = sentinel[i] == 0x7fc1 && std::isnan(cache_ref[i]) ? 12345.f : cache_ref[i];
-    EXPECT_TRUE(all_close(gotf, cache_ref, 2e-3f, 1.f / 128));
+    // Large positions: the angle's fp32 rounding (pos * inv_freq) is shared by both, so the tolerance holds.
+    const float atol = tol<T>(2e-3f, 1e-5f);
+    EXPECT_TRUE(all_close(download_f32<T>(dq), q_ref, atol, kRtol<T>));
+    EXPECT_TRUE(all_close(download_f32<T>(dcache), cache_ref, atol, kRtol<T>));
   }
 }
 
@@ -250,17 +308,18 @@ struct AttnCase {
 };
 
 // Builds a random paged cache (blocks shuffled across sequences) in both layouts, runs the CUDA kernel(s)
-// and compares with cpu::paged_attention.
+// and compares with cpu::paged_attention. T: storage type of q, out and the cache (the prefill kernel: bf16).
+template <class T>
 void run_attention_case(const AttnCase& c, bool prefill_kernel, int n_splits, std::mt19937& rng) {
   const int S = static_cast<int>(c.seq_lens.size());
-  int max_blocks = 0, total_blocks = 0, T = 0;
+  int max_blocks = 0, total_blocks = 0, n_tok = 0;
   std::vector<int> qs(1, 0);
   for (int s = 0; s < S; ++s) {
     const int nb = (c.seq_lens[s] + c.bs - 1) / c.bs;
     max_blocks = std::max(max_blocks, nb);
     total_blocks += nb;
-    T += c.q_lens[s];
-    qs.push_back(T);
+    n_tok += c.q_lens[s];
+    qs.push_back(n_tok);
   }
   const int n_blocks = total_blocks + 3;
   std::vector<int> perm(n_blocks);
@@ -273,7 +332,7 @@ void run_attention_case(const AttnCase& c, bool prefill_kernel, int n_splits, st
   const int kvd = c.n_kv * c.hd;
   // GPU layout, one layer: [n_blocks][2][n_kv][bs][hd]; CPU layout: [n_blocks][bs][n_kv][hd] for K and V.
   const int64_t kv_stride = static_cast<int64_t>(c.n_kv) * c.bs * c.hd, block_stride = 2 * kv_stride;
-  std::vector<uint16_t> gcache(static_cast<size_t>(n_blocks * block_stride));
+  std::vector<host_t<T>> gcache(static_cast<size_t>(n_blocks * block_stride));
   std::vector<float> kc(static_cast<size_t>(n_blocks) * c.bs * kvd, 0.f), vc(kc.size(), 0.f);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
   for (int64_t b = 0; b < n_blocks; ++b)
@@ -281,9 +340,10 @@ void run_attention_case(const AttnCase& c, bool prefill_kernel, int n_splits, st
       for (int h = 0; h < c.n_kv; ++h)
         for (int o = 0; o < c.bs; ++o)
           for (int d = 0; d < c.hd; ++d) {
-            const uint16_t bits = fp32_to_bf16(u(rng) * (kv == 0 ? 2.f : 1.f));
+            const host_t<T> bits = cudatest::Storage<T>::from(u(rng) * (kv == 0 ? 2.f : 1.f));
             gcache[static_cast<size_t>(b * block_stride + kv * kv_stride + (h * c.bs + o) * c.hd + d)] = bits;
-            (kv == 0 ? kc : vc)[static_cast<size_t>(((b * c.bs + o) * c.n_kv + h) * c.hd + d)] = bf16_to_fp32(bits);
+            (kv == 0 ? kc : vc)[static_cast<size_t>(((b * c.bs + o) * c.n_kv + h) * c.hd + d)] =
+                cudatest::Storage<T>::to(bits);
           }
   std::vector<int32_t> positions, token_seq;
   for (int s = 0; s < S; ++s)
@@ -291,9 +351,9 @@ void run_attention_case(const AttnCase& c, bool prefill_kernel, int n_splits, st
       positions.push_back(c.seq_lens[s] - c.q_lens[s] + i);
       token_seq.push_back(s);
     }
-  std::vector<uint16_t> qb;
+  std::vector<host_t<T>> qb;
   std::vector<float> qv;
-  random_bf16(rng, static_cast<size_t>(T) * c.n_head * c.hd, -1.f, 1.f, qb, qv);
+  random_vals<T>(rng, static_cast<size_t>(n_tok) * c.n_head * c.hd, -1.f, 1.f, qb, qv);
   const float scale = 1.f / std::sqrt(static_cast<float>(c.hd));
 
   std::vector<float> ref(qv.size());
@@ -317,18 +377,22 @@ void run_attention_case(const AttnCase& c, bool prefill_kernel, int n_splits, st
   static ThreadPool pool(0);  // the CPU reference of long prompts is the slow part of this test
   cpu::paged_attention(a, &pool);
 
-  DevVec<uint16_t> dcache(gcache), dq(qb), dout(qb.size());
+  DevVec<host_t<T>> dcache(gcache), dq(qb), dout(qb.size());
   DevVec<int32_t> dpos(positions), dseq(token_seq), dbt(bt);
-  DevVec<float> dws(static_cast<size_t>(T) * c.n_head * std::max(n_splits, 1) * (c.hd + 2));
+  DevVec<float> dws(static_cast<size_t>(n_tok) * c.n_head * std::max(n_splits, 1) * (c.hd + 2));
   dout.poison();
-  cuda::KvCacheView cv;
-  cv.k = reinterpret_cast<bf16*>(dcache.get());
+  cuda::KvCacheViewT<T> cv;
+  cv.k = dev_mut<T>(dcache);
   cv.v = cv.k + kv_stride;
   cv.block_stride = block_stride;
   cv.block_size = c.bs;
   cv.n_head_kv = c.n_kv;
   cv.head_dim = c.hd;
   if (prefill_kernel) {
+    if constexpr (!std::is_same_v<T, bf16>) {
+      ADD_FAILURE() << "the tensor-core prefill kernel is bf16 only";
+      return;
+    } else {
     std::vector<int32_t> ts, te, tq;
     for (int s = 0; s < S; ++s)
       for (int i = qs[s]; i < qs[s + 1]; i += cuda::kPrefillTileRows) {
@@ -338,8 +402,8 @@ void run_attention_case(const AttnCase& c, bool prefill_kernel, int n_splits, st
       }
     DevVec<int32_t> dts(ts), dte(te), dtq(tq);
     cuda::PrefillAttnParams p;
-    p.q = reinterpret_cast<const bf16*>(dq.get());
-    p.out = reinterpret_cast<bf16*>(dout.get());
+    p.q = dev<T>(dq);
+    p.out = dev_mut<T>(dout);
     p.positions = dpos.get();
     p.tile_start = dts.get();
     p.tile_end = dte.get();
@@ -353,16 +417,17 @@ void run_attention_case(const AttnCase& c, bool prefill_kernel, int n_splits, st
     p.scale = scale;
     CUDA_OK(cuda::launch_attention_prefill(p, nullptr));
     CUDA_OK(cudaDeviceSynchronize());
+    }
   } else {
-    cuda::DecodeAttnParams p;
-    p.q = reinterpret_cast<const bf16*>(dq.get());
-    p.out = reinterpret_cast<bf16*>(dout.get());
+    cuda::DecodeAttnParamsT<T> p;
+    p.q = dev<T>(dq);
+    p.out = dev_mut<T>(dout);
     p.positions = dpos.get();
     p.token_seq = dseq.get();
     p.block_tables = dbt.get();
     p.max_blocks_per_seq = max_blocks;
     p.cache = cv;
-    p.n_tokens = T;
+    p.n_tokens = n_tok;
     p.n_head = c.n_head;
     p.window = c.window;
     p.scale = scale;
@@ -373,11 +438,16 @@ void run_attention_case(const AttnCase& c, bool prefill_kernel, int n_splits, st
   }
   // Decode keeps probabilities in fp32 (bf16 output rounding only); prefill feeds P to the tensor cores in
   // bf16 (relative 2^-9 per weight), so it gets a slightly looser absolute term. Outputs are O(1).
-  const float atol = prefill_kernel ? 1.5e-2f : 4e-3f;
-  EXPECT_TRUE(all_close(download_bf16(dout), ref, atol, 1.f / 128));
+  // fp32 storage: only summation order and exp2f vs the CPU's exp differ: 2e-5 + 1e-5 relative.
+  const float atol = prefill_kernel ? 1.5e-2f : tol<T>(4e-3f, 2e-5f);
+  EXPECT_TRUE(all_close(download_f32<T>(dout), ref, atol, kRtol<T>));
 }
 
-TEST(CudaAttention, DecodeSweep) {
+template <class T>
+class CudaAttentionT : public testing::Test {};
+TYPED_TEST_SUITE(CudaAttentionT, StorageTypes, cudatest::StorageName);
+
+TYPED_TEST(CudaAttentionT, DecodeSweep) {
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(5);
   for (int hd : {8, 32, 64, 128})
@@ -387,29 +457,29 @@ TEST(CudaAttention, DecodeSweep) {
           AttnCase c{hd, nh, nkv, bs, {1, 37, 300, 1000, 17}, {1, 1, 1, 1, 1}, 0};
           SCOPED_TRACE(testing::Message() << "hd " << hd << " heads " << nh << "/" << nkv << " bs " << bs
                                           << " splits " << splits);
-          run_attention_case(c, false, splits, rng);
+          run_attention_case<TypeParam>(c, false, splits, rng);
         }
 }
 
-TEST(CudaAttention, DecodeSlidingWindowAndLongContext) {
+TYPED_TEST(CudaAttentionT, DecodeSlidingWindowAndLongContext) {
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(6);
   for (int splits : {1, 8}) {
     AttnCase c{128, 32, 8, 16, {5000, 70}, {1, 1}, 64};
-    run_attention_case(c, false, splits, rng);
+    run_attention_case<TypeParam>(c, false, splits, rng);
     AttnCase d{64, 8, 2, 16, {6000}, {1}, 0};
-    run_attention_case(d, false, splits, rng);
+    run_attention_case<TypeParam>(d, false, splits, rng);
   }
 }
 
-// The per-token kernel also serves prefill for head dims without a tensor-core kernel.
-TEST(CudaAttention, PerTokenKernelOnPrefillBatches) {
+// The per-token kernel also serves prefill for head dims without a tensor-core kernel, and all prefill in fp32.
+TYPED_TEST(CudaAttentionT, PerTokenKernelOnPrefillBatches) {
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(7);
-  for (int hd : {8, 64}) {
+  for (int hd : {8, 64, 128}) {
     AttnCase c{hd, 8, 4, 16, {20, 100, 64}, {20, 30, 1}, 0};
-    run_attention_case(c, false, 1, rng);
-    run_attention_case(c, false, 4, rng);
+    run_attention_case<TypeParam>(c, false, 1, rng);
+    run_attention_case<TypeParam>(c, false, 4, rng);
   }
 }
 
@@ -424,7 +494,7 @@ TEST(CudaAttention, PrefillSweep) {
                                           << " window " << window);
           // Fresh prompts, chunked prefill continuing a cached prefix, a decode token in the same batch.
           AttnCase c{hd, nh, nkv, bs, {130, 17, 250, 64, 9}, {130, 17, 100, 1, 9}, window};
-          run_attention_case(c, true, 1, rng);
+          run_attention_case<bf16>(c, true, 1, rng);
         }
 }
 
@@ -432,20 +502,39 @@ TEST(CudaAttention, PrefillLongPrompt) {
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(9);
   AttnCase c{128, 32, 8, 16, {2048}, {2048}, 0};
-  run_attention_case(c, true, 1, rng);
+  run_attention_case<bf16>(c, true, 1, rng);
 }
 
 // ---- GEMM -----------------------------------------------------------------------------------------------
+
+// Reference y[m, n] = x[m, k] . w[n, k]^T (+ bias[n]) accumulated in float64.
+std::vector<float> host_gemm(const std::vector<float>& x, const std::vector<float>& w, const float* bias, int m, int n,
+                             int k) {
+  std::vector<float> y(static_cast<size_t>(m) * n);
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
+      double acc = bias ? bias[j] : 0.0;
+      for (int kk = 0; kk < k; ++kk)
+        acc += static_cast<double>(x[static_cast<size_t>(i) * k + kk]) * w[static_cast<size_t>(j) * k + kk];
+      y[static_cast<size_t>(i) * n + j] = static_cast<float>(acc);
+    }
+  return y;
+}
+
+struct GemmShape {
+  int m, n, k;
+};
+// Includes k and n not multiples of 8 (stories260K's n_ff = 172: bf16 rows only 8-byte aligned).
+const std::vector<GemmShape> kGemmShapes = {{1, 64, 64},    {1, 1000, 4096}, {3, 200, 512}, {8, 1024, 1024},
+                                            {17, 96, 4096}, {128, 512, 256}, {300, 64, 1408}, {1, 64, 172},
+                                            {5, 344, 64},   {70, 64, 172},   {2, 37, 64}};
 
 TEST(CudaGemm, MatchesHostFp32) {
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(10);
   cuda::Gemm gemm;
   ASSERT_TRUE(gemm.init().is_ok());
-  struct Shape { int m, n, k; };
-  // Includes k and n not multiples of 8 (stories260K's n_ff = 172: rows only 8-byte aligned).
-  for (Shape s : {Shape{1, 64, 64}, {1, 1000, 4096}, {3, 200, 512}, {8, 1024, 1024}, {17, 96, 4096},
-                  {128, 512, 256}, {300, 64, 1408}, {1, 64, 172}, {5, 344, 64}, {70, 64, 172}, {2, 37, 64}})
+  for (GemmShape s : kGemmShapes)
     for (int bias = 0; bias < 2; ++bias)
       for (int f32 = 0; f32 < 2; ++f32)
         for (int rep = 0; rep < 2; ++rep) {  // second call uses the cached plan
@@ -468,20 +557,44 @@ TEST(CudaGemm, MatchesHostFp32) {
             continue;
           }
           ASSERT_TRUE(st.is_ok()) << st.message();
-          std::vector<float> ref(static_cast<size_t>(s.m) * s.n);
-          for (int i = 0; i < s.m; ++i)
-            for (int j = 0; j < s.n; ++j) {
-              double acc = bias ? bv[j] : 0.0;
-              for (int kk = 0; kk < s.k; ++kk)
-                acc += static_cast<double>(xv[static_cast<size_t>(i) * s.k + kk]) * wv[static_cast<size_t>(j) * s.k + kk];
-              ref[static_cast<size_t>(i) * s.n + j] = static_cast<float>(acc);
-            }
+          const std::vector<float> ref = host_gemm(xv, wv, bias ? bv.data() : nullptr, s.m, s.n, s.k);
           // fp32 accumulation over k terms of size <= 1: error ~ sqrt(k) * 2^-24 * |terms|, far below the atol;
           // bf16 output rounding is the 1/128 relative term.
           const float atol = 1e-3f * std::sqrt(static_cast<float>(s.k));
           const std::vector<float> got = f32 ? dy32.download() : download_bf16(dy16);
           EXPECT_TRUE(all_close(got, ref, atol, f32 ? 1e-5f : 1.f / 128));
         }
+  EXPECT_GT(gemm.n_cached_plans(), 0u);
+}
+
+// fp32 operands (the float32 compute dtype): CUBLAS_COMPUTE_32F must be true fp32, not TF32. Tolerance:
+// 1e-5 relative + 2e-7 * k absolute: several times the expected fp32 rounding of a k-term sum of products in
+// [-1, 1] (~6e-8 * 0.23 k), and far below TF32's (inputs rounded to 10 mantissa bits: ~2e-4 per product, so
+// ~2e-4 * sqrt(k) in the sum), e.g. 1.3e-5 against ~1.4e-3 at k = 64.
+TEST(CudaGemm, Fp32OperandsMatchHostWithoutTf32) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(12);
+  cuda::Gemm gemm;
+  ASSERT_TRUE(gemm.init().is_ok());
+  std::vector<GemmShape> shapes = kGemmShapes;
+  shapes.push_back({1, 173, 33});  // fp32 rows only 4-byte aligned
+  for (GemmShape s : shapes)
+    for (int bias = 0; bias < 2; ++bias)
+      for (int rep = 0; rep < 2; ++rep) {  // second call uses the cached plan
+        SCOPED_TRACE(testing::Message() << s.m << "x" << s.n << "x" << s.k << " bias " << bias);
+        std::vector<float> x(static_cast<size_t>(s.m) * s.k), w(static_cast<size_t>(s.n) * s.k), b(s.n);
+        std::uniform_real_distribution<float> u(-1.f, 1.f);
+        for (float& v : x) v = u(rng);
+        for (float& v : w) v = u(rng);
+        for (float& v : b) v = u(rng);
+        DevVec<float> dx(x), dw(w), db(b), dy(static_cast<size_t>(s.m) * s.n);
+        dy.poison();
+        const Status st = gemm.run(dx.get(), dw.get(), bias ? db.get() : nullptr, dy.get(), true, s.m, s.n, s.k,
+                                   nullptr);
+        ASSERT_TRUE(st.is_ok()) << st.message();
+        const std::vector<float> ref = host_gemm(x, w, bias ? b.data() : nullptr, s.m, s.n, s.k);
+        EXPECT_TRUE(all_close(dy.download(), ref, 2e-7f * static_cast<float>(s.k), 1e-5f));
+      }
   EXPECT_GT(gemm.n_cached_plans(), 0u);
 }
 
