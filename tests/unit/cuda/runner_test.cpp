@@ -349,6 +349,38 @@ TEST(CudaRunner, ForwardSampleAgreesWithLogits) {
   EXPECT_FALSE(g->forward_sample(b.batch(), sp, tok.data()).is_ok());
 }
 
+// The engine's mixed steps: after forward_sample, sampled_logits(rows) hands out exactly forward()'s logits of
+// those output rows (any order); it refuses rows outside the last forward_sample and calls after forward().
+TEST(CudaRunner, SampledLogitsAreTheRowsForwardReturns) {
+  SKIP_WITHOUT_GPU();
+  Runners r = make_runners(models_dir() + "/stories260K.gguf", false, true);  // eager: one path for both calls
+  ASSERT_TRUE(r.gpu);
+  ASSERT_TRUE(r.gpu->can_sample());
+  const int V = r.gpu->config().n_vocab;
+  Batcher b(kBlocks, kBlockSize, kMaxBlocks);
+  for (int s = 0; s < 4; ++s) b.add(s, 0, {1, 50 + s, 300 + s, 7}, false);
+  std::vector<float> ref(4 * static_cast<size_t>(V));  // [4, V]
+  ASSERT_TRUE(r.gpu->forward(b.batch(), ref.data()).is_ok());
+  std::vector<float> got(2 * static_cast<size_t>(V));  // [2, V]
+  const std::vector<int32_t> rows{3, 1};
+  EXPECT_FALSE(r.gpu->sampled_logits(rows, got.data()).is_ok()) << "accepted after forward()";
+  std::vector<RowSampling> sp(4);
+  sp[2] = RowSampling{0.8f, 0, 0.9f, 0.05f, 7};
+  std::vector<int32_t> tok(4);
+  ASSERT_TRUE(r.gpu->forward_sample(b.batch(), sp, tok.data()).is_ok());
+  const Status st = r.gpu->sampled_logits(rows, got.data());
+  ASSERT_TRUE(st.is_ok()) << st.message();
+  for (size_t k = 0; k < rows.size(); ++k) {
+    float worst = 0.f;
+    for (int i = 0; i < V; ++i)
+      worst = std::max(worst, std::fabs(got[k * V + i] - ref[static_cast<size_t>(rows[k]) * V + i]));
+    EXPECT_LE(worst, 1e-4f) << "row " << rows[k];
+    EXPECT_EQ(tok[static_cast<size_t>(rows[k])], argmax(ref.data() + static_cast<size_t>(rows[k]) * V, V));
+  }
+  const std::vector<int32_t> bad{4};
+  EXPECT_FALSE(r.gpu->sampled_logits(bad, got.data()).is_ok());
+}
+
 // code-qwen2-25m (Qwen2: QKV bias, tied embeddings, NeoX RoPE, head_dim 64 -> tensor-core prefill) against
 // transformers' fp32 top-5 logits stored in code-qwen2-25m.reference.json. bf16: top-1 >= 97%, max |diff| < 0.5;
 // float32 (per-token attention for the prefill): top-1 >= 99%, max |diff| < 2e-3.
