@@ -83,8 +83,9 @@ if [[ -x "$G/mopt" ]]; then
   echo "run cuda vs cpu: $(cmp -s "$O/run_auto.out" "$O/run_cpu.out" && echo identical || echo differ)" \
     >> "$O/run_auto.status"
 
-  # mopt serve --device cuda: one completion over HTTP, then a clean SIGTERM shutdown (exit 0).
-  echo "== mopt serve --device cuda (stories260K): one completion, SIGTERM"
+  # mopt serve --device cuda: a completion over HTTP, then two at once (one with logprobs), then a clean SIGTERM
+  # shutdown (exit 0).
+  echo "== mopt serve --device cuda (stories260K): completions (one with logprobs), SIGTERM"
   port=18431
   "$G/mopt" serve -m "$G/models/stories260K.gguf" --device cuda --port "$port" --served-model-name s260 \
     > "$O/serve.log" 2>&1 &
@@ -104,13 +105,30 @@ while True:
     if time.time() > deadline:
         print("serve: not healthy within 90 s"); sys.exit(1)
     time.sleep(0.5)
-body = json.dumps({"model": "s260", "prompt": "Once upon a time", "max_tokens": 32, "temperature": 0}).encode()
-req = urllib.request.Request(base + "/v1/completions", data=body, headers={"Content-Type": "application/json"})
-with urllib.request.urlopen(req, timeout=60) as r:
-    out = json.load(r)
+def complete(extra):
+    body = dict({"model": "s260", "prompt": "Once upon a time", "max_tokens": 32, "temperature": 0}, **extra)
+    req = urllib.request.Request(base + "/v1/completions", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        return json.load(r)
+out = complete({})
 text = out["choices"][0]["text"]
 print("completion:", json.dumps(text), "usage:", out.get("usage"))
-sys.exit(0 if text and out["usage"]["completion_tokens"] > 0 else 1)
+ok = bool(text) and out["usage"]["completion_tokens"] > 0
+# Two requests at once, one with logprobs: their rows share engine steps (GPU-sampled row + a row the host
+# samples from logits fetched after the same forward pass).
+import concurrent.futures as cf
+with cf.ThreadPoolExecutor(2) as ex:
+    fa = ex.submit(complete, {"logprobs": 2})
+    fb = ex.submit(complete, {"prompt": "The little dog"})
+    a, b = fa.result(), fb.result()
+lp = a["choices"][0].get("logprobs") or {}
+n_lp = len(lp.get("token_logprobs", []))
+print("with logprobs:", json.dumps(a["choices"][0]["text"]), f"{n_lp} logprobs;",
+      "greedy text", "identical" if a["choices"][0]["text"] == text else "DIFFERS", "to the first request")
+print("concurrent plain:", json.dumps(b["choices"][0]["text"]))
+ok = ok and n_lp == a["usage"]["completion_tokens"] and bool(b["choices"][0]["text"])
+sys.exit(0 if ok else 1)
 PY
   crc=$?
   cat "$O/serve_client.log"
