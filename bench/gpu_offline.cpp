@@ -312,6 +312,10 @@ int run(const Args& a) {
   std::vector<double> step_s;
   double running_sum = 0, busiest_ms_sum = 0, busiest_cpu_ms_sum = 0;
   int busiest = 0, busiest_steps = 0;
+  // Pure decode steps (no prompt token computed): their output tokens and time, the figure the ceiling bounds.
+  uint64_t prev_prompt = 0, prev_gen = 0, decode_tokens = 0;
+  double decode_s = 0, decode_running_sum = 0;
+  int decode_steps = 0;
   const auto t0 = Clock::now();
   double next_report = a.progress_s;
   bool complete = true;
@@ -324,6 +328,14 @@ int run(const Args& a) {
     const EngineStats es = engine.stats();
     step_s.push_back(dt);
     running_sum += es.running;
+    if (es.prompt_tokens == prev_prompt && es.generation_tokens > prev_gen) {
+      decode_tokens += es.generation_tokens - prev_gen;
+      decode_s += dt;
+      decode_running_sum += static_cast<double>(es.generation_tokens - prev_gen);
+      ++decode_steps;
+    }
+    prev_prompt = es.prompt_tokens;
+    prev_gen = es.generation_tokens;
     if (es.running > busiest) {  // per-step time at the highest concurrency reached
       busiest = es.running;
       busiest_ms_sum = busiest_cpu_ms_sum = 0;
@@ -374,6 +386,8 @@ int run(const Args& a) {
   const double p50_ms = sorted.empty() ? 0 : sorted[sorted.size() / 2] * 1e3;
   const double max_ms = sorted.empty() ? 0 : sorted.back() * 1e3;
   const double mean_running = running_sum / std::max<size_t>(1, step_s.size());
+  const double decode_tps = decode_s > 0 ? static_cast<double>(decode_tokens) / decode_s : 0;
+  const double decode_batch = decode_steps ? decode_running_sum / decode_steps : 0;
   const double busiest_ms = busiest_steps ? busiest_ms_sum / busiest_steps : 0;
   const double busiest_cpu_ms = busiest_steps ? busiest_cpu_ms_sum / busiest_steps : 0;
 
@@ -404,6 +418,8 @@ int run(const Args& a) {
               ceiling > 0 ? strfmt("; decode ceiling %.0f", ceiling).c_str() : "");
   std::printf("total tokens/s                      %10.0f\n", (prompt_tokens + static_cast<double>(out_tokens)) / total_s);
   std::printf("mean running sequences per step     %10.1f (max %d)\n", mean_running, busiest);
+  std::printf("pure decode steps: output tokens/s  %10.0f (%d steps, %.1f s, mean batch %.1f)%s\n", decode_tps,
+              decode_steps, decode_s, decode_batch, ceiling > 0 ? strfmt("; decode ceiling %.0f", ceiling).c_str() : "");
   std::printf("step time ms: mean / p50 / max      %10.3f / %.3f / %.3f\n", mean_step_ms, p50_ms, max_ms);
   std::printf("step at %4d running: wall / CPU ms %10.3f / %.3f (%d steps; CPU: this thread only)\n", busiest,
               busiest_ms, busiest_cpu_ms, busiest_steps);
@@ -427,7 +443,8 @@ int run(const Args& a) {
         {"max_num_batched_tokens", cfg.max_num_batched_tokens}, {"kv_tokens", kv_tokens},
         {"preemptions", es.preemptions}, {"copy_bw_gbs", bw / 1e9}, {"ceiling_output_tps", ceiling},
         {"aim_output_tps", kAimOutputTps}, {"trtllm_fp8_output_tps", kTrtllmFp8OutputTps},
-        {"complete", complete}, {"finished", finished}};
+        {"complete", complete}, {"finished", finished}, {"decode_tps", decode_tps}, {"decode_steps", decode_steps},
+        {"decode_s", decode_s}, {"decode_mean_batch", decode_batch}};
     std::ofstream f(a.json);
     f << j.dump(1) << "\n";
     if (!f) {
