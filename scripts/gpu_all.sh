@@ -201,7 +201,9 @@ if f:
     rows += [
         ("offline 1000x1000->1000: output" + ("" if f["complete"] else " (INCOMPLETE)"),
          f"{f['output_tps']:.0f} tok/s",
-         f"aim 12,000; TRT-LLM FP8 17,744; ceiling {f['ceiling_output_tps']:.0f}"),
+         "aim 12,000; TRT-LLM FP8 17,744 (H200)"),
+        ("offline: pure-decode steps", f"{f['decode_tps']:.0f} tok/s, mean batch {f['decode_mean_batch']:.0f}",
+         f"decode ceiling {f['ceiling_output_tps']:.0f} (bytes / copy bw)"),
         ("offline: prompt / total tokens/s", f"{f['prompt_tps']:.0f} / {f['total_tps']:.0f}", ""),
         ("offline: time, mean running", f"{f['total_s']:.1f} s, {f['mean_running']:.0f} seqs (max {f['max_running']})",
          f"KV {f['kv_tokens']} tokens, {f['preemptions']} preemptions"),
