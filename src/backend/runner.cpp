@@ -42,8 +42,12 @@ Result<std::unique_ptr<ModelRunner>> create_runner(const Model& model, const Run
       MOPT_ASSIGN_OR_RETURN(auto r, CpuRunner::create(model, opts));
       return std::unique_ptr<ModelRunner>(std::move(r));
     }
-    case DeviceKind::kCuda:
-      return create_cuda_runner(model, opts);
+    case DeviceKind::kCuda: {
+      auto r = create_cuda_runner(model, opts);
+      if (!r && requested.device == DeviceKind::kAuto)
+        return r.status().with_context("--device auto chose cuda (pass --device cpu to run on the CPU)");
+      return r;
+    }
     case DeviceKind::kAuto: break;  // resolved above
   }
   return error("unknown device");
