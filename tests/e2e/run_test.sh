@@ -28,6 +28,15 @@ printf 'Once upon a time\nThe cat\nLily went to the park\n' > "$tmp/prompts.txt"
 [[ $(grep -c '^\[[0-9]\]' "$tmp/out.txt") -eq 3 ]] || { echo "FAIL: batch mode did not print 3 completions"; cat "$tmp/out.txt"; exit 1; }
 grep -q "generated tokens/s" "$tmp/err.txt" || { echo "FAIL: batch mode printed no throughput"; exit 1; }
 echo "ok: batch mode"
+# The default device is auto: the choice and the KV capacity are logged; on this machine (no GPU) it is the CPU,
+# and --device cpu gives the same completions.
+grep -q -- "--device auto: using" "$tmp/err.txt" || { echo "FAIL: --device auto did not log its choice"; cat "$tmp/err.txt"; exit 1; }
+grep -q "KV cache on " "$tmp/err.txt" || { echo "FAIL: no KV cache capacity line"; cat "$tmp/err.txt"; exit 1; }
+if grep -q -- "--device auto: using cpu" "$tmp/err.txt"; then
+  "$MOPT_BIN" run -m "$M/stories260K.gguf" --prompts "$tmp/prompts.txt" -n 32 --temp 0 --device cpu > "$tmp/out_cpu.txt" 2>/dev/null
+  cmp -s "$tmp/out.txt" "$tmp/out_cpu.txt" || { echo "FAIL: --device auto (cpu) and --device cpu differ"; exit 1; }
+fi
+echo "ok: --device auto"
 
 # Bad input: clear message, non-zero exit, no crash.
 if "$MOPT_BIN" run -m "$tmp/missing.gguf" -n 4 > /dev/null 2> "$tmp/err.txt"; then echo "FAIL: missing model accepted"; exit 1; fi
