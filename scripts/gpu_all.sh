@@ -95,9 +95,9 @@ if [[ -x "$G/mopt" ]]; then
   "$G/mopt" serve -m "$G/models/stories260K.gguf" --device cuda --port "$port" --served-model-name s260 \
     > "$O/serve.log" 2>&1 &
   spid=$!
-  python3 - "$port" > "$O/serve_client.log" 2>&1 <<'PY'
-import json, sys, time, urllib.request
-port = sys.argv[1]
+  python3 - "$port" "$spid" > "$O/serve_client.log" 2>&1 <<'PY'
+import json, os, sys, time, urllib.request
+port, spid = sys.argv[1], sys.argv[2]
 base = f"http://127.0.0.1:{port}"
 deadline = time.time() + 90
 while True:
@@ -109,6 +109,8 @@ while True:
         pass
     if time.time() > deadline:
         print("serve: not healthy within 90 s"); sys.exit(1)
+    if not os.path.exists(f"/proc/{spid}"):
+        print("serve: the server exited before it was ready"); sys.exit(1)
     time.sleep(0.5)
 def complete(extra):
     body = dict({"model": "s260", "prompt": "Once upon a time", "max_tokens": 32, "temperature": 0}, **extra)
