@@ -363,13 +363,14 @@ int run(const Args& a) {
   const EngineStats es = engine.stats();
   const uint64_t out_tokens = tally.output_tokens;
   const int finished = tally.finished;
+  if (tally.errors) {
+    std::fprintf(stderr, "bench_gpu_offline: %d requests failed, first: %s\n", tally.errors, tally.first_error.c_str());
+    return 1;
+  }
   if (!complete) {
     engine.stop();  // aborts the rest
     std::printf("INCOMPLETE: stopped at --max-seconds %.0f with %d/%d requests finished; the figures below are "
                 "over the part that ran\n", a.max_seconds, finished, a.n_prompts);
-  } else if (tally.errors) {
-    std::fprintf(stderr, "bench_gpu_offline: %d requests failed, first: %s\n", tally.errors, tally.first_error.c_str());
-    return 1;
   }
   const uint64_t expect_out = static_cast<uint64_t>(a.n_prompts) * static_cast<uint64_t>(a.gen_len);
   if (complete && out_tokens != expect_out) {
