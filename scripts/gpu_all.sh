@@ -30,7 +30,7 @@ timeout 300 "$G/test_cuda" --gtest_output=json:"$O/test_cuda.json" 2>&1 | tee "$
 [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
 
 echo "== bench_gpu_decode"
-timeout 240 "$G/bench_gpu_decode" --json "$O/bench.json" 2>&1 | tee "$O/bench.log"
+timeout 240 stdbuf -oL -eL "$G/bench_gpu_decode" --json "$O/bench.json" 2>&1 | tee "$O/bench.log"
 [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
 
 echo "== transformers comparison"
@@ -62,7 +62,7 @@ fi  # MOPT_GPU_ENGINE_ONLY
 # shape, BF16 random weights generated on the GPU. MOPT_SKIP_OFFLINE=1 skips it (it takes up to ~300 s).
 if [[ -x "$G/bench_gpu_offline" && -z "${MOPT_SKIP_OFFLINE:-}" ]]; then
   echo "== bench_gpu_offline (1000 x 1000 -> 1000, Llama-3.1-8B bf16, random weights)"
-  timeout 300 "$G/bench_gpu_offline" --device cuda --max-seconds 270 --json "$O/offline.json" 2>&1 |
+  timeout 300 stdbuf -oL -eL "$G/bench_gpu_offline" --device cuda --max-seconds 270 --json "$O/offline.json" 2>&1 |
     tee "$O/offline.log"
   [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
 fi
