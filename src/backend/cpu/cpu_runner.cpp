@@ -29,11 +29,25 @@ Status to_f32(const TensorView& t, int64_t expect, std::vector<float>& out) {
   return Status::ok();
 }
 
-Result<float*> map_anonymous(size_t bytes) {
+// Reserves `bytes` (rounded up to whole huge pages) at a 2 MiB boundary, asking for transparent huge pages: the
+// cache is touched lazily, block by block, and 4 KiB pages would cost a page fault per 4 KiB of new context
+// (a 64-sequence decode of stories260K spent ~15% of its time in page faults).
+constexpr size_t kHugePage = 2u << 20;
+Result<float*> map_anonymous(size_t& bytes) {
   if (bytes == 0) return static_cast<float*>(nullptr);
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  bytes = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+  const size_t reserve = bytes + kHugePage;
+  void* p = mmap(nullptr, reserve, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) return error("cannot reserve %s for the KV cache: lower --kv-cache-memory", format_bytes(bytes).c_str());
-  return static_cast<float*>(p);
+  // Trim to the aligned [base, base + bytes) so that munmap(base, bytes) releases everything.
+  const uintptr_t start = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t base = (start + kHugePage - 1) / kHugePage * kHugePage;
+  if (base > start) munmap(p, base - start);
+  if (start + reserve > base + bytes) munmap(reinterpret_cast<void*>(base + bytes), start + reserve - (base + bytes));
+#ifdef MADV_HUGEPAGE
+  madvise(reinterpret_cast<void*>(base), bytes, MADV_HUGEPAGE);  // advisory: ignored where THP is off
+#endif
+  return reinterpret_cast<float*>(base);
 }
 
 // y[n, cols] += bias[cols] for every row
@@ -45,6 +59,13 @@ void add_bias(float* y, const std::vector<float>& bias, int n, int cols) {
 // Multiply-adds below which a forward pass runs on the calling thread alone: dispatching to other cores costs
 // more than it saves (stories260K decodes one token in ~0.3M multiply-adds; 16 such tokens are worth splitting).
 constexpr double kParallelMacs = 2e6;
+
+// fp32 models whose matrices take at most this many bytes get packed copies for batched products (the copy
+// doubles their weight memory; larger fp32 models keep the row-dot kernels).
+constexpr double kPackMaxBytes = 256.0 * (1 << 20);
+
+const float* f32_data(const TensorView& t) { return static_cast<const float*>(t.data); }
+cpu::PackSource pack_source(const TensorView& t) { return {f32_data(t), t.ne[1], t.ne[0]}; }
 
 }  // namespace
 
@@ -96,6 +117,29 @@ Result<std::unique_ptr<CpuRunner>> CpuRunner::create(const Model& model, const R
       MOPT_TRY(to_f32(*qn, c.head_dim, L.q_norm));
       MOPT_TRY(to_f32(*kn, c.head_dim, L.k_norm));
     }
+  }
+  bool all_f32 = r->output_->dtype == DType::F32;
+  for (const Layer& L : r->layers_)
+    for (const TensorView* w : {L.wq, L.wk, L.wv, L.wo, L.w_gate, L.w_up, L.w_down})
+      all_f32 = all_f32 && w->dtype == DType::F32 && w->n_dims == 2;
+  r->packed_ = all_f32 && r->matrix_elems_ * sizeof(float) <= kPackMaxBytes;
+  if (r->packed_) {
+    for (Layer& L : r->layers_) {
+      const cpu::PackSource qkv[] = {pack_source(*L.wq), pack_source(*L.wk), pack_source(*L.wv)};
+      const cpu::PackSource gu[] = {pack_source(*L.w_gate), pack_source(*L.w_up)};
+      const cpu::PackSource o[] = {pack_source(*L.wo)};
+      const cpu::PackSource down[] = {pack_source(*L.w_down)};
+      if (qkv[0].N != c.q_dim() || qkv[1].N != c.kv_dim() || qkv[2].N != c.kv_dim() || gu[0].N != c.n_ff ||
+          gu[1].N != c.n_ff || qkv[0].K != c.n_embd || qkv[1].K != c.n_embd || qkv[2].K != c.n_embd ||
+          gu[0].K != c.n_embd || gu[1].K != c.n_embd)
+        return error("layer matrices do not match the model config (q/k/v/gate/up shapes)");
+      L.qkv = cpu::pack_f32(qkv);
+      L.gate_up = cpu::pack_f32(gu);
+      L.o = cpu::pack_f32(o);
+      L.down = cpu::pack_f32(down);
+    }
+    const cpu::PackSource out[] = {pack_source(*r->output_)};
+    r->output_packed_ = cpu::pack_f32(out);
   }
   r->ensure_scratch(std::max(1, opts.max_batch_tokens), std::max(1, opts.max_seqs));
   return r;
@@ -152,6 +196,10 @@ void CpuRunner::ensure_scratch(int n_tokens, int n_out) {
     v_.resize(T * cfg_.kv_dim());
     gate_.resize(T * cfg_.n_ff);
     up_.resize(T * cfg_.n_ff);
+    if (packed_) {
+      qkv_.resize(T * (cfg_.q_dim() + 2 * cfg_.kv_dim()));
+      gu_.resize(T * 2 * cfg_.n_ff);
+    }
   }
   if (n_out > cap_out_) {
     cap_out_ = n_out;
@@ -214,9 +262,20 @@ Status CpuRunner::forward(const ForwardBatch& b, float* logits) {
   for (int l = 0; l < c.n_layer; ++l) {
     const Layer& L = layers_[static_cast<size_t>(l)];
     for (int t = 0; t < T; ++t) cpu::rmsnorm(xb + t * d, x + t * d, L.attn_norm.data(), d, c.norm_eps);
-    cpu::matmul(*L.wq, xb, T, q_.data(), pool);
-    cpu::matmul(*L.wk, xb, T, k_.data(), pool);
-    cpu::matmul(*L.wv, xb, T, v_.data(), pool);
+    if (packed_) {  // one pass for Q, K and V, then split the rows [q | k | v]
+      const int w = qd + 2 * kvd;
+      cpu::matmul_packed(L.qkv, xb, T, qkv_.data(), pool);
+      for (int t = 0; t < T; ++t) {
+        const float* row = qkv_.data() + static_cast<size_t>(t) * w;
+        std::memcpy(q_.data() + static_cast<size_t>(t) * qd, row, sizeof(float) * qd);
+        std::memcpy(k_.data() + static_cast<size_t>(t) * kvd, row + qd, sizeof(float) * kvd);
+        std::memcpy(v_.data() + static_cast<size_t>(t) * kvd, row + qd + kvd, sizeof(float) * kvd);
+      }
+    } else {
+      cpu::matmul(*L.wq, xb, T, q_.data(), pool);
+      cpu::matmul(*L.wk, xb, T, k_.data(), pool);
+      cpu::matmul(*L.wv, xb, T, v_.data(), pool);
+    }
     add_bias(q_.data(), L.bq, T, qd);
     add_bias(k_.data(), L.bk, T, kvd);
     add_bias(v_.data(), L.bv, T, kvd);
@@ -255,22 +314,43 @@ Status CpuRunner::forward(const ForwardBatch& b, float* logits) {
     a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
     a.sliding_window = c.sliding_window;
     cpu::paged_attention(a, pool);
-    cpu::matmul(*L.wo, att_.data(), T, xb, pool);
+    mm(*L.wo, L.o, att_.data(), T, xb, pool);
     cpu::add(x, xb, static_cast<int64_t>(T) * d);
 
     for (int t = 0; t < T; ++t) cpu::rmsnorm(xb + t * d, x + t * d, L.ffn_norm.data(), d, c.norm_eps);
-    cpu::matmul(*L.w_gate, xb, T, gate_.data(), pool);
-    cpu::matmul(*L.w_up, xb, T, up_.data(), pool);
-    cpu::swiglu(gate_.data(), gate_.data(), up_.data(), static_cast<int64_t>(T) * ff);
-    cpu::matmul(*L.w_down, gate_.data(), T, xb, pool);
+    // gate_[t] = silu(gate) * up, one call per token so that each element takes the same code path whatever T.
+    if (packed_) {
+      cpu::matmul_packed(L.gate_up, xb, T, gu_.data(), pool);  // rows [gate | up]
+      for (int t = 0; t < T; ++t) {
+        const float* row = gu_.data() + static_cast<size_t>(t) * 2 * ff;
+        cpu::swiglu(gate_.data() + static_cast<size_t>(t) * ff, row, row + ff, ff);
+      }
+    } else {
+      cpu::matmul(*L.w_gate, xb, T, gate_.data(), pool);
+      cpu::matmul(*L.w_up, xb, T, up_.data(), pool);
+      for (int t = 0; t < T; ++t) {
+        float* g = gate_.data() + static_cast<size_t>(t) * ff;
+        cpu::swiglu(g, g, up_.data() + static_cast<size_t>(t) * ff, ff);
+      }
+    }
+    mm(*L.w_down, L.down, gate_.data(), T, xb, pool);
     cpu::add(x, xb, static_cast<int64_t>(T) * d);
   }
   // Final norm and classifier only for the rows whose logits are wanted.
   for (int i = 0; i < n_out; ++i)
     cpu::rmsnorm(xo_.data() + static_cast<size_t>(i) * d, x + static_cast<size_t>(b.logits_indices[i]) * d,
                  out_norm_.data(), d, c.norm_eps);
-  if (n_out > 0) cpu::matmul(*output_, xo_.data(), n_out, logits, pool);
+  if (n_out > 0) mm(*output_, output_packed_, xo_.data(), n_out, logits, pool);
   return Status::ok();
+}
+
+void CpuRunner::mm(const TensorView& w, const cpu::PackedF32& packed, const float* x, int T, float* y,
+                   ThreadPool* pool) {
+  if (packed_) {
+    cpu::matmul_packed(packed, x, T, y, pool);
+  } else {
+    cpu::matmul(w, x, T, y, pool);
+  }
 }
 
 void CpuRunner::copy_block(float* dst_base, size_t dst_layer_elems, int dst_block, const float* src_base,

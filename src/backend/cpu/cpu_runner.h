@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "backend/cpu/kernels.h"
 #include "backend/runner.h"
 #include "core/tensor.h"
 
@@ -39,7 +40,11 @@ class CpuRunner : public ModelRunner {
     std::vector<float> attn_norm, ffn_norm;  // [n_embd]
     std::vector<float> bq, bk, bv;           // [q_dim], [kv_dim], [kv_dim]; empty without QKV bias
     std::vector<float> q_norm, k_norm;       // [head_dim]; empty without Q/K norm
+    // fp32 models: the matrices packed for batched products (empty otherwise); Q/K/V and gate/up fused.
+    cpu::PackedF32 qkv, o, gate_up, down;    // outputs [q_dim + 2 kv_dim], [n_embd], [2 n_ff], [n_embd]
   };
+  // y[T, N] = x[T, K] · W^T through the packed copy when there is one (same arithmetic for every T).
+  void mm(const TensorView& w, const cpu::PackedF32& packed, const float* x, int T, float* y, ThreadPool* pool);
   Status check_batch(const ForwardBatch& b) const;
   void ensure_scratch(int n_tokens, int n_out);
   float* k_layer(int l) { return kv_ + static_cast<size_t>(2 * l) * layer_elems_; }
@@ -56,6 +61,8 @@ class CpuRunner : public ModelRunner {
   std::vector<float> inv_freq_;            // [rope_dim / 2]
   std::vector<Layer> layers_;
   double matrix_elems_ = 0;                // multiply-adds per token in the weight matrices
+  bool packed_ = false;                    // every matrix is fp32 and packed (see Layer)
+  cpu::PackedF32 output_packed_;           // [n_vocab] outputs when packed_
 
   // Paged cache: [n_layer, 2 (K,V), n_blocks, block_size, kv_dim] fp32 (anonymous mmap, touched lazily).
   float* kv_ = nullptr;
@@ -72,6 +79,8 @@ class CpuRunner : public ModelRunner {
   std::vector<float> q_, att_;             // [n_tokens, q_dim]
   std::vector<float> k_, v_;               // [n_tokens, kv_dim]
   std::vector<float> gate_, up_;           // [n_tokens, n_ff]
+  std::vector<float> qkv_;                 // [n_tokens, q_dim + 2 kv_dim] (packed_ only)
+  std::vector<float> gu_;                  // [n_tokens, 2 n_ff] (packed_ only)
   std::vector<float> xo_;                  // [n_out, n_embd]
 };
 

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "core/dtype.h"
@@ -29,6 +30,23 @@ void matmul(const TensorView& w, const float* x, int64_t M, float* y, ThreadPool
 void matmul_raw(DType t, const void* w, int64_t N, int64_t K, const float* x, int64_t M, float* y, ThreadPool* pool);
 // True if matmul supports weights of dtype t with K elements per row (K a multiple of the block size).
 bool matmul_supports(DType t, int64_t K);
+
+// fp32 weights repacked for batched products (matmul_packed.cpp): panels of kPackedPanel output rows stored
+// k-major, data [n_panels, K, kPackedPanel], the last panel zero-padded. Several matrices with the same K can be
+// packed as one (their outputs concatenated), so e.g. Q, K and V share one pass over the activations.
+inline constexpr int64_t kPackedPanel = 16;
+struct PackedF32 {
+  int64_t N = 0, K = 0;     // outputs (all parts together), inputs
+  std::vector<float> data;  // [ceil(N / kPackedPanel), K, kPackedPanel]
+};
+struct PackSource {
+  const float* w;  // [N, K] row-major
+  int64_t N, K;
+};
+PackedF32 pack_f32(std::span<const PackSource> parts);
+// y[M, N] = x[M, K] · W^T for packed W. Each output is the fp32 FMA chain over k = 0..K-1 in order, so results
+// are bit-identical whatever M, the tiling or the thread count (batch invariance).
+void matmul_packed(const PackedF32& w, const float* x, int64_t M, float* y, ThreadPool* pool);
 
 void rmsnorm(float* out, const float* x, const float* weight, int64_t n, float eps);  // out may == x
 
