@@ -50,10 +50,17 @@ Result<float*> map_anonymous(size_t& bytes) {
   return reinterpret_cast<float*>(base);
 }
 
-// y[n, cols] += bias[cols] for every row
-void add_bias(float* y, const std::vector<float>& bias, int n, int cols) {
-  if (bias.empty()) return;
-  for (int t = 0; t < n; ++t) cpu::add(y + static_cast<size_t>(t) * cols, bias.data(), cols);
+// fn(t) for every token t < T, over the pool in contiguous chunks when there is one and enough tokens.
+template <class F>
+void for_tokens(ThreadPool* pool, int T, const F& fn) {
+  constexpr int kMinParallelTokens = 8;
+  if (!pool || pool->size() <= 1 || T < kMinParallelTokens) {
+    for (int t = 0; t < T; ++t) fn(t);
+    return;
+  }
+  pool->parallel_for(T, [&](int64_t begin, int64_t end, int) {
+    for (int64_t t = begin; t < end; ++t) fn(static_cast<int>(t));
+  });
 }
 
 // Multiply-adds below which a forward pass runs on the calling thread alone: dispatching to other cores costs
@@ -196,6 +203,8 @@ void CpuRunner::ensure_scratch(int n_tokens, int n_out) {
     v_.resize(T * cfg_.kv_dim());
     gate_.resize(T * cfg_.n_ff);
     up_.resize(T * cfg_.n_ff);
+    rope_cs_.resize(T * static_cast<size_t>(cfg_.rope_dim / 2));
+    rope_sn_.resize(T * static_cast<size_t>(cfg_.rope_dim / 2));
     if (packed_) {
       qkv_.resize(T * (cfg_.q_dim() + 2 * cfg_.kv_dim()));
       gu_.resize(T * 2 * cfg_.n_ff);
@@ -252,50 +261,60 @@ Status CpuRunner::forward(const ForwardBatch& b, float* logits) {
   float* x = x_.data();    // [T, d] residual stream
   float* xb = xb_.data();  // [T, d]
 
-  // Embedding lookup: dequantize one row of token_embd per token.
+  // Per-token work between the matrix products runs over the pool in token chunks (it is the same code per token
+  // either way). Embedding row, RoPE angles (one table per token for all heads and layers), first norm.
+  const int half = c.rope_dim / 2;
   const uint64_t erb = *row_bytes(tok_embd_->dtype, static_cast<uint64_t>(d));
-  for (int t = 0; t < T; ++t)
-    cpu::dequantize_row(tok_embd_->dtype, static_cast<const uint8_t*>(tok_embd_->data) + erb * b.tokens[t],
-                        x + static_cast<size_t>(t) * d, d);
+  for_tokens(pool, T, [&](int t) {
+    float* xt = x + static_cast<size_t>(t) * d;
+    cpu::dequantize_row(tok_embd_->dtype, static_cast<const uint8_t*>(tok_embd_->data) + erb * b.tokens[t], xt, d);
+    cpu::rope_table(b.positions[t], inv_freq_.data(), half, rope_cs_.data() + static_cast<size_t>(t) * half,
+                    rope_sn_.data() + static_cast<size_t>(t) * half);
+    cpu::rmsnorm(xb + static_cast<size_t>(t) * d, xt, layers_[0].attn_norm.data(), d, c.norm_eps);
+  });
 
   const size_t blk_elems = static_cast<size_t>(block_size_) * kvd;
   for (int l = 0; l < c.n_layer; ++l) {
     const Layer& L = layers_[static_cast<size_t>(l)];
-    for (int t = 0; t < T; ++t) cpu::rmsnorm(xb + t * d, x + t * d, L.attn_norm.data(), d, c.norm_eps);
-    if (packed_) {  // one pass for Q, K and V, then split the rows [q | k | v]
-      const int w = qd + 2 * kvd;
+    const int w = qd + 2 * kvd;
+    if (packed_) {  // one pass for Q, K and V: rows [q | k | v], split below
       cpu::matmul_packed(L.qkv, xb, T, qkv_.data(), pool);
-      for (int t = 0; t < T; ++t) {
-        const float* row = qkv_.data() + static_cast<size_t>(t) * w;
-        std::memcpy(q_.data() + static_cast<size_t>(t) * qd, row, sizeof(float) * qd);
-        std::memcpy(k_.data() + static_cast<size_t>(t) * kvd, row + qd, sizeof(float) * kvd);
-        std::memcpy(v_.data() + static_cast<size_t>(t) * kvd, row + qd + kvd, sizeof(float) * kvd);
-      }
     } else {
       cpu::matmul(*L.wq, xb, T, q_.data(), pool);
       cpu::matmul(*L.wk, xb, T, k_.data(), pool);
       cpu::matmul(*L.wv, xb, T, v_.data(), pool);
     }
-    add_bias(q_.data(), L.bq, T, qd);
-    add_bias(k_.data(), L.bk, T, kvd);
-    add_bias(v_.data(), L.bv, T, kvd);
     float* kl = k_layer(l);
     float* vl = v_layer(l);
-    for (int t = 0; t < T; ++t) {
+    for_tokens(pool, T, [&](int t) {
       float* qt = q_.data() + static_cast<size_t>(t) * qd;
       float* kt = k_.data() + static_cast<size_t>(t) * kvd;
+      float* vt = v_.data() + static_cast<size_t>(t) * kvd;
+      if (packed_) {
+        const float* row = qkv_.data() + static_cast<size_t>(t) * w;
+        std::memcpy(qt, row, sizeof(float) * qd);
+        std::memcpy(kt, row + qd, sizeof(float) * kvd);
+        std::memcpy(vt, row + qd + kvd, sizeof(float) * kvd);
+      }
+      if (!L.bq.empty()) {
+        cpu::add(qt, L.bq.data(), qd);
+        cpu::add(kt, L.bk.data(), kvd);
+        cpu::add(vt, L.bv.data(), kvd);
+      }
       if (c.qk_norm) {
         for (int h = 0; h < c.n_head; ++h) cpu::rmsnorm(qt + h * hd, qt + h * hd, L.q_norm.data(), hd, c.norm_eps);
         for (int h = 0; h < c.n_head_kv; ++h) cpu::rmsnorm(kt + h * hd, kt + h * hd, L.k_norm.data(), hd, c.norm_eps);
       }
-      cpu::rope(qt, c.n_head, hd, c.rope_dim, b.positions[t], inv_freq_.data(), c.rope_style);
-      cpu::rope(kt, c.n_head_kv, hd, c.rope_dim, b.positions[t], inv_freq_.data(), c.rope_style);
+      const float* cs = rope_cs_.data() + static_cast<size_t>(t) * half;
+      const float* sn = rope_sn_.data() + static_cast<size_t>(t) * half;
+      cpu::rope_apply(qt, c.n_head, hd, c.rope_dim, cs, sn, c.rope_style);
+      cpu::rope_apply(kt, c.n_head_kv, hd, c.rope_dim, cs, sn, c.rope_style);
       // Write this token's K/V at its slot: block = slot / block_size, offset = slot % block_size.
       const size_t slot = static_cast<size_t>(b.slot_mapping[t]);
       const size_t off = (slot / block_size_) * blk_elems + (slot % block_size_) * kvd;
       std::memcpy(kl + off, kt, sizeof(float) * kvd);
-      std::memcpy(vl + off, v_.data() + static_cast<size_t>(t) * kvd, sizeof(float) * kvd);
-    }
+      std::memcpy(vl + off, vt, sizeof(float) * kvd);
+    });
     cpu::PagedAttnArgs a;
     a.q = q_.data();
     a.out = att_.data();
@@ -315,26 +334,34 @@ Status CpuRunner::forward(const ForwardBatch& b, float* logits) {
     a.sliding_window = c.sliding_window;
     cpu::paged_attention(a, pool);
     mm(*L.wo, L.o, att_.data(), T, xb, pool);
-    cpu::add(x, xb, static_cast<int64_t>(T) * d);
+    for_tokens(pool, T, [&](int t) {  // residual, then the FFN norm
+      float* xt = x + static_cast<size_t>(t) * d;
+      cpu::add(xt, xb + static_cast<size_t>(t) * d, d);
+      cpu::rmsnorm(xb + static_cast<size_t>(t) * d, xt, L.ffn_norm.data(), d, c.norm_eps);
+    });
 
-    for (int t = 0; t < T; ++t) cpu::rmsnorm(xb + t * d, x + t * d, L.ffn_norm.data(), d, c.norm_eps);
-    // gate_[t] = silu(gate) * up, one call per token so that each element takes the same code path whatever T.
     if (packed_) {
       cpu::matmul_packed(L.gate_up, xb, T, gu_.data(), pool);  // rows [gate | up]
-      for (int t = 0; t < T; ++t) {
-        const float* row = gu_.data() + static_cast<size_t>(t) * 2 * ff;
-        cpu::swiglu(gate_.data() + static_cast<size_t>(t) * ff, row, row + ff, ff);
-      }
     } else {
       cpu::matmul(*L.w_gate, xb, T, gate_.data(), pool);
       cpu::matmul(*L.w_up, xb, T, up_.data(), pool);
-      for (int t = 0; t < T; ++t) {
-        float* g = gate_.data() + static_cast<size_t>(t) * ff;
+    }
+    for_tokens(pool, T, [&](int t) {  // gate_[t] = silu(gate) * up, one call per token (same path whatever T)
+      float* g = gate_.data() + static_cast<size_t>(t) * ff;
+      if (packed_) {
+        const float* row = gu_.data() + static_cast<size_t>(t) * 2 * ff;
+        cpu::swiglu(g, row, row + ff, ff);
+      } else {
         cpu::swiglu(g, g, up_.data() + static_cast<size_t>(t) * ff, ff);
       }
-    }
+    });
     mm(*L.w_down, L.down, gate_.data(), T, xb, pool);
-    cpu::add(x, xb, static_cast<int64_t>(T) * d);
+    const float* next_norm = l + 1 < c.n_layer ? layers_[static_cast<size_t>(l + 1)].attn_norm.data() : nullptr;
+    for_tokens(pool, T, [&](int t) {  // residual, then the next layer's attention norm
+      float* xt = x + static_cast<size_t>(t) * d;
+      cpu::add(xt, xb + static_cast<size_t>(t) * d, d);
+      if (next_norm) cpu::rmsnorm(xb + static_cast<size_t>(t) * d, xt, next_norm, d, c.norm_eps);
+    });
   }
   // Final norm and classifier only for the rows whose logits are wanted.
   for (int i = 0; i < n_out; ++i)

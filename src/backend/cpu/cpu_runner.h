@@ -81,6 +81,7 @@ class CpuRunner : public ModelRunner {
   std::vector<float> gate_, up_;           // [n_tokens, n_ff]
   std::vector<float> qkv_;                 // [n_tokens, q_dim + 2 kv_dim] (packed_ only)
   std::vector<float> gu_;                  // [n_tokens, 2 n_ff] (packed_ only)
+  std::vector<float> rope_cs_, rope_sn_;   // [n_tokens, rope_dim / 2] cos / sin of each token's angles
   std::vector<float> xo_;                  // [n_out, n_embd]
 };
 

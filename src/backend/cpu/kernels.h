@@ -54,6 +54,10 @@ void rmsnorm(float* out, const float* x, const float* weight, int64_t n, float e
 // inv_freq [rot_dim/2] from rope_inv_freq(); style kInterleaved pairs (2i, 2i+1), kNeox pairs (i, i+rot_dim/2).
 std::vector<float> rope_inv_freq(const ModelConfig& cfg);  // includes linear / llama3 scaling
 void rope(float* x, int n_heads, int head_dim, int rot_dim, int pos, const float* inv_freq, RopeStyle style);
+// rope() in two steps, so that one token's angles serve all its heads and layers (same results as rope()):
+// cs[i], sn[i] = cos, sin of pos * inv_freq[i] for i < half, then the rotation with those tables.
+void rope_table(int pos, const float* inv_freq, int half, float* cs, float* sn);
+void rope_apply(float* x, int n_heads, int head_dim, int rot_dim, const float* cs, const float* sn, RopeStyle style);
 
 void swiglu(float* out, const float* gate, const float* up, int64_t n);  // out = silu(gate) * up
 void softmax(float* x, int64_t n);
