@@ -45,8 +45,11 @@ struct PackSource {
 };
 PackedF32 pack_f32(std::span<const PackSource> parts);
 // y[M, N] = x[M, K] · W^T for packed W. Each output is the fp32 FMA chain over k = 0..K-1 in order, so results
-// are bit-identical whatever M, the tiling or the thread count (batch invariance).
-void matmul_packed(const PackedF32& w, const float* x, int64_t M, float* y, ThreadPool* pool);
+// are bit-identical whatever M, the tiling, the thread count or the instruction set (batch invariance).
+// AVX-512 kernels are used where the CPU has AVX-512F unless allow_avx512 is false (tests compare both).
+void matmul_packed(const PackedF32& w, const float* x, int64_t M, float* y, ThreadPool* pool,
+                   bool allow_avx512 = true);
+bool matmul_packed_has_avx512();
 
 void rmsnorm(float* out, const float* x, const float* weight, int64_t n, float eps);  // out may == x
 

@@ -3,7 +3,7 @@
 //  (2) against the fp64 product within the fp32 summation bound (K+1) * 2^-24 * sum|w||x| (rigorous for a
 //      K-term chain);
 //  (3) batch invariance: every row of an M-row product equals the 1-row product of that row, bit for bit,
-//      single-threaded and on a pool;
+//      single-threaded and on a pool, and the AVX-512 kernels (where the CPU has them) equal the AVX2 ones;
 //  (4) bad input: matrices of different K are refused.
 #include <gtest/gtest.h>
 
@@ -49,8 +49,10 @@ TEST_P(KernelsPacked, ExactChainReferenceAndBatchInvariance) {
   for (int64_t M : {1, 2, 3, 4, 5, 7, 16, 17, 33, 64, 67}) {
     auto x = random_vec(static_cast<size_t>(M * K), static_cast<uint32_t>(M * 7 + K));  // [M, K]
     std::vector<float> y(static_cast<size_t>(M * N), -1.0f), y_mt(y.size(), -2.0f), y1(static_cast<size_t>(N));
+    std::vector<float> y_avx2(y.size(), -3.0f);
     matmul_packed(w, x.data(), M, y.data(), nullptr);
     matmul_packed(w, x.data(), M, y_mt.data(), &pool);
+    matmul_packed(w, x.data(), M, y_avx2.data(), &pool, /*allow_avx512=*/false);
     for (int64_t m = 0; m < M; ++m) {
       matmul_packed(w, x.data() + m * K, 1, y1.data(), m % 2 ? &pool : nullptr);
       const float* xr = x.data() + m * K;
@@ -68,6 +70,8 @@ TEST_P(KernelsPacked, ExactChainReferenceAndBatchInvariance) {
         ASSERT_NEAR(got, exact, static_cast<double>(K + 1) * 0x1p-24 * mag + 1e-30);
         ASSERT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(y_mt[static_cast<size_t>(m * N + n)]))
             << "threaded result differs";
+        ASSERT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(y_avx2[static_cast<size_t>(m * N + n)]))
+            << "AVX-512 and AVX2 kernels differ";
         ASSERT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(y1[static_cast<size_t>(n)]))
             << "row m=" << m << " of an M=" << M << " batch differs from the same row alone";
       }
