@@ -23,7 +23,7 @@ namespace {
 
 constexpr int kParts = 4;  // interleaved partial sums of the V accumulation (latency hiding)
 constexpr int kGroup = 2;  // query heads sharing one pass over the V rows (kGroup * kParts accumulators)
-constexpr int kPrefetch = 16;  // positions ahead whose K rows are prefetched while scoring
+constexpr int kPrefetch = 64;  // positions ahead whose K rows are prefetched while scoring (~ memory latency)
 
 // Sequence owning token t: query_start is non-decreasing with query_start[0] == 0.
 int seq_of_token(const PagedAttnArgs& a, int t) {

@@ -1,10 +1,9 @@
 // The CPU runner (paged KV, flat varlen batches, SIMD kernels) against the fp32 reference forward pass.
+#include <bit>
 #include <cmath>
 #include <random>
 
 #include <gtest/gtest.h>
-
-#include <bit>
 
 #include "backend/cpu/cpu_runner.h"
 #include "backend/reference/reference.h"
