@@ -1,5 +1,5 @@
-// Paged causal attention on the CPU: one work item per (token, kv head); the G query heads of a GQA group
-// share every K/V row read. Two passes over the token's window [start, p] of its sequence:
+// Paged causal attention on the CPU: one work item per token (or per (token, kv head) when there are few
+// tokens); the G query heads of a GQA group share every K/V row read. Two passes over the token's window [start, p] of its sequence:
 //   1. offsets of the window's K/V rows through the block table, then scores s[g][i] = scale * q_g . k_i,
 //      8 positions at a time (8 independent FMA chains over head_dim, one transposing reduction);
 //   2. softmax (max, vectorized exp, sum) and out_g = (sum_i e[g][i] * v_i) / sum, the V rows applied to
@@ -102,37 +102,16 @@ float max_of(const float* x, int n) {
   return m;
 }
 
-void attend_one(const PagedAttnArgs& a, int t, int hkv, Scratch& sc) {
+// Query heads of kv head hkv of token t over the n window rows at sc.off (padded to a multiple of 8).
+void attend_head(const PagedAttnArgs& a, int t, int hkv, int n, Scratch& sc) {
   const int G = a.n_head / a.n_head_kv;
   const int D = a.head_dim;
-  const int s = seq_of_token(a, t);
-  MOPT_CHECK(s >= 0 && s < a.n_seqs && t < a.query_start[s + 1], "paged_attention: token %d has no sequence", t);
-  const int p = a.positions[t];
-  MOPT_CHECK(p >= 0 && p < a.seq_lens[s], "paged_attention: token %d position %d outside context %d", t, p,
-             a.seq_lens[s]);
-  const int start = a.sliding_window > 0 ? std::max(0, p - a.sliding_window + 1) : 0;
-  const int n = p + 1 - start;                 // window length
   const int n8 = (n + 7) & ~7;
-  const int32_t* table = a.block_tables + static_cast<int64_t>(s) * a.max_blocks_per_seq;
+  const int64_t* off = sc.off.data();
+  const float* k_base = a.k_cache + static_cast<int64_t>(hkv) * D;  // row of kv head hkv at slot offset off[i]
+  const float* v_base = a.v_cache + static_cast<int64_t>(hkv) * D;
   const float* q = a.q + (static_cast<int64_t>(t) * a.n_head + static_cast<int64_t>(hkv) * G) * D;  // [G, D]
   float* out = a.out + (static_cast<int64_t>(t) * a.n_head + static_cast<int64_t>(hkv) * G) * D;    // [G, D]
-  const int64_t row_stride = static_cast<int64_t>(a.n_head_kv) * D;  // floats between consecutive slots
-
-  // Row offsets of the window; the padding repeats the last row (its scores are discarded).
-  if (sc.off.size() < static_cast<size_t>(n8)) sc.off.resize(static_cast<size_t>(n8));
-  if (sc.score.size() < static_cast<size_t>(G) * n8) sc.score.resize(static_cast<size_t>(G) * n8);
-  int64_t* off = sc.off.data();
-  for (int j = start; j <= p;) {
-    const int bi = j / a.block_size;
-    MOPT_CHECK(bi < a.max_blocks_per_seq, "paged_attention: position %d beyond the block table", j);
-    const int blk = table[bi];
-    MOPT_CHECK(blk >= 0, "paged_attention: seq %d position %d has no cache block", s, j);
-    const int j1 = std::min(p + 1, (bi + 1) * a.block_size);
-    int64_t o = (static_cast<int64_t>(blk) * a.block_size + (j - bi * a.block_size)) * row_stride +
-                static_cast<int64_t>(hkv) * D;
-    for (; j < j1; ++j, o += row_stride) off[j - start] = o;
-  }
-  for (int i = n; i < n8; ++i) off[i] = off[n - 1];
 
   // Pass 1: scores, max, exp and sums per query head.
   float inv[256];  // [G] 1 / softmax denominator
@@ -146,17 +125,17 @@ void attend_one(const PagedAttnArgs& a, int t, int hkv, Scratch& sc) {
       for (int i = 0; i < n8; i += 8) {
         if (g == 0) {  // the rows are scattered over cache blocks: fetch K ahead, and V for pass 2
           for (int j = i + kPrefetch; j < std::min(n, i + kPrefetch + 8); ++j)
-            _mm_prefetch(reinterpret_cast<const char*>(a.k_cache + off[j]), _MM_HINT_T0);
+            _mm_prefetch(reinterpret_cast<const char*>(k_base + off[j]), _MM_HINT_T0);
           for (int j = i; j < std::min(n, i + 8); ++j)
-            _mm_prefetch(reinterpret_cast<const char*>(a.v_cache + off[j]), _MM_HINT_T0);
+            _mm_prefetch(reinterpret_cast<const char*>(v_base + off[j]), _MM_HINT_T0);
         }
-        score8(qg, a.k_cache, off + i, D, vs, sg + i);
+        score8(qg, k_base, off + i, D, vs, sg + i);
       }
     } else
 #endif
     {
       for (int i = 0; i < n; ++i) {
-        const float* k = a.k_cache + off[i];
+        const float* k = k_base + off[i];
         float d = 0.0f;
         for (int e = 0; e < D; ++e) d += qg[e] * k[e];
         sg[i] = d * a.scale;
@@ -179,8 +158,8 @@ void attend_one(const PagedAttnArgs& a, int t, int hkv, Scratch& sc) {
         o[g] = out + static_cast<int64_t>(g0 + g) * D;
       }
       for (int d0 = 0; d0 < D; d0 += 8) {
-        if (ng == 2) apply_v8<2>(e, a.v_cache, off, n, d0, inv + g0, o);
-        else apply_v8<1>(e, a.v_cache, off, n, d0, inv + g0, o);
+        if (ng == 2) apply_v8<2>(e, v_base, off, n, d0, inv + g0, o);
+        else apply_v8<1>(e, v_base, off, n, d0, inv + g0, o);
       }
     }
     return;
@@ -191,12 +170,44 @@ void attend_one(const PagedAttnArgs& a, int t, int hkv, Scratch& sc) {
     float* og = out + static_cast<int64_t>(g) * D;
     for (int d = 0; d < D; ++d) {
       float acc = 0.0f;
-      for (int i = 0; i < n; ++i) acc += eg[i] * a.v_cache[off[i] + d];
+      for (int i = 0; i < n; ++i) acc += eg[i] * v_base[off[i] + d];
       og[d] = acc * inv[g];
     }
   }
 }
-static_assert(kGroup == 2, "attend_one dispatches apply_v8 for groups of 1 or 2 heads");
+static_assert(kGroup == 2, "attend_head dispatches apply_v8 for groups of 1 or 2 heads");
+
+// Query heads of kv heads [h0, h1) of token t. The window's row offsets are computed once for all of them.
+void attend(const PagedAttnArgs& a, int t, int h0, int h1, Scratch& sc) {
+  const int G = a.n_head / a.n_head_kv;
+  const int D = a.head_dim;
+  const int s = seq_of_token(a, t);
+  MOPT_CHECK(s >= 0 && s < a.n_seqs && t < a.query_start[s + 1], "paged_attention: token %d has no sequence", t);
+  const int p = a.positions[t];
+  MOPT_CHECK(p >= 0 && p < a.seq_lens[s], "paged_attention: token %d position %d outside context %d", t, p,
+             a.seq_lens[s]);
+  const int start = a.sliding_window > 0 ? std::max(0, p - a.sliding_window + 1) : 0;
+  const int n = p + 1 - start;                 // window length
+  const int n8 = (n + 7) & ~7;
+  const int32_t* table = a.block_tables + static_cast<int64_t>(s) * a.max_blocks_per_seq;
+  const int64_t row_stride = static_cast<int64_t>(a.n_head_kv) * D;  // floats between consecutive slots
+
+  // Slot offsets of the window (kv head 0); the padding repeats the last row (its scores are discarded).
+  if (sc.off.size() < static_cast<size_t>(n8)) sc.off.resize(static_cast<size_t>(n8));
+  if (sc.score.size() < static_cast<size_t>(G) * n8) sc.score.resize(static_cast<size_t>(G) * n8);
+  int64_t* off = sc.off.data();
+  for (int j = start; j <= p;) {
+    const int bi = j / a.block_size;
+    MOPT_CHECK(bi < a.max_blocks_per_seq, "paged_attention: position %d beyond the block table", j);
+    const int blk = table[bi];
+    MOPT_CHECK(blk >= 0, "paged_attention: seq %d position %d has no cache block", s, j);
+    const int j1 = std::min(p + 1, (bi + 1) * a.block_size);
+    int64_t o = (static_cast<int64_t>(blk) * a.block_size + (j - bi * a.block_size)) * row_stride;
+    for (; j < j1; ++j, o += row_stride) off[j - start] = o;
+  }
+  for (int i = n; i < n8; ++i) off[i] = off[n - 1];
+  for (int hkv = h0; hkv < h1; ++hkv) attend_head(a, t, hkv, n, sc);
+}
 
 }  // namespace
 
@@ -207,13 +218,16 @@ void paged_attention(const PagedAttnArgs& a, ThreadPool* pool) {
   if (a.n_seqs == 0) return;
   const int n_tokens = a.query_start[a.n_seqs];
   if (n_tokens <= 0) return;
-  const int64_t n_items = static_cast<int64_t>(n_tokens) * a.n_head_kv;
   const int n_threads = pool ? pool->size() : 1;
   static thread_local std::vector<Scratch> scratch;  // per pool thread id, owned by the calling thread
   scratch.resize(static_cast<size_t>(std::max<int>(n_threads, static_cast<int>(scratch.size()))));
   Scratch* scr = scratch.data();
-  parallel_items(pool, n_items, [&](int64_t item, int tid) {
-    attend_one(a, static_cast<int>(item / a.n_head_kv), static_cast<int>(item % a.n_head_kv), scr[tid]);
+  // Items: whole tokens when there are enough to share out, else (token, kv head) pairs (e.g. one decode token).
+  const int heads_per_item = n_tokens >= 2 * n_threads ? a.n_head_kv : 1;
+  const int items_per_token = a.n_head_kv / heads_per_item;
+  parallel_items(pool, static_cast<int64_t>(n_tokens) * items_per_token, [&](int64_t item, int tid) {
+    const int h0 = static_cast<int>(item % items_per_token) * heads_per_item;
+    attend(a, static_cast<int>(item / items_per_token), h0, h0 + heads_per_item, scr[tid]);
   });
 }
 
