@@ -103,7 +103,8 @@ float max_of(const float* x, int n) {
 }
 
 // Query heads of kv head hkv of token t over the n window rows at sc.off (padded to a multiple of 8).
-void attend_head(const PagedAttnArgs& a, int t, int hkv, int n, Scratch& sc) {
+// prefetch: issue prefetches for this head's rows (false when an earlier head of the item shares its cache lines).
+void attend_head(const PagedAttnArgs& a, int t, int hkv, int n, bool prefetch, Scratch& sc) {
   const int G = a.n_head / a.n_head_kv;
   const int D = a.head_dim;
   const int n8 = (n + 7) & ~7;
@@ -123,7 +124,7 @@ void attend_head(const PagedAttnArgs& a, int t, int hkv, int n, Scratch& sc) {
     if (D % 8 == 0) {
       const __m256 vs = _mm256_set1_ps(a.scale);
       for (int i = 0; i < n8; i += 8) {
-        if (g == 0) {  // the rows are scattered over cache blocks: fetch K ahead, and V for pass 2
+        if (prefetch && g == 0) {  // the rows are scattered over cache blocks: fetch K ahead, and V for pass 2
           for (int j = i + kPrefetch; j < std::min(n, i + kPrefetch + 8); ++j)
             _mm_prefetch(reinterpret_cast<const char*>(k_base + off[j]), _MM_HINT_T0);
           for (int j = i; j < std::min(n, i + 8); ++j)
@@ -206,7 +207,11 @@ void attend(const PagedAttnArgs& a, int t, int h0, int h1, Scratch& sc) {
     for (; j < j1; ++j, o += row_stride) off[j - start] = o;
   }
   for (int i = n; i < n8; ++i) off[i] = off[n - 1];
-  for (int hkv = h0; hkv < h1; ++hkv) attend_head(a, t, hkv, n, sc);
+  // Heads whose rows start inside a cache line an earlier head of this item already fetched skip prefetching.
+  constexpr int64_t kLine = 64;
+  const int64_t row_bytes = static_cast<int64_t>(D) * static_cast<int64_t>(sizeof(float));
+  for (int hkv = h0; hkv < h1; ++hkv)
+    attend_head(a, t, hkv, n, hkv == h0 || (hkv * row_bytes) % kLine == 0, sc);
 }
 
 }  // namespace
