@@ -143,7 +143,11 @@ void attend_head(const PagedAttnArgs& a, int t, int hkv, int n, bool prefetch, S
       }
     }
     const float mx = max_of(sg, n);
+#ifdef MOPT_CPU_AVX512_PATHS
+    const float sum = cpu_has_avx512f() ? vec_exp_sub_sum_avx512(sg, n, mx) : vec_exp_sub_sum(sg, n, mx);
+#else
     const float sum = vec_exp_sub_sum(sg, n, mx);  // sets the padding to 0
+#endif
     inv[g] = sum > 0 ? 1.0f / sum : 0.0f;
   }
 

@@ -101,11 +101,6 @@ __attribute__((target("avx512f"))) void micro512(const float* wp, int64_t K, con
     for (int p = 0; p < NP; ++p)
       _mm512_mask_storeu_ps(y + m * y_stride + p * kPackedPanel, p < NP - 1 ? __mmask16(0xFFFF) : last, acc[m][p]);
 }
-
-bool cpu_has_avx512f() {
-  static const bool has = __builtin_cpu_supports("avx512f");
-  return has;
-}
 #endif
 
 // Outputs [m0, m0+mr) x panels [p0, p1) with the widest kernel whose accumulators and weights fit the 16 registers.
