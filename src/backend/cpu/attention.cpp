@@ -1,5 +1,6 @@
 // Paged causal attention on the CPU: one work item per token (or per (token, kv head) when there are few
-// tokens); the G query heads of a GQA group share every K/V row read. Two passes over the token's window [start, p] of its sequence:
+// tokens); the G query heads of a GQA group share every K/V row read. Two passes over the token's window
+// [start, p] of its sequence:
 //   1. offsets of the window's K/V rows through the block table, then scores s[g][i] = scale * q_g . k_i,
 //      8 positions at a time (8 independent FMA chains over head_dim, one transposing reduction);
 //   2. softmax (max, vectorized exp, sum) and out_g = (sum_i e[g][i] * v_i) / sum, the V rows applied to

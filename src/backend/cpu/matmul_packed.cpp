@@ -68,7 +68,8 @@ void micro(const float* wp, int64_t K, const float* x, int64_t x_stride, float* 
       const int nv = p < NP - 1 ? static_cast<int>(kPackedPanel) : valid;
       for (int j = 0; j < nv; ++j) {
         float acc = 0.0f;
-        for (int64_t k = 0; k < K; ++k) acc = std::fma(x[m * x_stride + k], wp[p * pstride + k * kPackedPanel + j], acc);
+        for (int64_t k = 0; k < K; ++k)
+          acc = std::fma(x[m * x_stride + k], wp[p * pstride + k * kPackedPanel + j], acc);
         y[m * y_stride + p * kPackedPanel + j] = acc;
       }
     }

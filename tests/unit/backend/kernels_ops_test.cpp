@@ -173,7 +173,8 @@ TEST(KernelsOps, ExpSubSum) {
       const float sum512 = vec_exp_sub_sum_avx512(z.data(), n, mx);
       ASSERT_EQ(std::bit_cast<uint32_t>(sum512), std::bit_cast<uint32_t>(sum)) << "n " << n;
       for (int i = 0; i < ((n + 7) & ~7); ++i)
-        ASSERT_EQ(std::bit_cast<uint32_t>(z[static_cast<size_t>(i)]), std::bit_cast<uint32_t>(y[static_cast<size_t>(i)]))
+        ASSERT_EQ(std::bit_cast<uint32_t>(z[static_cast<size_t>(i)]),
+                  std::bit_cast<uint32_t>(y[static_cast<size_t>(i)]))
             << "n " << n << " i " << i;
     }
 #endif
