@@ -1,5 +1,15 @@
-// Paged causal attention on the CPU: one work item per (token, kv head); the query heads of a GQA group
-// share every K/V row read. Online softmax over chunks of positions that lie in one cache block.
+// Paged causal attention on the CPU: one work item per token (or per (token, kv head) when there are few
+// tokens); the G query heads of a GQA group share every K/V row read. Two passes over the token's window
+// [start, p] of its sequence:
+//   1. offsets of the window's K/V rows through the block table, then scores s[g][i] = scale * q_g . k_i,
+//      8 positions at a time (8 independent FMA chains over head_dim, one transposing reduction);
+//   2. softmax (max, vectorized exp, sum) and out_g = (sum_i e[g][i] * v_i) / sum, the V rows applied to
+//      up to kGroup query heads per pass with kParts interleaved partial sums per output vector.
+//
+// Batch invariance: every value a token's output depends on is computed by one fixed expression of that
+// token's own data, whatever the batch around it, its block ids or the thread count. The score of position i
+// is the same per-lane arithmetic in whichever lane it lands; the exp sum and each partial sum of the V
+// accumulation take positions in window order, partial i % kParts, so only the window length shapes them.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -12,7 +22,9 @@ namespace mopt::cpu {
 
 namespace {
 
-constexpr int kChunk = 32;  // positions scored before one online-softmax update (a multiple of 8)
+constexpr int kParts = 4;  // interleaved partial sums of the V accumulation (latency hiding)
+constexpr int kGroup = 2;  // query heads sharing one pass over the V rows (kGroup * kParts accumulators)
+constexpr int kPrefetch = 64;  // positions ahead whose K rows are prefetched while scoring (~ memory latency)
 
 // Sequence owning token t: query_start is non-decreasing with query_start[0] == 0.
 int seq_of_token(const PagedAttnArgs& a, int t) {
@@ -22,65 +34,157 @@ int seq_of_token(const PagedAttnArgs& a, int t) {
 }
 
 struct Scratch {
-  std::vector<float> acc;    // [G, head_dim]
-  std::vector<float> score;  // [G, kChunk]
+  std::vector<int64_t> off;  // [n8] float offset of window position i's row (kv head included) in a cache layer
+  std::vector<float> score;  // [G, n8] scores, then exp(score - max)
 };
 
 #ifdef MOPT_CPU_AVX2
-// [sum(v[0]), ..., sum(v[7])]
+// [sum(v[0]), ..., sum(v[7])]; lane i is ((v_i0+v_i1)+(v_i2+v_i3)) + ((v_i4+v_i5)+(v_i6+v_i7)) for every i.
 inline __m256 hsum8(const __m256 v[8]) {
   const __m256 t0 = _mm256_hadd_ps(v[0], v[1]), t1 = _mm256_hadd_ps(v[2], v[3]);
   const __m256 t2 = _mm256_hadd_ps(v[4], v[5]), t3 = _mm256_hadd_ps(v[6], v[7]);
   const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
   return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
 }
+
+// score[0..8) = scale * q . k_i for the 8 rows k + off[i]; D a multiple of 8.
+inline void score8(const float* q, const float* k, const int64_t* off, int D, __m256 scale, float* score) {
+  __m256 acc[8];
+  const __m256 q0 = _mm256_loadu_ps(q);
+  for (int i = 0; i < 8; ++i) acc[i] = _mm256_mul_ps(q0, _mm256_loadu_ps(k + off[i]));
+  for (int d = 8; d < D; d += 8) {
+    const __m256 qv = _mm256_loadu_ps(q + d);
+    for (int i = 0; i < 8; ++i) acc[i] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + off[i] + d), acc[i]);
+  }
+  _mm256_storeu_ps(score, _mm256_mul_ps(hsum8(acc), scale));
+}
+
+// out[gi][d0..d0+8) = inv[gi] * sum_i e[gi][i] * v_{off[i]}[d0..d0+8) for NG (1..kGroup) heads.
+template <int NG>
+inline void apply_v8(const float* const* e, const float* v, const int64_t* off, int n, int d0, const float* inv,
+                     float* const* out) {
+  __m256 acc[NG][kParts];
+  for (int g = 0; g < NG; ++g)
+    for (int c = 0; c < kParts; ++c) acc[g][c] = _mm256_setzero_ps();
+  int i = 0;
+  for (; i + kParts <= n; i += kParts)
+    for (int c = 0; c < kParts; ++c) {
+      const __m256 vv = _mm256_loadu_ps(v + off[i + c] + d0);
+      for (int g = 0; g < NG; ++g) acc[g][c] = _mm256_fmadd_ps(_mm256_broadcast_ss(e[g] + i + c), vv, acc[g][c]);
+    }
+  for (int c = 0; c < kParts - 1; ++c) {  // tail: position i + c still goes to partial (i + c) % kParts
+    if (i + c >= n) break;
+    const __m256 vv = _mm256_loadu_ps(v + off[i + c] + d0);
+    for (int g = 0; g < NG; ++g) acc[g][c] = _mm256_fmadd_ps(_mm256_broadcast_ss(e[g] + i + c), vv, acc[g][c]);
+  }
+  for (int g = 0; g < NG; ++g) {
+    const __m256 s = _mm256_add_ps(_mm256_add_ps(acc[g][0], acc[g][1]), _mm256_add_ps(acc[g][2], acc[g][3]));
+    _mm256_storeu_ps(out[g] + d0, _mm256_mul_ps(s, _mm256_set1_ps(inv[g])));
+  }
+}
+static_assert(kParts == 4, "apply_v8 combines exactly four partial sums");
 #endif
 
-// score[i] = scale * q . k_i for n positions (k rows `stride` floats apart); score has room for n rounded up to 8.
-void score_chunk(const float* q, const float* k, int64_t stride, int n, int D, float scale, float* score) {
+// Max of x[0..n).
+float max_of(const float* x, int n) {
+  float m = -INFINITY;
+  int i = 0;
+#ifdef MOPT_CPU_AVX2
+  if (n >= 8) {
+    __m256 vm = _mm256_loadu_ps(x);
+    for (i = 8; i + 8 <= n; i += 8) vm = _mm256_max_ps(vm, _mm256_loadu_ps(x + i));
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(vm), _mm256_extractf128_ps(vm, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    m = _mm_cvtss_f32(h);
+  }
+#endif
+  for (; i < n; ++i) m = std::max(m, x[i]);
+  return m;
+}
+
+// Query heads of kv head hkv of token t over the n window rows at sc.off (padded to a multiple of 8).
+// prefetch: issue prefetches for this head's rows (false when an earlier head of the item shares its cache lines).
+void attend_head(const PagedAttnArgs& a, int t, int hkv, int n, bool prefetch, Scratch& sc) {
+  const int G = a.n_head / a.n_head_kv;
+  const int D = a.head_dim;
+  const int n8 = (n + 7) & ~7;
+  const int64_t* off = sc.off.data();
+  const float* k_base = a.k_cache + static_cast<int64_t>(hkv) * D;  // row of kv head hkv at slot offset off[i]
+  const float* v_base = a.v_cache + static_cast<int64_t>(hkv) * D;
+  const float* q = a.q + (static_cast<int64_t>(t) * a.n_head + static_cast<int64_t>(hkv) * G) * D;  // [G, D]
+  float* out = a.out + (static_cast<int64_t>(t) * a.n_head + static_cast<int64_t>(hkv) * G) * D;    // [G, D]
+
+  // Pass 1: scores, max, exp and sums per query head.
+  float inv[256];  // [G] 1 / softmax denominator
+  MOPT_CHECK(G <= 256, "paged_attention: GQA group %d too large", G);
+  for (int g = 0; g < G; ++g) {
+    float* sg = sc.score.data() + static_cast<size_t>(g) * n8;
+    const float* qg = q + static_cast<int64_t>(g) * D;
+#ifdef MOPT_CPU_AVX2
+    if (D % 8 == 0) {
+      const __m256 vs = _mm256_set1_ps(a.scale);
+      for (int i = 0; i < n8; i += 8) {
+        if (prefetch && g == 0) {  // the rows are scattered over cache blocks: fetch K ahead, and V for pass 2
+          for (int j = i + kPrefetch; j < std::min(n, i + kPrefetch + 8); ++j)
+            _mm_prefetch(reinterpret_cast<const char*>(k_base + off[j]), _MM_HINT_T0);
+          for (int j = i; j < std::min(n, i + 8); ++j)
+            _mm_prefetch(reinterpret_cast<const char*>(v_base + off[j]), _MM_HINT_T0);
+        }
+        score8(qg, k_base, off + i, D, vs, sg + i);
+      }
+    } else
+#endif
+    {
+      for (int i = 0; i < n; ++i) {
+        const float* k = k_base + off[i];
+        float d = 0.0f;
+        for (int e = 0; e < D; ++e) d += qg[e] * k[e];
+        sg[i] = d * a.scale;
+      }
+    }
+    const float mx = max_of(sg, n);
+#ifdef MOPT_CPU_AVX512_PATHS
+    const float sum = cpu_has_avx512f() ? vec_exp_sub_sum_avx512(sg, n, mx) : vec_exp_sub_sum(sg, n, mx);
+#else
+    const float sum = vec_exp_sub_sum(sg, n, mx);  // sets the padding to 0
+#endif
+    inv[g] = sum > 0 ? 1.0f / sum : 0.0f;
+  }
+
+  // Pass 2: weighted sums of the V rows.
 #ifdef MOPT_CPU_AVX2
   if (D % 8 == 0) {
-    int i0 = 0;
-    for (; i0 + 8 <= n; i0 += 8) {  // 8 positions at a time: 8 independent FMA chains, one reduction
-      __m256 acc[8];
-      for (int j = 0; j < 8; ++j) acc[j] = _mm256_setzero_ps();
-      const float* kb = k + i0 * stride;
-      for (int d = 0; d < D; d += 8) {
-        const __m256 qv = _mm256_loadu_ps(q + d);
-        for (int j = 0; j < 8; ++j) acc[j] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kb + j * stride + d), acc[j]);
+    for (int g0 = 0; g0 < G; g0 += kGroup) {
+      const int ng = std::min(kGroup, G - g0);
+      const float* e[kGroup];
+      float* o[kGroup];
+      for (int g = 0; g < ng; ++g) {
+        e[g] = sc.score.data() + static_cast<size_t>(g0 + g) * n8;
+        o[g] = out + static_cast<int64_t>(g0 + g) * D;
       }
-      _mm256_storeu_ps(score + i0, _mm256_mul_ps(hsum8(acc), _mm256_set1_ps(scale)));
-    }
-    for (int i = i0; i < n; ++i) score[i] = vec_dot_f32(q, k + i * stride, D) * scale;
-    return;
-  }
-#endif
-  for (int i = 0; i < n; ++i) score[i] = vec_dot_f32(q, k + i * stride, D) * scale;
-}
-
-// acc[D] = acc * corr + sum_i p[i] * v_i.
-void accumulate_chunk(float* acc, float corr, const float* p, const float* v, int64_t stride, int n, int D) {
-#ifdef MOPT_CPU_AVX2
-  if (D % 64 == 0) {  // 8 registers of accumulator stay live across the chunk
-    const __m256 vc = _mm256_set1_ps(corr);
-    for (int d0 = 0; d0 < D; d0 += 64) {
-      __m256 r[8];
-      for (int c = 0; c < 8; ++c) r[c] = _mm256_mul_ps(_mm256_loadu_ps(acc + d0 + 8 * c), vc);
-      for (int i = 0; i < n; ++i) {
-        const __m256 pv = _mm256_broadcast_ss(p + i);
-        const float* vi = v + i * stride + d0;
-        for (int c = 0; c < 8; ++c) r[c] = _mm256_fmadd_ps(pv, _mm256_loadu_ps(vi + 8 * c), r[c]);
+      for (int d0 = 0; d0 < D; d0 += 8) {
+        if (ng == 2) apply_v8<2>(e, v_base, off, n, d0, inv + g0, o);
+        else apply_v8<1>(e, v_base, off, n, d0, inv + g0, o);
       }
-      for (int c = 0; c < 8; ++c) _mm256_storeu_ps(acc + d0 + 8 * c, r[c]);
     }
     return;
   }
 #endif
-  if (corr != 1.0f) vec_scale(acc, corr, D);
-  for (int i = 0; i < n; ++i) vec_axpy(acc, p[i], v + i * stride, D);
+  for (int g = 0; g < G; ++g) {
+    const float* eg = sc.score.data() + static_cast<size_t>(g) * n8;
+    float* og = out + static_cast<int64_t>(g) * D;
+    for (int d = 0; d < D; ++d) {
+      float acc = 0.0f;
+      for (int i = 0; i < n; ++i) acc += eg[i] * v_base[off[i] + d];
+      og[d] = acc * inv[g];
+    }
+  }
 }
+static_assert(kGroup == 2, "attend_head dispatches apply_v8 for groups of 1 or 2 heads");
 
-void attend_one(const PagedAttnArgs& a, int t, int hkv, Scratch& sc) {
+// Query heads of kv heads [h0, h1) of token t. The window's row offsets are computed once for all of them.
+void attend(const PagedAttnArgs& a, int t, int h0, int h1, Scratch& sc) {
   const int G = a.n_head / a.n_head_kv;
   const int D = a.head_dim;
   const int s = seq_of_token(a, t);
@@ -89,46 +193,30 @@ void attend_one(const PagedAttnArgs& a, int t, int hkv, Scratch& sc) {
   MOPT_CHECK(p >= 0 && p < a.seq_lens[s], "paged_attention: token %d position %d outside context %d", t, p,
              a.seq_lens[s]);
   const int start = a.sliding_window > 0 ? std::max(0, p - a.sliding_window + 1) : 0;
+  const int n = p + 1 - start;                 // window length
+  const int n8 = (n + 7) & ~7;
   const int32_t* table = a.block_tables + static_cast<int64_t>(s) * a.max_blocks_per_seq;
-  const float* q = a.q + (static_cast<int64_t>(t) * a.n_head + static_cast<int64_t>(hkv) * G) * D;  // [G, D]
-  float* out = a.out + (static_cast<int64_t>(t) * a.n_head + static_cast<int64_t>(hkv) * G) * D;    // [G, D]
   const int64_t row_stride = static_cast<int64_t>(a.n_head_kv) * D;  // floats between consecutive slots
 
-  sc.acc.assign(static_cast<size_t>(G) * D, 0.0f);
-  sc.score.resize(static_cast<size_t>(G) * kChunk);
-  float m[256], l[256];  // [G] running max and denominator
-  MOPT_CHECK(G <= 256, "paged_attention: GQA group %d too large", G);
-  for (int g = 0; g < G; ++g) m[g] = -INFINITY, l[g] = 0.0f;
-
-  for (int j0 = start; j0 <= p;) {
-    // Chunk [j0, j1): same cache block, at most kChunk positions.
-    const int bi = j0 / a.block_size;
-    MOPT_CHECK(bi < a.max_blocks_per_seq, "paged_attention: position %d beyond the block table", j0);
+  // Slot offsets of the window (kv head 0); the padding repeats the last row (its scores are discarded).
+  if (sc.off.size() < static_cast<size_t>(n8)) sc.off.resize(static_cast<size_t>(n8));
+  if (sc.score.size() < static_cast<size_t>(G) * n8) sc.score.resize(static_cast<size_t>(G) * n8);
+  int64_t* off = sc.off.data();
+  for (int j = start; j <= p;) {
+    const int bi = j / a.block_size;
+    MOPT_CHECK(bi < a.max_blocks_per_seq, "paged_attention: position %d beyond the block table", j);
     const int blk = table[bi];
-    MOPT_CHECK(blk >= 0, "paged_attention: seq %d position %d has no cache block", s, j0);
-    const int j1 = std::min({p + 1, (bi + 1) * a.block_size, j0 + kChunk});
-    const int n = j1 - j0;
-    const int64_t slot0 = static_cast<int64_t>(blk) * a.block_size + (j0 - bi * a.block_size);
-    const float* k = a.k_cache + slot0 * row_stride + static_cast<int64_t>(hkv) * D;
-    const float* v = a.v_cache + slot0 * row_stride + static_cast<int64_t>(hkv) * D;
-    for (int g = 0; g < G; ++g) {
-      float* sg = sc.score.data() + static_cast<size_t>(g) * kChunk;
-      score_chunk(q + g * D, k, row_stride, n, D, a.scale, sg);
-      float mx = m[g];
-      for (int i = 0; i < n; ++i) mx = std::max(mx, sg[i]);
-      const float corr = std::exp(m[g] - mx);  // exp(-inf) = 0 on the first chunk
-      const float sum = vec_exp_sub_sum(sg, n, mx);
-      accumulate_chunk(sc.acc.data() + static_cast<size_t>(g) * D, corr, sg, v, row_stride, n, D);
-      l[g] = l[g] * corr + sum;
-      m[g] = mx;
-    }
-    j0 = j1;
+    MOPT_CHECK(blk >= 0, "paged_attention: seq %d position %d has no cache block", s, j);
+    const int j1 = std::min(p + 1, (bi + 1) * a.block_size);
+    int64_t o = (static_cast<int64_t>(blk) * a.block_size + (j - bi * a.block_size)) * row_stride;
+    for (; j < j1; ++j, o += row_stride) off[j - start] = o;
   }
-  for (int g = 0; g < G; ++g) {
-    const float inv = l[g] > 0 ? 1.0f / l[g] : 0.0f;
-    const float* acc = sc.acc.data() + static_cast<size_t>(g) * D;
-    for (int d = 0; d < D; ++d) out[g * D + d] = acc[d] * inv;
-  }
+  for (int i = n; i < n8; ++i) off[i] = off[n - 1];
+  // Heads whose rows start inside a cache line an earlier head of this item already fetched skip prefetching.
+  constexpr int64_t kLine = 64;
+  const int64_t row_bytes = static_cast<int64_t>(D) * static_cast<int64_t>(sizeof(float));
+  for (int hkv = h0; hkv < h1; ++hkv)
+    attend_head(a, t, hkv, n, hkv == h0 || (hkv * row_bytes) % kLine == 0, sc);
 }
 
 }  // namespace
@@ -140,13 +228,16 @@ void paged_attention(const PagedAttnArgs& a, ThreadPool* pool) {
   if (a.n_seqs == 0) return;
   const int n_tokens = a.query_start[a.n_seqs];
   if (n_tokens <= 0) return;
-  const int64_t n_items = static_cast<int64_t>(n_tokens) * a.n_head_kv;
   const int n_threads = pool ? pool->size() : 1;
   static thread_local std::vector<Scratch> scratch;  // per pool thread id, owned by the calling thread
   scratch.resize(static_cast<size_t>(std::max<int>(n_threads, static_cast<int>(scratch.size()))));
   Scratch* scr = scratch.data();
-  parallel_items(pool, n_items, [&](int64_t item, int tid) {
-    attend_one(a, static_cast<int>(item / a.n_head_kv), static_cast<int>(item % a.n_head_kv), scr[tid]);
+  // Items: whole tokens when there are enough to share out, else (token, kv head) pairs (e.g. one decode token).
+  const int heads_per_item = n_tokens >= 2 * n_threads ? a.n_head_kv : 1;
+  const int items_per_token = a.n_head_kv / heads_per_item;
+  parallel_items(pool, static_cast<int64_t>(n_tokens) * items_per_token, [&](int64_t item, int tid) {
+    const int h0 = static_cast<int>(item % items_per_token) * heads_per_item;
+    attend(a, static_cast<int>(item / items_per_token), h0, h0 + heads_per_item, scr[tid]);
   });
 }
 

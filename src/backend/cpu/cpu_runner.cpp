@@ -29,22 +29,56 @@ Status to_f32(const TensorView& t, int64_t expect, std::vector<float>& out) {
   return Status::ok();
 }
 
-Result<float*> map_anonymous(size_t bytes) {
+// Reserves `bytes` (rounded up to whole huge pages) at a 2 MiB boundary, asking for transparent huge pages: the
+// cache is touched lazily, block by block, and 4 KiB pages would cost a page fault per 4 KiB of new context
+// (a 64-sequence decode of stories260K spent ~15% of its time in page faults).
+constexpr size_t kHugePage = 2u << 20;
+Result<float*> map_anonymous(size_t& bytes) {
   if (bytes == 0) return static_cast<float*>(nullptr);
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  bytes = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+  const size_t reserve = bytes + kHugePage;
+  void* p = mmap(nullptr, reserve, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) return error("cannot reserve %s for the KV cache: lower --kv-cache-memory", format_bytes(bytes).c_str());
-  return static_cast<float*>(p);
+  // Trim to the aligned [base, base + bytes) so that munmap(base, bytes) releases everything.
+  const uintptr_t start = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t base = (start + kHugePage - 1) / kHugePage * kHugePage;
+  if (base > start) munmap(p, base - start);
+  if (start + reserve > base + bytes) munmap(reinterpret_cast<void*>(base + bytes), start + reserve - (base + bytes));
+#ifdef MADV_HUGEPAGE
+  madvise(reinterpret_cast<void*>(base), bytes, MADV_HUGEPAGE);  // advisory: ignored where THP is off
+#endif
+  return reinterpret_cast<float*>(base);
 }
 
-// y[n, cols] += bias[cols] for every row
-void add_bias(float* y, const std::vector<float>& bias, int n, int cols) {
-  if (bias.empty()) return;
-  for (int t = 0; t < n; ++t) cpu::add(y + static_cast<size_t>(t) * cols, bias.data(), cols);
+// fn(t) for every token t < T, over the pool in contiguous chunks when there is one and enough tokens.
+template <class F>
+void for_tokens(ThreadPool* pool, int T, const F& fn) {
+  constexpr int kMinParallelTokens = 8;
+  if (!pool || pool->size() <= 1 || T < kMinParallelTokens) {
+    for (int t = 0; t < T; ++t) fn(t);
+    return;
+  }
+  pool->parallel_for(T, [&](int64_t begin, int64_t end, int) {
+    for (int64_t t = begin; t < end; ++t) fn(static_cast<int>(t));
+  });
 }
 
 // Multiply-adds below which a forward pass runs on the calling thread alone: dispatching to other cores costs
 // more than it saves (stories260K decodes one token in ~0.3M multiply-adds; 16 such tokens are worth splitting).
 constexpr double kParallelMacs = 2e6;
+
+// fp32 models whose matrices take at most this many bytes get packed copies for batched products (the copy
+// doubles their weight memory; larger fp32 models keep the row-dot kernels).
+constexpr double kPackMaxBytes = 256.0 * (1 << 20);
+
+// Models whose matrices take at most this many bytes run batches as groups of whole sequences, one thread per
+// group (every core reads all weights, so they must fit its cache); kGroupsPerThread groups per thread balance
+// the load when a core is slow or busy with other work.
+constexpr double kGroupMaxBytes = 4.0 * (1 << 20);
+constexpr int kGroupsPerThread = 4;
+
+const float* f32_data(const TensorView& t) { return static_cast<const float*>(t.data); }
+cpu::PackSource pack_source(const TensorView& t) { return {f32_data(t), t.ne[1], t.ne[0]}; }
 
 }  // namespace
 
@@ -97,7 +131,31 @@ Result<std::unique_ptr<CpuRunner>> CpuRunner::create(const Model& model, const R
       MOPT_TRY(to_f32(*kn, c.head_dim, L.k_norm));
     }
   }
-  r->ensure_scratch(std::max(1, opts.max_batch_tokens), std::max(1, opts.max_seqs));
+  bool all_f32 = r->output_->dtype == DType::F32;
+  for (const Layer& L : r->layers_)
+    for (const TensorView* w : {L.wq, L.wk, L.wv, L.wo, L.w_gate, L.w_up, L.w_down})
+      all_f32 = all_f32 && w->dtype == DType::F32 && w->n_dims == 2;
+  r->packed_ = all_f32 && r->matrix_elems_ * sizeof(float) <= kPackMaxBytes;
+  if (r->packed_) {
+    for (Layer& L : r->layers_) {
+      const cpu::PackSource qkv[] = {pack_source(*L.wq), pack_source(*L.wk), pack_source(*L.wv)};
+      const cpu::PackSource gu[] = {pack_source(*L.w_gate), pack_source(*L.w_up)};
+      const cpu::PackSource o[] = {pack_source(*L.wo)};
+      const cpu::PackSource down[] = {pack_source(*L.w_down)};
+      if (qkv[0].N != c.q_dim() || qkv[1].N != c.kv_dim() || qkv[2].N != c.kv_dim() || gu[0].N != c.n_ff ||
+          gu[1].N != c.n_ff || qkv[0].K != c.n_embd || qkv[1].K != c.n_embd || qkv[2].K != c.n_embd ||
+          gu[0].K != c.n_embd || gu[1].K != c.n_embd)
+        return error("layer matrices do not match the model config (q/k/v/gate/up shapes)");
+      L.qkv = cpu::pack_f32(qkv);
+      L.gate_up = cpu::pack_f32(gu);
+      L.o = cpu::pack_f32(o);
+      L.down = cpu::pack_f32(down);
+    }
+    const cpu::PackSource out[] = {pack_source(*r->output_)};
+    r->output_packed_ = cpu::pack_f32(out);
+  }
+  r->work_.resize(static_cast<size_t>(std::max(1, r->pool_->size())));
+  r->ensure_scratch(r->work_[0], std::max(1, opts.max_batch_tokens), std::max(1, opts.max_seqs));
   return r;
 }
 
@@ -140,22 +198,28 @@ Status CpuRunner::init_kv_cache(int n_blocks, int block_size, int n_swap_blocks)
   return Status::ok();
 }
 
-void CpuRunner::ensure_scratch(int n_tokens, int n_out) {
-  if (n_tokens > cap_tokens_) {
-    cap_tokens_ = n_tokens;
+void CpuRunner::ensure_scratch(Work& w, int n_tokens, int n_out) {
+  if (n_tokens > w.cap_tokens) {
+    w.cap_tokens = n_tokens;
     const size_t T = static_cast<size_t>(n_tokens);
-    x_.resize(T * cfg_.n_embd);
-    xb_.resize(T * cfg_.n_embd);
-    q_.resize(T * cfg_.q_dim());
-    att_.resize(T * cfg_.q_dim());
-    k_.resize(T * cfg_.kv_dim());
-    v_.resize(T * cfg_.kv_dim());
-    gate_.resize(T * cfg_.n_ff);
-    up_.resize(T * cfg_.n_ff);
+    w.x.resize(T * cfg_.n_embd);
+    w.xb.resize(T * cfg_.n_embd);
+    w.q.resize(T * cfg_.q_dim());
+    w.att.resize(T * cfg_.q_dim());
+    w.k.resize(T * cfg_.kv_dim());
+    w.v.resize(T * cfg_.kv_dim());
+    w.gate.resize(T * cfg_.n_ff);
+    w.up.resize(T * cfg_.n_ff);
+    w.rope_cs.resize(T * static_cast<size_t>(cfg_.rope_dim / 2));
+    w.rope_sn.resize(T * static_cast<size_t>(cfg_.rope_dim / 2));
+    if (packed_) {
+      w.qkv.resize(T * (cfg_.q_dim() + 2 * cfg_.kv_dim()));
+      w.gu.resize(T * 2 * cfg_.n_ff);
+    }
   }
-  if (n_out > cap_out_) {
-    cap_out_ = n_out;
-    xo_.resize(static_cast<size_t>(n_out) * cfg_.n_embd);
+  if (n_out > w.cap_out) {
+    w.cap_out = n_out;
+    w.xo.resize(static_cast<size_t>(n_out) * cfg_.n_embd);
   }
 }
 
@@ -192,54 +256,140 @@ Status CpuRunner::check_batch(const ForwardBatch& b) const {
 
 Status CpuRunner::forward(const ForwardBatch& b, float* logits) {
   MOPT_TRY(check_batch(b));
+  const int S = b.n_seqs();
+  // Multiply-adds of each sequence's tokens (weights + attention over its context).
+  std::vector<double>& cost = group_cost_;
+  cost.assign(static_cast<size_t>(S) + 1, 0.0);  // prefix sums
+  for (int s = 0; s < S; ++s) {
+    const double nq = b.query_start[s + 1] - b.query_start[s];
+    cost[s + 1] = cost[s] + nq * (matrix_elems_ + 2.0 * b.seq_lens[s] * cfg_.q_dim() * cfg_.n_layer);
+  }
+  // Small steps (single-stream decode of a tiny model) run on this thread alone; results are bit-identical.
+  if (cost[S] < kParallelMacs || pool_->size() <= 1) {
+    run(b, work_[0], nullptr, logits);
+    return Status::ok();
+  }
+  // A model whose weights stay in each core's cache: groups of whole sequences run the entire forward pass on
+  // one thread each (one pool job per step instead of ~10 per layer). Otherwise every kernel uses the pool.
+  if (matrix_elems_ * sizeof(float) > kGroupMaxBytes || S < 2) {
+    run(b, work_[0], pool_.get(), logits);
+    return Status::ok();
+  }
+  const int n_groups = std::min(S, kGroupsPerThread * pool_->size());
+  bounds_.assign(1, 0);  // contiguous groups of roughly equal cost
+  for (int g = 1; g < n_groups; ++g) {
+    const double target = cost[S] * g / n_groups;
+    int s = bounds_.back() + 1;
+    while (s < S - (n_groups - g) && cost[s] < target) ++s;
+    bounds_.push_back(s);
+  }
+  bounds_.push_back(S);
+  parallel_items(pool_.get(), n_groups, [&](int64_t g, int tid) {
+    run_group(b, bounds_[g], bounds_[g + 1], work_[static_cast<size_t>(tid)], logits);
+  });
+  return Status::ok();
+}
+
+void CpuRunner::run_group(const ForwardBatch& b, int s0, int s1, Work& w, float* logits) {
+  const int t0 = b.query_start[s0], t1 = b.query_start[s1];
+  w.query_start.resize(static_cast<size_t>(s1 - s0) + 1);
+  for (int s = s0; s <= s1; ++s) w.query_start[s - s0] = b.query_start[s] - t0;
+  w.logits_indices.clear();
+  w.out_rows.clear();
+  for (int i = 0; i < b.n_out(); ++i)
+    if (b.logits_indices[i] >= t0 && b.logits_indices[i] < t1) {
+      w.logits_indices.push_back(b.logits_indices[i] - t0);
+      w.out_rows.push_back(i);
+    }
+  ForwardBatch g;
+  g.tokens = b.tokens.subspan(t0, t1 - t0);
+  g.positions = b.positions.subspan(t0, t1 - t0);
+  g.slot_mapping = b.slot_mapping.subspan(t0, t1 - t0);
+  g.query_start = w.query_start;
+  g.seq_lens = b.seq_lens.subspan(s0, s1 - s0);
+  g.max_blocks_per_seq = b.max_blocks_per_seq;
+  g.block_tables = b.block_tables.subspan(static_cast<size_t>(s0) * b.max_blocks_per_seq,
+                                          static_cast<size_t>(s1 - s0) * b.max_blocks_per_seq);
+  g.logits_indices = w.logits_indices;
+  const int n = g.n_out();
+  const size_t V = static_cast<size_t>(cfg_.n_vocab);
+  const bool contiguous = n == 0 || w.out_rows.back() - w.out_rows.front() == n - 1;
+  if (contiguous) {
+    run(g, w, nullptr, n > 0 ? logits + static_cast<size_t>(w.out_rows.front()) * V : logits);
+    return;
+  }
+  w.logits.resize(static_cast<size_t>(n) * V);
+  run(g, w, nullptr, w.logits.data());
+  for (int i = 0; i < n; ++i)
+    std::memcpy(logits + static_cast<size_t>(w.out_rows[i]) * V, w.logits.data() + static_cast<size_t>(i) * V,
+                V * sizeof(float));
+}
+
+void CpuRunner::run(const ForwardBatch& b, Work& w, ThreadPool* pool, float* logits) {
   const ModelConfig& c = cfg_;
   const int T = b.n_tokens(), n_out = b.n_out();
   const int d = c.n_embd, qd = c.q_dim(), kvd = c.kv_dim(), ff = c.n_ff, hd = c.head_dim;
-  ensure_scratch(T, n_out);
-  // Small steps (single-stream decode of a tiny model) run on this thread alone; results are bit-identical.
-  double attn_macs = 0;
-  for (int s = 0; s < b.n_seqs(); ++s)
-    attn_macs += 2.0 * (b.query_start[s + 1] - b.query_start[s]) * b.seq_lens[s] * qd * c.n_layer;
-  ThreadPool* pool = T * matrix_elems_ + attn_macs >= kParallelMacs ? pool_.get() : nullptr;
-  float* x = x_.data();    // [T, d] residual stream
-  float* xb = xb_.data();  // [T, d]
+  ensure_scratch(w, T, n_out);
+  float* x = w.x.data();    // [T, d] residual stream
+  float* xb = w.xb.data();  // [T, d]
 
-  // Embedding lookup: dequantize one row of token_embd per token.
+  // Per-token work between the matrix products runs over the pool in token chunks (it is the same code per token
+  // either way). Embedding row, RoPE angles (one table per token for all heads and layers), first norm.
+  const int half = c.rope_dim / 2;
   const uint64_t erb = *row_bytes(tok_embd_->dtype, static_cast<uint64_t>(d));
-  for (int t = 0; t < T; ++t)
-    cpu::dequantize_row(tok_embd_->dtype, static_cast<const uint8_t*>(tok_embd_->data) + erb * b.tokens[t],
-                        x + static_cast<size_t>(t) * d, d);
+  for_tokens(pool, T, [&](int t) {
+    float* xt = x + static_cast<size_t>(t) * d;
+    cpu::dequantize_row(tok_embd_->dtype, static_cast<const uint8_t*>(tok_embd_->data) + erb * b.tokens[t], xt, d);
+    cpu::rope_table(b.positions[t], inv_freq_.data(), half, w.rope_cs.data() + static_cast<size_t>(t) * half,
+                    w.rope_sn.data() + static_cast<size_t>(t) * half);
+    cpu::rmsnorm(xb + static_cast<size_t>(t) * d, xt, layers_[0].attn_norm.data(), d, c.norm_eps);
+  });
 
   const size_t blk_elems = static_cast<size_t>(block_size_) * kvd;
   for (int l = 0; l < c.n_layer; ++l) {
     const Layer& L = layers_[static_cast<size_t>(l)];
-    for (int t = 0; t < T; ++t) cpu::rmsnorm(xb + t * d, x + t * d, L.attn_norm.data(), d, c.norm_eps);
-    cpu::matmul(*L.wq, xb, T, q_.data(), pool);
-    cpu::matmul(*L.wk, xb, T, k_.data(), pool);
-    cpu::matmul(*L.wv, xb, T, v_.data(), pool);
-    add_bias(q_.data(), L.bq, T, qd);
-    add_bias(k_.data(), L.bk, T, kvd);
-    add_bias(v_.data(), L.bv, T, kvd);
+    const int qkv_w = qd + 2 * kvd;  // row width of the fused Q/K/V product
+    if (packed_) {  // one pass for Q, K and V: rows [q | k | v], split below
+      cpu::matmul_packed(L.qkv, xb, T, w.qkv.data(), pool);
+    } else {
+      cpu::matmul(*L.wq, xb, T, w.q.data(), pool);
+      cpu::matmul(*L.wk, xb, T, w.k.data(), pool);
+      cpu::matmul(*L.wv, xb, T, w.v.data(), pool);
+    }
     float* kl = k_layer(l);
     float* vl = v_layer(l);
-    for (int t = 0; t < T; ++t) {
-      float* qt = q_.data() + static_cast<size_t>(t) * qd;
-      float* kt = k_.data() + static_cast<size_t>(t) * kvd;
+    for_tokens(pool, T, [&](int t) {
+      float* qt = w.q.data() + static_cast<size_t>(t) * qd;
+      float* kt = w.k.data() + static_cast<size_t>(t) * kvd;
+      float* vt = w.v.data() + static_cast<size_t>(t) * kvd;
+      if (packed_) {
+        const float* row = w.qkv.data() + static_cast<size_t>(t) * qkv_w;
+        std::memcpy(qt, row, sizeof(float) * qd);
+        std::memcpy(kt, row + qd, sizeof(float) * kvd);
+        std::memcpy(vt, row + qd + kvd, sizeof(float) * kvd);
+      }
+      if (!L.bq.empty()) {
+        cpu::add(qt, L.bq.data(), qd);
+        cpu::add(kt, L.bk.data(), kvd);
+        cpu::add(vt, L.bv.data(), kvd);
+      }
       if (c.qk_norm) {
         for (int h = 0; h < c.n_head; ++h) cpu::rmsnorm(qt + h * hd, qt + h * hd, L.q_norm.data(), hd, c.norm_eps);
         for (int h = 0; h < c.n_head_kv; ++h) cpu::rmsnorm(kt + h * hd, kt + h * hd, L.k_norm.data(), hd, c.norm_eps);
       }
-      cpu::rope(qt, c.n_head, hd, c.rope_dim, b.positions[t], inv_freq_.data(), c.rope_style);
-      cpu::rope(kt, c.n_head_kv, hd, c.rope_dim, b.positions[t], inv_freq_.data(), c.rope_style);
+      const float* cs = w.rope_cs.data() + static_cast<size_t>(t) * half;
+      const float* sn = w.rope_sn.data() + static_cast<size_t>(t) * half;
+      cpu::rope_apply(qt, c.n_head, hd, c.rope_dim, cs, sn, c.rope_style);
+      cpu::rope_apply(kt, c.n_head_kv, hd, c.rope_dim, cs, sn, c.rope_style);
       // Write this token's K/V at its slot: block = slot / block_size, offset = slot % block_size.
       const size_t slot = static_cast<size_t>(b.slot_mapping[t]);
       const size_t off = (slot / block_size_) * blk_elems + (slot % block_size_) * kvd;
       std::memcpy(kl + off, kt, sizeof(float) * kvd);
-      std::memcpy(vl + off, v_.data() + static_cast<size_t>(t) * kvd, sizeof(float) * kvd);
-    }
+      std::memcpy(vl + off, vt, sizeof(float) * kvd);
+    });
     cpu::PagedAttnArgs a;
-    a.q = q_.data();
-    a.out = att_.data();
+    a.q = w.q.data();
+    a.out = w.att.data();
     a.k_cache = kl;
     a.v_cache = vl;
     a.n_head = c.n_head;
@@ -255,22 +405,50 @@ Status CpuRunner::forward(const ForwardBatch& b, float* logits) {
     a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
     a.sliding_window = c.sliding_window;
     cpu::paged_attention(a, pool);
-    cpu::matmul(*L.wo, att_.data(), T, xb, pool);
-    cpu::add(x, xb, static_cast<int64_t>(T) * d);
+    mm(*L.wo, L.o, w.att.data(), T, xb, pool);
+    for_tokens(pool, T, [&](int t) {  // residual, then the FFN norm
+      float* xt = x + static_cast<size_t>(t) * d;
+      cpu::add(xt, xb + static_cast<size_t>(t) * d, d);
+      cpu::rmsnorm(xb + static_cast<size_t>(t) * d, xt, L.ffn_norm.data(), d, c.norm_eps);
+    });
 
-    for (int t = 0; t < T; ++t) cpu::rmsnorm(xb + t * d, x + t * d, L.ffn_norm.data(), d, c.norm_eps);
-    cpu::matmul(*L.w_gate, xb, T, gate_.data(), pool);
-    cpu::matmul(*L.w_up, xb, T, up_.data(), pool);
-    cpu::swiglu(gate_.data(), gate_.data(), up_.data(), static_cast<int64_t>(T) * ff);
-    cpu::matmul(*L.w_down, gate_.data(), T, xb, pool);
-    cpu::add(x, xb, static_cast<int64_t>(T) * d);
+    if (packed_) {
+      cpu::matmul_packed(L.gate_up, xb, T, w.gu.data(), pool);  // rows [gate | up]
+    } else {
+      cpu::matmul(*L.w_gate, xb, T, w.gate.data(), pool);
+      cpu::matmul(*L.w_up, xb, T, w.up.data(), pool);
+    }
+    for_tokens(pool, T, [&](int t) {  // gate_[t] = silu(gate) * up, one call per token (same path whatever T)
+      float* g = w.gate.data() + static_cast<size_t>(t) * ff;
+      if (packed_) {
+        const float* row = w.gu.data() + static_cast<size_t>(t) * 2 * ff;
+        cpu::swiglu(g, row, row + ff, ff);
+      } else {
+        cpu::swiglu(g, g, w.up.data() + static_cast<size_t>(t) * ff, ff);
+      }
+    });
+    mm(*L.w_down, L.down, w.gate.data(), T, xb, pool);
+    const float* next_norm = l + 1 < c.n_layer ? layers_[static_cast<size_t>(l + 1)].attn_norm.data() : nullptr;
+    for_tokens(pool, T, [&](int t) {  // residual, then the next layer's attention norm
+      float* xt = x + static_cast<size_t>(t) * d;
+      cpu::add(xt, xb + static_cast<size_t>(t) * d, d);
+      if (next_norm) cpu::rmsnorm(xb + static_cast<size_t>(t) * d, xt, next_norm, d, c.norm_eps);
+    });
   }
   // Final norm and classifier only for the rows whose logits are wanted.
   for (int i = 0; i < n_out; ++i)
-    cpu::rmsnorm(xo_.data() + static_cast<size_t>(i) * d, x + static_cast<size_t>(b.logits_indices[i]) * d,
+    cpu::rmsnorm(w.xo.data() + static_cast<size_t>(i) * d, x + static_cast<size_t>(b.logits_indices[i]) * d,
                  out_norm_.data(), d, c.norm_eps);
-  if (n_out > 0) cpu::matmul(*output_, xo_.data(), n_out, logits, pool);
-  return Status::ok();
+  if (n_out > 0) mm(*output_, output_packed_, w.xo.data(), n_out, logits, pool);
+}
+
+void CpuRunner::mm(const TensorView& w, const cpu::PackedF32& packed, const float* x, int T, float* y,
+                   ThreadPool* pool) {
+  if (packed_) {
+    cpu::matmul_packed(packed, x, T, y, pool);
+  } else {
+    cpu::matmul(w, x, T, y, pool);
+  }
 }
 
 void CpuRunner::copy_block(float* dst_base, size_t dst_layer_elems, int dst_block, const float* src_base,

@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "backend/cpu/kernels.h"
 #include "backend/runner.h"
 #include "core/tensor.h"
 
@@ -39,9 +40,12 @@ class CpuRunner : public ModelRunner {
     std::vector<float> attn_norm, ffn_norm;  // [n_embd]
     std::vector<float> bq, bk, bv;           // [q_dim], [kv_dim], [kv_dim]; empty without QKV bias
     std::vector<float> q_norm, k_norm;       // [head_dim]; empty without Q/K norm
+    // fp32 models: the matrices packed for batched products (empty otherwise); Q/K/V and gate/up fused.
+    cpu::PackedF32 qkv, o, gate_up, down;    // outputs [q_dim + 2 kv_dim], [n_embd], [2 n_ff], [n_embd]
   };
+  // y[T, N] = x[T, K] · W^T through the packed copy when there is one (same arithmetic for every T).
+  void mm(const TensorView& w, const cpu::PackedF32& packed, const float* x, int T, float* y, ThreadPool* pool);
   Status check_batch(const ForwardBatch& b) const;
-  void ensure_scratch(int n_tokens, int n_out);
   float* k_layer(int l) { return kv_ + static_cast<size_t>(2 * l) * layer_elems_; }
   float* v_layer(int l) { return kv_ + static_cast<size_t>(2 * l + 1) * layer_elems_; }
   void copy_block(float* dst_base, size_t dst_layer_elems, int dst_block, const float* src_base,
@@ -56,6 +60,8 @@ class CpuRunner : public ModelRunner {
   std::vector<float> inv_freq_;            // [rope_dim / 2]
   std::vector<Layer> layers_;
   double matrix_elems_ = 0;                // multiply-adds per token in the weight matrices
+  bool packed_ = false;                    // every matrix is fp32 and packed (see Layer)
+  cpu::PackedF32 output_packed_;           // [n_vocab] outputs when packed_
 
   // Paged cache: [n_layer, 2 (K,V), n_blocks, block_size, kv_dim] fp32 (anonymous mmap, touched lazily).
   float* kv_ = nullptr;
@@ -66,13 +72,28 @@ class CpuRunner : public ModelRunner {
   size_t swap_layer_elems_ = 0;
   int n_blocks_ = 0, n_swap_blocks_ = 0, block_size_ = 0;
 
-  // Scratch, grown on demand (no allocation once warm).
-  int cap_tokens_ = 0, cap_out_ = 0;
-  std::vector<float> x_, xb_;              // [n_tokens, n_embd]
-  std::vector<float> q_, att_;             // [n_tokens, q_dim]
-  std::vector<float> k_, v_;               // [n_tokens, kv_dim]
-  std::vector<float> gate_, up_;           // [n_tokens, n_ff]
-  std::vector<float> xo_;                  // [n_out, n_embd]
+  // Scratch for one forward pass over (a part of) a batch, grown on demand (no allocation once warm).
+  struct Work {
+    int cap_tokens = 0, cap_out = 0;
+    std::vector<float> x, xb;              // [n_tokens, n_embd]
+    std::vector<float> q, att;             // [n_tokens, q_dim]
+    std::vector<float> k, v;               // [n_tokens, kv_dim]
+    std::vector<float> gate, up;           // [n_tokens, n_ff]
+    std::vector<float> qkv;                // [n_tokens, q_dim + 2 kv_dim] (packed_ only)
+    std::vector<float> gu;                 // [n_tokens, 2 n_ff] (packed_ only)
+    std::vector<float> rope_cs, rope_sn;   // [n_tokens, rope_dim / 2] cos / sin of each token's angles
+    std::vector<float> xo;                 // [n_out, n_embd]
+    std::vector<float> logits;             // [n_out, n_vocab] (sequence groups whose rows are not contiguous)
+    std::vector<int32_t> query_start, logits_indices, out_rows;  // a sequence group's rebased batch arrays
+  };
+  void ensure_scratch(Work& w, int n_tokens, int n_out);
+  // The forward pass of batch b with scratch w, kernels split over `pool` (nullptr: this thread alone).
+  void run(const ForwardBatch& b, Work& w, ThreadPool* pool, float* logits);
+  // Sequences [s0, s1) of b as a batch of their own (arrays rebased into w), logits to their rows of `logits`.
+  void run_group(const ForwardBatch& b, int s0, int s1, Work& w, float* logits);
+  std::vector<Work> work_;                 // [max(1, pool threads)]: entry tid serves pool thread tid
+  std::vector<double> group_cost_;         // [n_seqs + 1] prefix sums of per-sequence multiply-adds
+  std::vector<int> bounds_;                // [n_groups + 1] first sequence of each group
 };
 
 }  // namespace mopt

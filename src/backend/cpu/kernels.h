@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "core/dtype.h"
@@ -30,12 +31,36 @@ void matmul_raw(DType t, const void* w, int64_t N, int64_t K, const float* x, in
 // True if matmul supports weights of dtype t with K elements per row (K a multiple of the block size).
 bool matmul_supports(DType t, int64_t K);
 
+// fp32 weights repacked for batched products (matmul_packed.cpp): panels of kPackedPanel output rows stored
+// k-major, data [n_panels, K, kPackedPanel], the last panel zero-padded. Several matrices with the same K can be
+// packed as one (their outputs concatenated), so e.g. Q, K and V share one pass over the activations.
+inline constexpr int64_t kPackedPanel = 16;
+struct PackedF32 {
+  int64_t N = 0, K = 0;     // outputs (all parts together), inputs
+  std::vector<float> data;  // [ceil(N / kPackedPanel), K, kPackedPanel]
+};
+struct PackSource {
+  const float* w;  // [N, K] row-major
+  int64_t N, K;
+};
+PackedF32 pack_f32(std::span<const PackSource> parts);
+// y[M, N] = x[M, K] · W^T for packed W. Each output is the fp32 FMA chain over k = 0..K-1 in order, so results
+// are bit-identical whatever M, the tiling, the thread count or the instruction set (batch invariance).
+// AVX-512 kernels are used where the CPU has AVX-512F unless allow_avx512 is false (tests compare both).
+void matmul_packed(const PackedF32& w, const float* x, int64_t M, float* y, ThreadPool* pool,
+                   bool allow_avx512 = true);
+bool matmul_packed_has_avx512();
+
 void rmsnorm(float* out, const float* x, const float* weight, int64_t n, float eps);  // out may == x
 
 // Rotary embedding of one token's heads in place: x [n_heads, head_dim]; dims [0, rot_dim) rotated.
 // inv_freq [rot_dim/2] from rope_inv_freq(); style kInterleaved pairs (2i, 2i+1), kNeox pairs (i, i+rot_dim/2).
 std::vector<float> rope_inv_freq(const ModelConfig& cfg);  // includes linear / llama3 scaling
 void rope(float* x, int n_heads, int head_dim, int rot_dim, int pos, const float* inv_freq, RopeStyle style);
+// rope() in two steps, so that one token's angles serve all its heads and layers (same results as rope()):
+// cs[i], sn[i] = cos, sin of pos * inv_freq[i] for i < half, then the rotation with those tables.
+void rope_table(int pos, const float* inv_freq, int half, float* cs, float* sn);
+void rope_apply(float* x, int n_heads, int head_dim, int rot_dim, const float* cs, const float* sn, RopeStyle style);
 
 void swiglu(float* out, const float* gate, const float* up, int64_t n);  // out = silu(gate) * up
 void softmax(float* x, int64_t n);

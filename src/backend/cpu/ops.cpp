@@ -57,18 +57,18 @@ std::vector<float> rope_inv_freq(const ModelConfig& cfg) {
   return inv;
 }
 
-void rope(float* x, int n_heads, int head_dim, int rot_dim, int pos, const float* inv_freq, RopeStyle style) {
-  MOPT_CHECK(rot_dim >= 0 && rot_dim <= head_dim && rot_dim % 2 == 0, "rope: rot_dim %d, head_dim %d", rot_dim,
-             head_dim);
-  const int half = rot_dim / 2;
-  constexpr int kMaxHalf = 512;
-  MOPT_CHECK(half <= kMaxHalf, "rope: rot_dim %d too large", rot_dim);
-  float cs[kMaxHalf], sn[kMaxHalf];  // [half] cos / sin of pos * inv_freq, in double for large positions
-  for (int i = 0; i < half; ++i) {
+void rope_table(int pos, const float* inv_freq, int half, float* cs, float* sn) {
+  for (int i = 0; i < half; ++i) {  // in double: pos * inv_freq reaches ~1e5 rad at long contexts
     const double a = static_cast<double>(pos) * static_cast<double>(inv_freq[i]);
     cs[i] = static_cast<float>(std::cos(a));
     sn[i] = static_cast<float>(std::sin(a));
   }
+}
+
+void rope_apply(float* x, int n_heads, int head_dim, int rot_dim, const float* cs, const float* sn, RopeStyle style) {
+  MOPT_CHECK(rot_dim >= 0 && rot_dim <= head_dim && rot_dim % 2 == 0, "rope: rot_dim %d, head_dim %d", rot_dim,
+             head_dim);
+  const int half = rot_dim / 2;
   for (int h = 0; h < n_heads; ++h) {
     float* v = x + static_cast<int64_t>(h) * head_dim;
     switch (style) {
@@ -88,6 +88,16 @@ void rope(float* x, int n_heads, int head_dim, int rot_dim, int pos, const float
         break;
     }
   }
+}
+
+void rope(float* x, int n_heads, int head_dim, int rot_dim, int pos, const float* inv_freq, RopeStyle style) {
+  MOPT_CHECK(rot_dim >= 0 && rot_dim <= head_dim && rot_dim % 2 == 0, "rope: rot_dim %d, head_dim %d", rot_dim,
+             head_dim);
+  constexpr int kMaxHalf = 512;
+  MOPT_CHECK(rot_dim / 2 <= kMaxHalf, "rope: rot_dim %d too large", rot_dim);
+  float cs[kMaxHalf], sn[kMaxHalf];  // [half]
+  rope_table(pos, inv_freq, rot_dim / 2, cs, sn);
+  rope_apply(x, n_heads, head_dim, rot_dim, cs, sn, style);
 }
 
 void swiglu(float* out, const float* gate, const float* up, int64_t n) {

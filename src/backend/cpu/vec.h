@@ -47,8 +47,42 @@ inline __m256 exp_ps(__m256 x) {
 }
 #endif
 
+#if defined(MOPT_CPU_AVX2) && defined(__GNUC__)
+#define MOPT_CPU_AVX512_PATHS 1
+// True where the CPU (and OS) support AVX-512F; kernels with 512-bit variants pick them at run time.
+inline bool cpu_has_avx512f() {
+  static const bool has = __builtin_cpu_supports("avx512f");
+  return has;
+}
+
+// exp_ps on 16 lanes: the same operations lane for lane, so bit-identical results.
+__attribute__((target("avx512f"))) inline __m512 exp16_ps(__m512 x) {
+  const __m512 hi = _mm512_set1_ps(88.3762626647949f), lo = _mm512_set1_ps(-87.3365447504f);
+  const __mmask16 underflow = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
+  x = _mm512_min_ps(x, hi);
+  x = _mm512_max_ps(x, lo);
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  const __m512i ni = _mm512_cvtps_epi32(n);
+  const __m512i n1 = _mm512_srai_epi32(ni, 1), n2 = _mm512_sub_epi32(ni, n1);
+  const __m512 s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n1, _mm512_set1_epi32(127)), 23));
+  const __m512 s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n2, _mm512_set1_epi32(127)), 23));
+  p = _mm512_mul_ps(_mm512_mul_ps(p, s1), s2);
+  return _mm512_maskz_mov_ps(static_cast<__mmask16>(~underflow), p);
+}
+#endif
+
 // x[i] = exp(x[i] - sub) for i < n; returns the sum. x must have room for n rounded up to 8 (the padding
-// is overwritten). exp(-inf) = 0.
+// is overwritten). exp(-inf) = 0. The sum adds 8-lane groups in order, then reduces with hsum_ps.
 inline float vec_exp_sub_sum(float* x, int n, float sub) {
   float sum = 0.0f;
 #ifdef MOPT_CPU_AVX2
@@ -67,6 +101,30 @@ inline float vec_exp_sub_sum(float* x, int n, float sub) {
 #endif
   return sum;
 }
+
+#ifdef MOPT_CPU_AVX512_PATHS
+// vec_exp_sub_sum with 16 exps per instruction and the same 8-lane summation order: bit-identical results.
+// Call only where cpu_has_avx512f().
+__attribute__((target("avx512f"))) inline float vec_exp_sub_sum_avx512(float* x, int n, float sub) {
+  const int n8 = (n + 7) & ~7;
+  for (int i = n; i < n8; ++i) x[i] = -INFINITY;
+  const __m512 vs = _mm512_set1_ps(sub);
+  __m256 acc = _mm256_setzero_ps();
+  int i = 0;
+  for (; i + 16 <= n8; i += 16) {
+    const __m512 e = exp16_ps(_mm512_sub_ps(_mm512_loadu_ps(x + i), vs));
+    _mm512_storeu_ps(x + i, e);
+    acc = _mm256_add_ps(acc, _mm512_castps512_ps256(e));
+    acc = _mm256_add_ps(acc, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1)));
+  }
+  if (i < n8) {
+    const __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), _mm256_set1_ps(sub)));
+    _mm256_storeu_ps(x + i, e);
+    acc = _mm256_add_ps(acc, e);
+  }
+  return hsum_ps(acc);
+}
+#endif
 
 inline float vec_dot_f32(const float* a, const float* b, int64_t n) {
   int64_t i = 0;

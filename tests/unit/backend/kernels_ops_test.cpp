@@ -1,8 +1,10 @@
 // rmsnorm, RoPE (both pairings, partial rotary, linear and llama3 frequency scaling), SwiGLU, softmax, add
-// against direct fp64 formulas; and the ThreadPool's contract.
+// against direct fp64 formulas; the exp-and-sum helper of attention (fp64 and AVX-512 == AVX2 bit for bit);
+// and the ThreadPool's contract.
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <numbers>
 #include <set>
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/vec.h"
 #include "core/thread_pool.h"
 #include "kernels_test_util.h"
 
@@ -137,6 +140,44 @@ TEST(KernelsOps, Softmax) {
       const double want = std::exp(x[i] - mx) / sum;
       EXPECT_NEAR(y[i], want, 2e-6 * want + 1e-12);
     }
+  }
+}
+
+// x[i] = exp(x[i] - sub), returns the sum: vs fp64 (exp_ps: ~2e-7 relative, plus the argument's fp32 rounding),
+// -inf and deep underflow give 0,
+// the padding up to a multiple of 8 is zeroed; the AVX-512 variant (where the CPU has it) gives the same bits.
+TEST(KernelsOps, ExpSubSum) {
+  for (int n = 1; n <= 80; ++n) {
+    auto x = random_vec(static_cast<size_t>(n) + 8, static_cast<uint32_t>(n), 30.0f);
+    if (n > 1) x[0] = -INFINITY;  // a masked score (the max itself is always finite)
+    if (n > 3) x[3] = -200.0f;
+    float mx = -INFINITY;
+    for (int i = 0; i < n; ++i) mx = std::max(mx, x[static_cast<size_t>(i)]);
+    auto y = x;
+    const float sum = vec_exp_sub_sum(y.data(), n, mx);
+    double want_sum = 0;
+    for (int i = 0; i < n; ++i) {
+      const double arg = static_cast<double>(x[static_cast<size_t>(i)]) - mx;
+      const double want = std::exp(arg);
+      want_sum += want;
+      // exp_ps's ~2e-7 plus the fp32 rounding of the argument x - sub (|arg| * 2^-24 relative in the result)
+      const double rel = std::isinf(arg) ? 0.0 : 3e-7 + std::fabs(arg) * 0x1p-24;
+      ASSERT_NEAR(y[static_cast<size_t>(i)], want, rel * want + 1e-30) << "n " << n << " i " << i;
+    }
+    EXPECT_NEAR(sum, want_sum, 1e-6 * want_sum);
+    if (n > 1) EXPECT_EQ(y[0], 0.0f);
+    for (int i = n; i < ((n + 7) & ~7); ++i) EXPECT_EQ(y[static_cast<size_t>(i)], 0.0f) << "padding " << i;
+#ifdef MOPT_CPU_AVX512_PATHS
+    if (cpu_has_avx512f()) {
+      auto z = x;
+      const float sum512 = vec_exp_sub_sum_avx512(z.data(), n, mx);
+      ASSERT_EQ(std::bit_cast<uint32_t>(sum512), std::bit_cast<uint32_t>(sum)) << "n " << n;
+      for (int i = 0; i < ((n + 7) & ~7); ++i)
+        ASSERT_EQ(std::bit_cast<uint32_t>(z[static_cast<size_t>(i)]),
+                  std::bit_cast<uint32_t>(y[static_cast<size_t>(i)]))
+            << "n " << n << " i " << i;
+    }
+#endif
   }
 }
 

@@ -1,4 +1,5 @@
 // The CPU runner (paged KV, flat varlen batches, SIMD kernels) against the fp32 reference forward pass.
+#include <bit>
 #include <cmath>
 #include <random>
 
@@ -196,12 +197,26 @@ TEST(CpuRunner, BatchedSequencesMatchSingle) {
   b.logits_indices = idx;
   std::vector<float> logits(idx.size() * 512);
   ASSERT_TRUE((*r)->forward(b, logits.data()).is_ok());
+  // Batch invariance: bit-identical (the 5-sequence batch runs as sequence groups on the pool's threads, each
+  // prompt alone through kernels split over the pool).
   size_t off = 0;
   for (int s = 0; s < n_seq; ++s) {
     for (size_t i = 0; i < single[s].size(); ++i)
-      ASSERT_NEAR(logits[off + i], single[s][i], 1e-4) << "seq " << s << " elem " << i;
+      ASSERT_EQ(std::bit_cast<uint32_t>(logits[off + i]), std::bit_cast<uint32_t>(single[s][i]))
+          << "seq " << s << " elem " << i << ": " << logits[off + i] << " vs " << single[s][i];
     off += single[s].size();
   }
+  // Logits rows requested in reverse token order (a group's rows are then not contiguous in the output).
+  std::vector<int32_t> ridx(idx.rbegin(), idx.rend());
+  b.logits_indices = ridx;
+  std::vector<float> rlogits(logits.size());
+  ASSERT_TRUE((*r)->forward(b, rlogits.data()).is_ok());
+  const size_t n_rows = idx.size();
+  for (size_t row = 0; row < n_rows; ++row)
+    for (size_t v = 0; v < 512; ++v)
+      ASSERT_EQ(std::bit_cast<uint32_t>(rlogits[row * 512 + v]),
+                std::bit_cast<uint32_t>(logits[(n_rows - 1 - row) * 512 + v]))
+          << "reversed row " << row << " elem " << v;
 }
 
 TEST(CpuRunner, RejectsMalformedBatches) {
