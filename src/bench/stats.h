@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/rng.h"
 #include "core/status.h"
 
 namespace mopt::bench {
@@ -29,13 +30,13 @@ Summary summarize(std::vector<double> values);
 // libraries (std::*_distribution outputs are implementation-defined).
 class Rng {
  public:
-  explicit Rng(uint64_t seed = 1);
-  uint64_t next_u64();
-  double uniform01();  // [0, 1)
+  explicit Rng(uint64_t seed = 1) : gen_(seed) {}
+  uint64_t next_u64() { return gen_.next(); }
+  double uniform01() { return gen_.uniform(); }  // [0, 1)
   double normal();     // standard normal (Box-Muller)
   double gamma(double shape);  // Gamma(shape, scale 1), shape > 0 (Marsaglia & Tsang)
  private:
-  uint64_t s_[4];
+  Xoshiro256 gen_;
   bool has_spare_ = false;
   double spare_ = 0;
 };

@@ -12,21 +12,14 @@
 #include <string>
 #include <vector>
 
+#include "core/rng.h"
 #include "engine/engine.h"
 #include "engine/sampling_params.h"
 
 namespace mopt {
 
 // Per-request random stream: splitmix64-seeded xoshiro256** (fixed algorithm, so seeds reproduce everywhere).
-class SamplerRng {
- public:
-  explicit SamplerRng(uint64_t seed = 0);
-  uint64_t next();
-  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }  // [0, 1)
-
- private:
-  uint64_t s_[4];
-};
+using SamplerRng = Xoshiro256;
 
 struct SampleResult {
   int32_t token = -1;

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <thread>
 
+#include "core/rng.h"
 #include "core/strfmt.h"
 #include "model/arch.h"
 #include "model/loaders.h"
@@ -19,13 +20,6 @@ namespace mopt {
 namespace {
 
 constexpr uint64_t kChunkElems = 1ull << 20;  // elements per independently seeded chunk
-
-inline uint64_t splitmix64(uint64_t& s) {
-  uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 // 65536 N(0,1) samples from a fixed seed (the only place std::normal_distribution runs).
 const std::vector<float>& normal_table() {

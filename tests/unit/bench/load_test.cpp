@@ -37,11 +37,6 @@ Workload synthetic(int in_words, int out_tokens, uint64_t seed = 1) {
   return std::move(r).value();
 }
 
-std::vector<double> sorted(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v;
-}
-
 // Acceptance 1. The fake server draws TTFT ~ uniform(20ms, 40ms) and inter-token gaps ~ exponential(mean 4ms)
 // from seeded generators (per request index), so the injected sample is fixed. It also records when it actually
 // sent each token. Claims:
