@@ -290,7 +290,7 @@ int main(int argc, char** argv) {
     b.bs = bs;
     b.add(65, prompt + 4 + 2 * decode_steps, 1, 17);
     auto prof = runner->profile_step(b.view());
-    step_profile = prof.is_ok() ? prof.value() : "  (not available: " + prof.message() + ")\n";
+    step_profile = prof.is_ok() ? prof.value().format() : "  (not available: " + prof.message() + ")\n";
   }
 
   // ---- 64 sequences: prompt 512, 128 new tokens ------------------------------------------------------

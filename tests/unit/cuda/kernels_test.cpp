@@ -380,6 +380,8 @@ void run_attention_case(const AttnCase& c, bool prefill_kernel, int n_splits, st
   DevVec<host_t<T>> dcache(gcache), dq(qb), dout(qb.size());
   DevVec<int32_t> dpos(positions), dseq(token_seq), dbt(bt);
   DevVec<float> dws(static_cast<size_t>(n_tok) * c.n_head * std::max(n_splits, 1) * (c.hd + 2));
+  DevVec<uint32_t> dcnt(static_cast<size_t>(n_tok) * c.n_head);
+  CUDA_OK(cudaMemset(dcnt.get(), 0, dcnt.size() * sizeof(uint32_t)));
   dout.poison();
   cuda::KvCacheViewT<T> cv;
   cv.k = dev_mut<T>(dcache);
@@ -433,6 +435,7 @@ void run_attention_case(const AttnCase& c, bool prefill_kernel, int n_splits, st
     p.scale = scale;
     p.n_splits = n_splits;
     p.workspace = dws.get();
+    p.counters = dcnt.get();
     CUDA_OK(cuda::launch_attention_decode(p, nullptr));
     CUDA_OK(cudaDeviceSynchronize());
   }
