@@ -6,7 +6,11 @@
 //   - single-stream decode: tokens/s against the weight-bandwidth roofline (weight bytes / copy bandwidth), and
 //     the same on fresh runners without CUDA graphs and with the general (unfused) decode path;
 //   - 64 concurrent sequences (prompt 512, 128 new tokens each): aggregate tokens/s and ms per step;
-//   - the GEMM plans the tuning picked, and one single-stream decode step's GPU time per kernel class.
+//   - the GEMM plans the tuning picked, and one single-stream decode step's GPU time per kernel class;
+//   - 256 sequences at context ~1,500 (KV ~48 GB): ms per decode step against (weights + KV) / copy bandwidth, and
+//     one eager step's GPU time per kernel class with each class's bytes and bandwidth (attention: KV bytes read);
+//   - the decode attention kernel alone (one layer, random KV) at 256 x 1,500 and at 1 x 650 with the 16 splits a
+//     single-stream graph launches: time against KV bytes / copy bandwidth.
 // Usage: bench_gpu_decode [--layers N] [--decode-steps N] [--json PATH]
 #include <cuda_runtime_api.h>
 
@@ -164,6 +168,76 @@ struct Batch {
   }
 };
 
+// The decode attention kernel alone on one layer of random bf16 KV (Llama-3.1-8B heads): B sequences at context
+// ctx (contiguous blocks of 16), n_splits CTAs per (token, head group). Returns seconds per launch (median).
+double time_attention(const ModelConfig& c, int B, int ctx, int n_splits) {
+  const int bs = 16, nb = (ctx + bs - 1) / bs;
+  const int64_t kv_stride = static_cast<int64_t>(c.n_head_kv) * bs * c.head_dim, block_stride = 2 * kv_stride;
+  const size_t cache_elems = static_cast<size_t>(B) * nb * block_stride;
+  const size_t q_elems = static_cast<size_t>(B) * c.n_head * c.head_dim;
+  cuda::bf16 *cache = nullptr, *q = nullptr, *out = nullptr;
+  int32_t* meta = nullptr;  // positions[B] token_seq[B] block_tables[B, nb]
+  float* ws = nullptr;
+  uint32_t* cnt = nullptr;
+  CK(cudaMalloc(reinterpret_cast<void**>(&cache), cache_elems * 2));
+  CK(cudaMalloc(reinterpret_cast<void**>(&q), q_elems * 2));
+  CK(cudaMalloc(reinterpret_cast<void**>(&out), q_elems * 2));
+  CK(cudaMalloc(reinterpret_cast<void**>(&meta), (2 * static_cast<size_t>(B) + static_cast<size_t>(B) * nb) * 4));
+  CK(cudaMalloc(reinterpret_cast<void**>(&ws), q_elems * n_splits * 4 + static_cast<size_t>(B) * c.n_head * n_splits * 8));
+  CK(cudaMalloc(reinterpret_cast<void**>(&cnt), static_cast<size_t>(B) * c.n_head * 4));
+  CK(cudaMemset(cnt, 0, static_cast<size_t>(B) * c.n_head * 4));
+  CK(cuda::launch_fill_random(cache, static_cast<int64_t>(cache_elems), 3, 1.f, 0.f, nullptr));
+  CK(cuda::launch_fill_random(q, static_cast<int64_t>(q_elems), 4, 1.f, 0.f, nullptr));
+  std::vector<int32_t> h(2 * static_cast<size_t>(B) + static_cast<size_t>(B) * nb);
+  for (int s = 0; s < B; ++s) {
+    h[s] = ctx - 1;
+    h[B + s] = s;
+    for (int j = 0; j < nb; ++j) h[2 * B + static_cast<size_t>(s) * nb + j] = s * nb + j;
+  }
+  CK(cudaMemcpy(meta, h.data(), h.size() * 4, cudaMemcpyHostToDevice));
+  cuda::DecodeAttnParams p;
+  p.q = q;
+  p.out = out;
+  p.positions = meta;
+  p.token_seq = meta + B;
+  p.block_tables = meta + 2 * B;
+  p.max_blocks_per_seq = nb;
+  p.cache.k = cache;
+  p.cache.v = cache + kv_stride;
+  p.cache.block_stride = block_stride;
+  p.cache.block_size = bs;
+  p.cache.n_head_kv = c.n_head_kv;
+  p.cache.head_dim = c.head_dim;
+  p.n_tokens = B;
+  p.n_head = c.n_head;
+  p.scale = 1.f / std::sqrt(static_cast<float>(c.head_dim));
+  p.n_splits = n_splits;
+  p.workspace = ws;
+  p.counters = cnt;
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  std::vector<double> t;
+  for (int i = 0; i < 23; ++i) {
+    CK(cudaEventRecord(e0));
+    CK(cuda::launch_attention_decode(p, nullptr));
+    CK(cudaEventRecord(e1));
+    CK(cudaEventSynchronize(e1));
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    if (i >= 3) t.push_back(ms / 1e3);
+  }
+  CK(cudaEventDestroy(e0));
+  CK(cudaEventDestroy(e1));
+  cudaFree(cache);
+  cudaFree(q);
+  cudaFree(out);
+  cudaFree(meta);
+  cudaFree(ws);
+  cudaFree(cnt);
+  return median(t);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -290,7 +364,7 @@ int main(int argc, char** argv) {
     b.bs = bs;
     b.add(65, prompt + 4 + 2 * decode_steps, 1, 17);
     auto prof = runner->profile_step(b.view());
-    step_profile = prof.is_ok() ? prof.value() : "  (not available: " + prof.message() + ")\n";
+    step_profile = prof.is_ok() ? prof.value().format() : "  (not available: " + prof.message() + ")\n";
   }
 
   // ---- 64 sequences: prompt 512, 128 new tokens ------------------------------------------------------
@@ -373,6 +447,84 @@ int main(int argc, char** argv) {
   const double tps_eager = single_stream_tps(true, true);
   const double tps_unfused = single_stream_tps(false, false);
 
+  // ---- 256 sequences at context ~1,500: one decode step, and where its time goes -------------------------
+  // The KV cache holds zeros up to the decode position (no prefill: attention reads the same bytes whatever the
+  // values), so the run costs seconds, not a 384k-token prefill.
+  const int LB = 256, LCTX = 1500, lmax_blocks = (LCTX + 1 + bs - 1) / bs;
+  std::string large_profile;
+  double large_ms = 0, large_floor_ms = 0, large_attn_us = 0;
+  const double large_kv_bytes = static_cast<double>(LB) * (LCTX + 1) * c.kv_bytes_per_token(2);
+  {
+    RunnerOptions lo = opts;
+    lo.max_seqs = LB;
+    lo.max_batch_tokens = LB;
+    auto lr = create_cuda_runner(model, lo, extras);
+    check(lr.status(), "create 256-sequence runner");
+    runner = dynamic_cast<CudaModelRunner*>(lr.value().get());
+    const uint64_t lneed = static_cast<uint64_t>(LB) * lmax_blocks * runner->kv_block_bytes(bs);
+    if (lneed > runner->available_kv_memory(0.95)) {
+      std::fprintf(stderr, "256-sequence KV cache needs %.1f GiB, not available\n", lneed / 1073741824.0);
+      return 1;
+    }
+    check(runner->init_kv_cache(LB * lmax_blocks, bs, 0), "init kv (256 sequences)");
+    std::vector<int32_t> lnext(LB);
+    auto large_batch = [&](int g) {
+      Batch b;
+      b.max_blocks = lmax_blocks;
+      b.bs = bs;
+      for (int s = 0; s < LB; ++s) b.add(s, LCTX - 8 + g, 1, 7 + s + g);
+      return b;
+    };
+    std::vector<double> tl;
+    for (int g = 0; g < 8; ++g) {  // 0: eager (tuning), 1: capture, then replays
+      const Batch b = large_batch(g);
+      const double t0 = now_s();
+      check(runner->forward_greedy(b.view(), lnext.data()), "256-sequence decode");
+      if (g >= 2) tl.push_back(now_s() - t0);
+    }
+    large_ms = 1e3 * median(tl);
+    large_floor_ms = 1e3 * (streamed + large_kv_bytes) / bw;
+    auto prof = runner->profile_step(large_batch(8).view());
+    if (!prof.is_ok()) {
+      large_profile = "  (not available: " + prof.message() + ")\n";
+    } else {
+      // Bytes each class must move at least: the GEMMs their weights, the attention the KV it reads.
+      const double e = 2.0, L = c.n_layer;
+      auto bytes_of = [&](const std::string& name) -> double {
+        if (name == "attention") return large_kv_bytes;
+        if (name == "qkv GEMM") return L * e * c.n_embd * (c.q_dim() + 2.0 * c.kv_dim());
+        if (name == "o GEMM") return L * e * c.q_dim() * static_cast<double>(c.n_embd);
+        if (name == "gate|up GEMM") return L * e * 2.0 * c.n_ff * c.n_embd;
+        if (name == "down GEMM") return L * e * static_cast<double>(c.n_ff) * c.n_embd;
+        if (name == "LM head") return e * static_cast<double>(c.n_vocab) * c.n_embd;
+        return 0.0;
+      };
+      for (const StepProfile::Class& k : prof.value().classes) {
+        const double by = bytes_of(k.name);
+        char line[256];
+        if (by > 0)
+          std::snprintf(line, sizeof line, "  %-32s %9.1f us %5.1f%%  %8.2f GB  %6.0f GB/s (%3.0f%% of copy)\n",
+                        k.name.c_str(), k.us, 100.0 * k.us / prof.value().total_us, by / 1e9, by / (k.us * 1e3),
+                        100.0 * by / (k.us * 1e-6) / bw);
+        else
+          std::snprintf(line, sizeof line, "  %-32s %9.1f us %5.1f%%\n", k.name.c_str(), k.us,
+                        100.0 * k.us / prof.value().total_us);
+        large_profile += line;
+      }
+      large_profile += strfmt("  %-32s %9.1f us   (weights + KV at copy bandwidth: %.1f us)\n",
+                              "total (eager, events between kernels)", prof.value().total_us, 1e3 * large_floor_ms);
+      if (const StepProfile::Class* a = prof.value().find("attention")) large_attn_us = a->us;
+    }
+    runner = nullptr;
+  }
+  // The attention kernel alone, one layer.
+  const double kv_layer_large = large_kv_bytes / c.n_layer;
+  const int large_splits = cuda::choose_decode_splits(LB * (c.n_head / std::min(8, c.n_head / c.n_head_kv)), LCTX + 1,
+                                                      prop.multiProcessorCount);
+  const double attn_large_s = time_attention(c, LB, LCTX + 1, large_splits);
+  const double kv_layer_single = 650.0 * c.kv_bytes_per_token(2) / c.n_layer;
+  const double attn_single_s = time_attention(c, 1, 650, 16);
+
   std::printf("\n== Llama-3.1-8B shape, bf16, random weights (%d layers), %s of weights, loaded in %.1f s\n",
               c.n_layer, format_bytes(weight_bytes).c_str(), load_s);
   std::printf("%-44s %14s %24s\n", "figure", "measured", "ceiling / reference");
@@ -393,6 +545,18 @@ int main(int argc, char** argv) {
               B * 1e3 / batch_floor_ms);
   std::printf("%-44s %10.2f ms\n", "decode, 64 seqs: ms per step (fp32 logits)", ms_step_logits);
   std::printf("%-44s %10.0f tok/s\n", "prefill, 64 x 512 in 2,048-token chunks", B * P / batch_prefill_s);
+  std::printf("%-44s %10.2f ms   %18.2f ms floor (weights + KV)\n", "decode, 256 seqs ctx 1,500: ms per step",
+              large_ms, large_floor_ms);
+  std::printf("%-44s %10.2f ms   %18.2f ms (KV %.1f GB at copy bw)\n", "decode, 256 seqs ctx 1,500: attention (32 layers)",
+              large_attn_us / 1e3, 1e3 * large_kv_bytes / bw, large_kv_bytes / 1e9);
+  std::printf("%-44s %10.1f us   %18.1f us (%.0f GB/s, %2.0f%% of copy; %d splits)\n",
+              "attention kernel alone, 256 x 1,501, 1 layer", attn_large_s * 1e6, 1e6 * kv_layer_large / bw,
+              kv_layer_large / attn_large_s / 1e9, 100.0 * kv_layer_large / attn_large_s / bw, large_splits);
+  std::printf("%-44s %10.1f us   %18.1f us (16 splits launched)\n", "attention kernel alone, 1 x 650, 1 layer",
+              attn_single_s * 1e6, 1e6 * kv_layer_single / bw);
+  std::printf("256-sequence decode step (context ~1,500) by kernel class (%d layers; one eager step, events between "
+              "kernels; bytes = weights for GEMMs, KV read for attention):\n%s",
+              c.n_layer, large_profile.c_str());
 
   if (!json_path.empty()) {
     std::ofstream f(json_path);
@@ -402,6 +566,9 @@ int main(int argc, char** argv) {
       << ", \"decode_tps_logits\": " << tps_logits << ", \"decode_roofline_tps\": " << roofline_tps
       << ", \"batch64_ms_step\": " << ms_step << ", \"batch64_tps\": " << agg_tps
       << ", \"batch64_ms_step_logits\": " << ms_step_logits << ", \"batch64_floor_ms\": " << batch_floor_ms
+      << ", \"decode256_ms_step\": " << large_ms << ", \"decode256_floor_ms\": " << large_floor_ms
+      << ", \"decode256_attention_ms\": " << large_attn_us / 1e3 << ", \"attn_alone_256x1501_us\": " << attn_large_s * 1e6
+      << ", \"attn_alone_1x650_us\": " << attn_single_s * 1e6
       << ", \"decode_tps_eager\": " << tps_eager << ", \"decode_tps_unfused\": " << tps_unfused << ", \"decode_step_ms_median\": " << 1e3 * median(tg) << "}\n";
   }
   return 0;

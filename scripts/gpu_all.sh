@@ -187,6 +187,10 @@ if b:
         ("8B decode 1 stream (unfused path)", f"{b.get('decode_tps_unfused', 0):.1f} tok/s", "fused path above"),
         ("8B decode 64 seqs: ms/step", f"{b['batch64_ms_step']:.2f} ms", f"floor {b['batch64_floor_ms']:.2f} ms"),
         ("8B decode 64 seqs: aggregate", f"{b['batch64_tps']:.0f} tok/s", "aim 4,000; llama.cpp 1,493"),
+        ("8B decode 256 seqs ctx 1500: ms/step", f"{b.get('decode256_ms_step', 0):.2f} ms", f"floor {b.get('decode256_floor_ms', 0):.2f} ms"),
+        ("  of which attention (eager profile)", f"{b.get('decode256_attention_ms', 0):.2f} ms", "KV bytes / copy bw: see bench.log"),
+        ("attention alone 256x1501, 1 layer", f"{b.get('attn_alone_256x1501_us', 0):.0f} us", ""),
+        ("attention alone 1x650, 1 layer", f"{b.get('attn_alone_1x650_us', 0):.1f} us", ""),
     ]
 else:
     rows.append(("bench_gpu_decode", "no result", ""))

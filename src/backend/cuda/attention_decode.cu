@@ -42,14 +42,14 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(DecodeAttnPa
   const int sub = threadIdx.x / LANES, sl = threadIdx.x % LANES;
   const int pos = p.positions[t];
 
-  int s0 = 0, s1 = 0;  // this CTA's slice of cached positions
-  if (pos >= 0) {
-    const int begin = p.window > 0 ? max(0, pos + 1 - p.window) : 0;
-    const int len = pos + 1 - begin;
-    const int chunk = (len + p.n_splits - 1) / p.n_splits;
-    s0 = begin + split * chunk;
-    s1 = min(pos + 1, s0 + chunk);
-  }
+  // The context of token t is [begin, begin + len); padding (pos < 0) has len 0 and writes zeros.
+  const int begin = pos >= 0 && p.window > 0 ? max(0, pos + 1 - p.window) : 0;
+  const int len = pos >= 0 ? pos + 1 - begin : 0;
+  const int used = decode_splits_used(len, p.n_splits);
+  if (split >= used) return;  // uniform across the CTA
+  const int chunk = (len + used - 1) / used;
+  const int s0 = begin + split * chunk;  // this CTA's slice of cached positions [s0, s1)
+  const int s1 = min(begin + len, s0 + chunk);
 
   float q[GT][8], acc[GT][8], m[GT], l[GT];
 #pragma unroll
@@ -125,6 +125,10 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(DecodeAttnPa
     for (int i = 0; i < 8; ++i) sm_acc[sub][g][sl * 8 + i] = acc[g][i];
   }
   __syncthreads();
+  // This CTA's state per head: o = A / L (normalized), running max mx (log2 domain) and sum L.
+  const int64_t row0 = static_cast<int64_t>(t) * p.n_head + h0;  // first output row [t, h0]
+  // Partials: workspace [n_tokens, n_head, n_splits, HD] then ml [n_tokens, n_head, n_splits, 2].
+  float* ml = p.workspace + static_cast<int64_t>(p.n_tokens) * p.n_head * p.n_splits * HD;
   for (int idx = threadIdx.x; idx < heads_per_cta * HD; idx += kThreads) {
     const int g = idx / HD, d = idx % HD;
     float mx = -INFINITY;
@@ -137,41 +141,49 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(DecodeAttnPa
         A += sm_acc[s][g][d] * w;
       }
     }
-    const int h = h0 + g;
     const float o = L > 0.f ? A / L : 0.f;
-    if (p.n_splits == 1) {
-      p.out[(static_cast<int64_t>(t) * p.n_head + h) * HD + d] = from_f32<T>(o);
+    if (used == 1) {
+      p.out[(row0 + g) * HD + d] = from_f32<T>(o);
     } else {
-      const int64_t item = (static_cast<int64_t>(t) * p.n_head + h) * p.n_splits + split;
+      const int64_t item = (row0 + g) * p.n_splits + split;
       p.workspace[item * HD + d] = o;
       if (d == 0) {
-        float* ml = p.workspace + static_cast<int64_t>(p.n_tokens) * p.n_head * p.n_splits * HD;
         ml[item * 2] = mx;
         ml[item * 2 + 1] = L;
       }
     }
   }
-}
+  if (used == 1) return;
 
-// grid (n_tokens, n_head), threads = head_dim.
-template <class T>
-__global__ void merge_splits_kernel(DecodeAttnParamsT<T> p, int head_dim) {
-  pdl_wait();
-  pdl_trigger();
-  const int t = blockIdx.x, h = blockIdx.y, d = threadIdx.x;
-  const int64_t base = (static_cast<int64_t>(t) * p.n_head + h) * p.n_splits;
-  const float* ml = p.workspace + static_cast<int64_t>(p.n_tokens) * p.n_head * p.n_splits * head_dim;
-  float mx = -INFINITY;
-  for (int s = 0; s < p.n_splits; ++s) mx = fmaxf(mx, ml[(base + s) * 2]);
-  float wsum = 0.f, o = 0.f;
-  if (mx != -INFINITY) {
-    for (int s = 0; s < p.n_splits; ++s) {
-      const float w = ml[(base + s) * 2 + 1] * exp2f(ml[(base + s) * 2] - mx);
-      wsum += w;
-      o += w * p.workspace[(base + s) * head_dim + d];
+  // Ticket: the last of the `used` CTAs of this (token, head group) merges. Writers fence their partials
+  // (device scope) before the ticket; the last CTA fences after it before reading the others' partials,
+  // which it reads through L2 (__ldcg; L1 is not coherent across SMs).
+  __shared__ bool is_last;
+  uint32_t* counter = p.counters + static_cast<int64_t>(t) * gridDim.y + blockIdx.y;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) is_last = atomicAdd(counter, 1u) == static_cast<unsigned>(used - 1);
+  __syncthreads();
+  if (!is_last) return;
+  __threadfence();
+  for (int idx = threadIdx.x; idx < heads_per_cta * HD; idx += kThreads) {
+    const int g = idx / HD, d = idx % HD;
+    const int64_t base = (row0 + g) * p.n_splits;
+    float mx = -INFINITY;
+    for (int s = 0; s < used; ++s) mx = fmaxf(mx, __ldcg(ml + (base + s) * 2));
+    float wsum = 0.f, o = 0.f;
+    if (mx != -INFINITY) {
+      for (int s = 0; s < used; ++s) {
+        const float w = __ldcg(ml + (base + s) * 2 + 1) * exp2f(__ldcg(ml + (base + s) * 2) - mx);
+        wsum += w;
+        o += w * __ldcg(p.workspace + (base + s) * HD + d);
+      }
     }
+    p.out[(row0 + g) * HD + d] = from_f32<T>(wsum > 0.f ? o / wsum : 0.f);
   }
-  p.out[(static_cast<int64_t>(t) * p.n_head + h) * head_dim + d] = from_f32<T>(wsum > 0.f ? o / wsum : 0.f);
+  // Every one of the `used` CTAs has taken its ticket: nothing else touches the counter in this launch, and
+  // the next launch (stream order / graph replay, PDL waits included) sees 0.
+  if (threadIdx.x == 0) *counter = 0u;
 }
 
 template <class T, int HD>
@@ -191,9 +203,9 @@ bool decode_attention_supported(int head_dim) {
 int choose_decode_splits(int n_ctas_without_split, int max_ctx, int n_sms) {
   if (n_ctas_without_split <= 0) return 1;
   const int want = (2 * n_sms + n_ctas_without_split - 1) / n_ctas_without_split;  // ~2 waves
-  const int by_len = (max_ctx + 255) / 256;  // keep slices >= 256 tokens
+  const int by_len = (max_ctx + kDecodeMinSliceTokens - 1) / kDecodeMinSliceTokens;
   int s = want < by_len ? want : by_len;
-  if (s > 32) s = 32;
+  if (s > kDecodeMaxSplits) s = kDecodeMaxSplits;
   return s < 1 ? 1 : s;
 }
 
@@ -202,7 +214,8 @@ cudaError_t launch_attention_decode(const DecodeAttnParamsT<T>& p, cudaStream_t 
   if (p.n_tokens <= 0) return cudaSuccess;
   const int hd = p.cache.head_dim;
   if (!decode_attention_supported(hd) || p.cache.n_head_kv <= 0 || p.n_head % p.cache.n_head_kv != 0 ||
-      p.n_splits < 1 || (p.n_splits > 1 && p.workspace == nullptr))
+      p.n_splits < 1 || p.n_splits > kDecodeMaxSplits ||
+      (p.n_splits > 1 && (p.workspace == nullptr || p.counters == nullptr)))
     return cudaErrorInvalidValue;
   const int group = p.n_head / p.cache.n_head_kv;
   int hpc = group;  // query heads per CTA: the whole group, or the largest divisor <= 8
@@ -216,8 +229,7 @@ cudaError_t launch_attention_decode(const DecodeAttnParamsT<T>& p, cudaStream_t 
     case 64: err = dispatch_heads<T, 64>(p, hpc, group, grid, stream); break;
     default: err = dispatch_heads<T, 128>(p, hpc, group, grid, stream); break;
   }
-  if (err != cudaSuccess || p.n_splits == 1) return err;
-  return launch_pdl(merge_splits_kernel<T>, dim3(p.n_tokens, p.n_head), dim3(hd), 0, stream, p, hd);
+  return err;
 }
 
 template cudaError_t launch_attention_decode<bf16>(const DecodeAttnParamsT<bf16>&, cudaStream_t);

@@ -164,7 +164,7 @@ class CudaRunner final : public CudaModelRunner {
   Status sampled_logits(std::span<const int32_t> rows, float* logits) override;
   uint64_t weight_bytes() const override { return weight_bytes_; }
   std::string gemm_report() const override { return gemm_.describe(); }
-  Result<std::string> profile_step(const ForwardBatch& batch) override;
+  Result<StepProfile> profile_step(const ForwardBatch& batch) override;
 
  private:
   // Runs the step; leaves the first min(n_out, logit_rows_) rows of logits in logits_ (device).
@@ -239,6 +239,7 @@ class CudaRunner final : public CudaModelRunner {
   DeviceBuffer act_;        // [max_tokens, n_ff]
   DeviceBuffer logits_;     // [logit_rows, n_vocab] fp32
   DeviceBuffer attn_ws_;    // [max_seqs, n_head, kMaxSplits, head_dim + 2] fp32 split-K partials
+  DeviceBuffer attn_cnt_;   // [max_seqs, n_head] uint32 split-merge tickets, zeroed once (kernels leave them 0)
   PinnedBuffer logits_host_;// [logit_rows, n_vocab] fp32
   DeviceBuffer sampled_;    // [logit_rows] int32 token ids chosen on the GPU
   PinnedBuffer sampled_host_;
@@ -454,6 +455,8 @@ Status CudaRunner::alloc_workspace() {
   MOPT_TRY(sample_params_host_.alloc(static_cast<size_t>(logit_rows_) * 24, "sampling settings"));
   MOPT_TRY(attn_ws_.alloc(static_cast<size_t>(opts_.max_seqs) * c.n_head * kMaxSplits * (c.head_dim + 2) * 4,
                           "attention workspace"));
+  MOPT_TRY(attn_cnt_.alloc(static_cast<size_t>(opts_.max_seqs) * c.n_head * 4, "attention workspace"));
+  MOPT_CUDA_TRY(cudaMemsetAsync(attn_cnt_.as<void>(), 0, attn_cnt_.bytes(), stream_));
   return Status::ok();
 }
 
@@ -689,6 +692,7 @@ Status CudaRunner::enqueue_layers_t(const StepShape& s) {
   cudaStream_t st = stream_;
 
   MOPT_CUDA_TRY(cuda::launch_embed(embed_params<E>(T), st));
+  MOPT_TRY(mark("step metadata H2D + embedding"));
 
   for (int l = 0; l < c.n_layer; ++l) {
     const Layer& L = layers_[static_cast<size_t>(l)];
@@ -701,10 +705,13 @@ Status CudaRunner::enqueue_layers_t(const StepShape& s) {
     np.n = d;
     np.eps = c.norm_eps;
     MOPT_CUDA_TRY(cuda::launch_rmsnorm(np, st));
+    MOPT_TRY(mark("add + rmsnorm"));
     MOPT_TRY(gemm_.run(normed_.as<E>(), L.qkv.w.as<E>(), L.qkv.bias.as<E>(), qkv_.as<E>(), false, T,
                        qkvd, d, st));
+    MOPT_TRY(mark("qkv GEMM"));
 
     MOPT_CUDA_TRY(cuda::launch_qkv_rope_cache(rope_params<E>(l, T), st));
+    MOPT_TRY(mark("q/k-norm + rope + cache write"));
 
     const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
     // The tensor-core prefill kernel is bf16 only (run_step never plans it in float32).
@@ -725,23 +732,30 @@ Status CudaRunner::enqueue_layers_t(const StepShape& s) {
       ap.window = c.sliding_window;
       ap.scale = scale;
       MOPT_CUDA_TRY(cuda::launch_attention_prefill(ap, st));
+      MOPT_TRY(mark("attention (prefill)"));
     } else {
       MOPT_CUDA_TRY(cuda::launch_attention_decode(decode_attn_params<E>(s, l), st));
+      MOPT_TRY(mark("attention"));
     }
     MOPT_TRY(gemm_.run(attn_.as<E>(), L.o.w.as<E>(), nullptr, proj_.as<E>(), false, T, d, c.q_dim(), st));
+    MOPT_TRY(mark("o GEMM"));
     // ALL-REDUCE(proj_) under tensor parallelism.
     np.add = proj_.as<E>();
     np.weight = L.ffn_norm.as<E>();
     MOPT_CUDA_TRY(cuda::launch_rmsnorm(np, st));
+    MOPT_TRY(mark("add + rmsnorm"));
     MOPT_TRY(gemm_.run(normed_.as<E>(), L.gate_up.w.as<E>(), nullptr, gu_.as<E>(), false, T, 2 * c.n_ff, d,
                        st));
+    MOPT_TRY(mark("gate|up GEMM"));
     cuda::SwiGluParamsT<E> sp;
     sp.gate_up = gu_.as<E>();
     sp.out = act_.as<E>();
     sp.n_tokens = T;
     sp.n_ff = c.n_ff;
     MOPT_CUDA_TRY(cuda::launch_swiglu(sp, st));
+    MOPT_TRY(mark("swiglu"));
     MOPT_TRY(gemm_.run(act_.as<E>(), L.down.w.as<E>(), nullptr, proj_.as<E>(), false, T, d, c.n_ff, st));
+    MOPT_TRY(mark("down GEMM"));
     // ALL-REDUCE(proj_) under tensor parallelism.
   }
   return Status::ok();
@@ -762,8 +776,10 @@ Status CudaRunner::enqueue_logits_t(const StepShape& s, int row_offset, int n_ro
   np.n = c.n_embd;
   np.eps = c.norm_eps;
   MOPT_CUDA_TRY(cuda::launch_rmsnorm(np, stream_));
+  MOPT_TRY(mark("final norm"));
   const E* w = output_.bytes() ? output_.as<E>() : tok_embd_.as<E>();
-  return gemm_.run(normed_.as<E>(), w, nullptr, logits_.as<float>(), true, n_rows, c.n_vocab, c.n_embd, stream_);
+  MOPT_TRY(gemm_.run(normed_.as<E>(), w, nullptr, logits_.as<float>(), true, n_rows, c.n_vocab, c.n_embd, stream_));
+  return mark("LM head");
 }
 
 // ---- fused bf16 decode (s.fused) -------------------------------------------------------------------------
@@ -824,6 +840,7 @@ cuda::DecodeAttnParamsT<E> CudaRunner::decode_attn_params(const StepShape& s, in
   ap.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   ap.n_splits = s.n_splits;
   ap.workspace = attn_ws_.as<float>();
+  ap.counters = attn_cnt_.as<uint32_t>();
   return ap;
 }
 
@@ -854,7 +871,7 @@ Status CudaRunner::enqueue_layers_fused(const StepShape& s) {
     MOPT_CUDA_TRY(cuda::launch_qkv_rope_cache(rope_params<bf16>(l, T), st));
     MOPT_TRY(mark("q/k-norm + rope + cache write"));
     MOPT_CUDA_TRY(cuda::launch_attention_decode(decode_attn_params<bf16>(s, l), st));
-    MOPT_TRY(mark("attention (+split merge)"));
+    MOPT_TRY(mark("attention"));
 
     cuda::SkinnyGemmParams o;  // resid += attn_ . Wo^T
     o.m = T;
@@ -919,7 +936,7 @@ Status CudaRunner::mark(const char* what) {
   return Status::ok();
 }
 
-Result<std::string> CudaRunner::profile_step(const ForwardBatch& batch) {
+Result<StepProfile> CudaRunner::profile_step(const ForwardBatch& batch) {
   MOPT_CUDA_TRY(cudaSetDevice(device_id_));
   profiling_ = true;
   prof_marks_.clear();
@@ -929,27 +946,20 @@ Result<std::string> CudaRunner::profile_step(const ForwardBatch& batch) {
   profiling_ = false;
   MOPT_TRY(st);
   MOPT_CUDA_TRY(cudaStreamSynchronize(stream_));
-  if (!last_shape_.fused || prof_marks_.size() < 2)
-    return error("profile_step: the step did not take the fused decode path (a decode step of <= %d rows)",
-                 cuda::kSkinnyMaxRows);
-  std::vector<std::pair<std::string, std::pair<double, int>>> classes;  // name -> (us, launches), first-seen order
-  double total = 0.0;
+  if (prof_marks_.size() < 2) return error("profile_step: the step recorded no kernel marks");
+  StepProfile prof;
   for (size_t i = 1; i < prof_marks_.size(); ++i) {
     float ms = 0.f;
     MOPT_CUDA_TRY(cudaEventElapsedTime(&ms, prof_marks_[i - 1].second, prof_marks_[i].second));
-    auto it = std::find_if(classes.begin(), classes.end(),
-                           [&](const auto& c) { return c.first == prof_marks_[i].first; });
-    if (it == classes.end()) it = classes.insert(classes.end(), {prof_marks_[i].first, {0.0, 0}});
-    it->second.first += 1e3 * ms;
-    it->second.second += 1;
-    total += 1e3 * ms;
+    const char* name = prof_marks_[i].first;
+    auto it = std::find_if(prof.classes.begin(), prof.classes.end(),
+                           [&](const StepProfile::Class& c) { return c.name == name; });
+    if (it == prof.classes.end()) it = prof.classes.insert(prof.classes.end(), StepProfile::Class{name, 0.0, 0});
+    it->us += 1e3 * ms;
+    it->launches += 1;
+    prof.total_us += 1e3 * ms;
   }
-  std::string out;
-  for (const auto& [name, v] : classes)
-    out += strfmt("  %-32s %9.1f us %5.1f%%  (%d launches)\n", name.c_str(), v.first, 100.0 * v.first / total,
-                  v.second);
-  out += strfmt("  %-32s %9.1f us\n", "total (eager, events between kernels)", total);
-  return out;
+  return prof;
 }
 
 Status CudaRunner::copy_logits_out(int n_rows, float* dst) {

@@ -9,9 +9,12 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "backend/runner.h"
 #include "core/status.h"
@@ -31,6 +34,34 @@ struct CudaRunnerExtras {
   bool fused_decode = true;
 };
 
+// GPU time of one eager step per kernel class (CudaModelRunner::profile_step), summed over layers.
+struct StepProfile {
+  struct Class {
+    std::string name;
+    double us = 0.0;    // GPU time, microseconds
+    int launches = 0;   // marks taken for this class (one per layer for per-layer classes)
+  };
+  std::vector<Class> classes;  // in the order first seen
+  double total_us = 0.0;
+  const Class* find(std::string_view name) const {
+    for (const Class& c : classes)
+      if (c.name == name) return &c;
+    return nullptr;
+  }
+  // One line per class: name, us, share of the total, launches; then the total.
+  std::string format() const {
+    std::string out;
+    char line[160];
+    for (const Class& c : classes) {
+      std::snprintf(line, sizeof line, "  %-32s %9.1f us %5.1f%%  (%d launches)\n", c.name.c_str(), c.us,
+                    total_us > 0 ? 100.0 * c.us / total_us : 0.0, c.launches);
+      out += line;
+    }
+    std::snprintf(line, sizeof line, "  %-32s %9.1f us\n", "total (eager, events between kernels)", total_us);
+    return out + line;
+  }
+};
+
 // Per-row sampling settings of forward_sample (see kernels.h launch_sample): the backend-neutral RowSampling.
 using GpuSampling = RowSampling;
 
@@ -46,11 +77,12 @@ class CudaModelRunner : public ModelRunner {
   virtual uint64_t weight_bytes() const = 0;
   // The GEMM plans tuned so far (shape, choice, time, bandwidth), for benchmark reports.
   virtual std::string gemm_report() const = 0;
-  // Runs one step eagerly (no graph) with a CUDA event after every kernel class of the fused decode path and
-  // returns the GPU time per class summed over layers, one line each (benchmarks: where a decode step's time
-  // goes; events between kernels remove the PDL overlap, so the total exceeds a graph replay's). The step must
-  // take the fused path (a decode step of <= 8 rows) and its shapes must have run before (tuning).
-  virtual Result<std::string> profile_step(const ForwardBatch& batch) = 0;
+  // Runs one step eagerly (no graph) with a CUDA event after every kernel class (fused decode path or general
+  // path, e.g. a large decode batch) and returns the GPU time per class summed over layers (benchmarks: where a
+  // step's time goes; events between kernels remove the PDL overlap, so the total exceeds a graph replay's).
+  // Class names of the attention: "attention" (decode kernel, split merge included) or "attention (prefill)".
+  // The step's shapes should have run before (GEMM tuning happens on first use).
+  virtual Result<StepProfile> profile_step(const ForwardBatch& batch) = 0;
 };
 
 // True when this build has the CUDA backend and a usable GPU is present (no error when not).

@@ -109,8 +109,19 @@ cudaError_t launch_fill_random(T* out, int64_t n, uint64_t seed, float scale, fl
 // kernel). Query token t of sequence seq = token_seq[t] attends to cached positions
 // [max(0, positions[t] + 1 - window), positions[t]] of that sequence (causal; window 0 = unlimited).
 // GQA: a CTA serves `heads_per_cta` query heads of one KV head, so each K/V row is read once for the group.
-// Split-K: with n_splits > 1 each CTA handles a slice of the context and writes partial results that
-// launch_attention_decode merges (workspace must then hold n_tokens * n_head * n_splits * (head_dim + 2) floats).
+// Split-K in one launch: n_splits CTAs per (token, head group); token t uses
+// decode_splits_used(context length, n_splits) of them (the rest exit), each writing a partial state to
+// `workspace`, and the last to finish (ticket from counters[t * n_head_groups + group]) merges into `out` and
+// resets its counter to 0. With n_splits > 1: workspace holds n_tokens * n_head * n_splits * (head_dim + 2)
+// floats, counters n_tokens * n_head uint32 that must be ZERO before the first launch (cudaMemset once; every
+// launch leaves them zero, so launches and CUDA graph replays can repeat). n_splits <= kDecodeMaxSplits.
+constexpr int kDecodeMinSliceTokens = 128;  // a split covers at least this many cached tokens
+constexpr int kDecodeMaxSplits = 32;
+// Splits a token with `len` cached tokens in its window actually uses (>= 1), out of the launch's n_splits.
+constexpr int decode_splits_used(int len, int n_splits) {
+  const int by_len = (len + kDecodeMinSliceTokens - 1) / kDecodeMinSliceTokens;
+  return by_len < 1 ? 1 : (by_len < n_splits ? by_len : n_splits);
+}
 template <class T>
 struct DecodeAttnParamsT {
   const T* q = nullptr;                 // [n_tokens, n_head, head_dim]
@@ -123,8 +134,9 @@ struct DecodeAttnParamsT {
   int n_tokens = 0, n_head = 0;
   int window = 0;
   float scale = 0.f;                    // softmax scale, usually 1/sqrt(head_dim)
-  int n_splits = 1;
-  float* workspace = nullptr;           // see above (n_splits > 1)
+  int n_splits = 1;                     // CTAs per (token, head group); see above
+  float* workspace = nullptr;           // split partials (n_splits > 1), see above
+  uint32_t* counters = nullptr;         // [n_tokens * n_head] merge tickets, zero between launches (n_splits > 1)
 };
 using DecodeAttnParams = DecodeAttnParamsT<bf16>;
 // True when the decode kernel supports this head_dim (8, 16, 32, 64, 128).

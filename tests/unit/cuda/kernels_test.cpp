@@ -8,7 +8,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
+#include <tuple>
 #include <type_traits>
 
 #include "backend/cpu/kernels.h"
@@ -305,12 +307,21 @@ struct AttnCase {
   std::vector<int> seq_lens;  // context after this step
   std::vector<int> q_lens;    // new tokens per sequence (<= seq_len)
   int window = 0;
+  int n_pad = 0;            // decode only: padding tokens (position -1) appended to the batch; output zeros
+};
+
+// Decode kernel extras of run_attention_case: after the checked launch, relaunch eagerly and replay a captured
+// CUDA graph `graph_replays` times, requiring bit-identical outputs and all merge counters back at zero.
+struct RepeatCheck {
+  bool enabled = false;
+  int graph_replays = 3;
 };
 
 // Builds a random paged cache (blocks shuffled across sequences) in both layouts, runs the CUDA kernel(s)
 // and compares with cpu::paged_attention. T: storage type of q, out and the cache (the prefill kernel: bf16).
 template <class T>
-void run_attention_case(const AttnCase& c, bool prefill_kernel, int n_splits, std::mt19937& rng) {
+void run_attention_case(const AttnCase& c, bool prefill_kernel, int n_splits, std::mt19937& rng,
+                        RepeatCheck repeat = {}) {
   const int S = static_cast<int>(c.seq_lens.size());
   int max_blocks = 0, total_blocks = 0, n_tok = 0;
   std::vector<int> qs(1, 0);
@@ -351,6 +362,13 @@ void run_attention_case(const AttnCase& c, bool prefill_kernel, int n_splits, st
       positions.push_back(c.seq_lens[s] - c.q_lens[s] + i);
       token_seq.push_back(s);
     }
+  const int n_real = n_tok;  // tokens the CPU reference computes; padding follows
+  ASSERT_TRUE(c.n_pad == 0 || !prefill_kernel);
+  for (int i = 0; i < c.n_pad; ++i) {
+    positions.push_back(-1);
+    token_seq.push_back(0);
+  }
+  n_tok += c.n_pad;
   std::vector<host_t<T>> qb;
   std::vector<float> qv;
   random_vals<T>(rng, static_cast<size_t>(n_tok) * c.n_head * c.hd, -1.f, 1.f, qb, qv);
@@ -375,11 +393,15 @@ void run_attention_case(const AttnCase& c, bool prefill_kernel, int n_splits, st
   a.scale = scale;
   a.sliding_window = c.window;
   static ThreadPool pool(0);  // the CPU reference of long prompts is the slow part of this test
-  cpu::paged_attention(a, &pool);
+  cpu::paged_attention(a, &pool);  // rows of the n_real tokens; padding rows stay 0
+  ASSERT_EQ(ref.size(), static_cast<size_t>(n_tok) * c.n_head * c.hd);
+  (void)n_real;
 
   DevVec<host_t<T>> dcache(gcache), dq(qb), dout(qb.size());
   DevVec<int32_t> dpos(positions), dseq(token_seq), dbt(bt);
   DevVec<float> dws(static_cast<size_t>(n_tok) * c.n_head * std::max(n_splits, 1) * (c.hd + 2));
+  DevVec<uint32_t> dcnt(static_cast<size_t>(n_tok) * c.n_head);
+  CUDA_OK(cudaMemset(dcnt.get(), 0, dcnt.size() * sizeof(uint32_t)));
   dout.poison();
   cuda::KvCacheViewT<T> cv;
   cv.k = dev_mut<T>(dcache);
@@ -433,8 +455,47 @@ void run_attention_case(const AttnCase& c, bool prefill_kernel, int n_splits, st
     p.scale = scale;
     p.n_splits = n_splits;
     p.workspace = dws.get();
+    p.counters = dcnt.get();
     CUDA_OK(cuda::launch_attention_decode(p, nullptr));
     CUDA_OK(cudaDeviceSynchronize());
+    if (repeat.enabled) {
+      const std::vector<host_t<T>> first = dout.download();
+      auto expect_same = [&](const char* what) {
+        const std::vector<host_t<T>> again = dout.download();
+        EXPECT_TRUE(std::memcmp(again.data(), first.data(), first.size() * sizeof(host_t<T>)) == 0) << what;
+        const std::vector<uint32_t> cnt = dcnt.download();
+        EXPECT_TRUE(std::all_of(cnt.begin(), cnt.end(), [](uint32_t v) { return v == 0; }))
+            << what << ": merge counters not reset";
+      };
+      expect_same("first launch");
+      dout.poison();
+      CUDA_OK(cuda::launch_attention_decode(p, nullptr));
+      CUDA_OK(cudaDeviceSynchronize());
+      expect_same("second eager launch");
+      cudaStream_t st = nullptr;
+      CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+      cudaGraph_t graph = nullptr;
+      cudaGraphExec_t exec = nullptr;
+      CUDA_OK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+      const cudaError_t launched = cuda::launch_attention_decode(p, st);
+      CUDA_OK(cudaStreamEndCapture(st, &graph));
+      CUDA_OK(launched);
+      CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+      for (int r = 0; r < repeat.graph_replays; ++r) {
+        dout.poison();
+        CUDA_OK(cudaGraphLaunch(exec, st));
+        CUDA_OK(cudaStreamSynchronize(st));
+        expect_same("graph replay");
+      }
+      // Back-to-back replays without a host sync in between (each waits for the previous in stream order).
+      dout.poison();
+      for (int r = 0; r < repeat.graph_replays; ++r) CUDA_OK(cudaGraphLaunch(exec, st));
+      CUDA_OK(cudaStreamSynchronize(st));
+      expect_same("back-to-back graph replays");
+      cudaGraphExecDestroy(exec);
+      cudaGraphDestroy(graph);
+      cudaStreamDestroy(st);
+    }
   }
   // Decode keeps probabilities in fp32 (bf16 output rounding only); prefill feeds P to the tensor cores in
   // bf16 (relative 2^-9 per weight), so it gets a slightly looser absolute term. Outputs are O(1).
@@ -470,6 +531,38 @@ TYPED_TEST(CudaAttentionT, DecodeSlidingWindowAndLongContext) {
     AttnCase d{64, 8, 2, 16, {6000}, {1}, 0};
     run_attention_case<TypeParam>(d, false, splits, rng);
   }
+}
+
+// The split merge inside the kernel: many splits (up to kDecodeMaxSplits), contexts shorter than one slice
+// (one split used: direct write), exactly one and just over one slice, padding tokens; repeated launches and a
+// CUDA graph replayed several times must give bit-identical outputs and leave every merge counter at zero.
+TYPED_TEST(CudaAttentionT, DecodeInKernelMergeAndRepeats) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(11);
+  const int slice = cuda::kDecodeMinSliceTokens;
+  RepeatCheck rep;
+  rep.enabled = true;
+  for (int splits : {2, 5, 16, cuda::kDecodeMaxSplits})
+    for (auto [hd, nh, nkv] : {std::tuple{128, 32, 8}, {64, 16, 2}, {32, 4, 4}}) {
+      SCOPED_TRACE(testing::Message() << "splits " << splits << " hd " << hd << " heads " << nh << "/" << nkv);
+      AttnCase c{hd, nh, nkv, 16,
+                 {1, 9, slice - 1, slice, slice + 1, 3 * slice + 5, 40 * slice + 3, 5000},
+                 {1, 1, 1, 1, 1, 1, 1, 1}, 0, 2};
+      run_attention_case<TypeParam>(c, false, splits, rng, rep);
+    }
+  // Sliding window: the window, not the position, decides the splits used.
+  AttnCase w{128, 32, 8, 32, {6000, 300, 40}, {1, 1, 1}, 200, 1};
+  run_attention_case<TypeParam>(w, false, cuda::kDecodeMaxSplits, rng, rep);
+}
+
+TEST(CudaAttention, DecodeSplitsUsed) {
+  const int slice = cuda::kDecodeMinSliceTokens;
+  EXPECT_EQ(cuda::decode_splits_used(0, 16), 1);
+  EXPECT_EQ(cuda::decode_splits_used(1, 16), 1);
+  EXPECT_EQ(cuda::decode_splits_used(slice, 16), 1);
+  EXPECT_EQ(cuda::decode_splits_used(slice + 1, 16), 2);
+  EXPECT_EQ(cuda::decode_splits_used(100 * slice, 16), 16);
+  EXPECT_EQ(cuda::decode_splits_used(100 * slice, 1), 1);
 }
 
 // The per-token kernel also serves prefill for head dims without a tensor-core kernel, and all prefill in fp32.
