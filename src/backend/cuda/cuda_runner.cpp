@@ -32,7 +32,8 @@ using cuda::bf16;
 
 constexpr int kMaxSplits = 16;
 // Decode batch sizes for which CUDA graphs are captured (a batch is padded up to the next bucket).
-constexpr int kGraphBuckets[] = {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256, 320, 384, 512};
+constexpr int kGraphBuckets[] = {1,   2,   4,   8,   16,  24,  32,  48,  64,  96,  128, 160, 192,
+                                 224, 256, 288, 320, 352, 384, 416, 448, 480, 512};
 
 // Owning device allocation.
 class DeviceBuffer {
