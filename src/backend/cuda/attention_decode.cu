@@ -1,14 +1,23 @@
 // Paged attention with one query token per work item: decode steps, and prefill for head dims that have no
 // tensor-core kernel. GQA-aware (a CTA serves up to 8 query heads of one KV head, so each K/V row is read once
-// for the group) and split-K over long contexts (partials merged by a second kernel). Graph-safe: the split
-// count is a launch parameter and every CTA derives its slice of the context from device-side positions.
+// for the group). One launch per layer, graph-safe:
+//   - split-K: grid (n_tokens, head groups, n_splits); n_splits is a launch parameter (frozen per CUDA graph
+//     bucket), but token t uses only decode_splits_used(its context, n_splits) of them (slices of at least
+//     kDecodeMinSliceTokens cached tokens), derived on the device from positions[t]; the other CTAs exit at once.
+//   - one split used: the CTA writes the output directly. Several: each writes its partial state (normalized
+//     output, max, sum) to the workspace and takes a ticket from the counter of its (token, head group); the
+//     last one merges the partials into the output and resets the counter to 0, so launches and graph replays
+//     repeat without a memset.
 //
 // Threads: a group of LANES = HEAD_DIM / 8 lanes handles one cached token at a time, each lane holding 8
-// consecutive dims (one 16-byte load of K and of V for bf16, two for fp32); the CTA's NSUB = 128 / LANES groups
-// walk the token slice with stride NSUB, each keeping an online-softmax state, combined through shared memory.
+// consecutive dims (one 16-byte word of K and of V for bf16, two for fp32); the CTA's NSUB = 128 / LANES groups
+// take consecutive tokens (coalesced). K/V stream through a 4-stage cp.async pipeline in shared memory (tiles
+// of U tokens per group, 3 tiles in flight while one is consumed); each thread copies and later reads only its
+// own slots, so the loop needs no barrier. Each group keeps an online-softmax state per head (rescaled once
+// per tile); the NSUB states are combined through shared memory at the end.
 // Templated on the storage type T of q, out and the cache (bf16 or float); softmax and accumulation are fp32.
 // Alignment: every 8-element group starts at a multiple of 8 elements from a 256-byte aligned allocation
-// (head_dim is a multiple of 8), so the 16-byte (bf16) / 32-byte (fp32) loads are aligned.
+// (head_dim is a multiple of 8), so the 16-byte (bf16) / 32-byte (fp32) copies are aligned.
 #include <cfloat>
 
 #include "backend/cuda/kernels.h"
