@@ -308,7 +308,9 @@ TEST(CudaRunner, ProfileStepCoversFusedAndGeneralPaths) {
     // The general path marks swiglu and the LM head separately; the fused path (bf16, when the model's GEMM
     // shapes allow it) has neither a swiglu launch nor a separate final norm.
     const StepProfile::Class* swiglu = p.find("swiglu");
-    if (dt == ComputeDtype::kFloat32) ASSERT_NE(swiglu, nullptr) << p.format();
+    if (dt == ComputeDtype::kFloat32) {
+      ASSERT_NE(swiglu, nullptr) << p.format();
+    }
     if (swiglu) {
       EXPECT_EQ(swiglu->launches, n_layer);
       EXPECT_NE(p.find("LM head"), nullptr) << p.format();
