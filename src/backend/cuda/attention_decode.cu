@@ -1,14 +1,23 @@
 // Paged attention with one query token per work item: decode steps, and prefill for head dims that have no
 // tensor-core kernel. GQA-aware (a CTA serves up to 8 query heads of one KV head, so each K/V row is read once
-// for the group) and split-K over long contexts (partials merged by a second kernel). Graph-safe: the split
-// count is a launch parameter and every CTA derives its slice of the context from device-side positions.
+// for the group). One launch per layer, graph-safe:
+//   - split-K: grid (n_tokens, head groups, n_splits); n_splits is a launch parameter (frozen per CUDA graph
+//     bucket), but token t uses only decode_splits_used(its context, n_splits) of them (slices of at least
+//     kDecodeMinSliceTokens cached tokens), derived on the device from positions[t]; the other CTAs exit at once.
+//   - one split used: the CTA writes the output directly. Several: each writes its partial state (normalized
+//     output, max, sum) to the workspace and takes a ticket from the counter of its (token, head group); the
+//     last one merges the partials into the output and resets the counter to 0, so launches and graph replays
+//     repeat without a memset.
 //
 // Threads: a group of LANES = HEAD_DIM / 8 lanes handles one cached token at a time, each lane holding 8
-// consecutive dims (one 16-byte load of K and of V for bf16, two for fp32); the CTA's NSUB = 128 / LANES groups
-// walk the token slice with stride NSUB, each keeping an online-softmax state, combined through shared memory.
+// consecutive dims (one 16-byte word of K and of V for bf16, two for fp32); the CTA's NSUB = 128 / LANES groups
+// take consecutive tokens (coalesced). K/V stream through a 4-stage cp.async pipeline in shared memory (tiles
+// of U tokens per group, 3 tiles in flight while one is consumed); each thread copies and later reads only its
+// own slots, so the loop needs no barrier. Each group keeps an online-softmax state per head (rescaled once
+// per tile); the NSUB states are combined through shared memory at the end.
 // Templated on the storage type T of q, out and the cache (bf16 or float); softmax and accumulation are fp32.
 // Alignment: every 8-element group starts at a multiple of 8 elements from a 256-byte aligned allocation
-// (head_dim is a multiple of 8), so the 16-byte (bf16) / 32-byte (fp32) loads are aligned.
+// (head_dim is a multiple of 8), so the 16-byte (bf16) / 32-byte (fp32) copies are aligned.
 #include <cfloat>
 
 #include "backend/cuda/kernels.h"
@@ -22,16 +31,46 @@ constexpr int kThreads = 128;
 constexpr int kMaxHeadsPerCta = 8;
 constexpr float kLog2e = 1.4426950408889634f;
 
+// cp.async (sm_80+): 16 bytes global -> shared, bypassing L1 and registers; with pred false the 16 bytes are
+// zero-filled and nothing is read. A thread's copies are visible to that thread after cp_async_wait.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool pred) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(pred ? 16 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// Pipeline geometry per storage type: a tile is U cached tokens per subgroup (NSUB * U per CTA); kStages tiles
+// are in shared memory at once (kStages - 1 in flight while one is consumed). A stage is
+// U * 2 (K, V) * W * kThreads 16-byte words = 8 KiB for both bf16 (U 2, W 1) and fp32 (U 1, W 2).
+template <class T>
+struct DecodeTile {
+  static constexpr int W = sizeof(T) / 2;      // 16-byte words per 8-element group
+  static constexpr int U = sizeof(T) == 2 ? 2 : 1;
+  static constexpr int kStages = 4;
+  static constexpr int kWords = kStages * U * 2 * W * kThreads;
+};
+
 template <class T, int HD, int GT>
 __global__ void __launch_bounds__(kThreads) decode_attention_kernel(DecodeAttnParamsT<T> p, int heads_per_cta,
                                                                     int group) {
-  // Cached rows in flight per thread: 4 for bf16 (16 bytes each of K and V), 2 for fp32 (32 bytes each).
-  constexpr int kUnroll = sizeof(T) == 2 ? 4 : 2;
+  using Tile = DecodeTile<T>;
+  constexpr int U = Tile::U, W = Tile::W, S = Tile::kStages;
   constexpr int LANES = HD / 8;
   constexpr int NSUB = kThreads / LANES;
-  __shared__ float sm_m[NSUB][GT];
-  __shared__ float sm_l[NSUB][GT];
-  __shared__ float sm_acc[NSUB][GT][HD];
+  constexpr int kTileTokens = NSUB * U;
+  // Shared memory: the K/V pipeline, reused after the loop for combining the NSUB subgroup states
+  // (m, l [NSUB][GT] and acc [NSUB][GT][HD] floats).
+  constexpr int kPipeBytes = Tile::kWords * 16;
+  constexpr int kCombineBytes = NSUB * GT * (HD + 2) * 4;
+  constexpr int kSmemBytes = kPipeBytes > kCombineBytes ? kPipeBytes : kCombineBytes;
+  __shared__ __align__(16) unsigned char smem[kSmemBytes];
+  __shared__ bool is_last;
+  uint4* pipe = reinterpret_cast<uint4*>(smem);
   pdl_wait();
   pdl_trigger();
 
@@ -72,57 +111,111 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(DecodeAttnPa
   const int32_t* bt = p.block_tables + static_cast<int64_t>(p.token_seq[t]) * p.max_blocks_per_seq;
   const int64_t head_off = static_cast<int64_t>(kvh) * bs * HD + sl * 8;
 
-  // The loop bound is uniform across the CTA (shuffles need every lane of a warp); j is per subgroup.
-  for (int b = s0; b < s1; b += NSUB * kUnroll) {
-    Raw8<T> kr[kUnroll], vr[kUnroll];
+  // Token u of tile i for this subgroup: s0 + i * kTileTokens + u * NSUB + sub (consecutive subgroups read
+  // consecutive cached rows: coalesced). Each thread copies its own 8 elements of K and V into its own shared
+  // slots [stage][u][K|V][w][thread] and later reads only those, so no barrier is needed inside the loop.
+  auto slot = [&](int stage, int u, int kv, int w) -> uint4* {
+    return pipe + (((stage * U + u) * 2 + kv) * W + w) * kThreads + threadIdx.x;
+  };
+  auto issue = [&](int tile, int stage) {
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int j = b + sub + u * NSUB;
-      if (j < s1) {
-        const int64_t off = static_cast<int64_t>(bt[j / bs]) * p.cache.block_stride + head_off +
-                            static_cast<int64_t>(j % bs) * HD;
-        kr[u] = load8(p.cache.k + off);
-        vr[u] = load8(p.cache.v + off);
-      } else {
-        kr[u] = zero8<T>();
-        vr[u] = zero8<T>();
+    for (int u = 0; u < U; ++u) {
+      const int j = s0 + tile * kTileTokens + u * NSUB + sub;
+      const bool ok = j < s1;
+      const int64_t off = ok ? static_cast<int64_t>(bt[j / bs]) * p.cache.block_stride + head_off +
+                                   static_cast<int64_t>(j % bs) * HD
+                             : 0;
+#pragma unroll
+      for (int w = 0; w < W; ++w) {
+        cp_async16(slot(stage, u, 0, w), reinterpret_cast<const uint4*>(p.cache.k + off) + w, ok);
+        cp_async16(slot(stage, u, 1, w), reinterpret_cast<const uint4*>(p.cache.v + off) + w, ok);
+      }
+    }
+  };
+  auto read8 = [&](int stage, int u, int kv) {
+    Raw8<T> r;
+#pragma unroll
+    for (int w = 0; w < W; ++w) r.u[w] = *slot(stage, u, kv, w);
+    return r;
+  };
+
+  // The tile count is uniform across the CTA (shuffles need every lane of a warp).
+  const int n_tiles = (s1 - s0 + kTileTokens - 1) / kTileTokens;
+#pragma unroll
+  for (int i = 0; i < S - 1; ++i) {  // prologue: tiles 0 .. S-2 in flight (one commit group each, maybe empty)
+    if (i < n_tiles) issue(i, i);
+    cp_async_commit();
+  }
+  for (int i = 0; i < n_tiles; ++i) {
+    const int stage = i % S;
+    // Refill the stage consumed in iteration i-1 (this thread's reads of it are done: program order).
+    if (i + S - 1 < n_tiles) issue(i + S - 1, (i + S - 1) % S);
+    cp_async_commit();
+    cp_async_wait<S - 1>();  // groups 0 .. i complete: tile i is in this thread's slots
+
+    // Scores of the tile (log2 domain), complete on every lane after the butterfly.
+    float sc[U][GT];
+    bool valid[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      valid[u] = s0 + i * kTileTokens + u * NSUB + sub < s1;
+      float kf[8];
+      unpack8(read8(stage, u, 0), kf);
+#pragma unroll
+      for (int g = 0; g < GT; ++g) {
+        float d = 0.f;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) d += q[g][e] * kf[e];
+#pragma unroll
+        for (int o = LANES / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+        sc[u][g] = valid[u] ? d : -INFINITY;
+      }
+    }
+    // Online softmax, rescaling once per tile.
+#pragma unroll
+    for (int g = 0; g < GT; ++g) {
+      float m_new = m[g];
+#pragma unroll
+      for (int u = 0; u < U; ++u) m_new = fmaxf(m_new, sc[u][g]);
+      if (m_new == -INFINITY) continue;  // nothing valid yet for this subgroup (uniform within it)
+      const float corr = exp2f(m[g] - m_new);  // m[g] = -inf: 0 (acc and l are 0 then)
+      l[g] *= corr;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc[g][e] *= corr;
+      m[g] = m_new;
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        sc[u][g] = exp2f(sc[u][g] - m_new);  // invalid rows: exp2(-inf) = 0
+        l[g] += sc[u][g];
       }
     }
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const bool valid = b + sub + u * NSUB < s1;
-      float kf[8], vf[8];
-      unpack8(kr[u], kf);
-      unpack8(vr[u], vf);
+    for (int u = 0; u < U; ++u) {
+      float vf[8];
+      unpack8(read8(stage, u, 1), vf);  // zero-filled for invalid rows, so 0 * v stays 0
 #pragma unroll
       for (int g = 0; g < GT; ++g) {
-        float s = 0.f;
+        if (m[g] == -INFINITY) continue;  // sc not turned into probabilities for this head
 #pragma unroll
-        for (int i = 0; i < 8; ++i) s += q[g][i] * kf[i];
-#pragma unroll
-        for (int o = LANES / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-        if (valid) {
-          const float m_new = fmaxf(m[g], s);
-          const float corr = exp2f(m[g] - m_new);
-          const float pr = exp2f(s - m_new);
-          l[g] = l[g] * corr + pr;
-#pragma unroll
-          for (int i = 0; i < 8; ++i) acc[g][i] = acc[g][i] * corr + pr * vf[i];
-          m[g] = m_new;
-        }
+        for (int e = 0; e < 8; ++e) acc[g][e] += sc[u][g] * vf[e];
       }
     }
   }
+  cp_async_wait<0>();
+  __syncthreads();  // every thread is done with the pipeline: its shared memory becomes the combine buffer
 
   // Combine the NSUB partial states.
+  float* sm_m = reinterpret_cast<float*>(smem);    // [NSUB][GT]
+  float* sm_l = sm_m + NSUB * GT;                  // [NSUB][GT]
+  float* sm_acc = sm_l + NSUB * GT;                // [NSUB][GT][HD]
 #pragma unroll
   for (int g = 0; g < GT; ++g) {
     if (sl == 0) {
-      sm_m[sub][g] = m[g];
-      sm_l[sub][g] = l[g];
+      sm_m[sub * GT + g] = m[g];
+      sm_l[sub * GT + g] = l[g];
     }
 #pragma unroll
-    for (int i = 0; i < 8; ++i) sm_acc[sub][g][sl * 8 + i] = acc[g][i];
+    for (int e = 0; e < 8; ++e) sm_acc[(sub * GT + g) * HD + sl * 8 + e] = acc[g][e];
   }
   __syncthreads();
   // This CTA's state per head: o = A / L (normalized), running max mx (log2 domain) and sum L.
@@ -132,13 +225,13 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(DecodeAttnPa
   for (int idx = threadIdx.x; idx < heads_per_cta * HD; idx += kThreads) {
     const int g = idx / HD, d = idx % HD;
     float mx = -INFINITY;
-    for (int s = 0; s < NSUB; ++s) mx = fmaxf(mx, sm_m[s][g]);
+    for (int s = 0; s < NSUB; ++s) mx = fmaxf(mx, sm_m[s * GT + g]);
     float L = 0.f, A = 0.f;
     if (mx != -INFINITY) {
       for (int s = 0; s < NSUB; ++s) {
-        const float w = exp2f(sm_m[s][g] - mx);
-        L += sm_l[s][g] * w;
-        A += sm_acc[s][g][d] * w;
+        const float w = exp2f(sm_m[s * GT + g] - mx);
+        L += sm_l[s * GT + g] * w;
+        A += sm_acc[(s * GT + g) * HD + d] * w;
       }
     }
     const float o = L > 0.f ? A / L : 0.f;
@@ -158,7 +251,6 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(DecodeAttnPa
   // Ticket: the last of the `used` CTAs of this (token, head group) merges. Writers fence their partials
   // (device scope) before the ticket; the last CTA fences after it before reading the others' partials,
   // which it reads through L2 (__ldcg; L1 is not coherent across SMs).
-  __shared__ bool is_last;
   uint32_t* counter = p.counters + static_cast<int64_t>(t) * gridDim.y + blockIdx.y;
   __threadfence();
   __syncthreads();

@@ -280,6 +280,46 @@ TEST(CudaRunner, GraphReplayMatchesEager) {
   }
 }
 
+// profile_step times every kernel class of a decode step on the general path (float32) and in bf16 (the fused
+// path where the model allows it), one "attention" mark per layer (the split merge is inside that launch).
+TEST(CudaRunner, ProfileStepCoversFusedAndGeneralPaths) {
+  SKIP_WITHOUT_GPU();
+  for (ComputeDtype dt : {ComputeDtype::kBFloat16, ComputeDtype::kFloat32}) {
+    SCOPED_TRACE(dt == ComputeDtype::kFloat32 ? "float32 (general path)" : "bf16 (fused path)");
+    Runners r = make_runners(models_dir() + "/stories260K.gguf", false, false, dt);
+    ASSERT_TRUE(r.gpu);
+    auto* gpu = dynamic_cast<CudaModelRunner*>(r.gpu.get());
+    ASSERT_NE(gpu, nullptr);
+    const int V = gpu->config().n_vocab, n_layer = gpu->config().n_layer;
+    Batcher b(kBlocks, kBlockSize, kMaxBlocks);
+    for (int s = 0; s < 3; ++s) b.add(s, 300, {(5 + 11 * s) % V}, false);  // context 301: 3 splits of 128
+    std::vector<float> logits(3 * static_cast<size_t>(V));
+    ASSERT_TRUE(gpu->forward(b.batch(), logits.data()).is_ok());  // tunes the shapes
+    auto prof = gpu->profile_step(b.batch());
+    ASSERT_TRUE(prof.is_ok()) << prof.message();
+    const StepProfile& p = prof.value();
+    const StepProfile::Class* attn = p.find("attention");
+    ASSERT_NE(attn, nullptr) << p.format();
+    EXPECT_EQ(attn->launches, n_layer);
+    EXPECT_GT(attn->us, 0.0);
+    double sum = 0.0;
+    for (const StepProfile::Class& k : p.classes) sum += k.us;
+    EXPECT_NEAR(sum, p.total_us, 1e-6 * std::max(1.0, p.total_us));
+    // The general path marks swiglu and the LM head separately; the fused path (bf16, when the model's GEMM
+    // shapes allow it) has neither a swiglu launch nor a separate final norm.
+    const StepProfile::Class* swiglu = p.find("swiglu");
+    if (dt == ComputeDtype::kFloat32) {
+      ASSERT_NE(swiglu, nullptr) << p.format();
+    }
+    if (swiglu) {
+      EXPECT_EQ(swiglu->launches, n_layer);
+      EXPECT_NE(p.find("LM head"), nullptr) << p.format();
+    } else {
+      EXPECT_NE(p.find("final norm + LM head"), nullptr) << p.format();
+    }
+  }
+}
+
 TEST(CudaRunner, SwapRoundTripAndBadInput) {
   SKIP_WITHOUT_GPU();
   for (ComputeDtype dt : {ComputeDtype::kBFloat16, ComputeDtype::kFloat32}) {
