@@ -70,6 +70,7 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(DecodeAttnPa
   constexpr int kSmemBytes = kPipeBytes > kCombineBytes ? kPipeBytes : kCombineBytes;
   __shared__ __align__(16) unsigned char smem[kSmemBytes];
   __shared__ bool is_last;
+  __shared__ float sm_wm[GT][kDecodeMaxSplits], sm_wl[GT][kDecodeMaxSplits];  // merge: per head and split
   uint4* pipe = reinterpret_cast<uint4*>(smem);
   pdl_wait();
   pdl_trigger();
@@ -258,20 +259,36 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(DecodeAttnPa
   __syncthreads();
   if (!is_last) return;
   __threadfence();
+  // Merge in three passes so that the L2 round trips are not serialized per output element: (1) the (max, sum)
+  // pairs of every head and split, loaded in parallel; (2) per head, the running max and each split's weight
+  // w_s = L_s 2^(m_s - max) / sum_s'(...), in split order; (3) every output o = sum_s w_s o_s.
+  for (int i = threadIdx.x; i < heads_per_cta * used; i += kThreads) {
+    const int g = i / used, sp = i % used;
+    const int64_t item = (row0 + g) * p.n_splits + sp;
+    sm_wm[g][sp] = __ldcg(ml + item * 2);
+    sm_wl[g][sp] = __ldcg(ml + item * 2 + 1);
+  }
+  __syncthreads();
+  if (threadIdx.x < heads_per_cta) {
+    const int g = threadIdx.x;
+    float mx = -INFINITY;
+    for (int sp = 0; sp < used; ++sp) mx = fmaxf(mx, sm_wm[g][sp]);
+    float wsum = 0.f;
+    for (int sp = 0; sp < used; ++sp) {
+      sm_wl[g][sp] = mx == -INFINITY ? 0.f : sm_wl[g][sp] * exp2f(sm_wm[g][sp] - mx);
+      wsum += sm_wl[g][sp];
+    }
+    const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
+    for (int sp = 0; sp < used; ++sp) sm_wl[g][sp] *= inv;
+  }
+  __syncthreads();
   for (int idx = threadIdx.x; idx < heads_per_cta * HD; idx += kThreads) {
     const int g = idx / HD, d = idx % HD;
-    const int64_t base = (row0 + g) * p.n_splits;
-    float mx = -INFINITY;
-    for (int s = 0; s < used; ++s) mx = fmaxf(mx, __ldcg(ml + (base + s) * 2));
-    float wsum = 0.f, o = 0.f;
-    if (mx != -INFINITY) {
-      for (int s = 0; s < used; ++s) {
-        const float w = __ldcg(ml + (base + s) * 2 + 1) * exp2f(__ldcg(ml + (base + s) * 2) - mx);
-        wsum += w;
-        o += w * __ldcg(p.workspace + (base + s) * HD + d);
-      }
-    }
-    p.out[(row0 + g) * HD + d] = from_f32<T>(wsum > 0.f ? o / wsum : 0.f);
+    const float* part = p.workspace + (row0 + g) * p.n_splits * HD + d;  // split sp at part[sp * HD]
+    float o = 0.f;
+#pragma unroll 8
+    for (int sp = 0; sp < used; ++sp) o += sm_wl[g][sp] * __ldcg(part + static_cast<int64_t>(sp) * HD);
+    p.out[(row0 + g) * HD + d] = from_f32<T>(o);
   }
   // Every one of the `used` CTAs has taken its ticket: nothing else touches the counter in this launch, and
   // the next launch (stream order / graph replay, PDL waits included) sees 0.

@@ -115,7 +115,7 @@ cudaError_t launch_fill_random(T* out, int64_t n, uint64_t seed, float scale, fl
 // resets its counter to 0. With n_splits > 1: workspace holds n_tokens * n_head * n_splits * (head_dim + 2)
 // floats, counters n_tokens * n_head uint32 that must be ZERO before the first launch (cudaMemset once; every
 // launch leaves them zero, so launches and CUDA graph replays can repeat). n_splits <= kDecodeMaxSplits.
-constexpr int kDecodeMinSliceTokens = 128;  // a split covers at least this many cached tokens
+constexpr int kDecodeMinSliceTokens = 32;  // a split covers at least this many cached tokens
 constexpr int kDecodeMaxSplits = 32;
 // Splits a token with `len` cached tokens in its window actually uses (>= 1), out of the launch's n_splits.
 constexpr int decode_splits_used(int len, int n_splits) {
