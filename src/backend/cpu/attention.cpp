@@ -6,6 +6,9 @@
 //   2. softmax (max, vectorized exp, sum) and out_g = (sum_i e[g][i] * v_i) / sum, the V rows applied to
 //      up to kGroup query heads per pass with kParts interleaved partial sums per output vector.
 //
+// Cache element types (PagedAttnArgs::kv_dtype): fp32, or fp16 widened exactly to fp32 on load (F16C), after
+// which the arithmetic is the same; fp16 halves the bytes a long batch streams through the caches.
+//
 // Batch invariance: every value a token's output depends on is computed by one fixed expression of that
 // token's own data, whatever the batch around it, its block ids or the thread count. The score of position i
 // is the same per-lane arithmetic in whichever lane it lands; the exp sum and each partial sum of the V
@@ -16,6 +19,7 @@
 
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/vec.h"
+#include "core/dtype.h"
 #include "core/status.h"
 
 namespace mopt::cpu {
@@ -38,7 +42,17 @@ struct Scratch {
   std::vector<float> score;  // [G, n8] scores, then exp(score - max)
 };
 
+// One cache element as fp32 (exact for both types).
+inline float load1(const float* p) { return *p; }
+inline float load1(const uint16_t* p) { return fp16_to_fp32(*p); }
+
 #ifdef MOPT_CPU_AVX2
+// Eight consecutive cache elements as fp32.
+inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 load8(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
 // [sum(v[0]), ..., sum(v[7])]; lane i is ((v_i0+v_i1)+(v_i2+v_i3)) + ((v_i4+v_i5)+(v_i6+v_i7)) for every i.
 inline __m256 hsum8(const __m256 v[8]) {
   const __m256 t0 = _mm256_hadd_ps(v[0], v[1]), t1 = _mm256_hadd_ps(v[2], v[3]);
@@ -48,20 +62,21 @@ inline __m256 hsum8(const __m256 v[8]) {
 }
 
 // score[0..8) = scale * q . k_i for the 8 rows k + off[i]; D a multiple of 8.
-inline void score8(const float* q, const float* k, const int64_t* off, int D, __m256 scale, float* score) {
+template <class T>
+inline void score8(const float* q, const T* k, const int64_t* off, int D, __m256 scale, float* score) {
   __m256 acc[8];
   const __m256 q0 = _mm256_loadu_ps(q);
-  for (int i = 0; i < 8; ++i) acc[i] = _mm256_mul_ps(q0, _mm256_loadu_ps(k + off[i]));
+  for (int i = 0; i < 8; ++i) acc[i] = _mm256_mul_ps(q0, load8(k + off[i]));
   for (int d = 8; d < D; d += 8) {
     const __m256 qv = _mm256_loadu_ps(q + d);
-    for (int i = 0; i < 8; ++i) acc[i] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + off[i] + d), acc[i]);
+    for (int i = 0; i < 8; ++i) acc[i] = _mm256_fmadd_ps(qv, load8(k + off[i] + d), acc[i]);
   }
   _mm256_storeu_ps(score, _mm256_mul_ps(hsum8(acc), scale));
 }
 
 // out[gi][d0..d0+8) = inv[gi] * sum_i e[gi][i] * v_{off[i]}[d0..d0+8) for NG (1..kGroup) heads.
-template <int NG>
-inline void apply_v8(const float* const* e, const float* v, const int64_t* off, int n, int d0, const float* inv,
+template <int NG, class T>
+inline void apply_v8(const float* const* e, const T* v, const int64_t* off, int n, int d0, const float* inv,
                      float* const* out) {
   __m256 acc[NG][kParts];
   for (int g = 0; g < NG; ++g)
@@ -69,12 +84,12 @@ inline void apply_v8(const float* const* e, const float* v, const int64_t* off, 
   int i = 0;
   for (; i + kParts <= n; i += kParts)
     for (int c = 0; c < kParts; ++c) {
-      const __m256 vv = _mm256_loadu_ps(v + off[i + c] + d0);
+      const __m256 vv = load8(v + off[i + c] + d0);
       for (int g = 0; g < NG; ++g) acc[g][c] = _mm256_fmadd_ps(_mm256_broadcast_ss(e[g] + i + c), vv, acc[g][c]);
     }
   for (int c = 0; c < kParts - 1; ++c) {  // tail: position i + c still goes to partial (i + c) % kParts
     if (i + c >= n) break;
-    const __m256 vv = _mm256_loadu_ps(v + off[i + c] + d0);
+    const __m256 vv = load8(v + off[i + c] + d0);
     for (int g = 0; g < NG; ++g) acc[g][c] = _mm256_fmadd_ps(_mm256_broadcast_ss(e[g] + i + c), vv, acc[g][c]);
   }
   for (int g = 0; g < NG; ++g) {
@@ -105,13 +120,15 @@ float max_of(const float* x, int n) {
 
 // Query heads of kv head hkv of token t over the n window rows at sc.off (padded to a multiple of 8).
 // prefetch: issue prefetches for this head's rows (false when an earlier head of the item shares its cache lines).
+// T: cache element type (float or uint16_t fp16 bits).
+template <class T>
 void attend_head(const PagedAttnArgs& a, int t, int hkv, int n, bool prefetch, Scratch& sc) {
   const int G = a.n_head / a.n_head_kv;
   const int D = a.head_dim;
   const int n8 = (n + 7) & ~7;
   const int64_t* off = sc.off.data();
-  const float* k_base = a.k_cache + static_cast<int64_t>(hkv) * D;  // row of kv head hkv at slot offset off[i]
-  const float* v_base = a.v_cache + static_cast<int64_t>(hkv) * D;
+  const T* k_base = static_cast<const T*>(a.k_cache) + static_cast<int64_t>(hkv) * D;  // kv head hkv's row at off[i]
+  const T* v_base = static_cast<const T*>(a.v_cache) + static_cast<int64_t>(hkv) * D;
   const float* q = a.q + (static_cast<int64_t>(t) * a.n_head + static_cast<int64_t>(hkv) * G) * D;  // [G, D]
   float* out = a.out + (static_cast<int64_t>(t) * a.n_head + static_cast<int64_t>(hkv) * G) * D;    // [G, D]
 
@@ -137,9 +154,9 @@ void attend_head(const PagedAttnArgs& a, int t, int hkv, int n, bool prefetch, S
 #endif
     {
       for (int i = 0; i < n; ++i) {
-        const float* k = k_base + off[i];
+        const T* k = k_base + off[i];
         float d = 0.0f;
-        for (int e = 0; e < D; ++e) d += qg[e] * k[e];
+        for (int e = 0; e < D; ++e) d += qg[e] * load1(k + e);
         sg[i] = d * a.scale;
       }
     }
@@ -164,8 +181,8 @@ void attend_head(const PagedAttnArgs& a, int t, int hkv, int n, bool prefetch, S
         o[g] = out + static_cast<int64_t>(g0 + g) * D;
       }
       for (int d0 = 0; d0 < D; d0 += 8) {
-        if (ng == 2) apply_v8<2>(e, v_base, off, n, d0, inv + g0, o);
-        else apply_v8<1>(e, v_base, off, n, d0, inv + g0, o);
+        if (ng == 2) apply_v8<2, T>(e, v_base, off, n, d0, inv + g0, o);
+        else apply_v8<1, T>(e, v_base, off, n, d0, inv + g0, o);
       }
     }
     return;
@@ -176,7 +193,7 @@ void attend_head(const PagedAttnArgs& a, int t, int hkv, int n, bool prefetch, S
     float* og = out + static_cast<int64_t>(g) * D;
     for (int d = 0; d < D; ++d) {
       float acc = 0.0f;
-      for (int i = 0; i < n; ++i) acc += eg[i] * v_base[off[i] + d];
+      for (int i = 0; i < n; ++i) acc += eg[i] * load1(v_base + off[i] + d);
       og[d] = acc * inv[g];
     }
   }
@@ -214,9 +231,27 @@ void attend(const PagedAttnArgs& a, int t, int h0, int h1, Scratch& sc) {
   for (int i = n; i < n8; ++i) off[i] = off[n - 1];
   // Heads whose rows start inside a cache line an earlier head of this item already fetched skip prefetching.
   constexpr int64_t kLine = 64;
-  const int64_t row_bytes = static_cast<int64_t>(D) * static_cast<int64_t>(sizeof(float));
-  for (int hkv = h0; hkv < h1; ++hkv)
-    attend_head(a, t, hkv, n, hkv == h0 || (hkv * row_bytes) % kLine == 0, sc);
+  const bool f16 = a.kv_dtype == DType::F16;
+  const int64_t row_bytes = static_cast<int64_t>(D) * (f16 ? 2 : 4);
+#ifdef MOPT_CPU_AVX2
+  // The score loop prefetches K kPrefetch positions ahead; the window's first kPrefetch rows of every head of the
+  // item are requested here, all at once, so that their misses overlap instead of stalling one by one.
+  {
+    const char* kb = static_cast<const char*>(a.k_cache);
+    const int64_t eb = f16 ? 2 : 4;
+    for (int i = 0; i < std::min(n, kPrefetch); ++i) {
+      const char* row = kb + off[i] * eb;
+      for (int64_t byte = h0 * row_bytes; byte < h1 * row_bytes; byte += kLine)
+        _mm_prefetch(row + byte, _MM_HINT_T0);
+      _mm_prefetch(row + h1 * row_bytes - 1, _MM_HINT_T0);  // the segment's last line when it ends mid-line
+    }
+  }
+#endif
+  for (int hkv = h0; hkv < h1; ++hkv) {
+    const bool prefetch = hkv == h0 || (hkv * row_bytes) % kLine == 0;
+    if (f16) attend_head<uint16_t>(a, t, hkv, n, prefetch, sc);
+    else attend_head<float>(a, t, hkv, n, prefetch, sc);
+  }
 }
 
 }  // namespace
@@ -225,6 +260,8 @@ void paged_attention(const PagedAttnArgs& a, ThreadPool* pool) {
   MOPT_CHECK(a.n_head > 0 && a.n_head_kv > 0 && a.n_head % a.n_head_kv == 0, "paged_attention: heads %d / kv %d",
              a.n_head, a.n_head_kv);
   MOPT_CHECK(a.head_dim > 0 && a.block_size > 0 && a.n_seqs >= 0, "paged_attention: bad dims");
+  MOPT_CHECK(a.kv_dtype == DType::F32 || a.kv_dtype == DType::F16, "paged_attention: KV cache dtype %s unsupported",
+             dtype_name(a.kv_dtype));
   if (a.n_seqs == 0) return;
   const int n_tokens = a.query_start[a.n_seqs];
   if (n_tokens <= 0) return;
