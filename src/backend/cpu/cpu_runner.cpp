@@ -386,7 +386,7 @@ void CpuRunner::run(const ForwardBatch& b, Work& w, ThreadPool* pool, float* log
       // Write this token's K/V at its slot: block = slot / block_size, offset = slot % block_size.
       const size_t slot = static_cast<size_t>(b.slot_mapping[t]);
       const size_t off = (slot / block_size_) * blk_elems + (slot % block_size_) * kvd;
-      store_kv(kl, off, kt, kvd);
+      store_k(kl, slot, kt);
       store_kv(vl, off, vt, kvd);
     });
     cpu::PagedAttnArgs a;
@@ -407,6 +407,7 @@ void CpuRunner::run(const ForwardBatch& b, Work& w, ThreadPool* pool, float* log
     a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
     a.sliding_window = c.sliding_window;
     a.kv_dtype = kv_dtype_;
+    a.k_transposed = true;
     cpu::paged_attention(a, pool);
     mm(*L.wo, L.o, w.att.data(), T, xb, pool);
     for_tokens(pool, T, [&](int t) {  // residual, then the FFN norm
@@ -459,6 +460,23 @@ void CpuRunner::store_kv(uint8_t* layer, size_t off, const float* x, int n) cons
     cpu::fp32_to_fp16_row(x, reinterpret_cast<uint16_t*>(layer) + off, n);  // round to nearest even
   } else {
     std::memcpy(reinterpret_cast<float*>(layer) + off, x, sizeof(float) * static_cast<size_t>(n));
+  }
+}
+
+void CpuRunner::store_k(uint8_t* layer, size_t slot, const float* k) const {
+  const size_t kvd = static_cast<size_t>(cfg_.kv_dim()), bs = static_cast<size_t>(block_size_);
+  const size_t base = (slot / bs) * bs * kvd + slot % bs;  // element e at base + e * bs
+  if (kv_dtype_ == DType::F16) {
+    uint16_t* dst = reinterpret_cast<uint16_t*>(layer) + base;
+    uint16_t h[64];  // converted 64 at a time (vectorized), then scattered
+    for (size_t e0 = 0; e0 < kvd; e0 += 64) {
+      const size_t m = std::min<size_t>(64, kvd - e0);
+      cpu::fp32_to_fp16_row(k + e0, h, static_cast<int64_t>(m));
+      for (size_t e = 0; e < m; ++e) dst[(e0 + e) * bs] = h[e];
+    }
+  } else {
+    float* dst = reinterpret_cast<float*>(layer) + base;
+    for (size_t e = 0; e < kvd; ++e) dst[e * bs] = k[e];
   }
 }
 

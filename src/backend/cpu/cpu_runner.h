@@ -1,8 +1,9 @@
 // CpuRunner: the Llama-family forward pass on the CPU over a flat varlen batch with a paged KV cache.
 // Weights stay zero-copy in the model file (any weight dtype the kernels support); norms/biases are fp32 copies.
 //
-// KV cache layout (per layer, K and V separately): [n_blocks, block_size, n_head_kv, head_dim] of fp32 or fp16
-// (RunnerOptions::kv_cache_dtype), so slot s of layer l's K starts at element ((2 l * n_blocks) * block_size + s) * kv_dim.
+// KV cache layout per layer, of fp32 or fp16 (RunnerOptions::kv_cache_dtype): V [n_blocks, block_size, kv_dim]
+// (kv_dim = n_head_kv * head_dim), K transposed within each block, [n_blocks, kv_dim, block_size]
+// (cpu::PagedAttnArgs::k_transposed). Swapping copies whole blocks, so it does not depend on the layout.
 #pragma once
 
 #include <memory>
@@ -48,8 +49,10 @@ class CpuRunner : public ModelRunner {
   Status check_batch(const ForwardBatch& b) const;
   uint8_t* k_layer(int l) { return kv_ + static_cast<size_t>(2 * l) * layer_elems_ * kv_elem_bytes_; }
   uint8_t* v_layer(int l) { return kv_ + static_cast<size_t>(2 * l + 1) * layer_elems_ * kv_elem_bytes_; }
-  // kv_[element off, + n) = x[0, n) in the cache's element type.
+  // layer[element off, + n) = x[0, n) in the cache's element type (a V row).
   void store_kv(uint8_t* layer, size_t off, const float* x, int n) const;
+  // k[0, kv_dim) into slot `slot` of a K layer (transposed blocks: element e at stride block_size).
+  void store_k(uint8_t* layer, size_t slot, const float* k) const;
   void copy_block(uint8_t* dst_base, size_t dst_layer_elems, int dst_block, const uint8_t* src_base,
                   size_t src_layer_elems, int src_block);
 
