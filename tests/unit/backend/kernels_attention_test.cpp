@@ -1,5 +1,5 @@
 // paged_attention vs naive contiguous attention (fp64 softmax) with random block tables, GQA ratios 1/2/4/8,
-// head dims 8/64/128, block sizes 1/8/16/32, chunked queries (not starting at position 0), a full prefill,
+// head dims 4/8/12/64/128, block sizes 1/4/8/16/32, chunked queries (not starting at position 0), a full prefill,
 // single-token decode, and sliding windows. Unused cache slots hold NaN, so reading any slot outside a
 // token's causal window poisons the output. Threaded results must equal single-threaded ones bit for bit, and
 // each sequence run alone must give its tokens the same bits as the whole batch (batch invariance).
@@ -158,8 +158,8 @@ TEST_P(KernelsAttention, MatchesNaive) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Sweep, KernelsAttention,
-                         ::testing::Combine(::testing::Values(1, 2, 4, 8), ::testing::Values(4, 8, 64, 128),
-                                            ::testing::Values(1, 8, 16, 32), ::testing::Values(0, 6),
+                         ::testing::Combine(::testing::Values(1, 2, 4, 8), ::testing::Values(4, 8, 12, 64, 128),
+                                            ::testing::Values(1, 4, 8, 16, 32), ::testing::Values(0, 6),
                                             ::testing::Bool(), ::testing::Bool()),
                          [](const auto& info) {
                            char name[64];
