@@ -7,7 +7,8 @@
 // Decode tokens/s = generated tokens / wall time of the steps after every sequence got its first token
 // (so prefill is excluded; with 1-token prompts it is negligible anyway).
 // Usage: bench_engine_throughput [--model PATH] [--threads N] [--seqs 64] [--tokens 256] [--repeats 3]
-//                                [--block-size 16] [--max-num-batched-tokens 2048]
+//                                [--block-size 16] [--max-num-batched-tokens 2048] [--kv-cache-dtype fp32|fp16]
+// Both the single stream and the batch use the same KV cache dtype (printed in the header).
 #include <CLI/CLI.hpp>
 #include <time.h>
 
@@ -112,6 +113,9 @@ int main(int argc, char** argv) {
   app.add_option("--repeats", repeats, "runs per configuration (best is reported)")->check(CLI::Range(1, 100));
   app.add_option("--block-size", block_size, "KV block size")->check(CLI::Range(1, 1024));
   app.add_option("--max-num-batched-tokens", budget, "token budget per step")->check(CLI::Range(1, 1 << 20));
+  std::string kv_dtype = "fp32";
+  app.add_option("--kv-cache-dtype", kv_dtype, "KV cache element type for both runs")
+      ->check(CLI::IsMember({"fp32", "fp16"}));
   CLI11_PARSE(app, argc, argv);
   set_log_level(LogLevel::kWarn);
 
@@ -130,14 +134,16 @@ int main(int argc, char** argv) {
   cfg.max_num_batched_tokens = budget;
   cfg.max_num_seqs = std::max(seqs, 1);
   cfg.max_model_len = std::min((*m)->config.context_length, tokens + 16);
-  const uint64_t per_token = (*m)->config.kv_bytes_per_token(4);
+  const bool kv_f16 = kv_dtype == "fp16";
+  const uint64_t per_token = (*m)->config.kv_bytes_per_token(kv_f16 ? 2 : 4);
   cfg.kv_cache_memory = per_token * static_cast<uint64_t>(cfg.max_model_len + block_size) *
                         static_cast<uint64_t>(std::max(seqs, 1)) + (4u << 20);
   cfg.runner.n_threads = threads;
   cfg.runner.device = DeviceKind::kCpu;  // this benchmark measures the CPU runner
+  cfg.runner.kv_cache_dtype = kv_f16 ? KvCacheDtype::kFloat16 : KvCacheDtype::kFloat32;
 
-  std::printf("engine throughput: %s, %d tokens per sequence, threads %d, block %d, best of %d\n",
-              model_path.c_str(), tokens, threads, block_size, repeats);
+  std::printf("engine throughput: %s, %d tokens per sequence, threads %d, block %d, KV cache %s (both runs), "
+              "best of %d\n", model_path.c_str(), tokens, threads, block_size, kv_dtype.c_str(), repeats);
   // The single stream gets its best thread setting: with --threads 0 both one thread and all cores are tried.
   Figures one = best_of(repeats, **m, **t, cfg, 1, tokens);
   int one_threads = threads;

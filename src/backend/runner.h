@@ -85,6 +85,11 @@ class ModelRunner {
 // fp32 when the checkpoint's weight matrices are F32, bf16 otherwise. The CPU backend always computes in fp32.
 enum class ComputeDtype { kAuto, kFloat32, kBFloat16 };
 
+// Element type of the KV cache (vLLM/llama.cpp --kv-cache-dtype). CPU: kAuto = fp32; fp16 halves the cache
+// bytes (values rounded to fp16 when written, widened exactly when read). The CUDA runner ignores it
+// (its cache follows --dtype).
+enum class KvCacheDtype { kAuto, kFloat32, kFloat16 };
+
 struct RunnerOptions {
   DeviceKind device = DeviceKind::kAuto;
   int n_threads = 0;          // CPU: 0 = all cores
@@ -92,6 +97,7 @@ struct RunnerOptions {
   int max_seqs = 256;         // largest n_seqs
   bool enforce_eager = false; // CUDA: no graphs
   ComputeDtype dtype = ComputeDtype::kAuto;  // CUDA: compute precision
+  KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;  // CPU: KV cache element type
 };
 
 // kAuto -> kCuda when cuda_device_available(), else kCpu; other kinds unchanged.

@@ -47,6 +47,14 @@ void add_engine_flags(CLI::App& app, EngineConfig& cfg) {
   app.add_option("--dtype", cfg.runner.dtype,
                  "CUDA compute precision: auto (float32 for F32 checkpoints, else bfloat16), float32 or bfloat16")
       ->transform(CLI::CheckedTransformer(dtypes, CLI::ignore_case))->group(g);
+  const std::map<std::string, KvCacheDtype> kv_dtypes{{"auto", KvCacheDtype::kAuto},
+                                                      {"fp32", KvCacheDtype::kFloat32},
+                                                      {"float32", KvCacheDtype::kFloat32},
+                                                      {"fp16", KvCacheDtype::kFloat16},
+                                                      {"float16", KvCacheDtype::kFloat16}};
+  app.add_option("--kv-cache-dtype", cfg.runner.kv_cache_dtype,
+                 "CPU KV cache element type: auto (fp32), fp32 or fp16 (half the memory; values rounded to fp16)")
+      ->transform(CLI::CheckedTransformer(kv_dtypes, CLI::ignore_case))->group(g);
   app.add_flag("--enforce-eager", cfg.runner.enforce_eager, "CUDA: do not capture CUDA graphs")->group(g);
 }
 

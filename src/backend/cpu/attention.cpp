@@ -2,9 +2,14 @@
 // tokens); the G query heads of a GQA group share every K/V row read. Two passes over the token's window
 // [start, p] of its sequence:
 //   1. offsets of the window's K/V rows through the block table, then scores s[g][i] = scale * q_g . k_i,
-//      8 positions at a time (8 independent FMA chains over head_dim, one transposing reduction);
+//      8 positions at a time: with K rows (8 independent FMA chains over head_dim, one transposing reduction)
+//      or, with K blocks stored transposed (k_transposed, the CPU runner's layout), one FMA per dimension
+//      over 8 consecutive slots of a block (no horizontal sums);
 //   2. softmax (max, vectorized exp, sum) and out_g = (sum_i e[g][i] * v_i) / sum, the V rows applied to
 //      up to kGroup query heads per pass with kParts interleaved partial sums per output vector.
+//
+// Cache element types (PagedAttnArgs::kv_dtype): fp32, or fp16 widened exactly to fp32 on load (F16C), after
+// which the arithmetic is the same; fp16 halves the bytes a long batch streams through the caches.
 //
 // Batch invariance: every value a token's output depends on is computed by one fixed expression of that
 // token's own data, whatever the batch around it, its block ids or the thread count. The score of position i
@@ -16,6 +21,7 @@
 
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/vec.h"
+#include "core/dtype.h"
 #include "core/status.h"
 
 namespace mopt::cpu {
@@ -36,9 +42,27 @@ int seq_of_token(const PagedAttnArgs& a, int t) {
 struct Scratch {
   std::vector<int64_t> off;  // [n8] float offset of window position i's row (kv head included) in a cache layer
   std::vector<float> score;  // [G, n8] scores, then exp(score - max)
+  const int32_t* table = nullptr;  // block table row of the token's sequence
+  int start = 0;                   // first window position
 };
 
+// One cache element as fp32 (exact for both types).
+inline float load1(const float* p) { return *p; }
+inline float load1(const uint16_t* p) {
 #ifdef MOPT_CPU_AVX2
+  return _cvtsh_ss(*p);
+#else
+  return fp16_to_fp32(*p);
+#endif
+}
+
+#ifdef MOPT_CPU_AVX2
+// Eight consecutive cache elements as fp32.
+inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 load8(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
 // [sum(v[0]), ..., sum(v[7])]; lane i is ((v_i0+v_i1)+(v_i2+v_i3)) + ((v_i4+v_i5)+(v_i6+v_i7)) for every i.
 inline __m256 hsum8(const __m256 v[8]) {
   const __m256 t0 = _mm256_hadd_ps(v[0], v[1]), t1 = _mm256_hadd_ps(v[2], v[3]);
@@ -48,20 +72,21 @@ inline __m256 hsum8(const __m256 v[8]) {
 }
 
 // score[0..8) = scale * q . k_i for the 8 rows k + off[i]; D a multiple of 8.
-inline void score8(const float* q, const float* k, const int64_t* off, int D, __m256 scale, float* score) {
+template <class T>
+inline void score8(const float* q, const T* k, const int64_t* off, int D, __m256 scale, float* score) {
   __m256 acc[8];
   const __m256 q0 = _mm256_loadu_ps(q);
-  for (int i = 0; i < 8; ++i) acc[i] = _mm256_mul_ps(q0, _mm256_loadu_ps(k + off[i]));
+  for (int i = 0; i < 8; ++i) acc[i] = _mm256_mul_ps(q0, load8(k + off[i]));
   for (int d = 8; d < D; d += 8) {
     const __m256 qv = _mm256_loadu_ps(q + d);
-    for (int i = 0; i < 8; ++i) acc[i] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + off[i] + d), acc[i]);
+    for (int i = 0; i < 8; ++i) acc[i] = _mm256_fmadd_ps(qv, load8(k + off[i] + d), acc[i]);
   }
   _mm256_storeu_ps(score, _mm256_mul_ps(hsum8(acc), scale));
 }
 
 // out[gi][d0..d0+8) = inv[gi] * sum_i e[gi][i] * v_{off[i]}[d0..d0+8) for NG (1..kGroup) heads.
-template <int NG>
-inline void apply_v8(const float* const* e, const float* v, const int64_t* off, int n, int d0, const float* inv,
+template <int NG, class T>
+inline void apply_v8(const float* const* e, const T* v, const int64_t* off, int n, int d0, const float* inv,
                      float* const* out) {
   __m256 acc[NG][kParts];
   for (int g = 0; g < NG; ++g)
@@ -69,12 +94,12 @@ inline void apply_v8(const float* const* e, const float* v, const int64_t* off, 
   int i = 0;
   for (; i + kParts <= n; i += kParts)
     for (int c = 0; c < kParts; ++c) {
-      const __m256 vv = _mm256_loadu_ps(v + off[i + c] + d0);
+      const __m256 vv = load8(v + off[i + c] + d0);
       for (int g = 0; g < NG; ++g) acc[g][c] = _mm256_fmadd_ps(_mm256_broadcast_ss(e[g] + i + c), vv, acc[g][c]);
     }
   for (int c = 0; c < kParts - 1; ++c) {  // tail: position i + c still goes to partial (i + c) % kParts
     if (i + c >= n) break;
-    const __m256 vv = _mm256_loadu_ps(v + off[i + c] + d0);
+    const __m256 vv = load8(v + off[i + c] + d0);
     for (int g = 0; g < NG; ++g) acc[g][c] = _mm256_fmadd_ps(_mm256_broadcast_ss(e[g] + i + c), vv, acc[g][c]);
   }
   for (int g = 0; g < NG; ++g) {
@@ -84,6 +109,82 @@ inline void apply_v8(const float* const* e, const float* v, const int64_t* off, 
 }
 static_assert(kParts == 4, "apply_v8 combines exactly four partial sums");
 #endif
+
+#ifdef MOPT_CPU_AVX2
+// acc[g][c] = fma chain over d of q[g][d] * k[d * bs + 8 c + lane] for NG query heads and NC vectors of 8
+// consecutive slots of a transposed K block: NG * NC independent chains hide the FMA latency.
+template <int NG, int NC, class T>
+inline void dot_kt(const float* const* q, const T* k, int D, int bs, __m256 acc[NG][NC]) {
+  for (int c = 0; c < NC; ++c) {
+    const __m256 kv = load8(k + 8 * c);
+    for (int g = 0; g < NG; ++g) acc[g][c] = _mm256_mul_ps(_mm256_broadcast_ss(q[g]), kv);
+  }
+  for (int d = 1; d < D; ++d)
+    for (int c = 0; c < NC; ++c) {
+      const __m256 kv = load8(k + static_cast<int64_t>(d) * bs + 8 * c);
+      for (int g = 0; g < NG; ++g) acc[g][c] = _mm256_fmadd_ps(_mm256_broadcast_ss(q[g] + d), kv, acc[g][c]);
+    }
+}
+#endif
+
+// Scores of NG (1..kGroup) query heads q[g] over the window [start, start + n) with K blocks stored transposed
+// (PagedAttnArgs::k_transposed) into s[g]: s[g][i] = scale * fma(q[D-1], k[D-1], ... fma(q[1], k[1], q[0] * k[0]))
+// for every position, in whichever vector lane or scalar tail it lands (bit-identical either way). k_head: the kv
+// head's [D, bs] part of block 0. prefetch_v: fetch the V rows v_base + off[i] for pass 2; K is fetched
+// ~kPrefetch positions ahead.
+template <int NG, class T>
+void scores_kt(const PagedAttnArgs& a, const Scratch& sc, int n, const T* k_head, const T* v_base,
+               const float* const* q, bool prefetch_v, float* const* s) {
+  const int bs = a.block_size, D = a.head_dim;
+  const int64_t blk_elems = static_cast<int64_t>(bs) * a.n_head_kv * D;
+  const int end = sc.start + n;
+  for (int j = sc.start; j < end;) {
+    const int bi = j / bs;
+    const int o1 = std::min(bs, end - bi * bs);  // block offsets [j - bi * bs, o1) are in the window
+    const T* kb = k_head + sc.table[bi] * blk_elems;  // [D, bs]
+    const int o0 = j - bi * bs;
+    const int64_t i0 = j - sc.start;  // window index of block offset o0
+    int o = o0;
+#ifdef MOPT_CPU_AVX2
+    {  // entering block bi: fetch block bi + ahead (at the window's start, blocks bi .. bi + ahead)
+      const int ahead = std::max(1, kPrefetch / bs);
+      const int64_t head_bytes = static_cast<int64_t>(D) * bs * static_cast<int64_t>(sizeof(T));
+      for (int b = j == sc.start ? bi : bi + ahead; b <= bi + ahead && b * bs < end; ++b) {
+        const char* kp = reinterpret_cast<const char*>(k_head + sc.table[b] * blk_elems);
+        for (int64_t byte = 0; byte < head_bytes; byte += 64) _mm_prefetch(kp + byte, _MM_HINT_T0);
+      }
+    }
+    if (prefetch_v)
+      for (int64_t i = i0; i < i0 + (o1 - o0); ++i)
+        _mm_prefetch(reinterpret_cast<const char*>(v_base + sc.off[i]), _MM_HINT_T0);
+    const __m256 vs = _mm256_set1_ps(a.scale);
+    for (; o + 16 <= o1; o += 16) {
+      __m256 acc[NG][2];
+      dot_kt<NG, 2>(q, kb + o, D, bs, acc);
+      for (int g = 0; g < NG; ++g)
+        for (int c = 0; c < 2; ++c) _mm256_storeu_ps(s[g] + i0 + (o - o0) + 8 * c, _mm256_mul_ps(acc[g][c], vs));
+    }
+    for (; o < o1 && o + 8 <= bs; o += 8) {  // 8 slots, the last ones possibly past the window (lanes dropped)
+      __m256 acc1[NG][1];
+      dot_kt<NG, 1>(q, kb + o, D, bs, acc1);
+      const int m = std::min(8, o1 - o);
+      for (int g = 0; g < NG; ++g) {
+        alignas(32) float lanes[8];  // lanes past the window read slots of this block that may hold anything
+        _mm256_store_ps(lanes, _mm256_mul_ps(acc1[g][0], vs));
+        for (int l = 0; l < m; ++l) s[g][i0 + (o - o0) + l] = lanes[l];
+      }
+    }
+    o = std::min(o, o1);
+#endif
+    for (; o < o1; ++o)  // block sizes below 8 and a block's last slots when its size is no multiple of 8
+      for (int g = 0; g < NG; ++g) {
+        float acc1 = q[g][0] * load1(kb + o);
+        for (int d = 1; d < D; ++d) acc1 = std::fma(q[g][d], load1(kb + static_cast<int64_t>(d) * bs + o), acc1);
+        s[g][i0 + (o - o0)] = acc1 * a.scale;
+      }
+    j = bi * bs + o1;
+  }
+}
 
 // Max of x[0..n).
 float max_of(const float* x, int n) {
@@ -105,22 +206,36 @@ float max_of(const float* x, int n) {
 
 // Query heads of kv head hkv of token t over the n window rows at sc.off (padded to a multiple of 8).
 // prefetch: issue prefetches for this head's rows (false when an earlier head of the item shares its cache lines).
+// T: cache element type (float or uint16_t fp16 bits).
+template <class T>
 void attend_head(const PagedAttnArgs& a, int t, int hkv, int n, bool prefetch, Scratch& sc) {
   const int G = a.n_head / a.n_head_kv;
   const int D = a.head_dim;
   const int n8 = (n + 7) & ~7;
   const int64_t* off = sc.off.data();
-  const float* k_base = a.k_cache + static_cast<int64_t>(hkv) * D;  // row of kv head hkv at slot offset off[i]
-  const float* v_base = a.v_cache + static_cast<int64_t>(hkv) * D;
+  const T* k_base = static_cast<const T*>(a.k_cache) + static_cast<int64_t>(hkv) * D;  // kv head hkv's row at off[i]
+  const T* v_base = static_cast<const T*>(a.v_cache) + static_cast<int64_t>(hkv) * D;
   const float* q = a.q + (static_cast<int64_t>(t) * a.n_head + static_cast<int64_t>(hkv) * G) * D;  // [G, D]
   float* out = a.out + (static_cast<int64_t>(t) * a.n_head + static_cast<int64_t>(hkv) * G) * D;    // [G, D]
 
   // Pass 1: scores, max, exp and sums per query head.
   float inv[256];  // [G] 1 / softmax denominator
   MOPT_CHECK(G <= 256, "paged_attention: GQA group %d too large", G);
+  if (a.k_transposed) {  // query heads g, g + 1 together
+    const T* k_head = static_cast<const T*>(a.k_cache) + static_cast<int64_t>(hkv) * D * a.block_size;
+    for (int g = 0; g < G; g += kGroup) {
+      const float* qs[kGroup] = {q + static_cast<int64_t>(g) * D, q + static_cast<int64_t>(g + 1) * D};
+      float* ss[kGroup] = {sc.score.data() + static_cast<size_t>(g) * n8, sc.score.data() + static_cast<size_t>(g + 1) * n8};
+      if (g + 1 < G) scores_kt<2>(a, sc, n, k_head, v_base, qs, prefetch && g == 0, ss);
+      else scores_kt<1>(a, sc, n, k_head, v_base, qs, prefetch && g == 0, ss);
+    }
+  }
   for (int g = 0; g < G; ++g) {
     float* sg = sc.score.data() + static_cast<size_t>(g) * n8;
     const float* qg = q + static_cast<int64_t>(g) * D;
+    if (a.k_transposed) {
+      // scored above
+    } else
 #ifdef MOPT_CPU_AVX2
     if (D % 8 == 0) {
       const __m256 vs = _mm256_set1_ps(a.scale);
@@ -137,9 +252,9 @@ void attend_head(const PagedAttnArgs& a, int t, int hkv, int n, bool prefetch, S
 #endif
     {
       for (int i = 0; i < n; ++i) {
-        const float* k = k_base + off[i];
+        const T* k = k_base + off[i];
         float d = 0.0f;
-        for (int e = 0; e < D; ++e) d += qg[e] * k[e];
+        for (int e = 0; e < D; ++e) d += qg[e] * load1(k + e);
         sg[i] = d * a.scale;
       }
     }
@@ -164,8 +279,8 @@ void attend_head(const PagedAttnArgs& a, int t, int hkv, int n, bool prefetch, S
         o[g] = out + static_cast<int64_t>(g0 + g) * D;
       }
       for (int d0 = 0; d0 < D; d0 += 8) {
-        if (ng == 2) apply_v8<2>(e, v_base, off, n, d0, inv + g0, o);
-        else apply_v8<1>(e, v_base, off, n, d0, inv + g0, o);
+        if (ng == 2) apply_v8<2, T>(e, v_base, off, n, d0, inv + g0, o);
+        else apply_v8<1, T>(e, v_base, off, n, d0, inv + g0, o);
       }
     }
     return;
@@ -176,17 +291,17 @@ void attend_head(const PagedAttnArgs& a, int t, int hkv, int n, bool prefetch, S
     float* og = out + static_cast<int64_t>(g) * D;
     for (int d = 0; d < D; ++d) {
       float acc = 0.0f;
-      for (int i = 0; i < n; ++i) acc += eg[i] * v_base[off[i] + d];
+      for (int i = 0; i < n; ++i) acc += eg[i] * load1(v_base + off[i] + d);
       og[d] = acc * inv[g];
     }
   }
 }
 static_assert(kGroup == 2, "attend_head dispatches apply_v8 for groups of 1 or 2 heads");
 
-// Query heads of kv heads [h0, h1) of token t. The window's row offsets are computed once for all of them.
-void attend(const PagedAttnArgs& a, int t, int h0, int h1, Scratch& sc) {
-  const int G = a.n_head / a.n_head_kv;
-  const int D = a.head_dim;
+// Row offsets (kv head 0, in elements) of token t's attention window [start, p] into sc.off[0, n8), the padding
+// repeating the last row (its scores are discarded), and the sequence's block table and start into sc; returns
+// the window length n.
+int window_offsets(const PagedAttnArgs& a, int t, Scratch& sc) {
   const int s = seq_of_token(a, t);
   MOPT_CHECK(s >= 0 && s < a.n_seqs && t < a.query_start[s + 1], "paged_attention: token %d has no sequence", t);
   const int p = a.positions[t];
@@ -196,11 +311,10 @@ void attend(const PagedAttnArgs& a, int t, int h0, int h1, Scratch& sc) {
   const int n = p + 1 - start;                 // window length
   const int n8 = (n + 7) & ~7;
   const int32_t* table = a.block_tables + static_cast<int64_t>(s) * a.max_blocks_per_seq;
-  const int64_t row_stride = static_cast<int64_t>(a.n_head_kv) * D;  // floats between consecutive slots
-
-  // Slot offsets of the window (kv head 0); the padding repeats the last row (its scores are discarded).
+  sc.table = table;
+  sc.start = start;
+  const int64_t row_stride = static_cast<int64_t>(a.n_head_kv) * a.head_dim;  // elements between consecutive slots
   if (sc.off.size() < static_cast<size_t>(n8)) sc.off.resize(static_cast<size_t>(n8));
-  if (sc.score.size() < static_cast<size_t>(G) * n8) sc.score.resize(static_cast<size_t>(G) * n8);
   int64_t* off = sc.off.data();
   for (int j = start; j <= p;) {
     const int bi = j / a.block_size;
@@ -212,11 +326,23 @@ void attend(const PagedAttnArgs& a, int t, int h0, int h1, Scratch& sc) {
     for (; j < j1; ++j, o += row_stride) off[j - start] = o;
   }
   for (int i = n; i < n8; ++i) off[i] = off[n - 1];
-  // Heads whose rows start inside a cache line an earlier head of this item already fetched skip prefetching.
-  constexpr int64_t kLine = 64;
-  const int64_t row_bytes = static_cast<int64_t>(D) * static_cast<int64_t>(sizeof(float));
-  for (int hkv = h0; hkv < h1; ++hkv)
-    attend_head(a, t, hkv, n, hkv == h0 || (hkv * row_bytes) % kLine == 0, sc);
+  return n;
+}
+
+// Query heads of kv heads [h0, h1) of token t. The window's row offsets are computed once for all of them.
+void attend(const PagedAttnArgs& a, int t, int h0, int h1, Scratch& sc) {
+  const int n = window_offsets(a, t, sc);
+  const size_t n_scores = static_cast<size_t>(a.n_head / a.n_head_kv) * static_cast<size_t>((n + 7) & ~7);
+  if (sc.score.size() < n_scores) sc.score.resize(n_scores);
+  const bool f16 = a.kv_dtype == DType::F16;
+  const int64_t row_bytes = static_cast<int64_t>(a.head_dim) * (f16 ? 2 : 4);
+  for (int hkv = h0; hkv < h1; ++hkv) {
+    // Heads whose rows start inside a cache line an earlier head of this item already fetched skip prefetching.
+    constexpr int64_t kLine = 64;
+    const bool prefetch = hkv == h0 || (hkv * row_bytes) % kLine == 0;
+    if (f16) attend_head<uint16_t>(a, t, hkv, n, prefetch, sc);
+    else attend_head<float>(a, t, hkv, n, prefetch, sc);
+  }
 }
 
 }  // namespace
@@ -225,6 +351,8 @@ void paged_attention(const PagedAttnArgs& a, ThreadPool* pool) {
   MOPT_CHECK(a.n_head > 0 && a.n_head_kv > 0 && a.n_head % a.n_head_kv == 0, "paged_attention: heads %d / kv %d",
              a.n_head, a.n_head_kv);
   MOPT_CHECK(a.head_dim > 0 && a.block_size > 0 && a.n_seqs >= 0, "paged_attention: bad dims");
+  MOPT_CHECK(a.kv_dtype == DType::F32 || a.kv_dtype == DType::F16, "paged_attention: KV cache dtype %s unsupported",
+             dtype_name(a.kv_dtype));
   if (a.n_seqs == 0) return;
   const int n_tokens = a.query_start[a.n_seqs];
   if (n_tokens <= 0) return;
@@ -235,6 +363,7 @@ void paged_attention(const PagedAttnArgs& a, ThreadPool* pool) {
   // Items: whole tokens when there are enough to share out, else (token, kv head) pairs (e.g. one decode token).
   const int heads_per_item = n_tokens >= 2 * n_threads ? a.n_head_kv : 1;
   const int items_per_token = a.n_head_kv / heads_per_item;
+
   parallel_items(pool, static_cast<int64_t>(n_tokens) * items_per_token, [&](int64_t item, int tid) {
     const int h0 = static_cast<int>(item % items_per_token) * heads_per_item;
     attend(a, static_cast<int>(item / items_per_token), h0, h0 + heads_per_item, scr[tid]);

@@ -33,8 +33,8 @@ Status to_f32(const TensorView& t, int64_t expect, std::vector<float>& out) {
 // cache is touched lazily, block by block, and 4 KiB pages would cost a page fault per 4 KiB of new context
 // (a 64-sequence decode of stories260K spent ~15% of its time in page faults).
 constexpr size_t kHugePage = 2u << 20;
-Result<float*> map_anonymous(size_t& bytes) {
-  if (bytes == 0) return static_cast<float*>(nullptr);
+Result<uint8_t*> map_anonymous(size_t& bytes) {
+  if (bytes == 0) return static_cast<uint8_t*>(nullptr);
   bytes = (bytes + kHugePage - 1) / kHugePage * kHugePage;
   const size_t reserve = bytes + kHugePage;
   void* p = mmap(nullptr, reserve, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -47,7 +47,7 @@ Result<float*> map_anonymous(size_t& bytes) {
 #ifdef MADV_HUGEPAGE
   madvise(reinterpret_cast<void*>(base), bytes, MADV_HUGEPAGE);  // advisory: ignored where THP is off
 #endif
-  return reinterpret_cast<float*>(base);
+  return reinterpret_cast<uint8_t*>(base);
 }
 
 // fn(t) for every token t < T, over the pool in contiguous chunks when there is one and enough tokens.
@@ -91,6 +91,8 @@ Result<std::unique_ptr<CpuRunner>> CpuRunner::create(const Model& model, const R
       c.n_vocab <= 0 || c.n_head % c.n_head_kv != 0 || c.rope_dim > c.head_dim || c.rope_dim % 2 != 0)
     return error("model config is not runnable (layers %d, embd %d, heads %d/%d, head_dim %d, rope_dim %d)",
                  c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.head_dim, c.rope_dim);
+  r->kv_dtype_ = opts.kv_cache_dtype == KvCacheDtype::kFloat16 ? DType::F16 : DType::F32;  // kAuto: fp32
+  r->kv_elem_bytes_ = r->kv_dtype_ == DType::F16 ? 2 : 4;
   r->pool_ = std::make_unique<ThreadPool>(opts.n_threads);
   MOPT_ASSIGN_OR_RETURN(r->tok_embd_, model.require("token_embd.weight"));
   r->output_ = model.find("output.weight");
@@ -165,7 +167,7 @@ CpuRunner::~CpuRunner() {
 }
 
 uint64_t CpuRunner::kv_block_bytes(int block_size) const {
-  return cfg_.kv_bytes_per_token(sizeof(float)) * static_cast<uint64_t>(block_size);
+  return cfg_.kv_bytes_per_token(static_cast<int>(kv_elem_bytes_)) * static_cast<uint64_t>(block_size);
 }
 
 uint64_t CpuRunner::available_kv_memory(double memory_utilization) const {
@@ -191,8 +193,8 @@ Status CpuRunner::init_kv_cache(int n_blocks, int block_size, int n_swap_blocks)
   const size_t kvd = static_cast<size_t>(cfg_.kv_dim());
   layer_elems_ = static_cast<size_t>(n_blocks) * block_size * kvd;
   swap_layer_elems_ = static_cast<size_t>(n_swap_blocks) * block_size * kvd;
-  kv_bytes_ = 2 * static_cast<size_t>(cfg_.n_layer) * layer_elems_ * sizeof(float);
-  swap_bytes_ = 2 * static_cast<size_t>(cfg_.n_layer) * swap_layer_elems_ * sizeof(float);
+  kv_bytes_ = 2 * static_cast<size_t>(cfg_.n_layer) * layer_elems_ * kv_elem_bytes_;
+  swap_bytes_ = 2 * static_cast<size_t>(cfg_.n_layer) * swap_layer_elems_ * kv_elem_bytes_;
   MOPT_ASSIGN_OR_RETURN(kv_, map_anonymous(kv_bytes_));
   MOPT_ASSIGN_OR_RETURN(swap_, map_anonymous(swap_bytes_));
   return Status::ok();
@@ -356,8 +358,8 @@ void CpuRunner::run(const ForwardBatch& b, Work& w, ThreadPool* pool, float* log
       cpu::matmul(*L.wk, xb, T, w.k.data(), pool);
       cpu::matmul(*L.wv, xb, T, w.v.data(), pool);
     }
-    float* kl = k_layer(l);
-    float* vl = v_layer(l);
+    uint8_t* kl = k_layer(l);
+    uint8_t* vl = v_layer(l);
     for_tokens(pool, T, [&](int t) {
       float* qt = w.q.data() + static_cast<size_t>(t) * qd;
       float* kt = w.k.data() + static_cast<size_t>(t) * kvd;
@@ -384,8 +386,8 @@ void CpuRunner::run(const ForwardBatch& b, Work& w, ThreadPool* pool, float* log
       // Write this token's K/V at its slot: block = slot / block_size, offset = slot % block_size.
       const size_t slot = static_cast<size_t>(b.slot_mapping[t]);
       const size_t off = (slot / block_size_) * blk_elems + (slot % block_size_) * kvd;
-      std::memcpy(kl + off, kt, sizeof(float) * kvd);
-      std::memcpy(vl + off, vt, sizeof(float) * kvd);
+      store_k(kl, slot, kt);
+      store_kv(vl, off, vt, kvd);
     });
     cpu::PagedAttnArgs a;
     a.q = w.q.data();
@@ -404,6 +406,8 @@ void CpuRunner::run(const ForwardBatch& b, Work& w, ThreadPool* pool, float* log
     a.max_blocks_per_seq = b.max_blocks_per_seq;
     a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
     a.sliding_window = c.sliding_window;
+    a.kv_dtype = kv_dtype_;
+    a.k_transposed = true;
     cpu::paged_attention(a, pool);
     mm(*L.wo, L.o, w.att.data(), T, xb, pool);
     for_tokens(pool, T, [&](int t) {  // residual, then the FFN norm
@@ -451,12 +455,38 @@ void CpuRunner::mm(const TensorView& w, const cpu::PackedF32& packed, const floa
   }
 }
 
-void CpuRunner::copy_block(float* dst_base, size_t dst_layer_elems, int dst_block, const float* src_base,
+void CpuRunner::store_kv(uint8_t* layer, size_t off, const float* x, int n) const {
+  if (kv_dtype_ == DType::F16) {
+    cpu::fp32_to_fp16_row(x, reinterpret_cast<uint16_t*>(layer) + off, n);  // round to nearest even
+  } else {
+    std::memcpy(reinterpret_cast<float*>(layer) + off, x, sizeof(float) * static_cast<size_t>(n));
+  }
+}
+
+void CpuRunner::store_k(uint8_t* layer, size_t slot, const float* k) const {
+  const size_t kvd = static_cast<size_t>(cfg_.kv_dim()), bs = static_cast<size_t>(block_size_);
+  const size_t base = (slot / bs) * bs * kvd + slot % bs;  // element e at base + e * bs
+  if (kv_dtype_ == DType::F16) {
+    uint16_t* dst = reinterpret_cast<uint16_t*>(layer) + base;
+    uint16_t h[64];  // converted 64 at a time (vectorized), then scattered
+    for (size_t e0 = 0; e0 < kvd; e0 += 64) {
+      const size_t m = std::min<size_t>(64, kvd - e0);
+      cpu::fp32_to_fp16_row(k + e0, h, static_cast<int64_t>(m));
+      for (size_t e = 0; e < m; ++e) dst[(e0 + e) * bs] = h[e];
+    }
+  } else {
+    float* dst = reinterpret_cast<float*>(layer) + base;
+    for (size_t e = 0; e < kvd; ++e) dst[e * bs] = k[e];
+  }
+}
+
+void CpuRunner::copy_block(uint8_t* dst_base, size_t dst_layer_elems, int dst_block, const uint8_t* src_base,
                            size_t src_layer_elems, int src_block) {
-  const size_t blk = static_cast<size_t>(block_size_) * cfg_.kv_dim();
-  for (int lk = 0; lk < 2 * cfg_.n_layer; ++lk)
-    std::memcpy(dst_base + lk * dst_layer_elems + dst_block * blk, src_base + lk * src_layer_elems + src_block * blk,
-                blk * sizeof(float));
+  const size_t eb = kv_elem_bytes_;
+  const size_t blk = static_cast<size_t>(block_size_) * cfg_.kv_dim() * eb;  // bytes of one block of one layer
+  for (size_t lk = 0; lk < 2 * static_cast<size_t>(cfg_.n_layer); ++lk)
+    std::memcpy(dst_base + lk * dst_layer_elems * eb + dst_block * blk,
+                src_base + lk * src_layer_elems * eb + src_block * blk, blk);
 }
 
 Status CpuRunner::swap_out(std::span<const std::pair<int32_t, int32_t>> device_to_host) {

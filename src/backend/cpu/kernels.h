@@ -70,8 +70,8 @@ void add(float* y, const float* x, int64_t n);  // y += x
 struct PagedAttnArgs {
   const float* q;              // [n_tokens, n_head, head_dim]
   float* out;                  // [n_tokens, n_head, head_dim]
-  const float* k_cache;        // [n_blocks, block_size, n_head_kv, head_dim]  (one layer)
-  const float* v_cache;        // [n_blocks, block_size, n_head_kv, head_dim]
+  const void* k_cache;         // [n_blocks, block_size, n_head_kv, head_dim] of kv_dtype (one layer)
+  const void* v_cache;         // [n_blocks, block_size, n_head_kv, head_dim] of kv_dtype
   int n_head, n_head_kv, head_dim, block_size;
   int n_seqs;
   const int32_t* query_start;  // [n_seqs + 1]
@@ -81,6 +81,11 @@ struct PagedAttnArgs {
   int max_blocks_per_seq;
   float scale;                 // usually 1/sqrt(head_dim)
   int sliding_window = 0;      // 0 = none; else attend only to positions > p - sliding_window
+  DType kv_dtype = DType::F32; // cache elements: F32 or F16 (widened exactly to fp32; same arithmetic after)
+  // K blocks stored transposed, [n_blocks, n_head_kv * head_dim, block_size]: element e of slot o of block b at
+  // (b * n_head_kv * head_dim + e) * block_size + o. Scores then take 8 positions per vector FMA without
+  // horizontal sums. V stays [n_blocks, block_size, n_head_kv, head_dim].
+  bool k_transposed = false;
 };
 // Threads over (token, kv head); each K/V row read serves the whole query-head group (GQA).
 // The caller validates the batch (block ids, positions < seq_lens); violated invariants abort.

@@ -1,8 +1,12 @@
 // paged_attention vs naive contiguous attention (fp64 softmax) with random block tables, GQA ratios 1/2/4/8,
-// head dims 8/64/128, block sizes 1/8/16/32, chunked queries (not starting at position 0), a full prefill,
+// head dims 4/8/12/64/128, block sizes 1/4/8/16/32, chunked queries (not starting at position 0), a full prefill,
 // single-token decode, and sliding windows. Unused cache slots hold NaN, so reading any slot outside a
 // token's causal window poisons the output. Threaded results must equal single-threaded ones bit for bit, and
 // each sequence run alone must give its tokens the same bits as the whole batch (batch invariance).
+// Both cache dtypes: fp16 caches hold the random K/V rounded to fp16, and the reference uses those rounded values
+// (the kernel widens them exactly), so the tolerance is the same. Both K layouts: rows, and blocks stored
+// transposed ([n_blocks, kvd, block_size], the CPU runner's), whose scores take 8 slots per vector with a scalar
+// tail for windows starting or ending inside a block and block sizes below 8.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,6 +19,7 @@
 #include <vector>
 
 #include "backend/cpu/kernels.h"
+#include "core/dtype.h"
 #include "core/thread_pool.h"
 #include "kernels_test_util.h"
 
@@ -23,12 +28,13 @@ namespace {
 
 using kernels_test::random_vec;
 
-using Params = std::tuple<int /*G*/, int /*head_dim*/, int /*block_size*/, int /*window*/>;
+using Params = std::tuple<int /*G*/, int /*head_dim*/, int /*block_size*/, int /*window*/, bool /*fp16 cache*/,
+                          bool /*K transposed*/>;
 
 class KernelsAttention : public ::testing::TestWithParam<Params> {};
 
 TEST_P(KernelsAttention, MatchesNaive) {
-  const auto [G, D, bs, window] = GetParam();
+  const auto [G, D, bs, window, f16, kt] = GetParam();
   const int n_kv = 2, n_head = n_kv * G;
   const int kvd = n_kv * D;
   // Sequences: (context length after this step, new query tokens). Includes decode (1 query), a chunk
@@ -56,6 +62,9 @@ TEST_P(KernelsAttention, MatchesNaive) {
     for (int b = 0; b < (L + bs - 1) / bs; ++b) tables[static_cast<size_t>(s * max_blocks + b)] = perm[next++];
     K.push_back(random_vec(static_cast<size_t>(L) * kvd, 10 + s));
     V.push_back(random_vec(static_cast<size_t>(L) * kvd, 20 + s));
+    if (f16)  // the values an fp16 cache holds
+      for (auto* x : {&K.back(), &V.back()})
+        for (float& v : *x) v = fp16_to_fp32(fp32_to_fp16(v));
     for (int j = 0; j < L; ++j) {
       const int64_t slot = static_cast<int64_t>(tables[static_cast<size_t>(s * max_blocks + j / bs)]) * bs + j % bs;
       std::copy_n(K[s].data() + static_cast<size_t>(j) * kvd, kvd, kc.data() + slot * kvd);
@@ -68,10 +77,22 @@ TEST_P(KernelsAttention, MatchesNaive) {
   auto q = random_vec(static_cast<size_t>(n_tokens) * n_head * D, 99);  // [n_tokens, n_head, D]
   std::vector<float> out(q.size(), -1.0f), out_mt(q.size(), -2.0f);
 
+  if (kt) {  // K blocks transposed: element e of slot o of block b at (b * kvd + e) * bs + o
+    std::vector<float> rows = kc;
+    for (int b = 0; b < n_blocks; ++b)
+      for (int o = 0; o < bs; ++o)
+        for (int e = 0; e < kvd; ++e)
+          kc[(static_cast<size_t>(b) * kvd + e) * bs + o] = rows[(static_cast<size_t>(b) * bs + o) * kvd + e];
+  }
+  std::vector<uint16_t> kh(kc.size()), vh(vc.size());  // fp16 copies (NaN stays NaN)
+  for (size_t i = 0; i < kc.size(); ++i) kh[i] = fp32_to_fp16(kc[i]), vh[i] = fp32_to_fp16(vc[i]);
+
   PagedAttnArgs a;
   a.q = q.data();
-  a.k_cache = kc.data();
-  a.v_cache = vc.data();
+  a.k_cache = f16 ? static_cast<const void*>(kh.data()) : kc.data();
+  a.v_cache = f16 ? static_cast<const void*>(vh.data()) : vc.data();
+  a.kv_dtype = f16 ? DType::F16 : DType::F32;
+  a.k_transposed = kt;
   a.n_head = n_head;
   a.n_head_kv = n_kv;
   a.head_dim = D;
@@ -137,12 +158,15 @@ TEST_P(KernelsAttention, MatchesNaive) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Sweep, KernelsAttention,
-                         ::testing::Combine(::testing::Values(1, 2, 4, 8), ::testing::Values(4, 8, 64, 128),
-                                            ::testing::Values(1, 8, 16, 32), ::testing::Values(0, 6)),
+                         ::testing::Combine(::testing::Values(1, 2, 4, 8), ::testing::Values(4, 8, 12, 64, 128),
+                                            ::testing::Values(1, 4, 8, 16, 32), ::testing::Values(0, 6),
+                                            ::testing::Bool(), ::testing::Bool()),
                          [](const auto& info) {
                            char name[64];
-                           std::snprintf(name, sizeof(name), "G%d_D%d_bs%d_win%d", std::get<0>(info.param),
-                                         std::get<1>(info.param), std::get<2>(info.param), std::get<3>(info.param));
+                           std::snprintf(name, sizeof(name), "G%d_D%d_bs%d_win%d_%s_%s", std::get<0>(info.param),
+                                         std::get<1>(info.param), std::get<2>(info.param), std::get<3>(info.param),
+                                         std::get<4>(info.param) ? "f16" : "f32",
+                                         std::get<5>(info.param) ? "kT" : "krow");
                            return std::string(name);
                          });
 

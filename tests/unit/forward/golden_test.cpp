@@ -40,7 +40,7 @@ struct Loaded {
   std::unique_ptr<CpuRunner> runner;
 };
 
-Loaded load(const std::string& path) {
+Loaded load(const std::string& path, KvCacheDtype kv = KvCacheDtype::kFloat32) {
   Loaded l;
   auto m = load_model(path);
   EXPECT_TRUE(m.is_ok()) << m.message();
@@ -51,6 +51,7 @@ Loaded load(const std::string& path) {
   if (t) l.tok = std::move(t).value();
   RunnerOptions ro;
   ro.n_threads = 2;
+  ro.kv_cache_dtype = kv;
   auto r = CpuRunner::create(*l.model, ro);
   EXPECT_TRUE(r.is_ok()) << r.message();
   if (r) l.runner = std::move(r).value();
@@ -75,8 +76,8 @@ std::vector<int32_t> greedy(Loaded& l, const std::vector<int32_t>& prompt, int n
   return out;
 }
 
-void check_stories(const std::string& path) {
-  Loaded l = load(models_dir() + path);
+void check_stories(const std::string& path, KvCacheDtype kv = KvCacheDtype::kFloat32) {
+  Loaded l = load(models_dir() + path, kv);
   ASSERT_TRUE(l.runner && l.tok);
   const std::string want = published_stories_text();
   ASSERT_GT(want.size(), 400u);
@@ -97,13 +98,17 @@ void check_stories(const std::string& path) {
 
 TEST(Golden, Stories260KGgufGreedyMatchesPublishedText) { check_stories("/stories260K.gguf"); }
 TEST(Golden, Stories260KLlama2cGreedyMatchesPublishedText) { check_stories("/stories260K.bin"); }
+// The fp16 KV cache (--kv-cache-dtype fp16) keeps the published greedy text.
+TEST(Golden, Stories260KGreedyWithFp16KvMatchesPublishedText) {
+  check_stories("/stories260K.gguf", KvCacheDtype::kFloat16);
+}
 
 nlohmann::json qwen_reference() {
   return nlohmann::json::parse(slurp(models_dir() + "/code-qwen2-25m.reference.json"));
 }
 
-TEST(Golden, CodeQwen2GreedyContinuationsMatchTransformers) {
-  Loaded l = load(models_dir() + "/code-qwen2-25m");
+void check_qwen_greedy(KvCacheDtype kv) {
+  Loaded l = load(models_dir() + "/code-qwen2-25m", kv);
   ASSERT_TRUE(l.runner && l.tok);
   const auto ref = qwen_reference();
   ASSERT_EQ(ref["greedy"].size(), 4u);
@@ -115,6 +120,9 @@ TEST(Golden, CodeQwen2GreedyContinuationsMatchTransformers) {
     EXPECT_EQ(greedy(l, prompt, static_cast<int>(want.size()), false), want);
   }
 }
+
+TEST(Golden, CodeQwen2GreedyContinuationsMatchTransformers) { check_qwen_greedy(KvCacheDtype::kFloat32); }
+TEST(Golden, CodeQwen2GreedyWithFp16KvMatchesTransformers) { check_qwen_greedy(KvCacheDtype::kFloat16); }
 
 // Top-5 logits at every position of the four reference sequences: same ids (where the reference's own gaps are
 // larger than the tolerance) and logits within 0.02 (transformers computes fp32 from the same bf16 weights).
