@@ -5,6 +5,11 @@
 #include <cstdint>
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+// GCC 12 reports the AVX-512 intrinsics' internal _mm512_undefined_*() operands as "may be used uninitialized"
+// once they are inlined into exp16_ps and friends (GCC bug 105593, fixed in GCC 13): a false positive.
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ == 12
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 #define MOPT_CPU_AVX2 1
 #endif

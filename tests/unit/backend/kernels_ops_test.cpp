@@ -165,7 +165,9 @@ TEST(KernelsOps, ExpSubSum) {
       ASSERT_NEAR(y[static_cast<size_t>(i)], want, rel * want + 1e-30) << "n " << n << " i " << i;
     }
     EXPECT_NEAR(sum, want_sum, 1e-6 * want_sum);
-    if (n > 1) EXPECT_EQ(y[0], 0.0f);
+    if (n > 1) {
+      EXPECT_EQ(y[0], 0.0f);
+    }
     for (int i = n; i < ((n + 7) & ~7); ++i) EXPECT_EQ(y[static_cast<size_t>(i)], 0.0f) << "padding " << i;
 #ifdef MOPT_CPU_AVX512_PATHS
     if (cpu_has_avx512f()) {
