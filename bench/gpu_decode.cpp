@@ -11,7 +11,13 @@
 //     one eager step's GPU time per kernel class with each class's bytes and bandwidth (attention: KV bytes read);
 //   - the decode attention kernel alone (one layer, random KV) at 256 x 1,500 and at 1 x 650 with the 16 splits a
 //     single-stream graph launches: time against KV bytes / copy bandwidth.
-// Usage: bench_gpu_decode [--layers N] [--decode-steps N] [--json PATH]
+// Usage: bench_gpu_decode [--layers N] [--decode-steps N] [--json PATH] [--profile-window] [--attn-sweep]
+//                         [--single-only]
+// --profile-window: after the single-stream warm-up, run 2 greedy decode steps between cudaProfilerStart/Stop and
+// exit (for `ncu --profile-from-start off ...`: per-kernel times and DRAM bytes of real decode steps).
+// --attn-sweep: the decode attention kernel alone for one token over contexts x minimum split slices, then exit.
+// --single-only: stop after the single-stream decode figures (prefill and single stream only).
+#include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -169,8 +175,10 @@ struct Batch {
 };
 
 // The decode attention kernel alone on one layer of random bf16 KV (Llama-3.1-8B heads): B sequences at context
-// ctx (contiguous blocks of 16), n_splits CTAs per (token, head group). Returns seconds per launch (median).
-double time_attention(const ModelConfig& c, int B, int ctx, int n_splits) {
+// ctx (contiguous blocks of 16), n_splits CTAs per (token, head group), splits of at least min_slice tokens.
+// Returns seconds per launch: the median over 20 timings of `back_to_back` consecutive launches each.
+double time_attention(const ModelConfig& c, int B, int ctx, int n_splits, int min_slice = cuda::kDecodeMinSliceTokens,
+                      int back_to_back = 1, int max_heads_per_cta = 0) {
   const int bs = 16, nb = (ctx + bs - 1) / bs;
   const int64_t kv_stride = static_cast<int64_t>(c.n_head_kv) * bs * c.head_dim, block_stride = 2 * kv_stride;
   const size_t cache_elems = static_cast<size_t>(B) * nb * block_stride;
@@ -214,6 +222,8 @@ double time_attention(const ModelConfig& c, int B, int ctx, int n_splits) {
   p.n_head = c.n_head;
   p.scale = 1.f / std::sqrt(static_cast<float>(c.head_dim));
   p.n_splits = n_splits;
+  p.min_slice = min_slice;
+  p.max_heads_per_cta = max_heads_per_cta;
   p.workspace = ws;
   p.counters = cnt;
   cudaEvent_t e0, e1;
@@ -222,12 +232,12 @@ double time_attention(const ModelConfig& c, int B, int ctx, int n_splits) {
   std::vector<double> t;
   for (int i = 0; i < 23; ++i) {
     CK(cudaEventRecord(e0));
-    CK(cuda::launch_attention_decode(p, nullptr));
+    for (int k = 0; k < back_to_back; ++k) CK(cuda::launch_attention_decode(p, nullptr));
     CK(cudaEventRecord(e1));
     CK(cudaEventSynchronize(e1));
     float ms = 0;
     CK(cudaEventElapsedTime(&ms, e0, e1));
-    if (i >= 3) t.push_back(ms / 1e3);
+    if (i >= 3) t.push_back(ms / 1e3 / back_to_back);
   }
   CK(cudaEventDestroy(e0));
   CK(cudaEventDestroy(e1));
@@ -245,12 +255,16 @@ double time_attention(const ModelConfig& c, int B, int ctx, int n_splits) {
 int main(int argc, char** argv) {
   int layers = 32, decode_steps = 256;
   std::string json_path;
+  bool profile_window = false, attn_sweep = false, single_only = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--layers") && i + 1 < argc) layers = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--decode-steps") && i + 1 < argc) decode_steps = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
+    else if (!std::strcmp(argv[i], "--profile-window")) profile_window = true;
+    else if (!std::strcmp(argv[i], "--attn-sweep")) attn_sweep = true;
+    else if (!std::strcmp(argv[i], "--single-only")) single_only = true;
     else {
-      std::fprintf(stderr, "usage: %s [--layers N] [--decode-steps N] [--json PATH]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--layers N] [--decode-steps N] [--json PATH] [--profile-window] [--attn-sweep] [--single-only]\n", argv[0]);
       return 2;
     }
   }
@@ -266,6 +280,26 @@ int main(int argc, char** argv) {
   const double peak = measure_gemm_peak();
   std::printf("measured: D2D copy %.0f GB/s (read+write), cuBLASLt bf16 GEMM 8192^3 %.0f TFLOP/s\n", bw / 1e9,
               peak / 1e12);
+
+  if (attn_sweep) {
+    const ModelConfig c8 = llama31_8b(1);
+    const int slices[] = {32, 64, 128, 256, 512, 1 << 20};
+    std::printf("decode attention alone, 1 token, 16 splits launched: us per launch (1 alone / mean of 20 in a row)\n");
+    std::printf("%8s", "ctx");
+    for (int ms : slices) std::printf(" %13s", ms == (1 << 20) ? "1 split" : strfmt("slice>=%d", ms).c_str());
+    std::printf("\n");
+    for (int hpc : {4, 2, 1}) {
+      std::printf("query heads per CTA: %d\n", hpc);
+      for (int ctx : {128, 256, 512, 1024, 2048, 4096, 8192}) {
+        std::printf("%8d", ctx);
+        for (int ms : slices)
+          std::printf(" %6.1f/%6.1f", 1e6 * time_attention(c8, 1, ctx, 16, ms, 1, hpc),
+                      1e6 * time_attention(c8, 1, ctx, 16, ms, 20, hpc));
+        std::printf("\n");
+      }
+    }
+    return 0;
+  }
 
   Model model;
   model.format = ModelFormat::kDummy;
@@ -349,6 +383,14 @@ int main(int argc, char** argv) {
     return t;
   };
   decode_run(false, 4, 65, prompt);  // warm-up: eager tuning run, graph capture
+  if (profile_window) {
+    decode_run(true, 4, 65, prompt + 4);  // the greedy graph too
+    CK(cudaProfilerStart());
+    decode_run(true, 2, 65, prompt + 8);
+    CK(cudaProfilerStop());
+    std::printf("profile window done (2 greedy single-stream decode steps)\n");
+    return 0;
+  }
   const std::vector<double> td = decode_run(false, decode_steps, 65, prompt + 4);
   double sum_d = 0;
   for (double x : td) sum_d += x;
@@ -358,6 +400,11 @@ int main(int argc, char** argv) {
   for (double x : tg) sum_g += x;
   const double tps_greedy = decode_steps / sum_g;
   const double roofline_tps = bw / streamed;
+  if (single_only) {
+    std::printf("decode, 1 stream: GPU greedy %.1f tok/s, fp32 logits to host %.1f tok/s (roofline %.1f)\n", tps_greedy,
+                tps_logits, roofline_tps);
+    return 0;
+  }
   // Where one single-stream decode step's time goes: one eager step with an event after each kernel class.
   std::string step_profile;
   {

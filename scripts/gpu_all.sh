@@ -7,15 +7,7 @@ cd "$(dirname "$0")/.."
 G=$PWD/.gpu
 O=${OUT:-/tmp/mopt-gpu-out}
 mkdir -p "$O"
-[[ -x "$G/test_cuda" ]] || { echo "gpu_all: $G/test_cuda missing: run scripts/gpu_prepare.sh first" >&2; exit 1; }
-
-# cuBLAS: the CUDA toolkit's, or the one PyTorch's wheels bring.
-libdirs="$G/lib"
-for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do [[ -e $d/libcublasLt.so.13 ]] && libdirs+=":$d"; done
-pyd=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null || true)
-[[ -n "$pyd" ]] && libdirs+=":$pyd"
-export LD_LIBRARY_PATH="$libdirs:${LD_LIBRARY_PATH:-}"
-export MOPT_MODELS_DIR="$G/models"
+source scripts/gpu_env.sh  # unpacks .gpu/bin.tgz, sets LD_LIBRARY_PATH and MOPT_MODELS_DIR
 export PYTHONUNBUFFERED=1
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem,temperature.gpu,power.draw \

@@ -43,6 +43,11 @@ for bin in "$DEST"/*; do
   done
 done
 for f in stories260K.gguf; do cp "$MODELS/$f" "$DEST/models/"; done
+# The executables travel gzipped (their CUDA fat binaries halve): scripts/gpu_all.sh unpacks bin.tgz there.
+bins=()
+for t in "${targets[@]}" mopt; do [[ -x "$DEST/$t" ]] && bins+=("$t"); done
+tar -C "$DEST" -czf "$DEST/bin.tgz" "${bins[@]}"
+(cd "$DEST" && rm -f "${bins[@]}")
 du -sh "$DEST"
 total=$(du -sb "$DEST" | cut -f1)
 if (( total > 60 * 1024 * 1024 )); then

@@ -47,18 +47,20 @@ __device__ __forceinline__ void cp_async_wait() {
 // Pipeline geometry per storage type: a tile is U cached tokens per subgroup (NSUB * U per CTA); kStages tiles
 // are in shared memory at once (kStages - 1 in flight while one is consumed). A stage is
 // U * 2 (K, V) * W * kThreads 16-byte words = 8 KiB for both bf16 (U 2, W 1) and fp32 (U 1, W 2).
-template <class T>
+// SMALL (DecodeAttnParamsT::small_smem): U 1 and 3 stages, 12 KiB for bf16, so that 2 CTAs fit the 32 KiB
+// configuration of the fused decode step.
+template <class T, bool SMALL>
 struct DecodeTile {
   static constexpr int W = sizeof(T) / 2;      // 16-byte words per 8-element group
-  static constexpr int U = sizeof(T) == 2 ? 2 : 1;
-  static constexpr int kStages = 4;
+  static constexpr int U = sizeof(T) == 2 && !SMALL ? 2 : 1;
+  static constexpr int kStages = SMALL ? 3 : 4;
   static constexpr int kWords = kStages * U * 2 * W * kThreads;
 };
 
-template <class T, int HD, int GT>
+template <class T, int HD, int GT, bool SMALL>
 __global__ void __launch_bounds__(kThreads) decode_attention_kernel(DecodeAttnParamsT<T> p, int heads_per_cta,
                                                                     int group) {
-  using Tile = DecodeTile<T>;
+  using Tile = DecodeTile<T, SMALL>;
   constexpr int U = Tile::U, W = Tile::W, S = Tile::kStages;
   constexpr int LANES = HD / 8;
   constexpr int NSUB = kThreads / LANES;
@@ -85,7 +87,7 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(DecodeAttnPa
   // The context of token t is [begin, begin + len); padding (pos < 0) has len 0 and writes zeros.
   const int begin = pos >= 0 && p.window > 0 ? max(0, pos + 1 - p.window) : 0;
   const int len = pos >= 0 ? pos + 1 - begin : 0;
-  const int used = decode_splits_used(len, p.n_splits);
+  const int used = decode_splits_used(len, p.n_splits, p.min_slice);
   if (split >= used) return;  // uniform across the CTA
   const int chunk = (len + used - 1) / used;
   const int s0 = begin + split * chunk;  // this CTA's slice of cached positions [s0, s1)
@@ -297,10 +299,15 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(DecodeAttnPa
 
 template <class T, int HD>
 cudaError_t dispatch_heads(const DecodeAttnParamsT<T>& p, int hpc, int group, dim3 grid, cudaStream_t stream) {
-  if (hpc <= 1) return launch_pdl(decode_attention_kernel<T, HD, 1>, grid, dim3(kThreads), 0, stream, p, hpc, group);
-  if (hpc <= 2) return launch_pdl(decode_attention_kernel<T, HD, 2>, grid, dim3(kThreads), 0, stream, p, hpc, group);
-  if (hpc <= 4) return launch_pdl(decode_attention_kernel<T, HD, 4>, grid, dim3(kThreads), 0, stream, p, hpc, group);
-  return launch_pdl(decode_attention_kernel<T, HD, 8>, grid, dim3(kThreads), 0, stream, p, hpc, group);
+  const dim3 block(kThreads);
+  if (p.small_smem && hpc <= 2) {
+    if (hpc <= 1) return launch_pdl_decode(decode_attention_kernel<T, HD, 1, true>, grid, block, 0, stream, p, hpc, group);
+    return launch_pdl_decode(decode_attention_kernel<T, HD, 2, true>, grid, block, 0, stream, p, hpc, group);
+  }
+  if (hpc <= 1) return launch_pdl(decode_attention_kernel<T, HD, 1, false>, grid, block, 0, stream, p, hpc, group);
+  if (hpc <= 2) return launch_pdl(decode_attention_kernel<T, HD, 2, false>, grid, block, 0, stream, p, hpc, group);
+  if (hpc <= 4) return launch_pdl(decode_attention_kernel<T, HD, 4, false>, grid, block, 0, stream, p, hpc, group);
+  return launch_pdl(decode_attention_kernel<T, HD, 8, false>, grid, block, 0, stream, p, hpc, group);
 }
 
 }  // namespace
@@ -309,10 +316,10 @@ bool decode_attention_supported(int head_dim) {
   return head_dim == 8 || head_dim == 16 || head_dim == 32 || head_dim == 64 || head_dim == 128;
 }
 
-int choose_decode_splits(int n_ctas_without_split, int max_ctx, int n_sms) {
+int choose_decode_splits(int n_ctas_without_split, int max_ctx, int n_sms, int min_slice) {
   if (n_ctas_without_split <= 0) return 1;
   const int want = (2 * n_sms + n_ctas_without_split - 1) / n_ctas_without_split;  // ~2 waves
-  const int by_len = (max_ctx + kDecodeMinSliceTokens - 1) / kDecodeMinSliceTokens;
+  const int by_len = (max_ctx + min_slice - 1) / min_slice;
   int s = want < by_len ? want : by_len;
   if (s > kDecodeMaxSplits) s = kDecodeMaxSplits;
   return s < 1 ? 1 : s;
@@ -323,12 +330,17 @@ cudaError_t launch_attention_decode(const DecodeAttnParamsT<T>& p, cudaStream_t 
   if (p.n_tokens <= 0) return cudaSuccess;
   const int hd = p.cache.head_dim;
   if (!decode_attention_supported(hd) || p.cache.n_head_kv <= 0 || p.n_head % p.cache.n_head_kv != 0 ||
-      p.n_splits < 1 || p.n_splits > kDecodeMaxSplits ||
+      p.n_splits < 1 || p.n_splits > kDecodeMaxSplits || p.min_slice < 1 ||
       (p.n_splits > 1 && (p.workspace == nullptr || p.counters == nullptr)))
     return cudaErrorInvalidValue;
   const int group = p.n_head / p.cache.n_head_kv;
-  int hpc = group;  // query heads per CTA: the whole group, or the largest divisor <= 8
-  while (hpc > kMaxHeadsPerCta || group % hpc != 0) --hpc;
+  // Query heads per CTA: the whole group, or its largest divisor <= the cap (8, or p.max_heads_per_cta). Fewer
+  // heads per CTA shorten each CTA's serial work (what bounds a batch of one token) at the cost of reading each
+  // K/V row once per CTA of the group (through L2).
+  const int cap = p.max_heads_per_cta > 0 && p.max_heads_per_cta < kMaxHeadsPerCta ? p.max_heads_per_cta
+                                                                                   : kMaxHeadsPerCta;
+  int hpc = group;
+  while (hpc > cap || group % hpc != 0) --hpc;
   const dim3 grid(p.n_tokens, p.n_head / hpc, p.n_splits);
   cudaError_t err;
   switch (hd) {

@@ -141,6 +141,7 @@ struct StepShape {
   bool use_prefill_kernel = false;
   int n_tiles = 0;
   int n_splits = 1;
+  int attn_hpc = 0;     // decode attention: query heads per CTA at most (0 = the whole GQA group)
   bool fused = false;   // enqueue_layers_fused / enqueue_logits_fused (bf16 decode, <= kSkinnyMaxRows rows)
 };
 
@@ -243,6 +244,7 @@ class CudaRunner final : public CudaModelRunner {
   DeviceBuffer attn_cnt_;   // [max_seqs, n_head] uint32 split-merge tickets, zeroed once (kernels leave them 0)
   PinnedBuffer logits_host_;// [logit_rows, n_vocab] fp32
   DeviceBuffer sampled_;    // [logit_rows] int32 token ids chosen on the GPU
+  DeviceBuffer argmax_scratch_;  // cuda::argmax_scratch_bytes(logit_rows), zeroed once (kernels leave it 0)
   PinnedBuffer sampled_host_;
   // Sampling settings, struct-of-arrays [logit_rows] each: temperature f32 | top_k i32 | top_p f32 | min_p f32
   // | seed u64, staged in pinned memory and copied with one H2D copy.
@@ -451,6 +453,8 @@ Status CudaRunner::alloc_workspace() {
   MOPT_TRY(logits_.alloc(static_cast<size_t>(logit_rows_) * c.n_vocab * 4, "logits"));
   MOPT_TRY(logits_host_.alloc(static_cast<size_t>(logit_rows_) * c.n_vocab * 4, "logits"));
   MOPT_TRY(sampled_.alloc(static_cast<size_t>(logit_rows_) * 4, "sampled tokens"));
+  MOPT_TRY(argmax_scratch_.alloc(cuda::argmax_scratch_bytes(logit_rows_), "argmax scratch"));
+  MOPT_CUDA_TRY(cudaMemsetAsync(argmax_scratch_.as<void>(), 0, argmax_scratch_.bytes(), stream_));
   MOPT_TRY(sampled_host_.alloc(static_cast<size_t>(logit_rows_) * 4, "sampled tokens"));
   MOPT_TRY(sample_params_.alloc(static_cast<size_t>(logit_rows_) * 24, "sampling settings"));
   MOPT_TRY(sample_params_host_.alloc(static_cast<size_t>(logit_rows_) * 24, "sampling settings"));
@@ -840,6 +844,8 @@ cuda::DecodeAttnParamsT<E> CudaRunner::decode_attn_params(const StepShape& s, in
   ap.window = c.sliding_window;
   ap.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   ap.n_splits = s.n_splits;
+  ap.max_heads_per_cta = s.attn_hpc;
+  ap.small_smem = s.fused;
   ap.workspace = attn_ws_.as<float>();
   ap.counters = attn_cnt_.as<uint32_t>();
   return ap;
@@ -1003,8 +1009,14 @@ Status CudaRunner::run_step(const ForwardBatch& b, int* rows_on_device) {
   StepShape s;
   s.n_seqs = S;
   s.n_out = std::min(n_out, logit_rows_);
+  // Decode attention: with fewer (token, KV head) pairs than SMs (a batch of one to a few sequences), a CTA
+  // serves at most 2 query heads: each CTA's serial work shrinks (what bounds such a launch; measured on an H200
+  // with Llama-3.1-8B heads, 1 token: 13 -> ~8 us per layer) and the duplicate K/V reads hit L2. Larger batches
+  // keep the whole GQA group per CTA (each K/V row read once from memory).
   const int group = c.n_head / c.n_head_kv;
-  int hpc = std::min(group, 8);
+  const int n_rows = decode ? std::max(n, 1) : n;
+  s.attn_hpc = n_rows * c.n_head_kv < n_sms_ ? 2 : 0;
+  int hpc = std::min(group, s.attn_hpc > 0 && s.attn_hpc < 8 ? s.attn_hpc : 8);  // as launch_attention_decode
   while (group % hpc) --hpc;
   const int ctas_per_token = c.n_head / hpc;
 
@@ -1131,7 +1143,8 @@ Status CudaRunner::forward_sample(const ForwardBatch& b, std::span<const GpuSamp
     sp.n_vocab = cfg_.n_vocab;
     MOPT_CUDA_TRY(cuda::launch_sample(sp, stream_));
   } else if (rows > 0) {
-    MOPT_CUDA_TRY(cuda::launch_argmax(logits_.as<float>(), rows, cfg_.n_vocab, sampled_.as<int32_t>(), stream_));
+    MOPT_CUDA_TRY(cuda::launch_argmax(logits_.as<float>(), rows, cfg_.n_vocab, sampled_.as<int32_t>(),
+                                      argmax_scratch_.as<void>(), stream_));
   }
   if (rows > 0) {
     MOPT_CUDA_TRY(cudaMemcpyAsync(sampled_host_.as<int32_t>(), sampled_.as<int32_t>(), static_cast<size_t>(rows) * 4,

@@ -218,40 +218,62 @@ Result<int> Gemm::fused_variant(const SkinnyGemmParams& p, cudaStream_t stream) 
     t.y = scratch_;
   }
   // Cold-L2 timing: in a decode step each weight matrix is read once, with all the others read in between, so
-  // every timed launch follows a write of kFlushBytes that evicts the L2 (back-to-back repeats of a 33 MB matrix
-  // would largely hit the 50 MB L2 and misrank the tilings). Without memory for the buffer (a KV cache sized to
-  // the limit): warm timing.
+  // every timed launch follows a read of kFlushBytes that evicts the L2 (back-to-back repeats of a 33 MB matrix
+  // would largely hit the 50 MB L2 and misrank the tilings). A read, not a memset: a memset leaves the L2 full of
+  // dirty lines whose write-back the timed kernel would pay for (it misranked the tilings of the short qkv and
+  // o GEMMs by up to 4 us). Without memory for the buffer (a KV cache sized to the limit): warm timing.
   constexpr size_t kFlushBytes = size_t{96} << 20;
   if (!flush_ && !flush_failed_ && cudaMalloc(&flush_, kFlushBytes) != cudaSuccess) {
     cudaGetLastError();  // clear the allocation error
     flush_ = nullptr;
     flush_failed_ = true;
   }
-  cudaEvent_t ev0, ev1;
-  MOPT_CUDA_TRY(cudaEventCreate(&ev0));
-  MOPT_CUDA_TRY(cudaEventCreate(&ev1));
-  constexpr int kReps = 5;
-  FusedPlan best{-1, 1e30f};
+  // Each variant is timed as a chain of kChain (sweep, launch) pairs between two events, minus the same chain of
+  // sweeps alone, divided by kChain: the launch runs as in a decode step (after another kernel, its PDL prologue
+  // overlapping that kernel's tail) and per-event noise is averaged away. kRounds rounds, every variant once per
+  // round (drifting clocks touch them alike), ranked by the median: tilings of one shape are often within a
+  // microsecond of each other, and timing single launches between events misranked them by up to 4 us.
+  constexpr int kRounds = 5, kChain = 8;
+  constexpr int kBase = kSkinnyVariants;  // index of the sweeps-only chain
+  std::vector<cudaEvent_t> ev(2 * (kSkinnyVariants + 1), nullptr);
   cudaError_t err = cudaSuccess;
-  for (int v = 0; v < kSkinnyVariants && err == cudaSuccess; ++v) {
+  for (cudaEvent_t& e : ev)
+    if (err == cudaSuccess) err = cudaEventCreate(&e);
+  std::vector<std::vector<float>> ms(kSkinnyVariants + 1);
+  for (int v = 0; v < kSkinnyVariants && err == cudaSuccess; ++v) {  // warm-up (and first-launch costs)
     t.variant = v;
-    err = launch_skinny_gemm(t, stream);  // warm-up
-    float total_ms = 0.f;
-    for (int r = 0; r < kReps && err == cudaSuccess; ++r) {
-      if (flush_) err = cudaMemsetAsync(flush_, r, kFlushBytes, stream);
-      if (err == cudaSuccess) err = cudaEventRecord(ev0, stream);
-      if (err == cudaSuccess) err = launch_skinny_gemm(t, stream);
-      if (err == cudaSuccess) err = cudaEventRecord(ev1, stream);
-      if (err == cudaSuccess) err = cudaEventSynchronize(ev1);
-      float ms = 0.f;
-      if (err == cudaSuccess) err = cudaEventElapsedTime(&ms, ev0, ev1);
-      total_ms += ms;
-    }
-    if (err == cudaSuccess && total_ms * 1000.f / kReps < best.tuned_us) best = FusedPlan{v, total_ms * 1000.f / kReps};
+    err = launch_skinny_gemm(t, stream);
   }
-  cudaEventDestroy(ev0);
-  cudaEventDestroy(ev1);
+  for (int r = 0; r < kRounds && err == cudaSuccess; ++r) {
+    for (int v = 0; v <= kBase && err == cudaSuccess; ++v) {
+      t.variant = v;
+      err = cudaEventRecord(ev[2 * v], stream);
+      for (int i = 0; i < kChain && err == cudaSuccess; ++i) {
+        if (flush_) err = launch_read_sweep(flush_, kFlushBytes, stream);
+        if (err == cudaSuccess && v != kBase) err = launch_skinny_gemm(t, stream);
+      }
+      if (err == cudaSuccess) err = cudaEventRecord(ev[2 * v + 1], stream);
+    }
+    if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
+    for (int v = 0; v <= kBase && err == cudaSuccess; ++v) {
+      float x = 0.f;
+      err = cudaEventElapsedTime(&x, ev[2 * v], ev[2 * v + 1]);
+      ms[v].push_back(x);
+    }
+  }
+  for (cudaEvent_t e : ev)
+    if (e) cudaEventDestroy(e);
   MOPT_CUDA_TRY(err);
+  auto median_ms = [&](std::vector<float>& x) {
+    std::nth_element(x.begin(), x.begin() + kRounds / 2, x.end());
+    return x[kRounds / 2];
+  };
+  const float base_ms = median_ms(ms[kBase]);
+  FusedPlan best{-1, 1e30f};
+  for (int v = 0; v < kSkinnyVariants; ++v) {
+    const float us = (median_ms(ms[v]) - base_ms) * 1000.f / kChain;
+    if (us < best.tuned_us) best = FusedPlan{v, us};
+  }
   MOPT_LOG_DEBUG("fused gemm %dx%dx%d%s: skinny v%d (%.1f us)", p.m, p.n, p.k, prologue_name(p.prologue),
                  best.variant, best.tuned_us);
   fused_plans_.emplace(key, best);

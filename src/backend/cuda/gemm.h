@@ -94,7 +94,7 @@ class Gemm {
   std::map<FusedKey, FusedPlan> fused_plans_;
   void* scratch_ = nullptr;  // tuning output of kAddResidual calls
   size_t scratch_bytes_ = 0;
-  void* flush_ = nullptr;    // written between timed fused launches to evict the L2
+  void* flush_ = nullptr;    // read between timed fused launches to evict the L2
   bool flush_failed_ = false;
 
   cublasLtHandle_t handle_ = nullptr;

@@ -218,12 +218,13 @@ template <int M, int R, int U, int KW, int PRO, int EPI>
 cudaError_t launch_one(const SkinnyGemmParams& p, cudaStream_t stream) {
   const int rows_per_cta = kWarpsPerCta / KW * R;
   const dim3 grid((p.n + rows_per_cta - 1) / rows_per_cta);
-  return launch_pdl(skinny_gemm_kernel<M, R, U, KW, PRO, EPI>, grid, dim3(kWarpsPerCta * 32), 0, stream, p);
+  return launch_pdl_decode(skinny_gemm_kernel<M, R, U, KW, PRO, EPI>, grid, dim3(kWarpsPerCta * 32), 0, stream, p);
 }
 
 // Variants (rows per group R, unroll U, warps per group KW):
 //   0 = (2, 4, 1), 1 = (1, 8, 1), 2 = (4, 4, 1), 3 = (1, 4, 1)    one warp per row group
 //   4 = (2, 4, 2), 5 = (1, 4, 4), 6 = (2, 4, 8), 7 = (4, 2, 4)    split-k inside the CTA (long k, short n)
+//   8 = (4, 4, 4), 9 = (8, 2, 8)    16 loads per lane: k = 4096 rows of a CTA in one round trip (short GEMMs)
 template <int M, int PRO, int EPI>
 cudaError_t dispatch_variant(const SkinnyGemmParams& p, cudaStream_t stream) {
   switch (p.variant) {
@@ -234,7 +235,9 @@ cudaError_t dispatch_variant(const SkinnyGemmParams& p, cudaStream_t stream) {
     case 4: return launch_one<M, 2, 4, 2, PRO, EPI>(p, stream);
     case 5: return launch_one<M, 1, 4, 4, PRO, EPI>(p, stream);
     case 6: return launch_one<M, 2, 4, 8, PRO, EPI>(p, stream);
-    default: return launch_one<M, 4, 2, 4, PRO, EPI>(p, stream);
+    case 7: return launch_one<M, 4, 2, 4, PRO, EPI>(p, stream);
+    case 8: return launch_one<M, 4, 4, 4, PRO, EPI>(p, stream);
+    default: return launch_one<M, 8, 2, 8, PRO, EPI>(p, stream);
   }
 }
 

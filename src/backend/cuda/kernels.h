@@ -99,6 +99,8 @@ cudaError_t launch_f32_to_bf16(const float* in, bf16* out, int64_t n, cudaStream
 cudaError_t launch_f16_to_bf16(const uint16_t* in, bf16* out, int64_t n, cudaStream_t stream);
 cudaError_t launch_f16_to_f32(const uint16_t* in, float* out, int64_t n, cudaStream_t stream);  // exact
 cudaError_t launch_bf16_to_f32(const bf16* in, float* out, int64_t n, cudaStream_t stream);     // exact
+// Reads [p, p + bytes) (16-byte aligned) and writes nothing: evicts the L2 with clean lines (GEMM tuning).
+cudaError_t launch_read_sweep(const void* p, size_t bytes, cudaStream_t stream);
 // out[i] = offset + scale * u(seed, i), u uniform in [-1, 1), rounded to T
 template <class T>
 cudaError_t launch_fill_random(T* out, int64_t n, uint64_t seed, float scale, float offset, cudaStream_t stream);
@@ -115,11 +117,12 @@ cudaError_t launch_fill_random(T* out, int64_t n, uint64_t seed, float scale, fl
 // resets its counter to 0. With n_splits > 1: workspace holds n_tokens * n_head * n_splits * (head_dim + 2)
 // floats, counters n_tokens * n_head uint32 that must be ZERO before the first launch (cudaMemset once; every
 // launch leaves them zero, so launches and CUDA graph replays can repeat). n_splits <= kDecodeMaxSplits.
-constexpr int kDecodeMinSliceTokens = 32;  // a split covers at least this many cached tokens
+constexpr int kDecodeMinSliceTokens = 32;  // default: a split covers at least this many cached tokens
 constexpr int kDecodeMaxSplits = 32;
-// Splits a token with `len` cached tokens in its window actually uses (>= 1), out of the launch's n_splits.
-constexpr int decode_splits_used(int len, int n_splits) {
-  const int by_len = (len + kDecodeMinSliceTokens - 1) / kDecodeMinSliceTokens;
+// Splits a token with `len` cached tokens in its window actually uses (>= 1), out of the launch's n_splits,
+// when a split covers at least min_slice tokens.
+constexpr int decode_splits_used(int len, int n_splits, int min_slice = kDecodeMinSliceTokens) {
+  const int by_len = (len + min_slice - 1) / min_slice;
   return by_len < 1 ? 1 : (by_len < n_splits ? by_len : n_splits);
 }
 template <class T>
@@ -135,6 +138,12 @@ struct DecodeAttnParamsT {
   int window = 0;
   float scale = 0.f;                    // softmax scale, usually 1/sqrt(head_dim)
   int n_splits = 1;                     // CTAs per (token, head group); see above
+  int min_slice = kDecodeMinSliceTokens;// fewest cached tokens per used split (>= 1); see decode_splits_used
+  int max_heads_per_cta = 0;            // query heads per CTA at most (0: the whole GQA group, up to 8)
+  // Small-batch decode (the fused path): with <= 2 query heads per CTA, a shallow K/V pipeline (12 KiB of shared
+  // memory) and the 32 KiB shared-memory configuration shared by every kernel of the fused decode step (see
+  // kDecodeCarveoutPercent in launch.cuh), so consecutive kernels never wait for an SM to be reconfigured.
+  bool small_smem = false;
   float* workspace = nullptr;           // split partials (n_splits > 1), see above
   uint32_t* counters = nullptr;         // [n_tokens * n_head] merge tickets, zero between launches (n_splits > 1)
 };
@@ -144,7 +153,7 @@ bool decode_attention_supported(int head_dim);
 template <class T>
 cudaError_t launch_attention_decode(const DecodeAttnParamsT<T>& p, cudaStream_t stream);
 // Number of splits that fills the GPU for n_items (tokens x kv-head groups) CTAs, context up to max_ctx.
-int choose_decode_splits(int n_ctas_without_split, int max_ctx, int n_sms);
+int choose_decode_splits(int n_ctas_without_split, int max_ctx, int n_sms, int min_slice = kDecodeMinSliceTokens);
 
 // Flash-attention prefill over the paged cache (tensor cores, bf16 in, fp32 accumulate), head_dim 64 or 128.
 // Work is a list of query tiles of 64 rows: tile i covers query tokens [tile_start[i], tile_start[i] + 64)
@@ -169,8 +178,13 @@ cudaError_t launch_attention_prefill(const PrefillAttnParams& p, cudaStream_t st
 
 // ---- sampling ------------------------------------------------------------------------------------------
 
-// tokens[r] = argmax_j logits[r, j] (lowest index on ties). grid n_rows.
-cudaError_t launch_argmax(const float* logits, int n_rows, int n_vocab, int32_t* tokens, cudaStream_t stream);
+// tokens[r] = argmax_j logits[r, j] (lowest index on ties; NaN ignored; 0 for a row of NaN). One launch of
+// (n_rows, up to kArgmaxMaxSlices) CTAs, each reducing a slice of a row; they meet in `scratch`:
+// argmax_scratch_bytes(n_rows), 8-byte aligned, ZERO before the first launch (every launch leaves it zero).
+inline constexpr int kArgmaxMaxSlices = 64;
+inline constexpr size_t argmax_scratch_bytes(int n_rows) { return static_cast<size_t>(n_rows) * 12; }
+cudaError_t launch_argmax(const float* logits, int n_rows, int n_vocab, int32_t* tokens, void* scratch,
+                          cudaStream_t stream);
 
 // Per row: greedy when temperature <= 0 or top_k == 1, else a draw from softmax(logits / T) restricted by
 // top-k (0 = off), top-p (>= 1 = off) and min-p (0 = off), each computed on the full distribution (the kept
@@ -218,7 +232,7 @@ struct SkinnyGemmParams {
   const int32_t* x_rows = nullptr;   // [m] input row of each output row, or null (identity)
 };
 inline constexpr int kSkinnyMaxRows = 8;
-inline constexpr int kSkinnyVariants = 8;
+inline constexpr int kSkinnyVariants = 10;
 cudaError_t launch_skinny_gemm(const SkinnyGemmParams& p, cudaStream_t stream);
 
 }  // namespace mopt::cuda

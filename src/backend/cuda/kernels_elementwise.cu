@@ -3,6 +3,10 @@
 // Templated on the storage type T (bf16 or float, see storage.cuh); arithmetic is fp32 in both.
 #include <cuda_fp16.h>
 
+#include <algorithm>
+#include <mutex>
+#include <vector>
+
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/storage.cuh"
@@ -197,44 +201,58 @@ __global__ void fill_random_kernel(T* out, int64_t n, uint64_t seed, float scale
   }
 }
 
-__global__ void argmax_kernel(const float* logits, int n_vocab, int32_t* tokens) {
+// Reads n16 16-byte words and writes nothing (unless their xor equals `never`, which callers make impossible):
+// fills the L2 with clean lines, unlike a memset, whose dirty lines a timed kernel would have to write back.
+__global__ void read_sweep_kernel(const uint4* p, int64_t n16, uint32_t never, uint32_t* sink) {
+  uint32_t x = 0;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n16;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const uint4 v = __ldcg(p + i);
+    x ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (x == never && sink) *sink = x;
+}
+
+// Order-preserving 64-bit key of (value, index): larger value first, then the lower index; 0 = nothing seen.
+// The value's bits are mapped so that unsigned order is float order (negatives flipped, positives offset).
+__device__ __forceinline__ unsigned long long argmax_key(float v, int i) {
+  uint32_t u = __float_as_uint(v);
+  u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+  return (static_cast<unsigned long long>(u) << 32) | static_cast<uint32_t>(~static_cast<uint32_t>(i));
+}
+
+// Grid (n_rows, slices): each CTA reduces its slice of a row to the best key (NaN skipped), folded into
+// keys[row] with atomicMax; the last CTA of the row (ticket) writes the token and resets key and ticket to 0.
+__global__ void argmax_kernel(const float* logits, int n_vocab, int32_t* tokens, unsigned long long* keys,
+                              uint32_t* tickets) {
   pdl_wait();
   pdl_trigger();
-  const float* row = logits + static_cast<int64_t>(blockIdx.x) * n_vocab;
-  float best = -INFINITY;
-  int best_i = 0x7fffffff;
-  for (int i = threadIdx.x; i < n_vocab; i += blockDim.x) {
-    const float v = row[i];
-    if (v > best || (v == best && i < best_i)) {
-      best = v;
-      best_i = i;
-    }
+  const int row = blockIdx.x;
+  const float* r = logits + static_cast<int64_t>(row) * n_vocab;
+  const int per = (n_vocab + gridDim.y - 1) / gridDim.y;
+  const int b = blockIdx.y * per, e = min(n_vocab, b + per);
+  unsigned long long best = 0;
+  for (int i = b + static_cast<int>(threadIdx.x); i < e; i += blockDim.x) {
+    const float v = r[i];
+    if (v == v) best = max(best, argmax_key(v, i));
   }
-  __shared__ float sv[32];
-  __shared__ int si[32];
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    const float ov = __shfl_xor_sync(0xffffffffu, best, o);
-    const int oi = __shfl_xor_sync(0xffffffffu, best_i, o);
-    if (ov > best || (ov == best && oi < best_i)) {
-      best = ov;
-      best_i = oi;
-    }
-  }
+  for (int o = 16; o > 0; o >>= 1) best = max(best, __shfl_xor_sync(0xffffffffu, best, o));
+  __shared__ unsigned long long sk[32];
+  __shared__ bool last;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0) {
-    sv[warp] = best;
-    si[warp] = best_i;
-  }
+  if (lane == 0) sk[warp] = best;
   __syncthreads();
-  if (threadIdx.x == 0) {
-    for (int w = 1; w < static_cast<int>(blockDim.x / 32); ++w)
-      if (sv[w] > best || (sv[w] == best && si[w] < best_i)) {
-        best = sv[w];
-        best_i = si[w];
-      }
-    tokens[blockIdx.x] = best_i == 0x7fffffff ? 0 : best_i;
-  }
+  if (threadIdx.x != 0) return;
+  for (int w = 1; w < static_cast<int>(blockDim.x / 32); ++w) best = max(best, sk[w]);
+  if (best != 0) atomicMax(keys + row, best);
+  __threadfence();
+  last = atomicAdd(tickets + row, 1u) == gridDim.y - 1;
+  if (!last) return;
+  __threadfence();
+  const unsigned long long k = atomicExch(keys + row, 0ull);  // every slice's atomicMax is in: read and reset
+  tickets[row] = 0u;
+  tokens[row] = k == 0 ? 0 : static_cast<int32_t>(~static_cast<uint32_t>(k));
 }
 
 int grid_for(int64_t n) {
@@ -247,7 +265,7 @@ int grid_for(int64_t n) {
 template <class T>
 cudaError_t launch_embed(const EmbedParamsT<T>& p, cudaStream_t stream) {
   if (p.n_tokens <= 0) return cudaSuccess;
-  return launch_pdl(embed_kernel<T>, dim3(p.n_tokens), dim3(kThreads), 0, stream, p);
+  return launch_pdl_decode(embed_kernel<T>, dim3(p.n_tokens), dim3(kThreads), 0, stream, p);
 }
 
 template <class T>
@@ -264,7 +282,7 @@ cudaError_t launch_qkv_rope_cache(const QkvRopeParamsT<T>& p, cudaStream_t strea
   const int n_heads_all = p.n_head + 2 * p.n_head_kv;
   // Few tokens (decode): one warp per head across CTAs; many tokens: one CTA per token loops over heads.
   const int head_groups = p.n_tokens >= 256 ? 1 : (n_heads_all + kRopeWarps - 1) / kRopeWarps;
-  return launch_pdl(qkv_rope_cache_kernel<T>, dim3(p.n_tokens, head_groups), dim3(kRopeWarps * 32), 0, stream,
+  return launch_pdl_decode(qkv_rope_cache_kernel<T>, dim3(p.n_tokens, head_groups), dim3(kRopeWarps * 32), 0, stream,
                     p);
 }
 
@@ -275,9 +293,15 @@ cudaError_t launch_swiglu(const SwiGluParamsT<T>& p, cudaStream_t stream) {
   return launch_pdl(swiglu_kernel<T>, dim3(grid_for(n)), dim3(kThreads), 0, stream, p);
 }
 
-cudaError_t launch_argmax(const float* logits, int n_rows, int n_vocab, int32_t* tokens, cudaStream_t stream) {
+cudaError_t launch_argmax(const float* logits, int n_rows, int n_vocab, int32_t* tokens, void* scratch,
+                          cudaStream_t stream) {
   if (n_rows <= 0) return cudaSuccess;
-  return launch_pdl(argmax_kernel, dim3(n_rows), dim3(1024), 0, stream, logits, n_vocab, tokens);
+  if (n_vocab <= 0 || scratch == nullptr || reinterpret_cast<uintptr_t>(scratch) % 8 != 0) return cudaErrorInvalidValue;
+  constexpr int kElemsPerCta = 2048;  // ~8 loads per thread: a 128k vocabulary spreads over 63 CTAs per row
+  const int slices = min(kArgmaxMaxSlices, (n_vocab + kElemsPerCta - 1) / kElemsPerCta);
+  auto* keys = static_cast<unsigned long long*>(scratch);
+  auto* tickets = reinterpret_cast<uint32_t*>(keys + n_rows);
+  return launch_pdl_decode(argmax_kernel, dim3(n_rows, slices), dim3(256), 0, stream, logits, n_vocab, tokens, keys, tickets);
 }
 
 namespace {
@@ -303,6 +327,26 @@ cudaError_t launch_f16_to_f32(const uint16_t* in, float* out, int64_t n, cudaStr
 
 cudaError_t launch_bf16_to_f32(const bf16* in, float* out, int64_t n, cudaStream_t stream) {
   return launch_convert(in, out, n, stream);
+}
+
+cudaError_t use_decode_carveout(const void* kernel) {
+  static std::mutex mu;
+  static std::vector<const void*> done;  // a few dozen kernels at most
+  std::lock_guard<std::mutex> lock(mu);
+  if (std::find(done.begin(), done.end(), kernel) != done.end()) return cudaSuccess;
+  const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                             kDecodeCarveoutPercent);
+  if (e == cudaSuccess) done.push_back(kernel);
+  return e;
+}
+
+cudaError_t launch_read_sweep(const void* p, size_t bytes, cudaStream_t stream) {
+  if (bytes < 16) return cudaSuccess;
+  if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return cudaErrorInvalidValue;
+  const int64_t n16 = static_cast<int64_t>(bytes / 16);
+  // sink = nullptr: the impossible store is also skipped when the xor happens to match.
+  read_sweep_kernel<<<grid_for(n16), kThreads, 0, stream>>>(static_cast<const uint4*>(p), n16, 0u, nullptr);
+  return cudaGetLastError();
 }
 
 template <class T>

@@ -315,6 +315,8 @@ struct AttnCase {
 struct RepeatCheck {
   bool enabled = false;
   int graph_replays = 3;
+  int max_heads_per_cta = 0;  // DecodeAttnParamsT knobs of the small-batch path
+  bool small_smem = false;
 };
 
 // Builds a random paged cache (blocks shuffled across sequences) in both layouts, runs the CUDA kernel(s)
@@ -454,6 +456,8 @@ void run_attention_case(const AttnCase& c, bool prefill_kernel, int n_splits, st
     p.window = c.window;
     p.scale = scale;
     p.n_splits = n_splits;
+    p.max_heads_per_cta = repeat.max_heads_per_cta;
+    p.small_smem = repeat.small_smem;
     p.workspace = dws.get();
     p.counters = dcnt.get();
     CUDA_OK(cuda::launch_attention_decode(p, nullptr));
@@ -553,6 +557,26 @@ TYPED_TEST(CudaAttentionT, DecodeInKernelMergeAndRepeats) {
   // Sliding window: the window, not the position, decides the splits used.
   AttnCase w{128, 32, 8, 32, {6000, 300, 40}, {1, 1, 1}, 200, 1};
   run_attention_case<TypeParam>(w, false, cuda::kDecodeMaxSplits, rng, rep);
+}
+
+// The small-batch configuration (what the fused decode path launches): at most 1 or 2 query heads per CTA, the
+// shallow pipeline; GQA groups of 1..7 (odd groups fall back to 1 head per CTA), several splits, repeats.
+TYPED_TEST(CudaAttentionT, DecodeSmallBatchConfiguration) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(12);
+  for (int hpc : {1, 2, 4})
+    for (bool small : {true, false})
+      for (auto [hd, nh, nkv] : {std::tuple{128, 32, 8}, {64, 28, 4}, {128, 8, 8}, {8, 8, 4}}) {
+        SCOPED_TRACE(testing::Message() << "max heads per CTA " << hpc << " small " << small << " hd " << hd
+                                        << " heads " << nh << "/" << nkv);
+        RepeatCheck rep;
+        rep.enabled = true;
+        rep.graph_replays = 2;
+        rep.max_heads_per_cta = hpc;
+        rep.small_smem = small;
+        AttnCase c{hd, nh, nkv, 16, {1, 33, 150, 700, 2100}, {1, 1, 1, 1, 1}, 0, 1};
+        run_attention_case<TypeParam>(c, false, 16, rng, rep);
+      }
 }
 
 TEST(CudaAttention, DecodeSplitsUsed) {

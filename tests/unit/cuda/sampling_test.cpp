@@ -110,6 +110,56 @@ TEST(CudaSampling, GreedyAndFiltersMatchHostDistribution) {
   }
 }
 
+// The one-launch multi-CTA argmax against std::max_element (first maximum): vocabularies from 1 to a 128k
+// Llama-3 one (64 slices), ties across slices, NaN ignored, -inf rows, a NaN row (token 0), and launches
+// repeated on the same scratch (each launch must leave it zero).
+TEST(CudaSampling, ArgmaxMatchesHost) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.f, 3.f);
+  for (int V : {1, 7, 2048, 2049, 50000, 128256}) {
+    SCOPED_TRACE(testing::Message() << "vocab " << V);
+    const int R = 9;
+    std::vector<float> l(static_cast<size_t>(R) * V);
+    for (float& v : l) v = nd(rng);
+    auto row = [&](int r) { return l.data() + static_cast<size_t>(r) * V; };
+    // Row 1: the maximum twice, the later copy in another slice (the lower index wins).
+    if (V > 1) {
+      const int a = V / 3, b = V - 1;
+      row(1)[a] = row(1)[b] = 100.f;
+    }
+    for (int i = 0; i < V; i += 3) row(2)[i] = std::nanf("");  // row 2: NaN everywhere but the other lanes
+    std::fill(row(3), row(3) + V, -INFINITY);                 // row 3: all -inf -> index 0
+    std::fill(row(4), row(4) + V, std::nanf(""));             // row 4: all NaN -> 0
+    std::fill(row(5), row(5) + V, -2.5f);                     // row 5: all equal -> 0
+    row(6)[V - 1] = 1e30f;                                    // row 6: the last element
+    std::vector<int> want(R);
+    for (int r = 0; r < R; ++r) {
+      int best = 0;
+      bool any = false;
+      for (int i = 0; i < V; ++i) {
+        const float v = row(r)[i];
+        if (v != v) continue;
+        if (!any || v > row(r)[best]) best = i;
+        any = true;
+      }
+      want[r] = best;
+    }
+    DevVec<float> dl(l);
+    DevVec<int32_t> dout(R);
+    DevVec<uint8_t> scratch(cuda::argmax_scratch_bytes(R) + 8);
+    CUDA_OK(cudaMemset(scratch.get(), 0, cuda::argmax_scratch_bytes(R) + 8));
+    for (int rep = 0; rep < 3; ++rep) {
+      dout.poison();
+      CUDA_OK(cuda::launch_argmax(dl.get(), R, V, dout.get(), scratch.get(), nullptr));
+      const auto got = dout.download();
+      for (int r = 0; r < R; ++r) EXPECT_EQ(got[r], want[r]) << "row " << r << " launch " << rep;
+    }
+    const auto left = scratch.download();
+    EXPECT_TRUE(std::all_of(left.begin(), left.end(), [](uint8_t b) { return b == 0; })) << "scratch not reset";
+  }
+}
+
 }  // namespace
 }  // namespace mopt
 #endif
