@@ -30,7 +30,11 @@ namespace {
 
 using cuda::bf16;
 
-constexpr int kMaxSplits = 16;
+// Split-K CTAs per (token, head group) the runner launches at most (the attention workspace holds that many
+// partials per head): half the kernel's limit, enough to fill the GPU from 8 (token, head group) pairs up.
+constexpr int kMaxSplits = cuda::kDecodeMaxSplits / 2;
+// Softmax scale of the attention kernels.
+float attn_scale(const ModelConfig& c) { return 1.0f / std::sqrt(static_cast<float>(c.head_dim)); }
 // Decode batch sizes for which CUDA graphs are captured (a batch is padded up to the next bucket).
 constexpr int kGraphBuckets[] = {1,   2,   4,   8,   16,  24,  32,  48,  64,  96,  128, 160, 192,
                                  224, 256, 288, 320, 352, 384, 416, 448, 480, 512};
@@ -718,7 +722,7 @@ Status CudaRunner::enqueue_layers_t(const StepShape& s) {
     MOPT_CUDA_TRY(cuda::launch_qkv_rope_cache(rope_params<E>(l, T), st));
     MOPT_TRY(mark("q/k-norm + rope + cache write"));
 
-    const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    const float scale = attn_scale(c);
     // The tensor-core prefill kernel is bf16 only (run_step never plans it in float32).
     if (s.use_prefill_kernel && !std::is_same_v<E, bf16>) return error("internal: bf16 prefill kernel in float32");
     if (s.use_prefill_kernel) {
@@ -842,7 +846,7 @@ cuda::DecodeAttnParamsT<E> CudaRunner::decode_attn_params(const StepShape& s, in
   ap.n_tokens = s.n_tokens;
   ap.n_head = c.n_head;
   ap.window = c.sliding_window;
-  ap.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  ap.scale = attn_scale(c);
   ap.n_splits = s.n_splits;
   ap.max_heads_per_cta = s.attn_hpc;
   ap.small_smem = s.fused;
