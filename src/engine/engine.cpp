@@ -158,6 +158,7 @@ AddResult EngineImpl::add_request(RequestSpec spec, OutputCallback cb) {
     return reject(AddError::kTooLong, e);
 
   auto r = std::make_unique<EngineRequest>();
+  r->added_at = std::chrono::steady_clock::now();
   r->priority = spec.priority;
   r->cache_salt = std::move(spec.cache_salt);
   r->params = std::move(spec.params);
@@ -229,6 +230,7 @@ void EngineImpl::emit(EngineRequest& r, RequestOutput& o) {
   o.prompt_tokens = r.num_prompt_tokens;
   o.completion_tokens = r.num_output_tokens();
   o.cached_prompt_tokens = r.num_cached_prompt_tokens;
+  o.queue_seconds = r.queue_seconds;
   if (!r.cb) return;
   try {
     r.cb(o);

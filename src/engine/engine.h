@@ -68,6 +68,7 @@ struct RequestOutput {
   int prompt_tokens = 0;
   int completion_tokens = 0;                    // total so far
   int cached_prompt_tokens = 0;                 // prompt tokens served from the prefix cache
+  double queue_seconds = -1;                    // add_request -> first scheduled (waiting); -1 if never scheduled
 };
 
 using OutputCallback = std::function<void(const RequestOutput&)>;

@@ -1,6 +1,7 @@
 // Request: the engine's state of one generation request, as seen by the scheduler and the KV cache manager.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -30,6 +31,8 @@ struct Request {
   std::vector<int32_t> swap_blocks;  // host swap blocks holding block_table's contents while kSwapped
 
   // Statistics.
+  std::chrono::steady_clock::time_point added_at{};  // add_request()
+  double queue_seconds = -1;         // added_at -> first scheduled (set at first admission; -1 before)
   int num_cached_prompt_tokens = 0;  // prompt tokens served by the prefix cache at first admission
   int num_preemptions = 0;
   bool admitted_once = false;

@@ -93,6 +93,7 @@ bool Scheduler::try_admit(Request* req, int& budget, SchedulerOutput& out) {
   out.prefix_hits += static_cast<uint64_t>(prefix.num_tokens);
   if (!req->admitted_once) {
     req->admitted_once = true;
+    req->queue_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - req->added_at).count();
     req->num_cached_prompt_tokens = std::min(prefix.num_tokens, req->num_prompt_tokens);
   }
   req->state = RequestState::kRunning;

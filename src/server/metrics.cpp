@@ -117,7 +117,7 @@ std::string ServerMetrics::render(const EngineStats& s, bool model_loaded) const
   itl.render("mopt:inter_token_latency_seconds", "Time between consecutive tokens of a request.", out);
   e2e.render("mopt:e2e_request_latency_seconds", "Time from request arrival to its last token.", out);
   queue_time.render("mopt:request_queue_time_seconds",
-                    "Time from request arrival to its first engine output (queueing and prefill).", out);
+                    "Time a request waited in the engine queue before it was first scheduled.", out);
   return out;
 }
 

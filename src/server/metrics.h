@@ -47,7 +47,7 @@ struct ServerMetrics {
   Histogram ttft;        // seconds from arrival to the first token
   Histogram itl;         // seconds between consecutive output tokens of a request
   Histogram e2e;         // seconds from arrival to the last token
-  Histogram queue_time;  // seconds from arrival to the first engine output (queueing + prefill)
+  Histogram queue_time;  // seconds a request waited in the engine before it was first scheduled
 
   void count_finish(FinishReason r);
   // Full exposition text; `stats` is a fresh EngineStats snapshot.

@@ -428,7 +428,7 @@ void Server::handle_generate(const HttpRequest& req, ResponseWriter& w, bool cha
         if (track->first) {
           double t = std::chrono::duration<double>(now - track->arrival).count();
           metrics->ttft.observe(t);
-          metrics->queue_time.observe(t);
+          if (o.queue_seconds >= 0) metrics->queue_time.observe(o.queue_seconds);
           track->first = false;
         } else {
           double dt = std::chrono::duration<double>(now - track->last).count() / o.new_tokens.size();

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cmath>
 #include <condition_variable>
+#include <map>
 #include <random>
 #include <thread>
 
@@ -429,6 +430,39 @@ TEST(EngineFake, PriorityPolicyServesLowValueFirst) {
   }
   h.run();
   EXPECT_EQ(order, (std::vector<uint64_t>{ids[1], ids[2], ids[0]}));
+}
+
+// queue_seconds: -1 in no output, the same value in every output of a request, and with one sequence at a time
+// each later request has waited at least as long as the one served before it (it was queued behind it).
+TEST(EngineFake, QueueSecondsIsTheWaitBeforeFirstScheduled) {
+  EngineConfig cfg;
+  cfg.block_size = 4;
+  cfg.max_model_len = 64;
+  cfg.max_num_seqs = 1;
+  Harness h(cfg);
+  std::map<uint64_t, std::vector<double>> seen;
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < 3; ++i) {
+    RequestSpec spec;
+    spec.prompt = {3, 4, 5};
+    spec.params = greedy(4);
+    spec.params.ignore_eos = true;
+    ids.push_back(h.engine->add_request(spec, [&](const RequestOutput& o) {
+      seen[o.request_id].push_back(o.queue_seconds);
+    }).request_id);
+  }
+  h.run();
+  double prev = -1;
+  for (uint64_t id : ids) {
+    const std::vector<double>& q = seen[id];
+    ASSERT_FALSE(q.empty());
+    for (double v : q) {
+      EXPECT_GE(v, 0.0) << "request " << id;
+      EXPECT_EQ(v, q.front()) << "request " << id;
+    }
+    EXPECT_GE(q.front(), prev) << "request " << id << " was queued behind the previous one";
+    prev = q.front();
+  }
 }
 
 TEST(EngineFlags, ParsesAllFlags) {
