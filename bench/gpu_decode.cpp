@@ -145,32 +145,20 @@ ModelConfig llama31_8b(int layers) {
 }
 
 // Flat batches over sequences with contiguous blocks: sequence s owns blocks [s * max_blocks, (s+1) * max_blocks).
-struct Batch {
-  std::vector<int32_t> tokens, positions, slots, qs{0}, lens, bt, logits;
+struct Batch : BatchArrays {
   int max_blocks = 0, bs = 0;
   void add(int seq, int start, int n, int first_token) {
+    max_blocks_per_seq = max_blocks;
     for (int i = 0; i < n; ++i) {
       const int pos = start + i;
       tokens.push_back((first_token + i * 7919) % 128000);
       positions.push_back(pos);
-      slots.push_back((seq * max_blocks + pos / bs) * bs + pos % bs);
+      slot_mapping.push_back((seq * max_blocks + pos / bs) * bs + pos % bs);
     }
-    logits.push_back(static_cast<int32_t>(tokens.size()) - 1);
-    qs.push_back(static_cast<int32_t>(tokens.size()));
-    lens.push_back(start + n);
-    for (int j = 0; j < max_blocks; ++j) bt.push_back(seq * max_blocks + j);
-  }
-  ForwardBatch view() const {
-    ForwardBatch b;
-    b.tokens = tokens;
-    b.positions = positions;
-    b.slot_mapping = slots;
-    b.query_start = qs;
-    b.seq_lens = lens;
-    b.block_tables = bt;
-    b.max_blocks_per_seq = max_blocks;
-    b.logits_indices = logits;
-    return b;
+    logits_indices.push_back(static_cast<int32_t>(tokens.size()) - 1);
+    query_start.push_back(static_cast<int32_t>(tokens.size()));
+    seq_lens.push_back(start + n);
+    for (int j = 0; j < max_blocks; ++j) block_tables.push_back(seq * max_blocks + j);
   }
 };
 

@@ -110,25 +110,20 @@ int main(int argc, char** argv) {
     while (pos < n) {
       const int chunk = (decode_from >= 0 && pos >= decode_from) ? 1
                         : std::min(opts.max_batch_tokens, (decode_from >= 0 ? std::max(decode_from, 1) : n) - pos);
-      std::vector<int32_t> positions, slots, idx;
+      BatchArrays b;  // one sequence, tokens [pos, pos + chunk), logits for all of them
+      b.tokens.assign(s.begin() + pos, s.begin() + pos + chunk);
       for (int i = 0; i < chunk; ++i) {
         const int p = pos + i;
-        positions.push_back(p);
-        slots.push_back(bt[static_cast<size_t>(p / bs)] * bs + p % bs);
-        idx.push_back(i);
+        b.positions.push_back(p);
+        b.slot_mapping.push_back(bt[static_cast<size_t>(p / bs)] * bs + p % bs);
+        b.logits_indices.push_back(i);
       }
-      const std::vector<int32_t> qs = {0, chunk}, lens = {pos + chunk};
-      ForwardBatch b;
-      b.tokens = std::span<const int32_t>(s.data() + pos, static_cast<size_t>(chunk));
-      b.positions = positions;
-      b.slot_mapping = slots;
-      b.query_start = qs;
-      b.seq_lens = lens;
+      b.query_start.push_back(chunk);
+      b.seq_lens.push_back(pos + chunk);
       b.block_tables = bt;
       b.max_blocks_per_seq = max_blocks;
-      b.logits_indices = idx;
       logits.resize(static_cast<size_t>(chunk) * V);
-      if (Status st = runner->forward(b, logits.data()); !st.is_ok()) return fail(st.message());
+      if (Status st = runner->forward(b.view(), logits.data()); !st.is_ok()) return fail(st.message());
       out.write(reinterpret_cast<const char*>(logits.data()), static_cast<std::streamsize>(logits.size() * 4));
       pos += chunk;
     }

@@ -37,6 +37,36 @@ struct ForwardBatch {
   int n_out() const { return static_cast<int>(logits_indices.size()); }
 };
 
+// Owning storage behind a ForwardBatch (the engine's step buffers, tests, benchmarks): fill the vectors (same
+// shapes as ForwardBatch's spans), then view(). query_start starts as {0}.
+struct BatchArrays {
+  std::vector<int32_t> tokens, positions, slot_mapping, query_start{0}, seq_lens, block_tables, logits_indices;
+  int max_blocks_per_seq = 0;
+
+  ForwardBatch view() const {
+    ForwardBatch b;
+    b.tokens = tokens;
+    b.positions = positions;
+    b.slot_mapping = slot_mapping;
+    b.query_start = query_start;
+    b.seq_lens = seq_lens;
+    b.block_tables = block_tables;
+    b.max_blocks_per_seq = max_blocks_per_seq;
+    b.logits_indices = logits_indices;
+    return b;
+  }
+  void clear() {  // keeps the capacity
+    tokens.clear();
+    positions.clear();
+    slot_mapping.clear();
+    query_start.assign(1, 0);
+    seq_lens.clear();
+    block_tables.clear();
+    logits_indices.clear();
+    max_blocks_per_seq = 0;
+  }
+};
+
 // kAuto (RunnerOptions only): CUDA when the build has it and a GPU is usable, else the CPU.
 enum class DeviceKind { kCpu, kCuda, kAuto };
 const char* device_name(DeviceKind d);

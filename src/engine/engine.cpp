@@ -125,8 +125,8 @@ class EngineImpl final : public Engine {
   EngineStats stats_;
 
   // Batch buffers, reused across steps.
-  std::vector<int32_t> b_tokens_, b_positions_, b_slots_, b_qstart_, b_seqlens_, b_tables_, b_logit_idx_;
-  ForwardBatch batch_;             // views of the b_* buffers
+  BatchArrays barr_;               // the step's batch
+  ForwardBatch batch_;             // barr_.view()
   // Output rows [n_out] of the step, in batch order. With device sampling (runner_->can_sample()): the settings
   // of each row, the token the device picked, and which rows the host sampler finishes from their logits.
   std::vector<RowSampling> row_params_;  // [n_out]
@@ -268,30 +268,23 @@ void EngineImpl::build_batch(const SchedulerOutput& out) {
   const int bs = cfg_.block_size;
   size_t max_blocks = 1;
   for (const ScheduledRequest& s : out.scheduled) max_blocks = std::max(max_blocks, s.req->block_table.size());
-  b_tokens_.clear(); b_positions_.clear(); b_slots_.clear(); b_qstart_.clear();
-  b_seqlens_.clear(); b_tables_.clear(); b_logit_idx_.clear();
-  b_qstart_.push_back(0);
+  BatchArrays& a = barr_;
+  a.clear();
   for (const ScheduledRequest& s : out.scheduled) {
     const Request& r = *s.req;
     for (int p = r.num_computed_tokens; p < r.num_computed_tokens + s.num_new_tokens; ++p) {
-      b_tokens_.push_back(r.tokens[static_cast<size_t>(p)]);
-      b_positions_.push_back(p);
-      b_slots_.push_back(r.block_table[static_cast<size_t>(p / bs)] * bs + p % bs);
+      a.tokens.push_back(r.tokens[static_cast<size_t>(p)]);
+      a.positions.push_back(p);
+      a.slot_mapping.push_back(r.block_table[static_cast<size_t>(p / bs)] * bs + p % bs);
     }
-    b_qstart_.push_back(static_cast<int32_t>(b_tokens_.size()));
-    b_seqlens_.push_back(r.num_computed_tokens + s.num_new_tokens);
-    b_tables_.insert(b_tables_.end(), r.block_table.begin(), r.block_table.end());
-    b_tables_.resize(b_tables_.size() + (max_blocks - r.block_table.size()), -1);
-    if (s.needs_logits) b_logit_idx_.push_back(static_cast<int32_t>(b_tokens_.size()) - 1);
+    a.query_start.push_back(static_cast<int32_t>(a.tokens.size()));
+    a.seq_lens.push_back(r.num_computed_tokens + s.num_new_tokens);
+    a.block_tables.insert(a.block_tables.end(), r.block_table.begin(), r.block_table.end());
+    a.block_tables.resize(a.block_tables.size() + (max_blocks - r.block_table.size()), -1);
+    if (s.needs_logits) a.logits_indices.push_back(static_cast<int32_t>(a.tokens.size()) - 1);
   }
-  batch_.tokens = b_tokens_;
-  batch_.positions = b_positions_;
-  batch_.slot_mapping = b_slots_;
-  batch_.query_start = b_qstart_;
-  batch_.seq_lens = b_seqlens_;
-  batch_.block_tables = b_tables_;
-  batch_.max_blocks_per_seq = static_cast<int>(max_blocks);
-  batch_.logits_indices = b_logit_idx_;
+  a.max_blocks_per_seq = static_cast<int>(max_blocks);
+  batch_ = a.view();
 }
 
 // Runs the step's forward pass. Afterwards, for output row i: row_on_host_[i] says whether it is sampled on the
@@ -304,7 +297,7 @@ void EngineImpl::build_batch(const SchedulerOutput& out) {
 // device afterwards (sampled_logits), the device picks for those rows are ignored.
 Status EngineImpl::run_forward(const SchedulerOutput& out) {
   build_batch(out);
-  const size_t n_out = b_logit_idx_.size();
+  const size_t n_out = barr_.logits_indices.size();
   row_on_host_.assign(n_out, 1);
   host_rows_.clear();
   if (!runner_->can_sample() || n_out == 0) {

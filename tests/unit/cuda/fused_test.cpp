@@ -210,38 +210,25 @@ constexpr int kBlk = 16, kMaxBlk = 8, kSeqs = 4;
 
 // One step's arrays (ForwardBatch holds spans into them): sequence seqs[q].first gets tokens seqs[q].second at
 // positions starts[q]...; logits for the token rows logit_rows.
-struct Step {
-  std::vector<int32_t> tokens, positions, slots, qs{0}, lens, bt, logit_rows;
-  ForwardBatch view() const {
-    ForwardBatch b;
-    b.tokens = tokens;
-    b.positions = positions;
-    b.slot_mapping = slots;
-    b.query_start = qs;
-    b.seq_lens = lens;
-    b.block_tables = bt;
-    b.max_blocks_per_seq = kMaxBlk;
-    b.logits_indices = logit_rows;
-    return b;
-  }
-};
+using Step = BatchArrays;
 
 Step make_step(const std::vector<std::pair<int, std::vector<int32_t>>>& seqs, const std::vector<int>& starts,
                const std::vector<int32_t>& logit_rows) {
   Step st;
+  st.max_blocks_per_seq = kMaxBlk;
   for (size_t q = 0; q < seqs.size(); ++q) {
     const auto& [s, toks] = seqs[q];
     for (size_t i = 0; i < toks.size(); ++i) {
       const int pos = starts[q] + static_cast<int>(i);
       st.tokens.push_back(toks[i]);
       st.positions.push_back(pos);
-      st.slots.push_back(s * kMaxBlk * kBlk + pos);
+      st.slot_mapping.push_back(s * kMaxBlk * kBlk + pos);
     }
-    st.qs.push_back(static_cast<int32_t>(st.tokens.size()));
-    st.lens.push_back(starts[q] + static_cast<int>(toks.size()));
-    for (int j = 0; j < kMaxBlk; ++j) st.bt.push_back(s * kMaxBlk + j);
+    st.query_start.push_back(static_cast<int32_t>(st.tokens.size()));
+    st.seq_lens.push_back(starts[q] + static_cast<int>(toks.size()));
+    for (int j = 0; j < kMaxBlk; ++j) st.block_tables.push_back(s * kMaxBlk + j);
   }
-  st.logit_rows = logit_rows;
+  st.logits_indices = logit_rows;
   return st;
 }
 

@@ -47,35 +47,25 @@ class Batcher {
   Batcher(int n_blocks, int block_size, int max_blocks) : n_blocks_(n_blocks), bs_(block_size), mb_(max_blocks) {}
   // Adds tokens of sequence `seq` at positions [start, start + n); logits for the last token or for all.
   void add(int seq, int start, const std::vector<int32_t>& toks, bool all_logits) {
+    a_.max_blocks_per_seq = mb_;
     for (size_t i = 0; i < toks.size(); ++i) {
       const int pos = start + static_cast<int>(i);
-      if (all_logits || i + 1 == toks.size()) logits_.push_back(static_cast<int32_t>(tokens_.size()));
-      tokens_.push_back(toks[i]);
-      positions_.push_back(pos);
-      slots_.push_back(block(seq, pos / bs_) * bs_ + pos % bs_);
+      if (all_logits || i + 1 == toks.size()) a_.logits_indices.push_back(static_cast<int32_t>(a_.tokens.size()));
+      a_.tokens.push_back(toks[i]);
+      a_.positions.push_back(pos);
+      a_.slot_mapping.push_back(block(seq, pos / bs_) * bs_ + pos % bs_);
     }
-    qs_.push_back(static_cast<int32_t>(tokens_.size()));
-    lens_.push_back(start + static_cast<int>(toks.size()));
-    for (int j = 0; j < mb_; ++j) bt_.push_back(j * bs_ < lens_.back() ? block(seq, j) : -1);
+    a_.query_start.push_back(static_cast<int32_t>(a_.tokens.size()));
+    a_.seq_lens.push_back(start + static_cast<int>(toks.size()));
+    for (int j = 0; j < mb_; ++j) a_.block_tables.push_back(j * bs_ < a_.seq_lens.back() ? block(seq, j) : -1);
   }
-  ForwardBatch batch() const {
-    ForwardBatch b;
-    b.tokens = tokens_;
-    b.positions = positions_;
-    b.slot_mapping = slots_;
-    b.query_start = qs_;
-    b.seq_lens = lens_;
-    b.block_tables = bt_;
-    b.max_blocks_per_seq = mb_;
-    b.logits_indices = logits_;
-    return b;
-  }
-  int n_out() const { return static_cast<int>(logits_.size()); }
+  ForwardBatch batch() const { return a_.view(); }
+  int n_out() const { return static_cast<int>(a_.logits_indices.size()); }
 
  private:
   int block(int seq, int j) const { return n_blocks_ - 1 - (seq * mb_ + j); }
   int n_blocks_, bs_, mb_;
-  std::vector<int32_t> tokens_, positions_, slots_, qs_{0}, lens_, bt_, logits_;
+  BatchArrays a_;
 };
 
 // The GPU machine carries only the small model files (tests/gpu budget); elsewhere all are present.
