@@ -347,7 +347,6 @@ void CpuRunner::run(const ForwardBatch& b, Work& w, ThreadPool* pool, float* log
     cpu::rmsnorm(xb + static_cast<size_t>(t) * d, xt, layers_[0].attn_norm.data(), d, c.norm_eps);
   });
 
-  const size_t blk_elems = static_cast<size_t>(block_size_) * kvd;
   for (int l = 0; l < c.n_layer; ++l) {
     const Layer& L = layers_[static_cast<size_t>(l)];
     const int qkv_w = qd + 2 * kvd;  // row width of the fused Q/K/V product
@@ -385,9 +384,8 @@ void CpuRunner::run(const ForwardBatch& b, Work& w, ThreadPool* pool, float* log
       cpu::rope_apply(kt, c.n_head_kv, hd, c.rope_dim, cs, sn, c.rope_style);
       // Write this token's K/V at its slot: block = slot / block_size, offset = slot % block_size.
       const size_t slot = static_cast<size_t>(b.slot_mapping[t]);
-      const size_t off = (slot / block_size_) * blk_elems + (slot % block_size_) * kvd;
-      store_k(kl, slot, kt);
-      store_kv(vl, off, vt, kvd);
+      store_transposed(kl, slot, kt);
+      store_transposed(vl, slot, vt);
     });
     cpu::PagedAttnArgs a;
     a.q = w.q.data();
@@ -407,7 +405,7 @@ void CpuRunner::run(const ForwardBatch& b, Work& w, ThreadPool* pool, float* log
     a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
     a.sliding_window = c.sliding_window;
     a.kv_dtype = kv_dtype_;
-    a.k_transposed = true;
+    a.k_transposed = a.v_transposed = true;
     cpu::paged_attention(a, pool);
     mm(*L.wo, L.o, w.att.data(), T, xb, pool);
     for_tokens(pool, T, [&](int t) {  // residual, then the FFN norm
@@ -455,15 +453,7 @@ void CpuRunner::mm(const TensorView& w, const cpu::PackedF32& packed, const floa
   }
 }
 
-void CpuRunner::store_kv(uint8_t* layer, size_t off, const float* x, int n) const {
-  if (kv_dtype_ == DType::F16) {
-    cpu::fp32_to_fp16_row(x, reinterpret_cast<uint16_t*>(layer) + off, n);  // round to nearest even
-  } else {
-    std::memcpy(reinterpret_cast<float*>(layer) + off, x, sizeof(float) * static_cast<size_t>(n));
-  }
-}
-
-void CpuRunner::store_k(uint8_t* layer, size_t slot, const float* k) const {
+void CpuRunner::store_transposed(uint8_t* layer, size_t slot, const float* k) const {
   const size_t kvd = static_cast<size_t>(cfg_.kv_dim()), bs = static_cast<size_t>(block_size_);
   const size_t base = (slot / bs) * bs * kvd + slot % bs;  // element e at base + e * bs
   if (kv_dtype_ == DType::F16) {
