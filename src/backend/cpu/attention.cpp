@@ -380,12 +380,16 @@ void attend_transposed(const PagedAttnArgs& a, int t, int h0, int h1, Scratch& s
   grow(sc.mx, static_cast<size_t>(G));
   grow(sc.sum, static_cast<size_t>(G) * L);
   const int64_t blk_elems = static_cast<int64_t>(bs) * a.n_head_kv * D;
-  for (int i = 0; i < nc; ++i) {
-    const int j = std::max(start, (c0 + i) * L);  // a window position of the chunk
-    sc.chunk_off[static_cast<size_t>(i)] =
-        in_place ? block_of(a, table, j) * blk_elems + j / L * L % bs : static_cast<int64_t>(i) * D * L;
-  }
-  if (!in_place) {
+  if (in_place) {  // chunk i: block table entry bi, slots [o, o + 16) (stepped without divisions)
+    int bi = c0 * L / bs, o = c0 * L % bs;
+    MOPT_CHECK((p + 1 + bs - 1) / bs <= a.max_blocks_per_seq, "paged_attention: position %d beyond the block table", p);
+    for (int i = 0; i < nc; ++i) {
+      MOPT_CHECK(table[bi] >= 0, "paged_attention: position %d has no cache block", bi * bs);
+      sc.chunk_off[static_cast<size_t>(i)] = table[bi] * blk_elems + o;
+      if ((o += L) == bs) o = 0, ++bi;
+    }
+  } else {
+    for (int i = 0; i < nc; ++i) sc.chunk_off[static_cast<size_t>(i)] = static_cast<int64_t>(i) * D * L;
     grow(sc.gk, static_cast<size_t>(nc) * D * L);
     grow(sc.gv, static_cast<size_t>(nc) * D * L);
   }
