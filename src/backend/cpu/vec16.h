@@ -54,6 +54,7 @@ struct S16 {
   static V add(V a, V b) { return map2(a, b, [](float x, float y) { return x + y; }); }
   static V sub(V a, V b) { return map2(a, b, [](float x, float y) { return x - y; }); }
   static V mul(V a, V b) { return map2(a, b, [](float x, float y) { return x * y; }); }
+  static V div(V a, V b) { return map2(a, b, [](float x, float y) { return x / y; }); }
   static V max(V a, V b) { return map2(a, b, [](float x, float y) { return x > y ? x : y; }); }
   static V fma(V a, V b, V c) {  // a * b + c, one rounding
     for (int l = 0; l < kLanes; ++l) c.x[l] = std::fma(a.x[l], b.x[l], c.x[l]);
@@ -64,16 +65,22 @@ struct S16 {
     return a;
   }
   static M mask(int lo, int hi) { return ((1u << hi) - 1u) & ~((1u << lo) - 1u); }  // lanes [lo, hi)
-  static V zero_outside(V v, M m) {
+  static V zero_outside(V v, M m) { return select(m, v, zero()); }
+  static V select(M m, V a, V b) {  // lanes in m from a, the others from b
     for (int l = 0; l < kLanes; ++l)
-      if (!(m >> l & 1u)) v.x[l] = 0.0f;
-    return v;
+      if (!(m >> l & 1u)) a.x[l] = b.x[l];
+    return a;
   }
   static float hsum(V v) {
     float w[8], x[4];
     for (int i = 0; i < 8; ++i) w[i] = v.x[i] + v.x[i + 8];
     for (int i = 0; i < 4; ++i) x[i] = w[i] + w[i + 4];
     return (x[0] + x[2]) + (x[1] + x[3]);
+  }
+  static V hsum16(const V* a) {  // lane k: hsum(a[k])
+    V r;
+    for (int k = 0; k < kLanes; ++k) r.x[k] = hsum(a[k]);
+    return r;
   }
   static float hmax(V v) {
     float m = v.x[0];
@@ -106,6 +113,7 @@ struct Y16 {
   static V add(V a, V b) { return {_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)}; }
   static V sub(V a, V b) { return {_mm256_sub_ps(a.lo, b.lo), _mm256_sub_ps(a.hi, b.hi)}; }
   static V mul(V a, V b) { return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)}; }
+  static V div(V a, V b) { return {_mm256_div_ps(a.lo, b.lo), _mm256_div_ps(a.hi, b.hi)}; }
   static V max(V a, V b) { return {_mm256_max_ps(a.lo, b.lo), _mm256_max_ps(a.hi, b.hi)}; }
   static V fma(V a, V b, V c) { return {_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)}; }
   static V exp(V a) { return {exp_ps(a.lo), exp_ps(a.hi)}; }
@@ -118,11 +126,17 @@ struct Y16 {
     return {in(l0), in(l1)};
   }
   static V zero_outside(V v, M m) { return {_mm256_and_ps(v.lo, m.lo), _mm256_and_ps(v.hi, m.hi)}; }
+  static V select(M m, V a, V b) { return {_mm256_blendv_ps(b.lo, a.lo, m.lo), _mm256_blendv_ps(b.hi, a.hi, m.hi)}; }
   static float hsum(V v) {
     const __m256 w = _mm256_add_ps(v.lo, v.hi);
     __m128 x = _mm_add_ps(_mm256_castps256_ps128(w), _mm256_extractf128_ps(w, 1));
     x = _mm_add_ps(x, _mm_movehl_ps(x, x));
     return _mm_cvtss_f32(_mm_add_ss(x, _mm_movehdup_ps(x)));
+  }
+  static V hsum16(const V* a) {  // lane k: hsum(a[k])
+    alignas(32) float r[kLanes];
+    for (int k = 0; k < kLanes; ++k) r[k] = hsum(a[k]);
+    return load(r);
   }
   static float hmax(V v) {
     const __m256 w = _mm256_max_ps(v.lo, v.hi);
@@ -152,11 +166,13 @@ struct Z16 {
   MOPT_Z16 static V add(V a, V b) { return _mm512_add_ps(a, b); }
   MOPT_Z16 static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
   MOPT_Z16 static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+  MOPT_Z16 static V div(V a, V b) { return _mm512_div_ps(a, b); }
   MOPT_Z16 static V max(V a, V b) { return _mm512_max_ps(a, b); }
   MOPT_Z16 static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
   MOPT_Z16 static V exp(V a) { return exp16_ps(a); }
   MOPT_Z16 static M mask(int lo, int hi) { return static_cast<M>(((1u << hi) - 1u) & ~((1u << lo) - 1u)); }
   MOPT_Z16 static V zero_outside(V v, M m) { return _mm512_maskz_mov_ps(m, v); }
+  MOPT_Z16 static V select(M m, V a, V b) { return _mm512_mask_blend_ps(m, b, a); }
   MOPT_Z16 static float hsum(V v) {
     const __m256 w = _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
     __m128 x = _mm_add_ps(_mm256_castps256_ps128(w), _mm256_extractf128_ps(w, 1));
@@ -164,6 +180,24 @@ struct Z16 {
     return _mm_cvtss_f32(_mm_add_ss(x, _mm_movehdup_ps(x)));
   }
   MOPT_Z16 static float hmax(V v) { return _mm512_reduce_max_ps(v); }
+  // Lane k: hsum(a[k]), the 16 trees evaluated together, each level's additions for all inputs at once.
+  MOPT_Z16 static V hsum16(const V* a) {
+    V t[8], u[4], v[2];
+    for (int k = 0; k < 8; ++k)  // [w(a[2k]) | w(a[2k+1])], w[i] = v[i] + v[i+8]
+      t[k] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * k], a[2 * k + 1], 0x44),
+                           _mm512_shuffle_f32x4(a[2 * k], a[2 * k + 1], 0xEE));
+    for (int k = 0; k < 4; ++k)  // [x(a[4k]) | ... | x(a[4k+3])], x[i] = w[i] + w[i+4]
+      u[k] = _mm512_add_ps(_mm512_shuffle_f32x4(t[2 * k], t[2 * k + 1], 0x88),
+                           _mm512_shuffle_f32x4(t[2 * k], t[2 * k + 1], 0xDD));
+    const __m512i x02 = _mm512_setr_epi32(0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29);
+    const __m512i x13 = _mm512_add_epi32(x02, _mm512_set1_epi32(2));
+    for (int k = 0; k < 2; ++k)  // [y(a[8k]) | ... | y(a[8k+7])], y[i] = x[i] + x[i+2]
+      v[k] = _mm512_add_ps(_mm512_permutex2var_ps(u[2 * k], x02, u[2 * k + 1]),
+                           _mm512_permutex2var_ps(u[2 * k], x13, u[2 * k + 1]));
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    return _mm512_add_ps(_mm512_permutex2var_ps(v[0], even, v[1]), _mm512_permutex2var_ps(v[0], odd, v[1]));
+  }
 };
 #endif
 
