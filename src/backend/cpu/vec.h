@@ -102,6 +102,7 @@ inline float vec_exp_sub_sum(float* x, int n, float sub) {
   sum = hsum_ps(acc);
 #else
   for (int i = 0; i < n; ++i) sum += (x[i] = std::exp(x[i] - sub));
+  for (int i = n; i < ((n + 7) & ~7); ++i) x[i] = 0.0f;  // the padding, as the vector path leaves it
 #endif
   return sum;
 }
