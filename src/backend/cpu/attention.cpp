@@ -282,7 +282,6 @@ void attend_rows(const PagedAttnArgs& a, int t, int h0, int h1, Scratch& sc) {
 
 // ---- Transposed K and V: 16-position chunks (attention_chunks.inc) ----
 
-constexpr int kMaxChunkHeadDim = 256;  // query broadcasts of a head pair are held in a local array
 
 // One (token, kv head) for attend_chunks. T: element type of what k / v point to (the cache's, or float when
 // gathered).
@@ -423,8 +422,8 @@ void paged_attention(const PagedAttnArgs& a, ThreadPool* pool, AttnIsa isa) {
   MOPT_CHECK(a.kv_dtype == DType::F32 || a.kv_dtype == DType::F16, "paged_attention: KV cache dtype %s unsupported",
              dtype_name(a.kv_dtype));
   MOPT_CHECK(a.k_transposed == a.v_transposed, "paged_attention: K and V must share a layout (transposed or not)");
-  MOPT_CHECK(!a.k_transposed || a.head_dim <= kMaxChunkHeadDim, "paged_attention: head_dim %d above %d",
-             a.head_dim, kMaxChunkHeadDim);
+  MOPT_CHECK(!a.k_transposed || a.head_dim <= kMaxTransposedHeadDim, "paged_attention: head_dim %d above %d",
+             a.head_dim, kMaxTransposedHeadDim);
   if (a.n_seqs == 0) return;
   const int n_tokens = a.query_start[a.n_seqs];
   if (n_tokens <= 0) return;

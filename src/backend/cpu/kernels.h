@@ -84,10 +84,13 @@ struct PagedAttnArgs {
   DType kv_dtype = DType::F32; // cache elements: F32 or F16 (widened exactly to fp32; same arithmetic after)
   // K and V blocks stored transposed (the CPU runner's layout), [n_blocks, n_head_kv * head_dim, block_size]:
   // element e of slot o of block b at (b * n_head_kv * head_dim + e) * block_size + o. Attention then runs on
-  // 16 consecutive positions per vector (both flags must be equal; head_dim <= 256). Row-major otherwise.
+  // 16 consecutive positions per vector (both flags must be equal; head_dim <= kMaxTransposedHeadDim).
+  // Row-major otherwise.
   bool k_transposed = false;
   bool v_transposed = false;
 };
+// Largest head_dim of the transposed layout (its kernel holds a head pair's query broadcasts in a local array).
+inline constexpr int kMaxTransposedHeadDim = 256;
 // Instruction sets the transposed-layout kernel may use (tests compare them; kBest in production): AVX-512 where
 // the CPU has it, else AVX2 (bit-identical results); kScalar: plain C++ (std::exp: close, not bit-identical).
 enum class AttnIsa { kBest, kNoAvx512, kScalar };

@@ -174,7 +174,8 @@ struct Z16 {
   MOPT_Z16 static V zero_outside(V v, M m) { return _mm512_maskz_mov_ps(m, v); }
   MOPT_Z16 static V select(M m, V a, V b) { return _mm512_mask_blend_ps(m, b, a); }
   MOPT_Z16 static float hsum(V v) {
-    const __m256 w = _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+    const __m256 w = _mm256_add_ps(_mm512_castps512_ps256(v), hi);
     __m128 x = _mm_add_ps(_mm256_castps256_ps128(w), _mm256_extractf128_ps(w, 1));
     x = _mm_add_ps(x, _mm_movehl_ps(x, x));
     return _mm_cvtss_f32(_mm_add_ss(x, _mm_movehdup_ps(x)));

@@ -231,13 +231,16 @@ INSTANTIATE_TEST_SUITE_P(Sweep, KernelsAttention,
                            return std::string(name);
                          });
 
-TEST(KernelsAttentionArgs, MixedLayoutsAreRejected) {
+TEST(KernelsAttentionArgs, MixedLayoutsAndLargeHeadsAreRejected) {
   const Data d(2, 8, false);
   const Paged pc(d, 16, true, 1);
   std::vector<float> out(d.q.size());
   PagedAttnArgs a = pc.args(d, 16, true, 0, out.data());
   a.v_transposed = false;
   EXPECT_DEATH(paged_attention(a, nullptr), "must share a layout");
+  a.v_transposed = true;
+  a.head_dim = kMaxTransposedHeadDim + 8;
+  EXPECT_DEATH(paged_attention(a, nullptr), "head_dim 264 above 256");
 }
 
 }  // namespace
