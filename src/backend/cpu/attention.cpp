@@ -282,7 +282,6 @@ void attend_rows(const PagedAttnArgs& a, int t, int h0, int h1, Scratch& sc) {
 
 // ---- Transposed K and V: 16-position chunks (attention_chunks.inc) ----
 
-
 // One (token, kv head) for attend_chunks. T: element type of what k / v point to (the cache's, or float when
 // gathered).
 template <class T>
@@ -381,7 +380,7 @@ void attend_transposed(const PagedAttnArgs& a, int t, int h0, int h1, Scratch& s
   const int64_t blk_elems = static_cast<int64_t>(bs) * a.n_head_kv * D;
   if (in_place) {  // chunk i: block table entry bi, slots [o, o + 16) (stepped without divisions)
     int bi = c0 * L / bs, o = c0 * L % bs;
-    MOPT_CHECK((p + 1 + bs - 1) / bs <= a.max_blocks_per_seq, "paged_attention: position %d beyond the block table", p);
+    MOPT_CHECK(p / bs < a.max_blocks_per_seq, "paged_attention: position %d beyond the block table", p);
     for (int i = 0; i < nc; ++i) {
       MOPT_CHECK(table[bi] >= 0, "paged_attention: position %d has no cache block", bi * bs);
       sc.chunk_off[static_cast<size_t>(i)] = table[bi] * blk_elems + o;
