@@ -300,7 +300,11 @@ struct ChunkArgs {
   float* acc;            // [G, D, 16] lane-wise V accumulators
   float* mx;             // [G] score maxima
   float* sum;            // [G, 16] lane-wise exp sums
+  bool prefetch;         // fetch K and V ahead (the call's K/V do not fit the caches)
 };
+
+// Prefetching pays where a call's K/V bytes exceed this (a quarter of a core's L2, which also holds the weights).
+constexpr double kPrefetchAboveBytes = 256 << 10;
 
 #ifdef MOPT_CPU_AVX512_PATHS
 namespace z16 {
@@ -362,7 +366,7 @@ void gather_chunks(const PagedAttnArgs& a, const T* cache, const int32_t* table,
 
 // Transposed layout: query heads of kv heads [h0, h1) of token t.
 template <class T>
-void attend_transposed(const PagedAttnArgs& a, int t, int h0, int h1, Scratch& sc, AttnIsa isa) {
+void attend_transposed(const PagedAttnArgs& a, int t, int h0, int h1, bool prefetch, Scratch& sc, AttnIsa isa) {
   constexpr int L = vec16::kLanes;
   int start, p;
   const int32_t* table = token_window(a, t, start, p);
@@ -394,13 +398,13 @@ void attend_transposed(const PagedAttnArgs& a, int t, int h0, int h1, Scratch& s
   const int64_t head_elems = static_cast<int64_t>(D) * bs;  // one kv head's part of a block
   for (int hkv = h0; hkv < h1; ++hkv) {
     const int64_t qo = (static_cast<int64_t>(t) * a.n_head + static_cast<int64_t>(hkv) * G) * D;
-    ChunkArgs<float> geom{nullptr, nullptr, sc.chunk_off.data(), L, nc, start - c0 * L, p % L + 1, G, D,
-                          a.scale, a.q + qo, a.out + qo, sc.s.data(), sc.acc.data(), sc.mx.data(), sc.sum.data()};
+    ChunkArgs<float> geom{nullptr, nullptr, sc.chunk_off.data(), L, nc, start - c0 * L, p % L + 1, G, D, a.scale,
+                          a.q + qo, a.out + qo, sc.s.data(), sc.acc.data(), sc.mx.data(), sc.sum.data(), prefetch};
     if (in_place) {
       ChunkArgs<T> c{static_cast<const T*>(a.k_cache) + hkv * head_elems,
                      static_cast<const T*>(a.v_cache) + hkv * head_elems,
                      geom.off, bs, nc, geom.lane_lo, geom.lane_hi, G, D, geom.scale, geom.q, geom.out, geom.s,
-                     geom.acc, geom.mx, geom.sum};
+                     geom.acc, geom.mx, geom.sum, prefetch};
       run_chunks(c, isa);
     } else {
       gather_chunks(a, static_cast<const T*>(a.k_cache), table, hkv, c0, nc, start, p, sc.gk.data());
@@ -434,12 +438,17 @@ void paged_attention(const PagedAttnArgs& a, ThreadPool* pool, AttnIsa isa) {
   const int heads_per_item = n_tokens >= 2 * n_threads ? a.n_head_kv : 1;
   const int items_per_token = a.n_head_kv / heads_per_item;
 
+  double kv_bytes = 0;  // K and V of every sequence's context (the transposed kernel's prefetch switch)
+  for (int s = 0; s < a.n_seqs; ++s) kv_bytes += a.seq_lens[s];
+  kv_bytes *= 2.0 * a.n_head_kv * a.head_dim * (a.kv_dtype == DType::F16 ? 2 : 4);
+  const bool prefetch = kv_bytes > kPrefetchAboveBytes;
+
   parallel_items(pool, static_cast<int64_t>(n_tokens) * items_per_token, [&](int64_t item, int tid) {
     const int h0 = static_cast<int>(item % items_per_token) * heads_per_item;
     const int t = static_cast<int>(item / items_per_token), h1 = h0 + heads_per_item;
     if (!a.k_transposed) attend_rows(a, t, h0, h1, scr[tid]);
-    else if (a.kv_dtype == DType::F16) attend_transposed<uint16_t>(a, t, h0, h1, scr[tid], isa);
-    else attend_transposed<float>(a, t, h0, h1, scr[tid], isa);
+    else if (a.kv_dtype == DType::F16) attend_transposed<uint16_t>(a, t, h0, h1, prefetch, scr[tid], isa);
+    else attend_transposed<float>(a, t, h0, h1, prefetch, scr[tid], isa);
   });
 }
 
