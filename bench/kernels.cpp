@@ -6,9 +6,11 @@
 // For each weight dtype: matmul over `layers` layers' worth of distinct weight matrices (q, k, v, o, gate,
 // up, down; larger than the caches), for each batch size M. Reports GB/s of weights streamed, % of the
 // read bandwidth, and the decode rate this implies for the whole 1.1B model (22 layers + output head) if
-// matmul were all the work, plus M x that rate for batched decode. --attn adds paged attention timings.
+// matmul were all the work, plus M x that rate for batched decode. --attn adds paged decode attention timings
+// (bench_attention: both cache layouts, fp32 and fp16 caches, TinyLlama and stories260K head shapes).
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <ctime>
 #include <cstdio>
 #include <cstdlib>
@@ -67,32 +69,62 @@ std::vector<uint8_t> make_weight(DType t, int64_t N, int64_t K, uint32_t seed) {
   return w;
 }
 
-double cpu_now();
+// Paged decode attention: n_seqs sequences of ctx tokens, one query each, blocks of 16 shuffled over the cache
+// (as a long-running engine leaves them). Shapes: TinyLlama (32 heads, 4 KV heads, head_dim 64) and stories260K
+// (8 heads, 4 KV heads, head_dim 8). Layouts: K and V transposed within blocks (the CPU runner's) with the best
+// kernel and with AVX2 only, and row-major (the layout the CUDA tests compare against).
 void bench_attention(ThreadPool& pool, int reps) {
-  // Decode: n_seqs sequences of ctx tokens, one query each; 32 heads, 4 KV heads, head_dim 64, blocks of 16.
-  for (int n_seqs : {1, 16, 64}) {
-    for (int ctx : {256, 1024}) {
-      const int H = 32, HKV = 4, D = 64, bs = 16, mb = ctx / bs;
-      std::vector<float> kc(static_cast<size_t>(n_seqs) * ctx * HKV * D, 0.01f), vc(kc.size(), 0.02f);
-      std::vector<float> q(static_cast<size_t>(n_seqs) * H * D, 0.1f), out(q.size());
-      std::vector<int32_t> qs(n_seqs + 1), lens(n_seqs, ctx), pos(n_seqs, ctx - 1), tables(n_seqs * mb);
-      for (int s = 0; s <= n_seqs; ++s) qs[s] = s;
-      for (int i = 0; i < n_seqs * mb; ++i) tables[i] = i;
-      cpu::PagedAttnArgs a{q.data(), out.data(), kc.data(), vc.data(), H, HKV, D, bs, n_seqs, qs.data(),
-                           lens.data(), pos.data(), tables.data(), mb, 0.125f, 0};
-      cpu::paged_attention(a, &pool);
-      double best = 1e30, best_cpu = 1e30;
-      for (int r = 0; r < reps; ++r) {
-        const double t0 = now(), c0 = cpu_now();
-        cpu::paged_attention(a, &pool);
-        best = std::min(best, now() - t0);
-        best_cpu = std::min(best_cpu, cpu_now() - c0);
-      }
-      const double bytes = 2.0 * kc.size() * 4;
-      std::printf("attention decode  seqs %3d ctx %5d: %8.1f us/layer  %6.2f GB/s of K/V (%6.2f per CPU-s)\n", n_seqs,
-                  ctx, best * 1e6, bytes / best / 1e9, bytes / best_cpu / 1e9);
-    }
-  }
+  struct AttnShape {
+    const char* name;
+    int H, HKV, D;
+  };
+  struct Layout {
+    const char* name;
+    bool transposed;
+    cpu::AttnIsa isa;
+  };
+  const AttnShape shapes[] = {{"tinyllama", 32, 4, 64}, {"stories260K", 8, 4, 8}};
+  const Layout layouts[] = {{"kvT best", true, cpu::AttnIsa::kBest},
+                            {"kvT avx2", true, cpu::AttnIsa::kNoAvx512},
+                            {"rows", false, cpu::AttnIsa::kBest}};
+  const int bs = 16;
+  for (const AttnShape& sh : shapes)
+    for (const bool f16 : {false, true})
+      for (int n_seqs : {1, 16, 64})
+        for (int ctx : {256, 1024}) {
+          const int mb = ctx / bs, H = sh.H, D = sh.D;
+          const size_t n_elems = static_cast<size_t>(n_seqs) * ctx * sh.HKV * D;
+          std::mt19937 rng(7);
+          std::normal_distribution<float> dist(0.0f, 1.0f);
+          std::vector<float> kc(n_elems), vc(n_elems), q(static_cast<size_t>(n_seqs) * H * D), out(q.size());
+          for (auto* v : {&kc, &vc, &q})
+            for (float& x : *v) x = dist(rng);
+          std::vector<uint16_t> kh(n_elems), vh(n_elems);
+          for (size_t i = 0; i < n_elems; ++i) kh[i] = fp32_to_fp16(kc[i]), vh[i] = fp32_to_fp16(vc[i]);
+          std::vector<int32_t> qs(n_seqs + 1), lens(n_seqs, ctx), pos(n_seqs, ctx - 1), tables(n_seqs * mb);
+          for (int s = 0; s <= n_seqs; ++s) qs[s] = s;
+          for (int i = 0; i < n_seqs * mb; ++i) tables[i] = i;
+          std::shuffle(tables.begin(), tables.end(), rng);
+          for (const Layout& lay : layouts) {
+            cpu::PagedAttnArgs a{q.data(), out.data(), f16 ? static_cast<const void*>(kh.data()) : kc.data(),
+                                 f16 ? static_cast<const void*>(vh.data()) : vc.data(), H, sh.HKV, D, bs, n_seqs,
+                                 qs.data(), lens.data(), pos.data(), tables.data(), mb, 1.0f / std::sqrt(float(D))};
+            a.kv_dtype = f16 ? DType::F16 : DType::F32;
+            a.k_transposed = a.v_transposed = lay.transposed;
+            cpu::paged_attention(a, &pool, lay.isa);
+            double best = 1e30, best_cpu = 1e30;
+            for (int r = 0; r < reps; ++r) {
+              const double t0 = now(), c0 = cpu_now();
+              cpu::paged_attention(a, &pool, lay.isa);
+              best = std::min(best, now() - t0);
+              best_cpu = std::min(best_cpu, cpu_now() - c0);
+            }
+            const double bytes = 2.0 * static_cast<double>(n_elems) * (f16 ? 2 : 4);
+            std::printf("attention decode %-11s %s %-8s seqs %3d ctx %5d: %8.1f us/layer %7.1f CPU-us  %6.2f GB/s "
+                        "of K/V\n", sh.name, f16 ? "f16" : "f32", lay.name, n_seqs, ctx, best * 1e6, best_cpu * 1e6,
+                        bytes / best / 1e9);
+          }
+        }
 }
 
 }  // namespace

@@ -1,26 +1,37 @@
-// Paged causal attention on the CPU: one work item per token (or per (token, kv head) when there are few
-// tokens); the G query heads of a GQA group share every K/V row read. Two passes over the token's window
-// [start, p] of its sequence:
-//   1. offsets of the window's K/V rows through the block table, then scores s[g][i] = scale * q_g . k_i,
-//      8 positions at a time: with K rows (8 independent FMA chains over head_dim, one transposing reduction)
-//      or, with K blocks stored transposed (k_transposed, the CPU runner's layout), one FMA per dimension
-//      over 8 consecutive slots of a block (no horizontal sums);
-//   2. softmax (max, vectorized exp, sum) and out_g = (sum_i e[g][i] * v_i) / sum, the V rows applied to
-//      up to kGroup query heads per pass with kParts interleaved partial sums per output vector.
+// Paged causal attention on the CPU. Two cache layouts (PagedAttnArgs::k_transposed / v_transposed):
+//
+// Transposed K and V (the CPU runner's): per block and KV head [head_dim][block_size]. The token's window
+// [start, p] is cut into 16-position chunks aligned to absolute positions (lane = position % 16) and
+// attention_chunks.inc runs, per (token, kv head) and for the G query heads of its GQA group:
+//   1. s[g][lane] = scale * fma chain over d of q[g][d] * Kt[d][lane] (lanes outside the window: -inf), max;
+//   2. e = exp(s - max), sum[g] += e and acc[g][d] = fma(e, Vt[d], acc[g][d]) lane-wise over the chunks in
+//      order (lanes outside the window read V as 0: stale slots may hold anything), then
+//      out[g][d] = hsum16(acc[g][d]) / hsum16(sum[g]) with one fixed reduction tree.
+// Compiled for AVX-512 (chosen at run time), AVX2 (a chunk = 2 registers) and plain C++ from one source; the
+// first two give bit-identical outputs (vec16.h). Blocks whose size is a multiple of 16 are read in place; other
+// sizes gather each chunk into a [head_dim][16] buffer first (same arithmetic, so the same bits).
+//
+// Row-major K and V ([n_blocks, block_size, n_head_kv, head_dim], the layout the CUDA tests compare against):
+// one work item per token (or per (token, kv head) when there are few tokens); the G query heads share every
+// K/V row read. Scores 8 positions at a time (8 FMA chains over head_dim, one transposing reduction), softmax
+// (max, vectorized exp, sum), then out_g = (sum_i e[g][i] * v_i) / sum, the V rows applied to up to kGroup
+// query heads per pass with kParts interleaved partial sums per output vector.
 //
 // Cache element types (PagedAttnArgs::kv_dtype): fp32, or fp16 widened exactly to fp32 on load (F16C), after
 // which the arithmetic is the same; fp16 halves the bytes a long batch streams through the caches.
 //
 // Batch invariance: every value a token's output depends on is computed by one fixed expression of that
-// token's own data, whatever the batch around it, its block ids or the thread count. The score of position i
-// is the same per-lane arithmetic in whichever lane it lands; the exp sum and each partial sum of the V
-// accumulation take positions in window order, partial i % kParts, so only the window length shapes them.
+// token's own data, whatever the batch around it, its block ids or the thread count. (Transposed: the chunking
+// depends only on the window's absolute positions. Row-major: the score of position i is the same per-lane
+// arithmetic in whichever lane it lands; the exp sum and each partial sum of the V accumulation take positions
+// in window order, partial i % kParts, so only the window length shapes them.)
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/vec.h"
+#include "backend/cpu/vec16.h"
 #include "core/dtype.h"
 #include "core/status.h"
 
@@ -39,11 +50,32 @@ int seq_of_token(const PagedAttnArgs& a, int t) {
   return static_cast<int>(it - qs) - 1;
 }
 
+// Checks token t and returns its sequence's block table row and attention window [start, p].
+const int32_t* token_window(const PagedAttnArgs& a, int t, int& start, int& p) {
+  const int s = seq_of_token(a, t);
+  MOPT_CHECK(s >= 0 && s < a.n_seqs && t < a.query_start[s + 1], "paged_attention: token %d has no sequence", t);
+  p = a.positions[t];
+  MOPT_CHECK(p >= 0 && p < a.seq_lens[s], "paged_attention: token %d position %d outside context %d", t, p,
+             a.seq_lens[s]);
+  start = a.sliding_window > 0 ? std::max(0, p - a.sliding_window + 1) : 0;
+  return a.block_tables + static_cast<int64_t>(s) * a.max_blocks_per_seq;
+}
+
+// Cache block holding window position j of a sequence with block table row `table`.
+int block_of(const PagedAttnArgs& a, const int32_t* table, int j) {
+  const int bi = j / a.block_size;
+  MOPT_CHECK(bi < a.max_blocks_per_seq, "paged_attention: position %d beyond the block table", j);
+  MOPT_CHECK(table[bi] >= 0, "paged_attention: position %d has no cache block", j);
+  return table[bi];
+}
+
 struct Scratch {
+  // Row-major layout.
   std::vector<int64_t> off;  // [n8] float offset of window position i's row (kv head included) in a cache layer
   std::vector<float> score;  // [G, n8] scores, then exp(score - max)
-  const int32_t* table = nullptr;  // block table row of the token's sequence
-  int start = 0;                   // first window position
+  // Transposed layout (ChunkArgs).
+  std::vector<int64_t> chunk_off;               // [nc]
+  std::vector<float> s, acc, mx, sum, gk, gv;  // [G, nc, 16], [G, D, 16], [G], [G, 16], [nc, D, 16] x 2
 };
 
 // One cache element as fp32 (exact for both types).
@@ -110,82 +142,6 @@ inline void apply_v8(const float* const* e, const T* v, const int64_t* off, int 
 static_assert(kParts == 4, "apply_v8 combines exactly four partial sums");
 #endif
 
-#ifdef MOPT_CPU_AVX2
-// acc[g][c] = fma chain over d of q[g][d] * k[d * bs + 8 c + lane] for NG query heads and NC vectors of 8
-// consecutive slots of a transposed K block: NG * NC independent chains hide the FMA latency.
-template <int NG, int NC, class T>
-inline void dot_kt(const float* const* q, const T* k, int D, int bs, __m256 acc[NG][NC]) {
-  for (int c = 0; c < NC; ++c) {
-    const __m256 kv = load8(k + 8 * c);
-    for (int g = 0; g < NG; ++g) acc[g][c] = _mm256_mul_ps(_mm256_broadcast_ss(q[g]), kv);
-  }
-  for (int d = 1; d < D; ++d)
-    for (int c = 0; c < NC; ++c) {
-      const __m256 kv = load8(k + static_cast<int64_t>(d) * bs + 8 * c);
-      for (int g = 0; g < NG; ++g) acc[g][c] = _mm256_fmadd_ps(_mm256_broadcast_ss(q[g] + d), kv, acc[g][c]);
-    }
-}
-#endif
-
-// Scores of NG (1..kGroup) query heads q[g] over the window [start, start + n) with K blocks stored transposed
-// (PagedAttnArgs::k_transposed) into s[g]: s[g][i] = scale * fma(q[D-1], k[D-1], ... fma(q[1], k[1], q[0] * k[0]))
-// for every position, in whichever vector lane or scalar tail it lands (bit-identical either way). k_head: the kv
-// head's [D, bs] part of block 0. prefetch_v: fetch the V rows v_base + off[i] for pass 2; K is fetched
-// ~kPrefetch positions ahead.
-template <int NG, class T>
-void scores_kt(const PagedAttnArgs& a, const Scratch& sc, int n, const T* k_head, const T* v_base,
-               const float* const* q, bool prefetch_v, float* const* s) {
-  const int bs = a.block_size, D = a.head_dim;
-  const int64_t blk_elems = static_cast<int64_t>(bs) * a.n_head_kv * D;
-  const int end = sc.start + n;
-  for (int j = sc.start; j < end;) {
-    const int bi = j / bs;
-    const int o1 = std::min(bs, end - bi * bs);  // block offsets [j - bi * bs, o1) are in the window
-    const T* kb = k_head + sc.table[bi] * blk_elems;  // [D, bs]
-    const int o0 = j - bi * bs;
-    const int64_t i0 = j - sc.start;  // window index of block offset o0
-    int o = o0;
-#ifdef MOPT_CPU_AVX2
-    {  // entering block bi: fetch block bi + ahead (at the window's start, blocks bi .. bi + ahead)
-      const int ahead = std::max(1, kPrefetch / bs);
-      const int64_t head_bytes = static_cast<int64_t>(D) * bs * static_cast<int64_t>(sizeof(T));
-      for (int b = j == sc.start ? bi : bi + ahead; b <= bi + ahead && b * bs < end; ++b) {
-        const char* kp = reinterpret_cast<const char*>(k_head + sc.table[b] * blk_elems);
-        for (int64_t byte = 0; byte < head_bytes; byte += 64) _mm_prefetch(kp + byte, _MM_HINT_T0);
-      }
-    }
-    if (prefetch_v)
-      for (int64_t i = i0; i < i0 + (o1 - o0); ++i)
-        _mm_prefetch(reinterpret_cast<const char*>(v_base + sc.off[i]), _MM_HINT_T0);
-    const __m256 vs = _mm256_set1_ps(a.scale);
-    for (; o + 16 <= o1; o += 16) {
-      __m256 acc[NG][2];
-      dot_kt<NG, 2>(q, kb + o, D, bs, acc);
-      for (int g = 0; g < NG; ++g)
-        for (int c = 0; c < 2; ++c) _mm256_storeu_ps(s[g] + i0 + (o - o0) + 8 * c, _mm256_mul_ps(acc[g][c], vs));
-    }
-    for (; o < o1 && o + 8 <= bs; o += 8) {  // 8 slots, the last ones possibly past the window (lanes dropped)
-      __m256 acc1[NG][1];
-      dot_kt<NG, 1>(q, kb + o, D, bs, acc1);
-      const int m = std::min(8, o1 - o);
-      for (int g = 0; g < NG; ++g) {
-        alignas(32) float lanes[8];  // lanes past the window read slots of this block that may hold anything
-        _mm256_store_ps(lanes, _mm256_mul_ps(acc1[g][0], vs));
-        for (int l = 0; l < m; ++l) s[g][i0 + (o - o0) + l] = lanes[l];
-      }
-    }
-    o = std::min(o, o1);
-#endif
-    for (; o < o1; ++o)  // block sizes below 8 and a block's last slots when its size is no multiple of 8
-      for (int g = 0; g < NG; ++g) {
-        float acc1 = q[g][0] * load1(kb + o);
-        for (int d = 1; d < D; ++d) acc1 = std::fma(q[g][d], load1(kb + static_cast<int64_t>(d) * bs + o), acc1);
-        s[g][i0 + (o - o0)] = acc1 * a.scale;
-      }
-    j = bi * bs + o1;
-  }
-}
-
 // Max of x[0..n).
 float max_of(const float* x, int n) {
   float m = -INFINITY;
@@ -221,21 +177,9 @@ void attend_head(const PagedAttnArgs& a, int t, int hkv, int n, bool prefetch, S
   // Pass 1: scores, max, exp and sums per query head.
   float inv[256];  // [G] 1 / softmax denominator
   MOPT_CHECK(G <= 256, "paged_attention: GQA group %d too large", G);
-  if (a.k_transposed) {  // query heads g, g + 1 together
-    const T* k_head = static_cast<const T*>(a.k_cache) + static_cast<int64_t>(hkv) * D * a.block_size;
-    for (int g = 0; g < G; g += kGroup) {
-      const float* qs[kGroup] = {q + static_cast<int64_t>(g) * D, q + static_cast<int64_t>(g + 1) * D};
-      float* ss[kGroup] = {sc.score.data() + static_cast<size_t>(g) * n8, sc.score.data() + static_cast<size_t>(g + 1) * n8};
-      if (g + 1 < G) scores_kt<2>(a, sc, n, k_head, v_base, qs, prefetch && g == 0, ss);
-      else scores_kt<1>(a, sc, n, k_head, v_base, qs, prefetch && g == 0, ss);
-    }
-  }
   for (int g = 0; g < G; ++g) {
     float* sg = sc.score.data() + static_cast<size_t>(g) * n8;
     const float* qg = q + static_cast<int64_t>(g) * D;
-    if (a.k_transposed) {
-      // scored above
-    } else
 #ifdef MOPT_CPU_AVX2
     if (D % 8 == 0) {
       const __m256 vs = _mm256_set1_ps(a.scale);
@@ -299,28 +243,18 @@ void attend_head(const PagedAttnArgs& a, int t, int hkv, int n, bool prefetch, S
 static_assert(kGroup == 2, "attend_head dispatches apply_v8 for groups of 1 or 2 heads");
 
 // Row offsets (kv head 0, in elements) of token t's attention window [start, p] into sc.off[0, n8), the padding
-// repeating the last row (its scores are discarded), and the sequence's block table and start into sc; returns
-// the window length n.
+// repeating the last row (its scores are discarded); returns the window length n.
 int window_offsets(const PagedAttnArgs& a, int t, Scratch& sc) {
-  const int s = seq_of_token(a, t);
-  MOPT_CHECK(s >= 0 && s < a.n_seqs && t < a.query_start[s + 1], "paged_attention: token %d has no sequence", t);
-  const int p = a.positions[t];
-  MOPT_CHECK(p >= 0 && p < a.seq_lens[s], "paged_attention: token %d position %d outside context %d", t, p,
-             a.seq_lens[s]);
-  const int start = a.sliding_window > 0 ? std::max(0, p - a.sliding_window + 1) : 0;
+  int start, p;
+  const int32_t* table = token_window(a, t, start, p);
   const int n = p + 1 - start;                 // window length
   const int n8 = (n + 7) & ~7;
-  const int32_t* table = a.block_tables + static_cast<int64_t>(s) * a.max_blocks_per_seq;
-  sc.table = table;
-  sc.start = start;
   const int64_t row_stride = static_cast<int64_t>(a.n_head_kv) * a.head_dim;  // elements between consecutive slots
   if (sc.off.size() < static_cast<size_t>(n8)) sc.off.resize(static_cast<size_t>(n8));
   int64_t* off = sc.off.data();
   for (int j = start; j <= p;) {
     const int bi = j / a.block_size;
-    MOPT_CHECK(bi < a.max_blocks_per_seq, "paged_attention: position %d beyond the block table", j);
-    const int blk = table[bi];
-    MOPT_CHECK(blk >= 0, "paged_attention: seq %d position %d has no cache block", s, j);
+    const int blk = block_of(a, table, j);
     const int j1 = std::min(p + 1, (bi + 1) * a.block_size);
     int64_t o = (static_cast<int64_t>(blk) * a.block_size + (j - bi * a.block_size)) * row_stride;
     for (; j < j1; ++j, o += row_stride) off[j - start] = o;
@@ -329,8 +263,9 @@ int window_offsets(const PagedAttnArgs& a, int t, Scratch& sc) {
   return n;
 }
 
-// Query heads of kv heads [h0, h1) of token t. The window's row offsets are computed once for all of them.
-void attend(const PagedAttnArgs& a, int t, int h0, int h1, Scratch& sc) {
+// Row-major layout: query heads of kv heads [h0, h1) of token t. The window's row offsets are computed once for
+// all of them.
+void attend_rows(const PagedAttnArgs& a, int t, int h0, int h1, Scratch& sc) {
   const int n = window_offsets(a, t, sc);
   const size_t n_scores = static_cast<size_t>(a.n_head / a.n_head_kv) * static_cast<size_t>((n + 7) & ~7);
   if (sc.score.size() < n_scores) sc.score.resize(n_scores);
@@ -345,14 +280,153 @@ void attend(const PagedAttnArgs& a, int t, int h0, int h1, Scratch& sc) {
   }
 }
 
+// ---- Transposed K and V: 16-position chunks (attention_chunks.inc) ----
+
+// One (token, kv head) for attend_chunks. T: element type of what k / v point to (the cache's, or float when
+// gathered).
+template <class T>
+struct ChunkArgs {
+  const T* k;            // the kv head's [D][stride] part of block 0 (or the gather buffers)
+  const T* v;
+  const int64_t* off;    // [nc] elements from k / v to lane 0 of chunk i
+  int64_t stride;        // elements between consecutive dims of a chunk: block_size, or 16 when gathered
+  int nc;                // chunks; chunk i holds positions 16 (c0 + i) + lane
+  int lane_lo, lane_hi;  // lanes in the window: [lane_lo, 16) of chunk 0, [0, lane_hi) of chunk nc - 1
+  int G, D;
+  float scale;
+  const float* q;        // [G, D]
+  float* out;            // [G, D]
+  float* s;              // [G, nc, 16] scores, then exps
+  float* acc;            // [G, D, 16] lane-wise V accumulators
+  float* mx;             // [G] score maxima
+  float* sum;            // [G, 16] lane-wise exp sums
+  bool prefetch;         // fetch K and V ahead (the call's K/V do not fit the caches)
+};
+
+// Prefetching pays where a call's K/V bytes exceed this (a quarter of a core's L2, which also holds the weights).
+constexpr double kPrefetchAboveBytes = 256 << 10;
+
+#ifdef MOPT_CPU_AVX512_PATHS
+namespace z16 {
+using Vo = vec16::Z16;
+#define MOPT_CHUNKS __attribute__((target("avx512f")))
+#include "backend/cpu/attention_chunks.inc"
+#undef MOPT_CHUNKS
+}  // namespace z16
+#endif
+
+#ifdef MOPT_CPU_AVX2
+namespace y16 {
+using Vo = vec16::Y16;
+#define MOPT_CHUNKS
+#include "backend/cpu/attention_chunks.inc"
+#undef MOPT_CHUNKS
+}  // namespace y16
+#endif
+
+namespace s16 {
+using Vo = vec16::S16;
+#define MOPT_CHUNKS
+#include "backend/cpu/attention_chunks.inc"
+#undef MOPT_CHUNKS
+}  // namespace s16
+
+template <class T>
+void run_chunks(const ChunkArgs<T>& c, AttnIsa isa) {
+  const bool d8 = c.D == 8;
+#ifdef MOPT_CPU_AVX512_PATHS
+  if (isa == AttnIsa::kBest && cpu_has_avx512f()) return d8 ? z16::attend_chunks<T, 8>(c) : z16::attend_chunks<T, 0>(c);
+#endif
+#ifdef MOPT_CPU_AVX2
+  if (isa != AttnIsa::kScalar) return d8 ? y16::attend_chunks<T, 8>(c) : y16::attend_chunks<T, 0>(c);
+#endif
+  return d8 ? s16::attend_chunks<T, 8>(c) : s16::attend_chunks<T, 0>(c);
+}
+
+// Chunk i's [D][16] slots of kv head hkv into g[i][D][16] as fp32, lanes outside the window [start, p] zero
+// (block sizes that are no multiple of 16: a chunk spans several blocks).
+template <class T>
+void gather_chunks(const PagedAttnArgs& a, const T* cache, const int32_t* table, int hkv, int c0, int nc, int start,
+                   int p, float* g) {
+  constexpr int L = vec16::kLanes;
+  const int D = a.head_dim, bs = a.block_size;
+  const int64_t blk_elems = static_cast<int64_t>(bs) * a.n_head_kv * D;
+  for (int i = 0; i < nc; ++i)
+    for (int l = 0; l < L; ++l) {
+      float* dst = g + static_cast<int64_t>(i) * D * L + l;  // dim d at dst[d * L]
+      const int j = (c0 + i) * L + l;
+      if (j < start || j > p) {
+        for (int d = 0; d < D; ++d) dst[d * L] = 0.0f;
+        continue;
+      }
+      const T* src = cache + block_of(a, table, j) * blk_elems + static_cast<int64_t>(hkv) * D * bs + j % bs;
+      for (int d = 0; d < D; ++d) dst[d * L] = load1(src + static_cast<int64_t>(d) * bs);
+    }
+}
+
+// Transposed layout: query heads of kv heads [h0, h1) of token t.
+template <class T>
+void attend_transposed(const PagedAttnArgs& a, int t, int h0, int h1, bool prefetch, Scratch& sc, AttnIsa isa) {
+  constexpr int L = vec16::kLanes;
+  int start, p;
+  const int32_t* table = token_window(a, t, start, p);
+  const int G = a.n_head / a.n_head_kv, D = a.head_dim, bs = a.block_size;
+  const int c0 = start / L, nc = p / L - c0 + 1;
+  const bool in_place = bs % L == 0;  // every chunk lies within one block
+  auto grow = [](auto& v, size_t n) {
+    if (v.size() < n) v.resize(n);
+  };
+  grow(sc.chunk_off, static_cast<size_t>(nc));
+  grow(sc.s, static_cast<size_t>(G) * nc * L);
+  grow(sc.acc, static_cast<size_t>(G) * D * L);
+  grow(sc.mx, static_cast<size_t>(G));
+  grow(sc.sum, static_cast<size_t>(G) * L);
+  const int64_t blk_elems = static_cast<int64_t>(bs) * a.n_head_kv * D;
+  if (in_place) {  // chunk i: block table entry bi, slots [o, o + 16) (stepped without divisions)
+    int bi = c0 * L / bs, o = c0 * L % bs;
+    MOPT_CHECK(p / bs < a.max_blocks_per_seq, "paged_attention: position %d beyond the block table", p);
+    for (int i = 0; i < nc; ++i) {
+      MOPT_CHECK(table[bi] >= 0, "paged_attention: position %d has no cache block", bi * bs);
+      sc.chunk_off[static_cast<size_t>(i)] = table[bi] * blk_elems + o;
+      if ((o += L) == bs) o = 0, ++bi;
+    }
+  } else {
+    for (int i = 0; i < nc; ++i) sc.chunk_off[static_cast<size_t>(i)] = static_cast<int64_t>(i) * D * L;
+    grow(sc.gk, static_cast<size_t>(nc) * D * L);
+    grow(sc.gv, static_cast<size_t>(nc) * D * L);
+  }
+  const int64_t head_elems = static_cast<int64_t>(D) * bs;  // one kv head's part of a block
+  for (int hkv = h0; hkv < h1; ++hkv) {
+    const int64_t qo = (static_cast<int64_t>(t) * a.n_head + static_cast<int64_t>(hkv) * G) * D;
+    ChunkArgs<float> geom{nullptr, nullptr, sc.chunk_off.data(), L, nc, start - c0 * L, p % L + 1, G, D, a.scale,
+                          a.q + qo, a.out + qo, sc.s.data(), sc.acc.data(), sc.mx.data(), sc.sum.data(), prefetch};
+    if (in_place) {
+      ChunkArgs<T> c{static_cast<const T*>(a.k_cache) + hkv * head_elems,
+                     static_cast<const T*>(a.v_cache) + hkv * head_elems,
+                     geom.off, bs, nc, geom.lane_lo, geom.lane_hi, G, D, geom.scale, geom.q, geom.out, geom.s,
+                     geom.acc, geom.mx, geom.sum, prefetch};
+      run_chunks(c, isa);
+    } else {
+      gather_chunks(a, static_cast<const T*>(a.k_cache), table, hkv, c0, nc, start, p, sc.gk.data());
+      gather_chunks(a, static_cast<const T*>(a.v_cache), table, hkv, c0, nc, start, p, sc.gv.data());
+      geom.k = sc.gk.data();
+      geom.v = sc.gv.data();
+      run_chunks(geom, isa);
+    }
+  }
+}
+
 }  // namespace
 
-void paged_attention(const PagedAttnArgs& a, ThreadPool* pool) {
+void paged_attention(const PagedAttnArgs& a, ThreadPool* pool, AttnIsa isa) {
   MOPT_CHECK(a.n_head > 0 && a.n_head_kv > 0 && a.n_head % a.n_head_kv == 0, "paged_attention: heads %d / kv %d",
              a.n_head, a.n_head_kv);
   MOPT_CHECK(a.head_dim > 0 && a.block_size > 0 && a.n_seqs >= 0, "paged_attention: bad dims");
   MOPT_CHECK(a.kv_dtype == DType::F32 || a.kv_dtype == DType::F16, "paged_attention: KV cache dtype %s unsupported",
              dtype_name(a.kv_dtype));
+  MOPT_CHECK(a.k_transposed == a.v_transposed, "paged_attention: K and V must share a layout (transposed or not)");
+  MOPT_CHECK(!a.k_transposed || a.head_dim <= kMaxTransposedHeadDim, "paged_attention: head_dim %d above %d",
+             a.head_dim, kMaxTransposedHeadDim);
   if (a.n_seqs == 0) return;
   const int n_tokens = a.query_start[a.n_seqs];
   if (n_tokens <= 0) return;
@@ -364,9 +438,17 @@ void paged_attention(const PagedAttnArgs& a, ThreadPool* pool) {
   const int heads_per_item = n_tokens >= 2 * n_threads ? a.n_head_kv : 1;
   const int items_per_token = a.n_head_kv / heads_per_item;
 
+  double kv_bytes = 0;  // K and V of every sequence's context (the transposed kernel's prefetch switch)
+  for (int s = 0; s < a.n_seqs; ++s) kv_bytes += a.seq_lens[s];
+  kv_bytes *= 2.0 * a.n_head_kv * a.head_dim * (a.kv_dtype == DType::F16 ? 2 : 4);
+  const bool prefetch = kv_bytes > kPrefetchAboveBytes;
+
   parallel_items(pool, static_cast<int64_t>(n_tokens) * items_per_token, [&](int64_t item, int tid) {
     const int h0 = static_cast<int>(item % items_per_token) * heads_per_item;
-    attend(a, static_cast<int>(item / items_per_token), h0, h0 + heads_per_item, scr[tid]);
+    const int t = static_cast<int>(item / items_per_token), h1 = h0 + heads_per_item;
+    if (!a.k_transposed) attend_rows(a, t, h0, h1, scr[tid]);
+    else if (a.kv_dtype == DType::F16) attend_transposed<uint16_t>(a, t, h0, h1, prefetch, scr[tid], isa);
+    else attend_transposed<float>(a, t, h0, h1, prefetch, scr[tid], isa);
   });
 }
 

@@ -72,10 +72,13 @@ constexpr double kParallelMacs = 2e6;
 constexpr double kPackMaxBytes = 256.0 * (1 << 20);
 
 // Models whose matrices take at most this many bytes run batches as groups of whole sequences, one thread per
-// group (every core reads all weights, so they must fit its cache); kGroupsPerThread groups per thread balance
-// the load when a core is slow or busy with other work.
+// group (every core reads all weights, so they must fit its cache), kGroupsPerThread groups per thread. One: each
+// group reads every weight once per step, and a long batch's KV cache streaming through the caches evicts the
+// weights between groups, so more groups cost memory traffic (stories260K, 64 sequences, 2 cores: 4 groups per
+// thread decoded 7-15% fewer tokens/s than 1, 8 per thread ~20% fewer), more than they gain by balancing the
+// load when a core is busy with other work.
 constexpr double kGroupMaxBytes = 4.0 * (1 << 20);
-constexpr int kGroupsPerThread = 4;
+constexpr int kGroupsPerThread = 1;
 
 const float* f32_data(const TensorView& t) { return static_cast<const float*>(t.data); }
 cpu::PackSource pack_source(const TensorView& t) { return {f32_data(t), t.ne[1], t.ne[0]}; }
@@ -91,6 +94,8 @@ Result<std::unique_ptr<CpuRunner>> CpuRunner::create(const Model& model, const R
       c.n_vocab <= 0 || c.n_head % c.n_head_kv != 0 || c.rope_dim > c.head_dim || c.rope_dim % 2 != 0)
     return error("model config is not runnable (layers %d, embd %d, heads %d/%d, head_dim %d, rope_dim %d)",
                  c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.head_dim, c.rope_dim);
+  if (c.head_dim > cpu::kMaxTransposedHeadDim)
+    return error("head_dim %d is above the CPU attention's limit of %d", c.head_dim, cpu::kMaxTransposedHeadDim);
   r->kv_dtype_ = opts.kv_cache_dtype == KvCacheDtype::kFloat16 ? DType::F16 : DType::F32;  // kAuto: fp32
   r->kv_elem_bytes_ = r->kv_dtype_ == DType::F16 ? 2 : 4;
   r->pool_ = std::make_unique<ThreadPool>(opts.n_threads);
@@ -347,7 +352,6 @@ void CpuRunner::run(const ForwardBatch& b, Work& w, ThreadPool* pool, float* log
     cpu::rmsnorm(xb + static_cast<size_t>(t) * d, xt, layers_[0].attn_norm.data(), d, c.norm_eps);
   });
 
-  const size_t blk_elems = static_cast<size_t>(block_size_) * kvd;
   for (int l = 0; l < c.n_layer; ++l) {
     const Layer& L = layers_[static_cast<size_t>(l)];
     const int qkv_w = qd + 2 * kvd;  // row width of the fused Q/K/V product
@@ -385,9 +389,8 @@ void CpuRunner::run(const ForwardBatch& b, Work& w, ThreadPool* pool, float* log
       cpu::rope_apply(kt, c.n_head_kv, hd, c.rope_dim, cs, sn, c.rope_style);
       // Write this token's K/V at its slot: block = slot / block_size, offset = slot % block_size.
       const size_t slot = static_cast<size_t>(b.slot_mapping[t]);
-      const size_t off = (slot / block_size_) * blk_elems + (slot % block_size_) * kvd;
-      store_k(kl, slot, kt);
-      store_kv(vl, off, vt, kvd);
+      store_transposed(kl, slot, kt);
+      store_transposed(vl, slot, vt);
     });
     cpu::PagedAttnArgs a;
     a.q = w.q.data();
@@ -407,7 +410,7 @@ void CpuRunner::run(const ForwardBatch& b, Work& w, ThreadPool* pool, float* log
     a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
     a.sliding_window = c.sliding_window;
     a.kv_dtype = kv_dtype_;
-    a.k_transposed = true;
+    a.k_transposed = a.v_transposed = true;
     cpu::paged_attention(a, pool);
     mm(*L.wo, L.o, w.att.data(), T, xb, pool);
     for_tokens(pool, T, [&](int t) {  // residual, then the FFN norm
@@ -455,15 +458,7 @@ void CpuRunner::mm(const TensorView& w, const cpu::PackedF32& packed, const floa
   }
 }
 
-void CpuRunner::store_kv(uint8_t* layer, size_t off, const float* x, int n) const {
-  if (kv_dtype_ == DType::F16) {
-    cpu::fp32_to_fp16_row(x, reinterpret_cast<uint16_t*>(layer) + off, n);  // round to nearest even
-  } else {
-    std::memcpy(reinterpret_cast<float*>(layer) + off, x, sizeof(float) * static_cast<size_t>(n));
-  }
-}
-
-void CpuRunner::store_k(uint8_t* layer, size_t slot, const float* k) const {
+void CpuRunner::store_transposed(uint8_t* layer, size_t slot, const float* k) const {
   const size_t kvd = static_cast<size_t>(cfg_.kv_dim()), bs = static_cast<size_t>(block_size_);
   const size_t base = (slot / bs) * bs * kvd + slot % bs;  // element e at base + e * bs
   if (kv_dtype_ == DType::F16) {

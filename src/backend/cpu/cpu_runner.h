@@ -1,9 +1,9 @@
 // CpuRunner: the Llama-family forward pass on the CPU over a flat varlen batch with a paged KV cache.
 // Weights stay zero-copy in the model file (any weight dtype the kernels support); norms/biases are fp32 copies.
 //
-// KV cache layout per layer, of fp32 or fp16 (RunnerOptions::kv_cache_dtype): V [n_blocks, block_size, kv_dim]
-// (kv_dim = n_head_kv * head_dim), K transposed within each block, [n_blocks, kv_dim, block_size]
-// (cpu::PagedAttnArgs::k_transposed). Swapping copies whole blocks, so it does not depend on the layout.
+// KV cache layout per layer, of fp32 or fp16 (RunnerOptions::kv_cache_dtype): K and V transposed within each
+// block, [n_blocks, kv_dim, block_size] (kv_dim = n_head_kv * head_dim; cpu::PagedAttnArgs::k_transposed and
+// v_transposed). Swapping copies whole blocks, so it does not depend on the layout.
 #pragma once
 
 #include <memory>
@@ -49,10 +49,9 @@ class CpuRunner : public ModelRunner {
   Status check_batch(const ForwardBatch& b) const;
   uint8_t* k_layer(int l) { return kv_ + static_cast<size_t>(2 * l) * layer_elems_ * kv_elem_bytes_; }
   uint8_t* v_layer(int l) { return kv_ + static_cast<size_t>(2 * l + 1) * layer_elems_ * kv_elem_bytes_; }
-  // layer[element off, + n) = x[0, n) in the cache's element type (a V row).
-  void store_kv(uint8_t* layer, size_t off, const float* x, int n) const;
-  // k[0, kv_dim) into slot `slot` of a K layer (transposed blocks: element e at stride block_size).
-  void store_k(uint8_t* layer, size_t slot, const float* k) const;
+  // k[0, kv_dim) (a token's K or V) into slot `slot` of a K or V layer, in the cache's element type
+  // (transposed blocks: element e at stride block_size).
+  void store_transposed(uint8_t* layer, size_t slot, const float* k) const;
   void copy_block(uint8_t* dst_base, size_t dst_layer_elems, int dst_block, const uint8_t* src_base,
                   size_t src_layer_elems, int src_block);
 
@@ -68,13 +67,13 @@ class CpuRunner : public ModelRunner {
   bool packed_ = false;                    // every matrix is fp32 and packed (see Layer)
   cpu::PackedF32 output_packed_;           // [n_vocab] outputs when packed_
 
-  // Paged cache: [n_layer, 2 (K,V), n_blocks, block_size, kv_dim] of kv_dtype_ (anonymous mmap, touched lazily).
+  // Paged cache: [n_layer, 2 (K,V), n_blocks, kv_dim, block_size] of kv_dtype_ (anonymous mmap, touched lazily).
   DType kv_dtype_ = DType::F32;            // F32 or F16
   size_t kv_elem_bytes_ = 4;
   uint8_t* kv_ = nullptr;
   size_t kv_bytes_ = 0;
   size_t layer_elems_ = 0;                 // n_blocks * block_size * kv_dim
-  uint8_t* swap_ = nullptr;                // [n_layer, 2, n_swap_blocks, block_size, kv_dim] of kv_dtype_
+  uint8_t* swap_ = nullptr;                // [n_layer, 2, n_swap_blocks, kv_dim, block_size] of kv_dtype_
   size_t swap_bytes_ = 0;
   size_t swap_layer_elems_ = 0;
   int n_blocks_ = 0, n_swap_blocks_ = 0, block_size_ = 0;

@@ -70,8 +70,8 @@ void add(float* y, const float* x, int64_t n);  // y += x
 struct PagedAttnArgs {
   const float* q;              // [n_tokens, n_head, head_dim]
   float* out;                  // [n_tokens, n_head, head_dim]
-  const void* k_cache;         // [n_blocks, block_size, n_head_kv, head_dim] of kv_dtype (one layer)
-  const void* v_cache;         // [n_blocks, block_size, n_head_kv, head_dim] of kv_dtype
+  const void* k_cache;         // [n_blocks, block_size, n_head_kv, head_dim] of kv_dtype (one layer), or transposed
+  const void* v_cache;         // the same for V
   int n_head, n_head_kv, head_dim, block_size;
   int n_seqs;
   const int32_t* query_start;  // [n_seqs + 1]
@@ -82,13 +82,20 @@ struct PagedAttnArgs {
   float scale;                 // usually 1/sqrt(head_dim)
   int sliding_window = 0;      // 0 = none; else attend only to positions > p - sliding_window
   DType kv_dtype = DType::F32; // cache elements: F32 or F16 (widened exactly to fp32; same arithmetic after)
-  // K blocks stored transposed, [n_blocks, n_head_kv * head_dim, block_size]: element e of slot o of block b at
-  // (b * n_head_kv * head_dim + e) * block_size + o. Scores then take 8 positions per vector FMA without
-  // horizontal sums. V stays [n_blocks, block_size, n_head_kv, head_dim].
+  // K and V blocks stored transposed (the CPU runner's layout), [n_blocks, n_head_kv * head_dim, block_size]:
+  // element e of slot o of block b at (b * n_head_kv * head_dim + e) * block_size + o. Attention then runs on
+  // 16 consecutive positions per vector (both flags must be equal; head_dim <= kMaxTransposedHeadDim).
+  // Row-major otherwise.
   bool k_transposed = false;
+  bool v_transposed = false;
 };
-// Threads over (token, kv head); each K/V row read serves the whole query-head group (GQA).
+// Largest head_dim of the transposed layout (its kernel holds a head pair's query broadcasts in a local array).
+inline constexpr int kMaxTransposedHeadDim = 256;
+// Instruction sets the transposed-layout kernel may use (tests compare them; kBest in production): AVX-512 where
+// the CPU has it, else AVX2 (bit-identical results); kScalar: plain C++ (std::exp: close, not bit-identical).
+enum class AttnIsa { kBest, kNoAvx512, kScalar };
+// Threads over (token, kv head); each K/V read serves the whole query-head group (GQA).
 // The caller validates the batch (block ids, positions < seq_lens); violated invariants abort.
-void paged_attention(const PagedAttnArgs& a, ThreadPool* pool);
+void paged_attention(const PagedAttnArgs& a, ThreadPool* pool, AttnIsa isa = AttnIsa::kBest);
 
 }  // namespace mopt::cpu

@@ -5,10 +5,11 @@
 #include <cstdint>
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-// GCC 12 reports the AVX-512 intrinsics' internal _mm512_undefined_*() operands as "may be used uninitialized"
+// GCC 12 reports the AVX-512 intrinsics' internal _mm512_undefined_*() operands as "(may be) used uninitialized"
 // once they are inlined into exp16_ps and friends (GCC bug 105593, fixed in GCC 13): a false positive.
 #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ == 12
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 #include <immintrin.h>
 #define MOPT_CPU_AVX2 1
@@ -60,7 +61,8 @@ inline bool cpu_has_avx512f() {
   return has;
 }
 
-// exp_ps on 16 lanes: the same operations lane for lane, so bit-identical results.
+// exp_ps on 16 lanes: the same operations lane for lane up to 2^n, which vscalefps applies with the same
+// result (see below), so bit-identical results.
 __attribute__((target("avx512f"))) inline __m512 exp16_ps(__m512 x) {
   const __m512 hi = _mm512_set1_ps(88.3762626647949f), lo = _mm512_set1_ps(-87.3365447504f);
   const __mmask16 underflow = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
@@ -77,12 +79,9 @@ __attribute__((target("avx512f"))) inline __m512 exp16_ps(__m512 x) {
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
   p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  const __m512i ni = _mm512_cvtps_epi32(n);
-  const __m512i n1 = _mm512_srai_epi32(ni, 1), n2 = _mm512_sub_epi32(ni, n1);
-  const __m512 s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n1, _mm512_set1_epi32(127)), 23));
-  const __m512 s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n2, _mm512_set1_epi32(127)), 23));
-  p = _mm512_mul_ps(_mm512_mul_ps(p, s1), s2);
-  return _mm512_maskz_mov_ps(static_cast<__mmask16>(~underflow), p);
+  // p * 2^n in one instruction: the exact product rounded once, as exp_ps's two exact power-of-two products
+  // (only a subnormal result rounds, in the last of them), so the bits agree.
+  return _mm512_maskz_scalef_ps(static_cast<__mmask16>(~underflow), p, n);
 }
 #endif
 
@@ -103,6 +102,7 @@ inline float vec_exp_sub_sum(float* x, int n, float sub) {
   sum = hsum_ps(acc);
 #else
   for (int i = 0; i < n; ++i) sum += (x[i] = std::exp(x[i] - sub));
+  for (int i = n; i < ((n + 7) & ~7); ++i) x[i] = 0.0f;  // the padding, as the vector path leaves it
 #endif
   return sum;
 }

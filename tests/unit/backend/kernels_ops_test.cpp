@@ -143,6 +143,40 @@ TEST(KernelsOps, Softmax) {
   }
 }
 
+#ifdef MOPT_CPU_AVX512_PATHS
+// exp16_ps (2^n by vscalefps) gives exp_ps's bits (2^n by two exact power-of-two products) for floats of either
+// sign up to 104 in magnitude (every 61st bit pattern: ~37 million values, deep underflow, subnormal results and
+// overflow included) and for the specials.
+__attribute__((target("avx512f"))) void exp16_sweep(const float* x, float* y) {
+  _mm512_storeu_ps(y, exp16_ps(_mm512_loadu_ps(x)));
+}
+TEST(KernelsOps, Exp16MatchesExpPsBitForBit) {
+  if (!cpu_has_avx512f()) GTEST_SKIP() << "no AVX-512F on this CPU";
+  alignas(64) float x[16], y16[16], y8[16];
+  int n = 0;
+  auto check = [&] {
+    exp16_sweep(x, y16);
+    _mm256_storeu_ps(y8, exp_ps(_mm256_loadu_ps(x)));
+    _mm256_storeu_ps(y8 + 8, exp_ps(_mm256_loadu_ps(x + 8)));
+    for (int l = 0; l < 16; ++l)
+      ASSERT_EQ(std::bit_cast<uint32_t>(y16[l]), std::bit_cast<uint32_t>(y8[l])) << "exp(" << x[l] << ")";
+    n = 0;
+  };
+  const uint32_t top = std::bit_cast<uint32_t>(104.0f);
+  for (uint32_t b = 0; b <= top; b += 61)
+    for (const uint32_t sign : {0u, 0x80000000u}) {
+      x[n++] = std::bit_cast<float>(b | sign);
+      if (n == 16) {
+        ASSERT_NO_FATAL_FAILURE(check());
+      }
+    }
+  for (const float v : {INFINITY, -INFINITY, NAN, 0.0f, -0.0f, 88.3762626647949f, -87.3365447504f, 88.72f, -87.4f})
+    x[n++] = v;
+  while (n < 16) x[n++] = 1.0f;
+  ASSERT_NO_FATAL_FAILURE(check());
+}
+#endif
+
 // x[i] = exp(x[i] - sub), returns the sum: vs fp64 (exp_ps: ~2e-7 relative, plus the argument's fp32 rounding),
 // -inf and deep underflow give 0,
 // the padding up to a multiple of 8 is zeroed; the AVX-512 variant (where the CPU has it) gives the same bits.
