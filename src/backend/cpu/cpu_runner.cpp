@@ -29,11 +29,12 @@ Status to_f32(const TensorView& t, int64_t expect, std::vector<float>& out) {
   return Status::ok();
 }
 
-// Reserves `bytes` (rounded up to whole huge pages) at a 2 MiB boundary, asking for transparent huge pages: the
-// cache is touched lazily, block by block, and 4 KiB pages would cost a page fault per 4 KiB of new context
-// (a 64-sequence decode of stories260K spent ~15% of its time in page faults).
+// Reserves `bytes` (rounded up to whole huge pages) at a 2 MiB boundary, asking for transparent huge pages: 4 KiB
+// pages would cost a page fault per 4 KiB of new context (a 64-sequence decode of stories260K spent ~15% of its
+// time in page faults). With `populate`, the pages are faulted in now (MADV_POPULATE_WRITE, else one write per
+// page) instead of on first use inside a step, where each new huge page stalls the step while the kernel zeroes it.
 constexpr size_t kHugePage = 2u << 20;
-Result<uint8_t*> map_anonymous(size_t& bytes) {
+Result<uint8_t*> map_anonymous(size_t& bytes, bool populate) {
   if (bytes == 0) return static_cast<uint8_t*>(nullptr);
   bytes = (bytes + kHugePage - 1) / kHugePage * kHugePage;
   const size_t reserve = bytes + kHugePage;
@@ -47,8 +48,19 @@ Result<uint8_t*> map_anonymous(size_t& bytes) {
 #ifdef MADV_HUGEPAGE
   madvise(reinterpret_cast<void*>(base), bytes, MADV_HUGEPAGE);  // advisory: ignored where THP is off
 #endif
+  if (populate) {
+    constexpr int kPopulateWrite = 23;  // MADV_POPULATE_WRITE (Linux 5.14); older kernels answer EINVAL
+    if (madvise(reinterpret_cast<void*>(base), bytes, kPopulateWrite) != 0) {
+      volatile uint8_t* q = reinterpret_cast<uint8_t*>(base);
+      for (size_t off = 0; off < bytes; off += 4096) q[off] = 0;
+    }
+  }
   return reinterpret_cast<uint8_t*>(base);
 }
+
+// KV pools up to this size are faulted in when allocated (as vLLM and llama.cpp commit theirs); larger ones, e.g.
+// a budget derived from --gpu-memory-utilization on a big machine, stay lazy.
+constexpr size_t kPopulateLimit = size_t{4} << 30;
 
 // fn(t) for every token t < T, over the pool in contiguous chunks when there is one and enough tokens.
 template <class F>
@@ -200,8 +212,8 @@ Status CpuRunner::init_kv_cache(int n_blocks, int block_size, int n_swap_blocks)
   swap_layer_elems_ = static_cast<size_t>(n_swap_blocks) * block_size * kvd;
   kv_bytes_ = 2 * static_cast<size_t>(cfg_.n_layer) * layer_elems_ * kv_elem_bytes_;
   swap_bytes_ = 2 * static_cast<size_t>(cfg_.n_layer) * swap_layer_elems_ * kv_elem_bytes_;
-  MOPT_ASSIGN_OR_RETURN(kv_, map_anonymous(kv_bytes_));
-  MOPT_ASSIGN_OR_RETURN(swap_, map_anonymous(swap_bytes_));
+  MOPT_ASSIGN_OR_RETURN(kv_, map_anonymous(kv_bytes_, kv_bytes_ <= kPopulateLimit));
+  MOPT_ASSIGN_OR_RETURN(swap_, map_anonymous(swap_bytes_, false));  // touched only by swapping
   return Status::ok();
 }
 
