@@ -252,7 +252,10 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--attn-sweep")) attn_sweep = true;
     else if (!std::strcmp(argv[i], "--single-only")) single_only = true;
     else {
-      std::fprintf(stderr, "usage: %s [--layers N] [--decode-steps N] [--json PATH] [--profile-window] [--attn-sweep] [--single-only]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--layers N] [--decode-steps N] [--json PATH] [--profile-window] [--attn-sweep] "
+                   "[--single-only]\n",
+                   argv[0]);
       return 2;
     }
   }

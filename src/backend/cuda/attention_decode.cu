@@ -301,7 +301,8 @@ template <class T, int HD>
 cudaError_t dispatch_heads(const DecodeAttnParamsT<T>& p, int hpc, int group, dim3 grid, cudaStream_t stream) {
   const dim3 block(kThreads);
   if (p.small_smem && hpc <= 2) {
-    if (hpc <= 1) return launch_pdl_decode(decode_attention_kernel<T, HD, 1, true>, grid, block, 0, stream, p, hpc, group);
+    if (hpc <= 1)
+      return launch_pdl_decode(decode_attention_kernel<T, HD, 1, true>, grid, block, 0, stream, p, hpc, group);
     return launch_pdl_decode(decode_attention_kernel<T, HD, 2, true>, grid, block, 0, stream, p, hpc, group);
   }
   if (hpc <= 1) return launch_pdl(decode_attention_kernel<T, HD, 1, false>, grid, block, 0, stream, p, hpc, group);
