@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <condition_variable>
 #include <map>
@@ -432,36 +433,48 @@ TEST(EngineFake, PriorityPolicyServesLowValueFirst) {
   EXPECT_EQ(order, (std::vector<uint64_t>{ids[1], ids[2], ids[0]}));
 }
 
-// queue_seconds: -1 in no output, the same value in every output of a request, and with one sequence at a time
-// each later request has waited at least as long as the one served before it (it was queued behind it).
+// queue_seconds: set in every output of a request (the same value), and bounded by what the caller can see: with
+// one sequence at a time, request k is scheduled only after request k-1's final output, and before its own first
+// output. With ta / tb the clock just before / after add_request (added_at lies between them):
+//   t_final[k-1] - tb[k] <= queue_seconds[k] <= t_first[k] - ta[k].
 TEST(EngineFake, QueueSecondsIsTheWaitBeforeFirstScheduled) {
+  using Clock = std::chrono::steady_clock;
   EngineConfig cfg;
   cfg.block_size = 4;
   cfg.max_model_len = 64;
   cfg.max_num_seqs = 1;
   Harness h(cfg);
-  std::map<uint64_t, std::vector<double>> seen;
+  struct Seen {
+    std::vector<double> queue;
+    Clock::time_point ta, tb, first, final;
+  };
+  std::map<uint64_t, Seen> seen;
   std::vector<uint64_t> ids;
   for (int i = 0; i < 3; ++i) {
     RequestSpec spec;
     spec.prompt = {3, 4, 5};
     spec.params = greedy(4);
     spec.params.ignore_eos = true;
-    ids.push_back(h.engine->add_request(spec, [&](const RequestOutput& o) {
-      seen[o.request_id].push_back(o.queue_seconds);
-    }).request_id);
+    const Clock::time_point ta = Clock::now();
+    const uint64_t id = h.engine->add_request(spec, [&](const RequestOutput& o) {
+      Seen& s = seen[o.request_id];
+      if (s.queue.empty()) s.first = Clock::now();
+      if (o.finished) s.final = Clock::now();
+      s.queue.push_back(o.queue_seconds);
+    }).request_id;
+    seen[id].ta = ta;
+    seen[id].tb = Clock::now();
+    ids.push_back(id);
   }
   h.run();
-  double prev = -1;
-  for (uint64_t id : ids) {
-    const std::vector<double>& q = seen[id];
-    ASSERT_FALSE(q.empty());
-    for (double v : q) {
-      EXPECT_GE(v, 0.0) << "request " << id;
-      EXPECT_EQ(v, q.front()) << "request " << id;
-    }
-    EXPECT_GE(q.front(), prev) << "request " << id << " was queued behind the previous one";
-    prev = q.front();
+  auto secs = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
+  for (size_t k = 0; k < ids.size(); ++k) {
+    const Seen& s = seen[ids[k]];
+    ASSERT_FALSE(s.queue.empty());
+    for (double v : s.queue) EXPECT_EQ(v, s.queue.front()) << "request " << k;
+    EXPECT_GE(s.queue.front(), 0.0) << "request " << k;
+    EXPECT_LE(s.queue.front(), secs(s.first - s.ta)) << "request " << k;
+    if (k > 0) EXPECT_GE(s.queue.front(), secs(seen[ids[k - 1]].final - s.tb)) << "request " << k;
   }
 }
 
