@@ -25,6 +25,51 @@ Status ModelRunner::sampled_logits(std::span<const int32_t>, float*) {
                device_name(device()));
 }
 
+Status validate_batch(const ForwardBatch& b, const BatchLimits& lim) {
+  const int T = b.n_tokens(), S = b.n_seqs();
+  if (T == 0 || S == 0) return error("empty batch");
+  if (lim.max_tokens > 0 && T > lim.max_tokens)
+    return error("batch has %d tokens, more than max_batch_tokens %d", T, lim.max_tokens);
+  if (lim.max_seqs > 0 && S > lim.max_seqs) return error("batch has %d sequences, more than max_seqs %d", S, lim.max_seqs);
+  if (b.positions.size() != static_cast<size_t>(T) || b.slot_mapping.size() != static_cast<size_t>(T) ||
+      b.query_start.size() != static_cast<size_t>(S) + 1 || b.max_blocks_per_seq < 0 ||
+      b.block_tables.size() != static_cast<size_t>(S) * b.max_blocks_per_seq)
+    return error("inconsistent batch arrays (tokens %d, seqs %d)", T, S);
+  if (b.query_start[0] != 0 || b.query_start[S] != T) return error("query_start must span [0, n_tokens]");
+  const int64_t n_slots = static_cast<int64_t>(lim.n_blocks) * lim.block_size;
+  for (int i = 0; i < T; ++i) {
+    if (b.tokens[i] < 0 || b.tokens[i] >= lim.n_vocab) return error("token id %d out of range", b.tokens[i]);
+    if (b.slot_mapping[i] < 0 || b.slot_mapping[i] >= n_slots) return error("slot %d out of range", b.slot_mapping[i]);
+  }
+  for (int s = 0; s < S; ++s) {
+    const int q0 = b.query_start[s], q1 = b.query_start[s + 1];
+    if (q1 < q0 || b.seq_lens[s] < q1 - q0) return error("sequence %d: bad query range or length", s);
+    const int need = (b.seq_lens[s] + lim.block_size - 1) / lim.block_size;
+    if (need > b.max_blocks_per_seq)
+      return error("sequence %d: length %d needs more blocks than the table holds", s, b.seq_lens[s]);
+    if (lim.max_context_blocks > 0 && need > lim.max_context_blocks)
+      return error("sequence %d: length %d exceeds the longest context this runner was set up for (%d tokens)", s,
+                   b.seq_lens[s], lim.max_context_blocks * lim.block_size);
+    for (int j = 0; j < need; ++j) {
+      const int32_t blk = b.block_tables[static_cast<size_t>(s) * b.max_blocks_per_seq + j];
+      if (blk < 0 || blk >= lim.n_blocks) return error("sequence %d: block table entry %d = %d out of range", s, j, blk);
+    }
+    for (int i = q0; i < q1; ++i) {
+      if (b.positions[i] < 0 || b.positions[i] >= b.seq_lens[s]) return error("position %d out of range", b.positions[i]);
+      if (lim.consecutive_positions && i > q0 && b.positions[i] != b.positions[i - 1] + 1)
+        return error("sequence %d: positions of its tokens must be consecutive", s);
+    }
+  }
+  std::vector<bool> seen(lim.unique_logits_indices ? static_cast<size_t>(T) : 0, false);
+  for (int32_t idx : b.logits_indices) {
+    if (idx < 0 || idx >= T) return error("logits index %d out of range", idx);
+    if (!lim.unique_logits_indices) continue;
+    if (seen[static_cast<size_t>(idx)]) return error("logits index %d requested twice", idx);
+    seen[static_cast<size_t>(idx)] = true;
+  }
+  return Status::ok();
+}
+
 DeviceKind resolve_device(DeviceKind requested) {
   if (requested != DeviceKind::kAuto) return requested;
   return cuda_device_available() ? DeviceKind::kCuda : DeviceKind::kCpu;

@@ -67,6 +67,19 @@ struct BatchArrays {
   }
 };
 
+// What a runner can take, for validate_batch(). 0 = no limit for max_tokens, max_seqs and max_context_blocks.
+struct BatchLimits {
+  int n_vocab = 0;
+  int n_blocks = 0, block_size = 0;  // the KV pool
+  int max_tokens = 0, max_seqs = 0;
+  int max_context_blocks = 0;        // blocks one sequence may span (the runner's block-table stride)
+  bool consecutive_positions = false;  // a sequence's tokens at consecutive positions
+  bool unique_logits_indices = false;
+};
+// Range-checks every array of `b` against the limits (sizes, token ids, slots, block ids, positions, logits
+// indices); an error says what is wrong. Both runners call it first in forward().
+Status validate_batch(const ForwardBatch& b, const BatchLimits& lim);
+
 // kAuto (RunnerOptions only): CUDA when the build has it and a GPU is usable, else the CPU.
 enum class DeviceKind { kCpu, kCuda, kAuto };
 const char* device_name(DeviceKind d);

@@ -243,34 +243,12 @@ void CpuRunner::ensure_scratch(Work& w, int n_tokens, int n_out) {
 }
 
 Status CpuRunner::check_batch(const ForwardBatch& b) const {
-  const int T = b.n_tokens(), S = b.n_seqs();
   if (!kv_) return error("forward() before init_kv_cache()");
-  if (T == 0 || S == 0) return error("empty batch");
-  if (b.positions.size() != static_cast<size_t>(T) || b.slot_mapping.size() != static_cast<size_t>(T) ||
-      b.query_start.size() != static_cast<size_t>(S) + 1 ||
-      b.block_tables.size() != static_cast<size_t>(S) * b.max_blocks_per_seq)
-    return error("inconsistent batch arrays (tokens %d, seqs %d)", T, S);
-  if (b.query_start[0] != 0 || b.query_start[S] != T) return error("query_start must span [0, n_tokens]");
-  const int64_t n_slots = static_cast<int64_t>(n_blocks_) * block_size_;
-  for (int i = 0; i < T; ++i) {
-    if (b.tokens[i] < 0 || b.tokens[i] >= cfg_.n_vocab) return error("token id %d out of range", b.tokens[i]);
-    if (b.slot_mapping[i] < 0 || b.slot_mapping[i] >= n_slots) return error("slot %d out of range", b.slot_mapping[i]);
-  }
-  for (int s = 0; s < S; ++s) {
-    const int q0 = b.query_start[s], q1 = b.query_start[s + 1];
-    if (q1 < q0 || b.seq_lens[s] < q1 - q0) return error("sequence %d: bad query range or length", s);
-    if ((b.seq_lens[s] + block_size_ - 1) / block_size_ > b.max_blocks_per_seq)
-      return error("sequence %d: length %d needs more blocks than the table holds", s, b.seq_lens[s]);
-    for (int j = 0; j < (b.seq_lens[s] + block_size_ - 1) / block_size_; ++j) {
-      const int32_t blk = b.block_tables[static_cast<size_t>(s) * b.max_blocks_per_seq + j];
-      if (blk < 0 || blk >= n_blocks_) return error("sequence %d: block table entry %d = %d out of range", s, j, blk);
-    }
-    for (int i = q0; i < q1; ++i)
-      if (b.positions[i] < 0 || b.positions[i] >= b.seq_lens[s]) return error("position %d out of range", b.positions[i]);
-  }
-  for (int32_t idx : b.logits_indices)
-    if (idx < 0 || idx >= T) return error("logits index %d out of range", idx);
-  return Status::ok();
+  BatchLimits lim;
+  lim.n_vocab = cfg_.n_vocab;
+  lim.n_blocks = n_blocks_;
+  lim.block_size = block_size_;
+  return validate_batch(b, lim);
 }
 
 Status CpuRunner::forward(const ForwardBatch& b, float* logits) {

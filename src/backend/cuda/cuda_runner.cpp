@@ -593,48 +593,17 @@ cuda::KvCacheViewT<T> CudaRunner::cache_view(int layer) const {
 }
 
 Status CudaRunner::check_batch(const ForwardBatch& b) const {
-  const int T = b.n_tokens(), S = b.n_seqs();
   if (kv_.bytes() == 0) return error("forward() before init_kv_cache()");
-  if (T == 0 || S == 0) return error("empty batch");
-  if (T > max_tokens_) return error("batch has %d tokens, more than max_batch_tokens %d", T, max_tokens_);
-  if (S > opts_.max_seqs) return error("batch has %d sequences, more than max_seqs %d", S, opts_.max_seqs);
-  if (b.positions.size() != static_cast<size_t>(T) || b.slot_mapping.size() != static_cast<size_t>(T) ||
-      b.query_start.size() != static_cast<size_t>(S) + 1 || b.max_blocks_per_seq < 0 ||
-      b.block_tables.size() != static_cast<size_t>(S) * b.max_blocks_per_seq)
-    return error("inconsistent batch arrays (tokens %d, seqs %d)", T, S);
-  if (b.query_start[0] != 0 || b.query_start[S] != T) return error("query_start must span [0, n_tokens]");
-  const int64_t n_slots = static_cast<int64_t>(n_blocks_) * block_size_;
-  for (int i = 0; i < T; ++i) {
-    if (b.tokens[i] < 0 || b.tokens[i] >= cfg_.n_vocab) return error("token id %d out of range", b.tokens[i]);
-    if (b.slot_mapping[i] < 0 || b.slot_mapping[i] >= n_slots) return error("slot %d out of range", b.slot_mapping[i]);
-  }
-  for (int s = 0; s < S; ++s) {
-    const int q0 = b.query_start[s], q1 = b.query_start[s + 1];
-    if (q1 < q0 || b.seq_lens[s] < q1 - q0) return error("sequence %d: bad query range or length", s);
-    const int need = (b.seq_lens[s] + block_size_ - 1) / block_size_;
-    if (need > b.max_blocks_per_seq)
-      return error("sequence %d: length %d needs more blocks than the table holds", s, b.seq_lens[s]);
-    if (need > bt_stride_)
-      return error("sequence %d: length %d exceeds the longest context this runner was set up for (%d tokens)", s,
-                   b.seq_lens[s], bt_stride_ * block_size_);
-    for (int j = 0; j < need; ++j) {
-      const int32_t blk = b.block_tables[static_cast<size_t>(s) * b.max_blocks_per_seq + j];
-      if (blk < 0 || blk >= n_blocks_) return error("sequence %d: block table entry %d = %d out of range", s, j, blk);
-    }
-    for (int i = q0; i < q1; ++i) {
-      if (b.positions[i] < 0 || b.positions[i] >= b.seq_lens[s])
-        return error("position %d out of range", b.positions[i]);
-      if (i > q0 && b.positions[i] != b.positions[i - 1] + 1)
-        return error("sequence %d: positions of its tokens must be consecutive", s);
-    }
-  }
-  std::vector<bool> seen(static_cast<size_t>(T), false);
-  for (int32_t idx : b.logits_indices) {
-    if (idx < 0 || idx >= T) return error("logits index %d out of range", idx);
-    if (seen[static_cast<size_t>(idx)]) return error("logits index %d requested twice", idx);
-    seen[static_cast<size_t>(idx)] = true;
-  }
-  return Status::ok();
+  BatchLimits lim;
+  lim.n_vocab = cfg_.n_vocab;
+  lim.n_blocks = n_blocks_;
+  lim.block_size = block_size_;
+  lim.max_tokens = max_tokens_;
+  lim.max_seqs = opts_.max_seqs;
+  lim.max_context_blocks = bt_stride_;
+  lim.consecutive_positions = true;  // the prefill tiles assume them
+  lim.unique_logits_indices = true;
+  return validate_batch(b, lim);
 }
 
 // Fills the pinned metadata buffer (padding the batch to pad_to tokens/sequences for graphs) and enqueues the
