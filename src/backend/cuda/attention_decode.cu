@@ -313,6 +313,15 @@ cudaError_t dispatch_heads(const DecodeAttnParamsT<T>& p, int hpc, int group, di
 
 }  // namespace
 
+// Fewer heads per CTA shorten each CTA's serial work (what bounds a batch of one token) at the cost of reading
+// each K/V row once per CTA of the group (through L2).
+int decode_heads_per_cta(int group, int max_heads_per_cta) {
+  const int cap = max_heads_per_cta > 0 && max_heads_per_cta < kMaxHeadsPerCta ? max_heads_per_cta : kMaxHeadsPerCta;
+  int hpc = group;
+  while (hpc > cap || group % hpc != 0) --hpc;
+  return hpc;
+}
+
 bool decode_attention_supported(int head_dim) {
   return head_dim == 8 || head_dim == 16 || head_dim == 32 || head_dim == 64 || head_dim == 128;
 }
@@ -335,13 +344,7 @@ cudaError_t launch_attention_decode(const DecodeAttnParamsT<T>& p, cudaStream_t 
       (p.n_splits > 1 && (p.workspace == nullptr || p.counters == nullptr)))
     return cudaErrorInvalidValue;
   const int group = p.n_head / p.cache.n_head_kv;
-  // Query heads per CTA: the whole group, or its largest divisor <= the cap (8, or p.max_heads_per_cta). Fewer
-  // heads per CTA shorten each CTA's serial work (what bounds a batch of one token) at the cost of reading each
-  // K/V row once per CTA of the group (through L2).
-  const int cap = p.max_heads_per_cta > 0 && p.max_heads_per_cta < kMaxHeadsPerCta ? p.max_heads_per_cta
-                                                                                   : kMaxHeadsPerCta;
-  int hpc = group;
-  while (hpc > cap || group % hpc != 0) --hpc;
+  const int hpc = decode_heads_per_cta(group, p.max_heads_per_cta);
   const dim3 grid(p.n_tokens, p.n_head / hpc, p.n_splits);
   cudaError_t err;
   switch (hd) {

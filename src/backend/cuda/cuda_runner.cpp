@@ -987,11 +987,8 @@ Status CudaRunner::run_step(const ForwardBatch& b, int* rows_on_device) {
   // with Llama-3.1-8B heads, 1 token: 13 -> ~8 us per layer) and the duplicate K/V reads hit L2. Larger batches
   // keep the whole GQA group per CTA (each K/V row read once from memory).
   const int group = c.n_head / c.n_head_kv;
-  const int n_rows = decode ? std::max(n, 1) : n;
-  s.attn_hpc = n_rows * c.n_head_kv < n_sms_ ? 2 : 0;
-  int hpc = std::min(group, s.attn_hpc > 0 && s.attn_hpc < 8 ? s.attn_hpc : 8);  // as launch_attention_decode
-  while (group % hpc) --hpc;
-  const int ctas_per_token = c.n_head / hpc;
+  s.attn_hpc = n * c.n_head_kv < n_sms_ ? 2 : 0;
+  const int ctas_per_token = c.n_head / cuda::decode_heads_per_cta(group, s.attn_hpc);
 
   // CUDA graph for decode batches whose logits are exactly one row per sequence, in order.
   bool graph = decode && !opts_.enforce_eager && n_out == S && !profiling_;

@@ -148,6 +148,9 @@ struct DecodeAttnParamsT {
   uint32_t* counters = nullptr;         // [n_tokens * n_head] merge tickets, zero between launches (n_splits > 1)
 };
 using DecodeAttnParams = DecodeAttnParamsT<bf16>;
+// Query heads one CTA of launch_attention_decode serves for a GQA group of `group` heads: the whole group, or its
+// largest divisor <= max_heads_per_cta (0: up to 8). The grid has n_head / that many CTAs per (token, split).
+int decode_heads_per_cta(int group, int max_heads_per_cta);
 // True when the decode kernel supports this head_dim (8, 16, 32, 64, 128).
 bool decode_attention_supported(int head_dim);
 template <class T>

@@ -180,32 +180,26 @@ void check_batched_matches_single(KvCacheDtype kv) {
     single.push_back(run_chunked(**r, toks.back(), {static_cast<int>(toks.back().size())}, bs));
   }
   // Now all at once: prompt chunks of different lengths in one batch, block tables interleaved.
-  std::vector<int32_t> flat, pos, slots, qs = {0}, lens, tables, idx;
-  const int mb = 16;
+  BatchArrays a;
+  a.max_blocks_per_seq = 16;
+  const int mb = a.max_blocks_per_seq;
   int next_block = 0;
   for (int s = 0; s < n_seq; ++s) {
     const int n = static_cast<int>(toks[s].size());
     std::vector<int32_t> blocks(mb, -1);
     for (int j = 0; j < (n + bs - 1) / bs; ++j) blocks[j] = (next_block++ * 7) % (kCacheTokens / bs);  // scattered
     for (int i = 0; i < n; ++i) {
-      flat.push_back(toks[s][i]);
-      pos.push_back(i);
-      slots.push_back(blocks[i / bs] * bs + i % bs);
-      idx.push_back(static_cast<int32_t>(flat.size()) - 1);
+      a.tokens.push_back(toks[s][i]);
+      a.positions.push_back(i);
+      a.slot_mapping.push_back(blocks[i / bs] * bs + i % bs);
+      a.logits_indices.push_back(static_cast<int32_t>(a.tokens.size()) - 1);
     }
-    qs.push_back(static_cast<int32_t>(flat.size()));
-    lens.push_back(n);
-    tables.insert(tables.end(), blocks.begin(), blocks.end());
+    a.query_start.push_back(static_cast<int32_t>(a.tokens.size()));
+    a.seq_lens.push_back(n);
+    a.block_tables.insert(a.block_tables.end(), blocks.begin(), blocks.end());
   }
-  ForwardBatch b;
-  b.tokens = flat;
-  b.positions = pos;
-  b.slot_mapping = slots;
-  b.query_start = qs;
-  b.seq_lens = lens;
-  b.block_tables = tables;
-  b.max_blocks_per_seq = mb;
-  b.logits_indices = idx;
+  const std::vector<int32_t> idx = a.logits_indices;
+  ForwardBatch b = a.view();
   std::vector<float> logits(idx.size() * 512);
   ASSERT_TRUE((*r)->forward(b, logits.data()).is_ok());
   // Batch invariance: bit-identical (the 5-sequence batch runs as sequence groups on the pool's threads, each

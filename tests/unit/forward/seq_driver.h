@@ -28,27 +28,23 @@ class SeqDriver {
   std::vector<float> feed(int s, const std::vector<int32_t>& toks) {
     Seq& q = seqs_[static_cast<size_t>(s)];
     const int n = static_cast<int>(toks.size());
-    std::vector<int32_t> pos(n), slots(n), qs = {0, n}, lens = {q.len + n}, idx(n);
+    BatchArrays a;
+    a.tokens = toks;
     for (int i = 0; i < n; ++i) {
       const int p = q.len + i;
       if (p / bs_ >= static_cast<int>(q.blocks.size())) {
         q.blocks.push_back(free_.back());
         free_.pop_back();
       }
-      pos[i] = p;
-      slots[i] = q.blocks[p / bs_] * bs_ + p % bs_;
-      idx[i] = i;
+      a.positions.push_back(p);
+      a.slot_mapping.push_back(q.blocks[p / bs_] * bs_ + p % bs_);
+      a.logits_indices.push_back(i);
     }
-    const int mb = static_cast<int>(q.blocks.size());
-    ForwardBatch b;
-    b.tokens = toks;
-    b.positions = pos;
-    b.slot_mapping = slots;
-    b.query_start = qs;
-    b.seq_lens = lens;
-    b.block_tables = q.blocks;
-    b.max_blocks_per_seq = mb;
-    b.logits_indices = idx;
+    a.query_start.push_back(n);
+    a.seq_lens.push_back(q.len + n);
+    a.block_tables = q.blocks;
+    a.max_blocks_per_seq = static_cast<int>(q.blocks.size());
+    const ForwardBatch b = a.view();
     std::vector<float> logits(static_cast<size_t>(n) * r_.config().n_vocab);
     last_status_ = r_.forward(b, logits.data());
     q.len += n;
