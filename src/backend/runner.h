@@ -109,8 +109,12 @@ class ModelRunner {
   // One forward pass. logits: [n_out, n_vocab] fp32, host memory.
   virtual Status forward(const ForwardBatch& batch, float* logits) = 0;
 
-  // True when forward_sample() is implemented (the CUDA backend samples on the GPU).
+  // True when forward_sample() is implemented (the CUDA backend samples on the GPU; the CPU runner picks greedy
+  // rows inside its forward threads).
   virtual bool can_sample() const { return false; }
+  // True when forward_sample() also draws rows with temperature > 0 (top-k/top-p/min-p, seeds); false: it picks
+  // greedy rows only, and the caller samples the others on the host from sampled_logits().
+  virtual bool can_sample_random() const { return can_sample(); }
   // One forward pass that picks the next token of every output row on the device and returns only the ids:
   // tokens [n_out]; params [n_out] (empty = greedy for all). Saves forward()'s [n_out, n_vocab] logits copy.
   virtual Status forward_sample(const ForwardBatch& batch, std::span<const RowSampling> params, int32_t* tokens);

@@ -1,6 +1,7 @@
 #include "core/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -12,15 +13,22 @@
 namespace mopt {
 
 namespace {
-// Pause iterations a worker spins before sleeping (a pause is ~20-50 ns: ~40-100 us in all), and the
-// caller spins on chunks in flight on other threads before yielding its core.
-constexpr int kWorkerSpin = 2000;
+// How long a worker spins for the next job before sleeping, and the pause iterations the caller spins on chunks
+// in flight on other threads before yielding its core. The worker's spin is timed, not counted (a pause costs
+// from ~10 to ~150 cycles depending on the CPU): it must outlast the caller's serial work between jobs. A batched
+// decode step of a small model is one job with ~50 us of engine work (scheduling, sampling, streaming) before the
+// next; a worker that had gone to sleep by then started that job ~35 us late (futex wake-up in a VM).
+constexpr auto kWorkerSpinTime = std::chrono::microseconds(250);
+constexpr int kSpinClockEvery = 64;  // pauses between clock reads
 constexpr int kCallerSpin = 2000;
-constexpr int kMaxThreads = 1024;  // chunk indices fit the state word's 16-bit fields
+constexpr int kMaxThreads = 1024;  // chunk indices fit the state word's 15-bit fields
 thread_local bool t_in_pool_job = false;
 
 inline uint32_t gen_of(uint64_t s) { return static_cast<uint32_t>(s >> 32); }
-inline int chunks_of(uint64_t s) { return static_cast<int>((s >> 16) & 0xFFFF); }
+inline int chunks_of(uint64_t s) { return static_cast<int>((s >> 16) & 0x7FFF); }
+// Set in a run_on_each job's state word (read with its generation in one load, so a worker that wakes late for
+// an earlier job can never mistake its kind).
+constexpr uint64_t kPerThreadBit = uint64_t{1} << 31;
 inline int next_of(uint64_t s) { return static_cast<int>(s & 0xFFFF); }
 }  // namespace
 
@@ -28,7 +36,7 @@ ThreadPool::ThreadPool(int n_threads) {
   if (n_threads <= 0) n_threads = static_cast<int>(std::thread::hardware_concurrency());
   n_threads_ = std::clamp(n_threads, 1, kMaxThreads);
   workers_.reserve(static_cast<size_t>(n_threads_ - 1));
-  for (int t = 1; t < n_threads_; ++t) workers_.emplace_back([this] { worker_main(); });
+  for (int t = 1; t < n_threads_; ++t) workers_.emplace_back([this, t] { worker_main(t); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -54,14 +62,16 @@ void ThreadPool::run_chunks(uint32_t gen) {
   }
 }
 
-void ThreadPool::worker_main() {
+void ThreadPool::worker_main(int index) {
   t_in_pool_job = true;  // nested parallel_for from a job runs inline
   uint32_t seen = 0;
   for (;;) {
     uint64_t s = state_.load(std::memory_order_acquire);
-    for (int i = 0; gen_of(s) == seen && i < kWorkerSpin; ++i) {
+    const auto spin_end = std::chrono::steady_clock::now() + kWorkerSpinTime;
+    for (int i = 1; gen_of(s) == seen; ++i) {
       MOPT_CPU_RELAX();
       s = state_.load(std::memory_order_acquire);
+      if (i % kSpinClockEvery == 0 && std::chrono::steady_clock::now() >= spin_end) break;
     }
     if (gen_of(s) == seen) {
       std::unique_lock<std::mutex> lk(sleep_mu_);
@@ -72,7 +82,12 @@ void ThreadPool::worker_main() {
     }
     if (stop_.load()) return;
     seen = gen_of(s);
-    run_chunks(seen);
+    if (s & kPerThreadBit) {
+      (*fn_)(0, 1, index);
+      done_.fetch_add(1, std::memory_order_acq_rel);
+    } else {
+      run_chunks(seen);
+    }
   }
 }
 
@@ -87,18 +102,39 @@ void ThreadPool::parallel_for(int64_t n, const Fn& fn) {
     fn(0, n, 0);
     return;
   }
-  const int k = static_cast<int>(std::min<int64_t>(n, n_threads_));
   fn_ = &fn;
   n_ = n;
+  dispatch(static_cast<int>(std::min<int64_t>(n, n_threads_)), false);
+}
+
+void ThreadPool::run_on_each(const Fn& fn) {
+  std::unique_lock<std::mutex> dl(dispatch_mu_, std::defer_lock);
+  if (n_threads_ == 1 || t_in_pool_job || !dl.try_lock()) {
+    for (int i = 0; i < n_threads_; ++i) fn(0, 1, i);
+    return;
+  }
+  fn_ = &fn;
+  n_ = n_threads_;
+  dispatch(n_threads_, true);
+}
+
+void ThreadPool::dispatch(int k, bool per_thread) {
   done_.store(0, std::memory_order_relaxed);
   const uint32_t gen = gen_of(state_.load()) + 1;
-  state_.store((static_cast<uint64_t>(gen) << 32) | (static_cast<uint64_t>(k) << 16));  // seq_cst publish
+  // seq_cst publish; a per-thread job's state has no chunks to claim (next == count): run_chunks skips it.
+  const uint64_t claimed = per_thread ? static_cast<uint64_t>(k) | kPerThreadBit : 0;
+  state_.store((static_cast<uint64_t>(gen) << 32) | (static_cast<uint64_t>(k) << 16) | claimed);
   if (sleeping_.load() > 0) {
     std::lock_guard<std::mutex> lk(sleep_mu_);
     sleep_cv_.notify_all();
   }
   t_in_pool_job = true;
-  run_chunks(gen);
+  if (per_thread) {
+    (*fn_)(0, 1, 0);
+    done_.fetch_add(1, std::memory_order_acq_rel);
+  } else {
+    run_chunks(gen);
+  }
   t_in_pool_job = false;
   // Every chunk is claimed; wait for the ones still running on workers.
   for (int i = 0; done_.load(std::memory_order_acquire) != k; ++i) {

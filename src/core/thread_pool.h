@@ -6,8 +6,8 @@
 // partial results are reproducible, and no two concurrently running calls share a tid (per-tid scratch
 // is safe). Chunks are claimed from a shared counter by whichever thread gets there first, the caller
 // included: on a machine where a worker is descheduled, the caller does its chunks instead of waiting.
-// Workers spin briefly after each job (a decode step issues ~40 jobs a few microseconds apart), then
-// sleep on a condition variable so an idle pool costs no CPU.
+// Workers spin for a fixed time after each job (a decode step issues jobs microseconds apart), then sleep on
+// a condition variable so an idle pool costs no CPU.
 //
 // A parallel_for issued from inside a job, or while another thread is using the pool, runs inline
 // on the calling thread (as one chunk, tid 0) instead of deadlocking.
@@ -34,6 +34,11 @@ class ThreadPool {
 
   int size() const { return n_threads_; }
   void parallel_for(int64_t n, const Fn& fn);
+  // fn(0, 1, index) exactly once on every pool thread, the caller being index 0 and worker i index i; returns
+  // when all are done. For work split by the caller over threads it can tell apart (e.g. in proportion to the
+  // speed each showed before): no chunk moves to another thread, so a descheduled worker is waited for. Called
+  // from inside a job, or while another thread uses the pool, it runs every index on the calling thread.
+  void run_on_each(const Fn& fn);
 
   // Chunk c of k over [0, n): [c*n/k, (c+1)*n/k).
   static int64_t chunk_begin(int64_t n, int k, int c) {
@@ -41,7 +46,9 @@ class ThreadPool {
   }
 
  private:
-  void worker_main();
+  void worker_main(int index);
+  // Publishes the job (fn_, n_ set) with k chunks, wakes sleepers, runs the caller's part, waits for the rest.
+  void dispatch(int k, bool per_thread);
   // Claims and runs chunks of the job published under generation `gen` until none is left.
   void run_chunks(uint32_t gen);
 
@@ -50,7 +57,8 @@ class ThreadPool {
   // Current job (written by the dispatcher before the state word publishes it).
   const Fn* fn_ = nullptr;
   int64_t n_ = 0;
-  // State word: generation (bits 32..63) | chunk count (bits 16..31) | next unclaimed chunk (bits 0..15).
+  // State word: generation (bits 32..63) | run_on_each flag (bit 31) | chunk count (bits 16..30) | next
+  // unclaimed chunk (bits 0..15).
   std::atomic<uint64_t> state_{0};
   std::atomic<int> done_{0};       // chunks finished in the current job
   std::atomic<int> sleeping_{0};

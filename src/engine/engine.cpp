@@ -335,11 +335,13 @@ Status EngineImpl::run_forward(const SchedulerOutput& out) {
   return runner_->sampled_logits(host_rows_, logits_.data());
 }
 
-// What the device sampler cannot do: logprobs, penalties over the context, banned ids before min_tokens.
+// What the device sampler cannot do: logprobs, penalties over the context, banned ids before min_tokens, and
+// draws at temperature > 0 on a runner that picks greedy rows only (the CPU runner).
 bool EngineImpl::needs_host_sampler(const EngineRequest& r) const {
   const SamplingParams& p = r.params;
   if (p.logprobs >= 0 || p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f)
     return true;
+  if (p.temperature > 0 && p.top_k != 1 && !runner_->can_sample_random()) return true;
   return r.num_output_tokens() < p.min_tokens &&
          ((!p.ignore_eos && !eog_.empty()) || !p.stop_token_ids.empty());
 }

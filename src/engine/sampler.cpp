@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/argmax.h"
 #include "core/status.h"
 #include "core/strfmt.h"
 
@@ -89,10 +90,7 @@ SampleResult sample_token(std::span<float> logits, const SamplingParams& p, std:
   }
 
   if (p.temperature == 0.0f) {
-    int best = 0;
-    for (int i = 1; i < n; ++i)
-      if (logits[i] > logits[best]) best = i;
-    res.token = best;
+    res.token = argmax_first(logits.data(), n);
   } else {
     // Candidates (scaled logit, id). Sorted best first only when top-k / top-p need an order (ties by id, so the
     // result is deterministic); otherwise kept in id order, which is just as deterministic and O(n_vocab).

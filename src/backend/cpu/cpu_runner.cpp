@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -11,6 +12,7 @@
 
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/quant.h"
+#include "core/argmax.h"
 #include "core/thread_pool.h"
 #include "model/model.h"
 
@@ -83,14 +85,16 @@ constexpr double kParallelMacs = 2e6;
 // doubles their weight memory; larger fp32 models keep the row-dot kernels).
 constexpr double kPackMaxBytes = 256.0 * (1 << 20);
 
-// Models whose matrices take at most this many bytes run batches as groups of whole sequences, one thread per
-// group (every core reads all weights, so they must fit its cache), kGroupsPerThread groups per thread. One: each
-// group reads every weight once per step, and a long batch's KV cache streaming through the caches evicts the
-// weights between groups, so more groups cost memory traffic (stories260K, 64 sequences, 2 cores: 4 groups per
-// thread decoded 7-15% fewer tokens/s than 1, 8 per thread ~20% fewer), more than they gain by balancing the
-// load when a core is busy with other work.
+// Models whose matrices take at most this many bytes run batches as groups of whole sequences, one group per
+// thread (every core reads all weights, so they must fit its cache). One group per thread: each group reads
+// every weight once per step, and a long batch's KV cache streaming through the caches evicts the weights
+// between groups, so more groups cost memory traffic (stories260K, 64 sequences, 2 cores: 4 groups per thread
+// decoded 7-15% fewer tokens/s than 1, 8 per thread ~20% fewer). The groups' sizes follow the threads' speeds.
 constexpr double kGroupMaxBytes = 4.0 * (1 << 20);
-constexpr int kGroupsPerThread = 1;
+// Speed estimates: weight of the latest step in the moving average, and the smallest share a thread keeps
+// relative to the fastest (so that a thread slowed once gets work again and is measured anew).
+constexpr double kSpeedAlpha = 0.3;
+constexpr double kMinSpeedRatio = 0.25;
 
 const float* f32_data(const TensorView& t) { return static_cast<const float*>(t.data); }
 cpu::PackSource pack_source(const TensorView& t) { return {f32_data(t), t.ne[1], t.ne[0]}; }
@@ -252,6 +256,36 @@ Status CpuRunner::check_batch(const ForwardBatch& b) const {
 }
 
 Status CpuRunner::forward(const ForwardBatch& b, float* logits) {
+  sampled_rows_ = -1;
+  return forward_impl(b, logits, nullptr);
+}
+
+Status CpuRunner::forward_sample(const ForwardBatch& b, std::span<const RowSampling> params, int32_t* tokens) {
+  sampled_rows_ = -1;
+  if (!params.empty() && params.size() != static_cast<size_t>(b.n_out()))
+    return error("forward_sample: %zu sampling settings for %d output rows", params.size(), b.n_out());
+  for (size_t i = 0; i < params.size(); ++i)
+    if (params[i].temperature > 0 && params[i].top_k != 1)
+      return error("forward_sample: row %zu has temperature %g: the CPU runner picks greedy rows only (sample the "
+                   "others from sampled_logits())", i, params[i].temperature);
+  sample_logits_.resize(static_cast<size_t>(b.n_out()) * cfg_.n_vocab);
+  MOPT_TRY(forward_impl(b, sample_logits_.data(), tokens));
+  sampled_rows_ = b.n_out();
+  return Status::ok();
+}
+
+Status CpuRunner::sampled_logits(std::span<const int32_t> rows, float* logits) {
+  if (sampled_rows_ < 0) return error("sampled_logits() without a successful forward_sample() before it");
+  const size_t V = static_cast<size_t>(cfg_.n_vocab);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i] < 0 || rows[i] >= sampled_rows_)
+      return error("sampled_logits: row %d outside the %d rows of the last forward_sample()", rows[i], sampled_rows_);
+    std::memcpy(logits + i * V, sample_logits_.data() + static_cast<size_t>(rows[i]) * V, V * sizeof(float));
+  }
+  return Status::ok();
+}
+
+Status CpuRunner::forward_impl(const ForwardBatch& b, float* logits, int32_t* tokens) {
   MOPT_TRY(check_batch(b));
   const int S = b.n_seqs();
   // Multiply-adds of each sequence's tokens (weights + attention over its context).
@@ -262,32 +296,63 @@ Status CpuRunner::forward(const ForwardBatch& b, float* logits) {
     cost[s + 1] = cost[s] + nq * (matrix_elems_ + 2.0 * b.seq_lens[s] * cfg_.q_dim() * cfg_.n_layer);
   }
   // Small steps (single-stream decode of a tiny model) run on this thread alone; results are bit-identical.
+  const size_t V = static_cast<size_t>(cfg_.n_vocab);
+  auto pick_all = [&] {
+    if (tokens)
+      for (int i = 0; i < b.n_out(); ++i) tokens[i] = argmax_first(logits + i * V, cfg_.n_vocab);
+  };
   if (cost[S] < kParallelMacs || pool_->size() <= 1) {
     run(b, work_[0], nullptr, logits);
+    pick_all();
     return Status::ok();
   }
   // A model whose weights stay in each core's cache: groups of whole sequences run the entire forward pass on
   // one thread each (one pool job per step instead of ~10 per layer). Otherwise every kernel uses the pool.
   if (matrix_elems_ * sizeof(float) > kGroupMaxBytes || S < 2) {
     run(b, work_[0], pool_.get(), logits);
+    pick_all();
     return Status::ok();
   }
-  const int n_groups = std::min(S, kGroupsPerThread * pool_->size());
-  bounds_.assign(1, 0);  // contiguous groups of roughly equal cost
+  // Thread i runs group i, whose share of the step's cost follows the speed thread i showed in earlier steps
+  // (cost per second from the dispatch to the end of its group). The cores of a shared machine are not equally
+  // fast (another tenant on one of them): with equal shares, stories260K's 64-sequence steps waited 20-25% of
+  // their time on the slower core. Outputs do not depend on the split (batch invariance).
+  const int n_groups = std::min(S, pool_->size());
+  thread_speed_.resize(static_cast<size_t>(pool_->size()), 0.0);
+  double fast = 0;
+  for (int g = 0; g < n_groups; ++g) fast = std::max(fast, thread_speed_[static_cast<size_t>(g)]);
+  std::vector<double>& share = group_share_;  // [n_groups + 1] prefix sums of the threads' relative speeds
+  share.assign(1, 0.0);
+  for (int g = 0; g < n_groups; ++g) {  // unmeasured threads count as fast; none below kMinSpeedRatio of it
+    const double v = thread_speed_[static_cast<size_t>(g)];
+    share.push_back(share.back() + (fast > 0 && v > 0 ? std::max(v / fast, kMinSpeedRatio) : 1.0));
+  }
+  bounds_.assign(1, 0);  // contiguous groups of whole sequences, cost in proportion to the shares
   for (int g = 1; g < n_groups; ++g) {
-    const double target = cost[S] * g / n_groups;
+    const double target = cost[S] * share[g] / share[n_groups];
     int s = bounds_.back() + 1;
     while (s < S - (n_groups - g) && cost[s] < target) ++s;
     bounds_.push_back(s);
   }
   bounds_.push_back(S);
-  parallel_items(pool_.get(), n_groups, [&](int64_t g, int tid) {
-    run_group(b, bounds_[g], bounds_[g + 1], work_[static_cast<size_t>(tid)], logits);
+  group_seconds_.assign(static_cast<size_t>(n_groups), 0.0);
+  const auto t0 = std::chrono::steady_clock::now();
+  pool_->run_on_each([&](int64_t, int64_t, int tid) {
+    if (tid >= n_groups) return;
+    run_group(b, bounds_[tid], bounds_[tid + 1], work_[static_cast<size_t>(tid)], logits, tokens);
+    group_seconds_[static_cast<size_t>(tid)] =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   });
+  for (int g = 0; g < n_groups; ++g) {  // exponential moving average of each thread's speed
+    const double sec = group_seconds_[static_cast<size_t>(g)], c = cost[bounds_[g + 1]] - cost[bounds_[g]];
+    if (sec <= 0 || c <= 0) continue;
+    double& v = thread_speed_[static_cast<size_t>(g)];
+    v = v > 0 ? (1 - kSpeedAlpha) * v + kSpeedAlpha * (c / sec) : c / sec;
+  }
   return Status::ok();
 }
 
-void CpuRunner::run_group(const ForwardBatch& b, int s0, int s1, Work& w, float* logits) {
+void CpuRunner::run_group(const ForwardBatch& b, int s0, int s1, Work& w, float* logits, int32_t* tokens) {
   const int t0 = b.query_start[s0], t1 = b.query_start[s1];
   w.query_start.resize(static_cast<size_t>(s1 - s0) + 1);
   for (int s = s0; s <= s1; ++s) w.query_start[s - s0] = b.query_start[s] - t0;
@@ -313,13 +378,15 @@ void CpuRunner::run_group(const ForwardBatch& b, int s0, int s1, Work& w, float*
   const bool contiguous = n == 0 || w.out_rows.back() - w.out_rows.front() == n - 1;
   if (contiguous) {
     run(g, w, nullptr, n > 0 ? logits + static_cast<size_t>(w.out_rows.front()) * V : logits);
-    return;
+  } else {
+    w.logits.resize(static_cast<size_t>(n) * V);
+    run(g, w, nullptr, w.logits.data());
+    for (int i = 0; i < n; ++i)
+      std::memcpy(logits + static_cast<size_t>(w.out_rows[i]) * V, w.logits.data() + static_cast<size_t>(i) * V,
+                  V * sizeof(float));
   }
-  w.logits.resize(static_cast<size_t>(n) * V);
-  run(g, w, nullptr, w.logits.data());
-  for (int i = 0; i < n; ++i)
-    std::memcpy(logits + static_cast<size_t>(w.out_rows[i]) * V, w.logits.data() + static_cast<size_t>(i) * V,
-                V * sizeof(float));
+  if (tokens)  // while this core still holds the rows in its cache
+    for (int row : w.out_rows) tokens[row] = argmax_first(logits + static_cast<size_t>(row) * V, cfg_.n_vocab);
 }
 
 void CpuRunner::run(const ForwardBatch& b, Work& w, ThreadPool* pool, float* logits) {

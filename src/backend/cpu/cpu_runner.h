@@ -29,6 +29,12 @@ class CpuRunner : public ModelRunner {
   uint64_t available_kv_memory(double memory_utilization) const override;
   Status init_kv_cache(int n_blocks, int block_size, int n_swap_blocks) override;
   Status forward(const ForwardBatch& batch, float* logits) override;
+  // Greedy rows only (params empty or temperature <= 0 / top_k == 1): each sequence group's thread takes the
+  // argmax of its rows as soon as their logits are out, instead of the caller scanning every row afterwards.
+  bool can_sample() const override { return true; }
+  bool can_sample_random() const override { return false; }
+  Status forward_sample(const ForwardBatch& batch, std::span<const RowSampling> params, int32_t* tokens) override;
+  Status sampled_logits(std::span<const int32_t> rows, float* logits) override;
   Status swap_out(std::span<const std::pair<int32_t, int32_t>> device_to_host) override;
   Status swap_in(std::span<const std::pair<int32_t, int32_t>> host_to_device) override;
 
@@ -47,6 +53,8 @@ class CpuRunner : public ModelRunner {
   // y[T, N] = x[T, K] · W^T through the packed copy when there is one (same arithmetic for every T).
   void mm(const TensorView& w, const cpu::PackedF32& packed, const float* x, int T, float* y, ThreadPool* pool);
   Status check_batch(const ForwardBatch& b) const;
+  // forward() and forward_sample(): logits [n_out, n_vocab]; tokens [n_out] the argmax of each row, or nullptr.
+  Status forward_impl(const ForwardBatch& b, float* logits, int32_t* tokens);
   uint8_t* k_layer(int l) { return kv_ + static_cast<size_t>(2 * l) * layer_elems_ * kv_elem_bytes_; }
   uint8_t* v_layer(int l) { return kv_ + static_cast<size_t>(2 * l + 1) * layer_elems_ * kv_elem_bytes_; }
   // k[0, kv_dim) (a token's K or V) into slot `slot` of a K or V layer, in the cache's element type
@@ -95,11 +103,17 @@ class CpuRunner : public ModelRunner {
   void ensure_scratch(Work& w, int n_tokens, int n_out);
   // The forward pass of batch b with scratch w, kernels split over `pool` (nullptr: this thread alone).
   void run(const ForwardBatch& b, Work& w, ThreadPool* pool, float* logits);
-  // Sequences [s0, s1) of b as a batch of their own (arrays rebased into w), logits to their rows of `logits`.
-  void run_group(const ForwardBatch& b, int s0, int s1, Work& w, float* logits);
+  // Sequences [s0, s1) of b as a batch of their own (arrays rebased into w), logits to their rows of `logits`
+  // (and, with tokens, each row's argmax to its entry of tokens).
+  void run_group(const ForwardBatch& b, int s0, int s1, Work& w, float* logits, int32_t* tokens);
   std::vector<Work> work_;                 // [max(1, pool threads)]: entry tid serves pool thread tid
   std::vector<double> group_cost_;         // [n_seqs + 1] prefix sums of per-sequence multiply-adds
   std::vector<int> bounds_;                // [n_groups + 1] first sequence of each group
+  std::vector<double> group_share_;        // [n_groups + 1] prefix sums of the groups' relative sizes
+  std::vector<double> group_seconds_;      // [n_groups] time from dispatch to the end of each group
+  std::vector<double> thread_speed_;       // [pool threads] moving average of cost per second, 0 = unmeasured
+  std::vector<float> sample_logits_;       // [n_out, n_vocab] logits of the last forward_sample()
+  int sampled_rows_ = -1;                  // its n_out; -1: sampled_logits() has nothing to give
 };
 
 }  // namespace mopt

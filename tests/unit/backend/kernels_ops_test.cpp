@@ -293,5 +293,40 @@ TEST(KernelsThreadPool, ConcurrentCallers) {
   }
 }
 
+// run_on_each: every index exactly once, each on its own OS thread (the caller is index 0), interleaved with
+// chunked jobs (a worker late for a chunked job must not take the next per-thread job for one of its own).
+TEST(KernelsThreadPool, RunOnEachGivesEveryThreadItsIndex) {
+  ThreadPool pool(3);
+  for (int rep = 0; rep < 2000; ++rep) {
+    std::vector<std::atomic<int>> hits(3);
+    std::vector<std::thread::id> who(3);
+    pool.run_on_each([&](int64_t b, int64_t e, int tid) {
+      EXPECT_EQ(e - b, 1);
+      ASSERT_GE(tid, 0);
+      ASSERT_LT(tid, 3);
+      hits[static_cast<size_t>(tid)]++;
+      who[static_cast<size_t>(tid)] = std::this_thread::get_id();
+    });
+    for (auto& h : hits) ASSERT_EQ(h.load(), 1);
+    ASSERT_EQ(who[0], std::this_thread::get_id());
+    ASSERT_NE(who[1], who[0]);
+    ASSERT_NE(who[2], who[0]);
+    ASSERT_NE(who[1], who[2]);
+    std::atomic<int64_t> total{0};
+    pool.parallel_for(7, [&](int64_t b, int64_t e, int) { total += e - b; });
+    ASSERT_EQ(total.load(), 7);
+  }
+  // Nested in a job: every index on the calling thread.
+  std::atomic<int> nested{0};
+  pool.parallel_for(3, [&](int64_t, int64_t, int) {
+    const auto me = std::this_thread::get_id();
+    pool.run_on_each([&](int64_t, int64_t, int) {
+      EXPECT_EQ(std::this_thread::get_id(), me);
+      nested++;
+    });
+  });
+  EXPECT_EQ(nested.load(), 9);
+}
+
 }  // namespace
 }  // namespace mopt::cpu

@@ -1,10 +1,13 @@
 // Sampler tests against hand-computed distributions and transformations.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "engine/sampler.h"
+#include "core/argmax.h"
 
 namespace mopt {
 namespace {
@@ -31,6 +34,33 @@ TEST(Sampler, GreedyArgmaxLowestIdOnTies) {
   SamplerRng rng(1);
   EXPECT_EQ(draw({0.1f, 3.0f, -2.0f, 3.0f}, temp(0), rng), 1);
   EXPECT_EQ(draw({-5.0f, -1.0f}, temp(0), rng), 1);
+}
+
+// argmax_first (the vectorized greedy pick shared with the CPU runner) against a plain scan, over lengths
+// around the vector width, ties, infinities and NaNs.
+TEST(Sampler, ArgmaxFirstMatchesPlainScan) {
+  auto plain = [](const std::vector<float>& x) {
+    int best = 0;
+    for (int i = 1; i < static_cast<int>(x.size()); ++i)
+      if (x[static_cast<size_t>(i)] > x[static_cast<size_t>(best)]) best = i;
+    return best;
+  };
+  Xoshiro256 rng(7);
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  for (int n : {1, 2, 7, 15, 16, 17, 31, 32, 33, 100, 512, 1000}) {
+    for (int rep = 0; rep < 200; ++rep) {
+      std::vector<float> x(static_cast<size_t>(n));
+      const int levels = 1 + rep % 5;  // few distinct values: many ties
+      for (float& v : x) v = static_cast<float>(static_cast<int>(rng.uniform() * levels)) - 2.0f;
+      const int specials = rep % 4;
+      for (int k = 0; k < specials; ++k) {
+        const float pick[] = {-inf, inf, nan};
+        x[static_cast<size_t>(rng.uniform() * n)] = pick[(rep / 4 + k) % 3];
+      }
+      if (rep % 50 == 0) std::fill(x.begin(), x.end(), -inf);
+      ASSERT_EQ(argmax_first(x.data(), n), plain(x)) << "n " << n << " rep " << rep;
+    }
+  }
 }
 
 TEST(Sampler, TemperatureOneMatchesSoftmax) {

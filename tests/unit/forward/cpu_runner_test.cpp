@@ -7,6 +7,7 @@
 
 #include "backend/cpu/cpu_runner.h"
 #include "backend/reference/reference.h"
+#include "core/argmax.h"
 #include "model_util.h"
 #include "seq_driver.h"
 
@@ -222,6 +223,35 @@ void check_batched_matches_single(KvCacheDtype kv) {
       ASSERT_EQ(std::bit_cast<uint32_t>(rlogits[row * 512 + v]),
                 std::bit_cast<uint32_t>(logits[(n_rows - 1 - row) * 512 + v]))
           << "reversed row " << row << " elem " << v;
+  // forward_sample: each row's greedy pick (taken by the sequence group's thread) is the argmax of the row
+  // forward() gave, and sampled_logits() returns those rows bit for bit. Rows wanting a random draw are refused
+  // (the engine samples them on the host).
+  EXPECT_FALSE((*r)->sampled_logits(std::vector<int32_t>{0}, rlogits.data()).is_ok())
+      << "sampled_logits after a plain forward() must fail";
+  for (bool reversed : {false, true}) {
+    b.logits_indices = reversed ? std::span<const int32_t>(ridx) : std::span<const int32_t>(idx);
+    const std::vector<float>& want = reversed ? rlogits : logits;
+    std::vector<int32_t> picks(n_rows, -1);
+    ASSERT_TRUE((*r)->forward_sample(b, {}, picks.data()).is_ok());
+    for (size_t row = 0; row < n_rows; ++row)
+      ASSERT_EQ(picks[row], argmax_first(want.data() + row * 512, 512)) << "row " << row;
+    const std::vector<int32_t> rows = {0, static_cast<int32_t>(n_rows) - 1, 2};
+    std::vector<float> fetched(rows.size() * 512);
+    ASSERT_TRUE((*r)->sampled_logits(rows, fetched.data()).is_ok());
+    for (size_t i = 0; i < rows.size(); ++i)
+      for (size_t v = 0; v < 512; ++v)
+        ASSERT_EQ(std::bit_cast<uint32_t>(fetched[i * 512 + v]),
+                  std::bit_cast<uint32_t>(want[static_cast<size_t>(rows[i]) * 512 + v]));
+    EXPECT_FALSE((*r)->sampled_logits(std::vector<int32_t>{static_cast<int32_t>(n_rows)}, fetched.data()).is_ok());
+  }
+  std::vector<RowSampling> params(n_rows);
+  params[1].temperature = 0.8f;
+  std::vector<int32_t> picks(n_rows);
+  const Status st = (*r)->forward_sample(b, params, picks.data());
+  ASSERT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("greedy rows only"), std::string::npos) << st.message();
+  params[1].top_k = 1;  // top-k 1 is greedy at any temperature
+  EXPECT_TRUE((*r)->forward_sample(b, params, picks.data()).is_ok());
 }
 
 TEST(CpuRunner, BatchedSequencesMatchSingle) { check_batched_matches_single(KvCacheDtype::kFloat32); }
