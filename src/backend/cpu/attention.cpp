@@ -331,17 +331,25 @@ using Vo = vec16::S16;
 #undef MOPT_CHUNKS
 }  // namespace s16
 
+// attend_chunks over problems c[0, n) (same D) with the instruction set `isa` allows.
 template <class T>
-void run_chunks(const ChunkArgs<T>& c, AttnIsa isa) {
-  const bool d8 = c.D == 8;
+void run_chunks(const ChunkArgs<T>* c, int n, AttnIsa isa) {
+  const bool d8 = c[0].D == 8;
 #ifdef MOPT_CPU_AVX512_PATHS
-  if (isa == AttnIsa::kBest && cpu_has_avx512f()) return d8 ? z16::attend_chunks<T, 8>(c) : z16::attend_chunks<T, 0>(c);
+  if (isa == AttnIsa::kBest && cpu_has_avx512f())
+    return d8 ? z16::attend_chunks<T, 8>(c, n) : z16::attend_chunks<T, 0>(c, n);
 #endif
 #ifdef MOPT_CPU_AVX2
-  if (isa != AttnIsa::kScalar) return d8 ? y16::attend_chunks<T, 8>(c) : y16::attend_chunks<T, 0>(c);
+  if (isa != AttnIsa::kScalar) return d8 ? y16::attend_chunks<T, 8>(c, n) : y16::attend_chunks<T, 0>(c, n);
 #endif
-  return d8 ? s16::attend_chunks<T, 8>(c) : s16::attend_chunks<T, 0>(c);
+  return d8 ? s16::attend_chunks<T, 8>(c, n) : s16::attend_chunks<T, 0>(c, n);
 }
+
+// KV heads of one token that attend_chunks takes together (each with its own scratch): up to kMaxHeadsPerPass,
+// while their scores fit kPassScoreFloats (longer windows are throughput-bound anyway, and their scores should
+// stay in L1 between the passes).
+constexpr int kMaxHeadsPerPass = 8;
+constexpr int64_t kPassScoreFloats = 4096;
 
 // Chunk i's [D][16] slots of kv head hkv into g[i][D][16] as fp32, lanes outside the window [start, p] zero
 // (block sizes that are no multiple of 16: a chunk spans several blocks).
@@ -377,10 +385,6 @@ void attend_transposed(const PagedAttnArgs& a, int t, int h0, int h1, bool prefe
     if (v.size() < n) v.resize(n);
   };
   grow(sc.chunk_off, static_cast<size_t>(nc));
-  grow(sc.s, static_cast<size_t>(G) * nc * L);
-  grow(sc.acc, static_cast<size_t>(G) * D * L);
-  grow(sc.mx, static_cast<size_t>(G));
-  grow(sc.sum, static_cast<size_t>(G) * L);
   const int64_t blk_elems = static_cast<int64_t>(bs) * a.n_head_kv * D;
   if (in_place) {  // chunk i: block table entry bi, slots [o, o + 16) (stepped without divisions)
     int bi = c0 * L / bs, o = c0 * L % bs;
@@ -396,22 +400,38 @@ void attend_transposed(const PagedAttnArgs& a, int t, int h0, int h1, bool prefe
     grow(sc.gv, static_cast<size_t>(nc) * D * L);
   }
   const int64_t head_elems = static_cast<int64_t>(D) * bs;  // one kv head's part of a block
-  for (int hkv = h0; hkv < h1; ++hkv) {
-    const int64_t qo = (static_cast<int64_t>(t) * a.n_head + static_cast<int64_t>(hkv) * G) * D;
-    ChunkArgs<float> geom{nullptr, nullptr, sc.chunk_off.data(), L, nc, start - c0 * L, p % L + 1, G, D, a.scale,
-                          a.q + qo, a.out + qo, sc.s.data(), sc.acc.data(), sc.mx.data(), sc.sum.data(), prefetch};
+  const int lane_lo = start - c0 * L, lane_hi = p % L + 1;
+  // Problem j of a pass uses scratch slot j: scores [G, nc, 16], accumulators [G, D, 16], maxima [G], sums [G, 16].
+  const int64_t s_n = static_cast<int64_t>(G) * nc * L, acc_n = static_cast<int64_t>(G) * D * L;
+  const int per_pass = !in_place ? 1
+                       : static_cast<int>(std::clamp<int64_t>(kPassScoreFloats / s_n, 1,
+                                                              std::min(kMaxHeadsPerPass, h1 - h0)));
+  grow(sc.s, static_cast<size_t>(per_pass * s_n));
+  grow(sc.acc, static_cast<size_t>(per_pass * acc_n));
+  grow(sc.mx, static_cast<size_t>(per_pass * G));
+  grow(sc.sum, static_cast<size_t>(per_pass * G * L));
+  for (int hp = h0; hp < h1; hp += per_pass) {
+    const int n = std::min(per_pass, h1 - hp);
     if (in_place) {
-      ChunkArgs<T> c{static_cast<const T*>(a.k_cache) + hkv * head_elems,
-                     static_cast<const T*>(a.v_cache) + hkv * head_elems,
-                     geom.off, bs, nc, geom.lane_lo, geom.lane_hi, G, D, geom.scale, geom.q, geom.out, geom.s,
-                     geom.acc, geom.mx, geom.sum, prefetch};
-      run_chunks(c, isa);
+      ChunkArgs<T> cs[kMaxHeadsPerPass];
+      for (int j = 0; j < n; ++j) {
+        const int hkv = hp + j;
+        const int64_t qo = (static_cast<int64_t>(t) * a.n_head + static_cast<int64_t>(hkv) * G) * D;
+        cs[j] = ChunkArgs<T>{static_cast<const T*>(a.k_cache) + hkv * head_elems,
+                             static_cast<const T*>(a.v_cache) + hkv * head_elems,
+                             sc.chunk_off.data(), bs, nc, lane_lo, lane_hi, G, D, a.scale, a.q + qo, a.out + qo,
+                             sc.s.data() + j * s_n, sc.acc.data() + j * acc_n, sc.mx.data() + j * G,
+                             sc.sum.data() + j * G * L, prefetch};
+      }
+      run_chunks(cs, n, isa);
     } else {
-      gather_chunks(a, static_cast<const T*>(a.k_cache), table, hkv, c0, nc, start, p, sc.gk.data());
-      gather_chunks(a, static_cast<const T*>(a.v_cache), table, hkv, c0, nc, start, p, sc.gv.data());
-      geom.k = sc.gk.data();
-      geom.v = sc.gv.data();
-      run_chunks(geom, isa);
+      const int64_t qo = (static_cast<int64_t>(t) * a.n_head + static_cast<int64_t>(hp) * G) * D;
+      gather_chunks(a, static_cast<const T*>(a.k_cache), table, hp, c0, nc, start, p, sc.gk.data());
+      gather_chunks(a, static_cast<const T*>(a.v_cache), table, hp, c0, nc, start, p, sc.gv.data());
+      const ChunkArgs<float> g{sc.gk.data(), sc.gv.data(), sc.chunk_off.data(), L, nc, lane_lo, lane_hi, G, D,
+                               a.scale, a.q + qo, a.out + qo, sc.s.data(), sc.acc.data(), sc.mx.data(),
+                               sc.sum.data(), prefetch};
+      run_chunks(&g, 1, isa);
     }
   }
 }
