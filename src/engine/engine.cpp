@@ -134,6 +134,7 @@ class EngineImpl final : public Engine {
   std::vector<uint8_t> row_on_host_;     // [n_out] 1: sample on the host from logits_
   std::vector<int32_t> host_rows_;       // [n_host] output rows sampled on the host
   std::vector<float> logits_;            // [n_host, n_vocab] (every row when the runner cannot sample)
+  RequestOutput token_out_;              // process_token's output, reused (its buffers keep their capacity)
 };
 
 AddResult EngineImpl::add_request(RequestSpec spec, OutputCallback cb) {
@@ -362,8 +363,14 @@ SampleResult EngineImpl::sample_on_host(EngineRequest& r, float* logits_row) {
 void EngineImpl::process_token(EngineRequest& r, SampleResult& s) {
   r.tokens.push_back(s.token);
 
-  RequestOutput o;
-  o.new_tokens.push_back(s.token);
+  RequestOutput& o = token_out_;  // cleared field by field: a 64-sequence step emits 64 of these
+  o.new_tokens.assign(1, s.token);
+  o.text.clear();
+  o.token_logprobs.clear();
+  o.top_logprobs.clear();
+  o.finished = false;
+  o.finish_reason = FinishReason::kNone;
+  o.error.clear();
   if (r.params.logprobs >= 0) {
     o.token_logprobs.push_back({s.token, s.logprob});
     o.top_logprobs.push_back(std::move(s.top));
@@ -390,7 +397,7 @@ void EngineImpl::process_token(EngineRequest& r, SampleResult& s) {
     }
     if (scan.stopped) reason = FinishReason::kStop;
     const size_t emit_n = (reason != FinishReason::kNone && !scan.stopped) ? r.held_text.size() : scan.emit;
-    o.text = r.held_text.substr(0, emit_n);
+    o.text.assign(r.held_text, 0, emit_n);
     r.held_text.erase(0, emit_n);
   }
   if (reason != FinishReason::kNone) {

@@ -454,8 +454,9 @@ void paged_attention(const PagedAttnArgs& a, ThreadPool* pool, AttnIsa isa) {
   static thread_local std::vector<Scratch> scratch;  // per pool thread id, owned by the calling thread
   scratch.resize(static_cast<size_t>(std::max<int>(n_threads, static_cast<int>(scratch.size()))));
   Scratch* scr = scratch.data();
-  // Items: whole tokens when there are enough to share out, else (token, kv head) pairs (e.g. one decode token).
-  const int heads_per_item = n_tokens >= 2 * n_threads ? a.n_head_kv : 1;
+  // Items: whole tokens (whose kv heads the kernel interleaves) when there is one thread or enough tokens to
+  // share out, else (token, kv head) pairs (one decode token over several threads).
+  const int heads_per_item = n_threads == 1 || n_tokens >= 2 * n_threads ? a.n_head_kv : 1;
   const int items_per_token = a.n_head_kv / heads_per_item;
 
   double kv_bytes = 0;  // K and V of every sequence's context (the transposed kernel's prefetch switch)

@@ -84,6 +84,31 @@ TEST(KernelsOps, RopeInvFreqLlama3) {
   EXPECT_GT(n_mixed, 0);
 }
 
+// The vector paths (interleaved pairs 8 lanes at a time, neox 8 pairs at a time) give the bits of the scalar
+// definition: (a, b) -> (fma(a, cs, -(b * sn)), fma(b, cs, a * sn)).
+TEST(KernelsOps, RopeVectorPathsMatchScalarDefinition) {
+  for (RopeStyle style : {RopeStyle::kInterleaved, RopeStyle::kNeox}) {
+    for (int hd : {8, 16, 64, 128}) {
+      for (int rot : {hd, hd / 2}) {
+        const int n_heads = 5, half = rot / 2;
+        auto x = random_vec(n_heads * hd, static_cast<uint32_t>(hd + rot));
+        auto cs = random_vec(half, 3), sn = random_vec(half, 4);
+        auto y = x;
+        rope_apply(y.data(), n_heads, hd, rot, cs.data(), sn.data(), style);
+        for (int h = 0; h < n_heads; ++h)
+          for (int i = 0; i < half; ++i) {
+            const int ia = style == RopeStyle::kInterleaved ? 2 * i : i;
+            const int ib = style == RopeStyle::kInterleaved ? 2 * i + 1 : i + half;
+            const float a = x[h * hd + ia], b = x[h * hd + ib];
+            ASSERT_EQ(std::bit_cast<uint32_t>(y[h * hd + ia]), std::bit_cast<uint32_t>(std::fma(a, cs[i], -(b * sn[i]))))
+                << "head_dim " << hd << " rot " << rot << " head " << h << " pair " << i;
+            ASSERT_EQ(std::bit_cast<uint32_t>(y[h * hd + ib]), std::bit_cast<uint32_t>(std::fma(b, cs[i], a * sn[i])));
+          }
+      }
+    }
+  }
+}
+
 TEST(KernelsOps, RopeBothStylesPartialRotary) {
   for (RopeStyle style : {RopeStyle::kInterleaved, RopeStyle::kNeox}) {
     for (int rot : {8, 32, 64}) {
@@ -124,6 +149,12 @@ TEST(KernelsOps, SwiGlu) {
     const double want = g[i] / (1.0 + std::exp(-static_cast<double>(g[i]))) * u[i];
     EXPECT_NEAR(out[i], want, 2e-6 * std::fabs(want) + 1e-30) << g[i];
   }
+  // Whichever step width computes an element (16 lanes with AVX-512, 8 with AVX2 only, which is what calls on
+  // 8-element slices run), the bits are the same.
+  const size_t n8 = g.size() / 8 * 8;
+  std::vector<float> sliced(n8);
+  for (size_t i = 0; i < n8; i += 8) swiglu(sliced.data() + i, g.data() + i, u.data() + i, 8);
+  for (size_t i = 0; i < n8; ++i) ASSERT_EQ(std::bit_cast<uint32_t>(sliced[i]), std::bit_cast<uint32_t>(out[i])) << i;
 }
 
 TEST(KernelsOps, Softmax) {
