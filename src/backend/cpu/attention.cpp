@@ -3,8 +3,9 @@
 // Transposed K and V (the CPU runner's): per block and KV head [head_dim][block_size]. The token's window
 // [start, p] is cut into 16-position chunks aligned to absolute positions (lane = position % 16) and
 // attention_chunks.inc runs, per (token, kv head) and for the G query heads of its GQA group:
-//   1. s[g][lane] = scale * fma chain over d of q[g][d] * Kt[d][lane] (lanes outside the window: -inf), max;
-//   2. e = exp(s - max), sum[g] += e and acc[g][d] = fma(e, Vt[d], acc[g][d]) lane-wise over the chunks in
+//   1. s[g][lane] = fma chain over d of q[g][d] * (scale * log2(e)) * Kt[d][lane] (lanes outside the window:
+//      -inf), max: scores in base 2;
+//   2. e = 2^(s - max), sum[g] += e and acc[g][d] = fma(e, Vt[d], acc[g][d]) lane-wise over the chunks in
 //      order (lanes outside the window read V as 0: stale slots may hold anything), then
 //      out[g][d] = hsum16(acc[g][d]) / hsum16(sum[g]) with one fixed reduction tree.
 // Compiled for AVX-512 (chosen at run time), AVX2 (a chunk = 2 registers) and plain C++ from one source; the
@@ -27,6 +28,7 @@
 // in window order, partial i % kParts, so only the window length shapes them.)
 #include <algorithm>
 #include <cmath>
+#include <numbers>
 #include <vector>
 
 #include "backend/cpu/kernels.h"
@@ -293,7 +295,7 @@ struct ChunkArgs {
   int nc;                // chunks; chunk i holds positions 16 (c0 + i) + lane
   int lane_lo, lane_hi;  // lanes in the window: [lane_lo, 16) of chunk 0, [0, lane_hi) of chunk nc - 1
   int G, D;
-  float scale;
+  float scale2;          // the softmax scale times log2(e): scores in base 2 (weights 2^(s - max))
   const float* q;        // [G, D]
   float* out;            // [G, D]
   float* s;              // [G, nc, 16] scores, then exps
@@ -401,6 +403,7 @@ void attend_transposed(const PagedAttnArgs& a, int t, int h0, int h1, bool prefe
   }
   const int64_t head_elems = static_cast<int64_t>(D) * bs;  // one kv head's part of a block
   const int lane_lo = start - c0 * L, lane_hi = p % L + 1;
+  const float scale2 = a.scale * std::numbers::log2e_v<float>;
   // Problem j of a pass uses scratch slot j: scores [G, nc, 16], accumulators [G, D, 16], maxima [G], sums [G, 16].
   const int64_t s_n = static_cast<int64_t>(G) * nc * L, acc_n = static_cast<int64_t>(G) * D * L;
   const int per_pass = !in_place ? 1
@@ -419,7 +422,7 @@ void attend_transposed(const PagedAttnArgs& a, int t, int h0, int h1, bool prefe
         const int64_t qo = (static_cast<int64_t>(t) * a.n_head + static_cast<int64_t>(hkv) * G) * D;
         cs[j] = ChunkArgs<T>{static_cast<const T*>(a.k_cache) + hkv * head_elems,
                              static_cast<const T*>(a.v_cache) + hkv * head_elems,
-                             sc.chunk_off.data(), bs, nc, lane_lo, lane_hi, G, D, a.scale, a.q + qo, a.out + qo,
+                             sc.chunk_off.data(), bs, nc, lane_lo, lane_hi, G, D, scale2, a.q + qo, a.out + qo,
                              sc.s.data() + j * s_n, sc.acc.data() + j * acc_n, sc.mx.data() + j * G,
                              sc.sum.data() + j * G * L, prefetch};
       }
@@ -429,7 +432,7 @@ void attend_transposed(const PagedAttnArgs& a, int t, int h0, int h1, bool prefe
       gather_chunks(a, static_cast<const T*>(a.k_cache), table, hp, c0, nc, start, p, sc.gk.data());
       gather_chunks(a, static_cast<const T*>(a.v_cache), table, hp, c0, nc, start, p, sc.gv.data());
       const ChunkArgs<float> g{sc.gk.data(), sc.gv.data(), sc.chunk_off.data(), L, nc, lane_lo, lane_hi, G, D,
-                               a.scale, a.q + qo, a.out + qo, sc.s.data(), sc.acc.data(), sc.mx.data(),
+                               scale2, a.q + qo, a.out + qo, sc.s.data(), sc.acc.data(), sc.mx.data(),
                                sc.sum.data(), prefetch};
       run_chunks(&g, 1, isa);
     }

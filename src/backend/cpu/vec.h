@@ -53,6 +53,27 @@ inline __m256 exp_ps(__m256 x) {
 }
 #endif
 
+// 2^x for x <= 0 (softmax weights in base 2: the attention kernel's scores are pre-scaled by log2(e)): relative
+// error ~2e-7; 0 below -126 (and for -inf). n = round(x), r = x - n (exact, |r| <= 1/2), 2^r by its degree-6
+// Taylor polynomial (coefficients ln2^k / k!), then times 2^n. Fewer operations than exp_ps (no clamp from
+// above, no multiply by log2(e), no split of ln2).
+inline constexpr float kExp2Poly[7] = {1.0f, 0.693147180559945f, 0.240226506959101f, 0.0555041086648216f,
+                                       0.00961812910762848f, 0.00133335581464284f, 0.000154035303933816f};
+#ifdef MOPT_CPU_AVX2
+inline __m256 exp2_nonpos_ps(__m256 x) {
+  const __m256 lo = _mm256_set1_ps(-126.0f);
+  const __m256 underflow = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+  x = _mm256_max_ps(x, lo);
+  const __m256 n = _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m256 r = _mm256_sub_ps(x, n);
+  __m256 p = _mm256_set1_ps(kExp2Poly[6]);
+  for (int k = 5; k >= 0; --k) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kExp2Poly[k]));
+  // 2^n, n in [-126, 0]: a normal float; the product is rounded once (a subnormal result only for n = -126).
+  const __m256 sn = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
+  return _mm256_andnot_ps(underflow, _mm256_mul_ps(p, sn));
+}
+#endif
+
 #if defined(MOPT_CPU_AVX2) && defined(__GNUC__)
 #define MOPT_CPU_AVX512_PATHS 1
 // True where the CPU (and OS) support AVX-512F; kernels with 512-bit variants pick them at run time.
@@ -81,6 +102,21 @@ __attribute__((target("avx512f"))) inline __m512 exp16_ps(__m512 x) {
   p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
   // p * 2^n in one instruction: the exact product rounded once, as exp_ps's two exact power-of-two products
   // (only a subnormal result rounds, in the last of them), so the bits agree.
+  return _mm512_maskz_scalef_ps(static_cast<__mmask16>(~underflow), p, n);
+}
+#endif
+
+#ifdef MOPT_CPU_AVX512_PATHS
+// exp2_nonpos_ps on 16 lanes: the same operations lane for lane, 2^n applied by vscalefps (the same once-rounded
+// product), so bit-identical results.
+__attribute__((target("avx512f"))) inline __m512 exp2_nonpos16_ps(__m512 x) {
+  const __m512 lo = _mm512_set1_ps(-126.0f);
+  const __mmask16 underflow = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
+  x = _mm512_max_ps(x, lo);
+  const __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 r = _mm512_sub_ps(x, n);
+  __m512 p = _mm512_set1_ps(kExp2Poly[6]);
+  for (int k = 5; k >= 0; --k) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExp2Poly[k]));
   return _mm512_maskz_scalef_ps(static_cast<__mmask16>(~underflow), p, n);
 }
 #endif

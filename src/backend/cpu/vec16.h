@@ -1,11 +1,11 @@
 // 16-lane fp32 vector operations for kernels written once and compiled for several instruction sets
 // (attention_chunks.inc): Z16 (one AVX-512 register), Y16 (two AVX2 registers) and S16 (plain C++).
 //
-// Lane for lane, Z16 and Y16 perform the same IEEE operations (fma, add, mul, max, exp16_ps == exp_ps), and
-// hsum reduces the 16 lanes with one fixed tree in every variant:
+// Lane for lane, Z16 and Y16 perform the same IEEE operations (fma, add, mul, max, exp2_nonpos16_ps ==
+// exp2_nonpos_ps), and hsum reduces the 16 lanes with one fixed tree in every variant:
 //   w[i] = v[i] + v[i+8] (i < 8); x[i] = w[i] + w[i+4] (i < 4); y[i] = x[i] + x[i+2] (i < 2); y[0] + y[1],
-// so a kernel built on them gives bit-identical results with either. S16 uses std::exp (not bit-identical to
-// exp_ps; it serves builds without AVX2).
+// so a kernel built on them gives bit-identical results with either. S16 uses std::exp2 (not bit-identical to
+// exp2_nonpos_ps; it serves builds without AVX2).
 #pragma once
 
 #include <cmath>
@@ -60,8 +60,8 @@ struct S16 {
     for (int l = 0; l < kLanes; ++l) c.x[l] = std::fma(a.x[l], b.x[l], c.x[l]);
     return c;
   }
-  static V exp(V a) {
-    for (float& x : a.x) x = std::exp(x);
+  static V exp2(V a) {  // 2^x, x <= 0
+    for (float& x : a.x) x = std::exp2(x);
     return a;
   }
   static M mask(int lo, int hi) { return ((1u << hi) - 1u) & ~((1u << lo) - 1u); }  // lanes [lo, hi)
@@ -116,7 +116,7 @@ struct Y16 {
   static V div(V a, V b) { return {_mm256_div_ps(a.lo, b.lo), _mm256_div_ps(a.hi, b.hi)}; }
   static V max(V a, V b) { return {_mm256_max_ps(a.lo, b.lo), _mm256_max_ps(a.hi, b.hi)}; }
   static V fma(V a, V b, V c) { return {_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)}; }
-  static V exp(V a) { return {exp_ps(a.lo), exp_ps(a.hi)}; }
+  static V exp2(V a) { return {exp2_nonpos_ps(a.lo), exp2_nonpos_ps(a.hi)}; }
   static M mask(int lo, int hi) {
     const __m256i l0 = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), l1 = _mm256_add_epi32(l0, _mm256_set1_epi32(8));
     const __m256i vlo = _mm256_set1_epi32(lo - 1), vhi = _mm256_set1_epi32(hi);
@@ -169,7 +169,7 @@ struct Z16 {
   MOPT_Z16 static V div(V a, V b) { return _mm512_div_ps(a, b); }
   MOPT_Z16 static V max(V a, V b) { return _mm512_max_ps(a, b); }
   MOPT_Z16 static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
-  MOPT_Z16 static V exp(V a) { return exp16_ps(a); }
+  MOPT_Z16 static V exp2(V a) { return exp2_nonpos16_ps(a); }
   MOPT_Z16 static M mask(int lo, int hi) { return static_cast<M>(((1u << hi) - 1u) & ~((1u << lo) - 1u)); }
   MOPT_Z16 static V zero_outside(V v, M m) { return _mm512_maskz_mov_ps(m, v); }
   MOPT_Z16 static V select(M m, V a, V b) { return _mm512_mask_blend_ps(m, b, a); }

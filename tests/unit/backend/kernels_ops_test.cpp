@@ -206,6 +206,64 @@ TEST(KernelsOps, Exp16MatchesExpPsBitForBit) {
   while (n < 16) x[n++] = 1.0f;
   ASSERT_NO_FATAL_FAILURE(check());
 }
+
+// exp2_nonpos16_ps gives exp2_nonpos_ps's bits over every 7th non-positive float down to -130 (underflow,
+// subnormal results at the bottom of the range) and -inf.
+__attribute__((target("avx512f"))) void exp2_16_sweep(const float* x, float* y) {
+  _mm512_storeu_ps(y, exp2_nonpos16_ps(_mm512_loadu_ps(x)));
+}
+TEST(KernelsOps, Exp2Nonpos16MatchesAvx2BitForBit) {
+  if (!cpu_has_avx512f()) GTEST_SKIP() << "no AVX-512F on this CPU";
+  alignas(64) float x[16], y16[16], y8[16];
+  int n = 0;
+  auto check = [&] {
+    exp2_16_sweep(x, y16);
+    _mm256_storeu_ps(y8, exp2_nonpos_ps(_mm256_loadu_ps(x)));
+    _mm256_storeu_ps(y8 + 8, exp2_nonpos_ps(_mm256_loadu_ps(x + 8)));
+    for (int l = 0; l < 16; ++l)
+      ASSERT_EQ(std::bit_cast<uint32_t>(y16[l]), std::bit_cast<uint32_t>(y8[l])) << "2^" << x[l];
+    n = 0;
+  };
+  const uint32_t top = std::bit_cast<uint32_t>(130.0f);
+  for (uint32_t b = 0; b <= top; b += 7) {
+    x[n++] = -std::bit_cast<float>(b);
+    if (n == 16) {
+      ASSERT_NO_FATAL_FAILURE(check());
+    }
+  }
+  x[n++] = -INFINITY;
+  while (n < 16) x[n++] = -1.0f;
+  ASSERT_NO_FATAL_FAILURE(check());
+}
+#endif
+
+#ifdef MOPT_CPU_AVX2
+// exp2_nonpos_ps against fp64 over [-130, 0]: ~2e-7 relative where the result is normal, 0 below 2^-126 and for
+// -inf, exactly 1 at 0.
+TEST(KernelsOps, Exp2NonposAccuracy) {
+  double worst = 0;
+  alignas(32) float x[8], y[8];
+  for (int i = 0; i <= 1300000; i += 8) {
+    for (int l = 0; l < 8; ++l) x[l] = -static_cast<float>(i + l) * 1e-4f;
+    _mm256_storeu_ps(y, exp2_nonpos_ps(_mm256_loadu_ps(x)));
+    for (int l = 0; l < 8; ++l) {
+      if (x[l] < -126.0f) {
+        ASSERT_EQ(y[l], 0.0f) << x[l];
+        continue;
+      }
+      const double want = std::exp2(static_cast<double>(x[l]));
+      if (want < 0x1p-125) continue;  // subnormal results: absolute error only
+      worst = std::max(worst, std::fabs(y[l] - want) / want);
+    }
+  }
+  EXPECT_LT(worst, 3e-7);
+  x[0] = 0.0f, x[1] = -INFINITY, x[2] = -1.0f, x[3] = -0.5f;
+  _mm256_storeu_ps(y, exp2_nonpos_ps(_mm256_loadu_ps(x)));
+  EXPECT_EQ(y[0], 1.0f);
+  EXPECT_EQ(y[1], 0.0f);
+  EXPECT_EQ(y[2], 0.5f);
+  EXPECT_NEAR(y[3], std::sqrt(0.5), 2e-7);
+}
 #endif
 
 // x[i] = exp(x[i] - sub), returns the sum: vs fp64 (exp_ps: ~2e-7 relative, plus the argument's fp32 rounding),
