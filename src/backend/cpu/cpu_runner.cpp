@@ -77,6 +77,10 @@ void for_tokens(ThreadPool* pool, int T, const F& fn) {
   });
 }
 
+// Tokens ahead whose K/V cache lines are prefetched (for writing) while a token's K/V are written: each write
+// scatters a token over kv_dim lines of its block, which the last step read long ago (in L3 or memory).
+constexpr int kSlotPrefetch = 2;
+
 // Multiply-adds below which a forward pass runs on the calling thread alone: dispatching to other cores costs
 // more than it saves (stories260K decodes one token in ~0.3M multiply-adds; 16 such tokens are worth splitting).
 constexpr double kParallelMacs = 2e6;
@@ -422,6 +426,7 @@ void CpuRunner::run(const ForwardBatch& b, Work& w, ThreadPool* pool, float* log
     uint8_t* kl = k_layer(l);
     uint8_t* vl = v_layer(l);
     for_tokens(pool, T, [&](int t) {
+      if (t + kSlotPrefetch < T) prefetch_slot(kl, vl, static_cast<size_t>(b.slot_mapping[t + kSlotPrefetch]));
       float* qt = w.q.data() + static_cast<size_t>(t) * qd;
       float* kt = w.k.data() + static_cast<size_t>(t) * kvd;
       float* vt = w.v.data() + static_cast<size_t>(t) * kvd;
@@ -512,6 +517,15 @@ void CpuRunner::mm(const TensorView& w, const cpu::PackedF32& packed, const floa
     cpu::matmul_packed(packed, x, T, y, pool);
   } else {
     cpu::matmul(w, x, T, y, pool);
+  }
+}
+
+void CpuRunner::prefetch_slot(const uint8_t* kl, const uint8_t* vl, size_t slot) const {
+  const size_t kvd = static_cast<size_t>(cfg_.kv_dim()), bs = static_cast<size_t>(block_size_);
+  const size_t base = ((slot / bs) * bs * kvd + slot % bs) * kv_elem_bytes_, stride = bs * kv_elem_bytes_;
+  for (size_t off = base, end = base + kvd * stride; off < end; off += std::max<size_t>(stride, 64)) {
+    __builtin_prefetch(kl + off, 1);
+    __builtin_prefetch(vl + off, 1);
   }
 }
 

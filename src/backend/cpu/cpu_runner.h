@@ -60,6 +60,8 @@ class CpuRunner : public ModelRunner {
   // k[0, kv_dim) (a token's K or V) into slot `slot` of a K or V layer, in the cache's element type
   // (transposed blocks: element e at stride block_size).
   void store_transposed(uint8_t* layer, size_t slot, const float* k) const;
+  // Starts fetching the cache lines store_transposed will write for slot `slot` of K layer kl and V layer vl.
+  void prefetch_slot(const uint8_t* kl, const uint8_t* vl, size_t slot) const;
   void copy_block(uint8_t* dst_base, size_t dst_layer_elems, int dst_block, const uint8_t* src_base,
                   size_t src_layer_elems, int src_block);
 
