@@ -97,7 +97,7 @@ constexpr double kPackMaxBytes = 256.0 * (1 << 20);
 constexpr double kGroupMaxBytes = 4.0 * (1 << 20);
 // Speed estimates: weight of the latest step in the moving average, and the smallest share a thread keeps
 // relative to the fastest (so that a thread slowed once gets work again and is measured anew).
-constexpr double kSpeedAlpha = 0.3;
+constexpr double kSpeedAlpha = 0.1;
 constexpr double kMinSpeedRatio = 0.25;
 
 const float* f32_data(const TensorView& t) { return static_cast<const float*>(t.data); }
