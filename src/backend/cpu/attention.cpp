@@ -48,6 +48,7 @@ constexpr int kPrefetch = 64;  // positions ahead whose K rows are prefetched wh
 // Sequence owning token t: query_start is non-decreasing with query_start[0] == 0.
 int seq_of_token(const PagedAttnArgs& a, int t) {
   const int32_t* qs = a.query_start;
+  if (t < a.n_seqs && qs[t] == t && qs[t + 1] == t + 1) return t;  // decode batches: one token per sequence
   const int32_t* it = std::upper_bound(qs, qs + a.n_seqs + 1, t);
   return static_cast<int>(it - qs) - 1;
 }
