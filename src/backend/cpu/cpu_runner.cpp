@@ -77,6 +77,9 @@ void for_tokens(ThreadPool* pool, int T, const F& fn) {
   });
 }
 
+// Most bytes of the RoPE cos/sin table computed at load time (positions beyond it are computed per token).
+constexpr int64_t kRopeTableBytes = 8 << 20;
+
 // Tokens ahead whose K/V cache lines are prefetched (for writing) while a token's K/V are written: each write
 // scatters a token over kv_dim lines of its block, which the last step read long ago (in L3 or memory).
 constexpr int kSlotPrefetch = 2;
@@ -128,6 +131,16 @@ Result<std::unique_ptr<CpuRunner>> CpuRunner::create(const Model& model, const R
   MOPT_ASSIGN_OR_RETURN(const TensorView* on, model.require("output_norm.weight"));
   MOPT_TRY(to_f32(*on, c.n_embd, r->out_norm_));
   r->inv_freq_ = cpu::rope_inv_freq(c);
+  {  // cos / sin of the first positions' RoPE angles, computed once (fp64 sin/cos per token and step otherwise)
+    const int half = c.rope_dim / 2;
+    const int64_t n_pos = half > 0 ? std::min<int64_t>(c.context_length, kRopeTableBytes / (8 * half)) : 0;
+    r->rope_table_pos_ = static_cast<int>(std::max<int64_t>(0, n_pos));
+    r->rope_cos_.resize(static_cast<size_t>(r->rope_table_pos_) * half);
+    r->rope_sin_.resize(r->rope_cos_.size());
+    for (int p = 0; p < r->rope_table_pos_; ++p)
+      cpu::rope_table(p, r->inv_freq_.data(), half, r->rope_cos_.data() + static_cast<size_t>(p) * half,
+                      r->rope_sin_.data() + static_cast<size_t>(p) * half);
+  }
   r->layers_.resize(static_cast<size_t>(c.n_layer));
   for (int l = 0; l < c.n_layer; ++l) {
     Layer& L = r->layers_[static_cast<size_t>(l)];
@@ -408,8 +421,15 @@ void CpuRunner::run(const ForwardBatch& b, Work& w, ThreadPool* pool, float* log
   for_tokens(pool, T, [&](int t) {
     float* xt = x + static_cast<size_t>(t) * d;
     cpu::dequantize_row(tok_embd_->dtype, static_cast<const uint8_t*>(tok_embd_->data) + erb * b.tokens[t], xt, d);
-    cpu::rope_table(b.positions[t], inv_freq_.data(), half, w.rope_cs.data() + static_cast<size_t>(t) * half,
-                    w.rope_sn.data() + static_cast<size_t>(t) * half);
+    float* cs = w.rope_cs.data() + static_cast<size_t>(t) * half;
+    float* sn = w.rope_sn.data() + static_cast<size_t>(t) * half;
+    const int pos = b.positions[t];
+    if (pos < rope_table_pos_) {
+      std::memcpy(cs, rope_cos_.data() + static_cast<size_t>(pos) * half, sizeof(float) * half);
+      std::memcpy(sn, rope_sin_.data() + static_cast<size_t>(pos) * half, sizeof(float) * half);
+    } else {
+      cpu::rope_table(pos, inv_freq_.data(), half, cs, sn);
+    }
     cpu::rmsnorm(xb + static_cast<size_t>(t) * d, xt, layers_[0].attn_norm.data(), d, c.norm_eps);
   });
 

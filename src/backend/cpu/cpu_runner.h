@@ -72,6 +72,8 @@ class CpuRunner : public ModelRunner {
   const TensorView* output_ = nullptr;     // token_embd when tied
   std::vector<float> out_norm_;            // [n_embd]
   std::vector<float> inv_freq_;            // [rope_dim / 2]
+  std::vector<float> rope_cos_, rope_sin_; // [rope_table_pos_, rope_dim / 2] cpu::rope_table of each position
+  int rope_table_pos_ = 0;
   std::vector<Layer> layers_;
   double matrix_elems_ = 0;                // multiply-adds per token in the weight matrices
   bool packed_ = false;                    // every matrix is fp32 and packed (see Layer)
