@@ -210,6 +210,8 @@ std::string StreamDecoder::push(int32_t id) {
     first_ = false;
     if (tok_.strips_leading_space() && p[0] == ' ') p.erase(0, 1);
   }
+  if (pending_.empty() && std::all_of(p.begin(), p.end(), [](char ch) { return static_cast<uint8_t>(ch) < 0x80; }))
+    return p;  // ASCII with nothing held back: already complete and valid (what sanitize would return)
   pending_ += p;
   size_t tail = 0;
   std::string out = uni::sanitize(pending_, /*keep_incomplete_tail=*/true, &tail);
