@@ -133,11 +133,10 @@ Result<std::unique_ptr<CpuRunner>> CpuRunner::create(const Model& model, const R
   r->inv_freq_ = cpu::rope_inv_freq(c);
   {  // cos / sin of the first positions' RoPE angles, computed once (fp64 sin/cos per token and step otherwise)
     const int half = c.rope_dim / 2;
-    const int64_t n_pos = half > 0 ? std::min<int64_t>(c.context_length, kRopeTableBytes / (8 * half)) : 0;
-    r->rope_table_pos_ = static_cast<int>(std::max<int64_t>(0, n_pos));
-    r->rope_cos_.resize(static_cast<size_t>(r->rope_table_pos_) * half);
+    const int64_t n_pos = half > 0 ? std::clamp<int64_t>(c.context_length, 0, kRopeTableBytes / (8 * half)) : 0;
+    r->rope_cos_.resize(static_cast<size_t>(n_pos) * half);
     r->rope_sin_.resize(r->rope_cos_.size());
-    for (int p = 0; p < r->rope_table_pos_; ++p)
+    for (int p = 0; p < n_pos; ++p)
       cpu::rope_table(p, r->inv_freq_.data(), half, r->rope_cos_.data() + static_cast<size_t>(p) * half,
                       r->rope_sin_.data() + static_cast<size_t>(p) * half);
   }
@@ -423,12 +422,12 @@ void CpuRunner::run(const ForwardBatch& b, Work& w, ThreadPool* pool, float* log
     cpu::dequantize_row(tok_embd_->dtype, static_cast<const uint8_t*>(tok_embd_->data) + erb * b.tokens[t], xt, d);
     float* cs = w.rope_cs.data() + static_cast<size_t>(t) * half;
     float* sn = w.rope_sn.data() + static_cast<size_t>(t) * half;
-    const int pos = b.positions[t];
-    if (pos < rope_table_pos_) {
-      std::memcpy(cs, rope_cos_.data() + static_cast<size_t>(pos) * half, sizeof(float) * half);
-      std::memcpy(sn, rope_sin_.data() + static_cast<size_t>(pos) * half, sizeof(float) * half);
+    const size_t at = static_cast<size_t>(b.positions[t]) * half;  // the position's row of the table
+    if (at < rope_cos_.size()) {
+      std::memcpy(cs, rope_cos_.data() + at, sizeof(float) * half);
+      std::memcpy(sn, rope_sin_.data() + at, sizeof(float) * half);
     } else {
-      cpu::rope_table(pos, inv_freq_.data(), half, cs, sn);
+      cpu::rope_table(b.positions[t], inv_freq_.data(), half, cs, sn);
     }
     cpu::rmsnorm(xb + static_cast<size_t>(t) * d, xt, layers_[0].attn_norm.data(), d, c.norm_eps);
   });
@@ -541,9 +540,9 @@ void CpuRunner::mm(const TensorView& w, const cpu::PackedF32& packed, const floa
 }
 
 void CpuRunner::prefetch_slot(const uint8_t* kl, const uint8_t* vl, size_t slot) const {
-  const size_t kvd = static_cast<size_t>(cfg_.kv_dim()), bs = static_cast<size_t>(block_size_);
-  const size_t base = ((slot / bs) * bs * kvd + slot % bs) * kv_elem_bytes_, stride = bs * kv_elem_bytes_;
-  for (size_t off = base, end = base + kvd * stride; off < end; off += std::max<size_t>(stride, 64)) {
+  const size_t stride = static_cast<size_t>(block_size_) * kv_elem_bytes_;  // bytes between a token's elements
+  const size_t base = slot_element(slot) * kv_elem_bytes_, end = base + static_cast<size_t>(cfg_.kv_dim()) * stride;
+  for (size_t off = base; off < end; off += std::max<size_t>(stride, 64)) {
     __builtin_prefetch(kl + off, 1);
     __builtin_prefetch(vl + off, 1);
   }
@@ -551,7 +550,7 @@ void CpuRunner::prefetch_slot(const uint8_t* kl, const uint8_t* vl, size_t slot)
 
 void CpuRunner::store_transposed(uint8_t* layer, size_t slot, const float* k) const {
   const size_t kvd = static_cast<size_t>(cfg_.kv_dim()), bs = static_cast<size_t>(block_size_);
-  const size_t base = (slot / bs) * bs * kvd + slot % bs;  // element e at base + e * bs
+  const size_t base = slot_element(slot);  // element e at base + e * bs
   if (kv_dtype_ == DType::F16) {
     uint16_t* dst = reinterpret_cast<uint16_t*>(layer) + base;
     uint16_t h[64];  // converted 64 at a time (vectorized), then scattered

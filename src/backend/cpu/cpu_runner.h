@@ -60,6 +60,11 @@ class CpuRunner : public ModelRunner {
   // k[0, kv_dim) (a token's K or V) into slot `slot` of a K or V layer, in the cache's element type
   // (transposed blocks: element e at stride block_size).
   void store_transposed(uint8_t* layer, size_t slot, const float* k) const;
+  // Element index, in a K or V layer, of element 0 of slot `slot` (element e at + e * block_size).
+  size_t slot_element(size_t slot) const {
+    const size_t bs = static_cast<size_t>(block_size_);
+    return (slot / bs) * bs * static_cast<size_t>(cfg_.kv_dim()) + slot % bs;
+  }
   // Starts fetching the cache lines store_transposed will write for slot `slot` of K layer kl and V layer vl.
   void prefetch_slot(const uint8_t* kl, const uint8_t* vl, size_t slot) const;
   void copy_block(uint8_t* dst_base, size_t dst_layer_elems, int dst_block, const uint8_t* src_base,
@@ -72,8 +77,7 @@ class CpuRunner : public ModelRunner {
   const TensorView* output_ = nullptr;     // token_embd when tied
   std::vector<float> out_norm_;            // [n_embd]
   std::vector<float> inv_freq_;            // [rope_dim / 2]
-  std::vector<float> rope_cos_, rope_sin_; // [rope_table_pos_, rope_dim / 2] cpu::rope_table of each position
-  int rope_table_pos_ = 0;
+  std::vector<float> rope_cos_, rope_sin_; // [first positions, rope_dim / 2] cpu::rope_table of each position
   std::vector<Layer> layers_;
   double matrix_elems_ = 0;                // multiply-adds per token in the weight matrices
   bool packed_ = false;                    // every matrix is fp32 and packed (see Layer)
