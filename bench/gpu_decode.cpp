@@ -12,11 +12,16 @@
 //   - the decode attention kernel alone (one layer, random KV) at 256 x 1,500 and at 1 x 650 with the 16 splits a
 //     single-stream graph launches: time against KV bytes / copy bandwidth.
 // Usage: bench_gpu_decode [--layers N] [--decode-steps N] [--json PATH] [--profile-window] [--attn-sweep]
-//                         [--single-only]
+//                         [--single-only [--recaptures N] [--fresh N]]
 // --profile-window: after the single-stream warm-up, run 2 greedy decode steps between cudaProfilerStart/Stop and
 // exit (for `ncu --profile-from-start off ...`: per-kernel times and DRAM bytes of real decode steps).
 // --attn-sweep: the decode attention kernel alone for one token over contexts x minimum split slices, then exit.
-// --single-only: stop after the single-stream decode figures (prefill and single stream only).
+// --single-only: stop after the single-stream decode figures (prefill and single stream only). With
+//   --recaptures N: then N rounds of (capture the graph again, graph steps, eager steps) on the same runner, the
+//   tuned m = 1 plans and an eager step's time per kernel class, and one step of sequence 0 (KV at the other end
+//   of the cache); --fresh N: then N fresh runners in turn (weights, KV cache, tuning, graphs all new), cycling
+//   through the fused GEMMs' L2 prefetch settings (none / after the attention / every GEMM). These tell a speed
+//   set per process, per runner or per graph instance apart.
 #include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
 
@@ -241,7 +246,7 @@ double time_attention(const ModelConfig& c, int B, int ctx, int n_splits, int mi
 }  // namespace
 
 int main(int argc, char** argv) {
-  int layers = 32, decode_steps = 256;
+  int layers = 32, decode_steps = 256, recaptures = 0, fresh = 0;
   std::string json_path;
   bool profile_window = false, attn_sweep = false, single_only = false;
   for (int i = 1; i < argc; ++i) {
@@ -251,10 +256,12 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--profile-window")) profile_window = true;
     else if (!std::strcmp(argv[i], "--attn-sweep")) attn_sweep = true;
     else if (!std::strcmp(argv[i], "--single-only")) single_only = true;
+    else if (!std::strcmp(argv[i], "--recaptures") && i + 1 < argc) recaptures = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--fresh") && i + 1 < argc) fresh = std::atoi(argv[++i]);
     else {
       std::fprintf(stderr,
                    "usage: %s [--layers N] [--decode-steps N] [--json PATH] [--profile-window] [--attn-sweep] "
-                   "[--single-only]\n",
+                   "[--single-only] [--recaptures N] [--fresh N]\n",
                    argv[0]);
       return 2;
     }
@@ -373,6 +380,60 @@ int main(int argc, char** argv) {
     }
     return t;
   };
+  // One eager single-stream step of sequence `seq` at `pos`, GPU time per kernel class on one line (--recaptures).
+  auto compact_profile = [&](int seq, int pos) {
+    Batch b;
+    b.max_blocks = max_blocks;
+    b.bs = bs;
+    b.add(seq, pos, 1, 17);
+    auto prof = runner->profile_step(b.view());
+    if (!prof) return "  profile: " + prof.message() + "\n";
+    std::string out = strfmt("  profile: %.1f us:", prof.value().total_us);
+    for (const auto& k : prof.value().classes) out += strfmt(" %s %.1f;", k.name.c_str(), k.us);
+    return out + "\n";
+  };
+  // The tuned plans of the single-stream GEMMs (m = 1), for --recaptures.
+  auto m1_plans = [&] {
+    std::string out, rep = runner->gemm_report();
+    for (size_t a = 0, b; a < rep.size(); a = b + 1) {
+      b = rep.find('\n', a);
+      if (b == std::string::npos) b = rep.size();
+      if (rep.compare(a, 9, "  gemm m=") == 0 && rep.compare(a + 9, 2, "1 ") == 0) out += rep.substr(a, b - a + 1);
+    }
+    return out;
+  };
+  // Single-stream decode tok/s on a fresh runner (same weights seed; replaces `runner`, whose memory the caller
+  // has released), with or without CUDA graphs and the fused decode kernels, an L2 prefetch setting, and small
+  // options (4 sequences, 256-token steps, a small KV cache) or the first runner's.
+  using Pf = CudaRunnerExtras::L2Prefetch;
+  auto single_stream_tps = [&](bool eager, bool fused, Pf pf = CudaRunnerExtras{}.l2_prefetch, bool small = true,
+                               bool print_plans = false) {
+    RunnerOptions so = opts;
+    so.enforce_eager = eager;
+    if (small) {
+      so.max_batch_tokens = 256;
+      so.max_seqs = 4;
+    }
+    CudaRunnerExtras sx = extras;
+    sx.fused_decode = fused;
+    sx.l2_prefetch = pf;
+    auto sr = create_cuda_runner(model, so, sx);
+    check(sr.status(), "create single-stream runner");
+    runner = dynamic_cast<CudaModelRunner*>(sr.value().get());
+    check(runner->init_kv_cache((small ? 2 : n_seq_slots) * max_blocks, bs, 0), "init kv (single stream)");
+    Batch b;
+    b.max_blocks = max_blocks;
+    b.bs = bs;
+    b.add(1, 0, prompt, 5);
+    check(runner->forward(b.view(), logits.data()), "prompt (single stream)");
+    decode_run(true, 4, 1, prompt);
+    const std::vector<double> te = decode_run(true, decode_steps, 1, prompt + 4);
+    double sum_e = 0;
+    for (double x : te) sum_e += x;
+    if (print_plans) std::printf("%s%s", m1_plans().c_str(), compact_profile(1, prompt + 4).c_str());
+    runner = nullptr;
+    return decode_steps / sum_e;
+  };
   decode_run(false, 4, 65, prompt);  // warm-up: eager tuning run, graph capture
   if (profile_window) {
     decode_run(true, 4, 65, prompt + 4);  // the greedy graph too
@@ -394,6 +455,38 @@ int main(int argc, char** argv) {
   if (single_only) {
     std::printf("decode, 1 stream: GPU greedy %.1f tok/s, fp32 logits to host %.1f tok/s (roofline %.1f)\n", tps_greedy,
                 tps_logits, roofline_tps);
+    if (recaptures > 0) std::printf("%s%s", m1_plans().c_str(), compact_profile(65, prompt + 4).c_str());
+    // --recaptures N: N rounds of (fresh graph capture, graph steps, eager steps) in this process over the same
+    // positions as above, to tell a per-process speed from a per-graph-instance one.
+    for (int r = 0; r < recaptures; ++r) {
+      check(runner->reset_graphs(true), "reset graphs");
+      decode_run(true, 2, 65, prompt + 2);  // capture
+      const std::vector<double> g = decode_run(true, decode_steps, 65, prompt + 4);
+      check(runner->reset_graphs(false), "eager");
+      const std::vector<double> e = decode_run(true, decode_steps, 65, prompt + 4);
+      double sg = 0, se = 0;
+      for (double x : g) sg += x;
+      for (double x : e) se += x;
+      std::printf("recapture %d: graph %.1f tok/s, eager %.1f tok/s\n", r + 1, decode_steps / sg, decode_steps / se);
+    }
+    // The same runner on sequence 0 (KV blocks at the other end of the cache).
+    if (recaptures > 0) {
+      check(runner->reset_graphs(true), "reset graphs");
+      decode_run(true, 4, 0, prompt);
+      const std::vector<double> g = decode_run(true, decode_steps, 0, prompt + 4);
+      double sg = 0;
+      for (double x : g) sg += x;
+      std::printf("sequence 0: graph %.1f tok/s\n%s", decode_steps / sg, compact_profile(0, prompt + 4).c_str());
+    }
+    // --fresh N: N fresh runners in this process (weights, KV cache and graphs allocated again, the first
+    // runner's options), cycling through the L2 prefetch settings of the fused decode GEMMs.
+    if (fresh > 0) rr = Result<std::unique_ptr<ModelRunner>>(Status::error("released"));
+    static const char* pf_names[] = {"no L2 prefetch", "L2 prefetch after attention", "L2 prefetch in every GEMM"};
+    for (int r = 0; r < fresh; ++r) {
+      const Pf pf = static_cast<Pf>(r % 3);
+      const double tps = single_stream_tps(false, true, pf, false, recaptures > 0);
+      std::printf("fresh runner %d (%s): graph %.1f tok/s\n", r + 1, pf_names[r % 3], tps);
+    }
     return 0;
   }
   // Where one single-stream decode step's time goes: one eager step with an event after each kernel class.
@@ -461,29 +554,6 @@ int main(int argc, char** argv) {
   // Single-stream decode again on fresh runners (same weights seed): without CUDA graphs, to show what graphs
   // buy, and with the general (unfused) decode path, to show what the fused decode kernels buy.
   rr = Result<std::unique_ptr<ModelRunner>>(Status::error("released"));  // free the first runner's memory
-  auto single_stream_tps = [&](bool eager, bool fused) {
-    RunnerOptions so = opts;
-    so.enforce_eager = eager;
-    so.max_batch_tokens = 256;
-    so.max_seqs = 4;
-    CudaRunnerExtras sx = extras;
-    sx.fused_decode = fused;
-    auto sr = create_cuda_runner(model, so, sx);
-    check(sr.status(), "create single-stream runner");
-    runner = dynamic_cast<CudaModelRunner*>(sr.value().get());
-    check(runner->init_kv_cache(2 * max_blocks, bs, 0), "init kv (single stream)");
-    Batch b;
-    b.max_blocks = max_blocks;
-    b.bs = bs;
-    b.add(1, 0, prompt, 5);
-    check(runner->forward(b.view(), logits.data()), "prompt (single stream)");
-    decode_run(true, 4, 1, prompt);
-    const std::vector<double> te = decode_run(true, decode_steps, 1, prompt + 4);
-    double sum_e = 0;
-    for (double x : te) sum_e += x;
-    runner = nullptr;
-    return decode_steps / sum_e;
-  };
   const double tps_eager = single_stream_tps(true, true);
   const double tps_unfused = single_stream_tps(false, false);
 

@@ -171,6 +171,7 @@ class CudaRunner final : public CudaModelRunner {
   uint64_t weight_bytes() const override { return weight_bytes_; }
   std::string gemm_report() const override { return gemm_.describe(); }
   Result<StepProfile> profile_step(const ForwardBatch& batch) override;
+  Status reset_graphs(bool use_graphs) override;
 
  private:
   // Runs the step; leaves the first min(n_out, logit_rows_) rows of logits in logits_ (device).
@@ -222,6 +223,8 @@ class CudaRunner final : public CudaModelRunner {
   cudaStream_t stream_ = nullptr;
   cuda::Gemm gemm_;
   bool fused_decode_ = false;  // extras.fused_decode and every fused GEMM's k a multiple of 8
+  // SkinnyGemmParams::l2_prefetch_bytes of the fused o GEMM and of the other fused GEMMs (extras.l2_prefetch).
+  uint32_t l2_prefetch_o_ = 0, l2_prefetch_other_ = 0;
 
   // Weights.
   DeviceBuffer tok_embd_;   // [n_vocab, n_embd]
@@ -510,6 +513,10 @@ Result<std::unique_ptr<CudaRunner>> CudaRunner::create(const Model& model, const
                  prop.name, prop.major, prop.minor);
   r->n_sms_ = prop.multiProcessorCount;
   r->fused_decode_ = !r->f32_ && extras.fused_decode && c.n_embd % 8 == 0 && c.q_dim() % 8 == 0 && c.n_ff % 8 == 0;
+  constexpr uint32_t kL2PrefetchBytes = 16u << 20;
+  using Pf = CudaRunnerExtras::L2Prefetch;
+  r->l2_prefetch_o_ = extras.l2_prefetch != Pf::kNone ? kL2PrefetchBytes : 0;
+  r->l2_prefetch_other_ = extras.l2_prefetch == Pf::kAll ? kL2PrefetchBytes : 0;
   MOPT_CUDA_TRY(cudaStreamCreateWithFlags(&r->stream_, cudaStreamNonBlocking));
   MOPT_TRY(r->gemm_.init());
   r->max_tokens_ = std::max(opts.max_batch_tokens, opts.max_seqs);
@@ -846,6 +853,7 @@ Status CudaRunner::enqueue_layers_fused(const StepShape& s) {
     g.y = qkv_.as<bf16>();
     g.n = L.qkv.n_out;
     g.k = d;
+    g.l2_prefetch_bytes = l2_prefetch_other_;
     MOPT_TRY(gemm_.run_fused(g, st));
     MOPT_TRY(mark("qkv GEMM (+rmsnorm)"));
     MOPT_CUDA_TRY(cuda::launch_qkv_rope_cache(rope_params<bf16>(l, T), st));
@@ -861,6 +869,7 @@ Status CudaRunner::enqueue_layers_fused(const StepShape& s) {
     o.epilogue = cuda::SkinnyEpilogue::kAddResidual;
     o.n = d;
     o.k = c.q_dim();
+    o.l2_prefetch_bytes = l2_prefetch_o_;  // after the attention
     MOPT_TRY(gemm_.run_fused(o, st));
     MOPT_TRY(mark("o GEMM (+residual)"));
 
@@ -874,6 +883,7 @@ Status CudaRunner::enqueue_layers_fused(const StepShape& s) {
 
     cuda::SkinnyGemmParams dn = o;  // resid += swiglu(gu_) . Wdown^T
     dn.prologue = cuda::SkinnyPrologue::kSwiGlu;
+    dn.l2_prefetch_bytes = l2_prefetch_other_;
     dn.x = gu_.as<bf16>();
     dn.w = L.down.w.as<bf16>();
     dn.k = c.n_ff;
@@ -899,6 +909,7 @@ Status CudaRunner::enqueue_logits_fused(int row_offset, int n_rows) {
   g.y_f32 = true;
   g.n = c.n_vocab;
   g.k = c.n_embd;
+  g.l2_prefetch_bytes = l2_prefetch_other_;
   MOPT_TRY(gemm_.run_fused(g, stream_));
   return mark("final norm + LM head");
 }
@@ -947,6 +958,17 @@ Status CudaRunner::copy_logits_out(int n_rows, float* dst) {
   MOPT_CUDA_TRY(cudaMemcpyAsync(logits_host_.as<float>(), logits_.as<float>(), bytes, cudaMemcpyDeviceToHost, stream_));
   MOPT_CUDA_TRY(cudaStreamSynchronize(stream_));
   std::memcpy(dst, logits_host_.as<float>(), bytes);
+  return Status::ok();
+}
+
+Status CudaRunner::reset_graphs(bool use_graphs) {
+  MOPT_CUDA_TRY(cudaSetDevice(device_id_));
+  MOPT_CUDA_TRY(cudaStreamSynchronize(stream_));
+  for (auto& [bucket, g] : graphs_) {
+    if (g.exec) MOPT_CUDA_TRY(cudaGraphExecDestroy(g.exec));
+    g.exec = nullptr;  // g.warmed stays: the bucket's GEMMs are tuned, its next step captures
+  }
+  opts_.enforce_eager = !use_graphs;
   return Status::ok();
 }
 

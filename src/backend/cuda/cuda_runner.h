@@ -32,6 +32,12 @@ struct CudaRunnerExtras {
   // the o / down projections adding into the residual stream (6 launches per layer instead of 10). False: the
   // general path for every step (tests compare the two).
   bool fused_decode = true;
+  // Fused decode GEMMs asking part of their weights (16 MiB per GEMM, a third of the H200's L2) into L2 before
+  // they wait on the kernel before them, beyond their first register loads. kAfterAttention: only the o
+  // projection, which follows the latency-bound attention (DRAM otherwise idle there); kAll: every fused GEMM
+  // (the prefetch then competes with the running GEMM's own stream); kNone: none. Benchmarks compare them.
+  enum class L2Prefetch { kNone, kAfterAttention, kAll };
+  L2Prefetch l2_prefetch = L2Prefetch::kAfterAttention;
 };
 
 // GPU time of one eager step per kernel class (CudaModelRunner::profile_step), summed over layers.
@@ -83,6 +89,10 @@ class CudaModelRunner : public ModelRunner {
   // Class names of the attention: "attention" (decode kernel, split merge included) or "attention (prefill)".
   // The step's shapes should have run before (GEMM tuning happens on first use).
   virtual Result<StepProfile> profile_step(const ForwardBatch& batch) = 0;
+  // Destroys every captured decode graph (the next decode step of a bucket captures it again; GEMM plans are
+  // kept) and turns CUDA graphs on or off for later steps (off: as --enforce-eager). Benchmarks use it to compare
+  // graph instances and eager steps within one process.
+  virtual Status reset_graphs(bool use_graphs) = 0;
 };
 
 // True when this build has the CUDA backend and a usable GPU is present (no error when not).

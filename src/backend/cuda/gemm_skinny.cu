@@ -7,8 +7,9 @@
 // c = it * 32 * KW * U + u * 32 * KW + w * 32 + l, so each warp reads 512 contiguous bytes per weight row and
 // unroll step); lanes finish with shuffles, the KW warps of a group through shared memory (fixed order, so the
 // result is deterministic). The first U chunks of every weight row are loaded before griddepcontrol.wait, and
-// a further part is prefetched into L2: weights are never written by a kernel, so with PDL the weight stream
-// starts while the previous kernel (attention, RoPE, another GEMM) is still running. The kernel triggers its
+// optionally (SkinnyGemmParams::l2_prefetch_bytes) a further part is prefetched into L2: weights are never
+// written by a kernel, so with PDL the weight stream starts while the previous kernel (attention, RoPE, another
+// GEMM) is still running. The kernel triggers its
 // dependent first thing, so consecutive GEMMs (o -> gate|up -> down -> next qkv) overlap their ramps.
 //
 // Fused prologues / epilogue (see kernels.h): with kRmsNorm the operand is the fp32 residual times the norm
@@ -23,9 +24,6 @@ namespace mopt::cuda {
 namespace {
 
 constexpr int kWarpsPerCta = 8;
-// Weight bytes per GEMM (spread over its rows) asked into L2 before griddepcontrol.wait, beyond the first loads
-// into registers: a fraction of the 50 MB L2, so a large GEMM's read-ahead cannot evict itself.
-constexpr uint32_t kPrefetchBudget = 16u << 20;
 constexpr int kPlain = static_cast<int>(SkinnyPrologue::kNone);
 constexpr int kNorm = static_cast<int>(SkinnyPrologue::kRmsNorm);
 constexpr int kSwiGlu = static_cast<int>(SkinnyPrologue::kSwiGlu);
@@ -116,12 +114,12 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_gemm_kernel(SkinnyGe
   // reads anything this grid writes, and meanwhile a dependent GEMM starts its own weight stream below.
   pdl_trigger();
   // Weights only before the wait (no kernel writes them): the first U chunks per lane into registers, and the
-  // next part of each row of the group (its share of kPrefetchBudget) into L2.
+  // next part of each row of the group (its share of l2_prefetch_bytes) into L2.
   load_w(c_first);
   if (kw == 0 && lane < R && n0 + lane < p.n) {
     const uint32_t row_bytes = 2u * static_cast<uint32_t>(p.k);
     const uint32_t start = min(row_bytes, 16u * kStep * U);
-    const uint32_t len = min(kPrefetchBudget / static_cast<uint32_t>(p.n), row_bytes - start) & ~15u;
+    const uint32_t len = min(p.l2_prefetch_bytes / static_cast<uint32_t>(p.n), row_bytes - start) & ~15u;
     if (len > 0) prefetch_l2(reinterpret_cast<const char*>(p.w + static_cast<int64_t>(n0 + lane) * p.k) + start, len);
   }
   pdl_wait();

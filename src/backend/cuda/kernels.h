@@ -233,6 +233,9 @@ struct SkinnyGemmParams {
   const bf16* norm_w = nullptr;      // kRmsNorm: [k]
   float norm_eps = 1e-5f;
   const int32_t* x_rows = nullptr;   // [m] input row of each output row, or null (identity)
+  // Weight bytes (spread over the rows) asked into L2 before griddepcontrol.wait, beyond the first register loads:
+  // worth it when the kernel before is latency-bound (DRAM otherwise idle); 0: none.
+  uint32_t l2_prefetch_bytes = 0;
 };
 inline constexpr int kSkinnyMaxRows = 8;
 inline constexpr int kSkinnyVariants = 10;
