@@ -303,11 +303,8 @@ struct ChunkArgs {
   float* acc;            // [G, D, 16] lane-wise V accumulators
   float* mx;             // [G] score maxima
   float* sum;            // [G, 16] lane-wise exp sums
-  bool prefetch;         // fetch K and V ahead (the call's K/V do not fit the caches)
+  bool prefetch;         // fetch K and V ahead (in place: blocks scattered over the cache; not when gathered)
 };
-
-// Prefetching pays where a call's K/V bytes exceed this (a quarter of a core's L2, which also holds the weights).
-constexpr double kPrefetchAboveBytes = 256 << 10;
 
 #ifdef MOPT_CPU_AVX512_PATHS
 namespace z16 {
@@ -377,7 +374,7 @@ void gather_chunks(const PagedAttnArgs& a, const T* cache, const int32_t* table,
 
 // Transposed layout: query heads of kv heads [h0, h1) of token t.
 template <class T>
-void attend_transposed(const PagedAttnArgs& a, int t, int h0, int h1, bool prefetch, Scratch& sc, AttnIsa isa) {
+void attend_transposed(const PagedAttnArgs& a, int t, int h0, int h1, Scratch& sc, AttnIsa isa) {
   constexpr int L = vec16::kLanes;
   int start, p;
   const int32_t* table = token_window(a, t, start, p);
@@ -425,7 +422,7 @@ void attend_transposed(const PagedAttnArgs& a, int t, int h0, int h1, bool prefe
                              static_cast<const T*>(a.v_cache) + hkv * head_elems,
                              sc.chunk_off.data(), bs, nc, lane_lo, lane_hi, G, D, scale2, a.q + qo, a.out + qo,
                              sc.s.data() + j * s_n, sc.acc.data() + j * acc_n, sc.mx.data() + j * G,
-                             sc.sum.data() + j * G * L, prefetch};
+                             sc.sum.data() + j * G * L, true};
       }
       run_chunks(cs, n, isa);
     } else {
@@ -434,7 +431,7 @@ void attend_transposed(const PagedAttnArgs& a, int t, int h0, int h1, bool prefe
       gather_chunks(a, static_cast<const T*>(a.v_cache), table, hp, c0, nc, start, p, sc.gv.data());
       const ChunkArgs<float> g{sc.gk.data(), sc.gv.data(), sc.chunk_off.data(), L, nc, lane_lo, lane_hi, G, D,
                                scale2, a.q + qo, a.out + qo, sc.s.data(), sc.acc.data(), sc.mx.data(),
-                               sc.sum.data(), prefetch};
+                               sc.sum.data(), false};
       run_chunks(&g, 1, isa);
     }
   }
@@ -463,17 +460,12 @@ void paged_attention(const PagedAttnArgs& a, ThreadPool* pool, AttnIsa isa) {
   const int heads_per_item = n_threads == 1 || n_tokens >= 2 * n_threads ? a.n_head_kv : 1;
   const int items_per_token = a.n_head_kv / heads_per_item;
 
-  double kv_bytes = 0;  // K and V of every sequence's context (the transposed kernel's prefetch switch)
-  for (int s = 0; s < a.n_seqs; ++s) kv_bytes += a.seq_lens[s];
-  kv_bytes *= 2.0 * a.n_head_kv * a.head_dim * (a.kv_dtype == DType::F16 ? 2 : 4);
-  const bool prefetch = kv_bytes > kPrefetchAboveBytes;
-
   parallel_items(pool, static_cast<int64_t>(n_tokens) * items_per_token, [&](int64_t item, int tid) {
     const int h0 = static_cast<int>(item % items_per_token) * heads_per_item;
     const int t = static_cast<int>(item / items_per_token), h1 = h0 + heads_per_item;
     if (!a.k_transposed) attend_rows(a, t, h0, h1, scr[tid]);
-    else if (a.kv_dtype == DType::F16) attend_transposed<uint16_t>(a, t, h0, h1, prefetch, scr[tid], isa);
-    else attend_transposed<float>(a, t, h0, h1, prefetch, scr[tid], isa);
+    else if (a.kv_dtype == DType::F16) attend_transposed<uint16_t>(a, t, h0, h1, scr[tid], isa);
+    else attend_transposed<float>(a, t, h0, h1, scr[tid], isa);
   });
 }
 
