@@ -20,8 +20,8 @@
 //   --recaptures N: then N rounds of (capture the graph again, graph steps, eager steps) on the same runner, the
 //   tuned m = 1 plans and an eager step's time per kernel class, and one step of sequence 0 (KV at the other end
 //   of the cache); --fresh N: then N fresh runners in turn (weights, KV cache, tuning, graphs all new), cycling
-//   through the fused GEMMs' L2 prefetch settings (none / after the attention / every GEMM). These tell a speed
-//   set per process, per runner or per graph instance apart.
+//   through the defaults, no in-graph refinement of the GEMM tilings, and the other L2 prefetch settings. These
+//   tell a speed set per process, per runner or per graph instance apart, and compare the settings.
 #include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
 
@@ -407,7 +407,7 @@ int main(int argc, char** argv) {
   // options (4 sequences, 256-token steps, a small KV cache) or the first runner's.
   using Pf = CudaRunnerExtras::L2Prefetch;
   auto single_stream_tps = [&](bool eager, bool fused, Pf pf = CudaRunnerExtras{}.l2_prefetch, bool small = true,
-                               bool print_plans = false) {
+                               bool print_plans = false, bool refine = CudaRunnerExtras{}.refine_graph_plans) {
     RunnerOptions so = opts;
     so.enforce_eager = eager;
     if (small) {
@@ -417,6 +417,7 @@ int main(int argc, char** argv) {
     CudaRunnerExtras sx = extras;
     sx.fused_decode = fused;
     sx.l2_prefetch = pf;
+    sx.refine_graph_plans = refine;
     auto sr = create_cuda_runner(model, so, sx);
     check(sr.status(), "create single-stream runner");
     runner = dynamic_cast<CudaModelRunner*>(sr.value().get());
@@ -479,13 +480,22 @@ int main(int argc, char** argv) {
       std::printf("sequence 0: graph %.1f tok/s\n%s", decode_steps / sg, compact_profile(0, prompt + 4).c_str());
     }
     // --fresh N: N fresh runners in this process (weights, KV cache and graphs allocated again, the first
-    // runner's options), cycling through the L2 prefetch settings of the fused decode GEMMs.
+    // runner's options), cycling through: the defaults, no in-graph refinement of the GEMM tilings, and the
+    // other two L2 prefetch settings of the fused decode GEMMs.
     if (fresh > 0) rr = Result<std::unique_ptr<ModelRunner>>(Status::error("released"));
-    static const char* pf_names[] = {"no L2 prefetch", "L2 prefetch after attention", "L2 prefetch in every GEMM"};
+    struct Setting {
+      const char* name;
+      Pf pf;
+      bool refine;
+    };
+    const Setting settings[] = {{"defaults", Pf::kAfterAttention, true},
+                                {"no in-graph refinement", Pf::kAfterAttention, false},
+                                {"no L2 prefetch", Pf::kNone, true},
+                                {"L2 prefetch in every GEMM", Pf::kAll, true}};
     for (int r = 0; r < fresh; ++r) {
-      const Pf pf = static_cast<Pf>(r % 3);
-      const double tps = single_stream_tps(false, true, pf, false, recaptures > 0);
-      std::printf("fresh runner %d (%s): graph %.1f tok/s\n", r + 1, pf_names[r % 3], tps);
+      const Setting& st = settings[r % 4];
+      const double tps = single_stream_tps(false, true, st.pf, false, recaptures > 0, st.refine);
+      std::printf("fresh runner %d (%s): graph %.1f tok/s\n", r + 1, st.name, tps);
     }
     return 0;
   }

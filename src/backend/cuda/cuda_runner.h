@@ -38,6 +38,10 @@ struct CudaRunnerExtras {
   // (the prefetch then competes with the running GEMM's own stream); kNone: none. Benchmarks compare them.
   enum class L2Prefetch { kNone, kAfterAttention, kAll };
   L2Prefetch l2_prefetch = L2Prefetch::kAfterAttention;
+  // When a fused decode bucket's CUDA graph is first captured, re-time each fused GEMM's next-best skinny
+  // tilings inside that graph (replays of the step, alternating with the current graph) and keep a tiling that
+  // makes the whole step faster: isolated timings do not see how neighbouring kernels overlap through PDL.
+  bool refine_graph_plans = true;
 };
 
 // GPU time of one eager step per kernel class (CudaModelRunner::profile_step), summed over layers.

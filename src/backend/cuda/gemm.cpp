@@ -269,15 +269,38 @@ Result<int> Gemm::fused_variant(const SkinnyGemmParams& p, cudaStream_t stream) 
     return x[kRounds / 2];
   };
   const float base_ms = median_ms(ms[kBase]);
-  FusedPlan best{-1, 1e30f};
-  for (int v = 0; v < kSkinnyVariants; ++v) {
-    const float us = (median_ms(ms[v]) - base_ms) * 1000.f / kChain;
-    if (us < best.tuned_us) best = FusedPlan{v, us};
-  }
+  FusedPlan best;
+  for (int v = 0; v < kSkinnyVariants; ++v)
+    best.ranked.emplace_back((median_ms(ms[v]) - base_ms) * 1000.f / kChain, v);
+  std::sort(best.ranked.begin(), best.ranked.end());
+  best.tuned_us = best.ranked[0].first;
+  best.variant = best.ranked[0].second;
   MOPT_LOG_DEBUG("fused gemm %dx%dx%d%s: skinny v%d (%.1f us)", p.m, p.n, p.k, prologue_name(p.prologue),
                  best.variant, best.tuned_us);
   fused_plans_.emplace(key, best);
   return best.variant;
+}
+
+std::vector<Gemm::FusedCandidates> Gemm::fused_candidates(int m, int n_best) const {
+  std::vector<FusedCandidates> out;
+  for (const auto& [key, plan] : fused_plans_) {
+    if (std::get<0>(key) != m) continue;
+    FusedCandidates c{key, plan.variant, {}};
+    for (size_t i = 0; i < plan.ranked.size() && static_cast<int>(i) < n_best; ++i)
+      c.ranked.push_back(plan.ranked[i].second);
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+Status Gemm::set_fused_variant(const FusedKey& key, int variant) {
+  auto it = fused_plans_.find(key);
+  if (it == fused_plans_.end()) return error("set_fused_variant: no such fused plan");
+  if (variant < 0 || variant >= kSkinnyVariants) return error("set_fused_variant: variant %d out of range", variant);
+  it->second.variant = variant;
+  for (const auto& [us, v] : it->second.ranked)
+    if (v == variant) it->second.tuned_us = us;
+  return Status::ok();
 }
 
 Status Gemm::run_fused(const SkinnyGemmParams& p, cudaStream_t stream) {

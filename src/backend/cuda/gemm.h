@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "backend/cuda/kernels.h"
 #include "core/status.h"
@@ -66,6 +67,20 @@ class Gemm {
   // Like run(): a shape's first call must happen outside stream capture.
   Status run_fused(const SkinnyGemmParams& p, cudaStream_t stream);
 
+  // Fused plans tuned so far for m rows, each with its skinny variants ranked by their isolated (cold-L2) time,
+  // fastest first, at most n_best of them: the candidates CudaRunner re-times inside the decode step it is part
+  // of (neighbouring kernels overlap through PDL there, which an isolated timing does not see).
+  // m, n, k, prologue, epilogue, y_f32, has_bias
+  using FusedKey = std::tuple<int, int, int, int, int, bool, bool>;
+  struct FusedCandidates {
+    FusedKey key;
+    int current = 0;  // the variant in use
+    std::vector<int> ranked;
+  };
+  std::vector<FusedCandidates> fused_candidates(int m, int n_best) const;
+  // Makes run_fused use `variant` for the plan with this key (a key from fused_candidates).
+  Status set_fused_variant(const FusedKey& key, int variant);
+
   // Largest m for which candidates are timed (others use the heuristic's first choice).
   int autotune_max_m = 64;
   size_t n_cached_plans() const { return plans_.size() + fused_plans_.size(); }
@@ -86,10 +101,9 @@ class Gemm {
 
   struct FusedPlan {
     int variant = 0;
-    float tuned_us = 0.f;
+    float tuned_us = 0.f;  // the variant's isolated time
+    std::vector<std::pair<float, int>> ranked;  // (isolated us, variant) of every variant, fastest first
   };
-  // m, n, k, prologue, epilogue, y_f32, has_bias
-  using FusedKey = std::tuple<int, int, int, int, int, bool, bool>;
   Result<int> fused_variant(const SkinnyGemmParams& p, cudaStream_t stream);
   std::map<FusedKey, FusedPlan> fused_plans_;
   void* scratch_ = nullptr;  // tuning output of kAddResidual calls
