@@ -9,7 +9,8 @@
 // Decode tokens/s = generated tokens / wall time of the steps after every sequence got its first token
 // (so prefill is excluded; with 1-token prompts it is negligible anyway).
 // Usage: bench_engine_throughput [--model PATH] [--threads N] [--seqs 64] [--tokens 256] [--repeats 3 (rounds)]
-//                                [--block-size 16] [--max-num-batched-tokens 2048] [--kv-cache-dtype fp32|fp16]
+//                                [--block-size 0 (the runner's: 64 on the CPU)] [--max-num-batched-tokens 2048]
+//                                [--kv-cache-dtype fp32|fp16]
 // Both the single stream and the batch use the same KV cache dtype (printed in the header).
 #include <CLI/CLI.hpp>
 #include <time.h>
@@ -46,6 +47,7 @@ struct Figures {
   double total_tps = 0;      // all generated tokens / whole wall time (prefill included)
   double ms_per_step = 0;    // mean decode step time
   uint64_t generated = 0;
+  int block_size = 0;        // the KV block size the engine used
 };
 
 Figures run_once(const Model& model, const Tokenizer& tok, EngineConfig cfg, int n_seqs, int n_tokens) {
@@ -83,6 +85,7 @@ Figures run_once(const Model& model, const Tokenizer& tok, EngineConfig cfg, int
   const double c2 = cpu_seconds();
   EngineStats st = eng.stats();
   Figures f;
+  f.block_size = st.block_size;
   f.generated = st.generation_tokens;
   const double dec_s = std::chrono::duration<double>(t2 - t1).count();
   f.decode_tps = static_cast<double>(st.generation_tokens - gen0) / dec_s;
@@ -100,13 +103,13 @@ const Figures& faster(const Figures& a, const Figures& b) { return b.decode_tps 
 int main(int argc, char** argv) {
   CLI::App app{"engine batch throughput vs single stream"};
   std::string model_path = std::string(MOPT_MODELS_DIR) + "/stories260K.gguf";
-  int threads = 0, seqs = 64, tokens = 256, repeats = 3, block_size = 16, budget = 2048;
+  int threads = 0, seqs = 64, tokens = 256, repeats = 3, block_size = 0, budget = 2048;
   app.add_option("--model", model_path, "model file");
   app.add_option("--threads", threads, "CPU threads (0 = all cores)");
   app.add_option("--seqs", seqs, "concurrent sequences")->check(CLI::Range(1, 4096));
   app.add_option("--tokens", tokens, "tokens generated per sequence")->check(CLI::Range(2, 100000));
   app.add_option("--repeats", repeats, "rounds of (single, concurrent) runs")->check(CLI::Range(1, 100));
-  app.add_option("--block-size", block_size, "KV block size")->check(CLI::Range(1, 1024));
+  app.add_option("--block-size", block_size, "KV block size (0 = the runner's default)")->check(CLI::Range(0, 1024));
   app.add_option("--max-num-batched-tokens", budget, "token budget per step")->check(CLI::Range(1, 1 << 20));
   std::string kv_dtype = "fp32";
   app.add_option("--kv-cache-dtype", kv_dtype, "KV cache element type for both runs")
@@ -131,14 +134,15 @@ int main(int argc, char** argv) {
   cfg.max_model_len = std::min((*m)->config.context_length, tokens + 16);
   const bool kv_f16 = kv_dtype == "fp16";
   const uint64_t per_token = (*m)->config.kv_bytes_per_token(kv_f16 ? 2 : 4);
-  cfg.kv_cache_memory = per_token * static_cast<uint64_t>(cfg.max_model_len + block_size) *
+  cfg.kv_cache_memory = per_token * static_cast<uint64_t>(cfg.max_model_len + std::max(block_size, 128)) *
                         static_cast<uint64_t>(std::max(seqs, 1)) + (4u << 20);
   cfg.runner.n_threads = threads;
   cfg.runner.device = DeviceKind::kCpu;  // this benchmark measures the CPU runner
   cfg.runner.kv_cache_dtype = kv_f16 ? KvCacheDtype::kFloat16 : KvCacheDtype::kFloat32;
 
-  std::printf("engine throughput: %s, %d tokens per sequence, threads %d, block %d, KV cache %s (both runs), "
-              "%d rounds\n", model_path.c_str(), tokens, threads, block_size, kv_dtype.c_str(), repeats);
+  std::printf("engine throughput: %s, %d tokens per sequence, threads %d, block %s, KV cache %s (both runs), "
+              "%d rounds\n", model_path.c_str(), tokens, threads,
+              block_size ? std::to_string(block_size).c_str() : "auto", kv_dtype.c_str(), repeats);
   // Rounds of (single stream, N concurrent) back to back: the machine's other load changes from second to
   // second, so each round's ratio compares runs made under the same conditions; the median of the rounds' ratios
   // is the figure least moved by it. The single stream gets its best thread setting in every round: with
@@ -175,6 +179,7 @@ int main(int argc, char** argv) {
   };
   row(strfmt("single (thr %d)", one_threads).c_str(), one);
   row(strfmt("%d concurrent", seqs).c_str(), many);
+  std::printf("KV block size: %d tokens\n", many.block_size);
   std::printf("speedup (aggregate decode, %d vs 1): median of %d rounds %.2fx (range %.2f-%.2fx); best vs best "
               "%.2fx wall, %.2fx per CPU-second (target >= 4x)\n", seqs, repeats, median, ratios.front(),
               ratios.back(), many.decode_tps / one.decode_tps, many.decode_cpu_tps / one.decode_cpu_tps);

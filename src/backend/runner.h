@@ -101,6 +101,8 @@ class ModelRunner {
 
   // Bytes one KV block of `block_size` tokens takes on this backend (all layers, K and V).
   virtual uint64_t kv_block_bytes(int block_size) const = 0;
+  // The KV block size (tokens) used when the engine's is 0 (--block-size auto).
+  virtual int default_block_size() const { return 16; }
   // Memory the backend can give the KV cache, after weights and workspace (for --gpu-memory-utilization).
   virtual uint64_t available_kv_memory(double memory_utilization) const = 0;
   // Allocates the device cache (n_blocks) and a host swap pool (n_swap_blocks, may be 0). Called once.

@@ -547,8 +547,10 @@ Result<std::unique_ptr<Engine>> create_engine_with_runner(std::unique_ptr<ModelR
   cfg.runner.device = runner->device();  // what --device auto resolved to
   const ModelConfig& mc = runner->config();
   if (mc.n_vocab <= 0) return error("the model has no vocabulary (n_vocab = %d)", mc.n_vocab);
+  if (cfg.block_size == 0) cfg.block_size = runner->default_block_size();
   if (cfg.block_size < 1 || cfg.block_size > 1024)
-    return error("--block-size must be in [1, 1024] (typical: 8, 16, 32), got %d", cfg.block_size);
+    return error("--block-size must be in [1, 1024] (typical: 16, 32, 64) or 0 for the backend's default, got %d",
+                 cfg.block_size);
   if (cfg.max_num_seqs < 1) return error("--max-num-seqs must be >= 1, got %d", cfg.max_num_seqs);
   if (cfg.max_num_batched_tokens < 1)
     return error("--max-num-batched-tokens must be >= 1, got %d", cfg.max_num_batched_tokens);

@@ -27,7 +27,7 @@ enum class SchedulingPolicy { kFcfs, kPriority };
 enum class PreemptionMode { kRecompute, kSwap };
 
 struct EngineConfig {
-  int block_size = 16;
+  int block_size = 0;                    // KV block size in tokens; 0 = the runner's default (CPU 64, CUDA 16)
   uint64_t kv_cache_memory = 0;          // bytes for the KV pool; 0 = derive from gpu_memory_utilization
   double gpu_memory_utilization = 0.9;   // fraction of device memory (CUDA) / of free RAM budget (CPU)
   double swap_space_gib = 0;             // host swap pool, GiB (0 = no swap)

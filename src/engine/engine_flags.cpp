@@ -7,8 +7,9 @@ namespace mopt {
 
 void add_engine_flags(CLI::App& app, EngineConfig& cfg) {
   const std::string g = "Engine";
-  app.add_option("--block-size", cfg.block_size, "KV cache block size in tokens (e.g. 8, 16, 32)")
-      ->check(CLI::Range(1, 1024))->capture_default_str()->group(g);
+  app.add_option("--block-size", cfg.block_size,
+                 "KV cache block size in tokens (e.g. 16, 32, 64); 0 = the backend's default (CPU 64, CUDA 16)")
+      ->check(CLI::Range(0, 1024))->capture_default_str()->group(g);
   app.add_option("--kv-cache-memory", cfg.kv_cache_memory,
                  "KV cache size in bytes, suffixes allowed (e.g. 512MiB, 2GB); 0 = from --gpu-memory-utilization")
       ->transform(CLI::AsSizeValue(false))->group(g);

@@ -26,6 +26,10 @@ class CpuRunner : public ModelRunner {
   DeviceKind device() const override { return DeviceKind::kCpu; }
   const ModelConfig& config() const override { return cfg_; }
   uint64_t kv_block_bytes(int block_size) const override;
+  // 64 tokens: a block's K (and V) of one layer is then one contiguous run of 64 x kv_dim elements, which the
+  // hardware prefetchers stream; a 64-sequence stories260K decode step, whose K/V do not fit the caches, ran
+  // 4-9% faster than with blocks of 16 (vLLM's CPU backend also defaults to large blocks).
+  int default_block_size() const override { return 64; }
   uint64_t available_kv_memory(double memory_utilization) const override;
   Status init_kv_cache(int n_blocks, int block_size, int n_swap_blocks) override;
   Status forward(const ForwardBatch& batch, float* logits) override;

@@ -219,9 +219,22 @@ TEST(EngineFake, CreateRejectsBadConfigs) {
   Harness h3(cfg);
   EXPECT_NE(h3.create_error.find("context length"), std::string::npos) << h3.create_error;
   cfg.max_model_len = 0;
-  cfg.block_size = 0;
+  cfg.block_size = -1;
   Harness h4(cfg);
   EXPECT_NE(h4.create_error.find("--block-size"), std::string::npos) << h4.create_error;
+  cfg.block_size = 1025;
+  Harness h5(cfg);
+  EXPECT_NE(h5.create_error.find("--block-size"), std::string::npos) << h5.create_error;
+}
+
+TEST(EngineFake, BlockSizeZeroIsTheRunnersDefault) {
+  EngineConfig cfg;
+  cfg.block_size = 0;
+  cfg.max_model_len = 64;
+  Harness h(cfg);
+  ASSERT_TRUE(h.create_error.empty()) << h.create_error;
+  EXPECT_EQ(h.engine->config().block_size, 16);  // ModelRunner::default_block_size(); the CPU runner's is 64
+  EXPECT_EQ(h.engine->stats().block_size, 16);
 }
 
 TEST(EngineFake, QueueFull) {

@@ -178,14 +178,26 @@ TEST_F(EngineModel, GreedyGoldenStory) {
   EXPECT_EQ(out[0].reason, FinishReason::kLength);
 }
 
+// Blocks of 16 and the CPU runner's default (--block-size 0: 64); the solo runs use 16.
 TEST_F(EngineModel, ConcurrentEqualsSolo) {
-  for (int n : {1, 2, 3, 4, 7, 8, 15, 16, 31, 32, 33, 48, 63, 64}) {
-    SCOPED_TRACE(n);
-    auto specs = mixed_load(n, static_cast<uint32_t>(n));
-    EngineConfig cfg = base_config();
-    auto got = run(cfg, specs);
-    expect_same_as_solo(specs, got);
-  }
+  for (int bs : {16, 0})
+    for (int n : {1, 2, 3, 4, 7, 8, 15, 16, 31, 32, 33, 48, 63, 64}) {
+      SCOPED_TRACE(testing::Message() << n << " requests, block size " << bs);
+      auto specs = mixed_load(n, static_cast<uint32_t>(n));
+      EngineConfig cfg = base_config();
+      cfg.block_size = bs;
+      auto got = run(cfg, specs);
+      expect_same_as_solo(specs, got);
+    }
+}
+
+TEST_F(EngineModel, BlockSizeZeroIsTheCpuRunnersDefault) {
+  EngineConfig cfg = base_config();
+  cfg.block_size = 0;
+  auto e = Engine::create(*model_, *tok_, cfg);
+  ASSERT_TRUE(e) << e.message();
+  EXPECT_EQ((*e)->config().block_size, 64);
+  EXPECT_EQ((*e)->stats().block_size, 64);
 }
 
 TEST_F(EngineModel, ChunkedPrefillForcedSmall) {
