@@ -10,7 +10,7 @@
 // (so prefill is excluded; with 1-token prompts it is negligible anyway).
 // Usage: bench_engine_throughput [--model PATH] [--threads N] [--seqs 64] [--tokens 256] [--repeats 3 (rounds)]
 //                                [--block-size 0 (the runner's: 64 on the CPU)] [--max-num-batched-tokens 2048]
-//                                [--kv-cache-dtype fp32|fp16]
+//                                [--kv-cache-dtype auto|fp32|fp16 (auto: the runner's, fp16 on the CPU)]
 // Both the single stream and the batch use the same KV cache dtype (printed in the header).
 #include <CLI/CLI.hpp>
 #include <time.h>
@@ -111,9 +111,9 @@ int main(int argc, char** argv) {
   app.add_option("--repeats", repeats, "rounds of (single, concurrent) runs")->check(CLI::Range(1, 100));
   app.add_option("--block-size", block_size, "KV block size (0 = the runner's default)")->check(CLI::Range(0, 1024));
   app.add_option("--max-num-batched-tokens", budget, "token budget per step")->check(CLI::Range(1, 1 << 20));
-  std::string kv_dtype = "fp32";
-  app.add_option("--kv-cache-dtype", kv_dtype, "KV cache element type for both runs")
-      ->check(CLI::IsMember({"fp32", "fp16"}));
+  std::string kv_dtype = "auto";
+  app.add_option("--kv-cache-dtype", kv_dtype, "KV cache element type for both runs (auto: the runner's)")
+      ->check(CLI::IsMember({"auto", "fp32", "fp16"}));
   CLI11_PARSE(app, argc, argv);
   set_log_level(LogLevel::kWarn);
 
@@ -132,13 +132,14 @@ int main(int argc, char** argv) {
   cfg.max_num_batched_tokens = budget;
   cfg.max_num_seqs = std::max(seqs, 1);
   cfg.max_model_len = std::min((*m)->config.context_length, tokens + 16);
-  const bool kv_f16 = kv_dtype == "fp16";
-  const uint64_t per_token = (*m)->config.kv_bytes_per_token(kv_f16 ? 2 : 4);
+  const uint64_t per_token = (*m)->config.kv_bytes_per_token(4);  // fp32: enough for either dtype
   cfg.kv_cache_memory = per_token * static_cast<uint64_t>(cfg.max_model_len + std::max(block_size, 128)) *
                         static_cast<uint64_t>(std::max(seqs, 1)) + (4u << 20);
   cfg.runner.n_threads = threads;
   cfg.runner.device = DeviceKind::kCpu;  // this benchmark measures the CPU runner
-  cfg.runner.kv_cache_dtype = kv_f16 ? KvCacheDtype::kFloat16 : KvCacheDtype::kFloat32;
+  cfg.runner.kv_cache_dtype = kv_dtype == "fp16"   ? KvCacheDtype::kFloat16
+                              : kv_dtype == "fp32" ? KvCacheDtype::kFloat32
+                                                   : KvCacheDtype::kAuto;
 
   std::printf("engine throughput: %s, %d tokens per sequence, threads %d, block %s, KV cache %s (both runs), "
               "%d rounds\n", model_path.c_str(), tokens, threads,

@@ -54,7 +54,7 @@ void add_engine_flags(CLI::App& app, EngineConfig& cfg) {
                                                       {"fp16", KvCacheDtype::kFloat16},
                                                       {"float16", KvCacheDtype::kFloat16}};
   app.add_option("--kv-cache-dtype", cfg.runner.kv_cache_dtype,
-                 "CPU KV cache element type: auto (fp32), fp32 or fp16 (half the memory; values rounded to fp16)")
+                 "CPU KV cache element type: auto (fp16), fp16 (values rounded to fp16) or fp32 (twice the memory)")
       ->transform(CLI::CheckedTransformer(kv_dtypes, CLI::ignore_case))->group(g);
   app.add_flag("--enforce-eager", cfg.runner.enforce_eager, "CUDA: do not capture CUDA graphs")->group(g);
 }

@@ -119,7 +119,7 @@ Result<std::unique_ptr<CpuRunner>> CpuRunner::create(const Model& model, const R
                  c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.head_dim, c.rope_dim);
   if (c.head_dim > cpu::kMaxTransposedHeadDim)
     return error("head_dim %d is above the CPU attention's limit of %d", c.head_dim, cpu::kMaxTransposedHeadDim);
-  r->kv_dtype_ = opts.kv_cache_dtype == KvCacheDtype::kFloat16 ? DType::F16 : DType::F32;  // kAuto: fp32
+  r->kv_dtype_ = opts.kv_cache_dtype == KvCacheDtype::kFloat32 ? DType::F32 : DType::F16;  // kAuto: fp16
   r->kv_elem_bytes_ = r->kv_dtype_ == DType::F16 ? 2 : 4;
   r->pool_ = std::make_unique<ThreadPool>(opts.n_threads);
   MOPT_ASSIGN_OR_RETURN(r->tok_embd_, model.require("token_embd.weight"));

@@ -217,9 +217,10 @@ TEST_F(EngineModel, TinyPoolPreemptionRecomputeAndSwap) {
     EngineConfig cfg = base_config();
     cfg.block_size = 8;
     cfg.max_model_len = 96;
-    cfg.kv_cache_memory = 14ull * 8 * 1280;  // 14 blocks of 8 tokens (1280 B per token for stories260K)
+    const uint64_t per_token = model_->config.kv_bytes_per_token(2);  // the CPU default KV cache: fp16
+    cfg.kv_cache_memory = 14ull * 8 * per_token;                      // 14 blocks of 8 tokens
     cfg.preemption = mode;
-    if (mode == PreemptionMode::kSwap) cfg.swap_space_gib = 64.0 * 8 * 1280 / 1073741824.0;
+    if (mode == PreemptionMode::kSwap) cfg.swap_space_gib = 64.0 * 8 * static_cast<double>(per_token) / 1073741824.0;
     EngineStats st;
     auto got = run(cfg, specs, &st);
     EXPECT_EQ(st.num_blocks, 14);
