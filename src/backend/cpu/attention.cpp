@@ -1,6 +1,7 @@
 // Paged causal attention on the CPU. Two cache layouts (PagedAttnArgs::k_transposed / v_transposed):
 //
-// Transposed K and V (the CPU runner's): per block and KV head [head_dim][block_size]. The token's window
+// Transposed K and V (the CPU runner's): per block and KV head, 16-position tiles [head_dim][16] (transposed_index()
+// in kernels.h; block sizes that are no multiple of 16: one [head_dim][block_size] tile). The token's window
 // [start, p] is cut into 16-position chunks aligned to absolute positions (lane = position % 16) and
 // attention_chunks.inc runs, per (token, kv head) and for the G query heads of its GQA group:
 //   1. s[g][lane] = fma chain over d of q[g][d] * (scale * log2(e)) * Kt[d][lane] (lanes outside the window:
@@ -289,10 +290,9 @@ void attend_rows(const PagedAttnArgs& a, int t, int h0, int h1, Scratch& sc) {
 // gathered).
 template <class T>
 struct ChunkArgs {
-  const T* k;            // the kv head's [D][stride] part of block 0 (or the gather buffers)
+  const T* k;            // the kv head's part of block 0 (or the gather buffers)
   const T* v;
-  const int64_t* off;    // [nc] elements from k / v to lane 0 of chunk i
-  int64_t stride;        // elements between consecutive dims of a chunk: block_size, or 16 when gathered
+  const int64_t* off;    // [nc] elements from k / v to chunk i's [D][16] tile
   int nc;                // chunks; chunk i holds positions 16 (c0 + i) + lane
   int lane_lo, lane_hi;  // lanes in the window: [lane_lo, 16) of chunk 0, [0, lane_hi) of chunk nc - 1
   int G, D;
@@ -380,7 +380,7 @@ void attend_transposed(const PagedAttnArgs& a, int t, int h0, int h1, Scratch& s
   const int32_t* table = token_window(a, t, start, p);
   const int G = a.n_head / a.n_head_kv, D = a.head_dim, bs = a.block_size;
   const int c0 = start / L, nc = p / L - c0 + 1;
-  const bool in_place = bs % L == 0;  // every chunk lies within one block
+  const bool in_place = bs % L == 0;  // every chunk is one [D][16] tile of one block
   auto grow = [](auto& v, size_t n) {
     if (v.size() < n) v.resize(n);
   };
@@ -391,7 +391,7 @@ void attend_transposed(const PagedAttnArgs& a, int t, int h0, int h1, Scratch& s
     MOPT_CHECK(p / bs < a.max_blocks_per_seq, "paged_attention: position %d beyond the block table", p);
     for (int i = 0; i < nc; ++i) {
       MOPT_CHECK(table[bi] >= 0, "paged_attention: position %d has no cache block", bi * bs);
-      sc.chunk_off[static_cast<size_t>(i)] = table[bi] * blk_elems + o;
+      sc.chunk_off[static_cast<size_t>(i)] = table[bi] * blk_elems + static_cast<int64_t>(o) * D;  // tile o / 16
       if ((o += L) == bs) o = 0, ++bi;
     }
   } else {
@@ -420,7 +420,7 @@ void attend_transposed(const PagedAttnArgs& a, int t, int h0, int h1, Scratch& s
         const int64_t qo = (static_cast<int64_t>(t) * a.n_head + static_cast<int64_t>(hkv) * G) * D;
         cs[j] = ChunkArgs<T>{static_cast<const T*>(a.k_cache) + hkv * head_elems,
                              static_cast<const T*>(a.v_cache) + hkv * head_elems,
-                             sc.chunk_off.data(), bs, nc, lane_lo, lane_hi, G, D, scale2, a.q + qo, a.out + qo,
+                             sc.chunk_off.data(), nc, lane_lo, lane_hi, G, D, scale2, a.q + qo, a.out + qo,
                              sc.s.data() + j * s_n, sc.acc.data() + j * acc_n, sc.mx.data() + j * G,
                              sc.sum.data() + j * G * L, true};
       }
@@ -429,7 +429,7 @@ void attend_transposed(const PagedAttnArgs& a, int t, int h0, int h1, Scratch& s
       const int64_t qo = (static_cast<int64_t>(t) * a.n_head + static_cast<int64_t>(hp) * G) * D;
       gather_chunks(a, static_cast<const T*>(a.k_cache), table, hp, c0, nc, start, p, sc.gk.data());
       gather_chunks(a, static_cast<const T*>(a.v_cache), table, hp, c0, nc, start, p, sc.gv.data());
-      const ChunkArgs<float> g{sc.gk.data(), sc.gv.data(), sc.chunk_off.data(), L, nc, lane_lo, lane_hi, G, D,
+      const ChunkArgs<float> g{sc.gk.data(), sc.gv.data(), sc.chunk_off.data(), nc, lane_lo, lane_hi, G, D,
                                scale2, a.q + qo, a.out + qo, sc.s.data(), sc.acc.data(), sc.mx.data(),
                                sc.sum.data(), false};
       run_chunks(&g, 1, isa);

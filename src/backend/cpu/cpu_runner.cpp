@@ -540,28 +540,38 @@ void CpuRunner::mm(const TensorView& w, const cpu::PackedF32& packed, const floa
 }
 
 void CpuRunner::prefetch_slot(const uint8_t* kl, const uint8_t* vl, size_t slot) const {
-  const size_t stride = static_cast<size_t>(block_size_) * kv_elem_bytes_;  // bytes between a token's elements
-  const size_t base = slot_element(slot) * kv_elem_bytes_, end = base + static_cast<size_t>(cfg_.kv_dim()) * stride;
-  for (size_t off = base; off < end; off += std::max<size_t>(stride, 64)) {
-    __builtin_prefetch(kl + off, 1);
-    __builtin_prefetch(vl + off, 1);
-  }
+  const size_t hd = static_cast<size_t>(cfg_.head_dim);
+  const size_t stride = static_cast<size_t>(cpu::transposed_tile(block_size_)) * kv_elem_bytes_;  // between dims
+  const size_t head = hd * static_cast<size_t>(block_size_) * kv_elem_bytes_;  // between heads
+  const size_t base = slot_element(slot) * kv_elem_bytes_;
+  for (int h = 0; h < cfg_.n_head_kv; ++h)
+    for (size_t off = base + h * head, end = off + hd * stride; off < end; off += std::max<size_t>(stride, 64)) {
+      __builtin_prefetch(kl + off, 1);
+      __builtin_prefetch(vl + off, 1);
+    }
 }
 
 void CpuRunner::store_transposed(uint8_t* layer, size_t slot, const float* k) const {
-  const size_t kvd = static_cast<size_t>(cfg_.kv_dim()), bs = static_cast<size_t>(block_size_);
-  const size_t base = slot_element(slot);  // element e at base + e * bs
+  const size_t kvd = static_cast<size_t>(cfg_.kv_dim()), hd = static_cast<size_t>(cfg_.head_dim);
+  const size_t head = hd * static_cast<size_t>(block_size_), W = static_cast<size_t>(cpu::transposed_tile(block_size_));
+  const size_t base = slot_element(slot);  // element h * hd + d at base + h * head + d * W
+  size_t at = 0, d = 0;                    // of the next element: its offset from base, its dim
+  auto put = [&](auto* dst, auto value) {
+    dst[at] = value;
+    if (++d == hd) d = 0, at += head - (hd - 1) * W;
+    else at += W;
+  };
   if (kv_dtype_ == DType::F16) {
     uint16_t* dst = reinterpret_cast<uint16_t*>(layer) + base;
     uint16_t h[64];  // converted 64 at a time (vectorized), then scattered
     for (size_t e0 = 0; e0 < kvd; e0 += 64) {
       const size_t m = std::min<size_t>(64, kvd - e0);
       cpu::fp32_to_fp16_row(k + e0, h, static_cast<int64_t>(m));
-      for (size_t e = 0; e < m; ++e) dst[(e0 + e) * bs] = h[e];
+      for (size_t e = 0; e < m; ++e) put(dst, h[e]);
     }
   } else {
     float* dst = reinterpret_cast<float*>(layer) + base;
-    for (size_t e = 0; e < kvd; ++e) dst[e * bs] = k[e];
+    for (size_t e = 0; e < kvd; ++e) put(dst, k[e]);
   }
 }
 

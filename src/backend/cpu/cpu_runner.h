@@ -2,8 +2,9 @@
 // Weights stay zero-copy in the model file (any weight dtype the kernels support); norms/biases are fp32 copies.
 //
 // KV cache layout per layer, of fp32 or fp16 (RunnerOptions::kv_cache_dtype): K and V transposed within each
-// block, [n_blocks, kv_dim, block_size] (kv_dim = n_head_kv * head_dim; cpu::PagedAttnArgs::k_transposed and
-// v_transposed). Swapping copies whole blocks, so it does not depend on the layout.
+// block and KV head in 16-position tiles, [n_blocks][n_head_kv][block_size / 16][head_dim][16]
+// (cpu::transposed_index(); cpu::PagedAttnArgs::k_transposed and v_transposed). Swapping copies whole blocks, so
+// it does not depend on the layout.
 #pragma once
 
 #include <memory>
@@ -62,12 +63,13 @@ class CpuRunner : public ModelRunner {
   uint8_t* k_layer(int l) { return kv_ + static_cast<size_t>(2 * l) * layer_elems_ * kv_elem_bytes_; }
   uint8_t* v_layer(int l) { return kv_ + static_cast<size_t>(2 * l + 1) * layer_elems_ * kv_elem_bytes_; }
   // k[0, kv_dim) (a token's K or V) into slot `slot` of a K or V layer, in the cache's element type
-  // (transposed blocks: element e at stride block_size).
+  // (transposed blocks: cpu::transposed_index()).
   void store_transposed(uint8_t* layer, size_t slot, const float* k) const;
-  // Element index, in a K or V layer, of element 0 of slot `slot` (element e at + e * block_size).
+  // Element index, in a K or V layer, of element 0 of slot `slot` (cpu::transposed_index()).
   size_t slot_element(size_t slot) const {
     const size_t bs = static_cast<size_t>(block_size_);
-    return (slot / bs) * bs * static_cast<size_t>(cfg_.kv_dim()) + slot % bs;
+    return static_cast<size_t>(cpu::transposed_index(static_cast<int64_t>(slot / bs), 0, static_cast<int>(slot % bs),
+                                                     cfg_.n_head_kv, cfg_.head_dim, block_size_));
   }
   // Starts fetching the cache lines store_transposed will write for slot `slot` of K layer kl and V layer vl.
   void prefetch_slot(const uint8_t* kl, const uint8_t* vl, size_t slot) const;

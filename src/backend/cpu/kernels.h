@@ -82,13 +82,26 @@ struct PagedAttnArgs {
   float scale;                 // usually 1/sqrt(head_dim)
   int sliding_window = 0;      // 0 = none; else attend only to positions > p - sliding_window
   DType kv_dtype = DType::F32; // cache elements: F32 or F16 (widened exactly to fp32; same arithmetic after)
-  // K and V blocks stored transposed (the CPU runner's layout), [n_blocks, n_head_kv * head_dim, block_size]:
-  // element e of slot o of block b at (b * n_head_kv * head_dim + e) * block_size + o. Attention then runs on
+  // K and V blocks stored transposed (the CPU runner's layout, see transposed_index()). Attention then runs on
   // 16 consecutive positions per vector (both flags must be equal; head_dim <= kMaxTransposedHeadDim).
   // Row-major otherwise.
   bool k_transposed = false;
   bool v_transposed = false;
 };
+
+// The transposed K/V layout of one cache layer: per block and KV head, the block's positions in tiles of W,
+// [n_blocks][n_head_kv][block_size / W][head_dim][W], with W = 16 where block_size is a multiple of 16, else
+// W = block_size ([n_blocks][n_head_kv * head_dim][block_size]). A 16-position chunk of one head is then one
+// contiguous [head_dim][16] tile, whatever the block size: attention streams a head's chunks in order, and a
+// token's K (or V) write touches head_dim x 16 x (element size) bytes per head instead of head_dim rows of
+// block_size (stories260K, blocks of 64, 64 sequences: +3% decode tokens/s against rows of 64).
+inline int transposed_tile(int block_size) { return block_size % 16 == 0 ? 16 : block_size; }
+// Element offset of row e (= kv head * head_dim + dim) of slot o in block b.
+inline int64_t transposed_index(int64_t b, int e, int o, int n_head_kv, int head_dim, int block_size) {
+  const int W = transposed_tile(block_size), h = e / head_dim, d = e % head_dim;
+  return ((b * n_head_kv + h) * head_dim) * block_size + static_cast<int64_t>(o / W) * head_dim * W +
+         static_cast<int64_t>(d) * W + o % W;
+}
 // Largest head_dim of the transposed layout (its kernel holds a head pair's query broadcasts in a local array).
 inline constexpr int kMaxTransposedHeadDim = 256;
 // Instruction sets the transposed-layout kernel may use (tests compare them; kBest in production): AVX-512 where

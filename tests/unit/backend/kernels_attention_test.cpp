@@ -6,9 +6,9 @@
 // each sequence run alone must give its tokens the same bits as the whole batch (batch invariance).
 // Both cache dtypes: fp16 caches hold the random K/V rounded to fp16, and the reference uses those rounded values
 // (the kernel widens them exactly), so the tolerance is the same. Both layouts: rows, and K and V blocks stored
-// transposed ([n_blocks, kvd, block_size], the CPU runner's). For the transposed layout also: the AVX2 kernel
-// gives the AVX-512 kernel's bits, the plain C++ kernel matches the reference, and the result does not depend on
-// the block size (chunks are aligned to absolute positions).
+// transposed (16-position tiles per kv head, transposed_index(), the CPU runner's). For the transposed layout
+// also: the AVX2 kernel gives the AVX-512 kernel's bits, the plain C++ kernel matches the reference, and the
+// result does not depend on the block size (chunks are aligned to absolute positions).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -91,8 +91,8 @@ struct Paged {
       for (int j = 0; j < L; ++j) {
         const int64_t blk = tables[static_cast<size_t>(s * max_blocks + j / bs)], o = j % bs;
         for (int e = 0; e < kvd; ++e) {
-          // transposed: element e of slot o of block b at (b * kvd + e) * bs + o
-          const int64_t at = transposed ? (blk * kvd + e) * bs + o : (blk * bs + o) * kvd + e;
+          const int64_t at = transposed ? transposed_index(blk, e, static_cast<int>(o), d.n_kv, d.D, bs)
+                                        : (blk * bs + o) * kvd + e;
           kc[static_cast<size_t>(at)] = d.K[s][static_cast<size_t>(j) * kvd + e];
           vc[static_cast<size_t>(at)] = d.V[s][static_cast<size_t>(j) * kvd + e];
         }
