@@ -88,6 +88,7 @@ int main(int argc, char** argv) {
     if (!r.is_ok()) return fail(r.message());
     runner = std::move(r).value();
   } else {
+    opts.kv_cache_dtype = KvCacheDtype::kFloat32;  // an fp32 reference (the CPU default KV cache is fp16)
     auto r = CpuRunner::create(model, opts);
     if (!r.is_ok()) return fail(r.message());
     runner = std::move(r).value();

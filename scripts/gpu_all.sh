@@ -36,7 +36,8 @@ if [[ -x "$G/mopt" ]] && "$G/mopt" run --help 2>&1 | grep -q -- "--dtype"; then
   echo "== mopt run --device cuda vs --device cpu (stories260K, greedy, 256 tokens)"
   run_args=(run -m "$G/models/stories260K.gguf" -p "Once upon a time" -n 256 --temp 0)
   timeout 60 "$G/mopt" "${run_args[@]}" --device cuda >"$O/mopt_run_cuda.txt" 2>"$O/mopt_run_cuda.err"; rc_g=$?
-  timeout 60 "$G/mopt" "${run_args[@]}" --device cpu >"$O/mopt_run_cpu.txt" 2>"$O/mopt_run_cpu.err"; rc_c=$?
+  timeout 60 "$G/mopt" "${run_args[@]}" --device cpu --kv-cache-dtype fp32 >"$O/mopt_run_cpu.txt" \
+    2>"$O/mopt_run_cpu.err"; rc_c=$?
   tail -n 4 "$O/mopt_run_cuda.err"
   if [[ $rc_g -eq 0 && $rc_c -eq 0 && -s "$O/mopt_run_cpu.txt" ]] && cmp -s "$O/mopt_run_cuda.txt" "$O/mopt_run_cpu.txt"; then
     echo "PASS: identical text ($(wc -c <"$O/mopt_run_cpu.txt") bytes)" | tee "$O/mopt_run_compare.txt"
@@ -76,7 +77,7 @@ if [[ -x "$G/mopt" ]]; then
   fi
   # The same prompts on the CPU, for comparison (bf16 GPU weights vs fp32 CPU: greedy texts may part late).
   timeout 120 "$G/mopt" run -m "$G/models/stories260K.gguf" --prompts "$O/prompts.txt" -n 48 --temp 0 \
-    --device cpu > "$O/run_cpu.out" 2> /dev/null
+    --device cpu --kv-cache-dtype fp32 > "$O/run_cpu.out" 2> /dev/null
   echo "run cuda vs cpu: $(cmp -s "$O/run_auto.out" "$O/run_cpu.out" && echo identical || echo differ)" \
     >> "$O/run_auto.status"
 

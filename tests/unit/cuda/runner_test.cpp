@@ -98,6 +98,7 @@ Runners make_runners(const std::string& path, bool with_cpu, bool eager = false,
   o.dtype = dtype;
   if (with_cpu) {
     o.n_threads = 2;
+    o.kv_cache_dtype = KvCacheDtype::kFloat32;  // the fp32 reference (the CPU default is fp16)
     auto c = CpuRunner::create(*r.model, o);
     EXPECT_TRUE(c.is_ok()) << c.message();
     if (c.is_ok()) {
