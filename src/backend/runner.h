@@ -101,7 +101,7 @@ class ModelRunner {
 
   // Bytes one KV block of `block_size` tokens takes on this backend (all layers, K and V).
   virtual uint64_t kv_block_bytes(int block_size) const = 0;
-  // The KV block size (tokens) used when the engine's is 0 (--block-size auto).
+  // The KV block size (tokens) used when the engine's is 0 (--block-size 0, the default).
   virtual int default_block_size() const { return 16; }
   // Memory the backend can give the KV cache, after weights and workspace (for --gpu-memory-utilization).
   virtual uint64_t available_kv_memory(double memory_utilization) const = 0;
@@ -136,9 +136,9 @@ enum class ComputeDtype { kAuto, kFloat32, kBFloat16 };
 
 // Element type of the KV cache (vLLM/llama.cpp --kv-cache-dtype). CPU: kAuto = fp16 (llama.cpp's default too):
 // half the cache bytes of fp32 (values rounded to fp16 when written, widened exactly when read), which is what
-// a batch's decode steps stream (stories260K, 64 sequences: 4.8x the single stream's tokens/s against 4.2x with
-// fp32); it passes the stories260K golden text and the code-qwen2 references. The CUDA runner ignores it (its
-// cache follows --dtype).
+// a batch's decode steps stream (stories260K, 64 sequences: ~4.5x the single stream's tokens/s, ~4x with fp32;
+// docs/cpu.md); it passes the stories260K golden text and the code-qwen2 references. The CUDA runner ignores it
+// (its cache follows --dtype).
 enum class KvCacheDtype { kAuto, kFloat32, kFloat16 };
 
 struct RunnerOptions {
