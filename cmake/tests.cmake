@@ -1,26 +1,30 @@
-# Unit tests: tests/unit/<module>/*_test.cpp -> one executable test_<module>, linked to mopt_<module>
-# (or to mopt_server for modules listed in MOPT_TEST_FULL_LINK). GPU tests skip themselves without a GPU.
+# Unit tests mirror src/: every folder under tests/unit/ that holds *_test.cpp files directly becomes one executable,
+# named after its path (tests/unit/backend/cpu -> test_backend_cpu) and linked to the module of its first path part
+# plus the tokenizer (tests decode a model's output), or to every module (mopt_cli) when there is no such module.
+# GPU tests skip themselves without a GPU (visibly, with GTEST_SKIP and a reason).
 find_package(GTest REQUIRED)
 include(GoogleTest)
-file(GLOB test_dirs LIST_DIRECTORIES true ${CMAKE_SOURCE_DIR}/tests/unit/*)
+file(GLOB_RECURSE test_files CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/unit/*_test.cpp)
+set(test_dirs "")
+foreach(f IN LISTS test_files)
+  get_filename_component(d ${f} DIRECTORY)
+  list(APPEND test_dirs ${d})
+endforeach()
+list(REMOVE_DUPLICATES test_dirs)
 foreach(dir IN LISTS test_dirs)
-  if(NOT IS_DIRECTORY ${dir})
-    continue()
-  endif()
-  get_filename_component(mod ${dir} NAME)
-  file(GLOB_RECURSE tsrcs CONFIGURE_DEPENDS ${dir}/*.cpp)
-  if(NOT tsrcs)
-    continue()
-  endif()
-  add_executable(test_${mod} ${tsrcs})
+  file(RELATIVE_PATH rel ${CMAKE_SOURCE_DIR}/tests/unit ${dir})
+  string(REPLACE "/" "_" tname ${rel})
+  file(GLOB tsrcs CONFIGURE_DEPENDS ${dir}/*.cpp)
+  add_executable(test_${tname} ${tsrcs})
+  string(REGEX REPLACE "/.*" "" mod ${rel})
   if(TARGET mopt_${mod})
-    target_link_libraries(test_${mod} PRIVATE mopt_${mod})
+    target_link_libraries(test_${tname} PRIVATE mopt_${mod} mopt_tokenizer)
   else()
-    target_link_libraries(test_${mod} PRIVATE mopt_server mopt_bench)
+    target_link_libraries(test_${tname} PRIVATE mopt_cli)
   endif()
-  target_link_libraries(test_${mod} PRIVATE GTest::gtest GTest::gtest_main)
-  target_include_directories(test_${mod} PRIVATE ${CMAKE_SOURCE_DIR}/tests)
-  gtest_discover_tests(test_${mod} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60
+  target_link_libraries(test_${tname} PRIVATE GTest::gtest GTest::gtest_main)
+  target_include_directories(test_${tname} PRIVATE ${CMAKE_SOURCE_DIR}/tests)
+  gtest_discover_tests(test_${tname} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60
                        PROPERTIES ENVIRONMENT "MOPT_BIN=$<TARGET_FILE:mopt>")
 endforeach()
 

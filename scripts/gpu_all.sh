@@ -17,8 +17,8 @@ status=0
 # MOPT_GPU_ENGINE_ONLY=1 runs only the engine sections below (bench_gpu_offline, mopt run/serve) and the summary,
 # e.g. as a second device call when everything at once would pass the 10-minute limit of one call.
 if [[ -z "${MOPT_GPU_ENGINE_ONLY:-}" ]]; then
-echo "== test_cuda"
-timeout 300 "$G/test_cuda" --gtest_output=json:"$O/test_cuda.json" 2>&1 | tee "$O/test_cuda.log"
+echo "== test_backend_cuda"
+timeout 300 "$G/test_backend_cuda" --gtest_output=json:"$O/test_backend_cuda.json" 2>&1 | tee "$O/test_backend_cuda.log"
 [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
 
 echo "== bench_gpu_decode"
@@ -154,16 +154,16 @@ def load(name):
     except Exception as e:
         return None
 rows = []
-t = load("test_cuda.json")
+t = load("test_backend_cuda.json")
 if t:
-    rows.append(("test_cuda", f"{t['tests'] - t['failures'] - t.get('disabled', 0)}/{t['tests']} passed", "all pass"))
+    rows.append(("test_backend_cuda", f"{t['tests'] - t['failures'] - t.get('disabled', 0)}/{t['tests']} passed", "all pass"))
     for s in t["testsuites"]:
         for c in s["testsuite"]:
             if c.get("failures"):
                 rows.append(("  FAILED", f"{s['name']}.{c['name']}", ""))
 else:
-    rows.append(("test_cuda", "no result", ""))
-log = open(os.path.join(o, "test_cuda.log")).read() if os.path.exists(os.path.join(o, "test_cuda.log")) else ""
+    rows.append(("test_backend_cuda", "no result", ""))
+log = open(os.path.join(o, "test_backend_cuda.log")).read() if os.path.exists(os.path.join(o, "test_backend_cuda.log")) else ""
 for line in log.splitlines():
     if line.startswith(("stories260K", "code-qwen2", "fused vs general")):
         rows.append(("  " + line.split(":")[0], line.split(":", 1)[1].strip(), ""))

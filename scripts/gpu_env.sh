@@ -2,7 +2,7 @@
 # executables scripts/gpu_prepare.sh shipped in .gpu/bin.tgz and points the loader at cuBLAS and .gpu/lib.
 G=$PWD/.gpu
 [[ -f "$G/bin.tgz" ]] && tar -C "$G" -xzf "$G/bin.tgz"  # scripts/gpu_prepare.sh ships the executables gzipped
-[[ -x "$G/test_cuda" ]] || { echo "gpu_env: $G/test_cuda missing: run scripts/gpu_prepare.sh first" >&2; exit 1; }
+[[ -x "$G/test_backend_cuda" ]] || { echo "gpu_env: $G/test_backend_cuda missing: run scripts/gpu_prepare.sh first" >&2; exit 1; }
 
 # cuBLAS: the CUDA toolkit's, or the one PyTorch's wheels bring.
 libdirs="$G/lib"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs HERE (no GPU needed): builds mopt, test_cuda and the GPU benchmarks with nvcc for sm_90a into the
+# Runs HERE (no GPU needed): builds mopt, test_backend_cuda and the GPU benchmarks with nvcc for sm_90a into the
 # git-ignored folder .gpu/ (static libstdc++/libgcc, static cudart, cuBLAS dynamic), copies the shared
 # objects the GPU machine lacks (PCRE2, cpp-httplib, ...) into .gpu/lib, and the model files the GPU run
 # needs into .gpu/models. Then, on the GPU machine, in one `run` call with carry [".gpu"]:
@@ -18,7 +18,7 @@ if command -v ccache >/dev/null; then
 fi
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMOPT_CUDA=ON "${launcher[@]}" \
   -DMOPT_TESTS=ON -DMOPT_BENCH=ON -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc" >/dev/null
-targets=(test_cuda bench_gpu_decode bench_gpu_logits bench_gpu_offline)
+targets=(test_backend_cuda bench_gpu_decode bench_gpu_logits bench_gpu_offline)
 nice ninja -C "$BUILD" -j "$JOBS" "${targets[@]}"
 # mopt itself needs every module (others' work in progress may not build): optional.
 if ! nice ninja -C "$BUILD" -j "$JOBS" mopt; then

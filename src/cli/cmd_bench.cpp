@@ -6,14 +6,14 @@
 #include <fstream>
 #include <string>
 
-#include "bench/bench_main.h"
-#include "bench/fake_server.h"
+#include "loadgen/bench_main.h"
+#include "loadgen/fake_server.h"
 #include "cli/commands.h"
 
 namespace mopt::cli {
 namespace {
 
-using namespace mopt::bench;
+using namespace mopt::loadgen;
 
 struct BenchArgs {
   BenchOptions o;

@@ -10,7 +10,7 @@
 #include "cli/commands.h"
 #include "cli/model_args.h"
 #include "engine/engine.h"
-#include "engine/engine_flags.h"
+#include "cli/engine_flags.h"
 
 namespace mopt::cli {
 namespace {

@@ -14,7 +14,7 @@
 #include "cli/model_args.h"
 #include "core/log.h"
 #include "engine/engine.h"
-#include "engine/engine_flags.h"
+#include "cli/engine_flags.h"
 #include "server/server.h"
 
 namespace mopt::cli {

@@ -11,7 +11,6 @@
 #include <random>
 #include <thread>
 
-#include "engine/engine_flags.h"
 #include "unit/engine/engine_harness.h"
 
 namespace mopt::test {
@@ -489,48 +488,6 @@ TEST(EngineFake, QueueSecondsIsTheWaitBeforeFirstScheduled) {
     EXPECT_LE(s.queue.front(), secs(s.first - s.ta)) << "request " << k;
     if (k > 0) EXPECT_GE(s.queue.front(), secs(seen[ids[k - 1]].final - s.tb)) << "request " << k;
   }
-}
-
-TEST(EngineFlags, ParsesAllFlags) {
-  CLI::App app;
-  EngineConfig cfg;
-  add_engine_flags(app, cfg);
-  std::vector<std::string> args{"--block-size",      "32",       "--kv-cache-memory",        "2MiB",
-                                "--gpu-memory-utilization", "0.5", "--swap-space",          "1.5",
-                                "--no-prefix-caching", "--max-num-seqs", "7",                "--max-num-batched-tokens",
-                                "99",                "--max-model-len", "300",              "--scheduling-policy",
-                                "priority",          "--preemption-mode", "swap",           "--device",
-                                "cuda",              "--threads",  "3",                     "--enforce-eager"};
-  std::vector<std::string> rev(args.rbegin(), args.rend());
-  app.parse(rev);
-  EXPECT_EQ(cfg.block_size, 32);
-  EXPECT_EQ(cfg.kv_cache_memory, 2u << 20);
-  EXPECT_DOUBLE_EQ(cfg.gpu_memory_utilization, 0.5);
-  EXPECT_DOUBLE_EQ(cfg.swap_space_gib, 1.5);
-  EXPECT_FALSE(cfg.enable_prefix_caching);
-  EXPECT_EQ(cfg.max_num_seqs, 7);
-  EXPECT_EQ(cfg.max_num_batched_tokens, 99);
-  EXPECT_EQ(cfg.max_model_len, 300);
-  EXPECT_EQ(cfg.policy, SchedulingPolicy::kPriority);
-  EXPECT_EQ(cfg.preemption, PreemptionMode::kSwap);
-  EXPECT_EQ(cfg.runner.device, DeviceKind::kCuda);
-  EXPECT_EQ(cfg.runner.n_threads, 3);
-  EXPECT_TRUE(cfg.runner.enforce_eager);
-
-  CLI::App app2;
-  EngineConfig c3;
-  EXPECT_EQ(c3.runner.device, DeviceKind::kAuto);  // the default
-  c3.runner.device = DeviceKind::kCpu;
-  add_engine_flags(app2, c3);
-  std::vector<std::string> a2{"AUTO", "--device"};
-  app2.parse(a2);
-  EXPECT_EQ(c3.runner.device, DeviceKind::kAuto);
-
-  CLI::App bad;
-  EngineConfig c2;
-  add_engine_flags(bad, c2);
-  std::vector<std::string> b1{"lifo", "--scheduling-policy"};
-  EXPECT_THROW(bad.parse(b1), CLI::ValidationError);
 }
 
 }  // namespace

@@ -1,0 +1,62 @@
+#include "cli/engine_flags.h"
+
+#include <map>
+#include <string>
+
+namespace mopt {
+
+void add_engine_flags(CLI::App& app, EngineConfig& cfg) {
+  const std::string g = "Engine";
+  app.add_option("--block-size", cfg.block_size,
+                 "KV cache block size in tokens (e.g. 16, 32, 64); 0 = the backend's default (CPU 64, CUDA 16)")
+      ->check(CLI::Range(0, 1024))->capture_default_str()->group(g);
+  app.add_option("--kv-cache-memory", cfg.kv_cache_memory,
+                 "KV cache size in bytes, suffixes allowed (e.g. 512MiB, 2GB); 0 = from --gpu-memory-utilization")
+      ->transform(CLI::AsSizeValue(false))->group(g);
+  app.add_option("--gpu-memory-utilization", cfg.gpu_memory_utilization,
+                 "fraction of device memory (CUDA) or of the RAM budget (CPU) for weights + KV cache")
+      ->check(CLI::Range(0.0, 1.0))->capture_default_str()->group(g);
+  app.add_option("--swap-space", cfg.swap_space_gib, "host swap pool for preempted requests, GiB")
+      ->check(CLI::Range(0.0, 1048576.0))->capture_default_str()->group(g);
+  app.add_flag_callback("--no-prefix-caching", [&cfg] { cfg.enable_prefix_caching = false; },
+                        "disable prefix caching")->group(g);
+  app.add_option("--max-num-seqs", cfg.max_num_seqs, "most sequences in one step")
+      ->check(CLI::Range(1, 1 << 20))->capture_default_str()->group(g);
+  app.add_option("--max-num-batched-tokens", cfg.max_num_batched_tokens,
+                 "token budget of one step (prefill chunks + decodes)")
+      ->check(CLI::Range(1, 1 << 24))->capture_default_str()->group(g);
+  app.add_option("--max-model-len", cfg.max_model_len, "context length limit (prompt + output); 0 = the model's")
+      ->check(CLI::Range(0, 1 << 24))->capture_default_str()->group(g);
+  const std::map<std::string, SchedulingPolicy> policies{{"fcfs", SchedulingPolicy::kFcfs},
+                                                         {"priority", SchedulingPolicy::kPriority}};
+  app.add_option("--scheduling-policy", cfg.policy, "fcfs or priority (lower priority value runs first)")
+      ->transform(CLI::CheckedTransformer(policies, CLI::ignore_case))->group(g);
+  const std::map<std::string, PreemptionMode> modes{{"recompute", PreemptionMode::kRecompute},
+                                                    {"swap", PreemptionMode::kSwap}};
+  app.add_option("--preemption-mode", cfg.preemption, "recompute or swap (needs --swap-space)")
+      ->transform(CLI::CheckedTransformer(modes, CLI::ignore_case))->group(g);
+  const std::map<std::string, DeviceKind> devices{
+      {"cpu", DeviceKind::kCpu}, {"cuda", DeviceKind::kCuda}, {"auto", DeviceKind::kAuto}};
+  app.add_option("--device", cfg.runner.device, "auto (default: cuda when a GPU is usable, else cpu), cuda or cpu")
+      ->transform(CLI::CheckedTransformer(devices, CLI::ignore_case))->group(g);
+  app.add_option("--threads", cfg.runner.n_threads, "CPU threads (0 = all cores; steps too small to split run on one)")
+      ->check(CLI::Range(0, 4096))->capture_default_str()->group(g);
+  const std::map<std::string, ComputeDtype> dtypes{{"auto", ComputeDtype::kAuto},
+                                                   {"float32", ComputeDtype::kFloat32},
+                                                   {"float", ComputeDtype::kFloat32},
+                                                   {"bfloat16", ComputeDtype::kBFloat16}};
+  app.add_option("--dtype", cfg.runner.dtype,
+                 "CUDA compute precision: auto (float32 for F32 checkpoints, else bfloat16), float32 or bfloat16")
+      ->transform(CLI::CheckedTransformer(dtypes, CLI::ignore_case))->group(g);
+  const std::map<std::string, KvCacheDtype> kv_dtypes{{"auto", KvCacheDtype::kAuto},
+                                                      {"fp32", KvCacheDtype::kFloat32},
+                                                      {"float32", KvCacheDtype::kFloat32},
+                                                      {"fp16", KvCacheDtype::kFloat16},
+                                                      {"float16", KvCacheDtype::kFloat16}};
+  app.add_option("--kv-cache-dtype", cfg.runner.kv_cache_dtype,
+                 "CPU KV cache element type: auto (fp16), fp16 (values rounded to fp16) or fp32 (twice the memory)")
+      ->transform(CLI::CheckedTransformer(kv_dtypes, CLI::ignore_case))->group(g);
+  app.add_flag("--enforce-eager", cfg.runner.enforce_eager, "CUDA: do not capture CUDA graphs")->group(g);
+}
+
+}  // namespace mopt
