@@ -1,6 +1,6 @@
 // Subcommand registry. Each src/cli/cmd_<verb>.cpp registers itself:
 //   static mopt::cli::Registration reg("run", 20, [](CLI::App& app) { auto* sub = app.add_subcommand(...); ... });
-// (files under src/cli are linked straight into the binary, so static registration is safe).
+// (src/cli is an OBJECT library: every file is linked into the binary, so static registration is safe).
 // The callback of a subcommand sets the process exit code with set_exit_code().
 #pragma once
 
