@@ -1,6 +1,7 @@
 # Unit tests mirror src/: every folder under tests/unit/ that holds *_test.cpp files directly becomes one executable,
 # named after its path (tests/unit/backend/cpu -> test_backend_cpu) and linked to the module of its first path part
-# plus the tokenizer (tests decode a model's output), or to every module (mopt_cli) when there is no such module.
+# plus the model loaders and the tokenizer (tests load models and decode their output), or to every module (mopt_cli)
+# when there is no such module.
 # GPU tests skip themselves without a GPU (visibly, with GTEST_SKIP and a reason).
 find_package(GTest REQUIRED)
 include(GoogleTest)
@@ -18,7 +19,7 @@ foreach(dir IN LISTS test_dirs)
   add_executable(test_${tname} ${tsrcs})
   string(REGEX REPLACE "/.*" "" mod ${rel})
   if(TARGET mopt_${mod})
-    target_link_libraries(test_${tname} PRIVATE mopt_${mod} mopt_tokenizer)
+    target_link_libraries(test_${tname} PRIVATE mopt_${mod} mopt_model)
   else()
     target_link_libraries(test_${tname} PRIVATE mopt_cli)
   endif()
@@ -37,3 +38,10 @@ foreach(script IN LISTS e2e_scripts)
     ENVIRONMENT "MOPT_BIN=$<TARGET_FILE:mopt>;MOPT_MODELS_DIR=${MOPT_MODELS_DIR};MOPT_SOURCE_DIR=${CMAKE_SOURCE_DIR}"
     TIMEOUT 600)
 endforeach()
+
+# The layer order of DESIGN.md, checked on every #include "..." under src/ (tests/layering/check_layers.cpp), and
+# the check itself, on small trees with planted includes against the order.
+add_executable(check_layers ${CMAKE_SOURCE_DIR}/tests/layering/check_layers.cpp)
+add_test(NAME layering.tree COMMAND check_layers ${CMAKE_SOURCE_DIR}/src)
+add_test(NAME layering.planted COMMAND ${CMAKE_COMMAND} -DCHECK=$<TARGET_FILE:check_layers>
+         -DWORK=${CMAKE_BINARY_DIR}/layering_planted -P ${CMAKE_SOURCE_DIR}/tests/layering/planted_test.cmake)

@@ -4,67 +4,16 @@
 #include <cstring>
 #include <limits>
 #include <unordered_map>
-#include <unordered_set>
 
 #include <nlohmann/json.hpp>
 
 #include "core/log.h"
 #include "core/mmap.h"
+#include "tokenizer/pretokenizer.h"
 
 namespace mopt {
 
 namespace {
-
-constexpr int64_t kMaxVocab = 1 << 24;  // far above any real vocab; bounds allocations from untrusted files
-
-// GPT-2's regex as in its tokenizer.json (ByteLevel use_regex=true).
-const char* const kGpt2Regex = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
-const char* const kLlama3Regex =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-const char* const kQwen2Regex =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-
-struct BuiltinPre {
-  std::vector<std::string> names;
-  std::vector<std::string> regexes;
-};
-
-// The pre-tokenizers of the models llama.cpp names in tokenizer.ggml.pre, written as their Hugging Face
-// tokenizer.json Split patterns (the regex strings are facts about those tokenizers).
-const std::vector<BuiltinPre>& builtin_pres() {
-  static const std::vector<BuiltinPre> pres = {
-      {{"gpt-2", "default", "mpt", "olmo", "jais", "gpt2", "phi-2", "stablelm"}, {kGpt2Regex}},
-      {{"llama3", "llama-bpe", "dbrx", "smaug-bpe"}, {kLlama3Regex}},
-      {{"qwen2", "stablelm2"}, {kQwen2Regex}},
-      {{"starcoder", "refact", "command-r", "smollm", "codeshell", "exaone", "minerva-7b"},
-       {R"(\p{N})", kGpt2Regex}},
-      {{"deepseek-llm"},
-       {"[\r\n]",
-        "\\s?[A-Za-z\\x{B5}\\x{C0}-\\x{D6}\\x{D8}-\\x{F6}\\x{F8}-\\x{1BA}\\x{1BC}-\\x{1BF}\\x{1C4}-\\x{293}"
-        "\\x{295}-\\x{2AF}\\x{370}-\\x{373}\\x{376}\\x{377}\\x{37B}-\\x{37D}\\x{37F}\\x{386}\\x{388}-\\x{38A}"
-        "\\x{38C}\\x{38E}-\\x{3A1}\\x{3A3}-\\x{3F5}\\x{3F7}-\\x{481}\\x{48A}-\\x{52F}\\x{531}-\\x{556}"
-        "\\x{10A0}-\\x{10C5}\\x{13A0}-\\x{13F5}\\x{13F8}-\\x{13FD}\\x{1C90}-\\x{1CBA}\\x{1CBD}-\\x{1CBF}"
-        "\\x{1D00}-\\x{1D2B}\\x{1D6B}-\\x{1D77}\\x{1D79}-\\x{1D9A}\\x{1E00}-\\x{1F15}\\x{1F18}-\\x{1F1D}"
-        "\\x{1F20}-\\x{1F45}\\x{1F48}-\\x{1F4D}\\x{1F50}-\\x{1F57}\\x{1F59}\\x{1F5B}\\x{1F5D}\\x{1F5F}-"
-        "\\x{1F7D}\\x{1F80}-\\x{1FB4}\\x{1FB6}-\\x{1FBC}\\x{1FBE}\\x{1FC2}-\\x{1FC4}\\x{1FC6}-\\x{1FCC}"
-        "\\x{1FD0}-\\x{1FD3}\\x{1FD6}-\\x{1FDB}\\x{1FE0}-\\x{1FEC}\\x{1FF2}-\\x{1FF4}\\x{1FF6}-\\x{1FFC}"
-        "\\x{2102}\\x{2107}\\x{210A}-\\x{2113}\\x{2115}\\x{2119}-\\x{211D}\\x{2124}\\x{2126}\\x{2128}"
-        "\\x{212A}-\\x{212D}\\x{212F}-\\x{2134}\\x{2139}\\x{213C}-\\x{213F}\\x{2145}-\\x{2149}\\x{214E}"
-        "\\x{2183}\\x{2184}\\x{2C00}-\\x{2C7B}\\x{2C7E}-\\x{2CE4}\\x{2CEB}-\\x{2CEE}\\x{2CF2}\\x{2CF3}"
-        "\\x{A640}-\\x{A66D}\\x{A680}-\\x{A69B}\\x{A722}-\\x{A76F}\\x{A771}-\\x{A787}\\x{A78B}-\\x{A78E}"
-        "\\x{AB70}-\\x{ABBF}\\x{FB00}-\\x{FB06}\\x{FB13}-\\x{FB17}\\x{FF21}-\\x{FF3A}\\x{FF41}-\\x{FF5A}"
-        "\\x{10400}-\\x{1044F}\\x{104B0}-\\x{104D3}\\x{104D8}-\\x{104FB}\\x{10C80}-\\x{10CB2}\\x{10CC0}-"
-        "\\x{10CF2}\\x{118A0}-\\x{118DF}\\x{1E900}-\\x{1E943}]+",
-        "\\s?[!-/:-~\\x{FF01}-\\x{FF0F}\\x{FF1A}-\\x{FF5E}\\x{2018}-\\x{201F}\\x{3000}-\\x{3002}]+", "\\s+$",
-        "[\\x{4E00}-\\x{9FA5}\\x{800}-\\x{4E00}\\x{AC00}-\\x{D7FF}]+", "\\p{N}+"}},
-      {{"deepseek-coder"}, {"[\r\n]", "\\s?\\p{L}+", "\\s?\\p{P}+",
-                           "[\\x{4E00}-\\x{9FA5}\\x{800}-\\x{4E00}\\x{AC00}-\\x{D7FF}]+", "\\p{N}"}},
-      {{"falcon"},
-       {R"([\p{P}\$\+<=>\^~\|`]+)", R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S))",
-        "[0-9][0-9][0-9]"}},
-  };
-  return pres;
-}
 
 using json = nlohmann::json;
 
@@ -259,85 +208,6 @@ void scores_from_merges(VocabData& v, const std::unordered_map<std::string, int3
 }
 
 }  // namespace
-
-// -----------------------------------------------------------------------------------------------------------
-// Shared
-// -----------------------------------------------------------------------------------------------------------
-
-const std::vector<std::string>* builtin_pre_regexes(std::string_view pre) {
-  for (const BuiltinPre& p : builtin_pres())
-    for (const std::string& n : p.names)
-      if (n == pre) return &p.regexes;
-  return nullptr;
-}
-
-std::string builtin_pre_name(const std::vector<std::string>& regexes) {
-  for (const BuiltinPre& p : builtin_pres())
-    if (p.regexes == regexes) return p.names[0];
-  return std::string();
-}
-
-void fill_eog_ids(VocabData& v) {
-  static const char* const kEndOfTurn[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
-                                           "<|eom_id|>", "<EOT>", "<|end_of_text|>", "<｜end▁of▁sentence｜>"};
-  const int32_t n = static_cast<int32_t>(v.tokens.size());
-  if (v.eos >= 0) v.eog_ids.push_back(v.eos);
-  if (v.eot >= 0) v.eog_ids.push_back(v.eot);
-  for (int32_t i = 0; i < n; ++i) {
-    if (i >= static_cast<int32_t>(v.types.size()) || v.types[i] != TokenType::kControl) continue;
-    for (const char* t : kEndOfTurn)
-      if (v.tokens[i] == t) v.eog_ids.push_back(i);
-  }
-  std::sort(v.eog_ids.begin(), v.eog_ids.end());
-  v.eog_ids.erase(std::unique(v.eog_ids.begin(), v.eog_ids.end()), v.eog_ids.end());
-}
-
-Status validate_vocab(const VocabData& v, bool check_merges) {
-  const size_t n = v.tokens.size();
-  if (v.kind == TokenizerKind::kNone) return Status::ok();
-  if (n == 0) return error("the vocab is empty (no tokens); the model file has no usable tokenizer");
-  if (static_cast<int64_t>(n) > kMaxVocab)
-    return error("the vocab has %zu tokens, more than the supported %lld", n, static_cast<long long>(kMaxVocab));
-  if (!v.scores.empty() && v.scores.size() != n)
-    return error("the vocab has %zu tokens but %zu scores; the arrays must have the same length", n, v.scores.size());
-  if (v.types.size() != n)
-    return error("the vocab has %zu tokens but %zu token types; the arrays must have the same length", n, v.types.size());
-  for (size_t i = 0; i < n; ++i) {
-    const auto t = static_cast<int32_t>(v.types[i]);
-    if (t < 0 || t > 6) return error("token %zu has an invalid token type %d (valid: 0..6)", i, t);
-  }
-  const std::pair<const char*, int32_t> ids[] = {{"bos", v.bos}, {"eos", v.eos},   {"unk", v.unk},   {"pad", v.pad},
-                                                 {"sep", v.sep}, {"cls", v.cls},   {"mask", v.mask}, {"eot", v.eot}};
-  for (const auto& [name, id] : ids)
-    if (id < -1 || id >= static_cast<int64_t>(n))
-      return error("special token id %s = %d is out of range for a vocab of %zu tokens", name, id, n);
-  for (int32_t id : v.eog_ids)
-    if (id < 0 || id >= static_cast<int64_t>(n))
-      return error("end-of-generation id %d is out of range for a vocab of %zu tokens", id, n);
-  if (v.add_bos && v.bos < 0) return error("the vocab asks to add a BOS token but defines no bos id");
-  if (v.add_eos && v.eos < 0) return error("the vocab asks to add an EOS token but defines no eos id");
-  if (v.kind == TokenizerKind::kBpe && check_merges) {
-    std::unordered_set<std::string_view> known(v.tokens.begin(), v.tokens.end());
-    for (size_t r = 0; r < v.merges.size(); ++r) {
-      const std::string& m = v.merges[r];
-      const size_t sp = m.find(' ');
-      if (sp == std::string::npos || sp == 0 || sp + 1 >= m.size() || m.find(' ', sp + 1) != std::string::npos)
-        return error("merge %zu (\"%s\") is not two tokens separated by one space", r, m.c_str());
-      const std::string_view a(m.data(), sp), b(m.data() + sp + 1, m.size() - sp - 1);
-      if (!known.count(a)) return error("merge %zu (\"%s\") names an unknown token \"%.*s\"", r, m.c_str(), (int)a.size(), a.data());
-      if (!known.count(b)) return error("merge %zu (\"%s\") names an unknown token \"%.*s\"", r, m.c_str(), (int)b.size(), b.data());
-      std::string ab(a);
-      ab += b;
-      if (!known.count(ab)) return error("merge %zu (\"%s\") gives \"%s\", which is not a token", r, m.c_str(), ab.c_str());
-    }
-  }
-  if (v.kind == TokenizerKind::kBpe) {
-    if (v.pre_regex.empty() && !builtin_pre_regexes(v.pre))
-      return error("unknown pre-tokenizer \"%s\"; give its regexes (pre_regex) or use a known name such as "
-                   "gpt-2, llama3, qwen2, starcoder, deepseek-llm", v.pre.c_str());
-  }
-  return Status::ok();
-}
 
 // -----------------------------------------------------------------------------------------------------------
 // GGUF

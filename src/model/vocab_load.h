@@ -1,7 +1,8 @@
 // Tokenizer data loaders: GGUF metadata (tokenizer.ggml.*), a Hugging Face folder (tokenizer.json +
 // tokenizer_config.json + config.json / generation_config.json) and a llama2.c tokenizer .bin.
 // They produce a VocabData (tokenizer/vocab.h) that has passed validate_vocab(); the Tokenizer is built from it.
-// Lives in mopt_model so the model loaders can call it; it does not depend on mopt_tokenizer.
+// Reading a model file's tokenizer section is the model loaders' concern; what a vocab is (and its checks) is the
+// tokenizer's.
 #pragma once
 
 #include <string>
@@ -27,20 +28,5 @@ Result<VocabData> vocab_from_hf_json(std::string_view tokenizer_json, std::strin
 // float32 score, int32 length, bytes. ids 0 <unk>, 1 <s>, 2 </s>; byte tokens "<0xNN>"; spaces stored as ' '.
 Result<VocabData> vocab_from_llama2c(const std::string& path);
 Result<VocabData> vocab_from_llama2c_bytes(std::string_view data, const std::string& name);
-
-// Checks a VocabData: non-empty vocab, array sizes agree, every special/eog id in range, BPE merges name
-// known tokens whose concatenation is a token (skipped with check_merges=false: the BPE tokenizer checks them
-// while indexing them). Errors say which entry is wrong.
-Status validate_vocab(const VocabData& v, bool check_merges = true);
-
-// Adds eos/eot and the usual end-of-turn control tokens (<|im_end|>, <|eot_id|>, <end_of_turn>, ...) to
-// eog_ids (sorted, unique).
-void fill_eog_ids(VocabData& v);
-
-// The pre-tokenizer regexes (Hugging Face / PCRE syntax, applied in sequence) of a built-in `pre` name;
-// nullptr for unknown names.
-const std::vector<std::string>* builtin_pre_regexes(std::string_view pre);
-// The built-in name whose regexes equal `regexes` exactly, or "" if none.
-std::string builtin_pre_name(const std::vector<std::string>& regexes);
 
 }  // namespace mopt

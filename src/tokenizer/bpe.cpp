@@ -4,7 +4,6 @@
 #include <cstring>
 #include <queue>
 
-#include "model/vocab_load.h"
 #include "tokenizer/pretokenizer.h"
 #include "tokenizer/tokenizer_impl.h"
 #include "tokenizer/unicode.h"

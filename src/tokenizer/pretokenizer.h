@@ -28,4 +28,13 @@ class RegexSplitter {
   std::vector<void*> codes_;  // pcre2_code_8*, one per regex
 };
 
+// GPT-2's regex as in its tokenizer.json (the one Hugging Face's ByteLevel pre-tokenizer applies with use_regex).
+extern const char* const kGpt2Regex;
+
+// The pre-tokenizer regexes (Hugging Face / PCRE syntax, applied in sequence) of a built-in `pre` name;
+// nullptr for unknown names.
+const std::vector<std::string>* builtin_pre_regexes(std::string_view pre);
+// The built-in name whose regexes equal `regexes` exactly, or "" if none.
+std::string builtin_pre_name(const std::vector<std::string>& regexes);
+
 }  // namespace mopt

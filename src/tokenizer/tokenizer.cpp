@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "model/vocab_load.h"
 #include "tokenizer/tokenizer_impl.h"
 #include "tokenizer/unicode.h"
 

@@ -1,13 +1,18 @@
 // VocabData: tokenizer data as stored in a model file, independent of the algorithm.
 // Filled from GGUF `tokenizer.ggml.*` metadata, a Hugging Face tokenizer.json (+ tokenizer_config.json),
-// or a llama2.c tokenizer .bin. The Tokenizer (tokenizer.h) is built from it.
+// or a llama2.c tokenizer .bin by the readers in model/vocab_load.h. The Tokenizer (tokenizer.h) is built from it.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "core/status.h"
+
 namespace mopt {
+
+// Far above any real vocab; bounds allocations made from untrusted files.
+constexpr int64_t kMaxVocab = 1 << 24;
 
 enum class TokenizerKind { kNone, kSpm, kBpe, kWordPiece };
 
@@ -33,5 +38,14 @@ struct VocabData {
   bool byte_fallback = true;         // SPM: unknown chars -> <0xNN> byte tokens
   bool ignore_merges = false;        // BPE: a pre-token that is itself a token is emitted whole (Llama-3)
 };
+
+// Checks a VocabData: non-empty vocab, array sizes agree, every special/eog id in range, BPE merges name
+// known tokens whose concatenation is a token (skipped with check_merges=false: the BPE tokenizer checks them
+// while indexing them). Errors say which entry is wrong.
+Status validate_vocab(const VocabData& v, bool check_merges = true);
+
+// Adds eos/eot and the usual end-of-turn control tokens (<|im_end|>, <|eot_id|>, <end_of_turn>, ...) to
+// eog_ids (sorted, unique).
+void fill_eog_ids(VocabData& v);
 
 }  // namespace mopt
