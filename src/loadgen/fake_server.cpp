@@ -16,7 +16,7 @@
 #include <queue>
 #include <unordered_map>
 
-#include "loadgen/http_parse.h"
+#include "core/http_head.h"
 #include "loadgen/net.h"
 #include "core/log.h"
 
@@ -154,11 +154,7 @@ struct FakeServer::Impl {
   void arm(int64_t at_ns) {
     if (armed_ns == at_ns) return;
     armed_ns = at_ns;
-    itimerspec ts{};
-    ts.it_value.tv_sec = at_ns / 1000000000;
-    ts.it_value.tv_nsec = at_ns % 1000000000;
-    if (ts.it_value.tv_sec == 0 && ts.it_value.tv_nsec == 0) ts.it_value.tv_nsec = 1;
-    timerfd_settime(timer_fd, TFD_TIMER_ABSTIME, &ts, nullptr);
+    arm_timer(timer_fd, at_ns);
   }
 
   void accept_all() {
@@ -206,14 +202,14 @@ struct FakeServer::Impl {
 
   void process_input(Conn& c) {
     while (!c.busy && !c.close_after && !c.in.empty()) {
-      HttpHead head;
-      auto used = parse_http_head(c.in, true, &head);
-      if (!used) {
-        respond_error(c, 400, used.message());
+      http::Head head;
+      const http::HeadParse parsed = http::parse_head(c.in, http::HeadKind::kRequest, {}, &head);
+      if (!parsed.ok()) {
+        respond_error(c, parsed.error_status, parsed.error);
         c.close_after = true;
         return;
       }
-      if (*used == 0) return;
+      if (parsed.used == 0) return;
       if (head.chunked) {
         respond_error(c, 411, "chunked request bodies are not supported; send Content-Length");
         c.close_after = true;
@@ -225,9 +221,9 @@ struct FakeServer::Impl {
         c.close_after = true;
         return;
       }
-      if (c.in.size() < *used + body_len) return;
-      std::string body = c.in.substr(*used, body_len);
-      c.in.erase(0, *used + body_len);
+      if (c.in.size() < parsed.used + body_len) return;
+      std::string body = c.in.substr(parsed.used, body_len);
+      c.in.erase(0, parsed.used + body_len);
       if (!head.keep_alive) c.close_after = true;
       handle(c, head, body);
     }
@@ -253,9 +249,7 @@ struct FakeServer::Impl {
   void respond_error(Conn& c, int status, const std::string& msg) {
     json j = {{"error", {{"message", msg}, {"type", status >= 500 ? "server_error" : "invalid_request_error"},
                          {"code", status}}}};
-    const char* reason = status == 400 ? "Bad Request" : status == 404 ? "Not Found" : status == 411 ? "Length Required"
-                         : status == 413 ? "Payload Too Large" : "Internal Server Error";
-    respond(c, status, reason, "application/json", j.dump());
+    respond(c, status, http::reason_phrase(status), "application/json", j.dump());
   }
 
   void flush_dirty() {
@@ -330,7 +324,7 @@ struct FakeServer::Impl {
     return s;
   }
 
-  void handle(Conn& c, const HttpHead& head, const std::string& body) {
+  void handle(Conn& c, const http::Head& head, const std::string& body) {
     std::string path = head.target.substr(0, head.target.find('?'));
     if (head.method == "GET" && path == "/health") return respond(c, 200, "OK", "text/plain", "ok\n");
     if (head.method == "GET" && path == "/metrics")

@@ -14,7 +14,8 @@
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
-#include "loadgen/http_parse.h"
+#include "core/http_head.h"
+#include "loadgen/http_body.h"
 #include "loadgen/net.h"
 
 namespace mopt::loadgen {
@@ -78,7 +79,7 @@ struct Conn {
   std::string out;
   size_t out_off = 0;
   std::string in;          // header bytes until the head is parsed
-  HttpHead head;
+  http::Head head;
   bool head_done = false;
   bool sse = false;
   bool saw_done = false;
@@ -468,16 +469,16 @@ void Runner::on_readable(Conn& c) {
     std::string_view data(buf, static_cast<size_t>(n));
     if (!c.head_done) {
       c.in.append(data);
-      auto used = parse_http_head(c.in, false, &c.head);
-      if (!used) return fail(c, ErrorKind::kProtocol, used.message(), t);
-      if (*used == 0) continue;
+      const http::HeadParse parsed = http::parse_head(c.in, http::HeadKind::kResponse, {}, &c.head);
+      if (!parsed.ok()) return fail(c, ErrorKind::kProtocol, parsed.error, t);
+      if (parsed.used == 0) continue;
       c.head_done = true;
       RequestRecord& r = records_[static_cast<size_t>(c.req)];
       r.http_status = c.head.status;
       const std::string* ct = c.head.find("content-type");
       c.sse = c.head.status == 200 && ct && ct->rfind("text/event-stream", 0) == 0;
       c.body_left = c.head.chunked ? -1 : c.head.content_length;
-      const std::string rest = c.in.substr(*used);
+      const std::string rest = c.in.substr(parsed.used);
       c.in.clear();
       if (c.body_left == 0 && !c.head.chunked) return finish(c, t);
       if (!rest.empty() && !feed_body(c, rest, t)) return;
@@ -524,11 +525,7 @@ void Runner::report(int64_t now) {
 void Runner::arm(int64_t at) {
   if (at == armed_) return;
   armed_ = at;
-  itimerspec ts{};
-  ts.it_value.tv_sec = at / 1000000000;
-  ts.it_value.tv_nsec = at % 1000000000;
-  if (ts.it_value.tv_sec == 0 && ts.it_value.tv_nsec == 0) ts.it_value.tv_nsec = 1;
-  timerfd_settime(timer_fd_, TFD_TIMER_ABSTIME, &ts, nullptr);
+  arm_timer(timer_fd_, at);
 }
 
 Result<PhaseResult> Runner::run() {

@@ -1,20 +1,21 @@
 #include "loadgen/net.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <charconv>
 #include <cstring>
 
-#include "loadgen/http_parse.h"
+#include "core/http_head.h"
+#include "loadgen/http_body.h"
 
 namespace mopt::loadgen {
 
@@ -91,7 +92,13 @@ Result<ResolvedAddr> resolve(const std::string& host, int port) {
   return a;
 }
 
-void set_nonblocking(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL, 0) | O_NONBLOCK); }
+void arm_timer(int fd, int64_t at_ns) {
+  itimerspec ts{};
+  ts.it_value.tv_sec = at_ns / 1000000000;
+  ts.it_value.tv_nsec = at_ns % 1000000000;
+  if (ts.it_value.tv_sec == 0 && ts.it_value.tv_nsec == 0) ts.it_value.tv_nsec = 1;  // all zero would disarm it
+  timerfd_settime(fd, TFD_TIMER_ABSTIME, &ts, nullptr);
+}
 
 Result<int> connect_nonblocking(const ResolvedAddr& addr) {
   const int fd = socket(addr.family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -136,7 +143,7 @@ Result<HttpResponse> http_get(const std::string& host, int port, const std::stri
       else return error("send to %s:%d failed: %s", host.c_str(), port, std::strerror(errno));
     }
     std::string in, body;
-    HttpHead head;
+    http::Head head;
     size_t head_len = 0;
     ChunkedDecoder chunked;
     constexpr size_t kMaxBody = 64u << 20;
@@ -151,7 +158,9 @@ Result<HttpResponse> http_get(const std::string& host, int port, const std::stri
       std::string_view data(buf, static_cast<size_t>(n));
       if (head_len == 0) {
         in.append(data);
-        MOPT_ASSIGN_OR_RETURN(head_len, parse_http_head(in, false, &head));
+        const http::HeadParse parsed = http::parse_head(in, http::HeadKind::kResponse, {}, &head);
+        if (!parsed.ok()) return error("response from %s:%d: %s", host.c_str(), port, parsed.error.c_str());
+        head_len = parsed.used;
         if (head_len == 0) {
           if (n == 0) return error("%s:%d closed the connection before sending a response", host.c_str(), port);
           continue;

@@ -34,7 +34,9 @@ struct ResolvedAddr {
 Result<ResolvedAddr> resolve(const std::string& host, int port);
 // Starts a non-blocking connect (TCP_NODELAY set). Returns the fd.
 Result<int> connect_nonblocking(const ResolvedAddr& addr);
-void set_nonblocking(int fd);
+
+// Arms timerfd `fd` (created on CLOCK_MONOTONIC) to fire once at now_ns() time `at_ns` (0 fires at once).
+void arm_timer(int fd, int64_t at_ns);
 
 struct HttpResponse {
   int status = 0;

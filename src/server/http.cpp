@@ -15,8 +15,10 @@
 #include <cstring>
 #include <thread>
 
+#include "core/http_head.h"
 #include "core/log.h"
 #include "core/strfmt.h"
+#include "core/strings.h"
 
 namespace mopt::server {
 namespace {
@@ -27,29 +29,6 @@ int ms_left(Clock::time_point deadline) {
   auto d = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
   return d < 0 ? 0 : static_cast<int>(std::min<int64_t>(d, 1 << 30));
 }
-
-std::string lower(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-std::string trim_ows(std::string_view s) {
-  size_t b = 0, e = s.size();
-  while (b < e && (s[b] == ' ' || s[b] == '\t')) ++b;
-  while (e > b && (s[e - 1] == ' ' || s[e - 1] == '\t')) --e;
-  return std::string(s.substr(b, e - b));
-}
-
-bool is_tchar(char c) {
-  return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("!#$%&'*+-.^_`|~", c) != nullptr;
-}
-
-// Outcome of reading one request.
-struct ReadError {
-  int status = 0;  // 0 = connection closed/idle timeout (no response), else answer with this status and close
-  std::string message;
-  std::string code;
-};
 
 }  // namespace
 
@@ -62,30 +41,6 @@ const std::string& HttpRequest::header(std::string_view name) const {
 
 bool HttpRequest::has_header(std::string_view name) const {
   return std::any_of(headers.begin(), headers.end(), [&](const auto& kv) { return kv.first == name; });
-}
-
-const char* http_reason(int status) {
-  switch (status) {
-    case 100: return "Continue";
-    case 200: return "OK";
-    case 204: return "No Content";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 411: return "Length Required";
-    case 413: return "Payload Too Large";
-    case 415: return "Unsupported Media Type";
-    case 429: return "Too Many Requests";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 503: return "Service Unavailable";
-    case 505: return "HTTP Version Not Supported";
-    default: return "Unknown";
-  }
 }
 
 bool constant_time_equal(std::string_view a, std::string_view b) {
@@ -128,7 +83,7 @@ bool ResponseWriter::write_all(std::string_view data) {
 
 std::string ResponseWriter::head(int status, const Headers& headers, const char* framing) {
   status_ = status;
-  std::string h = strfmt("HTTP/1.1 %d %s\r\n", status, http_reason(status));
+  std::string h = strfmt("HTTP/1.1 %d %s\r\n", status, http::reason_phrase(status));
   for (const auto& [k, v] : headers) h += k + ": " + v + "\r\n";
   h += framing;
   h += keep_alive_ ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n";
@@ -301,6 +256,7 @@ void HttpServer::close_all() {
 }
 
 void HttpServer::connection(int fd, std::string remote) {
+  const http::HeadLimits head_limits{lim_.max_header_bytes, lim_.max_headers};
   std::string buf;  // bytes received and not yet consumed (pipelining)
   auto respond_error = [&](int status, const std::string& msg, const std::string& code) {
     ResponseWriter w(fd, lim_, false, false);
@@ -308,7 +264,7 @@ void HttpServer::connection(int fd, std::string remote) {
     if (status == 503) h.emplace_back("Retry-After", "1");
     w.send(status, h, error_body_(status, msg, code));
   };
-  // Reads until `pred` holds for buf; returns false on close/timeout (timed_out tells which).
+  // Reads until buf holds `want` bytes; returns false on close/timeout (timed_out tells which).
   auto fill = [&](Clock::time_point deadline, size_t want, bool& timed_out) {
     timed_out = false;
     char tmp[16384];
@@ -339,98 +295,37 @@ void HttpServer::connection(int fd, std::string remote) {
     bool timed_out = false;
     if (buf.empty() && !fill(Clock::now() + std::chrono::milliseconds(lim_.idle_timeout_ms), 1, timed_out)) break;
     auto deadline = Clock::now() + std::chrono::milliseconds(lim_.read_timeout_ms);
-    size_t head_end;
+    http::Head head;
+    http::HeadParse parsed;
     for (;;) {
-      head_end = buf.find("\r\n\r\n");
-      if (head_end != std::string::npos) break;
-      if (buf.size() > lim_.max_header_bytes) break;
+      parsed = http::parse_head(buf, http::HeadKind::kRequest, head_limits, &head);
+      if (!parsed.ok() || parsed.used > 0) break;
       if (!fill(deadline, buf.size() + 1, timed_out)) break;
     }
-    if (head_end == std::string::npos || head_end + 4 > lim_.max_header_bytes) {
-      if (buf.size() > lim_.max_header_bytes || (head_end != std::string::npos && head_end + 4 > lim_.max_header_bytes))
-        respond_error(431, strfmt("request headers exceed %zu bytes", lim_.max_header_bytes), "headers_too_large");
-      else if (timed_out)
+    if (!parsed.ok()) {
+      respond_error(parsed.error_status, parsed.error, parsed.error_status == 431 ? "headers_too_large" : "bad_request");
+      break;
+    }
+    if (parsed.used == 0) {
+      if (timed_out)
         respond_error(408, strfmt("the request was not received within %d ms", lim_.read_timeout_ms), "timeout");
       break;
     }
-    // ---- parse request line and headers
+    buf.erase(0, parsed.used);
     HttpRequest req;
     req.remote = remote;
-    std::string_view head(buf.data(), head_end);
-    size_t line_end = head.find("\r\n");
-    std::string_view line = head.substr(0, line_end);
-    size_t sp1 = line.find(' ');
-    size_t sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
-    if (sp1 == std::string_view::npos || sp2 == std::string_view::npos || line.find(' ', sp2 + 1) != line.npos) {
-      respond_error(400, "malformed HTTP request line", "bad_request");
-      break;
-    }
-    req.method = std::string(line.substr(0, sp1));
-    req.target = std::string(line.substr(sp1 + 1, sp2 - sp1 - 1));
-    req.version = std::string(line.substr(sp2 + 1));
-    if (req.method.empty() || !std::all_of(req.method.begin(), req.method.end(), is_tchar) || req.target.empty() ||
-        (req.target[0] != '/' && req.target != "*")) {
-      respond_error(400, "malformed HTTP request line", "bad_request");
-      break;
-    }
-    if (req.version != "HTTP/1.1" && req.version != "HTTP/1.0") {
-      respond_error(505, "only HTTP/1.0 and HTTP/1.1 are supported", "bad_request");
-      break;
-    }
+    req.method = std::move(head.method);
+    req.target = std::move(head.target);
+    req.version = std::move(head.version);
     req.path = req.target.substr(0, req.target.find('?'));
-    bool bad_header = false;
-    size_t pos = line_end == std::string_view::npos ? head.size() : line_end + 2;
-    while (pos < head.size()) {
-      size_t e = head.find("\r\n", pos);
-      if (e == std::string_view::npos) e = head.size();
-      std::string_view h = head.substr(pos, e - pos);
-      pos = e + 2;
-      size_t colon = h.find(':');
-      if (colon == 0 || colon == std::string_view::npos ||
-          !std::all_of(h.begin(), h.begin() + colon, is_tchar)) {  // also rejects obsolete line folding
-        bad_header = true;
-        break;
-      }
-      std::string value = trim_ows(h.substr(colon + 1));
-      if (std::any_of(value.begin(), value.end(), [](char c) { return c == '\0' || c == '\r' || c == '\n'; })) {
-        bad_header = true;
-        break;
-      }
-      req.headers.emplace_back(lower(std::string(h.substr(0, colon))), std::move(value));
-    }
-    if (bad_header) {
-      respond_error(400, "malformed HTTP header line", "bad_request");
-      break;
-    }
-    if (req.headers.size() > lim_.max_headers) {
-      respond_error(431, strfmt("more than %zu request headers", lim_.max_headers), "headers_too_large");
-      break;
-    }
-    buf.erase(0, head_end + 4);
+    req.headers = std::move(head.headers);
 
     // ---- body framing
     if (req.has_header("transfer-encoding")) {
       respond_error(411, "chunked request bodies are not supported: send a Content-Length", "length_required");
       break;
     }
-    size_t body_len = 0;
-    int n_cl = 0;
-    bool bad_cl = false;
-    for (const auto& [k, v] : req.headers) {
-      if (k != "content-length") continue;
-      ++n_cl;
-      if (v.empty() || v.size() > 18 || !std::all_of(v.begin(), v.end(), ::isdigit)) {
-        bad_cl = true;
-        continue;
-      }
-      size_t x = std::stoull(v);
-      if (n_cl > 1 && x != body_len) bad_cl = true;
-      body_len = x;
-    }
-    if (bad_cl) {
-      respond_error(400, "invalid Content-Length header", "bad_request");
-      break;
-    }
+    const size_t body_len = head.content_length < 0 ? 0 : static_cast<size_t>(head.content_length);
     if (body_len > lim_.max_body_bytes) {
       respond_error(413, strfmt("request body is %zu bytes; the limit is %zu", body_len, lim_.max_body_bytes),
                     "body_too_large");
@@ -450,10 +345,7 @@ void HttpServer::connection(int fd, std::string remote) {
     buf.erase(0, body_len);
 
     // ---- dispatch
-    std::string conn = lower(req.header("connection"));
-    bool keep_alive = req.version == "HTTP/1.1" ? conn.find("close") == std::string::npos
-                                                 : conn.find("keep-alive") != std::string::npos;
-    if (draining_.load()) keep_alive = false;
+    const bool keep_alive = head.keep_alive && !draining_.load();
     ResponseWriter w(fd, lim_, keep_alive, req.method == "HEAD");
     try {
       handler_(req, w);

@@ -91,8 +91,6 @@ using HttpHandler = std::function<void(const HttpRequest&, ResponseWriter&)>;
 // Builds the body of an error the HTTP layer itself answers (400/408/413/431/503/505): status, message, code.
 using HttpErrorBody = std::function<std::string(int status, const std::string& message, const std::string& code)>;
 
-const char* http_reason(int status);
-
 class HttpServer {
  public:
   HttpServer(HttpLimits limits, HttpHandler handler, HttpErrorBody error_body);
@@ -112,7 +110,6 @@ class HttpServer {
   // Shuts down every open connection (after the grace period).
   void close_all();
   bool draining() const { return draining_.load(); }
-  int active_connections() const { return active_.load(); }
 
  private:
   void connection(int fd, std::string remote);

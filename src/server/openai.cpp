@@ -181,13 +181,22 @@ Check parse_messages(const json& body, const ApiLimits& lim, jinja::Value& out) 
 
 }  // namespace
 
-ApiError bad_request(std::string message, std::string param, std::string code) {
+ApiError api_error(int status, std::string message, std::string code, std::string param) {
   ApiError e;
-  e.status = 400;
+  e.status = status;
   e.message = std::move(message);
-  e.param = std::move(param);
   e.code = std::move(code);
+  e.param = std::move(param);
+  e.type = status == 401   ? "authentication_error"
+           : status == 429 ? "rate_limit_error"
+           : status == 503 ? "service_unavailable"
+           : status >= 500 ? "server_error"
+                           : "invalid_request_error";
   return e;
+}
+
+ApiError bad_request(std::string message, std::string param, std::string code) {
+  return api_error(400, std::move(message), std::move(code), std::move(param));
 }
 
 std::string error_body(const ApiError& e) {
@@ -200,12 +209,7 @@ std::string error_body(const ApiError& e) {
 }
 
 std::string error_body(int status, const std::string& message, const std::string& code) {
-  ApiError e;
-  e.status = status;
-  e.message = message;
-  e.code = code;
-  e.type = status >= 500 ? (status == 503 ? "service_unavailable" : "server_error") : "invalid_request_error";
-  return error_body(e);
+  return error_body(api_error(status, message, code));
 }
 
 bool valid_utf8(std::string_view s) {

@@ -26,6 +26,9 @@ struct ApiError {
   std::string code;   // "" = null
 };
 
+// An error whose type follows the status: 401 authentication_error, 429 rate_limit_error, 503 service_unavailable,
+// other 5xx server_error, else invalid_request_error.
+ApiError api_error(int status, std::string message, std::string code = "", std::string param = "");
 ApiError bad_request(std::string message, std::string param = "", std::string code = "");
 std::string error_body(const ApiError& e);
 // Body for errors answered by the HTTP layer (status picks the type).

@@ -8,6 +8,7 @@
 
 #include "core/log.h"
 #include "core/strfmt.h"
+#include "core/strings.h"
 
 namespace mopt::server {
 
@@ -58,11 +59,6 @@ struct Choice {
   json logprobs;  // accumulated (non-streaming)
   int text_offset = 0;
 };
-
-std::string lower(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
 
 json bytes_of(const std::string& s) {
   json b = json::array();
@@ -159,12 +155,9 @@ void Server::handle(const HttpRequest& req, ResponseWriter& w) {
   for (const auto& r : kRoutes)
     if (req.path == r.path) route = &r;
   if (!route) {
-    ApiError e;
-    e.status = 404;
-    e.message = "no route " + req.path + " (see /v1/completions, /v1/chat/completions, /v1/models, /health, /metrics)";
-    e.code = "not_found";
-    send_error(w, e, req);
-    return;
+    const std::string msg =
+        "no route " + req.path + " (see /v1/completions, /v1/chat/completions, /v1/models, /health, /metrics)";
+    return send_error(w, api_error(404, msg, "not_found"), req);
   }
   if (http_->draining()) w.set_close();
   if (req.method == "OPTIONS") {  // CORS preflight
@@ -180,45 +173,29 @@ void Server::handle(const HttpRequest& req, ResponseWriter& w) {
   }
   bool method_ok = req.method == route->method || (req.method == "HEAD" && std::string(route->method) == "GET");
   if (!method_ok) {
-    ApiError e;
-    e.status = 405;
-    e.message = strfmt("method %s is not allowed on %s (use %s)", req.method.c_str(), req.path.c_str(), route->method);
-    e.code = "method_not_allowed";
-    send_error(w, e, req, {{"Allow", std::string(route->method) + ", OPTIONS"}});
-    return;
+    const std::string msg =
+        strfmt("method %s is not allowed on %s (use %s)", req.method.c_str(), req.path.c_str(), route->method);
+    return send_error(w, api_error(405, msg, "method_not_allowed"), req,
+                      {{"Allow", std::string(route->method) + ", OPTIONS"}});
   }
   if (route->needs_auth && !authorized(req)) {
-    ApiError e;
-    e.status = 401;
-    e.type = "authentication_error";
-    e.message = "invalid or missing API key: send the header 'Authorization: Bearer <key>'";
-    e.code = "invalid_api_key";
-    send_error(w, e, req, {{"WWW-Authenticate", "Bearer"}});
-    return;
+    const char* msg = "invalid or missing API key: send the header 'Authorization: Bearer <key>'";
+    return send_error(w, api_error(401, msg, "invalid_api_key"), req, {{"WWW-Authenticate", "Bearer"}});
   }
   if (std::string(route->method) == "POST") {
     std::string ct = lower(req.header("content-type"));
     if (ct.compare(0, 16, "application/json") != 0) {
-      ApiError e;
-      e.status = 415;
-      e.message = "the body must be JSON: send 'Content-Type: application/json'" +
-                  (ct.empty() ? std::string() : " (got '" + req.header("content-type") + "')");
-      e.code = "unsupported_media_type";
-      send_error(w, e, req);
-      return;
+      const std::string msg = "the body must be JSON: send 'Content-Type: application/json'" +
+                              (ct.empty() ? std::string() : " (got '" + req.header("content-type") + "')");
+      return send_error(w, api_error(415, msg, "unsupported_media_type"), req);
     }
   }
   const std::string path = route->path;
   if (path == "/health") return handle_health(req, w);
   if (path == "/metrics") return handle_metrics(req, w);
   if (!model()) {
-    ApiError e;
-    e.status = 503;
-    e.type = "service_unavailable";
-    e.message = "the model is still loading; retry shortly";
-    e.code = "model_loading";
-    send_error(w, e, req, {{"Retry-After", "2"}});
-    return;
+    return send_error(w, api_error(503, "the model is still loading; retry shortly", "model_loading"), req,
+                      {{"Retry-After", "2"}});
   }
   if (path == "/v1/models") return handle_models(req, w);
   if (path == "/tokenize") return handle_tokenize(req, w);
@@ -274,12 +251,9 @@ void Server::handle_tokenize(const HttpRequest& req, ResponseWriter& w) {
   }
   if (auto it = body.find("model"); it != body.end() && !it->is_null() &&
                                     (!it->is_string() || !model_known(it->get<std::string>()))) {
-    ApiError e;
-    e.status = 404;
-    e.message = "the model '" + (it->is_string() ? it->get<std::string>() : it->dump()) + "' does not exist";
-    e.param = "model";
-    e.code = "model_not_found";
-    return send_error(w, e, req);
+    const std::string msg =
+        "the model '" + (it->is_string() ? it->get<std::string>() : it->dump()) + "' does not exist";
+    return send_error(w, api_error(404, msg, "model_not_found", "model"), req);
   }
   std::vector<int32_t> ids;
   if (auto it = body.find("prompt"); it != body.end() && it->is_string()) {
@@ -336,13 +310,9 @@ void Server::handle_generate(const HttpRequest& req, ResponseWriter& w, bool cha
   if (auto* e = std::get_if<ApiError>(&pr)) return send_error(w, *e, req);
   GenerateRequest& g = std::get<GenerateRequest>(pr);
   if (!model_known(g.model)) {
-    ApiError e;
-    e.status = 404;
-    e.message = strfmt("the model '%s' does not exist; this server serves '%s'", g.model.c_str(),
-                       opts_.served_model_names[0].c_str());
-    e.param = "model";
-    e.code = "model_not_found";
-    return send_error(w, e, req);
+    const std::string msg = strfmt("the model '%s' does not exist; this server serves '%s'", g.model.c_str(),
+                                   opts_.served_model_names[0].c_str());
+    return send_error(w, api_error(404, msg, "model_not_found", "model"), req);
   }
   const Tokenizer& tok = *model_.tokenizer;
   Engine& engine = *model_.engine;
@@ -641,12 +611,7 @@ void Server::handle_generate(const HttpRequest& req, ResponseWriter& w, bool cha
   for (const auto& c : choices)
     if (c.reason == FinishReason::kError) {
       MOPT_LOG_ERROR("request %s choice %d failed: %s", id.c_str(), c.index, c.error.c_str());
-      ApiError e;
-      e.status = 500;
-      e.type = "server_error";
-      e.message = "generation failed (see the server log)";
-      e.code = "internal_error";
-      return send_error(w, e, req);
+      return send_error(w, api_error(500, "generation failed (see the server log)", "internal_error"), req);
     }
   json arr = json::array();
   for (const auto& c : choices) {

@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "core/strfmt.h"
+#include "core/strings.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/jinja_ast.h"
 
@@ -45,14 +46,6 @@ std::string strip(const std::string& s, const Value* chars, bool left, bool righ
   return s.substr(b, e - b);
 }
 
-std::string lower(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-std::string upper(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return s;
-}
 std::string capitalize(const std::string& s) {
   std::string r = lower(s);
   if (!r.empty()) r[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(r[0])));

@@ -2,54 +2,12 @@
 
 #include <cmath>
 
-#include "loadgen/http_parse.h"
+#include "loadgen/http_body.h"
 #include "loadgen/net.h"
 #include "loadgen/prometheus.h"
 
 namespace mopt::loadgen {
 namespace {
-
-TEST(HttpHead, ParsesResponse) {
-  const std::string r =
-      "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: gzip, chunked\r\n"
-      "X-Thing:  spaced  \r\n\r\nBODY";
-  HttpHead h;
-  auto used = parse_http_head(r, false, &h);
-  ASSERT_TRUE(used) << used.message();
-  EXPECT_EQ(*used, r.size() - 4);
-  EXPECT_EQ(h.status, 200);
-  EXPECT_TRUE(h.chunked);
-  EXPECT_TRUE(h.keep_alive);
-  ASSERT_NE(h.find("x-thing"), nullptr);
-  EXPECT_EQ(*h.find("x-thing"), "spaced");
-  EXPECT_EQ(*h.find("content-type"), "text/event-stream");
-}
-
-TEST(HttpHead, IncompleteAndMalformed) {
-  HttpHead h;
-  EXPECT_EQ(*parse_http_head("HTTP/1.1 200 OK\r\nA: b\r\n", false, &h), 0u);
-  EXPECT_FALSE(parse_http_head("HTTP/1.1 2x0 OK\r\n\r\n", false, &h));
-  EXPECT_FALSE(parse_http_head("HTTP/2 200 OK\r\n\r\n", false, &h));
-  EXPECT_FALSE(parse_http_head("HTTP/1.1 200 OK\r\nContent-Length: -5\r\n\r\n", false, &h));
-  EXPECT_FALSE(parse_http_head("HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999999\r\n\r\n", false, &h));
-  EXPECT_FALSE(parse_http_head("HTTP/1.1 200 OK\r\nno colon here\r\n\r\n", false, &h));
-  EXPECT_FALSE(parse_http_head(std::string(kMaxHeaderBytes + 10, 'a'), false, &h));
-  auto ok = parse_http_head("HTTP/1.0 404 Not Found\r\nContent-Length: 3\r\n\r\nabc", false, &h);
-  ASSERT_TRUE(ok);
-  EXPECT_EQ(h.status, 404);
-  EXPECT_FALSE(h.keep_alive);  // HTTP/1.0 default
-  EXPECT_EQ(h.content_length, 3);
-}
-
-TEST(HttpHead, ParsesRequest) {
-  HttpHead h;
-  auto used = parse_http_head("POST /v1/completions HTTP/1.1\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}", true, &h);
-  ASSERT_TRUE(used);
-  EXPECT_EQ(h.method, "POST");
-  EXPECT_EQ(h.target, "/v1/completions");
-  EXPECT_FALSE(h.keep_alive);
-  EXPECT_EQ(h.content_length, 2);
-}
 
 TEST(Chunked, DecodesByteByByte) {
   const std::string enc = "4\r\nWiki\r\n6;ext=1\r\npedia \r\nE\r\nin \r\n\r\nchunks.\r\n0\r\nTrailer: x\r\n\r\n";

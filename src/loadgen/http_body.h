@@ -1,35 +1,18 @@
-// Incremental HTTP/1.1 response parsing for the bench client (and request parsing for the fake server):
-// header block, chunked transfer decoding and Server-Sent Events. Everything is fed arbitrary byte slices
-// (as they come off a socket) and bounds-checked: hostile or broken servers give a Status, never a crash.
+// Incremental HTTP/1.1 response body parsing for the load generator's client: chunked transfer decoding and
+// Server-Sent Events. Both are fed arbitrary byte slices (as they come off a socket) and bounds-checked: hostile
+// or broken servers give a Status, never a crash.
 #pragma once
 
-#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
-#include <utility>
-#include <vector>
 
 #include "core/status.h"
 
 namespace mopt::loadgen {
 
-constexpr size_t kMaxHeaderBytes = 64 * 1024;
-
-struct HttpHead {
-  int status = 0;                 // response: status code; request: 0
-  std::string method, target;     // request only
-  std::vector<std::pair<std::string, std::string>> headers;  // names lower-cased
-  const std::string* find(std::string_view lower_name) const;
-  bool chunked = false;           // Transfer-Encoding: chunked
-  int64_t content_length = -1;    // -1: absent
-  bool keep_alive = true;         // HTTP/1.1 default unless "Connection: close"
-};
-
-// Looks for a complete header block at the start of `buf`. Returns the number of bytes it used (0: need more
-// data) or an error (malformed, or no end of headers within kMaxHeaderBytes).
-Result<size_t> parse_http_head(std::string_view buf, bool is_request, HttpHead* out);
+// The head of a response (or, in the fake server, of a request) is parsed by core/http_head.h.
 
 // Transfer-Encoding: chunked decoder.
 class ChunkedDecoder {
@@ -44,6 +27,7 @@ class ChunkedDecoder {
   State state_ = State::kSize;
   uint64_t remaining_ = 0;
   int size_digits_ = 0;
+  static constexpr size_t kMaxTrailerBytes = 64 * 1024;
   size_t trailer_line_len_ = 0;
   size_t trailer_bytes_ = 0;
 };

@@ -1,110 +1,8 @@
-#include "loadgen/http_parse.h"
+#include "loadgen/http_body.h"
 
 #include <algorithm>
-#include <cctype>
-#include <charconv>
 
 namespace mopt::loadgen {
-namespace {
-
-std::string lower(std::string_view s) {
-  std::string r(s);
-  for (char& c : r) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return r;
-}
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-bool contains_token(std::string_view list, std::string_view token) {
-  // Comma-separated, case-insensitive.
-  const std::string l = lower(list);
-  size_t start = 0;
-  while (start <= l.size()) {
-    size_t comma = l.find(',', start);
-    if (comma == std::string::npos) comma = l.size();
-    if (trim(std::string_view(l).substr(start, comma - start)) == token) return true;
-    start = comma + 1;
-  }
-  return false;
-}
-
-}  // namespace
-
-const std::string* HttpHead::find(std::string_view lower_name) const {
-  for (const auto& [k, v] : headers)
-    if (k == lower_name) return &v;
-  return nullptr;
-}
-
-Result<size_t> parse_http_head(std::string_view buf, bool is_request, HttpHead* out) {
-  const size_t end = buf.find("\r\n\r\n");
-  if (end == std::string_view::npos) {
-    if (buf.size() > kMaxHeaderBytes)
-      return error("HTTP header block exceeds %zu bytes without an end (\\r\\n\\r\\n)", kMaxHeaderBytes);
-    return size_t{0};
-  }
-  if (end > kMaxHeaderBytes) return error("HTTP header block of %zu bytes exceeds the %zu byte limit", end, kMaxHeaderBytes);
-  *out = HttpHead{};
-  std::string_view head = buf.substr(0, end);
-  size_t eol = head.find("\r\n");
-  std::string_view first = head.substr(0, eol);
-  std::string_view version;
-  if (is_request) {
-    // METHOD SP target SP HTTP/1.x
-    const size_t s1 = first.find(' '), s2 = first.rfind(' ');
-    if (s1 == std::string_view::npos || s2 == s1) return error("malformed HTTP request line");
-    out->method = std::string(first.substr(0, s1));
-    out->target = std::string(first.substr(s1 + 1, s2 - s1 - 1));
-    version = first.substr(s2 + 1);
-  } else {
-    // HTTP/1.x SP 3DIGIT SP reason
-    const size_t s1 = first.find(' ');
-    if (s1 == std::string_view::npos || first.size() < s1 + 4) return error("malformed HTTP status line");
-    version = first.substr(0, s1);
-    std::string_view code = first.substr(s1 + 1, 3);
-    int status = 0;
-    auto [p, ec] = std::from_chars(code.data(), code.data() + 3, status);
-    if (ec != std::errc() || p != code.data() + 3 || status < 100 || status > 599)
-      return error("malformed HTTP status code in '%.*s'", static_cast<int>(std::min<size_t>(first.size(), 80)),
-                   first.data());
-    out->status = status;
-  }
-  if (version != "HTTP/1.1" && version != "HTTP/1.0")
-    return error("unsupported HTTP version '%.*s' (HTTP/1.0 or 1.1 expected)",
-                 static_cast<int>(std::min<size_t>(version.size(), 40)), version.data());
-  out->keep_alive = version == "HTTP/1.1";
-  size_t pos = eol == std::string_view::npos ? head.size() : eol + 2;
-  while (pos < head.size()) {
-    size_t e = head.find("\r\n", pos);
-    if (e == std::string_view::npos) e = head.size();
-    std::string_view line = head.substr(pos, e - pos);
-    pos = e + 2;
-    const size_t colon = line.find(':');
-    if (colon == std::string_view::npos || colon == 0) return error("malformed HTTP header line");
-    std::string name = lower(line.substr(0, colon));
-    std::string value(trim(line.substr(colon + 1)));
-    if (name == "content-length") {
-      int64_t n = -1;
-      auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
-      if (ec != std::errc() || p != value.data() + value.size() || n < 0)
-        return error("invalid Content-Length '%s'", value.substr(0, 40).c_str());
-      if (out->content_length >= 0 && out->content_length != n) return error("conflicting Content-Length headers");
-      out->content_length = n;
-    } else if (name == "transfer-encoding") {
-      if (contains_token(value, "chunked")) out->chunked = true;
-    } else if (name == "connection") {
-      if (contains_token(value, "close")) out->keep_alive = false;
-      if (contains_token(value, "keep-alive")) out->keep_alive = true;
-    }
-    out->headers.emplace_back(std::move(name), std::move(value));
-  }
-  if (out->chunked) out->content_length = -1;  // RFC 9112 6.3: chunked wins
-  return end + 4;
-}
-
-// ---------------------------------------------------------------------------------------------------------------
 
 Status ChunkedDecoder::feed(std::string_view in, std::string* out) {
   size_t i = 0;
@@ -168,7 +66,7 @@ Status ChunkedDecoder::feed(std::string_view in, std::string* out) {
         break;
       case State::kTrailer:
         // Trailer fields end with an empty line; we skip them.
-        if (++trailer_bytes_ > kMaxHeaderBytes) return error("chunked encoding: trailer too large");
+        if (++trailer_bytes_ > kMaxTrailerBytes) return error("chunked encoding: trailer too large");
         if (c == '\n') {
           if (trailer_line_len_ == 0) state_ = State::kDone;
           trailer_line_len_ = 0;

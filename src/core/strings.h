@@ -1,0 +1,15 @@
+// ASCII string helpers shared by the modules: case mapping and trimming. Bytes >= 0x80 pass through unchanged, so
+// UTF-8 text keeps its multi-byte characters.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace mopt {
+
+std::string lower(std::string_view s);  // A-Z -> a-z
+std::string upper(std::string_view s);  // a-z -> A-Z
+// Without leading and trailing spaces and tabs (HTTP's optional whitespace, Prometheus' blanks).
+std::string_view trim_blanks(std::string_view s);
+
+}  // namespace mopt
