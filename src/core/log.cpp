@@ -23,7 +23,6 @@ std::mutex g_mu;
 
 }  // namespace
 
-LogLevel log_level() { return static_cast<LogLevel>(g_level.load()); }
 void set_log_level(LogLevel level) { g_level.store(static_cast<int>(level)); }
 
 void log_msg(LogLevel level, const char* fmt, ...) {

@@ -7,7 +7,6 @@ namespace mopt {
 
 enum class LogLevel { kDebug = 0, kInfo = 1, kWarn = 2, kError = 3 };
 
-LogLevel log_level();
 void set_log_level(LogLevel level);
 [[gnu::format(printf, 2, 3)]] void log_msg(LogLevel level, const char* fmt, ...);
 

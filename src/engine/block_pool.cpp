@@ -96,17 +96,6 @@ bool BlockPool::cache(int32_t id, const BlockHash& hash) {
   return true;
 }
 
-int BlockPool::reset_prefix_cache() {
-  int dropped = 0;
-  for (int32_t id = head_; id >= 0; id = blocks_[static_cast<size_t>(id)].next) {
-    if (blocks_[static_cast<size_t>(id)].hashed) {
-      evict_hash(id);
-      ++dropped;
-    }
-  }
-  return dropped;
-}
-
 std::vector<int32_t> BlockPool::free_list() const {
   std::vector<int32_t> out;
   out.reserve(static_cast<size_t>(num_free_));

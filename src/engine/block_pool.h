@@ -50,11 +50,8 @@ class BlockPool {
   // Registers full block `id` under `hash`. Returns false (block left uncached) if caching is off, the hash is
   // already held by another block, or the block already has a hash.
   bool cache(int32_t id, const BlockHash& hash);
-  // Drops every cached hash of free blocks (e.g. after a model reload); returns how many were dropped.
-  int reset_prefix_cache();
 
   int ref_count(int32_t id) const { return blocks_.at(static_cast<size_t>(id)).ref; }
-  bool is_cached(int32_t id) const { return blocks_.at(static_cast<size_t>(id)).hashed; }
   int num_cached() const { return static_cast<int>(cached_.size()); }
   // The free list, front (next to allocate) first.
   std::vector<int32_t> free_list() const;

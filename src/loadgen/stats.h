@@ -58,7 +58,6 @@ struct Distribution {
   // The q-quantile (q in (0,1)) of the distribution (for normal: unclamped).
   double quantile(double q) const;
   double mean() const;
-  bool is_zero() const { return kind == Kind::kFixed && a == 0; }
   std::string to_string(bool durations) const;
 };
 

@@ -54,9 +54,7 @@ class Value {
   double as_float() const { return kind_ == Kind::kFloat ? f_ : static_cast<double>(i_); }
   const std::string& str() const { return *s_; }
   const List& list() const { return *l_; }
-  List& list_mut() { return *l_; }
   const Dict& dict() const { return *d_; }
-  Dict& dict_mut() { return *d_; }
 
   // Dict lookup; nullptr when absent (or when this is not a dict).
   const Value* find(std::string_view key) const;
