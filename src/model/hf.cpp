@@ -7,6 +7,7 @@
 
 #include "core/strfmt.h"
 #include "model/arch.h"
+#include "model/json_file.h"
 #include "model/loaders.h"
 #include "model/safetensors.h"
 #include "model/vocab_load.h"
@@ -33,28 +34,23 @@ Status get_int(const json& j, const char* key, int& out, int def, int lo = 1, in
   return Status::ok();
 }
 
+// Absent or null: `out` keeps its value; `is` tells whether the value has the type, `expected` names it.
+template <class T>
+Status get_field(const json& j, const char* key, T& out, bool (json::*is)() const noexcept, const char* expected) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return Status::ok();
+  if (!((*it).*is)()) return error("\"%s\" is %s, expected %s", key, it->dump().c_str(), expected);
+  out = it->get<T>();
+  return Status::ok();
+}
 Status get_real(const json& j, const char* key, float& out) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return Status::ok();
-  if (!it->is_number()) return error("\"%s\" is %s, expected a number", key, it->dump().c_str());
-  out = it->get<float>();
-  return Status::ok();
+  return get_field(j, key, out, &json::is_number, "a number");
 }
-
 Status get_bool(const json& j, const char* key, bool& out) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return Status::ok();
-  if (!it->is_boolean()) return error("\"%s\" is %s, expected true or false", key, it->dump().c_str());
-  out = it->get<bool>();
-  return Status::ok();
+  return get_field(j, key, out, &json::is_boolean, "true or false");
 }
-
 Status get_str(const json& j, const char* key, std::string& out) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return Status::ok();
-  if (!it->is_string()) return error("\"%s\" is %s, expected a string", key, it->dump().c_str());
-  out = it->get<std::string>();
-  return Status::ok();
+  return get_field(j, key, out, &json::is_string, "a string");
 }
 
 // rope_scaling (old) / rope_parameters (transformers 5): {rope_type|type, factor, low_freq_factor, ...}.
@@ -82,7 +78,6 @@ Status parse_rope(const json& r, const char* where, ModelConfig& c) {
 }
 
 Status fill_config(const json& j, ModelConfig& c) {
-  if (!j.is_object()) return error("not a JSON object");
   std::string cls;
   auto archs = j.find("architectures");
   if (archs != j.end() && !archs->is_null()) {
@@ -162,12 +157,7 @@ std::string base_name(const std::string& dir) {
 }  // namespace
 
 Result<ModelConfig> parse_hf_config(const std::string& text, const std::string& name) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    return error("%s: not valid JSON: %s", name.c_str(), e.what());
-  }
+  MOPT_ASSIGN_OR_RETURN(const json j, parse_json_object(text, name));
   ModelConfig c;
   try {
     Status s = fill_config(j, c);
@@ -186,13 +176,7 @@ Result<std::string> hf_chat_template(const std::string& dir) {
   const std::string tc = dir + "/tokenizer_config.json";
   if (!is_regular_file(tc)) return std::string();
   MOPT_ASSIGN_OR_RETURN(std::string text, read_file(tc));
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    return error("%s: not valid JSON: %s", tc.c_str(), e.what());
-  }
-  if (!j.is_object()) return error("%s: not a JSON object", tc.c_str());
+  MOPT_ASSIGN_OR_RETURN(const json j, parse_json_object(text, tc));
   auto it = j.find("chat_template");
   if (it == j.end() || it->is_null()) return std::string();
   if (it->is_string()) return it->get<std::string>();

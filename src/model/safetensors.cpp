@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "core/strfmt.h"
+#include "model/json_file.h"
 
 namespace mopt::safetensors {
 
@@ -151,13 +152,8 @@ Result<TensorSet> open_file(const std::string& path) {
 }
 
 Result<Index> parse_index(const std::string& text, const std::string& name) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    return error("%s: not valid JSON: %s", name.c_str(), e.what());
-  }
-  if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
+  MOPT_ASSIGN_OR_RETURN(json j, parse_json_object(text, name));
+  if (!j.contains("weight_map") || !j["weight_map"].is_object())
     return error("%s: expected an object with a \"weight_map\" object", name.c_str());
   Index idx;
   std::map<std::string, size_t> shard_ids;

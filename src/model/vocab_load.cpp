@@ -9,6 +9,7 @@
 
 #include "core/log.h"
 #include "core/mmap.h"
+#include "model/json_file.h"
 #include "tokenizer/pretokenizer.h"
 
 namespace mopt {
@@ -51,13 +52,6 @@ Status read_gguf_bool(const gguf::File& f, const char* key, bool& out) {
 // ---------------------------------------------------------------------------------------------------------
 // Hugging Face JSON helpers
 // ---------------------------------------------------------------------------------------------------------
-
-Result<json> parse_json(std::string_view text, const std::string& what) {
-  json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return error("%s: not valid JSON; re-download or re-save the file", what.c_str());
-  if (!j.is_object()) return error("%s: expected a JSON object at the top level", what.c_str());
-  return j;
-}
 
 // A token given as "text" or {"content": "text", ...}; empty if absent/null.
 Result<std::string> token_text(const json& j, const char* key, const std::string& what) {
@@ -483,16 +477,16 @@ Result<VocabData> vocab_from_hf_json(std::string_view tokenizer_json, std::strin
                                      std::string_view config_json, std::string_view generation_config_json,
                                      const std::string& name) {
   try {
-    MOPT_ASSIGN_OR_RETURN(json tj, parse_json(tokenizer_json, name + "/tokenizer.json"));
+    MOPT_ASSIGN_OR_RETURN(json tj, parse_json_object(tokenizer_json, name + "/tokenizer.json"));
     json tc, cfg, gen;
     if (!tokenizer_config_json.empty()) {
-      MOPT_ASSIGN_OR_RETURN(tc, parse_json(tokenizer_config_json, name + "/tokenizer_config.json"));
+      MOPT_ASSIGN_OR_RETURN(tc, parse_json_object(tokenizer_config_json, name + "/tokenizer_config.json"));
     }
     if (!config_json.empty()) {
-      MOPT_ASSIGN_OR_RETURN(cfg, parse_json(config_json, name + "/config.json"));
+      MOPT_ASSIGN_OR_RETURN(cfg, parse_json_object(config_json, name + "/config.json"));
     }
     if (!generation_config_json.empty()) {
-      MOPT_ASSIGN_OR_RETURN(gen, parse_json(generation_config_json, name + "/generation_config.json"));
+      MOPT_ASSIGN_OR_RETURN(gen, parse_json_object(generation_config_json, name + "/generation_config.json"));
     }
     return hf_vocab(tj, tc, cfg, gen, name + "/tokenizer.json");
   } catch (const json::exception& e) {  // a value of an unexpected type somewhere we did not check explicitly

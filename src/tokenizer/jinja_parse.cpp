@@ -2,8 +2,10 @@
 // Whitespace follows Hugging Face's apply_chat_template environment: trim_blocks (drop the first newline after a
 // block or comment tag) and lstrip_blocks (drop spaces/tabs before a block or comment tag at the start of a line),
 // plus the explicit "-" markers ({%- -%} {{- -}} {#- -#}) and "+" ({%+ keeps leading whitespace).
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <initializer_list>
 #include <string_view>
 
 #include "core/strfmt.h"
@@ -171,15 +173,15 @@ class Lexer {
           char d = s[pos++];
           if (d == c) break;
           if (d == '\\' && pos < s.size()) {
-            char e = s[pos++];
-            switch (e) {
-              case 'n': out += '\n'; break;
-              case 't': out += '\t'; break;
-              case 'r': out += '\r'; break;
-              case '\\': out += '\\'; break;
-              case '\'': out += '\''; break;
-              case '"': out += '"'; break;
-              default: out += '\\'; out += e;
+            // \n \t \r \\ \' \" are escapes; any other backslash stays as written.
+            static constexpr std::string_view kEscaped = "ntr\\'\"", kMeans = "\n\t\r\\'\"";
+            const char e = s[pos++];
+            const size_t k = kEscaped.find(e);
+            if (k != std::string_view::npos) {
+              out += kMeans[k];
+            } else {
+              out += '\\';
+              out += e;
             }
           } else {
             out += d;
@@ -442,22 +444,19 @@ class Parser {
     n->kids.push_back(std::move(b));
     return n;
   }
-  NodePtr parse_or() {
-    NodePtr e = parse_and();
-    while (is_name("or")) {
-      int line = next().line;
-      e = binary("or", std::move(e), parse_and(), line);
+  // One level of left-associative binary operators: operand (op operand)*. The operators are T::kOp tokens, or
+  // T::kName tokens for the word operators (or, and).
+  NodePtr parse_level(std::initializer_list<std::string_view> ops, NodePtr (Parser::*operand)(), T op_type = T::kOp) {
+    NodePtr e = (this->*operand)();
+    for (;;) {
+      const Tok& t = peek();
+      if (t.type != op_type || std::find(ops.begin(), ops.end(), t.s) == ops.end()) return e;
+      ++p_;
+      e = binary(t.s, std::move(e), (this->*operand)(), t.line);
     }
-    return e;
   }
-  NodePtr parse_and() {
-    NodePtr e = parse_not();
-    while (is_name("and")) {
-      int line = next().line;
-      e = binary("and", std::move(e), parse_not(), line);
-    }
-    return e;
-  }
+  NodePtr parse_or() { return parse_level({"or"}, &Parser::parse_and, T::kName); }
+  NodePtr parse_and() { return parse_level({"and"}, &Parser::parse_not, T::kName); }
   NodePtr parse_not() {
     if (is_name("not")) {
       DepthGuard g(*this);
@@ -488,38 +487,10 @@ class Parser {
       e = binary(op, std::move(e), parse_add(), line);
     }
   }
-  NodePtr parse_add() {
-    NodePtr e = parse_concat();
-    while (is_op("+") || is_op("-")) {
-      const Tok& t = next();
-      e = binary(t.s, std::move(e), parse_concat(), t.line);
-    }
-    return e;
-  }
-  NodePtr parse_concat() {
-    NodePtr e = parse_mul();
-    while (is_op("~")) {
-      int line = next().line;
-      e = binary("~", std::move(e), parse_mul(), line);
-    }
-    return e;
-  }
-  NodePtr parse_mul() {
-    NodePtr e = parse_pow();
-    while (is_op("*") || is_op("/") || is_op("//") || is_op("%")) {
-      const Tok& t = next();
-      e = binary(t.s, std::move(e), parse_pow(), t.line);
-    }
-    return e;
-  }
-  NodePtr parse_pow() {
-    NodePtr e = parse_unary();
-    while (is_op("**")) {
-      int line = next().line;
-      e = binary("**", std::move(e), parse_unary(), line);
-    }
-    return e;
-  }
+  NodePtr parse_add() { return parse_level({"+", "-"}, &Parser::parse_concat); }
+  NodePtr parse_concat() { return parse_level({"~"}, &Parser::parse_mul); }
+  NodePtr parse_mul() { return parse_level({"*", "/", "//", "%"}, &Parser::parse_pow); }
+  NodePtr parse_pow() { return parse_level({"**"}, &Parser::parse_unary); }
   NodePtr parse_unary() {
     DepthGuard g(*this);
     if (is_op("-") || is_op("+")) {
@@ -677,26 +648,20 @@ class Parser {
           expect_op(")");
           return e;
         }
-        if (t.s == "[") {
-          auto n = std::make_unique<Node>(NodeKind::kList, t.line);
-          while (!is_op("]")) {
+        if (t.s == "[" || t.s == "{") {  // [a, b, ...] or {k: v, ...}; a trailing comma is allowed
+          const bool dict = t.s == "{";
+          const char* close = dict ? "}" : "]";
+          auto n = std::make_unique<Node>(dict ? NodeKind::kDict : NodeKind::kList, t.line);
+          while (!is_op(close)) {
             n->kids.push_back(parse_expr());
+            if (dict) {
+              expect_op(":");
+              n->kids.push_back(parse_expr());
+            }
             if (!is_op(",")) break;
             ++p_;
           }
-          expect_op("]");
-          return n;
-        }
-        if (t.s == "{") {
-          auto n = std::make_unique<Node>(NodeKind::kDict, t.line);
-          while (!is_op("}")) {
-            n->kids.push_back(parse_expr());
-            expect_op(":");
-            n->kids.push_back(parse_expr());
-            if (!is_op(",")) break;
-            ++p_;
-          }
-          expect_op("}");
+          expect_op(close);
           return n;
         }
         break;

@@ -357,6 +357,11 @@ TEST(ChatTemplate, ExpressionsFiltersTests) {
   const Case cases[] = {
       {"{{ 7 // 2 }} {{ -7 // 2 }} {{ 7 % 3 }} {{ -7 % 3 }} {{ 7 / 2 }} {{ 2 ** 10 }}", "3 -4 1 2 3.5 1024"},
       {"{{ 'ab' ~ 1 ~ none }} {{ 'x' * 3 }} {{ [1,2] + [3] }}", "ab1None xxx [1, 2, 3]"},
+      // Jinja2's precedence: or < and < not < comparisons < + - < ~ < * / // % < ** (each level left-associative).
+      {"{{ 2 ** 3 ** 2 }} {{ 10 - 2 - 3 }} {{ 7 // 2 * 3 % 4 }} {{ 1 + 2 * 3 }} {{ (1 + 2) ~ 'x' ~ 2 * 3 }}",
+       "64 5 1 7 3x6"},
+      {"{{ [1, 2,][1] }} {{ {'a': 1, 'b': 2,}['b'] }} {{ not 1 == 2 and 3 > 2 or false }} {{ [] }}", "2 2 True []"},
+      {"{{ 'a\\tb\\\\q\\'\\d' }}", "a\tb\\q'\\d"},  // \t \\ \' are escapes; \d stays as written
       {"{{ 'hello'[1:3] }} {{ 'hello'[::-1] }} {{ [1,2,3,4][-2:] }} {{ [1,2,3][5] is defined }}", "el olleh [3, 4] False"},
       {"{{ 'a,b,,c'.split(',') }} {{ '  x y  '.split() }} {{ 'xxhixx'.strip('x') }}", "['a', 'b', '', 'c'] ['x', 'y'] hi"},
       {"{{ [3,1,2]|sort|join('-') }} {{ [1,2,3]|reverse|list }} {{ ['a','b']|length }} {{ none|default('d') }}",
