@@ -134,11 +134,9 @@ class ModelRunner {
 // fp32 when the checkpoint's weight matrices are F32, bf16 otherwise. The CPU backend always computes in fp32.
 enum class ComputeDtype { kAuto, kFloat32, kBFloat16 };
 
-// Element type of the KV cache (vLLM/llama.cpp --kv-cache-dtype). CPU: kAuto = fp16 (llama.cpp's default too):
-// half the cache bytes of fp32 (values rounded to fp16 when written, widened exactly when read), which is what
-// a batch's decode steps stream (stories260K, 64 sequences: ~4.5x the single stream's tokens/s, ~4x with fp32;
-// docs/cpu.md); it passes the stories260K golden text and the code-qwen2 references. The CUDA runner ignores it
-// (its cache follows --dtype).
+// Element type of the KV cache (vLLM/llama.cpp --kv-cache-dtype). CPU: kAuto = fp16 (values rounded to fp16 when
+// written, widened exactly to fp32 when read; docs/cpu.md "KV cache" says why it is the default). The CUDA runner
+// ignores it: its cache follows --dtype.
 enum class KvCacheDtype { kAuto, kFloat32, kFloat16 };
 
 struct RunnerOptions {
