@@ -1,6 +1,7 @@
 // OpenAI request parsing/validation, UTF-8 checks, constant-time compare and the Prometheus rendering.
 #include <gtest/gtest.h>
 
+#include "core/rng.h"
 #include "server/http.h"
 #include "server/metrics.h"
 #include "server/openai.h"
@@ -207,11 +208,8 @@ TEST(OpenAI, MutatedBodiesNeverCrash) {
       R"({"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"hi"}]},)"
       R"({"role":"assistant","content":null}],"logprobs":true,"top_logprobs":2,"tools":[{"a":[1,{"b":null}]}]})"};
   const char alphabet[] = "{}[]\",:0123456789-.eEtrufalsn\\u\xff\xc3 ";
-  uint64_t state = 88172645463325252ull;
-  auto rnd = [&](uint64_t n) {
-    state ^= state << 13, state ^= state >> 7, state ^= state << 17;
-    return state % n;
-  };
+  Xoshiro256 rng(88172645463325252ull);
+  auto rnd = [&](uint64_t n) { return rng.next() % n; };
   int ok = 0;
   for (int iter = 0; iter < 4000; ++iter) {
     std::string b = bases[rnd(2)];

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/rng.h"
 #include "tokenizer/chat_template.h"
 
 namespace mopt {
@@ -480,11 +481,8 @@ TEST(ChatTemplate, SandboxLimits) {
 TEST(ChatTemplate, MutatedTemplatesNeverCrash) {
   const char* bases[] = {kLlama3, kQwen25, kQwen3, kMistral, kGemma};
   const char alphabet[] = "{}%#-+()[]'\".|~*/ ,:=ifornotandsetendlooprange0123456789\n";
-  uint64_t state = 0x9E3779B97F4A7C15ull;
-  auto rnd = [&](uint64_t n) {
-    state ^= state << 13, state ^= state >> 7, state ^= state << 17;
-    return state % n;
-  };
+  Xoshiro256 rng(0x9E3779B97F4A7C15ull);
+  auto rnd = [&](uint64_t n) { return rng.next() % n; };
   TemplateLimits lim;
   lim.max_steps = 200000;
   lim.max_output_bytes = 1 << 16;
