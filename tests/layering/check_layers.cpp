@@ -5,8 +5,9 @@
 //   core <- tokenizer <- model <- backend <- engine <- {server, loadgen, quant, eval} <- {doctor, plan, tune, gate}
 //        <- cli
 //
-// A module may include itself and any module of a lower rank; modules of one rank do not include each other; the
-// load generator (loadgen) includes core only (it drives any OpenAI-compatible server, not our engine). Inside
+// A module may include itself and any module of a lower rank. Modules of one rank (server and quant, doctor and plan,
+// ...) may include each other in one direction only: when both directions occur, every include of the cycle fails.
+// The load generator (loadgen) includes core only (it drives any OpenAI-compatible server, not our engine). Inside
 // backend, cpu/ and cuda/ are two implementations of runner.h and do not include each other. A file whose module is
 // not in the table, or an include naming no known module, fails too: a new module is added to kModules below.
 // Exit 0 with a one-line summary when every include is in order; exit 2 on a usage or read error.
@@ -15,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -68,10 +70,17 @@ bool is_source(const fs::path& p) {
   return std::any_of(std::begin(kExt), std::end(kExt), [&](const char* x) { return e == x; });
 }
 
-// Why `file_rel` (path below src/, e.g. "model/hf.cpp") may not include `inc`; "" when it may.
-std::string violation(const std::string& file_rel, const std::string& inc) {
-  const size_t fs_slash = file_rel.find('/');
-  const std::string from = file_rel.substr(0, fs_slash);
+struct Include {
+  std::string shown;  // "src/model/hf.cpp"
+  int line = 0;
+  std::string from, to, path;  // modules of the file and of the include; the include as written
+};
+
+// Why `file_rel` (path below src/, e.g. "model/hf.cpp") may not include `inc`; "" when it may. Includes between
+// modules of one rank are allowed here and checked for cycles afterwards (*same_rank set).
+std::string violation(const std::string& file_rel, const std::string& inc, bool* same_rank) {
+  *same_rank = false;
+  const std::string from = file_rel.substr(0, file_rel.find('/'));
   const size_t slash = inc.find('/');
   if (slash == std::string::npos) return "";  // "x.h": a file beside this one, same module
   const std::string to = inc.substr(0, slash);
@@ -89,9 +98,10 @@ std::string violation(const std::string& file_rel, const std::string& inc) {
     if (from == r.module && to != r.only)
       return from + " may include only " + r.only + " (and itself), not " + to;
   if (mt->rank < mf->rank) return "";
-  if (mt->rank == mf->rank)
-    return from + " and " + to + " are modules of the same rank and may not include each other (order: " +
-           order_text() + ")";
+  if (mt->rank == mf->rank) {
+    *same_rank = true;
+    return "";
+  }
   return from + " may not include " + to + ", which is above it in the layer order (" + order_text() + ")";
 }
 
@@ -121,6 +131,8 @@ int main(int argc, char** argv) {
   const std::regex include_re(R"(^\s*#\s*include\s*"([^"]+)\")");
   const std::string prefix = root.filename().string().empty() ? "src" : root.filename().string();
   int n_includes = 0, n_bad = 0;
+  std::vector<Include> same_rank;  // includes between two modules of one rank
+  std::set<std::pair<std::string, std::string>> same_rank_edges;
   for (const fs::path& f : files) {
     const std::string rel = fs::relative(f, root).generic_string();
     const std::string shown = prefix + "/" + rel;
@@ -140,11 +152,38 @@ int main(int argc, char** argv) {
     for (int ln = 1; std::getline(in, line); ++ln) {
       if (!std::regex_search(line, m, include_re)) continue;
       ++n_includes;
-      const std::string why = violation(rel, m[1].str());
+      const std::string inc = m[1].str();
+      bool is_same_rank = false;
+      const std::string why = violation(rel, inc, &is_same_rank);
+      if (is_same_rank) {
+        Include i{shown, ln, rel.substr(0, rel.find('/')), inc.substr(0, inc.find('/')), inc};
+        same_rank_edges.emplace(i.from, i.to);
+        same_rank.push_back(std::move(i));
+      }
       if (why.empty()) continue;
-      std::printf("%s:%d: #include \"%s\": %s\n", shown.c_str(), ln, m[1].str().c_str(), why.c_str());
+      std::printf("%s:%d: #include \"%s\": %s\n", shown.c_str(), ln, inc.c_str(), why.c_str());
       ++n_bad;
     }
+  }
+  // An include a -> b between modules of one rank closes a cycle when b already reaches a.
+  auto reaches = [&](const std::string& start, const std::string& goal) {
+    std::vector<std::string> todo{start};
+    std::set<std::string> seen{start};
+    while (!todo.empty()) {
+      const std::string cur = todo.back();
+      todo.pop_back();
+      if (cur == goal) return true;
+      for (const auto& [a, b] : same_rank_edges)
+        if (a == cur && seen.insert(b).second) todo.push_back(b);
+    }
+    return false;
+  };
+  for (const Include& i : same_rank) {
+    if (!reaches(i.to, i.from)) continue;
+    std::printf("%s:%d: #include \"%s\": %s and %s are modules of the same rank that include each other (a cycle); "
+                "keep one direction, or move what both need to a lower module\n",
+                i.shown.c_str(), i.line, i.path.c_str(), i.from.c_str(), i.to.c_str());
+    ++n_bad;
   }
   if (n_bad) {
     std::printf("check_layers: %d include(s) against the layer order in %s\n", n_bad, argv[1]);
