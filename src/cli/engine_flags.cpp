@@ -41,6 +41,8 @@ void add_engine_flags(CLI::App& app, EngineConfig& cfg) {
       ->transform(CLI::CheckedTransformer(devices, CLI::ignore_case))->group(g);
   app.add_option("--threads", cfg.runner.n_threads, "CPU threads (0 = all cores; steps too small to split run on one)")
       ->check(CLI::Range(0, 4096))->capture_default_str()->group(g);
+  // --dtype and --kv-cache-dtype: each a table of the spellings CLI11 maps to its enum, then the option. The two
+  // look alike because they are the same kind of data, not one piece of logic written twice.
   const std::map<std::string, ComputeDtype> dtypes{{"auto", ComputeDtype::kAuto},
                                                    {"float32", ComputeDtype::kFloat32},
                                                    {"float", ComputeDtype::kFloat32},
