@@ -1,6 +1,7 @@
 // mopt inspect MODEL [--json]: what a model file holds — format, architecture, hyperparameters, tokenizer,
 // chat template, the tensor table, the parameter count, the bytes the weights take at each dtype, and
 // KV-cache bytes per token.
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -24,34 +25,26 @@ struct InspectArgs {
   bool no_tensors = false;
 };
 
-const char* format_name(ModelFormat f) {
-  switch (f) {
-    case ModelFormat::kGGUF: return "gguf";
-    case ModelFormat::kHuggingFace: return "huggingface";
-    case ModelFormat::kLlama2c: return "llama2.c";
-    case ModelFormat::kDummy: return "dummy";
-  }
+// The names `inspect` prints for enum values, as {value, name} rows ("?" for a value missing from its table).
+template <class E>
+struct EnumName {
+  E value;
+  const char* name;
+};
+template <class E, size_t N>
+const char* name_of(E e, const EnumName<E> (&names)[N]) {
+  for (const EnumName<E>& n : names)
+    if (n.value == e) return n.name;
   return "?";
 }
-
-const char* tokenizer_kind_name(TokenizerKind k) {
-  switch (k) {
-    case TokenizerKind::kNone: return "none";
-    case TokenizerKind::kSpm: return "spm";
-    case TokenizerKind::kBpe: return "bpe";
-    case TokenizerKind::kWordPiece: return "wordpiece";
-  }
-  return "?";
-}
-
-const char* rope_scaling_name(RopeScaling s) {
-  switch (s) {
-    case RopeScaling::kNone: return "none";
-    case RopeScaling::kLinear: return "linear";
-    case RopeScaling::kLlama3: return "llama3";
-  }
-  return "?";
-}
+constexpr EnumName<ModelFormat> kFormatNames[] = {
+    {ModelFormat::kGGUF, "gguf"}, {ModelFormat::kHuggingFace, "huggingface"},
+    {ModelFormat::kLlama2c, "llama2.c"}, {ModelFormat::kDummy, "dummy"}};
+constexpr EnumName<TokenizerKind> kTokenizerNames[] = {
+    {TokenizerKind::kNone, "none"}, {TokenizerKind::kSpm, "spm"}, {TokenizerKind::kBpe, "bpe"},
+    {TokenizerKind::kWordPiece, "wordpiece"}};
+constexpr EnumName<RopeScaling> kRopeScalingNames[] = {
+    {RopeScaling::kNone, "none"}, {RopeScaling::kLinear, "linear"}, {RopeScaling::kLlama3, "llama3"}};
 
 // Weight bytes if every matrix were stored as `t`: 1-D tensors (norms, biases) stay f32 and matrices whose
 // rows are not a multiple of the block size fall back to f16, as quantizers do.
@@ -67,6 +60,32 @@ uint64_t weight_bytes_at(const Model& m, DType t) {
     total += (rb ? *rb : ne0 * 2) * rows;
   }
   return total;
+}
+
+// The weight types of the dtype table by size per element, largest first (equal sizes: larger blocks first); types
+// of the same block layout size share one entry ("f16/bf16").
+struct WeightSize {
+  std::string names;
+  DType type;  // the first of them
+  int block_elems, block_bytes;
+};
+std::vector<WeightSize> weight_sizes() {
+  std::vector<WeightSize> out;
+  for (const DTypeTraits& r : dtype_table()) {
+    if (!r.weight) continue;
+    auto same = std::find_if(out.begin(), out.end(), [&](const WeightSize& w) {
+      return w.block_elems == r.block_elems && w.block_bytes == r.block_bytes;
+    });
+    if (same != out.end())
+      same->names += std::string("/") + r.name;
+    else
+      out.push_back({r.name, r.type, r.block_elems, r.block_bytes});
+  }
+  std::stable_sort(out.begin(), out.end(), [](const WeightSize& a, const WeightSize& b) {
+    const int64_t lhs = int64_t{a.block_bytes} * b.block_elems, rhs = int64_t{b.block_bytes} * a.block_elems;
+    return lhs != rhs ? lhs > rhs : a.block_elems > b.block_elems;
+  });
+  return out;
 }
 
 // A float as the double with the fewest digits that rounds back to it (1e-06, not 9.99999997e-07).
@@ -88,7 +107,7 @@ nlohmann::ordered_json build_report(const Model& m) {
   const ModelConfig& c = m.config;
   json r;
   r["path"] = m.path;
-  r["format"] = format_name(m.format);
+  r["format"] = name_of(m.format, kFormatNames);
   if (!m.vocab_only) {
     r["architecture"] = arch_name(c.arch);
     r["name"] = c.name;
@@ -99,7 +118,7 @@ nlohmann::ordered_json build_report(const Model& m) {
         {"n_ff", c.n_ff},                {"context_length", c.context_length},
         {"norm_eps", shortest(c.norm_eps)}, {"rope_theta", shortest(c.rope_theta)},
         {"rope_dim", c.rope_dim},        {"rope_style", c.rope_style == RopeStyle::kNeox ? "neox" : "interleaved"},
-        {"rope_scaling", rope_scaling_name(c.rope_scaling)},
+        {"rope_scaling", name_of(c.rope_scaling, kRopeScalingNames)},
         {"qkv_bias", c.qkv_bias},        {"qk_norm", c.qk_norm},
         {"tied_embeddings", c.tied_embeddings}, {"sliding_window", c.sliding_window},
     };
@@ -113,7 +132,7 @@ nlohmann::ordered_json build_report(const Model& m) {
     r["name"] = c.name;
   }
   const VocabData& v = m.vocab;
-  r["tokenizer"] = {{"kind", tokenizer_kind_name(v.kind)}, {"pre", v.pre},        {"n_tokens", v.tokens.size()},
+  r["tokenizer"] = {{"kind", name_of(v.kind, kTokenizerNames)}, {"pre", v.pre},        {"n_tokens", v.tokens.size()},
                     {"bos", v.bos},                         {"eos", v.eos},        {"bos_text", token_text(v, v.bos)},
                     {"eos_text", token_text(v, v.eos)},     {"add_bos", v.add_bos}, {"eog_ids", v.eog_ids}};
   r["chat_template"] = {{"present", !m.chat_template.empty()}, {"bytes", m.chat_template.size()}};
@@ -129,8 +148,7 @@ nlohmann::ordered_json build_report(const Model& m) {
   r["n_params"] = m.n_params();
   json wb;
   wb["stored"] = stored;
-  for (DType t : {DType::F32, DType::F16, DType::Q8_0, DType::Q6_K, DType::Q5_K, DType::Q4_K, DType::Q4_0})
-    wb[t == DType::F16 ? "f16/bf16" : dtype_name(t)] = weight_bytes_at(m, t);
+  for (const WeightSize& w : weight_sizes()) wb[w.names] = weight_bytes_at(m, w.type);
   r["weight_bytes"] = wb;
   if (!m.vocab_only)
     r["kv_bytes_per_token"] = {{"f32", c.kv_bytes_per_token(4)}, {"f16/bf16", c.kv_bytes_per_token(2)},

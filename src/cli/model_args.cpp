@@ -11,8 +11,13 @@ void add_model_flags(CLI::App* cmd, ModelArgs& args) {
   cmd->add_option("--load-format", args.load_format,
                   "auto: read weights from the model; dummy: random weights from a Hugging Face config.json")
       ->check(CLI::IsMember({"auto", "dummy"}));
-  cmd->add_option("--dummy-dtype", args.dummy_dtype, "Weight dtype of --load-format dummy (f32, f16, bf16)")
-      ->check(CLI::IsMember({"f32", "f16", "bf16"}));
+  auto fills = [](const DTypeTraits& r) { return dummy_dtype_supported(r.type); };
+  std::vector<std::string> dummy_dtypes;
+  for (const DTypeTraits& r : dtype_table())
+    if (fills(r)) dummy_dtypes.emplace_back(r.name);
+  const std::string list = dtype_list(fills);
+  cmd->add_option("--dummy-dtype", args.dummy_dtype, "Weight dtype of --load-format dummy (" + list + ")")
+      ->check(CLI::IsMember(dummy_dtypes));
 }
 
 Result<LoadedModel> load_model_and_tokenizer(const ModelArgs& args) {

@@ -1,36 +1,89 @@
+// The table of element-type traits (one row per DType), the lookups that read it, and the scalar fp16 conversions.
 #include "core/dtype.h"
 
 #include <cctype>
 #include <string>
 
+#include "core/formats/formats.h"
+#include "core/status.h"
+
 namespace mopt {
 
 namespace {
-const DTypeInfo kInfo[kNumDTypes] = {
-    {"f32", 1, 4, false},     {"f16", 1, 2, false},     {"bf16", 1, 2, false},
-    {"q8_0", 32, 34, true},   {"q4_0", 32, 18, true},   {"q4_k", 256, 144, true},
-    {"q5_k", 256, 176, true}, {"q6_k", 256, 210, true}, {"q8_k", 256, 292, true},
-    {"i8", 1, 1, false},      {"i32", 1, 4, false},
+
+using namespace formats;
+
+// One row per DType, in enum order (checked below). Fields as in DTypeTraits:
+// type, name, block elems, block bytes, quantized, weight, vec_dot_type, ggml type, safetensors name, torch name,
+// reference to_float, reference from_float, CUDA upload. (Rows of one shape, which `duplicates` reports as a pair:
+// the table is the point.)
+constexpr DTypeTraits kTable[] = {
+    {DType::F32, "f32", 1, 4, false, true, DType::F32, 0, "F32", "float32", f32_to_float, f32_from_float,
+     CudaUpload::kConvert},
+    {DType::F16, "f16", 1, 2, false, true, DType::F32, 1, "F16", "float16", f16_to_float, f16_from_float,
+     CudaUpload::kConvert},
+    {DType::BF16, "bf16", 1, 2, false, true, DType::F32, 30, "BF16", "bfloat16", bf16_to_float, bf16_from_float,
+     CudaUpload::kConvert},
+    {DType::Q8_0, "q8_0", kQK0, sizeof(BlockQ8_0), true, true, DType::Q8_0, 8, nullptr, nullptr, q8_0_to_float,
+     q8_0_from_float, CudaUpload::kNone},
+    {DType::Q4_0, "q4_0", kQK0, sizeof(BlockQ4_0), true, true, DType::Q8_0, 2, nullptr, nullptr, q4_0_to_float,
+     q4_0_from_float, CudaUpload::kNone},
+    {DType::Q4_K, "q4_k", kQKK, sizeof(BlockQ4_K), true, true, DType::Q8_K, 12, nullptr, nullptr, q4_k_to_float,
+     q4_k_from_float, CudaUpload::kNone},
+    {DType::Q5_K, "q5_k", kQKK, sizeof(BlockQ5_K), true, true, DType::Q8_K, 13, nullptr, nullptr, q5_k_to_float,
+     q5_k_from_float, CudaUpload::kNone},
+    {DType::Q6_K, "q6_k", kQKK, sizeof(BlockQ6_K), true, true, DType::Q8_K, 14, nullptr, nullptr, q6_k_to_float,
+     q6_k_from_float, CudaUpload::kNone},
+    // Activations only: the K-quant dot products' other operand.
+    {DType::Q8_K, "q8_k", kQKK, sizeof(BlockQ8_K), true, false, std::nullopt, 15, nullptr, nullptr, q8_k_to_float,
+     q8_k_from_float, CudaUpload::kNone},
+    {DType::I8, "i8", 1, 1, false, false, std::nullopt, 24, "I8", nullptr, nullptr, nullptr, CudaUpload::kNone},
+    {DType::I32, "i32", 1, 4, false, false, std::nullopt, 26, "I32", nullptr, nullptr, nullptr, CudaUpload::kNone},
 };
+
+static_assert(one_row_per_dtype(kTable), "one row per DType, in DType order");
+
 }  // namespace
 
-const DTypeInfo& dtype_info(DType t) { return kInfo[static_cast<int>(t)]; }
+std::span<const DTypeTraits> dtype_table() { return kTable; }
+
+const DTypeTraits& dtype_traits(DType t) { return kTable[static_cast<int>(t)]; }
 
 std::optional<DType> dtype_from_name(std::string_view name) {
   std::string lower(name);
   for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  for (int i = 0; i < kNumDTypes; ++i)
-    if (lower == kInfo[i].name) return static_cast<DType>(i);
+  for (const DTypeTraits& r : kTable)
+    if (lower == r.name) return r.type;
   return std::nullopt;
 }
 
 std::optional<uint64_t> row_bytes(DType t, uint64_t n) {
-  const DTypeInfo& info = dtype_info(t);
-  if (n % static_cast<uint64_t>(info.block_elems) != 0) return std::nullopt;
-  uint64_t blocks = n / static_cast<uint64_t>(info.block_elems);
+  const DTypeTraits& r = dtype_traits(t);
+  if (n % static_cast<uint64_t>(r.block_elems) != 0) return std::nullopt;
+  uint64_t blocks = n / static_cast<uint64_t>(r.block_elems);
   uint64_t out;
-  if (__builtin_mul_overflow(blocks, static_cast<uint64_t>(info.block_bytes), &out)) return std::nullopt;
+  if (__builtin_mul_overflow(blocks, static_cast<uint64_t>(r.block_bytes), &out)) return std::nullopt;
   return out;
+}
+
+void check_row_elems(DType t, int64_t n, const char* what) {
+  const DTypeTraits& r = dtype_traits(t);
+  MOPT_CHECK(n >= 0 && n % r.block_elems == 0, "%s: %s row of %lld elements: not a multiple of the block size %d",
+             what, r.name, static_cast<long long>(n), r.block_elems);
+}
+
+void dequantize_row_ref(DType t, const void* src, float* dst, int64_t n) {
+  const DTypeTraits& r = dtype_traits(t);
+  MOPT_CHECK(r.to_float, "dequantize_row: %s has no conversion to fp32", r.name);
+  check_row_elems(t, n, "dequantize_row");
+  r.to_float(src, dst, n);
+}
+
+void quantize_row_ref(DType t, const float* src, void* dst, int64_t n) {
+  const DTypeTraits& r = dtype_traits(t);
+  MOPT_CHECK(r.from_float, "quantize_row: %s has no conversion from fp32", r.name);
+  check_row_elems(t, n, "quantize_row");
+  r.from_float(src, dst, n);
 }
 
 float fp16_to_fp32(uint16_t h) {

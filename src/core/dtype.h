@@ -1,14 +1,17 @@
-// Element types of weights and activations, their block layout, and fp16/bf16 conversions.
-// Quantized types are stored in blocks along the contiguous (row) dimension, as in GGUF/ggml:
-//   Q8_0: 32 elems, 34 B  (fp16 scale d, int8 q[32])                      x = d*q
-//   Q4_0: 32 elems, 18 B  (fp16 d, 16 B nibbles; low nibbles = elems 0..15) x = d*(q-8)
-//   Q4_K: 256 elems, 144 B  Q5_K: 256 elems, 176 B  Q6_K: 256 elems, 210 B  (super-blocks, see backend/cpu/quant.h)
-//   Q8_K: 256 elems, 292 B  (float d, int8 q[256], int16 bsums[16]) — activation type for K-quant dot products
+// Element types of weights and activations: one table of traits with one row per DType (dtype.cpp). Every
+// place that needs a fact about a format reads its row: the loaders (GGUF type ids, safetensors and
+// config.json dtype names), `mopt inspect`, error messages that list what is supported, and the backends
+// (the CPU backend keeps its kernels in its own table indexed by DType, backend/cpu/formats.h; the CUDA
+// weight upload reads cuda_upload). Block layouts and the reference row conversions: core/formats/formats.h.
+// docs/contributing.md ("Add a weight format") lists what a new row needs.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <optional>
+#include <span>
+#include <string>
 #include <string_view>
 
 namespace mopt {
@@ -16,19 +19,74 @@ namespace mopt {
 enum class DType : uint8_t { F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q8_K, I8, I32 };
 inline constexpr int kNumDTypes = 11;
 
-struct DTypeInfo {
-  const char* name;
-  int block_elems;  // elements per block (1 for plain types)
-  int block_bytes;  // bytes per block
-  bool quantized;
+// Row conversions between n elements of a type (n a multiple of its block size) and fp32.
+using ToFloatFn = void (*)(const void* src, float* dst, int64_t n);
+using FromFloatFn = void (*)(const float* src, void* dst, int64_t n);
+
+// How the CUDA backend's weight upload takes tensors of a type.
+enum class CudaUpload : uint8_t {
+  kNone,     // not on CUDA: the runner refuses the model and names the types it takes
+  kConvert,  // a plain float type, copied or converted on the device to the compute dtype (bf16 or fp32)
 };
 
-const DTypeInfo& dtype_info(DType t);
-inline const char* dtype_name(DType t) { return dtype_info(t).name; }
+struct DTypeTraits {
+  DType type;
+  const char* name;                   // as the CLI, `mopt inspect` and messages spell it: "q4_k"
+  int block_elems;                    // elements per block (1 for plain types)
+  int block_bytes;                    // bytes per block
+  bool quantized;                     // blocks carry scales (not one value per element)
+  bool weight;                        // the loaders accept it for model weights
+  std::optional<DType> vec_dot_type;  // what activations become for its dot products (F32 for float weights,
+                                      // Q8_0 / Q8_K for integer ones); none where it is no weight type
+  int ggml_type;                      // GGUF tensor type id (ggml_type), -1 where GGUF has none
+  const char* safetensors_name;       // safetensors "dtype", nullptr where none
+  const char* torch_name;             // config.json "torch_dtype" / "dtype", nullptr where none
+  ToFloatFn to_float;                 // reference dequantization (the format's definition), nullptr where none
+  FromFloatFn from_float;             // reference quantization, nullptr where none
+  CudaUpload cuda_upload;
+};
+
+// True if `rows` has one row per DType, row i of type DType(i): tables indexed by DType static_assert it.
+template <class Row, size_t N>
+constexpr bool one_row_per_dtype(const Row (&rows)[N]) {
+  if (N != kNumDTypes) return false;
+  for (size_t i = 0; i < N; ++i)
+    if (static_cast<size_t>(rows[i].type) != i) return false;
+  return true;
+}
+
+// Every row, in DType order.
+std::span<const DTypeTraits> dtype_table();
+const DTypeTraits& dtype_traits(DType t);
+inline const char* dtype_name(DType t) { return dtype_traits(t).name; }
 std::optional<DType> dtype_from_name(std::string_view name);  // "f32", "q4_k", ... (case-insensitive)
+
+// The rows `pick` selects, spelled by `spell` and joined with ", " (in table order): the lists of supported
+// types that messages and command-line choices print.
+template <class Pick, class Spell>
+std::string dtype_list(Pick pick, Spell spell) {
+  std::string out;
+  for (const DTypeTraits& r : dtype_table()) {
+    if (!pick(r)) continue;
+    if (!out.empty()) out += ", ";
+    out += spell(r);
+  }
+  return out;
+}
+
+template <class Pick>
+std::string dtype_list(Pick pick) {
+  return dtype_list(pick, [](const DTypeTraits& r) { return r.name; });
+}
 
 // Bytes of a row of n elements; nullopt if n is not a multiple of the block size or it overflows.
 std::optional<uint64_t> row_bytes(DType t, uint64_t n);
+
+// MOPT_CHECK that n >= 0 is a multiple of t's block size (`what` names the caller in the message).
+void check_row_elems(DType t, int64_t n, const char* what);
+// The reference row conversions of t's row (MOPT_CHECK where t has none or n is not a multiple of the block size).
+void dequantize_row_ref(DType t, const void* src, float* dst, int64_t n);
+void quantize_row_ref(DType t, const float* src, void* dst, int64_t n);
 
 // ---- fp16 / bf16 ----
 inline float bf16_to_fp32(uint16_t h) {

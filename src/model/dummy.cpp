@@ -48,22 +48,28 @@ void fill_chunk(T* dst, uint64_t n, const T* table, uint64_t seed) {
   for (; i < n; ++i, r >>= 16) dst[i] = table[r & 0xffff];
 }
 
+// T: an unsigned integer as wide as one element of dtype (its bits are copied, never interpreted).
 template <class T>
-void fill_typed(T* dst, uint64_t n, float std, float fill, uint64_t seed, T (*convert)(float)) {
+void fill_typed(T* dst, uint64_t n, float std, float fill, uint64_t seed, DType dtype) {
+  const FromFloatFn convert = dtype_traits(dtype).from_float;
   if (std == 0.0f) {
-    std::fill(dst, dst + n, convert(fill));
+    T v;
+    convert(&fill, &v, 1);
+    std::fill(dst, dst + n, v);
     return;
   }
-  // The converted table is cached per (thread, T, std, convert): a model has hundreds of tensors.
+  // The converted table is cached per (thread, T, std, dtype): a model has hundreds of tensors.
   thread_local std::vector<T> table;
   thread_local float table_std = 0.0f;
-  thread_local T (*table_convert)(float) = nullptr;
-  if (table.empty() || table_std != std || table_convert != convert) {
+  thread_local DType table_dtype = DType::F32;
+  if (table.empty() || table_std != std || table_dtype != dtype) {
     const std::vector<float>& normal = normal_table();
+    std::vector<float> scaled(normal.size());
+    for (size_t k = 0; k < normal.size(); ++k) scaled[k] = normal[k] * std;
     table.resize(normal.size());
-    for (size_t k = 0; k < table.size(); ++k) table[k] = convert(normal[k] * std);
+    convert(scaled.data(), table.data(), static_cast<int64_t>(table.size()));
     table_std = std;
-    table_convert = convert;
+    table_dtype = dtype;
   }
   const T* tab = table.data();  // thread_locals are per thread: workers must use this pointer
   const uint64_t n_chunks = (n + kChunkElems - 1) / kChunkElems;
@@ -86,10 +92,6 @@ void fill_typed(T* dst, uint64_t n, float std, float fill, uint64_t seed, T (*co
   for (auto& t : threads) t.join();
 }
 
-float to_f32(float x) { return x; }
-uint16_t to_f16(float x) { return fp32_to_fp16(x); }
-uint16_t to_bf16(float x) { return fp32_to_bf16(x); }
-
 bool is_dir(const std::string& p) {
   struct stat st {};
   return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
@@ -97,18 +99,25 @@ bool is_dir(const std::string& p) {
 
 }  // namespace
 
+bool dummy_dtype_supported(DType t) {
+  const DTypeTraits& r = dtype_traits(t);
+  return r.weight && r.block_elems == 1 && r.from_float &&
+         (r.block_bytes == 1 || r.block_bytes == 2 || r.block_bytes == 4);
+}
+
 void fill_random(void* dst, DType dtype, uint64_t n, float std, float fill, uint64_t seed) {
-  switch (dtype) {
-    case DType::F32: fill_typed(static_cast<float*>(dst), n, std, fill, seed, to_f32); return;
-    case DType::F16: fill_typed(static_cast<uint16_t*>(dst), n, std, fill, seed, to_f16); return;
-    case DType::BF16: fill_typed(static_cast<uint16_t*>(dst), n, std, fill, seed, to_bf16); return;
-    default: MOPT_CHECK(false, "fill_random: dtype %s is not a float type", dtype_name(dtype));
+  MOPT_CHECK(dummy_dtype_supported(dtype), "fill_random: dtype %s is not a float element type", dtype_name(dtype));
+  switch (dtype_traits(dtype).block_bytes) {  // element bytes
+    case 1: fill_typed(static_cast<uint8_t*>(dst), n, std, fill, seed, dtype); return;
+    case 2: fill_typed(static_cast<uint16_t*>(dst), n, std, fill, seed, dtype); return;
+    default: fill_typed(static_cast<uint32_t*>(dst), n, std, fill, seed, dtype); return;
   }
 }
 
 Result<std::unique_ptr<Model>> load_dummy_model(const std::string& config_path, const LoadOptions& opts) {
-  if (opts.dummy_dtype != DType::F32 && opts.dummy_dtype != DType::F16 && opts.dummy_dtype != DType::BF16)
-    return error("dummy weights: dtype %s is not supported (f32, f16, bf16)", dtype_name(opts.dummy_dtype));
+  if (!dummy_dtype_supported(opts.dummy_dtype))
+    return error("dummy weights: dtype %s is not supported (%s)", dtype_name(opts.dummy_dtype),
+                 dtype_list([](const DTypeTraits& r) { return dummy_dtype_supported(r.type); }).c_str());
   const std::string path = is_dir(config_path) ? config_path + "/config.json" : config_path;
   MOPT_ASSIGN_OR_RETURN(std::string text, read_file(path));
   MOPT_ASSIGN_OR_RETURN(ModelConfig config, parse_hf_config(text, path));
@@ -118,7 +127,7 @@ Result<std::unique_ptr<Model>> load_dummy_model(const std::string& config_path, 
   config.name = "dummy";
   m->config = config;
   const std::vector<TensorSpec> specs = expected_tensors(config);
-  const uint64_t elem_bytes = static_cast<uint64_t>(dtype_info(opts.dummy_dtype).block_bytes);
+  const uint64_t elem_bytes = static_cast<uint64_t>(dtype_traits(opts.dummy_dtype).block_bytes);
   m->tensors.resize(specs.size());
   for (size_t k = 0; k < specs.size(); ++k) {
     TensorView& t = m->tensors[k];

@@ -29,30 +29,35 @@ constexpr uint64_t kMaxAlignment = 1ull << 30;
 // hold well under 1M values (the largest vocabularies have ~256K tokens and ~500K merges).
 constexpr uint64_t kMaxMetadataValues = 1ull << 22;
 
-// The one GGUF ggml_type table: id, ggml name, and our DType when we support it.
-struct GgmlTypeEntry {
+// Every ggml_type GGUF defines, by id and ggml name, so that a file with a type we do not run gets a message
+// naming it. Which of them we load is a fact of the dtype table (DTypeTraits::ggml_type of the weight types).
+struct GgmlTypeName {
   uint32_t id;
   const char* name;
-  std::optional<DType> dtype;
 };
-const GgmlTypeEntry kGgmlTypes[] = {
-    {0, "F32", DType::F32},    {1, "F16", DType::F16},      {2, "Q4_0", DType::Q4_0},
-    {3, "Q4_1", std::nullopt}, {6, "Q5_0", std::nullopt},   {7, "Q5_1", std::nullopt},
-    {8, "Q8_0", DType::Q8_0},  {9, "Q8_1", std::nullopt},   {10, "Q2_K", std::nullopt},
-    {11, "Q3_K", std::nullopt}, {12, "Q4_K", DType::Q4_K},  {13, "Q5_K", DType::Q5_K},
-    {14, "Q6_K", DType::Q6_K}, {15, "Q8_K", std::nullopt},  {16, "IQ2_XXS", std::nullopt},
-    {17, "IQ2_XS", std::nullopt}, {18, "IQ3_XXS", std::nullopt}, {19, "IQ1_S", std::nullopt},
-    {20, "IQ4_NL", std::nullopt}, {21, "IQ3_S", std::nullopt}, {22, "IQ2_S", std::nullopt},
-    {23, "IQ4_XS", std::nullopt}, {24, "I8", std::nullopt},  {25, "I16", std::nullopt},
-    {26, "I32", std::nullopt}, {27, "I64", std::nullopt},   {28, "F64", std::nullopt},
-    {29, "IQ1_M", std::nullopt}, {30, "BF16", DType::BF16}, {34, "TQ1_0", std::nullopt},
-    {35, "TQ2_0", std::nullopt}, {39, "MXFP4", std::nullopt},
+const GgmlTypeName kGgmlTypes[] = {
+    {0, "F32"},      {1, "F16"},      {2, "Q4_0"},     {3, "Q4_1"},     {6, "Q5_0"},    {7, "Q5_1"},
+    {8, "Q8_0"},     {9, "Q8_1"},     {10, "Q2_K"},    {11, "Q3_K"},    {12, "Q4_K"},   {13, "Q5_K"},
+    {14, "Q6_K"},    {15, "Q8_K"},    {16, "IQ2_XXS"}, {17, "IQ2_XS"},  {18, "IQ3_XXS"}, {19, "IQ1_S"},
+    {20, "IQ4_NL"},  {21, "IQ3_S"},   {22, "IQ2_S"},   {23, "IQ4_XS"},  {24, "I8"},     {25, "I16"},
+    {26, "I32"},     {27, "I64"},     {28, "F64"},     {29, "IQ1_M"},   {30, "BF16"},   {34, "TQ1_0"},
+    {35, "TQ2_0"},   {39, "MXFP4"},
 };
 
-const GgmlTypeEntry* find_ggml_type(uint32_t id) {
+const char* ggml_type_name(uint32_t id) {
   for (const auto& e : kGgmlTypes)
-    if (e.id == id) return &e;
+    if (e.id == id) return e.name;
   return nullptr;
+}
+
+bool loads_from_gguf(const DTypeTraits& r) { return r.weight && r.ggml_type >= 0; }
+
+// "F32, F16, BF16, ...": the ggml names of the types we load.
+std::string supported_ggml_types() {
+  return dtype_list(loads_from_gguf, [](const DTypeTraits& r) {
+    const char* name = ggml_type_name(static_cast<uint32_t>(r.ggml_type));
+    return std::string(name ? name : r.name);
+  });
 }
 
 // Smallest number of bytes one element of `t` can take in the file (used to bound counts up front).
@@ -99,8 +104,9 @@ const char* value_type_name(ValueType t) {
 }
 
 std::optional<DType> dtype_from_ggml_type(uint32_t ggml_type) {
-  const GgmlTypeEntry* e = find_ggml_type(ggml_type);
-  return e ? e->dtype : std::nullopt;
+  for (const DTypeTraits& r : dtype_table())
+    if (loads_from_gguf(r) && static_cast<uint32_t>(r.ggml_type) == ggml_type) return r.type;
+  return std::nullopt;
 }
 
 // ---- Value ----
@@ -333,16 +339,18 @@ Status Parser::parse_tensor_table(uint64_t n_tensors) {
       ti.view.ne[d] = static_cast<int64_t>(ne);
     }
     MOPT_TRY(read(ti.ggml_type, "tensor type"));
-    const GgmlTypeEntry* te = find_ggml_type(ti.ggml_type);
-    if (!te) return fail("unknown ggml tensor type %u", ti.ggml_type);
-    if (!te->dtype)
-      return fail("tensor type %s (%u) is not supported (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K); "
-                  "re-quantize the model to a supported type", te->name, ti.ggml_type);
-    ti.view.dtype = *te->dtype;
+    const std::optional<DType> dtype = dtype_from_ggml_type(ti.ggml_type);
+    if (!dtype) {
+      const char* type_name = ggml_type_name(ti.ggml_type);
+      if (!type_name) return fail("unknown ggml tensor type %u", ti.ggml_type);
+      return fail("tensor type %s (%u) is not supported (supported: %s); re-quantize the model to a supported type",
+                  type_name, ti.ggml_type, supported_ggml_types().c_str());
+    }
+    ti.view.dtype = *dtype;
     std::optional<uint64_t> rb = row_bytes(ti.view.dtype, static_cast<uint64_t>(ti.view.ne[0]));
     if (!rb)
       return fail("row length %" PRId64 " is not a multiple of the %s block size %d", ti.view.ne[0],
-                  dtype_name(ti.view.dtype), dtype_info(ti.view.dtype).block_elems);
+                  dtype_name(ti.view.dtype), dtype_traits(ti.view.dtype).block_elems);
     uint64_t rows = n_elems / static_cast<uint64_t>(ti.view.ne[0]);
     if (__builtin_mul_overflow(*rb, rows, &ti.view.nbytes))
       return fail("byte size overflows (%" PRIu64 " rows of %" PRIu64 " bytes)", rows, *rb);

@@ -137,8 +137,12 @@ Status fill_config(const json& j, ModelConfig& c) {
   std::string dtype;
   MOPT_TRY(get_str(j, "torch_dtype", dtype));
   MOPT_TRY(get_str(j, "dtype", dtype));
-  if (!dtype.empty() && dtype != "float32" && dtype != "float16" && dtype != "bfloat16")
-    return error("\"dtype\" \"%s\" is not supported (float32, float16, bfloat16)", dtype.c_str());
+  auto is_torch_weight = [](const DTypeTraits& r) { return r.weight && r.torch_name; };
+  bool known = dtype.empty();
+  for (const DTypeTraits& r : dtype_table()) known = known || (is_torch_weight(r) && dtype == r.torch_name);
+  if (!known)
+    return error("\"dtype\" \"%s\" is not supported (%s)", dtype.c_str(),
+                 dtype_list(is_torch_weight, [](const DTypeTraits& r) { return r.torch_name; }).c_str());
   return Status::ok();
 }
 

@@ -35,6 +35,10 @@ struct LoadOptions {
   uint64_t dummy_seed = 0;
 };
 
+// The dtypes `--load-format dummy` fills: weight types of the dtype table with one value of 1, 2 or 4 bytes per
+// element and a conversion from fp32.
+bool dummy_dtype_supported(DType t);
+
 class Model {
  public:
   ModelFormat format = ModelFormat::kGGUF;

@@ -19,19 +19,12 @@ using json = nlohmann::json;
 constexpr uint64_t kMaxHeaderBytes = 100ull << 20;  // the format's own limit (100 MB)
 constexpr size_t kMaxDims = 4;
 
-struct DTypeName {
-  const char* name;
-  std::optional<DType> dtype;
-  int bytes;
-};
-// The safetensors dtype table (supported ones map to a DType).
-const DTypeName kDTypes[] = {
-    {"F32", DType::F32, 4},     {"F16", DType::F16, 2},     {"BF16", DType::BF16, 2},
-    {"F64", std::nullopt, 8},   {"I64", std::nullopt, 8},   {"I32", std::nullopt, 4},
-    {"I16", std::nullopt, 2},   {"I8", std::nullopt, 1},    {"U8", std::nullopt, 1},
-    {"U16", std::nullopt, 2},   {"U32", std::nullopt, 4},   {"U64", std::nullopt, 8},
-    {"BOOL", std::nullopt, 1},  {"F8_E4M3", std::nullopt, 1}, {"F8_E5M2", std::nullopt, 1},
-};
+// Every dtype the safetensors format defines, so that one we do not load gets a message naming it. Which of them
+// we load is a fact of the dtype table (DTypeTraits::safetensors_name of the weight types).
+const char* const kSafetensorsDTypes[] = {"F32", "F16", "BF16", "F64", "I64", "I32", "I16", "I8",
+                                          "U8",  "U16", "U32",  "U64", "BOOL", "F8_E4M3", "F8_E5M2"};
+
+bool loads_from_safetensors(const DTypeTraits& r) { return r.weight && r.safetensors_name; }
 
 bool is_uint(const json& j) { return j.is_number_unsigned() || (j.is_number_integer() && j.get<int64_t>() >= 0); }
 
@@ -49,16 +42,20 @@ Status parse_entry(const std::string& name, const std::string& key, const json& 
   if (off == e.end() || !off->is_array() || off->size() != 2 || !is_uint((*off)[0]) || !is_uint((*off)[1]))
     return fail("\"data_offsets\" must be [begin, end] with non-negative integers");
   const std::string dts = dt->get<std::string>();
-  const DTypeName* d = nullptr;
-  for (const auto& c : kDTypes)
-    if (dts == c.name) d = &c;
-  if (!d) return fail(strfmt("unknown dtype \"%s\"", dts.c_str()));
-  if (!d->dtype)
-    return fail(strfmt("dtype %s is not supported (supported: F32, F16, BF16); convert the checkpoint to one of them",
-                       d->name));
+  const DTypeTraits* d = nullptr;
+  for (const DTypeTraits& r : dtype_table())
+    if (loads_from_safetensors(r) && dts == r.safetensors_name) d = &r;
+  if (!d) {
+    if (std::find(std::begin(kSafetensorsDTypes), std::end(kSafetensorsDTypes), dts) == std::end(kSafetensorsDTypes))
+      return fail(strfmt("unknown dtype \"%s\"", dts.c_str()));
+    const std::string supported =
+        dtype_list(loads_from_safetensors, [](const DTypeTraits& r) { return r.safetensors_name; });
+    return fail(strfmt("dtype %s is not supported (supported: %s); convert the checkpoint to one of them", dts.c_str(),
+                       supported.c_str()));
+  }
   if (sh->size() > kMaxDims) return fail(strfmt("%zu dimensions, at most %zu are supported", sh->size(), kMaxDims));
   tv.name = key;
-  tv.dtype = *d->dtype;
+  tv.dtype = d->type;
   tv.n_dims = static_cast<int>(sh->size());
   tv.ne = {1, 1, 1, 1};
   uint64_t n_elems = 1;
@@ -72,8 +69,9 @@ Status parse_entry(const std::string& name, const std::string& key, const json& 
       return fail("element count overflows");
     tv.ne[sh->size() - 1 - i] = static_cast<int64_t>(v);  // PyTorch order -> ne order
   }
-  uint64_t nbytes = 0;
-  if (__builtin_mul_overflow(n_elems, static_cast<uint64_t>(d->bytes), &nbytes)) return fail("byte size overflows");
+  const std::optional<uint64_t> row = row_bytes(d->type, n_elems);  // the whole tensor as one row
+  if (!row) return fail("byte size overflows");
+  const uint64_t nbytes = *row;
   begin = (*off)[0].get<uint64_t>();
   uint64_t end = (*off)[1].get<uint64_t>();
   if (begin > end) return fail(strfmt("data_offsets [%llu, %llu] are reversed", (unsigned long long)begin,
@@ -83,7 +81,7 @@ Status parse_entry(const std::string& name, const std::string& key, const json& 
                        (unsigned long long)begin, (unsigned long long)end, (unsigned long long)data_size));
   if (end - begin != nbytes)
     return fail(strfmt("data_offsets span %llu bytes but shape %s of %s needs %llu", (unsigned long long)(end - begin),
-                       sh->dump().c_str(), d->name, (unsigned long long)nbytes));
+                       sh->dump().c_str(), d->safetensors_name, (unsigned long long)nbytes));
   tv.nbytes = nbytes;
   tv.data = data_base + begin;
   return Status::ok();

@@ -203,9 +203,7 @@ void dot_float(const void* wv, const ActRows& act, int64_t K, float* out, int64_
 }
 
 template <template <int> class F>
-struct Table {
-  static constexpr DotFn kFns[kDotRows] = {F<1>::fn, F<2>::fn, F<3>::fn, F<4>::fn};
-};
+constexpr DotSet kSet = {{F<1>::fn, F<2>::fn, F<3>::fn, F<4>::fn}};
 template <int R> struct Q8_0Fn { static constexpr DotFn fn = dot_q0<BlockQ8_0, load_q8_0, DotMaddubs, R>; };
 template <int R> struct Q4_0Fn { static constexpr DotFn fn = dot_q0<BlockQ4_0, load_q4_0, DotMaddubs, R>; };
 template <int R> struct Q4_KFn { static constexpr DotFn fn = dot_k45<false, R>; };
@@ -217,33 +215,16 @@ template <int R> struct BF16Fn { static constexpr DotFn fn = dot_float<BF16W, R>
 
 }  // namespace
 
-const DotFn* dot_kernels_isa(DType t, DotIsa isa) {
-  switch (isa) {
-    case DotIsa::kScalar: return dot_kernels_scalar(t);
-    case DotIsa::kAvx2: break;
-    case DotIsa::kAvxVnni: return cpu_has_avx_vnni() ? dot_kernels_vnni(t) : nullptr;
-  }
-  switch (t) {
-    case DType::F32: return Table<F32Fn>::kFns;
-    case DType::F16: return Table<F16Fn>::kFns;
-    case DType::BF16: return Table<BF16Fn>::kFns;
-    case DType::Q8_0: return Table<Q8_0Fn>::kFns;
-    case DType::Q4_0: return Table<Q4_0Fn>::kFns;
-    case DType::Q4_K: return Table<Q4_KFn>::kFns;
-    case DType::Q5_K: return Table<Q5_KFn>::kFns;
-    case DType::Q6_K: return Table<Q6_KFn>::kFns;
-    case DType::Q8_K:
-    case DType::I8:
-    case DType::I32: break;
-  }
-  return nullptr;
-}
-
-const DotFn* dot_kernels(DType t) {
-  static const bool vnni = cpu_has_avx_vnni();
-  if (vnni && (t == DType::Q8_0 || t == DType::Q4_0)) return dot_kernels_vnni(t);
-  return dot_kernels_isa(t, DotIsa::kAvx2);
-}
+namespace dot_avx2 {
+const DotSet f32 = kSet<F32Fn>;
+const DotSet f16 = kSet<F16Fn>;
+const DotSet bf16 = kSet<BF16Fn>;
+const DotSet q8_0 = kSet<Q8_0Fn>;
+const DotSet q4_0 = kSet<Q4_0Fn>;
+const DotSet q4_k = kSet<Q4_KFn>;
+const DotSet q5_k = kSet<Q5_KFn>;
+const DotSet q6_k = kSet<Q6_KFn>;
+}  // namespace dot_avx2
 
 }  // namespace mopt::cpu
 #endif  // __AVX2__

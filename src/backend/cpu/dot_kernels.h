@@ -1,5 +1,7 @@
 // Row dot-product kernels behind matmul: one weight row against R (1..kDotRows) activation rows.
-// Activations are pre-converted: Q8_0 blocks for Q8_0/Q4_0 weights, Q8_K blocks for K-quants, fp32 otherwise.
+// Activations are pre-converted to the weight type's vec_dot_type (core/dtype.h): Q8_0 blocks for Q8_0/Q4_0
+// weights, Q8_K blocks for K-quants, fp32 otherwise. Which kernels a type has, per instruction set, is its row
+// of the CPU format table (formats.h).
 #pragma once
 
 #include <cstdint>
@@ -14,24 +16,40 @@ inline constexpr int kDotRows = 4;
 struct ActRows {
   const void* data;   // row 0; rows are `stride` bytes apart
   uint64_t stride;
-  const float* d;     // Q8_0 activations only: [R, d_stride] block scales as fp32 (== fp16_to_fp32(block.d)),
-  int64_t d_stride;   // precomputed once per matmul so the kernels do no fp16 conversions per (row, block)
+  const float* d;     // activation types with per-block scales to precompute (Q8_0): [R, d_stride] block scales
+  int64_t d_stride;   // as fp32, computed once per matmul so the kernels do no fp16 conversions per (row, block)
 };
 
 // out[r * out_stride] = dot(w_row, activation row r) for r < R. w_row: K elements of the weight dtype.
 using DotFn = void (*)(const void* w_row, const ActRows& act, int64_t K, float* out, int64_t out_stride);
 
-// kDotRows kernels for weight dtype t (entry R-1 handles R rows); nullptr for unsupported dtypes.
-const DotFn* dot_kernels(DType t);
-// The portable scalar kernels (same contract), for tests comparing against the SIMD path.
-const DotFn* dot_kernels_scalar(DType t);
+// One weight type's kernels of one instruction set: rows[R-1] handles R activation rows.
+struct DotSet {
+  DotFn rows[kDotRows];
+};
 
-// Kernels of one instruction set, nullptr where this build or CPU lacks it (tests run every variant).
-// kAvxVnni covers Q8_0/Q4_0 only (vpdpbusd replaces maddubs + madd); dot_kernels() picks it when the CPU
-// has AVX-VNNI, checked at run time (the build flags stay AVX2).
+// Instruction sets with dot kernels. kAvxVnni covers Q8_0/Q4_0 only (vpdpbusd replaces maddubs + madd); it is
+// compiled for that target inside an AVX2 build and chosen at run time when the CPU has AVX-VNNI.
 enum class DotIsa { kScalar, kAvx2, kAvxVnni };
+inline constexpr int kNumDotIsa = 3;
+
+// The best kernels for weight dtype t on this CPU (entry R-1 handles R rows); nullptr for unsupported dtypes.
+const DotFn* dot_kernels(DType t);
+// Kernels of one instruction set, nullptr where this build, this CPU or t lacks them (tests run every variant).
 const DotFn* dot_kernels_isa(DType t, DotIsa isa);
 bool cpu_has_avx_vnni();
-const DotFn* dot_kernels_vnni(DType t);  // AVX-VNNI Q8_0/Q4_0 kernels (call only if cpu_has_avx_vnni())
+
+// The kernel sets each instruction set's file defines (formats.cpp puts them in the rows of the CPU table).
+namespace dot_scalar {  // dot_scalar.cpp: plain C++, every build
+extern const DotSet f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k;
+}
+#ifdef __AVX2__
+namespace dot_avx2 {  // dot_avx2.cpp: AVX2 + FMA + F16C builds
+extern const DotSet f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k;
+}
+namespace dot_vnni {  // dot_vnni.cpp: AVX-VNNI, inside AVX2 builds
+extern const DotSet q8_0, q4_0;
+}
+#endif
 
 }  // namespace mopt::cpu

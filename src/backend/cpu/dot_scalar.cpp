@@ -116,33 +116,19 @@ void rows(const void* w, const ActRows& act, int64_t K, float* out, int64_t out_
 }
 
 template <class W, class A, float (*F)(const W*, const A*, int64_t), int E>
-constexpr DotFn kTable[kDotRows] = {rows<W, A, F, E, 1>, rows<W, A, F, E, 2>, rows<W, A, F, E, 3>,
-                                    rows<W, A, F, E, 4>};
+constexpr DotSet kSet = {{rows<W, A, F, E, 1>, rows<W, A, F, E, 2>, rows<W, A, F, E, 3>, rows<W, A, F, E, 4>}};
 
 }  // namespace
 
-const DotFn* dot_kernels_scalar(DType t) {
-  switch (t) {
-    case DType::F32: return kTable<float, float, dot_f32, 1>;
-    case DType::F16: return kTable<uint16_t, float, dot_f16, 1>;
-    case DType::BF16: return kTable<uint16_t, float, dot_bf16, 1>;
-    case DType::Q8_0: return kTable<BlockQ8_0, BlockQ8_0, dot_q8_0, kQK0>;
-    case DType::Q4_0: return kTable<BlockQ4_0, BlockQ8_0, dot_q4_0, kQK0>;
-    case DType::Q4_K: return kTable<BlockQ4_K, BlockQ8_K, dot_q4_k, kQKK>;
-    case DType::Q5_K: return kTable<BlockQ5_K, BlockQ8_K, dot_q5_k, kQKK>;
-    case DType::Q6_K: return kTable<BlockQ6_K, BlockQ8_K, dot_q6_k, kQKK>;
-    case DType::Q8_K:
-    case DType::I8:
-    case DType::I32: break;
-  }
-  return nullptr;
-}
-
-#ifndef __AVX2__
-const DotFn* dot_kernels(DType t) { return dot_kernels_scalar(t); }
-const DotFn* dot_kernels_isa(DType t, DotIsa isa) { return isa == DotIsa::kScalar ? dot_kernels_scalar(t) : nullptr; }
-bool cpu_has_avx_vnni() { return false; }
-const DotFn* dot_kernels_vnni(DType) { return nullptr; }
-#endif
+namespace dot_scalar {
+const DotSet f32 = kSet<float, float, dot_f32, 1>;
+const DotSet f16 = kSet<uint16_t, float, dot_f16, 1>;
+const DotSet bf16 = kSet<uint16_t, float, dot_bf16, 1>;
+const DotSet q8_0 = kSet<BlockQ8_0, BlockQ8_0, dot_q8_0, kQK0>;
+const DotSet q4_0 = kSet<BlockQ4_0, BlockQ8_0, dot_q4_0, kQK0>;
+const DotSet q4_k = kSet<BlockQ4_K, BlockQ8_K, dot_q4_k, kQKK>;
+const DotSet q5_k = kSet<BlockQ5_K, BlockQ8_K, dot_q5_k, kQKK>;
+const DotSet q6_k = kSet<BlockQ6_K, BlockQ8_K, dot_q6_k, kQKK>;
+}  // namespace dot_scalar
 
 }  // namespace mopt::cpu

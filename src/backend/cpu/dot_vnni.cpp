@@ -26,19 +26,16 @@ struct DotVnni {
 };
 
 template <template <int> class F>
-struct Table {
-  static constexpr DotFn kFns[kDotRows] = {F<1>::fn, F<2>::fn, F<3>::fn, F<4>::fn};
-};
+constexpr DotSet kSet = {{F<1>::fn, F<2>::fn, F<3>::fn, F<4>::fn}};
 template <int R> struct Q8_0Fn { static constexpr DotFn fn = dot_q0<BlockQ8_0, load_q8_0, DotVnni, R>; };
 template <int R> struct Q4_0Fn { static constexpr DotFn fn = dot_q0<BlockQ4_0, load_q4_0, DotVnni, R>; };
 
 }  // namespace
 
-const DotFn* dot_kernels_vnni(DType t) {
-  if (t == DType::Q8_0) return Table<Q8_0Fn>::kFns;
-  if (t == DType::Q4_0) return Table<Q4_0Fn>::kFns;
-  return nullptr;
-}
+namespace dot_vnni {
+const DotSet q8_0 = kSet<Q8_0Fn>;
+const DotSet q4_0 = kSet<Q4_0Fn>;
+}  // namespace dot_vnni
 
 }  // namespace mopt::cpu
 
@@ -48,13 +45,4 @@ const DotFn* dot_kernels_vnni(DType t) {
 #pragma clang attribute pop
 #endif
 
-namespace mopt::cpu {
-bool cpu_has_avx_vnni() {
-#if defined(__GNUC__) || defined(__clang__)
-  return __builtin_cpu_supports("avxvnni");
-#else
-  return false;
-#endif
-}
-}  // namespace mopt::cpu
 #endif  // __AVX2__

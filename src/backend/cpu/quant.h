@@ -1,99 +1,36 @@
-// Quantized block formats with the exact GGUF/ggml byte layouts, and row (de)quantization.
-//
-//   Q8_0 [32 elems, 34 B]:  x[i] = d * qs[i]
-//   Q4_0 [32 elems, 18 B]:  x[i] = d * ((qs[i] & 15) - 8), x[i+16] = d * ((qs[i] >> 4) - 8), i < 16
-//   Q4_K [256 elems, 144 B]: 8 sub-blocks of 32, 6-bit scale sc[j] and min m[j] packed in scales[12]
-//        (see scale_min_k4); x = d*sc[j]*q - dmin*m[j], q 4 bits. Elements 64c..64c+31 are the low
-//        nibbles of qs[32c..32c+31] (sub-block 2c), elements 64c+32..64c+63 the high nibbles (2c+1).
-//   Q5_K [256 elems, 176 B]: as Q4_K plus a 5th bit: bit (2c) of qh[l] for element 64c+l, bit (2c+1)
-//        for element 64c+32+l (l < 32).
-//   Q6_K [256 elems, 210 B]: 16 sub-blocks of 16 with int8 scales; x = d*sc[k]*(q-32), q 6 bits:
-//        for half h (128 elems; ql += 64h, qh += 32h, sc += 8h) and l < 32:
-//          e[l]    = (ql[l]    & 15) | ((qh[l] >> 0) & 3) << 4      scale sc[l/16]
-//          e[l+32] = (ql[l+32] & 15) | ((qh[l] >> 2) & 3) << 4      scale sc[l/16 + 2]
-//          e[l+64] = (ql[l]    >> 4) | ((qh[l] >> 4) & 3) << 4      scale sc[l/16 + 4]
-//          e[l+96] = (ql[l+32] >> 4) | ((qh[l] >> 6) & 3) << 4      scale sc[l/16 + 6]
-//   Q8_K [256 elems, 292 B]: float d, int8 qs[256], bsums[k] = sum of qs[16k..16k+15] (activations
-//        for K-quant dot products).
-// fp16 fields are IEEE binary16 bit patterns (mopt::fp16_to_fp32).
+// Row conversions on the CPU: the vectorized ones the CPU format table (formats.h) registers, and
+// dequantize_row / quantize_row, which take a type's registered conversion where it has one and the reference
+// conversion of its dtype row (core/formats) otherwise, with the same results either way.
+// Block layouts: core/formats/formats.h.
 #pragma once
 
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "core/formats/formats.h"
 
 namespace mopt::cpu {
 
-inline constexpr int kQK0 = 32;   // elements per Q8_0 / Q4_0 block
-inline constexpr int kQKK = 256;  // elements per K-quant super-block
-
-struct BlockQ8_0 {
-  uint16_t d;      // fp16 scale
-  int8_t qs[32];
-};
-struct BlockQ4_0 {
-  uint16_t d;      // fp16 scale
-  uint8_t qs[16];  // nibbles
-};
-struct BlockQ4_K {
-  uint16_t d;          // fp16 super-block scale for scales
-  uint16_t dmin;       // fp16 super-block scale for mins
-  uint8_t scales[12];  // 8 x (6-bit scale, 6-bit min)
-  uint8_t qs[128];     // nibbles
-};
-struct BlockQ5_K {
-  uint16_t d;
-  uint16_t dmin;
-  uint8_t scales[12];
-  uint8_t qh[32];      // 5th bits
-  uint8_t qs[128];     // low nibbles
-};
-struct BlockQ6_K {
-  uint8_t ql[128];     // low 4 bits
-  uint8_t qh[64];      // high 2 bits
-  int8_t scales[16];   // per 16 elements
-  uint16_t d;          // fp16 super-block scale
-};
-struct BlockQ8_K {
-  float d;
-  int8_t qs[256];
-  int16_t bsums[16];   // sums of groups of 16 qs
-};
-static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18);
-static_assert(sizeof(BlockQ4_K) == 144 && sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210);
-static_assert(sizeof(BlockQ8_K) == 292);
-
-// The 6-bit scale and min of sub-block j (0..7) from a Q4_K/Q5_K scales[12] array:
-// j < 4: sc = s[j] & 63, m = s[j+4] & 63;
-// j >= 4: sc = (s[j+4] & 15) | (s[j-4] >> 6) << 4, m = (s[j+4] >> 4) | (s[j] >> 6) << 4.
-inline void scale_min_k4(int j, const uint8_t* s, uint8_t* sc, uint8_t* m) {
-  if (j < 4) {
-    *sc = s[j] & 63;
-    *m = s[j + 4] & 63;
-  } else {
-    *sc = static_cast<uint8_t>((s[j + 4] & 15) | ((s[j - 4] >> 6) << 4));
-    *m = static_cast<uint8_t>((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
-  }
-}
-// Inverse of scale_min_k4: packs 8 6-bit scales and mins (each < 64) into scales[12].
-void pack_scale_min_k4(const uint8_t sc[8], const uint8_t m[8], uint8_t out[12]);
-
-// Row conversions for F32, F16, BF16 and every quantized type. n must be a multiple of the block size
-// (MOPT_CHECK otherwise: callers validate shapes first); I8/I32 are not supported here.
+// Row conversions for every type with a dtype-table conversion (F32, F16, BF16 and the quantized types). n must be
+// a multiple of the block size (MOPT_CHECK otherwise: callers validate shapes first); I8/I32 are not supported.
 void dequantize_row(DType t, const void* src, float* dst, int64_t n);
 void quantize_row(DType t, const float* src, void* dst, int64_t n);
 
-// fp16 / bf16 rows (vectorized where available).
+// fp16 rows (F16C where available).
 void fp16_to_fp32_row(const uint16_t* src, float* dst, int64_t n);
 void fp32_to_fp16_row(const float* src, uint16_t* dst, int64_t n);
-void bf16_to_fp32_row(const uint16_t* src, float* dst, int64_t n);
-void fp32_to_bf16_row(const float* src, uint16_t* dst, int64_t n);
 
-// Activation quantizers used by the integer dot products (also reachable through quantize_row).
-void quantize_row_q8_0(const float* src, BlockQ8_0* dst, int64_t n);
-void quantize_row_q8_k(const float* src, BlockQ8_K* dst, int64_t n);
+// The vectorized conversions the CPU format table registers (signatures of core's ToFloatFn / FromFloatFn):
+// bit-identical to the reference ones of the dtype rows.
+void f16_to_float_fast(const void* src, float* dst, int64_t n);
+void f16_from_float_fast(const float* src, void* dst, int64_t n);
+void q8_0_from_float_fast(const float* src, void* dst, int64_t n);  // the Q8_0 / Q4_0 activation quantizer
+void q8_k_from_float_fast(const float* src, void* dst, int64_t n);  // the K-quant activation quantizer
 
-// Widens Q4_0 blocks to Q8_0 (same scale, codes q - 8): exact, so Q8_0 kernels give identical products.
-void widen_q4_0_to_q8_0(const BlockQ4_0* src, int64_t n_blocks, BlockQ8_0* dst);
+// The fp32 block scales of n elements of Q8_0 activations: d[i] = fp16_to_fp32(block i's d), [n / 32].
+void q8_0_act_scales(const void* row, int64_t n, float* d);
+
+// Widens n elements of Q4_0 blocks to Q8_0 (same scale, codes q - 8): exact, so Q8_0 kernels give identical products.
+void widen_q4_0_to_q8_0(const void* src, void* dst, int64_t n);
 
 }  // namespace mopt::cpu

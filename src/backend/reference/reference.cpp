@@ -2,7 +2,6 @@
 
 #include <cmath>
 
-#include "backend/cpu/quant.h"
 #include "model/model.h"
 
 namespace mopt {
@@ -18,7 +17,7 @@ Status load_f32(const Model& m, const std::string& name, std::vector<float>& out
   const int64_t row = t->ne[0];
   const uint64_t rb = *row_bytes(t->dtype, static_cast<uint64_t>(row));
   for (int64_t r = 0; r < t->rows(); ++r)
-    cpu::dequantize_row(t->dtype, static_cast<const uint8_t*>(t->data) + r * rb, out.data() + r * row, row);
+    dequantize_row_ref(t->dtype, static_cast<const uint8_t*>(t->data) + r * rb, out.data() + r * row, row);
   return Status::ok();
 }
 

@@ -1,6 +1,7 @@
 // The fp32 reference forward pass: the oracle every fast path is tested against.
 // Deliberately plain (llama2.c style): weights dequantized to fp32 once, contiguous KV, naive loops,
-// its own RoPE and attention code. It shares nothing with the CPU kernels except dequantize_row().
+// its own RoPE and attention code. It shares nothing with the CPU kernels: weights go through the dtype table's
+// reference dequantization (dequantize_row_ref).
 #pragma once
 
 #include <cstdint>

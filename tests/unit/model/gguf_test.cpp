@@ -407,6 +407,10 @@ TEST(GgufBad, UnknownAndUnsupportedDtypes) {
   EXPECT_TRUE(fails_with(open_bytes(bytes), "unknown ggml tensor type 200"));
   test::patch<uint32_t>(bytes, w.off_tensor_type[0], 3);  // Q4_1: known, not supported
   EXPECT_TRUE(fails_with(open_bytes(bytes), "Q4_1"));
+  // The list of supported types comes from the dtype table, in its order and with the ggml names.
+  EXPECT_TRUE(fails_with(open_bytes(bytes), "(supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K"));
+  test::patch<uint32_t>(bytes, w.off_tensor_type[0], 15);  // Q8_K: a dtype row, but activations only
+  EXPECT_TRUE(fails_with(open_bytes(bytes), "tensor type Q8_K (15) is not supported"));
 }
 
 TEST(GgufBad, RowNotMultipleOfBlock) {

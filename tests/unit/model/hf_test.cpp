@@ -131,7 +131,7 @@ TEST(HfConfigBad, ClearErrors) {
   EXPECT_TRUE(fails_with(cfg(R"(, "rms_norm_eps": 0)"), "epsilon"));
   EXPECT_TRUE(fails_with(cfg(R"(, "hidden_act": "gelu")"), "gelu"));
   EXPECT_TRUE(fails_with(cfg(R"(, "tie_word_embeddings": "yes")"), "expected true or false"));
-  EXPECT_TRUE(fails_with(cfg(R"(, "dtype": "int4")"), "int4"));
+  EXPECT_TRUE(fails_with(cfg(R"(, "dtype": "int4")"), "\"int4\" is not supported (float32, float16, bfloat16"));
   EXPECT_TRUE(fails_with(cfg(R"(, "head_dim": 1.5)"), "expected an integer"));
   // JSON allows duplicate keys (the last wins): here "architectures" becomes 7.
   EXPECT_TRUE(fails_with(cfg(R"(, "architectures": 7)"), "non-empty list"));
@@ -208,7 +208,10 @@ TEST(SafetensorsBad, Headers) {
   EXPECT_TRUE(fails_with(st_parse(st_image(R"({"a": 5})", 0)), "not a JSON object"));
   EXPECT_TRUE(fails_with(st_parse(st_image(R"({"a": {"shape": [1], "data_offsets": [0, 4]}})", 4)), "dtype"));
   EXPECT_TRUE(fails_with(st_parse(st_image(R"({"a": {"dtype": "I64", "shape": [1], "data_offsets": [0, 8]}})", 8)),
-                         "dtype I64 is not supported"));
+                         "dtype I64 is not supported (supported: F32, F16, BF16"));
+  // I8 has a dtype row (and a safetensors name) but is no weight type.
+  EXPECT_TRUE(fails_with(st_parse(st_image(R"({"a": {"dtype": "I8", "shape": [1], "data_offsets": [0, 1]}})", 1)),
+                         "dtype I8 is not supported"));
   EXPECT_TRUE(fails_with(st_parse(st_image(R"({"a": {"dtype": "Q9", "shape": [1], "data_offsets": [0, 8]}})", 8)),
                          "unknown dtype"));
   EXPECT_TRUE(fails_with(st_parse(st_image(R"({"a": {"dtype": "F32", "shape": [1, -2], "data_offsets": [0, 8]}})", 8)),

@@ -8,10 +8,13 @@
 //  (3) threaded results equal single-threaded ones bit for bit (fixed tiling, dynamic assignment).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <vector>
 
 #include "backend/cpu/dot_kernels.h"
+#include "backend/cpu/formats.h"
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/quant.h"
 #include "core/thread_pool.h"
@@ -23,11 +26,8 @@ namespace {
 using kernels_test::random_vec;
 using kernels_test::random_weights;
 
-DType act_type(DType t) {
-  if (t == DType::Q8_0 || t == DType::Q4_0) return DType::Q8_0;
-  if (t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K) return DType::Q8_K;
-  return DType::F32;
-}
+// The activation type of weight type t's dot products, from its dtype row.
+DType act_type(DType t) { return *dtype_traits(t).vec_dot_type; }
 
 struct Case {
   DType t;
@@ -40,7 +40,7 @@ TEST_P(KernelsMatmul, MatchesReference) {
   const auto [t, K] = GetParam();
   ThreadPool pool(3);
   const DType at = act_type(t);
-  const int ablk = at == DType::Q8_0 ? 32 : 256;
+  const int ablk = dtype_traits(at).block_elems;
   for (int64_t N : {1, 7, 67}) {
     auto wf = random_weights(static_cast<size_t>(N * K), static_cast<uint32_t>(N * 31 + K));
     std::vector<uint8_t> wq(*row_bytes(t, static_cast<uint64_t>(N * K)));
@@ -98,43 +98,53 @@ TEST_P(KernelsMatmul, MatchesReference) {
   }
 }
 
+// Two row lengths per weight type: one block (or a short row) and several (odd counts where the type allows).
+const Case kCases[] = {{DType::F32, 64},   {DType::F32, 77},   {DType::F16, 96},   {DType::F16, 13},
+                       {DType::BF16, 128}, {DType::BF16, 37},  {DType::Q8_0, 32},  {DType::Q8_0, 288},
+                       {DType::Q4_0, 64},  {DType::Q4_0, 544}, {DType::Q4_K, 256}, {DType::Q4_K, 768},
+                       {DType::Q5_K, 256}, {DType::Q5_K, 512}, {DType::Q6_K, 256}, {DType::Q6_K, 768}};
+
 INSTANTIATE_TEST_SUITE_P(
-    AllTypes, KernelsMatmul,
-    ::testing::Values(Case{DType::F32, 64}, Case{DType::F32, 77}, Case{DType::F16, 96}, Case{DType::F16, 13},
-                      Case{DType::BF16, 128}, Case{DType::BF16, 37}, Case{DType::Q8_0, 32}, Case{DType::Q8_0, 288},
-                      Case{DType::Q4_0, 64}, Case{DType::Q4_0, 544}, Case{DType::Q4_K, 256}, Case{DType::Q4_K, 768},
-                      Case{DType::Q5_K, 256}, Case{DType::Q5_K, 512}, Case{DType::Q6_K, 256},
-                      Case{DType::Q6_K, 768}),
+    AllTypes, KernelsMatmul, ::testing::ValuesIn(kCases),
     [](const auto& info) { return std::string(dtype_name(info.param.t)) + "_K" + std::to_string(info.param.K); });
+
+// A type whose CPU format row has dot kernels runs through matmul, so it needs cases above: adding a format to the
+// tables without them fails here.
+TEST(KernelsMatmul, EveryTypeWithKernelsHasCases) {
+  for (const DTypeTraits& r : dtype_table()) {
+    const bool has_case = std::any_of(std::begin(kCases), std::end(kCases), [&](const Case& c) { return c.t == r.type; });
+    EXPECT_EQ(dot_kernels(r.type) != nullptr, has_case) << r.name;
+  }
+}
 
 // Every SIMD variant this machine runs (AVX2, AVX-VNNI) against the portable scalar kernels, row by row,
 // for every group size. (The matmul tests above cover the variant dot_kernels() picks.)
 TEST(KernelsMatmul, SimdMatchesScalarKernels) {
   const int64_t K = 512;
-  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K,
-                  DType::Q6_K}) {
+  for (const DTypeTraits& row : dtype_table()) {
+    const DType t = row.type;
+    if (!dot_kernels(t)) continue;
     const DType at = act_type(t);
     auto wf = random_weights(K, 5);
     std::vector<uint8_t> w(*row_bytes(t, K));
     quantize_row(t, wf.data(), w.data(), K);
     const uint64_t arow = *row_bytes(at, K);
     std::vector<uint8_t> act(arow * kDotRows);
-    std::vector<float> act_d(kDotRows * K / 32);  // [kDotRows, K/32] Q8_0 scales as fp32
+    const int64_t nbs = K / dtype_traits(at).block_elems;
+    std::vector<float> act_d(kDotRows * nbs);  // [kDotRows, nbs] block scales as fp32, where the type has them
     for (int r = 0; r < kDotRows; ++r) {
       auto x = random_vec(K, 100 + r);
       quantize_row(at, x.data(), act.data() + r * arow, K);
-      if (at == DType::Q8_0)
-        for (int i = 0; i < K / 32; ++i)
-          act_d[r * K / 32 + i] = fp16_to_fp32(reinterpret_cast<const BlockQ8_0*>(act.data() + r * arow)[i].d);
+      if (const ActScalesFn scales = cpu_format(at).act_scales) scales(act.data() + r * arow, K, act_d.data() + r * nbs);
     }
-    const ActRows rows{act.data(), arow, act_d.data(), K / 32};
+    const ActRows rows{act.data(), arow, act_d.data(), nbs};
     for (DotIsa isa : {DotIsa::kAvx2, DotIsa::kAvxVnni}) {
       const DotFn* fns = dot_kernels_isa(t, isa);
       if (!fns) continue;  // not built / not supported by this CPU / not provided for this dtype
       for (int R = 1; R <= kDotRows; ++R) {
         float a[kDotRows * 2] = {}, b[kDotRows * 2] = {};
         fns[R - 1](w.data(), rows, K, a, 2);
-        dot_kernels_scalar(t)[R - 1](w.data(), rows, K, b, 2);
+        dot_kernels_isa(t, DotIsa::kScalar)[R - 1](w.data(), rows, K, b, 2);
         for (int r = 0; r < R; ++r)
           EXPECT_NEAR(a[2 * r], b[2 * r], 1e-4 * (std::fabs(b[2 * r]) + 1)) << dtype_name(t) << " isa " << int(isa);
         for (int r = 0; r < kDotRows; ++r) EXPECT_EQ(a[2 * r + 1], 0.0f) << "wrote outside its rows";

@@ -1,0 +1,63 @@
+// The CPU format table (one row per DType, in DType order) and the choice of dot kernels per instruction set.
+#include "backend/cpu/formats.h"
+
+#include "backend/cpu/quant.h"
+
+namespace mopt::cpu {
+
+namespace {
+
+#ifdef __AVX2__
+#define MOPT_AVX2_SET(set) &dot_avx2::set
+#define MOPT_VNNI_SET(set) &dot_vnni::set
+#else
+#define MOPT_AVX2_SET(set) nullptr
+#define MOPT_VNNI_SET(set) nullptr
+#endif
+
+// Fields as in CpuFormat: type, dot kernels {scalar, AVX2, AVX-VNNI}, vectorized to_float / from_float,
+// activation block scales, repack.
+constexpr CpuFormat kFormats[] = {
+    {DType::F32, {&dot_scalar::f32, MOPT_AVX2_SET(f32), nullptr}, nullptr, nullptr, nullptr, {}},
+    {DType::F16, {&dot_scalar::f16, MOPT_AVX2_SET(f16), nullptr}, f16_to_float_fast, f16_from_float_fast, nullptr, {}},
+    {DType::BF16, {&dot_scalar::bf16, MOPT_AVX2_SET(bf16), nullptr}, nullptr, nullptr, nullptr, {}},
+    {DType::Q8_0, {&dot_scalar::q8_0, MOPT_AVX2_SET(q8_0), MOPT_VNNI_SET(q8_0)}, nullptr, q8_0_from_float_fast,
+     q8_0_act_scales, {}},
+    {DType::Q4_0, {&dot_scalar::q4_0, MOPT_AVX2_SET(q4_0), MOPT_VNNI_SET(q4_0)}, nullptr, nullptr, nullptr,
+     {DType::Q8_0, widen_q4_0_to_q8_0, 2 * kDotRows}},
+    {DType::Q4_K, {&dot_scalar::q4_k, MOPT_AVX2_SET(q4_k), nullptr}, nullptr, nullptr, nullptr, {}},
+    {DType::Q5_K, {&dot_scalar::q5_k, MOPT_AVX2_SET(q5_k), nullptr}, nullptr, nullptr, nullptr, {}},
+    {DType::Q6_K, {&dot_scalar::q6_k, MOPT_AVX2_SET(q6_k), nullptr}, nullptr, nullptr, nullptr, {}},
+    {DType::Q8_K, {}, nullptr, q8_k_from_float_fast, nullptr, {}},
+    {DType::I8, {}, nullptr, nullptr, nullptr, {}},
+    {DType::I32, {}, nullptr, nullptr, nullptr, {}},
+};
+
+static_assert(one_row_per_dtype(kFormats), "one row per DType, in DType order");
+
+}  // namespace
+
+const CpuFormat& cpu_format(DType t) { return kFormats[static_cast<int>(t)]; }
+
+bool cpu_has_avx_vnni() {
+#if defined(__AVX2__) && (defined(__GNUC__) || defined(__clang__))
+  static const bool has = __builtin_cpu_supports("avxvnni");
+  return has;
+#else
+  return false;
+#endif
+}
+
+const DotFn* dot_kernels_isa(DType t, DotIsa isa) {
+  if (isa == DotIsa::kAvxVnni && !cpu_has_avx_vnni()) return nullptr;
+  const DotSet* set = cpu_format(t).dot[static_cast<int>(isa)];
+  return set ? set->rows : nullptr;
+}
+
+const DotFn* dot_kernels(DType t) {
+  for (DotIsa isa : {DotIsa::kAvxVnni, DotIsa::kAvx2, DotIsa::kScalar})  // best first
+    if (const DotFn* fns = dot_kernels_isa(t, isa)) return fns;
+  return nullptr;
+}
+
+}  // namespace mopt::cpu
