@@ -1,32 +1,10 @@
-// Paged causal attention on the CPU. Two cache layouts (PagedAttnArgs::k_transposed / v_transposed):
-//
-// Transposed K and V (the CPU runner's): per block and KV head, 16-position tiles [head_dim][16] (transposed_index()
-// in kernels.h; block sizes that are no multiple of 16: one [head_dim][block_size] tile). The token's window
-// [start, p] is cut into 16-position chunks aligned to absolute positions (lane = position % 16) and
-// attention_chunks.inc runs, per (token, kv head) and for the G query heads of its GQA group:
-//   1. s[g][lane] = fma chain over d of q[g][d] * (scale * log2(e)) * Kt[d][lane] (lanes outside the window:
-//      -inf), max: scores in base 2;
-//   2. e = 2^(s - max), sum[g] += e and acc[g][d] = fma(e, Vt[d], acc[g][d]) lane-wise over the chunks in
-//      order (lanes outside the window read V as 0: stale slots may hold anything), then
-//      out[g][d] = hsum16(acc[g][d]) / hsum16(sum[g]) with one fixed reduction tree.
-// Compiled for AVX-512 (chosen at run time), AVX2 (a chunk = 2 registers) and plain C++ from one source; the
-// first two give bit-identical outputs (vec16.h). Blocks whose size is a multiple of 16 are read in place; other
-// sizes gather each chunk into a [head_dim][16] buffer first (same arithmetic, so the same bits).
-//
-// Row-major K and V ([n_blocks, block_size, n_head_kv, head_dim], the layout the CUDA tests compare against):
-// one work item per token (or per (token, kv head) when there are few tokens); the G query heads share every
-// K/V row read. Scores 8 positions at a time (8 FMA chains over head_dim, one transposing reduction), softmax
-// (max, vectorized exp, sum), then out_g = (sum_i e[g][i] * v_i) / sum, the V rows applied to up to kGroup
-// query heads per pass with kParts interleaved partial sums per output vector.
-//
-// Cache element types (PagedAttnArgs::kv_dtype): fp32, or fp16 widened exactly to fp32 on load (F16C), after
-// which the arithmetic is the same; fp16 halves the bytes a long batch streams through the caches.
-//
-// Batch invariance: every value a token's output depends on is computed by one fixed expression of that
-// token's own data, whatever the batch around it, its block ids or the thread count. (Transposed: the chunking
-// depends only on the window's absolute positions. Row-major: the score of position i is the same per-lane
-// arithmetic in whichever lane it lands; the exp sum and each partial sum of the V accumulation take positions
-// in window order, partial i % kParts, so only the window length shapes them.)
+// Paged causal attention on the CPU over a flat varlen batch, for two cache layouts (PagedAttnArgs::k_transposed /
+// v_transposed):
+//   transposed (the CPU runner's): per block and KV head, 16-position tiles [head_dim][16] (transposed_index() in
+//     kernels.h), attended by attention_chunks.inc over 16-position chunks of each token's window [start, p];
+//   row-major [n_blocks, block_size, n_head_kv, head_dim] (the layout the CUDA tests compare against).
+// Cache elements are fp32 or fp16 (widened exactly to fp32 on load). Each token's output is a fixed expression of
+// its own window, whatever the batch around it. The algorithms and the reasons for them: docs/cpu.md, "Attention".
 #include <algorithm>
 #include <cmath>
 #include <numbers>

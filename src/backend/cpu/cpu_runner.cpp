@@ -32,9 +32,9 @@ Status to_f32(const TensorView& t, int64_t expect, std::vector<float>& out) {
 }
 
 // Reserves `bytes` (rounded up to whole huge pages) at a 2 MiB boundary, asking for transparent huge pages: 4 KiB
-// pages would cost a page fault per 4 KiB of new context (a 64-sequence decode of stories260K spent ~15% of its
-// time in page faults). With `populate`, the pages are faulted in now (MADV_POPULATE_WRITE, else one write per
-// page) instead of on first use inside a step, where each new huge page stalls the step while the kernel zeroes it.
+// pages would cost a page fault per 4 KiB of new context. With `populate`, the pages are faulted in now
+// (MADV_POPULATE_WRITE, else one write per page) instead of on first use inside a step, where each new huge page
+// stalls the step while the kernel zeroes it (figures: docs/cpu.md, "KV cache").
 constexpr size_t kHugePage = 2u << 20;
 Result<uint8_t*> map_anonymous(size_t& bytes, bool populate) {
   if (bytes == 0) return static_cast<uint8_t*>(nullptr);
@@ -95,8 +95,8 @@ constexpr double kPackMaxBytes = 256.0 * (1 << 20);
 // Models whose matrices take at most this many bytes run batches as groups of whole sequences, one group per
 // thread (every core reads all weights, so they must fit its cache). One group per thread: each group reads
 // every weight once per step, and a long batch's KV cache streaming through the caches evicts the weights
-// between groups, so more groups cost memory traffic (stories260K, 64 sequences, 2 cores: 4 groups per thread
-// decoded 7-15% fewer tokens/s than 1, 8 per thread ~20% fewer). The groups' sizes follow the threads' speeds.
+// between groups, so more groups cost memory traffic (figures: docs/cpu.md). The groups' sizes follow the threads'
+// speeds.
 constexpr double kGroupMaxBytes = 4.0 * (1 << 20);
 // Speed estimates: weight of the latest step in the moving average, and the smallest share a thread keeps
 // relative to the fastest (so that a thread slowed once gets work again and is measured anew).
@@ -575,31 +575,28 @@ void CpuRunner::store_transposed(uint8_t* layer, size_t slot, const float* k) co
   }
 }
 
-void CpuRunner::copy_block(uint8_t* dst_base, size_t dst_layer_elems, int dst_block, const uint8_t* src_base,
-                           size_t src_layer_elems, int src_block) {
+Status CpuRunner::copy_blocks(std::span<const std::pair<int32_t, int32_t>> pairs, bool to_swap, const char* what) {
   const size_t eb = kv_elem_bytes_;
   const size_t blk = static_cast<size_t>(block_size_) * cfg_.kv_dim() * eb;  // bytes of one block of one layer
-  for (size_t lk = 0; lk < 2 * static_cast<size_t>(cfg_.n_layer); ++lk)
-    std::memcpy(dst_base + lk * dst_layer_elems * eb + dst_block * blk,
-                src_base + lk * src_layer_elems * eb + src_block * blk, blk);
+  for (auto [first, second] : pairs) {
+    const int dev = to_swap ? first : second, host = to_swap ? second : first;
+    if (dev < 0 || dev >= n_blocks_ || host < 0 || host >= n_swap_blocks_)
+      return error("%s: block pair (%d, %d) out of range", what, first, second);
+    for (size_t lk = 0; lk < 2 * static_cast<size_t>(cfg_.n_layer); ++lk) {
+      uint8_t* pool = kv_ + lk * layer_elems_ * eb + dev * blk;
+      uint8_t* swap = swap_ + lk * swap_layer_elems_ * eb + host * blk;
+      std::memcpy(to_swap ? swap : pool, to_swap ? pool : swap, blk);
+    }
+  }
+  return Status::ok();
 }
 
 Status CpuRunner::swap_out(std::span<const std::pair<int32_t, int32_t>> device_to_host) {
-  for (auto [dev, host] : device_to_host) {
-    if (dev < 0 || dev >= n_blocks_ || host < 0 || host >= n_swap_blocks_)
-      return error("swap_out: block pair (%d, %d) out of range", dev, host);
-    copy_block(swap_, swap_layer_elems_, host, kv_, layer_elems_, dev);
-  }
-  return Status::ok();
+  return copy_blocks(device_to_host, true, "swap_out");
 }
 
 Status CpuRunner::swap_in(std::span<const std::pair<int32_t, int32_t>> host_to_device) {
-  for (auto [host, dev] : host_to_device) {
-    if (dev < 0 || dev >= n_blocks_ || host < 0 || host >= n_swap_blocks_)
-      return error("swap_in: block pair (%d, %d) out of range", host, dev);
-    copy_block(kv_, layer_elems_, dev, swap_, swap_layer_elems_, host);
-  }
-  return Status::ok();
+  return copy_blocks(host_to_device, false, "swap_in");
 }
 
 }  // namespace mopt

@@ -73,8 +73,9 @@ class CpuRunner : public ModelRunner {
   }
   // Starts fetching the cache lines store_transposed will write for slot `slot` of K layer kl and V layer vl.
   void prefetch_slot(const uint8_t* kl, const uint8_t* vl, size_t slot) const;
-  void copy_block(uint8_t* dst_base, size_t dst_layer_elems, int dst_block, const uint8_t* src_base,
-                  size_t src_layer_elems, int src_block);
+  // swap_out (to_swap) / swap_in: copies whole blocks, every layer's K and V, between the pool and the swap space;
+  // pairs as those two take them. `what` names the caller in errors.
+  Status copy_blocks(std::span<const std::pair<int32_t, int32_t>> pairs, bool to_swap, const char* what);
 
   ModelConfig cfg_;
   RunnerOptions opts_;

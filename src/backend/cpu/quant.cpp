@@ -134,22 +134,24 @@ void widen_q4_0_to_q8_0(const void* src_blocks, void* dst_blocks, int64_t n) {
   }
 }
 
+namespace {
+// A row through the vectorized conversion the CPU format table registers (after the row check), else through the
+// reference one of the dtype row (which checks the row itself).
+template <class Src, class Dst>
+void convert_row(DType t, void (*fast)(Src, Dst, int64_t), void (*ref)(DType, Src, Dst, int64_t), Src src, Dst dst,
+                 int64_t n, const char* what) {
+  if (!fast) return ref(t, src, dst, n);
+  check_row_elems(t, n, what);
+  fast(src, dst, n);
+}
+}  // namespace
+
 void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
-  if (const ToFloatFn fast = cpu_format(t).to_float) {
-    check_row_elems(t, n, "dequantize_row");
-    fast(src, dst, n);
-  } else {
-    dequantize_row_ref(t, src, dst, n);
-  }
+  convert_row(t, cpu_format(t).to_float, dequantize_row_ref, src, dst, n, "dequantize_row");
 }
 
 void quantize_row(DType t, const float* src, void* dst, int64_t n) {
-  if (const FromFloatFn fast = cpu_format(t).from_float) {
-    check_row_elems(t, n, "quantize_row");
-    fast(src, dst, n);
-  } else {
-    quantize_row_ref(t, src, dst, n);
-  }
+  convert_row(t, cpu_format(t).from_float, quantize_row_ref, src, dst, n, "quantize_row");
 }
 
 }  // namespace mopt::cpu

@@ -25,53 +25,57 @@ inline float hsum_ps(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-// exp(x) for a vector, relative error ~2e-7 over [-87, 88]; below -87 returns 0, above 88 returns +inf.
-// Range reduction x = n*ln2 + r, |r| <= ln2/2 (Cody-Waite split of ln2), degree-6 polynomial for e^r.
-inline __m256 exp_ps(__m256 x) {
-  const __m256 hi = _mm256_set1_ps(88.3762626647949f), lo = _mm256_set1_ps(-87.3365447504f);
-  const __m256 underflow = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
-  x = _mm256_min_ps(x, hi);
-  x = _mm256_max_ps(x, lo);
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-  // 2^n: n in [-126, 128]; split n = n1 + n2 so each factor stays a normal float (x near 88.7).
-  const __m256i ni = _mm256_cvtps_epi32(n);
-  const __m256i n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
-  const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, _mm256_set1_epi32(127)), 23));
-  const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, _mm256_set1_epi32(127)), 23));
-  p = _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
-  return _mm256_andnot_ps(underflow, p);
-}
 #endif
 
-// 2^x for x <= 0 (softmax weights in base 2: the attention kernel's scores are pre-scaled by log2(e)): relative
-// error ~2e-7; 0 below -126 (and for -inf). n = round(x), r = x - n (exact, |r| <= 1/2), 2^r by its degree-6
-// Taylor polynomial (coefficients ln2^k / k!), then times 2^n. Fewer operations than exp_ps (no clamp from
-// above, no multiply by log2(e), no split of ln2).
+// Coefficients of the polynomials of vec_exp.inc: e^r ~ 1 + r + r^2 (kExpPoly[0] + kExpPoly[1] r + ... + kExpPoly[5]
+// r^5) for |r| <= ln2/2, and 2^r ~ kExp2Poly[0] + ... + kExp2Poly[6] r^6 (Taylor: ln2^k / k!) for |r| <= 1/2.
+inline constexpr float kExpPoly[6] = {5.0000001201e-1f, 1.6666665459e-1f, 4.1665795894e-2f,
+                                      8.3334519073e-3f, 1.3981999507e-3f, 1.9875691500e-4f};
 inline constexpr float kExp2Poly[7] = {1.0f, 0.693147180559945f, 0.240226506959101f, 0.0555041086648216f,
                                        0.00961812910762848f, 0.00133335581464284f, 0.000154035303933816f};
+
 #ifdef MOPT_CPU_AVX2
-inline __m256 exp2_nonpos_ps(__m256 x) {
-  const __m256 lo = _mm256_set1_ps(-126.0f);
-  const __m256 underflow = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
-  x = _mm256_max_ps(x, lo);
-  const __m256 n = _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  const __m256 r = _mm256_sub_ps(x, n);
-  __m256 p = _mm256_set1_ps(kExp2Poly[6]);
-  for (int k = 5; k >= 0; --k) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kExp2Poly[k]));
-  // 2^n, n in [-126, 0]: a normal float; the product is rounded once (a subnormal result only for n = -126).
-  const __m256 sn = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
-  return _mm256_andnot_ps(underflow, _mm256_mul_ps(p, sn));
-}
+// The operations vec_exp.inc is written in, on 8 lanes (AVX2).
+struct Lanes8 {
+  using V = __m256;
+  using M = __m256;  // lane mask: all ones where true
+  static V set1(float a) { return _mm256_set1_ps(a); }
+  static V add(V a, V b) { return _mm256_add_ps(a, b); }
+  static V sub(V a, V b) { return _mm256_sub_ps(a, b); }
+  static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  static V min(V a, V b) { return _mm256_min_ps(a, b); }
+  static V max(V a, V b) { return _mm256_max_ps(a, b); }
+  static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }    // a * b + c
+  static V fnma(V a, V b, V c) { return _mm256_fnmadd_ps(a, b, c); }  // c - a * b
+  static V round(V a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static M less(V a, V b) { return _mm256_cmp_ps(a, b, _CMP_LT_OQ); }
+  // p * 2^n for integral n in [-127, 128], 0 in the lanes of `zero`: two products by powers of two that are normal
+  // floats (n split in halves), exact but for the last, which rounds only a subnormal result.
+  static V scale_pow2(M zero, V p, V n) {
+    const __m256i ni = _mm256_cvtps_epi32(n);
+    const __m256i n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
+    const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, _mm256_set1_epi32(127)), 23));
+    const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, _mm256_set1_epi32(127)), 23));
+    return _mm256_andnot_ps(zero, _mm256_mul_ps(_mm256_mul_ps(p, s1), s2));
+  }
+  // The same for n in [-126, 0], where 2^n is a normal float: one product, rounded once.
+  static V scale_pow2_nonpos(M zero, V p, V n) {
+    const __m256i e = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127));
+    return _mm256_andnot_ps(zero, _mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_slli_epi32(e, 23))));
+  }
+};
+namespace lanes8 {
+using L = Lanes8;
+#define MOPT_LANES
+#include "backend/cpu/vec_exp.inc"
+#undef MOPT_LANES
+}  // namespace lanes8
+
+// exp(x): relative error ~2e-7 over [-87, 88]; 0 below -87, +inf above 88.
+inline __m256 exp_ps(__m256 x) { return lanes8::exp_lanes(x); }
+// 2^x for x <= 0 (softmax weights in base 2: the attention kernel's scores are pre-scaled by log2(e)): relative
+// error ~2e-7; 0 below -126 (and for -inf). Fewer operations than exp_ps.
+inline __m256 exp2_nonpos_ps(__m256 x) { return lanes8::exp2_nonpos_lanes(x); }
 #endif
 
 #if defined(MOPT_CPU_AVX2) && defined(__GNUC__)
@@ -82,43 +86,36 @@ inline bool cpu_has_avx512f() {
   return has;
 }
 
-// exp_ps on 16 lanes: the same operations lane for lane up to 2^n, which vscalefps applies with the same
-// result (see below), so bit-identical results.
-__attribute__((target("avx512f"))) inline __m512 exp16_ps(__m512 x) {
-  const __m512 hi = _mm512_set1_ps(88.3762626647949f), lo = _mm512_set1_ps(-87.3365447504f);
-  const __mmask16 underflow = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
-  x = _mm512_min_ps(x, hi);
-  x = _mm512_max_ps(x, lo);
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  // p * 2^n in one instruction: the exact product rounded once, as exp_ps's two exact power-of-two products
-  // (only a subnormal result rounds, in the last of them), so the bits agree.
-  return _mm512_maskz_scalef_ps(static_cast<__mmask16>(~underflow), p, n);
-}
-#endif
+#define MOPT_AVX512 __attribute__((target("avx512f"), always_inline))
+// The operations of vec_exp.inc on 16 lanes (AVX-512F): lane for lane the IEEE operations of Lanes8. p * 2^n is
+// one vscalefps, which rounds the exact product once, as Lanes8's power-of-two products do: the same bits.
+struct Lanes16 {
+  using V = __m512;
+  using M = __mmask16;
+  MOPT_AVX512 static V set1(float a) { return _mm512_set1_ps(a); }
+  MOPT_AVX512 static V add(V a, V b) { return _mm512_add_ps(a, b); }
+  MOPT_AVX512 static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
+  MOPT_AVX512 static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+  MOPT_AVX512 static V min(V a, V b) { return _mm512_min_ps(a, b); }
+  MOPT_AVX512 static V max(V a, V b) { return _mm512_max_ps(a, b); }
+  MOPT_AVX512 static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  MOPT_AVX512 static V fnma(V a, V b, V c) { return _mm512_fnmadd_ps(a, b, c); }
+  MOPT_AVX512 static V round(V a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  MOPT_AVX512 static M less(V a, V b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }
+  MOPT_AVX512 static V scale_pow2(M zero, V p, V n) { return _mm512_maskz_scalef_ps(static_cast<M>(~zero), p, n); }
+  MOPT_AVX512 static V scale_pow2_nonpos(M zero, V p, V n) { return scale_pow2(zero, p, n); }
+};
+namespace lanes16 {
+using L = Lanes16;
+#define MOPT_LANES __attribute__((target("avx512f")))
+#include "backend/cpu/vec_exp.inc"
+#undef MOPT_LANES
+}  // namespace lanes16
+#undef MOPT_AVX512
 
-#ifdef MOPT_CPU_AVX512_PATHS
-// exp2_nonpos_ps on 16 lanes: the same operations lane for lane, 2^n applied by vscalefps (the same once-rounded
-// product), so bit-identical results.
-__attribute__((target("avx512f"))) inline __m512 exp2_nonpos16_ps(__m512 x) {
-  const __m512 lo = _mm512_set1_ps(-126.0f);
-  const __mmask16 underflow = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
-  x = _mm512_max_ps(x, lo);
-  const __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  const __m512 r = _mm512_sub_ps(x, n);
-  __m512 p = _mm512_set1_ps(kExp2Poly[6]);
-  for (int k = 5; k >= 0; --k) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExp2Poly[k]));
-  return _mm512_maskz_scalef_ps(static_cast<__mmask16>(~underflow), p, n);
-}
+// exp_ps and exp2_nonpos_ps on 16 lanes, bit-identical to them. Call only where cpu_has_avx512f().
+__attribute__((target("avx512f"))) inline __m512 exp16_ps(__m512 x) { return lanes16::exp_lanes(x); }
+__attribute__((target("avx512f"))) inline __m512 exp2_nonpos16_ps(__m512 x) { return lanes16::exp2_nonpos_lanes(x); }
 #endif
 
 // x[i] = exp(x[i] - sub) for i < n; returns the sum. x must have room for n rounded up to 8 (the padding
@@ -181,28 +178,6 @@ inline float vec_dot_f32(const float* a, const float* b, int64_t n) {
 #endif
   for (; i < n; ++i) s += a[i] * b[i];
   return s;
-}
-
-// y = y * c + a * x
-inline void vec_scale_axpy(float* y, float c, float a, const float* x, int64_t n) {
-  int64_t i = 0;
-#ifdef MOPT_CPU_AVX2
-  const __m256 vc = _mm256_set1_ps(c), va = _mm256_set1_ps(a);
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_mul_ps(vc, _mm256_loadu_ps(y + i))));
-#endif
-  for (; i < n; ++i) y[i] = y[i] * c + a * x[i];
-}
-
-// y += a * x
-inline void vec_axpy(float* y, float a, const float* x, int64_t n) {
-  int64_t i = 0;
-#ifdef MOPT_CPU_AVX2
-  const __m256 va = _mm256_set1_ps(a);
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
-#endif
-  for (; i < n; ++i) y[i] += a * x[i];
 }
 
 inline void vec_scale(float* y, float c, int64_t n) {

@@ -149,26 +149,19 @@ struct Y16 {
 
 #ifdef MOPT_CPU_AVX512_PATHS
 // One AVX-512 register. Use only where cpu_has_avx512f(), from functions compiled for avx512f.
+// set1, add, sub, mul, max, fma (and V, M) are Lanes16's (vec.h).
 #define MOPT_Z16 __attribute__((target("avx512f"), always_inline))
-struct Z16 {
-  using V = __m512;
-  using M = __mmask16;
+struct Z16 : Lanes16 {
   static constexpr int kChunksPerStep = 4;  // 4 chunks x 2 heads = 8 FMA chains (2 FMA pipes x 4 cycles)
   static constexpr int kAccs = 16;          // + sums, maxima, exps of 2 heads and a V row: 23 of 32 registers
 
   MOPT_Z16 static V zero() { return _mm512_setzero_ps(); }
-  MOPT_Z16 static V set1(float a) { return _mm512_set1_ps(a); }
   MOPT_Z16 static V load(const float* p) { return _mm512_loadu_ps(p); }
   MOPT_Z16 static V load(const uint16_t* p) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
   }
   MOPT_Z16 static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
-  MOPT_Z16 static V add(V a, V b) { return _mm512_add_ps(a, b); }
-  MOPT_Z16 static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
-  MOPT_Z16 static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
   MOPT_Z16 static V div(V a, V b) { return _mm512_div_ps(a, b); }
-  MOPT_Z16 static V max(V a, V b) { return _mm512_max_ps(a, b); }
-  MOPT_Z16 static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
   MOPT_Z16 static V exp2(V a) { return exp2_nonpos16_ps(a); }
   MOPT_Z16 static M mask(int lo, int hi) { return static_cast<M>(((1u << hi) - 1u) & ~((1u << lo) - 1u)); }
   MOPT_Z16 static V zero_outside(V v, M m) { return _mm512_maskz_mov_ps(m, v); }
