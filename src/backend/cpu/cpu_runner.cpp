@@ -10,6 +10,7 @@
 #include <fstream>
 #include <string>
 
+#include "backend/cpu/dot_kernels.h"
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/quant.h"
 #include "core/argmax.h"
@@ -170,6 +171,17 @@ Result<std::unique_ptr<CpuRunner>> CpuRunner::create(const Model& model, const R
       MOPT_TRY(to_f32(*kn, c.head_dim, L.k_norm));
     }
   }
+  // Every matrix in a type and row length that matmul takes: refused here, with the types it runs, not mid-step.
+  auto check_matrix = [](const TensorView& w) -> Status {
+    if (cpu::matmul_supports(w.dtype, w.ne[0])) return Status::ok();
+    auto runs = [](const DTypeTraits& row) { return row.weight && cpu::dot_kernels(row.type) != nullptr; };
+    return error("tensor '%s' is %s with rows of %lld elements, which the CPU backend does not multiply (it runs %s, "
+                 "rows a multiple of the block size)",
+                 w.name.c_str(), dtype_name(w.dtype), static_cast<long long>(w.ne[0]), dtype_list(runs).c_str());
+  };
+  MOPT_TRY(check_matrix(*r->output_));
+  for (const Layer& L : r->layers_)
+    for (const TensorView* w : {L.wq, L.wk, L.wv, L.wo, L.w_gate, L.w_up, L.w_down}) MOPT_TRY(check_matrix(*w));
   bool all_f32 = r->output_->dtype == DType::F32;
   for (const Layer& L : r->layers_)
     for (const TensorView* w : {L.wq, L.wk, L.wv, L.wo, L.w_gate, L.w_up, L.w_down})

@@ -257,6 +257,19 @@ void check_batched_matches_single(KvCacheDtype kv) {
 TEST(CpuRunner, BatchedSequencesMatchSingle) { check_batched_matches_single(KvCacheDtype::kFloat32); }
 TEST(CpuRunner, BatchedSequencesMatchSingleFp16Kv) { check_batched_matches_single(KvCacheDtype::kFloat16); }
 
+// A matrix of a type the CPU does not multiply (I32: a dtype row, no kernels) is refused when the runner is created,
+// with the types it runs, rather than aborting in a forward pass.
+TEST(CpuRunner, RejectsMatricesItCannotMultiply) {
+  auto m = dummy_model(kSmallQwen3);
+  ASSERT_NE(m, nullptr);
+  for (TensorView& t : m->tensors)
+    if (t.name == "blk.1.ffn_up.weight") t.dtype = DType::I32;  // same bytes as F32
+  auto r = CpuRunner::create(*m, RunnerOptions{});
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.message().find("tensor 'blk.1.ffn_up.weight' is i32"), std::string::npos) << r.message();
+  EXPECT_NE(r.message().find("it runs f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k"), std::string::npos);
+}
+
 TEST(CpuRunner, RejectsMalformedBatches) {
   auto m = load_model(models_dir() + "/stories260K.gguf");
   ASSERT_TRUE(m.is_ok()) << m.message();
