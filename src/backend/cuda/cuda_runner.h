@@ -1,11 +1,11 @@
 // The CUDA backend's entry point. A build without CUDA links cuda_runner_stub.cpp instead, whose
 // create_cuda_runner answers "not built with CUDA".
 //
-// CudaRunner (cuda_runner.cpp) runs Llama-family models (llama, mistral, qwen2, qwen3) on one NVIDIA GPU:
-// weights in BF16 (F32/F16 converted on upload), GEMMs through cuBLASLt (algorithm picked once per shape) or a
-// bandwidth-bound skinny GEMM for 1..8 rows, fused RMSNorm(+residual), fused q/k-norm + RoPE + KV-cache write,
-// SwiGLU, paged attention (split-K decode; tensor-core flash prefill), CUDA graphs for decode batches.
-// See docs/cuda.md for the KV cache layout and the design.
+// CudaRunner (runner_impl.h, one runner_*.cpp per concern) runs Llama-family models (llama, mistral, qwen2, qwen3)
+// on one NVIDIA GPU: weights in the compute dtype (bf16, or fp32 for F32 checkpoints), GEMMs through cuBLASLt
+// (algorithm picked once per shape) or a bandwidth-bound skinny GEMM for 1..8 rows, fused RMSNorm(+residual),
+// fused q/k-norm + RoPE + KV-cache write, SwiGLU, paged attention (split-K decode; tensor-core flash prefill),
+// CUDA graphs for decode batches. See docs/cuda.md for the KV cache layout and the design.
 #pragma once
 
 #include <cstdint>

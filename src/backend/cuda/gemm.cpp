@@ -7,10 +7,6 @@
 
 namespace mopt::cuda {
 
-std::string cuda_error_string(cudaError_t e) {
-  return strfmt("%s (%s)", cudaGetErrorName(e), cudaGetErrorString(e));
-}
-
 std::string cublas_error_string(cublasStatus_t s) {
   switch (s) {
     case CUBLAS_STATUS_SUCCESS: return "success";
@@ -221,7 +217,8 @@ Result<int> Gemm::fused_variant(const SkinnyGemmParams& p, cudaStream_t stream) 
   // every timed launch follows a read of kFlushBytes that evicts the L2 (back-to-back repeats of a 33 MB matrix
   // would largely hit the 50 MB L2 and misrank the tilings). A read, not a memset: a memset leaves the L2 full of
   // dirty lines whose write-back the timed kernel would pay for (it misranked the tilings of the short qkv and
-  // o GEMMs by up to 4 us). Without memory for the buffer (a KV cache sized to the limit): warm timing.
+  // o GEMMs; docs/cuda.md, "Fused decode"). Without memory for the buffer (a KV cache sized to the limit): warm
+  // timing.
   constexpr size_t kFlushBytes = size_t{96} << 20;
   if (!flush_ && !flush_failed_ && cudaMalloc(&flush_, kFlushBytes) != cudaSuccess) {
     cudaGetLastError();  // clear the allocation error
@@ -232,7 +229,7 @@ Result<int> Gemm::fused_variant(const SkinnyGemmParams& p, cudaStream_t stream) 
   // sweeps alone, divided by kChain: the launch runs as in a decode step (after another kernel, its PDL prologue
   // overlapping that kernel's tail) and per-event noise is averaged away. kRounds rounds, every variant once per
   // round (drifting clocks touch them alike), ranked by the median: tilings of one shape are often within a
-  // microsecond of each other, and timing single launches between events misranked them by up to 4 us.
+  // microsecond of each other, and timing single launches between events misranked them (docs/cuda.md).
   constexpr int kRounds = 5, kChain = 8;
   constexpr int kBase = kSkinnyVariants;  // index of the sweeps-only chain
   std::vector<cudaEvent_t> ev(2 * (kSkinnyVariants + 1), nullptr);

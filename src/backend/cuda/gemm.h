@@ -1,8 +1,9 @@
 // Linear layers on the GPU: y[m, n] = x[m, k] . w[n, k]^T (+ bias[n]), bf16 operands, fp32 accumulation,
 // bf16 or fp32 output; or (the runner's --dtype float32) fp32 operands and output with CUBLAS_COMPUTE_32F,
-// which is true fp32 arithmetic (TF32 would need CUBLAS_COMPUTE_32F_FAST_TF32; no skinny kernel for fp32). cuBLASLt does the work, with the algorithm chosen once per shape and cached: for small
-// m (decode) the candidates from cuBLASLt's heuristic and the skinny-GEMM kernel are timed once on the real
-// operands and the fastest is kept; for larger m cuBLASLt's first heuristic choice is used.
+// which is true fp32 arithmetic (TF32 would need CUBLAS_COMPUTE_32F_FAST_TF32; no skinny kernel for fp32).
+// cuBLASLt does the work, with the algorithm chosen once per shape and cached: for small m (decode) the
+// candidates from cuBLASLt's heuristic and the skinny-GEMM kernel are timed once on the real operands and the
+// fastest is kept; for larger m cuBLASLt's first heuristic choice is used.
 // Nothing here allocates or synchronizes after a shape's first call, so calls can be captured into a graph
 // (a shape's first call must happen outside capture; CudaRunner warms each decode bucket eagerly first).
 #pragma once
@@ -17,29 +18,17 @@
 #include <tuple>
 #include <vector>
 
+#include "backend/cuda/check.h"
 #include "backend/cuda/kernels.h"
 #include "core/status.h"
 
 namespace mopt::cuda {
 
-std::string cuda_error_string(cudaError_t e);
 std::string cublas_error_string(cublasStatus_t s);
 
-// Status-returning checks for host code.
-#define MOPT_CUDA_TRY(expr)                                                                               \
-  do {                                                                                                    \
-    const cudaError_t _e = (expr);                                                                        \
-    if (_e != cudaSuccess)                                                                                \
-      return ::mopt::error("CUDA error %s at %s:%d (%s)", ::mopt::cuda::cuda_error_string(_e).c_str(),    \
-                           __FILE__, __LINE__, #expr);                                                    \
-  } while (0)
+// MOPT_CUDA_TRY's counterpart for cuBLAS calls (check.h).
 #define MOPT_CUBLAS_TRY(expr)                                                                             \
-  do {                                                                                                    \
-    const cublasStatus_t _s = (expr);                                                                     \
-    if (_s != CUBLAS_STATUS_SUCCESS)                                                                      \
-      return ::mopt::error("cuBLAS error %s at %s:%d (%s)", ::mopt::cuda::cublas_error_string(_s).c_str(), \
-                           __FILE__, __LINE__, #expr);                                                    \
-  } while (0)
+  MOPT_CUDA_CHECK_RESULT(expr, cublasStatus_t, CUBLAS_STATUS_SUCCESS, "cuBLAS", ::mopt::cuda::cublas_error_string)
 
 class Gemm {
  public:

@@ -2,8 +2,8 @@
 // document their shapes (FlashInfer style). Every launcher enqueues on `stream`, allocates nothing and never
 // synchronizes, so all of them can be captured into a CUDA graph. Launchers return the launch error (if any).
 //
-// Storage type: kernels whose parameter struct is a template (`...ParamsT<T>`) exist for T = bf16 (the default;
-// the `...Params` aliases) and T = float (the runner's --dtype float32); both are instantiated from one source
+// Storage type: kernels whose parameter struct is a template (`...ParamsT<T>`) exist for T = bf16 (the default)
+// and T = float (the runner's --dtype float32); both are instantiated from one source
 // (arithmetic in fp32 in both, see storage.cuh). The tensor-core prefill and the skinny GEMM are bf16 only.
 //
 // Paged KV cache layout (one allocation, block-major so that a block is one contiguous range for swapping):
@@ -43,7 +43,6 @@ struct EmbedParamsT {
   float* out = nullptr;             // [n_tokens, n_embd]
   int n_tokens = 0, n_embd = 0, n_vocab = 0;
 };
-using EmbedParams = EmbedParamsT<bf16>;
 template <class T>
 cudaError_t launch_embed(const EmbedParamsT<T>& p, cudaStream_t stream);
 
@@ -59,7 +58,6 @@ struct RmsNormParamsT {
   int n_rows_out = 0, n = 0;
   float eps = 1e-5f;
 };
-using RmsNormParams = RmsNormParamsT<bf16>;
 template <class T>
 cudaError_t launch_rmsnorm(const RmsNormParamsT<T>& p, cudaStream_t stream);
 
@@ -79,7 +77,6 @@ struct QkvRopeParamsT {
   bool neox = false;                  // rotate_half pairs (i, i + rope_dim/2); else (2i, 2i+1)
   float norm_eps = 1e-6f;
 };
-using QkvRopeParams = QkvRopeParamsT<bf16>;
 template <class T>
 cudaError_t launch_qkv_rope_cache(const QkvRopeParamsT<T>& p, cudaStream_t stream);
 
@@ -90,7 +87,6 @@ struct SwiGluParamsT {
   T* out = nullptr;               // [n_tokens, n_ff]
   int n_tokens = 0, n_ff = 0;
 };
-using SwiGluParams = SwiGluParamsT<bf16>;
 template <class T>
 cudaError_t launch_swiglu(const SwiGluParamsT<T>& p, cudaStream_t stream);
 

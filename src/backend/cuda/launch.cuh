@@ -37,8 +37,8 @@ inline bool pdl_supported() {
 // Shared-memory configuration of every kernel of a fused (small-batch) decode step: an SM can only change its
 // L1 / shared-memory split when it is idle, so kernels with different configurations cannot overlap through PDL
 // and each change drains the SM. Left to the driver, the skinny GEMMs got 8 or 16 KiB and the decode attention
-// 164 KiB; measured on an H200 (Llama-3.1-8B, one stream), the attention then cost ~20 us per layer in the CUDA
-// graph against ~9 us alone. 14% of the 228 KiB maximum = the 32 KiB configuration (L1 keeps 224 KiB).
+// 164 KiB, and the attention inside the single-stream CUDA graph cost about twice its time alone (docs/cuda.md,
+// "One shared-memory configuration"). 14% of the 228 KiB maximum = the 32 KiB configuration (L1 keeps 224 KiB).
 inline constexpr int kDecodeCarveoutPercent = 14;
 // Sets kDecodeCarveoutPercent on `kernel` the first time it is seen (thread-safe; kernels_elementwise.cu).
 cudaError_t use_decode_carveout(const void* kernel);

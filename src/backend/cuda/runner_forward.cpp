@@ -1,0 +1,204 @@
+// CudaRunner's forward passes (runner_impl.h): the general path (any batch; add+RMSNorm, GEMMs, q/k-norm + RoPE +
+// cache write, prefill or decode attention, SwiGLU) in bf16 or fp32, and the fused bf16 decode path for steps of
+// at most kSkinnyMaxRows rows. Both only enqueue on stream_ (no allocation, no host sync), so a decode step can
+// be captured into a CUDA graph.
+//
+// Tensor parallelism (designed, not built; docs/cuda.md): qkv and gate_up column-parallel, attn_output and
+// ffn_down row-parallel, each followed by one all-reduce of `proj_` (marked ALL-REDUCE below).
+#include <cuda_runtime_api.h>
+
+#include <type_traits>
+
+#include "backend/cuda/runner_impl.h"
+
+namespace mopt::cuda {
+
+Status CudaRunner::enqueue_layers(const StepShape& s) {
+  if (s.fused) return enqueue_layers_fused(s);
+  return f32_ ? enqueue_layers_t<float>(s) : enqueue_layers_t<bf16>(s);
+}
+
+Status CudaRunner::enqueue_logits(const StepShape& s, int row_offset, int n_rows) {
+  if (s.fused) return enqueue_logits_fused(row_offset, n_rows);
+  return f32_ ? enqueue_logits_t<float>(s, row_offset, n_rows) : enqueue_logits_t<bf16>(s, row_offset, n_rows);
+}
+
+template <class T>
+KvCacheViewT<T> CudaRunner::cache_view(int layer) const {
+  const int64_t kv_stride = static_cast<int64_t>(cfg_.n_head_kv) * block_size_ * cfg_.head_dim;
+  T* k = kv_.as<T>() + static_cast<int64_t>(layer) * 2 * kv_stride;
+  return {.k = k, .v = k + kv_stride, .block_stride = block_elems_, .block_size = block_size_,
+          .n_head_kv = cfg_.n_head_kv, .head_dim = cfg_.head_dim};
+}
+
+template <class E>
+EmbedParamsT<E> CudaRunner::embed_params(int n_tokens) const {
+  return {.tokens = d_tokens_, .table = tok_embd_.as<E>(), .out = resid_.as<float>(), .n_tokens = n_tokens,
+          .n_embd = cfg_.n_embd, .n_vocab = cfg_.n_vocab};
+}
+
+template <class E>
+QkvRopeParamsT<E> CudaRunner::rope_params(int layer, int n_tokens) const {
+  const ModelConfig& c = cfg_;
+  const Layer& L = layers_[static_cast<size_t>(layer)];
+  return {.qkv = qkv_.as<E>(), .q_out = q_.as<E>(), .positions = d_positions_, .slot_mapping = d_slots_,
+          .inv_freq = inv_freq_.as<float>(), .q_norm = L.q_norm.as<E>(), .k_norm = L.k_norm.as<E>(),
+          .cache = cache_view<E>(layer), .n_tokens = n_tokens, .n_head = c.n_head, .n_head_kv = c.n_head_kv,
+          .head_dim = c.head_dim, .rope_dim = c.rope_dim, .neox = c.rope_style == RopeStyle::kNeox,
+          .norm_eps = c.norm_eps};
+}
+
+template <class E>
+DecodeAttnParamsT<E> CudaRunner::decode_attn_params(const StepShape& s, int layer) const {
+  const ModelConfig& c = cfg_;
+  return {.q = q_.as<E>(), .out = attn_.as<E>(), .positions = d_positions_, .token_seq = d_token_seq_,
+          .block_tables = d_block_tables_, .max_blocks_per_seq = bt_stride_, .cache = cache_view<E>(layer),
+          .n_tokens = s.n_tokens, .n_head = c.n_head, .window = c.sliding_window, .scale = attn_scale(c),
+          .n_splits = s.n_splits, .max_heads_per_cta = s.attn_hpc, .small_smem = s.fused,
+          .workspace = attn_ws_.as<float>(), .counters = attn_cnt_.as<uint32_t>()};
+}
+
+// ---- general path (any batch, bf16 or fp32) ---------------------------------------------------------------
+
+template <class E>
+Status CudaRunner::enqueue_layers_t(const StepShape& s) {
+  const ModelConfig& c = cfg_;
+  const int T = s.n_tokens;
+  const int d = c.n_embd, qkvd = c.q_dim() + 2 * c.kv_dim();
+  cudaStream_t st = stream_;
+
+  MOPT_CUDA_TRY(launch_embed(embed_params<E>(T), st));
+  MOPT_TRY(mark("step metadata H2D + embedding"));
+
+  for (int l = 0; l < c.n_layer; ++l) {
+    const Layer& L = layers_[static_cast<size_t>(l)];
+    RmsNormParamsT<E> np{.residual = resid_.as<float>(), .add = l == 0 ? nullptr : proj_.as<E>(),
+                         .weight = L.attn_norm.as<E>(), .out = normed_.as<E>(), .n_rows_out = T, .n = d,
+                         .eps = c.norm_eps};
+    MOPT_CUDA_TRY(launch_rmsnorm(np, st));
+    MOPT_TRY(mark("add + rmsnorm"));
+    MOPT_TRY(gemm_.run(normed_.as<E>(), L.qkv.w.as<E>(), L.qkv.bias.as<E>(), qkv_.as<E>(), false, T,
+                       qkvd, d, st));
+    MOPT_TRY(mark("qkv GEMM"));
+
+    MOPT_CUDA_TRY(launch_qkv_rope_cache(rope_params<E>(l, T), st));
+    MOPT_TRY(mark("q/k-norm + rope + cache write"));
+
+    const float scale = attn_scale(c);
+    // The tensor-core prefill kernel is bf16 only (run_step never plans it in float32).
+    if (s.use_prefill_kernel && !std::is_same_v<E, bf16>) return error("internal: bf16 prefill kernel in float32");
+    if (s.use_prefill_kernel) {
+      const PrefillAttnParams ap{.q = q_.as<bf16>(), .out = attn_.as<bf16>(), .positions = d_positions_,
+                                 .tile_start = d_tile_start_, .tile_end = d_tile_end_, .tile_seq = d_tile_seq_,
+                                 .block_tables = d_block_tables_, .max_blocks_per_seq = bt_stride_,
+                                 .cache = cache_view<bf16>(l), .n_tiles = s.n_tiles, .n_head = c.n_head,
+                                 .window = c.sliding_window, .scale = scale};
+      MOPT_CUDA_TRY(launch_attention_prefill(ap, st));
+      MOPT_TRY(mark("attention (prefill)"));
+    } else {
+      MOPT_CUDA_TRY(launch_attention_decode(decode_attn_params<E>(s, l), st));
+      MOPT_TRY(mark("attention"));
+    }
+    MOPT_TRY(gemm_.run(attn_.as<E>(), L.o.w.as<E>(), nullptr, proj_.as<E>(), false, T, d, c.q_dim(), st));
+    MOPT_TRY(mark("o GEMM"));
+    // ALL-REDUCE(proj_) under tensor parallelism.
+    np.add = proj_.as<E>();
+    np.weight = L.ffn_norm.as<E>();
+    MOPT_CUDA_TRY(launch_rmsnorm(np, st));
+    MOPT_TRY(mark("add + rmsnorm"));
+    MOPT_TRY(gemm_.run(normed_.as<E>(), L.gate_up.w.as<E>(), nullptr, gu_.as<E>(), false, T, 2 * c.n_ff, d,
+                       st));
+    MOPT_TRY(mark("gate|up GEMM"));
+    const SwiGluParamsT<E> sp{.gate_up = gu_.as<E>(), .out = act_.as<E>(), .n_tokens = T, .n_ff = c.n_ff};
+    MOPT_CUDA_TRY(launch_swiglu(sp, st));
+    MOPT_TRY(mark("swiglu"));
+    MOPT_TRY(gemm_.run(act_.as<E>(), L.down.w.as<E>(), nullptr, proj_.as<E>(), false, T, d, c.n_ff, st));
+    MOPT_TRY(mark("down GEMM"));
+    // ALL-REDUCE(proj_) under tensor parallelism.
+  }
+  return Status::ok();
+}
+
+// Final norm of the rows d_logit_rows_[row_offset .. + n_rows) (adding the last layer's output to those rows of
+// the residual) and the output projection into logits_ [n_rows, n_vocab].
+template <class E>
+Status CudaRunner::enqueue_logits_t(const StepShape& s, int row_offset, int n_rows) {
+  const ModelConfig& c = cfg_;
+  const RmsNormParamsT<E> np{.residual = resid_.as<float>(), .add = proj_.as<E>(), .weight = out_norm_.as<E>(),
+                             .out = normed_.as<E>(), .rows = d_logit_rows_ + row_offset, .n_rows_out = n_rows,
+                             .n = c.n_embd, .eps = c.norm_eps};
+  MOPT_CUDA_TRY(launch_rmsnorm(np, stream_));
+  MOPT_TRY(mark("final norm"));
+  const E* w = output_.bytes() ? output_.as<E>() : tok_embd_.as<E>();
+  MOPT_TRY(gemm_.run(normed_.as<E>(), w, nullptr, logits_.as<float>(), true, n_rows, c.n_vocab, c.n_embd, stream_));
+  return mark("LM head");
+}
+
+// ---- fused bf16 decode (s.fused) -------------------------------------------------------------------------
+// Per layer: qkv (RMSNorm prologue) -> q/k-norm + RoPE + cache write -> attention -> o (+= residual)
+// -> gate|up (RMSNorm prologue) -> down (SwiGLU prologue, += residual). No add+RMSNorm or SwiGLU launches, and
+// the residual stream is complete after the last layer (proj_ is not used). Under tensor parallelism the two
+// residual epilogues would each need an all-reduce of their partial sums first (not fused then).
+
+Status CudaRunner::enqueue_layers_fused(const StepShape& s) {
+  const ModelConfig& c = cfg_;
+  const int T = s.n_tokens, d = c.n_embd;
+  cudaStream_t st = stream_;
+  if (T > kSkinnyMaxRows || s.use_prefill_kernel) return error("internal: fused decode with %d rows", T);
+  MOPT_CUDA_TRY(launch_embed(embed_params<bf16>(T), st));
+  MOPT_TRY(mark("step metadata H2D + embedding"));
+  float* resid = resid_.as<float>();
+  for (int l = 0; l < c.n_layer; ++l) {
+    const Layer& L = layers_[static_cast<size_t>(l)];
+    // Shapes: resid [T, d] fp32, qkv_ [T, q_dim + 2 kv_dim], attn_ [T, q_dim], gu_ [T, 2 n_ff] (bf16).
+    SkinnyGemmParams g{.w = L.qkv.w.as<bf16>(), .bias = L.qkv.bias.as<bf16>(), .y = qkv_.as<bf16>(), .m = T,
+                       .n = L.qkv.n_out, .k = d, .prologue = SkinnyPrologue::kRmsNorm, .x_f32 = resid,
+                       .norm_w = L.attn_norm.as<bf16>(), .norm_eps = c.norm_eps,
+                       .l2_prefetch_bytes = l2_prefetch_other_};  // qkv_ = rmsnorm(resid) . Wqkv^T + bias
+    MOPT_TRY(gemm_.run_fused(g, st));
+    MOPT_TRY(mark("qkv GEMM (+rmsnorm)"));
+    MOPT_CUDA_TRY(launch_qkv_rope_cache(rope_params<bf16>(l, T), st));
+    MOPT_TRY(mark("q/k-norm + rope + cache write"));
+    MOPT_CUDA_TRY(launch_attention_decode(decode_attn_params<bf16>(s, l), st));
+    MOPT_TRY(mark("attention"));
+
+    // resid += attn_ . Wo^T; the o projection follows the attention, so it takes l2_prefetch_o_.
+    SkinnyGemmParams o{.x = attn_.as<bf16>(), .w = L.o.w.as<bf16>(), .y = resid, .m = T, .n = d, .k = c.q_dim(),
+                       .epilogue = SkinnyEpilogue::kAddResidual, .l2_prefetch_bytes = l2_prefetch_o_};
+    MOPT_TRY(gemm_.run_fused(o, st));
+    MOPT_TRY(mark("o GEMM (+residual)"));
+
+    g.norm_w = L.ffn_norm.as<bf16>();  // gu_ = rmsnorm(resid) . Wgu^T
+    g.w = L.gate_up.w.as<bf16>();
+    g.bias = nullptr;
+    g.y = gu_.as<bf16>();
+    g.n = 2 * c.n_ff;
+    MOPT_TRY(gemm_.run_fused(g, st));
+    MOPT_TRY(mark("gate|up GEMM (+rmsnorm)"));
+
+    SkinnyGemmParams dn = o;  // resid += swiglu(gu_) . Wdown^T
+    dn.prologue = SkinnyPrologue::kSwiGlu;
+    dn.l2_prefetch_bytes = l2_prefetch_other_;
+    dn.x = gu_.as<bf16>();
+    dn.w = L.down.w.as<bf16>();
+    dn.k = c.n_ff;
+    MOPT_TRY(gemm_.run_fused(dn, st));
+    MOPT_TRY(mark("down GEMM (+swiglu +residual)"));
+  }
+  return Status::ok();
+}
+
+// logits_ [n_rows, n_vocab] = rmsnorm(resid[d_logit_rows_[row_offset + i]]) . Wout^T, one launch.
+Status CudaRunner::enqueue_logits_fused(int row_offset, int n_rows) {
+  if (n_rows > kSkinnyMaxRows) return error("internal: fused logits for %d rows", n_rows);
+  const ModelConfig& c = cfg_;
+  const SkinnyGemmParams g{.w = output_.bytes() ? output_.as<bf16>() : tok_embd_.as<bf16>(),
+                           .y = logits_.as<float>(), .y_f32 = true, .m = n_rows, .n = c.n_vocab, .k = c.n_embd,
+                           .prologue = SkinnyPrologue::kRmsNorm, .x_f32 = resid_.as<float>(),
+                           .norm_w = out_norm_.as<bf16>(), .norm_eps = c.norm_eps,
+                           .x_rows = d_logit_rows_ + row_offset, .l2_prefetch_bytes = l2_prefetch_other_};
+  MOPT_TRY(gemm_.run_fused(g, stream_));
+  return mark("final norm + LM head");
+}
+
+}  // namespace mopt::cuda

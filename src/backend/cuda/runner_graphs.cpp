@@ -1,0 +1,115 @@
+// CudaRunner's CUDA graphs (runner_impl.h), one per decode bucket: the first step of a bucket runs eagerly (GEMM
+// plans are tuned then, outside capture), the second captures the graph, later steps replay it. On the fused
+// path, the first capture also re-times each fused GEMM's next-best tilings inside the graph (refine_graph).
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "backend/cuda/runner_impl.h"
+#include "core/log.h"
+
+namespace mopt::cuda {
+
+Status CudaRunner::reset_graphs(bool use_graphs) {
+  MOPT_CUDA_TRY(cudaSetDevice(device_id_));
+  MOPT_CUDA_TRY(cudaStreamSynchronize(stream_));
+  for (auto& [bucket, g] : graphs_) {
+    if (g.exec) MOPT_CUDA_TRY(cudaGraphExecDestroy(g.exec));
+    g.exec = nullptr;  // g.warmed stays: the bucket's GEMMs are tuned, its next step captures
+  }
+  opts_.enforce_eager = !use_graphs;
+  return Status::ok();
+}
+
+Result<cudaGraphExec_t> CudaRunner::capture_graph(const StepShape& s) {
+  cudaGraph_t graph = nullptr;
+  MOPT_CUDA_TRY(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+  Status st = enqueue_layers(s);
+  if (st) st = enqueue_logits(s, 0, s.n_out);
+  const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
+  MOPT_TRY(st);
+  MOPT_CUDA_TRY(end);
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  MOPT_CUDA_TRY(inst);
+  return exec;
+}
+
+// Replays of the staged step decide between the current graph and one with a single fused GEMM's tiling
+// changed. Replays are idempotent (the step's K/V slots get the same values again, the residual starts from the
+// embedding, split counters return to 0), so the step's own launch afterwards computes what it would have.
+Status CudaRunner::refine_graph(const StepShape& s, cudaGraphExec_t& exec) {
+  constexpr int kCandidates = 3;  // the isolated best and the next two
+  constexpr int kRounds = 5, kReplays = 4;
+  constexpr float kMinGain = 0.003f;  // a switch must beat the current graph's median by 0.3%
+  struct Events {
+    cudaEvent_t e[2] = {nullptr, nullptr};
+    ~Events() {
+      for (cudaEvent_t x : e)
+        if (x) cudaEventDestroy(x);
+    }
+  } ev;
+  for (cudaEvent_t& e : ev.e) MOPT_CUDA_TRY(cudaEventCreate(&e));
+  // Median over kRounds of kReplays back-to-back replays, the two graphs alternating round by round.
+  auto time_pair = [&](cudaGraphExec_t a, cudaGraphExec_t b, float& ms_a, float& ms_b) -> Status {
+    std::vector<float> t[2];
+    for (int r = 0; r < kRounds; ++r)
+      for (int j = 0; j < 2; ++j) {
+        MOPT_CUDA_TRY(cudaEventRecord(ev.e[0], stream_));
+        for (int i = 0; i < kReplays; ++i) MOPT_CUDA_TRY(cudaGraphLaunch(j == 0 ? a : b, stream_));
+        MOPT_CUDA_TRY(cudaEventRecord(ev.e[1], stream_));
+        MOPT_CUDA_TRY(cudaEventSynchronize(ev.e[1]));
+        float ms = 0.f;
+        MOPT_CUDA_TRY(cudaEventElapsedTime(&ms, ev.e[0], ev.e[1]));
+        t[j].push_back(ms / kReplays);
+      }
+    for (auto& v : t) std::nth_element(v.begin(), v.begin() + kRounds / 2, v.end());
+    ms_a = t[0][kRounds / 2];
+    ms_b = t[1][kRounds / 2];
+    return Status::ok();
+  };
+  for (const Gemm::FusedCandidates& c : gemm_.fused_candidates(s.n_tokens, kCandidates)) {
+    int current = c.current;
+    for (int v : c.ranked) {
+      if (v == current) continue;
+      MOPT_TRY(gemm_.set_fused_variant(c.key, v));
+      Result<cudaGraphExec_t> cand = capture_graph(s);
+      MOPT_TRY(gemm_.set_fused_variant(c.key, current));
+      MOPT_TRY(cand.status());
+      float ms_cur = 0.f, ms_cand = 0.f;
+      const Status st = time_pair(exec, cand.value(), ms_cur, ms_cand);
+      if (st && ms_cand < (1.f - kMinGain) * ms_cur) {
+        MOPT_LOG_DEBUG("cuda: decode graph %d: fused GEMM n=%d k=%d: v%d -> v%d (%.1f -> %.1f us per step)",
+                       s.n_tokens, std::get<1>(c.key), std::get<2>(c.key), current, v, 1e3f * ms_cur,
+                       1e3f * ms_cand);
+        std::swap(exec, cand.value());
+        current = v;
+      }
+      cudaGraphExecDestroy(cand.value());
+      MOPT_TRY(st);
+      MOPT_TRY(gemm_.set_fused_variant(c.key, current));
+    }
+  }
+  return Status::ok();
+}
+
+Status CudaRunner::run_graph(const StepShape& s) {
+  GraphEntry& g = graphs_[s.n_tokens];
+  if (!g.exec) {
+    MOPT_ASSIGN_OR_RETURN(g.exec, capture_graph(s));
+    g.n_splits = s.n_splits;
+    MOPT_LOG_DEBUG("cuda: captured decode graph for batch %d", s.n_tokens);
+    if (s.fused && refine_graph_plans_ && !g.refined) {
+      g.refined = true;
+      MOPT_TRY(refine_graph(s, g.exec));
+    }
+  }
+  MOPT_CUDA_TRY(cudaGraphLaunch(g.exec, stream_));
+  return Status::ok();
+}
+
+}  // namespace mopt::cuda

@@ -1,0 +1,229 @@
+// CudaRunner, the CUDA backend's ModelRunner, split by concern (FlashInfer's plan / run split):
+//   cuda_runner.cpp      creation, workspaces, the KV cache, the step (plan -> stage -> run), logits out, swap
+//   runner_weights.cpp   weight upload: formats, conversion to the compute dtype, random weights
+//   runner_plan.cpp      batch validation, the step plan (StepShape, graph buckets), metadata staging
+//   runner_forward.cpp   the forward passes: general (any batch) and fused decode (bf16, <= kSkinnyMaxRows rows)
+//   runner_graphs.cpp    CUDA graphs per decode bucket: capture, replay, in-graph refinement of GEMM tilings
+//   runner_sampling.cpp  forward_sample / forward_greedy / sampled_logits (kernels in sampling.cu)
+//   runner_profile.cpp   profile_step: GPU time per kernel class
+// Internal to src/backend/cuda; see cuda_runner.h for the API and docs/cuda.md for the design.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backend/cuda/cuda_runner.h"
+#include "backend/cuda/gemm.h"
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/memory.h"
+#include "model/model.h"
+
+namespace mopt::cuda {
+
+// Split-K CTAs per (token, head group) the runner launches at most (the attention workspace holds that many
+// partials per head): half the kernel's limit, enough to fill the GPU from 8 (token, head group) pairs up.
+constexpr int kMaxSplits = kDecodeMaxSplits / 2;
+// Softmax scale of the attention kernels.
+inline float attn_scale(const ModelConfig& c) { return 1.0f / std::sqrt(static_cast<float>(c.head_dim)); }
+
+// A linear layer y = x W^T + b, W stored [n_out, n_in] row-major in the compute dtype (bf16 or fp32).
+struct Linear {
+  DeviceBuffer w;     // [n_out, n_in]
+  DeviceBuffer bias;  // [n_out] or empty
+  int n_out = 0, n_in = 0;
+};
+
+struct Layer {
+  DeviceBuffer attn_norm, ffn_norm;  // [n_embd]
+  DeviceBuffer q_norm, k_norm;       // [head_dim] (Qwen3) or empty
+  Linear qkv;      // [q_dim + 2 kv_dim, n_embd] q | k | v rows   (column-parallel under TP)
+  Linear o;        // [n_embd, q_dim]                             (row-parallel, all-reduce after)
+  Linear gate_up;  // [2 n_ff, n_embd] gate | up rows             (column-parallel)
+  Linear down;     // [n_embd, n_ff]                              (row-parallel, all-reduce after)
+};
+
+// The compute dtype for opts.dtype: true for fp32 (runner_weights.cpp).
+bool resolve_f32(const Model& model, ComputeDtype dtype, bool random_weights);
+
+// How one step is run (decided on the host from the batch).
+struct StepShape {
+  int n_tokens = 0;     // rows processed (a graph bucket pads decode batches)
+  int n_seqs = 0;
+  int n_out = 0;        // logits rows of the first chunk computed inside the step
+  bool use_prefill_kernel = false;
+  int n_tiles = 0;
+  int n_splits = 1;
+  int attn_hpc = 0;     // decode attention: query heads per CTA at most (0 = the whole GQA group)
+  bool fused = false;   // enqueue_layers_fused / enqueue_logits_fused (bf16 decode, <= kSkinnyMaxRows rows)
+  int graph_bucket = 0; // decode bucket whose CUDA graph runs the step (n_tokens == graph_bucket); 0: eager
+};
+
+class CudaRunner final : public CudaModelRunner {
+ public:
+  ~CudaRunner() override;
+  static Result<std::unique_ptr<CudaRunner>> create(const Model& model, const RunnerOptions& opts,
+                                                    const CudaRunnerExtras& extras);
+
+  DeviceKind device() const override { return DeviceKind::kCuda; }
+  const ModelConfig& config() const override { return cfg_; }
+  uint64_t kv_block_bytes(int block_size) const override {
+    return cfg_.kv_bytes_per_token(static_cast<int>(es_)) * static_cast<uint64_t>(block_size);
+  }
+  uint64_t available_kv_memory(double memory_utilization) const override;
+  Status init_kv_cache(int n_blocks, int block_size, int n_swap_blocks) override;
+  Status forward(const ForwardBatch& batch, float* logits) override;
+  Status swap_out(std::span<const std::pair<int32_t, int32_t>> device_to_host) override;
+  Status swap_in(std::span<const std::pair<int32_t, int32_t>> host_to_device) override;
+  Status forward_greedy(const ForwardBatch& batch, int32_t* tokens) override;
+  Status forward_sample(const ForwardBatch& batch, std::span<const GpuSampling> params, int32_t* tokens) override;
+  Status sampled_logits(std::span<const int32_t> rows, float* logits) override;
+  uint64_t weight_bytes() const override { return weight_bytes_; }
+  std::string gemm_report() const override { return gemm_.describe(); }
+  Result<StepProfile> profile_step(const ForwardBatch& batch) override;
+  Status reset_graphs(bool use_graphs) override;
+
+ private:
+  CudaRunner() = default;
+  // cuda_runner.cpp: runs the step (plan, stage, then enqueue or replay a graph); leaves the first
+  // min(n_out, logit_rows_) rows of logits in logits_ (device).
+  Status run_step(const ForwardBatch& b, int* rows_on_device);
+  Status alloc_workspace();
+  Status copy_logits_out(int n_rows, float* dst);
+  // Copies whole KV blocks, pairs (from, to): device cache -> host swap pool (to_host) or back.
+  Status copy_blocks(std::span<const std::pair<int32_t, int32_t>> pairs, bool to_host);
+
+  // runner_weights.cpp
+  Status upload_weights(const Model& model, const CudaRunnerExtras& extras);
+  Status upload_into(const Model& model, const std::string& name, int64_t ne0, int64_t ne1, void* dst,
+                     bool optional, bool* found);
+  Status upload_in_compute_dtype(const TensorView& t, int64_t n, void* dst);
+  Status alloc_linear(Linear& lin, int n_out, int n_in, bool bias, const char* what);
+
+  // runner_plan.cpp
+  Status check_batch(const ForwardBatch& b) const;
+  Status plan_step(const ForwardBatch& b, StepShape& s);
+  Status stage_metadata(const ForwardBatch& b, const StepShape& s, int pad_to);
+
+  // runner_forward.cpp. The step in the compute dtype: E = bf16 or float (the kernels' storage type). s.fused
+  // (bf16 decode steps of at most kSkinnyMaxRows rows) takes the fused path.
+  Status enqueue_layers(const StepShape& s);
+  Status enqueue_logits(const StepShape& s, int row_offset, int n_rows);
+  template <class E>
+  Status enqueue_layers_t(const StepShape& s);
+  template <class E>
+  Status enqueue_logits_t(const StepShape& s, int row_offset, int n_rows);
+  Status enqueue_layers_fused(const StepShape& s);
+  Status enqueue_logits_fused(int row_offset, int n_rows);
+  template <class E>
+  EmbedParamsT<E> embed_params(int n_tokens) const;
+  template <class E>
+  QkvRopeParamsT<E> rope_params(int layer, int n_tokens) const;
+  template <class E>
+  DecodeAttnParamsT<E> decode_attn_params(const StepShape& s, int layer) const;
+  template <class T>
+  KvCacheViewT<T> cache_view(int layer) const;
+
+  // runner_profile.cpp: profile_step takes an event after the kernels enqueued since the last mark.
+  Status mark(const char* what);
+
+  // runner_graphs.cpp
+  Status run_graph(const StepShape& s);
+  Result<cudaGraphExec_t> capture_graph(const StepShape& s);
+  Status refine_graph(const StepShape& s, cudaGraphExec_t& exec);
+
+  ModelConfig cfg_;
+  RunnerOptions opts_;
+  // Compute dtype (resolved from opts_.dtype): fp32 weights, KV cache, activations and GEMMs when f32_, else
+  // bf16 (fp32 residual stream and logits in both). es_ = bytes per stored element.
+  bool f32_ = false;
+  size_t es_ = 2;
+  int device_id_ = 0;
+  int n_sms_ = 0;
+  cudaStream_t stream_ = nullptr;
+  Gemm gemm_;
+  bool fused_decode_ = false;  // extras.fused_decode and every fused GEMM's k a multiple of 8
+  // SkinnyGemmParams::l2_prefetch_bytes of the fused o GEMM and of the other fused GEMMs (extras.l2_prefetch).
+  uint32_t l2_prefetch_o_ = 0, l2_prefetch_other_ = 0;
+
+  // Weights.
+  DeviceBuffer tok_embd_;   // [n_vocab, n_embd]
+  DeviceBuffer out_norm_;   // [n_embd]
+  DeviceBuffer output_;     // [n_vocab, n_embd]; empty when tied to tok_embd_
+  DeviceBuffer inv_freq_;   // [rope_dim / 2] fp32
+  std::vector<Layer> layers_;
+  uint64_t weight_bytes_ = 0;
+  int last_sampled_rows_ = 0;  // output rows of the last forward_sample whose logits are still in logits_
+
+  // Activations, sized for max_tokens_ rows.
+  int max_tokens_ = 0;      // max(max_batch_tokens, max_seqs)
+  int logit_rows_ = 0;      // rows of logits computed per chunk (max_seqs)
+  DeviceBuffer resid_;      // [max_tokens, n_embd] fp32 residual stream
+  DeviceBuffer normed_;     // [max_tokens, n_embd]
+  DeviceBuffer qkv_;        // [max_tokens, q_dim + 2 kv_dim]
+  DeviceBuffer q_;          // [max_tokens, q_dim]
+  DeviceBuffer attn_;       // [max_tokens, q_dim]
+  DeviceBuffer proj_;       // [max_tokens, n_embd] output of attn_output / ffn_down
+  DeviceBuffer gu_;         // [max_tokens, 2 n_ff]
+  DeviceBuffer act_;        // [max_tokens, n_ff]
+  DeviceBuffer logits_;     // [logit_rows, n_vocab] fp32
+  DeviceBuffer attn_ws_;    // [max_seqs, n_head, kMaxSplits, head_dim + 2] fp32 split-K partials
+  DeviceBuffer attn_cnt_;   // [max_seqs, n_head] uint32 split-merge tickets, zeroed once (kernels leave them 0)
+  PinnedBuffer logits_host_;// [logit_rows, n_vocab] fp32
+  DeviceBuffer sampled_;    // [logit_rows] int32 token ids chosen on the GPU
+  DeviceBuffer argmax_scratch_;  // argmax_scratch_bytes(logit_rows), zeroed once (kernels leave it 0)
+  PinnedBuffer sampled_host_;
+  // Sampling settings, struct-of-arrays [logit_rows] each: temperature f32 | top_k i32 | top_p f32 | min_p f32
+  // | seed u64, staged in pinned memory and copied with one H2D copy.
+  DeviceBuffer sample_params_;
+  PinnedBuffer sample_params_host_;
+
+  // KV cache.
+  DeviceBuffer kv_;         // [n_blocks][n_layer][2][n_head_kv][block_size][head_dim] bf16 or fp32
+  PinnedBuffer swap_;       // [n_swap_blocks] blocks of the same layout
+  int n_blocks_ = 0, block_size_ = 0, n_swap_blocks_ = 0;
+  int64_t block_elems_ = 0; // elements of one block (all layers, K and V)
+  int bt_stride_ = 0;       // row stride of the device block table
+
+  // Step metadata: one pinned staging buffer and its device mirror, same layout:
+  //   tokens[T] positions[T] slots[T] token_seq[T] logit_rows[T] tile_start[NT] tile_end[NT] tile_seq[NT]
+  //   block_tables[max_seqs, bt_stride]
+  int max_tiles_ = 0;
+  size_t meta_ints_ = 0;
+  PinnedBuffer meta_host_;
+  DeviceBuffer meta_dev_;
+  int32_t* d_tokens_ = nullptr;
+  int32_t* d_positions_ = nullptr;
+  int32_t* d_slots_ = nullptr;
+  int32_t* d_token_seq_ = nullptr;
+  int32_t* d_logit_rows_ = nullptr;
+  int32_t* d_tile_start_ = nullptr;
+  int32_t* d_tile_end_ = nullptr;
+  int32_t* d_tile_seq_ = nullptr;
+  int32_t* d_block_tables_ = nullptr;
+
+  // CUDA graphs per decode bucket: first use runs eagerly (tunes GEMMs), second captures, then replays.
+  struct GraphEntry {
+    bool warmed = false;
+    cudaGraphExec_t exec = nullptr;
+    int n_splits = 1;
+    bool refined = false;  // refine_graph ran for this bucket
+  };
+  bool refine_graph_plans_ = false;  // extras.refine_graph_plans
+  std::map<int, GraphEntry> graphs_;
+  StepShape last_shape_;
+
+  // profile_step: events recorded by mark() (reused across calls), and whether marks are being taken.
+  bool profiling_ = false;
+  std::vector<std::pair<const char*, cudaEvent_t>> prof_marks_;
+  std::vector<cudaEvent_t> prof_events_;
+};
+
+}  // namespace mopt::cuda

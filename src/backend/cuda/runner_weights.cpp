@@ -1,0 +1,171 @@
+// CudaRunner's weights (runner_impl.h): the compute dtype, upload of the model's tensors converted to it
+// (upload_in_compute_dtype is the one place that knows which weight formats the CUDA backend takes), the fused
+// qkv and gate|up matrices, and seeded random weights generated on the GPU for benchmarks.
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/runner_impl.h"
+
+namespace mopt::cuda {
+
+// The compute dtype for opts.dtype: kAuto is fp32 exactly when the checkpoint's weight matrices (tensors with
+// two or more dims) are all F32, e.g. stories260K.gguf or fp32 safetensors; random benchmark weights are bf16.
+bool resolve_f32(const Model& model, ComputeDtype dtype, bool random_weights) {
+  if (dtype != ComputeDtype::kAuto) return dtype == ComputeDtype::kFloat32;
+  if (random_weights) return false;
+  int n_matrices = 0;
+  for (const TensorView& t : model.tensors) {
+    if (t.n_dims < 2) continue;
+    if (t.dtype != DType::F32) return false;
+    ++n_matrices;
+  }
+  return n_matrices > 0;
+}
+
+Status CudaRunner::alloc_linear(Linear& lin, int n_out, int n_in, bool bias, const char* what) {
+  lin.n_out = n_out;
+  lin.n_in = n_in;
+  MOPT_TRY(lin.w.alloc(static_cast<size_t>(n_out) * n_in * es_, what));
+  if (bias) MOPT_TRY(lin.bias.alloc(static_cast<size_t>(n_out) * es_, what));
+  weight_bytes_ += lin.w.bytes() + lin.bias.bytes();
+  return Status::ok();
+}
+
+// Copies tensor `name` (shape [ne0, ne1] in ne order; ne1 = 1 for vectors) into dst in the compute dtype.
+Status CudaRunner::upload_into(const Model& model, const std::string& name, int64_t ne0, int64_t ne1, void* dst,
+                               bool optional, bool* found) {
+  const TensorView* t = nullptr;
+  for (const TensorView& tv : model.tensors)
+    if (tv.name == name) t = &tv;
+  if (found) *found = t != nullptr;
+  if (!t) return optional ? Status::ok() : error("model has no tensor '%s' (needed by the CUDA backend)", name.c_str());
+  if (t->ne[0] != ne0 || t->rows() != ne1)
+    return error("tensor '%s' has shape %s, expected [%lld, %lld]", name.c_str(), t->shape_str().c_str(),
+                 static_cast<long long>(ne0), static_cast<long long>(ne1));
+  return upload_in_compute_dtype(*t, ne0 * ne1, dst);
+}
+
+// Copies the first n elements of t into dst in the compute dtype (bf16: F32/F16 rounded to nearest even; fp32:
+// F16/BF16 widened exactly); other formats are refused.
+Status CudaRunner::upload_in_compute_dtype(const TensorView& t, int64_t n, void* dst) {
+  const std::string& name = t.name;
+  switch (t.dtype) {
+    case DType::BF16:
+    case DType::F16:
+    case DType::F32: {
+      const size_t esz = t.dtype == DType::F32 ? 4 : 2;
+      if (t.nbytes < static_cast<uint64_t>(n) * esz) return error("tensor '%s' is truncated", name.c_str());
+      const bool same = esz == es_ && t.dtype != DType::F16;  // BF16 -> bf16 or F32 -> fp32: a plain copy
+      if (same) {
+        // On stream_ (not the legacy stream, which a non-blocking stream does not wait for), then synchronized:
+        // a pageable H2D cudaMemcpy may return before its DMA has landed.
+        MOPT_CUDA_TRY(cudaMemcpyAsync(dst, t.data, static_cast<size_t>(n) * esz, cudaMemcpyHostToDevice, stream_));
+        MOPT_CUDA_TRY(cudaStreamSynchronize(stream_));
+        return Status::ok();
+      }
+      DeviceBuffer staging;
+      MOPT_TRY(staging.alloc(static_cast<size_t>(n) * esz, "weight upload staging"));
+      MOPT_CUDA_TRY(cudaMemcpyAsync(staging.as<void>(), t.data, static_cast<size_t>(n) * esz, cudaMemcpyHostToDevice,
+                                    stream_));
+      if (t.dtype == DType::F32)
+        MOPT_CUDA_TRY(launch_f32_to_bf16(staging.as<float>(), static_cast<bf16*>(dst), n, stream_));
+      else if (t.dtype == DType::BF16)
+        MOPT_CUDA_TRY(launch_bf16_to_f32(staging.as<bf16>(), static_cast<float*>(dst), n, stream_));
+      else if (f32_)
+        MOPT_CUDA_TRY(launch_f16_to_f32(staging.as<uint16_t>(), static_cast<float*>(dst), n, stream_));
+      else
+        MOPT_CUDA_TRY(launch_f16_to_bf16(staging.as<uint16_t>(), static_cast<bf16*>(dst), n, stream_));
+      MOPT_CUDA_TRY(cudaStreamSynchronize(stream_));
+      return Status::ok();
+    }
+    case DType::Q8_0: case DType::Q4_0: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K:
+    case DType::Q8_K: case DType::I8: case DType::I32:
+      break;
+  }
+  return error("tensor '%s' has dtype %s, which the CUDA backend does not run yet: use a F32/F16/BF16 model "
+               "(e.g. the Hugging Face safetensors) or --device cpu",
+               name.c_str(), dtype_name(t.dtype));
+}
+
+Status CudaRunner::upload_weights(const Model& model, const CudaRunnerExtras& extras) {
+  const ModelConfig& c = cfg_;
+  const int d = c.n_embd, qd = c.q_dim(), kvd = c.kv_dim(), ff = c.n_ff, hd = c.head_dim;
+  const bool rnd = extras.random_weights;
+  uint64_t seed = extras.random_seed;
+  // Random init: uniform with std 1/sqrt(fan_in) for matrices, norms near 1.
+  auto fill = [&](DeviceBuffer& b, float scale, float offset) -> Status {
+    const int64_t n = static_cast<int64_t>(b.bytes() / es_);
+    if (f32_) MOPT_CUDA_TRY(launch_fill_random(b.as<float>(), n, seed++, scale, offset, stream_));
+    else MOPT_CUDA_TRY(launch_fill_random(b.as<bf16>(), n, seed++, scale, offset, stream_));
+    return Status::ok();
+  };
+  auto load_vec = [&](DeviceBuffer& b, const std::string& name, int n, float rnd_scale, float rnd_offset) -> Status {
+    MOPT_TRY(b.alloc(static_cast<size_t>(n) * es_, "weights"));
+    weight_bytes_ += b.bytes();
+    if (rnd) return fill(b, rnd_scale, rnd_offset);
+    return upload_into(model, name, n, 1, b.as<void>(), false, nullptr);
+  };
+  auto load_mat = [&](Linear& lin, const std::vector<std::string>& names, const std::vector<int>& rows, int n_in,
+                      const std::vector<std::string>& bias_names) -> Status {
+    int n_out = 0;
+    for (int r : rows) n_out += r;
+    MOPT_TRY(alloc_linear(lin, n_out, n_in, !bias_names.empty(), "weights"));
+    if (rnd) {
+      MOPT_TRY(fill(lin.w, std::sqrt(3.0f / static_cast<float>(n_in)), 0.f));
+      if (!bias_names.empty()) MOPT_TRY(fill(lin.bias, 0.02f, 0.f));
+      return Status::ok();
+    }
+    int64_t row0 = 0;
+    for (size_t i = 0; i < names.size(); ++i) {
+      MOPT_TRY(upload_into(model, names[i], n_in, rows[i], lin.w.as<char>() + row0 * n_in * es_, false, nullptr));
+      if (!bias_names.empty())
+        MOPT_TRY(upload_into(model, bias_names[i], rows[i], 1, lin.bias.as<char>() + row0 * es_, false, nullptr));
+      row0 += rows[i];
+    }
+    return Status::ok();
+  };
+
+  MOPT_TRY(tok_embd_.alloc(static_cast<size_t>(c.n_vocab) * d * es_, "token embeddings"));
+  weight_bytes_ += tok_embd_.bytes();
+  if (rnd) MOPT_TRY(fill(tok_embd_, 1.0f, 0.f));
+  else MOPT_TRY(upload_into(model, "token_embd.weight", d, c.n_vocab, tok_embd_.as<void>(), false, nullptr));
+  MOPT_TRY(load_vec(out_norm_, "output_norm.weight", d, 0.1f, 1.0f));
+  bool has_output = false;
+  if (!c.tied_embeddings) {
+    MOPT_TRY(output_.alloc(static_cast<size_t>(c.n_vocab) * d * es_, "output projection"));
+    weight_bytes_ += output_.bytes();
+    if (rnd) {
+      MOPT_TRY(fill(output_, std::sqrt(3.0f / static_cast<float>(d)), 0.f));
+      has_output = true;
+    } else {
+      MOPT_TRY(upload_into(model, "output.weight", d, c.n_vocab, output_.as<void>(), true, &has_output));
+    }
+    if (!has_output) output_.reset();  // some files tie without saying so
+  }
+
+  layers_.resize(static_cast<size_t>(c.n_layer));
+  for (int l = 0; l < c.n_layer; ++l) {
+    Layer& L = layers_[static_cast<size_t>(l)];
+    const std::string p = "blk." + std::to_string(l) + ".";
+    MOPT_TRY(load_vec(L.attn_norm, p + "attn_norm.weight", d, 0.1f, 1.0f));
+    MOPT_TRY(load_vec(L.ffn_norm, p + "ffn_norm.weight", d, 0.1f, 1.0f));
+    if (c.qk_norm) {
+      MOPT_TRY(load_vec(L.q_norm, p + "attn_q_norm.weight", hd, 0.1f, 1.0f));
+      MOPT_TRY(load_vec(L.k_norm, p + "attn_k_norm.weight", hd, 0.1f, 1.0f));
+    }
+    std::vector<std::string> qkv_bias;
+    if (c.qkv_bias) qkv_bias = {p + "attn_q.bias", p + "attn_k.bias", p + "attn_v.bias"};
+    MOPT_TRY(load_mat(L.qkv, {p + "attn_q.weight", p + "attn_k.weight", p + "attn_v.weight"}, {qd, kvd, kvd}, d,
+                      qkv_bias));
+    MOPT_TRY(load_mat(L.o, {p + "attn_output.weight"}, {d}, qd, {}));
+    MOPT_TRY(load_mat(L.gate_up, {p + "ffn_gate.weight", p + "ffn_up.weight"}, {ff, ff}, d, {}));
+    MOPT_TRY(load_mat(L.down, {p + "ffn_down.weight"}, {d}, ff, {}));
+  }
+  MOPT_CUDA_TRY(cudaStreamSynchronize(stream_));
+  return Status::ok();
+}
+
+}  // namespace mopt::cuda
