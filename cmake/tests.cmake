@@ -18,10 +18,15 @@ foreach(dir IN LISTS test_dirs)
   file(GLOB tsrcs CONFIGURE_DEPENDS ${dir}/*.cpp)
   add_executable(test_${tname} ${tsrcs})
   string(REGEX REPLACE "/.*" "" mod ${rel})
+  # The CUDA tests link the CUDA backend's shared object (first: its references resolve from the libraries after).
+  set(cuda_so "")
+  if(rel STREQUAL "backend/cuda" AND TARGET mopt_cuda)
+    set(cuda_so mopt_cuda)
+  endif()
   if(TARGET mopt_${mod})
-    target_link_libraries(test_${tname} PRIVATE mopt_${mod} mopt_model)
+    target_link_libraries(test_${tname} PRIVATE ${cuda_so} mopt_${mod} mopt_model)
   else()
-    target_link_libraries(test_${tname} PRIVATE mopt_cli)
+    target_link_libraries(test_${tname} PRIVATE ${cuda_so} mopt_cli)
   endif()
   target_link_libraries(test_${tname} PRIVATE GTest::gtest GTest::gtest_main)
   target_include_directories(test_${tname} PRIVATE ${CMAKE_SOURCE_DIR}/tests)
@@ -35,7 +40,7 @@ foreach(script IN LISTS e2e_scripts)
   get_filename_component(tname ${script} NAME_WE)
   add_test(NAME e2e.${tname} COMMAND bash ${script})
   set_tests_properties(e2e.${tname} PROPERTIES
-    ENVIRONMENT "MOPT_BIN=$<TARGET_FILE:mopt>;MOPT_MODELS_DIR=${MOPT_MODELS_DIR};MOPT_SOURCE_DIR=${CMAKE_SOURCE_DIR}"
+    ENVIRONMENT "MOPT_BIN=$<TARGET_FILE:mopt>;MOPT_MODELS_DIR=${MOPT_MODELS_DIR};MOPT_SOURCE_DIR=${CMAKE_SOURCE_DIR};MOPT_CUDA_BUILT=${MOPT_HAVE_CUDA}"
     TIMEOUT 600)
 endforeach()
 

@@ -1,11 +1,14 @@
 # Sourced THERE, on the GPU machine, from the repo root by scripts/gpu_all.sh and scripts/gpu_profile.sh: unpacks the
-# executables scripts/gpu_prepare.sh shipped in .gpu/bin.tgz and points the loader at cuBLAS and .gpu/lib.
+# executables and libmopt_cuda.so scripts/gpu_prepare.sh shipped in .gpu/bin.tgz and points the loader at cuBLAS,
+# .gpu/lib and .gpu (the tests and benchmarks link libmopt_cuda.so; mopt finds it beside itself).
 G=$PWD/.gpu
 [[ -f "$G/bin.tgz" ]] && tar -C "$G" -xzf "$G/bin.tgz"  # scripts/gpu_prepare.sh ships the executables gzipped
-[[ -x "$G/test_backend_cuda" ]] || { echo "gpu_env: $G/test_backend_cuda missing: run scripts/gpu_prepare.sh first" >&2; exit 1; }
+for f in test_backend_cuda libmopt_cuda.so; do
+  [[ -x "$G/$f" ]] || { echo "gpu_env: $G/$f missing: run scripts/gpu_prepare.sh first" >&2; exit 1; }
+done
 
 # cuBLAS: the CUDA toolkit's, or the one PyTorch's wheels bring.
-libdirs="$G/lib"
+libdirs="$G:$G/lib"
 for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do [[ -e $d/libcublasLt.so.13 ]] && libdirs+=":$d"; done
 pyd=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null || true)
 [[ -n "$pyd" ]] && libdirs+=":$pyd"

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Runs HERE (no GPU needed): builds mopt, test_backend_cuda and the GPU benchmarks with nvcc for sm_90a into the
-# git-ignored folder .gpu/ (static libstdc++/libgcc, static cudart, cuBLAS dynamic), copies the shared
-# objects the GPU machine lacks (PCRE2, cpp-httplib, ...) into .gpu/lib, and the model files the GPU run
-# needs into .gpu/models. Then, on the GPU machine, in one `run` call with carry [".gpu"]:
+# Runs HERE (no GPU needed): builds mopt, the CUDA backend libmopt_cuda.so, test_backend_cuda and the GPU
+# benchmarks with nvcc for sm_90a into the git-ignored folder .gpu/ (static libstdc++/libgcc; the CUDA runtime is
+# static inside libmopt_cuda.so, cuBLAS dynamic), the object next to the executables (mopt loads it from beside
+# itself, the tests and benchmarks link it), copies the shared objects the GPU machine lacks (PCRE2, ...) into
+# .gpu/lib, and the model files the GPU run needs into .gpu/models. Then, on the GPU machine, in one `run` call
+# with carry [".gpu"]:
 #     bash scripts/gpu_all.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,7 +21,7 @@ fi
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMOPT_CUDA=ON "${launcher[@]}" \
   -DMOPT_TESTS=ON -DMOPT_BENCH=ON -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc" >/dev/null
 targets=(test_backend_cuda bench_gpu_decode bench_gpu_logits bench_gpu_offline)
-nice ninja -C "$BUILD" -j "$JOBS" "${targets[@]}"
+nice ninja -C "$BUILD" -j "$JOBS" mopt_cuda "${targets[@]}"
 # mopt itself needs every module (others' work in progress may not build): optional.
 if ! nice ninja -C "$BUILD" -j "$JOBS" mopt; then
   echo "gpu_prepare: WARNING: mopt did not build; the GPU run will skip the CLI smoke test" >&2
@@ -27,7 +29,7 @@ fi
 
 rm -rf "$DEST"
 mkdir -p "$DEST/lib" "$DEST/models"
-for t in "${targets[@]}" mopt; do
+for t in "${targets[@]}" mopt libmopt_cuda.so; do
   [[ -x "$BUILD/$t" ]] || continue
   cp "$BUILD/$t" "$DEST/$t"
   strip --strip-unneeded "$DEST/$t"
@@ -38,14 +40,16 @@ for bin in "$DEST"/*; do
   ldd "$bin" | awk '/=> \// {print $3}' | while read -r so; do
     case "$(basename "$so")" in
       libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libcuda.so*|libcublas*|libcudart*) ;;
+      libmopt_cuda.so) ;;  # ours, beside the executables
       *) cp -L -n "$so" "$DEST/lib/" ;;
     esac
   done
 done
 for f in stories260K.gguf; do cp "$MODELS/$f" "$DEST/models/"; done
-# The executables travel gzipped (their CUDA fat binaries halve): scripts/gpu_all.sh unpacks bin.tgz there.
+# The executables and libmopt_cuda.so travel gzipped (the CUDA fat binary halves): scripts/gpu_env.sh unpacks
+# bin.tgz there.
 bins=()
-for t in "${targets[@]}" mopt; do [[ -x "$DEST/$t" ]] && bins+=("$t"); done
+for t in "${targets[@]}" mopt libmopt_cuda.so; do [[ -x "$DEST/$t" ]] && bins+=("$t"); done
 tar -C "$DEST" -czf "$DEST/bin.tgz" "${bins[@]}"
 (cd "$DEST" && rm -f "${bins[@]}")
 du -sh "$DEST"

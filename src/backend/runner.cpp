@@ -77,11 +77,12 @@ DeviceKind resolve_device(DeviceKind requested) {
 
 Result<std::unique_ptr<ModelRunner>> create_runner(const Model& model, const RunnerOptions& requested) {
   RunnerOptions opts = requested;
-  opts.device = resolve_device(requested.device);
-  if (requested.device == DeviceKind::kAuto)
+  if (requested.device == DeviceKind::kAuto) {
+    const Status usable = cuda_backend_usable();
+    opts.device = usable ? DeviceKind::kCuda : DeviceKind::kCpu;
     MOPT_LOG_INFO("--device auto: using %s (%s)", device_name(opts.device),
-                  opts.device == DeviceKind::kCuda ? "a CUDA GPU is available"
-                                                   : "no usable CUDA GPU, or a build without CUDA");
+                  usable ? "a CUDA GPU is available" : usable.message().c_str());
+  }
   switch (opts.device) {
     case DeviceKind::kCpu: {
       MOPT_ASSIGN_OR_RETURN(auto r, CpuRunner::create(model, opts));

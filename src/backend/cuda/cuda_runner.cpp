@@ -1,5 +1,5 @@
 // CudaRunner (runner_impl.h): creation, workspaces, the KV cache, one step (plan -> stage metadata -> enqueue the
-// layers or replay the decode bucket's CUDA graph), logits out, swap; and the backend's entry points.
+// layers or replay the decode bucket's CUDA graph), logits out, swap.
 //
 // Per step: the host validates the batch, packs all int metadata into one pinned buffer and copies it with one
 // async H2D copy (plus one 2D copy of the used part of the block tables), then enqueues the layers on one stream
@@ -252,22 +252,3 @@ Status CudaRunner::swap_in(std::span<const std::pair<int32_t, int32_t>> host_to_
 }
 
 }  // namespace mopt::cuda
-
-namespace mopt {
-
-bool cuda_device_available() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
-
-Result<std::unique_ptr<ModelRunner>> create_cuda_runner(const Model& model, const RunnerOptions& opts,
-                                                        const CudaRunnerExtras& extras) {
-  MOPT_ASSIGN_OR_RETURN(auto r, cuda::CudaRunner::create(model, opts, extras));
-  return std::unique_ptr<ModelRunner>(std::move(r));
-}
-
-Result<std::unique_ptr<ModelRunner>> create_cuda_runner(const Model& model, const RunnerOptions& opts) {
-  return create_cuda_runner(model, opts, CudaRunnerExtras{});
-}
-
-}  // namespace mopt

@@ -1,5 +1,6 @@
-// The CUDA backend's entry point. A build without CUDA links cuda_runner_stub.cpp instead, whose
-// create_cuda_runner answers "not built with CUDA".
+// The CUDA backend's API. The backend is the shared object libmopt_cuda.so; the functions declared at the end of
+// this header are in the mopt binary (backend/cuda_loader.cpp), which loads the object on first use and answers
+// "not built with CUDA" in a build without it.
 //
 // CudaRunner (runner_impl.h, one runner_*.cpp per concern) runs Llama-family models (llama, mistral, qwen2, qwen3)
 // on one NVIDIA GPU: weights in the compute dtype (bf16, or fp32 for F32 checkpoints), GEMMs through cuBLASLt
@@ -99,7 +100,10 @@ class CudaModelRunner : public ModelRunner {
   virtual Status reset_graphs(bool use_graphs) = 0;
 };
 
-// True when this build has the CUDA backend and a usable GPU is present (no error when not).
+// ok when the CUDA backend can run here: libmopt_cuda.so loaded (or linked in) and a usable GPU present; else why
+// not (not built with CUDA, the object missing or not loadable, no usable GPU). No error is logged.
+Status cuda_backend_usable();
+// cuda_backend_usable().is_ok()
 bool cuda_device_available();
 
 Result<std::unique_ptr<ModelRunner>> create_cuda_runner(const Model& model, const RunnerOptions& opts);

@@ -1,5 +1,5 @@
 // The whole CudaRunner against the CPU runner (fp32) on the real stories260K model, against transformers'
-// fp32 top-5 logits for code-qwen2-25m, CUDA graphs against eager execution, and the no-CUDA stub; in both
+// fp32 top-5 logits for code-qwen2-25m, CUDA graphs against eager execution, and the no-CUDA answer; in both
 // compute dtypes (bf16: bounds set by bf16 rounding; float32: tight bounds, no near-tie exemptions).
 #include <gtest/gtest.h>
 
