@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/cuda/runner_impl.h"
+#include "core/dtype.h"
 
 namespace mopt::cuda {
 
@@ -52,42 +53,38 @@ Status CudaRunner::upload_into(const Model& model, const std::string& name, int6
 // F16/BF16 widened exactly); other formats are refused.
 Status CudaRunner::upload_in_compute_dtype(const TensorView& t, int64_t n, void* dst) {
   const std::string& name = t.name;
-  switch (t.dtype) {
-    case DType::BF16:
-    case DType::F16:
-    case DType::F32: {
-      const size_t esz = t.dtype == DType::F32 ? 4 : 2;
-      if (t.nbytes < static_cast<uint64_t>(n) * esz) return error("tensor '%s' is truncated", name.c_str());
-      const bool same = esz == es_ && t.dtype != DType::F16;  // BF16 -> bf16 or F32 -> fp32: a plain copy
-      if (same) {
-        // On stream_ (not the legacy stream, which a non-blocking stream does not wait for), then synchronized:
-        // a pageable H2D cudaMemcpy may return before its DMA has landed.
-        MOPT_CUDA_TRY(cudaMemcpyAsync(dst, t.data, static_cast<size_t>(n) * esz, cudaMemcpyHostToDevice, stream_));
-        MOPT_CUDA_TRY(cudaStreamSynchronize(stream_));
-        return Status::ok();
-      }
-      DeviceBuffer staging;
-      MOPT_TRY(staging.alloc(static_cast<size_t>(n) * esz, "weight upload staging"));
-      MOPT_CUDA_TRY(cudaMemcpyAsync(staging.as<void>(), t.data, static_cast<size_t>(n) * esz, cudaMemcpyHostToDevice,
-                                    stream_));
-      if (t.dtype == DType::F32)
-        MOPT_CUDA_TRY(launch_f32_to_bf16(staging.as<float>(), static_cast<bf16*>(dst), n, stream_));
-      else if (t.dtype == DType::BF16)
-        MOPT_CUDA_TRY(launch_bf16_to_f32(staging.as<bf16>(), static_cast<float*>(dst), n, stream_));
-      else if (f32_)
-        MOPT_CUDA_TRY(launch_f16_to_f32(staging.as<uint16_t>(), static_cast<float*>(dst), n, stream_));
-      else
-        MOPT_CUDA_TRY(launch_f16_to_bf16(staging.as<uint16_t>(), static_cast<bf16*>(dst), n, stream_));
-      MOPT_CUDA_TRY(cudaStreamSynchronize(stream_));
-      return Status::ok();
-    }
-    case DType::Q8_0: case DType::Q4_0: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K:
-    case DType::Q8_K: case DType::I8: case DType::I32:
-      break;
+  if (dtype_traits(t.dtype).cuda_upload != CudaUpload::kConvert) {
+    const std::string takes =
+        dtype_list([](const DTypeTraits& r) { return r.weight && r.cuda_upload != CudaUpload::kNone; });
+    return error("tensor '%s' has dtype %s, which the CUDA backend does not run yet (it takes %s): use such a "
+                 "model (e.g. the Hugging Face safetensors) or --device cpu",
+                 name.c_str(), dtype_name(t.dtype), takes.c_str());
   }
-  return error("tensor '%s' has dtype %s, which the CUDA backend does not run yet: use a F32/F16/BF16 model "
-               "(e.g. the Hugging Face safetensors) or --device cpu",
-               name.c_str(), dtype_name(t.dtype));
+  // kConvert: F32, F16 or BF16.
+  const size_t esz = dtype_traits(t.dtype).block_bytes;
+  if (t.nbytes < static_cast<uint64_t>(n) * esz) return error("tensor '%s' is truncated", name.c_str());
+  const bool same = esz == es_ && t.dtype != DType::F16;  // BF16 -> bf16 or F32 -> fp32: a plain copy
+  if (same) {
+    // On stream_ (not the legacy stream, which a non-blocking stream does not wait for), then synchronized:
+    // a pageable H2D cudaMemcpy may return before its DMA has landed.
+    MOPT_CUDA_TRY(cudaMemcpyAsync(dst, t.data, static_cast<size_t>(n) * esz, cudaMemcpyHostToDevice, stream_));
+    MOPT_CUDA_TRY(cudaStreamSynchronize(stream_));
+    return Status::ok();
+  }
+  DeviceBuffer staging;
+  MOPT_TRY(staging.alloc(static_cast<size_t>(n) * esz, "weight upload staging"));
+  MOPT_CUDA_TRY(cudaMemcpyAsync(staging.as<void>(), t.data, static_cast<size_t>(n) * esz, cudaMemcpyHostToDevice,
+                                stream_));
+  if (t.dtype == DType::F32)
+    MOPT_CUDA_TRY(launch_f32_to_bf16(staging.as<float>(), static_cast<bf16*>(dst), n, stream_));
+  else if (t.dtype == DType::BF16)
+    MOPT_CUDA_TRY(launch_bf16_to_f32(staging.as<bf16>(), static_cast<float*>(dst), n, stream_));
+  else if (f32_)
+    MOPT_CUDA_TRY(launch_f16_to_f32(staging.as<uint16_t>(), static_cast<float*>(dst), n, stream_));
+  else
+    MOPT_CUDA_TRY(launch_f16_to_bf16(staging.as<uint16_t>(), static_cast<bf16*>(dst), n, stream_));
+  MOPT_CUDA_TRY(cudaStreamSynchronize(stream_));
+  return Status::ok();
 }
 
 Status CudaRunner::upload_weights(const Model& model, const CudaRunnerExtras& extras) {
