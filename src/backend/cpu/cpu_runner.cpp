@@ -13,6 +13,7 @@
 #include "backend/cpu/dot_kernels.h"
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/quant.h"
+#include "backend/rope.h"
 #include "core/argmax.h"
 #include "core/thread_pool.h"
 #include "model/model.h"
@@ -131,7 +132,7 @@ Result<std::unique_ptr<CpuRunner>> CpuRunner::create(const Model& model, const R
   if (r->output_ == r->tok_embd_) r->matrix_elems_ += static_cast<double>(r->tok_embd_->n_elements());
   MOPT_ASSIGN_OR_RETURN(const TensorView* on, model.require("output_norm.weight"));
   MOPT_TRY(to_f32(*on, c.n_embd, r->out_norm_));
-  r->inv_freq_ = cpu::rope_inv_freq(c);
+  r->inv_freq_ = rope_inv_freq(c);
   {  // cos / sin of the first positions' RoPE angles, computed once (fp64 sin/cos per token and step otherwise)
     const int half = c.rope_dim / 2;
     const int64_t n_pos = half > 0 ? std::clamp<int64_t>(c.context_length, 0, kRopeTableBytes / (8 * half)) : 0;

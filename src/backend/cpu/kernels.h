@@ -54,8 +54,8 @@ bool matmul_packed_has_avx512();
 void rmsnorm(float* out, const float* x, const float* weight, int64_t n, float eps);  // out may == x
 
 // Rotary embedding of one token's heads in place: x [n_heads, head_dim]; dims [0, rot_dim) rotated.
-// inv_freq [rot_dim/2] from rope_inv_freq(); style kInterleaved pairs (2i, 2i+1), kNeox pairs (i, i+rot_dim/2).
-std::vector<float> rope_inv_freq(const ModelConfig& cfg);  // includes linear / llama3 scaling
+// inv_freq [rot_dim/2] from rope_inv_freq() (backend/rope.h); style kInterleaved pairs (2i, 2i+1), kNeox pairs
+// (i, i+rot_dim/2).
 void rope(float* x, int n_heads, int head_dim, int rot_dim, int pos, const float* inv_freq, RopeStyle style);
 // rope() in two steps, so that one token's angles serve all its heads and layers (same results as rope()):
 // cs[i], sn[i] = cos, sin of pos * inv_freq[i] for i < half, then the rotation with those tables.

@@ -13,6 +13,7 @@
 
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/vec.h"
+#include "backend/rope.h"
 #include "core/thread_pool.h"
 #include "kernels_test_util.h"
 

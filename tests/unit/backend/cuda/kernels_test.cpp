@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "backend/cpu/kernels.h"
+#include "backend/rope.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/kernels.h"
 #include "core/thread_pool.h"
@@ -228,7 +229,7 @@ TYPED_TEST(CudaKernelsT, QkvRopeCache) {
     cfg.rope_scaling = c.scaling;
     cfg.rope_scale_factor = 8.f;
     cfg.rope_original_context = 8192;
-    const std::vector<float> inv = cpu::rope_inv_freq(cfg);
+    const std::vector<float> inv = rope_inv_freq(cfg);
     const int T_ = 6, n_blocks = 4;
     const int row = (c.n_head + 2 * c.n_kv) * c.hd;
     const std::vector<int32_t> positions = {0, 1, 77, 4095, 131000, 5};
