@@ -161,11 +161,14 @@ int serve(ServeArgs& a) {
   sig_thread.join();  // until SIGTERM / SIGINT
   std::fprintf(stderr, "mopt serve: signal %d: draining (up to %.0f s)\n", sig.load(), o.drain_grace_s);
   srv.begin_drain();
-  http_thread.join();
+  http_thread.join();  // the listening socket is closed: new connections are refused from here on
+  std::fprintf(stderr, "mopt serve: no longer accepting connections; %d open\n", srv.in_flight());
   bool drained = srv.wait_drained();
   if (!drained) std::fprintf(stderr, "mopt serve: grace period over; aborting the remaining requests\n");
   (*engine)->stop();  // aborts whatever is left; their handlers finish with finish_reason "abort"
-  if (!drained) std::this_thread::sleep_for(std::chrono::milliseconds(200));  // let them write it
+  // Let the handlers write that abort and [DONE] (each wakes within 50 ms of it), up to 2 s for clients that
+  // stopped reading; then cut whatever is still open.
+  if (!drained) srv.wait_drained(2.0);
   srv.close_connections();
   srv.wait_drained();  // no handler may still use the engine when it is destroyed
   std::fprintf(stderr, "mopt serve: stopped\n");

@@ -110,6 +110,7 @@ class HttpServer {
   // Shuts down every open connection (after the grace period).
   void close_all();
   bool draining() const { return draining_.load(); }
+  int active_connections() const { return active_.load(); }  // connections open (in flight or idle keep-alive)
 
  private:
   void connection(int fd, std::string remote);

@@ -96,6 +96,7 @@ void Server::serve() { http_->serve(); }
 void Server::begin_drain() { http_->stop_accepting(); }
 
 bool Server::wait_drained() { return http_->wait_idle(opts_.drain_grace_s); }
+bool Server::wait_drained(double seconds) { return http_->wait_idle(seconds); }
 
 // ------------------------------------------------------------------------------------------------ helpers
 

@@ -57,8 +57,10 @@ class Server {
   void serve();                 // accept loop; returns after begin_drain()
   // Stops accepting; in-flight requests go on. Call wait_drained() next.
   void begin_drain();
-  // Waits for in-flight requests up to the grace period; true when all finished.
+  // Waits for in-flight requests up to the grace period (or `seconds` when given); true when all finished.
   bool wait_drained();
+  bool wait_drained(double seconds);
+  int in_flight() const { return http_->active_connections(); }
   void close_connections() { http_->close_all(); }
 
   ServerMetrics& metrics() { return metrics_; }

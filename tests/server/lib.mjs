@@ -7,6 +7,8 @@ export const MOPT_BIN = process.env.MOPT_BIN;
 export const MODELS = process.env.MOPT_MODELS_DIR;
 if (!MOPT_BIN || !MODELS) throw new Error('set MOPT_BIN and MOPT_MODELS_DIR');
 export const STORIES = path.join(MODELS, 'stories260K.gguf');
+// A slower model (~2.5 ms a token on one core of a CI machine): work that outlasts what a test does meanwhile.
+export const QWEN = path.join(MODELS, 'code-qwen2-25m');
 
 let failures = 0;
 export function check(cond, label, detail = '') {
@@ -57,6 +59,20 @@ export async function startServer(extra = [], { model = STORIES } = {}) {
   return {
     proc, port, base: `http://127.0.0.1:${port}`, exited,
     log: () => log,
+    // Resolves once the server's log matches `re` (an event the server reports); rejects if it exits first.
+    waitLog(re, timeoutMs = 60000) {
+      return new Promise((resolve, reject) => {
+        const test = () => re.test(log);
+        if (test()) return resolve();
+        const timer = setTimeout(() => reject(new Error(`no ${re} in the server log within ${timeoutMs} ms:\n${log}`)),
+                                 timeoutMs);
+        const onData = () => { if (test()) { cleanup(); resolve(); } };
+        const onExit = () => { cleanup(); test() ? resolve() : reject(new Error(`server exited before ${re}:\n${log}`)); };
+        const cleanup = () => { clearTimeout(timer); proc.stderr.off('data', onData); proc.off('exit', onExit); };
+        proc.stderr.on('data', onData);
+        proc.on('exit', onExit);
+      });
+    },
     async stop() {
       if (proc.exitCode === null) proc.kill('SIGTERM');
       return exited;
@@ -121,6 +137,17 @@ export async function postJson(base, p, body, headers = {}) {
   let json = null;
   try { json = JSON.parse(text); } catch { /* not JSON */ }
   return { status: res.status, headers: res.headers, text, json };
+}
+
+// Scrapes /metrics until pred(metrics) holds (the server reports the event the caller waits for); returns the last
+// scrape, whether or not pred held by the deadline, so the caller's check reports what was seen.
+export async function waitMetrics(base, pred, timeoutMs = 20000) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const m = await metrics(base);
+    if (pred(m) || Date.now() > deadline) return m;
+    await sleep(20);
+  }
 }
 
 export async function metrics(base) {
