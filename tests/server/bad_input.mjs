@@ -1,7 +1,7 @@
 // Acceptance 2: a bad-input suite. Every case asserts the status and the OpenAI error body
 // {"error": {"message", "type", "param", "code"}}; afterwards the server still answers correctly and its KV usage
 // is back to zero.
-import { startServer, check, eq, done, rawRequest, postJson, metrics, sleep } from './lib.mjs';
+import { startServer, check, eq, done, rawRequest, postJson, metrics, waitMetrics, QWEN } from './lib.mjs';
 import net from 'node:net';
 
 const KEY = 'sk-test-0123456789';
@@ -174,37 +174,48 @@ try {
   const dt = await postJson(base, '/detokenize', { tokens: tk.json.tokens }, AUTH);
   eq(dt.json.prompt.trim(), 'Once upon a time', 'tokenize/detokenize round trip');
 
-  // ---- disconnects: mid-stream, and while a non-streaming request is generating
-  const m0 = await metrics(base);
-  for (const stream of [true, false]) {
-    cases++;
-    const body = JSON.stringify({ ...good, max_tokens: 1000, prompt: 'x', ignore_eos: true, stream });
-    await new Promise((resolve) => {
-      const sock = net.connect(srv.port, '127.0.0.1', () => {
-        sock.write(`POST ${C} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${KEY}\r\n` +
-                   `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+  // ---- disconnects: mid-stream, and while a non-streaming request is generating. On a second server with
+  // code-qwen2-25m (~2.5 s for these 1000 tokens on a CI core): the client leaves once the server reports the request
+  // generating (stream: its first chunks; non-streaming: /metrics), long before it could finish.
+  const q = await startServer(['--served-model-name', 'q'], { model: QWEN });
+  try {
+    for (const stream of [true, false]) {
+      cases++;
+      const maxTokens = 1000;
+      const m0 = await metrics(q.base);
+      const body = JSON.stringify({ model: 'q', prompt: 'def parse(', max_tokens: maxTokens, ignore_eos: true, stream });
+      const sock = net.connect(q.port, '127.0.0.1', () => {
+        sock.write(`POST ${C} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n` +
+                   `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
       });
       let got = 0;
-      sock.on('data', (d) => {
-        got += d.length;
-        if (stream && got > 300) { sock.destroy(); resolve(); }
-      });
-      sock.on('error', resolve);
-      if (!stream) setTimeout(() => { sock.destroy(); resolve(); }, 30);
-    });
-    let m;
-    for (let i = 0; i < 100; i++) {
-      await sleep(50);
-      m = await metrics(base);
-      if (m['mopt:client_disconnects_total'] >= m0['mopt:client_disconnects_total'] + (stream ? 1 : 2) &&
-          m['mopt:num_requests_running'] === 0) break;
+      const closed = new Promise((resolve) => sock.on('close', resolve));
+      sock.on('error', () => {});
+      if (stream) {
+        await new Promise((resolve) => sock.on('data', (d) => { got += d.length; if (got > 300) resolve(); }));
+      } else {
+        const m = await waitMetrics(q.base, (x) => x['mopt:num_requests_running'] === 1 &&
+                                    x['mopt:generation_tokens_total'] > m0['mopt:generation_tokens_total']);
+        check(m['mopt:num_requests_running'] === 1, `[${cases}] (the non-streaming request is generating)`);
+      }
+      sock.destroy();
+      await closed;
+      const aborted = 'mopt:request_success_total{finished_reason="abort"}';
+      const m = await waitMetrics(q.base, (x) => x['mopt:client_disconnects_total'] > m0['mopt:client_disconnects_total'] &&
+                                  x['mopt:num_requests_running'] === 0);
+      const genDelta = m['mopt:request_generation_tokens_total'] - m0['mopt:request_generation_tokens_total'];
+      check(m['mopt:client_disconnects_total'] === m0['mopt:client_disconnects_total'] + 1 &&
+            m[aborted] === m0[aborted] + 1 && genDelta < maxTokens && m['mopt:num_requests_running'] === 0 &&
+            m['mopt:kv_cache_usage_perc'] === 0,
+            `[${cases}] client disconnect ${stream ? 'mid-stream' : 'during a non-streaming request'} aborts it ` +
+            'and frees its KV blocks', JSON.stringify({ disconnects: [m0['mopt:client_disconnects_total'],
+                                                                      m['mopt:client_disconnects_total']],
+                                                       aborted: [m0[aborted], m[aborted]], tokens: genDelta,
+                                                       run: m['mopt:num_requests_running'],
+                                                       kv: m['mopt:kv_cache_usage_perc'] }));
     }
-    check(m['mopt:client_disconnects_total'] >= m0['mopt:client_disconnects_total'] + (stream ? 1 : 2) &&
-          m['mopt:num_requests_running'] === 0 && m['mopt:kv_cache_usage_perc'] === 0,
-          `[${cases}] client disconnect ${stream ? 'mid-stream' : 'during a non-streaming request'} aborts it ` +
-          'and frees its KV blocks', JSON.stringify({ d: m['mopt:client_disconnects_total'],
-                                                     run: m['mopt:num_requests_running'],
-                                                     kv: m['mopt:kv_cache_usage_perc'] }));
+  } finally {
+    eq((await q.stop()).code, 0, 'the code-qwen2-25m server exits 0 on SIGTERM');
   }
 
   // ---- flood beyond the queue limit (--max-num-seqs 2 --max-waiting 4): some 429 with Retry-After, no 5xx
@@ -230,8 +241,8 @@ try {
   const after = await postJson(base, C, good, AUTH);
   eq(after.status, 200, 'server still answers after the suite');
   eq(after.json?.choices?.[0]?.text, before.json.choices[0].text, 'and gives the same greedy text as before');
-  await sleep(200);
-  const m = await metrics(base);
+  const m = await waitMetrics(base, (x) => x['mopt:kv_cache_usage_perc'] === 0 &&
+                              x['mopt:num_requests_running'] + x['mopt:num_requests_waiting'] === 0);
   eq(m['mopt:kv_cache_usage_perc'], 0, 'KV usage back to zero');
   eq(m['mopt:num_requests_running'] + m['mopt:num_requests_waiting'], 0, 'no request left running or waiting');
   eq((await fetch(base + '/health')).status, 200, '/health is ok');
