@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages mopt needs to build and test (idempotent; uses sudo when not root).
+# Installs the Debian 12 packages mopt needs to build and test, and the node packages of the server tests
+# (tests/server: npm ci from its package-lock.json). Idempotent; uses sudo when not root.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 pkgs=(build-essential cmake ninja-build pkg-config git
       nlohmann-json3-dev libcli11-dev libpcre2-dev
       libgtest-dev libgmock-dev libbenchmark-dev
@@ -19,4 +21,12 @@ if ((${#missing[@]})); then
   SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO=sudo
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
+fi
+
+# The server tests' node packages (the official openai client), pinned by tests/server/package-lock.json; the tests
+# only check that they are there (tests/server/check_packages.sh).
+if ! cmp -s tests/server/package-lock.json tests/server/node_modules/.mopt-installed-lock 2>/dev/null; then
+  echo "mopt: installing the server tests' node packages (npm ci in tests/server)"
+  (cd tests/server && npm ci --no-audit --no-fund --loglevel=error &&
+   cp package-lock.json node_modules/.mopt-installed-lock)
 fi

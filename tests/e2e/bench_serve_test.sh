@@ -5,9 +5,10 @@
 set -euo pipefail
 : "${MOPT_BIN:?set MOPT_BIN to the mopt binary}"
 MODELS=${MOPT_MODELS_DIR:-$(dirname "$0")/../../../shared/models}
+# mopt serve is part of every build: a binary without it is broken, not a reason to skip.
 if ! "$MOPT_BIN" serve --help >/dev/null 2>&1; then
-  echo "SKIP: mopt serve not available"
-  exit 0
+  echo "FAIL: '$MOPT_BIN serve --help' failed: the binary has no serve verb" >&2
+  exit 1
 fi
 model="$MODELS/stories260K.gguf"
 [[ -f "$model" ]] || { echo "FAIL: $model not found (set MOPT_MODELS_DIR)" >&2; exit 1; }

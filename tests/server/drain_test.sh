@@ -2,5 +2,5 @@
 # SIGTERM drain: in-flight streams complete, new connections refused, exit code 0.
 set -euo pipefail
 cd "$(dirname "$0")"
-./setup.sh
+source ./check_packages.sh
 exec node drain.mjs

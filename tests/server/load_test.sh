@@ -3,5 +3,5 @@
 # failures, /metrics totals == client counts. About 70 s of wall time.
 set -euo pipefail
 cd "$(dirname "$0")"
-./setup.sh
+source ./check_packages.sh
 exec node load.mjs

@@ -2,5 +2,5 @@
 # The official openai npm client against mopt serve (stories260K); results must match `mopt run`.
 set -euo pipefail
 cd "$(dirname "$0")"
-./setup.sh
+source ./check_packages.sh
 exec node openai_client.mjs
