@@ -9,6 +9,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 #include "server/http.h"
@@ -28,6 +30,7 @@ class HttpFixture : public ::testing::Test {
     thread_ = std::thread([this] { srv_->serve(); });
   }
   void TearDown() override {
+    signal(released_);  // a /held handler of a test that failed early
     if (srv_) {
       srv_->stop_accepting();
       srv_->close_all();
@@ -40,13 +43,18 @@ class HttpFixture : public ::testing::Test {
       w.begin_stream(200, {{"Content-Type", "text/event-stream"}});
       for (int i = 0; i < 3; ++i) w.write_chunk("data: " + std::to_string(i) + "\n\n");
       w.end_stream();
-    } else if (req.path == "/slow") {
-      std::this_thread::sleep_for(std::chrono::milliseconds(400));
-      w.send(200, {}, "slow done");
-    } else if (req.path == "/wait") {  // waits for the client to go away
-      for (int i = 0; i < 500 && !w.client_gone(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    } else if (req.path == "/held") {  // answers once the test releases it
+      signal(started_);
+      wait_for(released_, std::chrono::seconds(30));
+      w.send(200, {}, "held done");
+    } else if (req.path == "/wait") {  // waits for the client to go away (up to 10 s)
+      signal(started_);
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (!w.client_gone() && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
       saw_gone_ = w.client_gone();
       w.send(200, {}, "late");
+      signal(handler_done_);
     } else {
       w.send(200, {{"Content-Type", "text/plain"}}, req.method + " " + req.target + " " + req.body);
     }
@@ -60,8 +68,8 @@ class HttpFixture : public ::testing::Test {
     EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
     return fd;
   }
-  // Sends `data` and reads until the server closes or `ms` pass.
-  std::string roundtrip(const std::string& data, int ms = 3000, int fd = -1) {
+  // Sends `data` and reads until the server closes (or, failing that, `ms` pass).
+  std::string roundtrip(const std::string& data, int ms = 10000, int fd = -1) {
     bool own = fd < 0;
     if (own) fd = connect_client();
     if (!data.empty()) ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
@@ -79,8 +87,26 @@ class HttpFixture : public ::testing::Test {
     return out;
   }
 
+  // Events between the handlers (server threads) and the test: set once, waited for with a deadline.
+  void signal(bool& flag) {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      flag = true;
+    }
+    cv_.notify_all();
+  }
+  bool wait_for(bool& flag, std::chrono::seconds limit) {
+    std::unique_lock<std::mutex> lk(mu_);
+    return cv_.wait_for(lk, limit, [&] { return flag; });
+  }
+
   std::unique_ptr<HttpServer> srv_;
   std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool started_ = false;       // a /held or /wait handler is running
+  bool released_ = false;      // the /held handler may answer
+  bool handler_done_ = false;  // the /wait handler returned
   std::atomic<bool> saw_gone_{false};
 };
 
@@ -125,33 +151,42 @@ TEST_F(HttpFixture, DetectsClientDisconnectWhileHandling) {
   int fd = connect_client();
   std::string req = "GET /wait HTTP/1.1\r\n\r\n";
   ::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_TRUE(wait_for(started_, std::chrono::seconds(30))) << "the handler never started";
   ::close(fd);
-  for (int i = 0; i < 200 && !saw_gone_; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  EXPECT_TRUE(saw_gone_.load());
+  ASSERT_TRUE(wait_for(handler_done_, std::chrono::seconds(30))) << "the handler never returned";
+  EXPECT_TRUE(saw_gone_.load()) << "the handler ran 10 s after the client closed without seeing it gone";
+}
+
+bool connect_refused(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const bool refused = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0;
+  ::close(fd);
+  return refused;
 }
 
 TEST_F(HttpFixture, DrainRefusesNewConnectionsAndFinishesOpenOnes) {
   start({});
   int fd = connect_client();
-  std::string req = "GET /slow HTTP/1.1\r\n\r\n";
+  std::string req = "GET /held HTTP/1.1\r\n\r\n";
   ::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the handler is running now
+  ASSERT_TRUE(wait_for(started_, std::chrono::seconds(30))) << "the handler never started";
   srv_->stop_accepting();
-  thread_.join();
-  // The in-flight request is answered, then the connection closes (no keep-alive while draining).
-  std::string r = roundtrip("", 3000, fd);
-  ::close(fd);
+  thread_.join();  // serve() returned: the listening socket is closed
+  // Refused while the request is still in flight (its handler waits for released_).
+  EXPECT_TRUE(connect_refused(srv_->port())) << "a new connection was accepted while draining";
+  EXPECT_EQ(srv_->active_connections(), 1);
+  signal(released_);
+  // The in-flight request is answered, then the server closes the connection (no keep-alive while draining):
+  // roundtrip() returns at the close, and no connection is left although this end is still open.
+  std::string r = roundtrip("", 30000, fd);
   EXPECT_EQ(r.rfind("HTTP/1.1 200", 0), 0u) << r;
-  EXPECT_NE(r.find("slow done"), std::string::npos) << r;
-  EXPECT_TRUE(srv_->wait_idle(3));
-  int fd2 = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(srv_->port()));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_NE(::connect(fd2, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  ::close(fd2);
+  EXPECT_NE(r.find("held done"), std::string::npos) << r;
+  EXPECT_TRUE(srv_->wait_idle(30)) << "the server kept the connection open";
+  ::close(fd);
 }
 
 TEST(HttpListen, PortInUseIsAClearError) {
