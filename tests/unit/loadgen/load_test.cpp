@@ -37,20 +37,22 @@ Workload synthetic(int in_words, int out_tokens, uint64_t seed = 1) {
   return std::move(r).value();
 }
 
-// Acceptance 1. The fake server draws TTFT ~ uniform(20ms, 40ms) and inter-token gaps ~ exponential(mean 4ms)
-// from seeded generators (per request index), so the injected sample is fixed. It also records when it actually
-// sent each token. Claims:
-//  (A) the client's own error: reported TTFT/ITL percentiles match those of the server's actual send times
-//      within 1 ms + 2% (P99: 3 ms + 5%), and the median per-request TTFT excess over the actual send is < 1 ms;
-//  (B) end to end: reported P50/P90/P99 of TTFT and ITL match the injected sample within 2 ms + 3%
-//      (P99: 4 ms + 5%), and the true distribution quantiles within that plus 4 standard errors of the sample
-//      quantile (se = sqrt(q(1-q)/n) / f(x_q)).
-// On an idle machine the error is ~0.1-0.5 ms. A timing claim cannot hold on a starved CPU (a 2-core machine
-// running compilers delays wake-ups by several ms), so the measurement is attempted up to 3 times and must pass
-// in one; every attempt's deviations are printed.
+// Acceptance 1. The fake server draws TTFT ~ uniform(20ms, 40ms) and inter-token gaps ~ exponential(mean 4ms) from
+// seeded generators, and records when it actually sent each token (its clock is the client's: one process). What a
+// client can get wrong, it gets wrong per request; what a busy machine adds is delivery delay, which only ever makes a
+// measured latency longer. So the claims are per request, and none of them needs an idle machine:
+//  (1) causality: measured TTFT >= the injected delay and >= the server's parse-to-first-send time (the client sent
+//      before the server parsed, and read after the server sent); a client that under-measures fails here;
+//  (2) no systematic excess: the smallest TTFT excess over the server's actual send is < 1 ms and the median < 2.5 ms
+//      (delivery delays are one-sided, and one request of 160 delivered promptly is enough for the minimum); a client
+//      that adds even 2.5 ms to every TTFT fails here;
+//  (3) inter-token gaps: the median of (measured gap - actual send gap) over all gaps is within +-0.5 ms (a delay of
+//      one token lengthens one gap and shortens the next, so the median stays at the client's own bias);
+//  (4) reporting: the run's TTFT / ITL percentiles and TPOT mean are exactly those of the per-request records.
+// Measured here (idle 2-core machine): TTFT excess min ~0.05 ms, median ~0.2 ms; ITL gap error median ~0.00 ms; with
+// a parallel build beside it the minimum stays under 0.1 ms and the median under 1 ms.
+// Sanitizer builds slow every event several times over: they assert (1) and (4); (2) and (3) are printed.
 namespace {
-// Sanitizer builds slow every event by several times and change wake-up timing: they still run the whole
-// pipeline and the exact accounting checks, but the timing tolerances are asserted in release builds only.
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 constexpr bool kSanitized = true;
 #elif defined(__has_feature)
@@ -63,17 +65,13 @@ constexpr bool kSanitized = false;
 constexpr bool kSanitized = false;
 #endif
 
-struct Attempt {
-  std::vector<std::string> fails;
-  void near(const std::string& what, double got, double want, double tol) {
-    if (!(std::fabs(got - want) <= tol))
-      fails.push_back(strfmt("%s: reported %.3f ms, expected %.3f ms +- %.3f ms", what.c_str(), got * 1e3, want * 1e3,
-                             tol * 1e3));
-  }
-};
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return percentile_sorted(v, 50);
+}
+}  // namespace
 
-Attempt accuracy_attempt() {
-  Attempt a;
+TEST(Accuracy, MeasuredLatenciesMatchWhatTheServerSent) {
   FakeServerOptions o;
   o.ttft = *Distribution::parse("uniform:20ms,40ms", true);
   o.itl = *Distribution::parse("exp:4ms", true);
@@ -84,86 +82,59 @@ Attempt accuracy_attempt() {
   spec.concurrency = 8;
   spec.num_requests = 160;
   auto res = run_phase(rig.target, w, spec);
-  if (!res) return {{res.message()}};
+  ASSERT_TRUE(res) << res.message();
   const auto injected = rig.server->injected();
-  if (injected.size() != 160u) return {{"server saw " + std::to_string(injected.size()) + " requests"}};
+  ASSERT_EQ(injected.size(), 160u);
   std::map<std::string, const InjectedRequest*> by_id;
   for (const auto& r : injected) by_id[r.id] = &r;
-  std::vector<double> inj_ttft, inj_itl, sent_ttft, sent_itl, excess;
+  std::vector<double> ttft_excess, gap_error, ttfts, itls, tpots;
   for (const auto& r : res->records) {
-    // Exact per-request accounting (no tolerance).
-    EXPECT_TRUE(r.ok()) << r.error_message;
+    // Exact per-request accounting.
+    ASSERT_TRUE(r.ok()) << r.error_message;
     EXPECT_EQ(r.content_events, 16);
     EXPECT_EQ(r.usage_completion_tokens, 16);
     EXPECT_EQ(r.usage_prompt_tokens, 32);
-    EXPECT_EQ(r.itl_s.size(), 15u);
-    if (!by_id.count(r.response_id)) return {{"unknown response id " + r.response_id}};
+    ASSERT_EQ(r.itl_s.size(), 15u);
+    ASSERT_TRUE(by_id.count(r.response_id)) << "unknown response id " << r.response_id;
     const InjectedRequest& inj = *by_id[r.response_id];
-    EXPECT_GE(r.ttft_s, inj.ttft_s - 1e-4) << "measured TTFT below the injected delay";
-    inj_ttft.push_back(inj.ttft_s);
-    inj_itl.insert(inj_itl.end(), inj.itl_s.begin(), inj.itl_s.end());
-    sent_ttft.push_back(inj.sent_ttft_s);
-    sent_itl.insert(sent_itl.end(), inj.sent_itl_s.begin(), inj.sent_itl_s.end());
-    excess.push_back(r.ttft_s - inj.sent_ttft_s);
+    ASSERT_EQ(inj.sent_itl_s.size(), 15u);
+    // (1)
+    EXPECT_GE(r.ttft_s, inj.ttft_s) << r.response_id << ": measured TTFT below the injected delay";
+    EXPECT_GE(r.ttft_s, inj.sent_ttft_s) << r.response_id << ": measured TTFT below the server's actual send";
+    ttft_excess.push_back(r.ttft_s - inj.sent_ttft_s);
+    for (size_t j = 0; j < 15; ++j) gap_error.push_back(r.itl_s[j] - inj.sent_itl_s[j]);
+    ttfts.push_back(r.ttft_s);
+    itls.insert(itls.end(), r.itl_s.begin(), r.itl_s.end());
+    tpots.push_back(r.tpot_s());
   }
+  const double ex_min = *std::min_element(ttft_excess.begin(), ttft_excess.end());
+  const double ex_med = median(ttft_excess), gap_med = median(gap_error);
+  std::printf("TTFT excess over the actual send: min %.3f ms, median %.3f ms; ITL gap error median %+.3f ms\n",
+              ex_min * 1e3, ex_med * 1e3, gap_med * 1e3);
+  if (kSanitized) {
+    std::printf("sanitizer build: (2) and (3) not asserted\n");
+  } else {
+    // (2), (3)
+    EXPECT_LT(ex_min, 0.001) << "every TTFT exceeds the server's actual send by 1 ms or more";
+    EXPECT_LT(ex_med, 0.0025) << "the median TTFT exceeds the server's actual send by 2.5 ms or more";
+    EXPECT_LT(std::fabs(gap_med), 0.0005) << "measured inter-token gaps are biased against the actual sends";
+  }
+  // (4)
   const RunSummary sum = summarize_run(*res, spec, SloSpec{});
   EXPECT_EQ(sum.completed, 160);
   EXPECT_EQ(sum.failed, 0);
   EXPECT_EQ(sum.output_tokens, 160 * 16);
   EXPECT_EQ(sum.input_tokens, 160 * 32);
-  std::sort(inj_ttft.begin(), inj_ttft.end());
-  std::sort(inj_itl.begin(), inj_itl.end());
-  std::sort(sent_ttft.begin(), sent_ttft.end());
-  std::sort(sent_itl.begin(), sent_itl.end());
-  auto tol_client = [](double p, double v) { return p >= 99 ? 0.003 + 0.05 * v : 0.001 + 0.02 * v; };
-  auto tol_e2e = [](double p, double v) { return p >= 99 ? 0.004 + 0.05 * v : 0.002 + 0.03 * v; };
-  const double ps[] = {50, 90, 99};
-  const double rep_ttft[] = {sum.ttft.p50, sum.ttft.p90, sum.ttft.p99};
-  const double rep_itl[] = {sum.itl.p50, sum.itl.p90, sum.itl.p99};
-  for (int i = 0; i < 3; ++i) {
-    const double p = ps[i], q = p / 100;
-    const std::string P = strfmt(" P%g", p);
-    // (A)
-    const double st = percentile_sorted(sent_ttft, p), si = percentile_sorted(sent_itl, p);
-    a.near("(A) TTFT" + P + " vs actual sends", rep_ttft[i], st, tol_client(p, st));
-    a.near("(A) ITL" + P + " vs actual sends", rep_itl[i], si, tol_client(p, si));
-    // (B)
-    const double it = percentile_sorted(inj_ttft, p), ii = percentile_sorted(inj_itl, p);
-    a.near("(B) TTFT" + P + " vs injected", rep_ttft[i], it, tol_e2e(p, it));
-    a.near("(B) ITL" + P + " vs injected", rep_itl[i], ii, tol_e2e(p, ii));
-    const double se_ttft = std::sqrt(q * (1 - q) / inj_ttft.size()) * 0.020;  // 1/f = 20 ms (uniform width)
-    const double x_itl = o.itl.quantile(q);
-    const double se_itl = std::sqrt(q * (1 - q) / inj_itl.size()) / (std::exp(-x_itl / 0.004) / 0.004);
-    a.near("(B) TTFT" + P + " vs distribution", rep_ttft[i], o.ttft.quantile(q),
-           4 * se_ttft + tol_e2e(p, o.ttft.quantile(q)));
-    a.near("(B) ITL" + P + " vs distribution", rep_itl[i], x_itl, 4 * se_itl + tol_e2e(p, x_itl));
-  }
-  const Summary ex = summarize(excess);
-  if (!(ex.p50 < 0.001)) a.fails.push_back(strfmt("(A) median TTFT excess over the actual send %.3f ms >= 1 ms", ex.p50 * 1e3));
-  a.near("(B) TTFT mean", sum.ttft.mean, 0.030, 0.002 + 0.002);
-  a.near("(B) ITL mean", sum.itl.mean, 0.004, 0.0004 + 0.002);
-  a.near("(B) TPOT mean", sum.tpot.mean, 0.004, 0.0006 + 0.002);  // TPOT of a request = mean of its gaps
-  return a;
-}
-}  // namespace
-
-TEST(Accuracy, ReportedPercentilesMatchInjectedDelays) {
-  std::string log;
-  for (int attempt = 1; attempt <= 3; ++attempt) {
-    Attempt a = accuracy_attempt();
-    if (kSanitized) {
-      std::printf("sanitizer build: exact accounting checked; timing tolerances not asserted (%zu deviations)\n",
-                  a.fails.size());
-      return;
-    }
-    if (a.fails.empty()) {
-      if (attempt > 1) std::printf("accuracy passed on attempt %d after:\n%s", attempt, log.c_str());
-      return;
-    }
-    log += strfmt("attempt %d:\n", attempt);
-    for (const auto& f : a.fails) log += "  " + f + "\n";
-  }
-  ADD_FAILURE() << "reported latencies deviate from the injected delays in all 3 attempts:\n" << log;
+  std::sort(ttfts.begin(), ttfts.end());
+  std::sort(itls.begin(), itls.end());
+  EXPECT_EQ(sum.ttft.p50, percentile_sorted(ttfts, 50));
+  EXPECT_EQ(sum.ttft.p90, percentile_sorted(ttfts, 90));
+  EXPECT_EQ(sum.ttft.p99, percentile_sorted(ttfts, 99));
+  EXPECT_EQ(sum.itl.p50, percentile_sorted(itls, 50));
+  EXPECT_EQ(sum.itl.p99, percentile_sorted(itls, 99));
+  double tpot_mean = 0;
+  for (double t : tpots) tpot_mean += t / static_cast<double>(tpots.size());
+  EXPECT_NEAR(sum.tpot.mean, tpot_mean, 1e-12);
 }
 
 TEST(Load, ChatStreamsCountContentNotRoleChunks) {
