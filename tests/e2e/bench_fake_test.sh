@@ -17,8 +17,9 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 start_fake() {  # name, args...
   local name=$1; shift
   "$MOPT_BIN" bench-fake-server --port 0 --port-file "$tmp/$name.port" "$@" >"$tmp/$name.log" 2>&1 &
-  pids+=($!)
-  for _ in $(seq 100); do [[ -s "$tmp/$name.port" ]] && break; sleep 0.05; done
+  local pid=$!
+  pids+=($pid)
+  for _ in $(seq 1200); do [[ -s "$tmp/$name.port" ]] || ! kill -0 $pid 2>/dev/null && break; sleep 0.05; done
   [[ -s "$tmp/$name.port" ]] || fail "fake server $name did not start: $(cat "$tmp/$name.log")"
   cat "$tmp/$name.port"
 }
@@ -28,7 +29,7 @@ url="http://127.0.0.1:$port"
 
 echo "== concurrency sweep with warm-up, SLO and all outputs"
 "$MOPT_BIN" bench --url "$url" --model fake --sweep-concurrency 1,4 -n 40 --input-len 16 --output-len 8 \
-  --warmup 5 --slo ttft=100ms,tpot=50ms --output "$tmp/r.json" --svg-dir "$tmp/svg" --html "$tmp/r.html" \
+  --warmup 5 --slo ttft=10ms,tpot=50ms --output "$tmp/r.json" --svg-dir "$tmp/svg" --html "$tmp/r.html" \
   --progress lines --scrape-interval 200ms | tee "$tmp/out.txt"
 grep -q "TTFT" "$tmp/out.txt" || fail "no summary table"
 grep -q "concurrency=4" "$tmp/out.txt" || fail "no sweep table"
@@ -50,11 +51,19 @@ for (const run of r.runs) {
   ok(run.server_metrics.available, "metrics scraped");
   ok(d["mopt:generation_tokens_total"].delta === s.output_tokens, "generation tokens vs /metrics");
   ok(d["mopt:prompt_tokens_total"].delta === s.input_tokens, "prompt tokens vs /metrics");
-  // Injected TTFT ~ uniform(5, 15) ms: P50 near 10 ms (loose bounds: the precise claim is the unit accuracy test).
-  ok(s.ttft_s.p50 > 0.007 && s.ttft_s.p50 < 0.025, "TTFT P50 " + s.ttft_s.p50);
-  ok(s.itl_s.p50 > 0.0015 && s.itl_s.p50 < 0.008, "ITL P50 " + s.itl_s.p50);
-  ok(s.good === 40, "all requests meet the SLO");
-  for (const q of run.requests) ok(q.itl_s.length === 7 && q.usage_completion_tokens === 8, "per-request record");
+  // Latencies: the server waits at least the injected uniform(5, 15) ms before the first token, so no measured TTFT
+  // is below 5 ms (delivery delays on a busy machine only add). The precise accuracy claims are the unit test
+  // Accuracy.MeasuredLatenciesMatchWhatTheServerSent (against the send times the server recorded).
+  // SLO ttft=10ms splits the sample; goodput must count exactly the requests within both limits.
+  let good = 0;
+  for (const q of run.requests) {
+    ok(q.itl_s.length === 7 && q.usage_completion_tokens === 8, "per-request record");
+    ok(q.ttft_s >= 0.005, `TTFT ${q.ttft_s} s below the injected minimum of 5 ms`);
+    const met = q.ttft_s <= 0.010 && q.tpot_s <= 0.050;
+    ok(q.slo_met === met, `slo_met ${q.slo_met} for TTFT ${q.ttft_s} s, TPOT ${q.tpot_s} s`);
+    good += met;
+  }
+  ok(s.good === good, `goodput counts ${s.good} requests within the SLO, the records ${good}`);
 }
 ' "$tmp/r.json"
 

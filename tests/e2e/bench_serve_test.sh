@@ -24,7 +24,7 @@ fail() { echo "FAIL: $*" >&2; [[ -f "$tmp/serve.log" ]] && tail -20 "$tmp/serve.
 "$MOPT_BIN" serve -m "$model" --port 0 >"$tmp/serve.log" 2>&1 &
 srv=$!
 port=""
-for _ in $(seq 200); do
+for _ in $(seq 1200); do
   port=$(sed -n 's/.*listening on http:\/\/[^:]*:\([0-9]*\).*/\1/p' "$tmp/serve.log" | head -1)
   [[ -n "$port" ]] && break
   kill -0 "$srv" 2>/dev/null || fail "mopt serve exited early"
