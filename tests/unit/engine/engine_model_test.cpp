@@ -51,7 +51,8 @@ class EngineModel : public ::testing::Test {
     model_ = nullptr;
   }
   void SetUp() override {
-    if (!model_) GTEST_SKIP() << "stories260K.gguf not available: " << load_error_;
+    // The shared models are part of the test setup: a missing one is a failure, not a skip.
+    ASSERT_NE(model_, nullptr) << "stories260K.gguf: " << load_error_ << " (set MOPT_MODELS_DIR)";
   }
 
   static EngineConfig base_config() {
