@@ -1,6 +1,7 @@
 // matmul over every weight dtype vs fp64 references on swept shapes:
-//  (1) exact-activation check: reference = dequant(W) · dequant(quant(x)) in fp64, where quant is the
-//      activation format the kernel uses (Q8_0 for Q8_0/Q4_0, Q8_K for K-quants, none for F32/F16/BF16);
+//  (1) exact-activation check: reference = dequant(W) · dequant(quant(x)) in fp64, where dequant is the tests' own
+//      oracle (unit/backend/dequant_oracle.h) and quant the activation format the kernel uses (Q8_0 for Q8_0/Q4_0,
+//      Q8_K for K-quants, none for F32/F16/BF16);
 //      the kernel may differ only by fp32 rounding: |err| <= 2e-5 * sum|w||x| (+1e-30).
 //  (2) end-to-end check against the plain fp32 product dequant(W) · x: the activation rounding adds at most
 //      sum over blocks of sum|w| * amax_block(x) * (1/254 + 1/2048) (half a step of amax/127, plus the
@@ -21,6 +22,7 @@
 #include "backend/cpu/quant.h"
 #include "core/thread_pool.h"
 #include "kernels_test_util.h"
+#include "unit/backend/dequant_oracle.h"
 
 namespace mopt::cpu {
 namespace {
@@ -48,8 +50,8 @@ TEST_P(KernelsMatmul, MatchesReference) {
     std::vector<uint8_t> wq(*row_bytes(t, static_cast<uint64_t>(N * K)));
     const uint64_t wrow = *row_bytes(t, static_cast<uint64_t>(K));
     for (int64_t n = 0; n < N; ++n) quantize_row(t, wf.data() + n * K, wq.data() + n * wrow, K);
-    std::vector<float> wd(static_cast<size_t>(N * K));  // [N, K] dequantized weights
-    for (int64_t n = 0; n < N; ++n) dequantize_row(t, wq.data() + n * wrow, wd.data() + n * K, K);
+    std::vector<float> wd(static_cast<size_t>(N * K));  // [N, K] weights decoded by the tests' oracle
+    test::oracle::dequantize(t, wq.data(), wd.data(), N * K);
 
     for (int64_t M : {1, 2, 3, 7, 16, 64, 67}) {
       auto x = random_vec(static_cast<size_t>(M * K), static_cast<uint32_t>(M * 7 + N));  // [M, K]
@@ -60,7 +62,7 @@ TEST_P(KernelsMatmul, MatchesReference) {
         std::vector<uint8_t> buf(*row_bytes(at, static_cast<uint64_t>(K)));
         for (int64_t m = 0; m < M; ++m) {
           quantize_row(at, x.data() + m * K, buf.data(), K);
-          dequantize_row(at, buf.data(), xq.data() + m * K, K);
+          test::oracle::dequantize(at, buf.data(), xq.data() + m * K, K);
         }
       }
       std::vector<float> y(static_cast<size_t>(M * N)), y_mt(y.size());

@@ -1,5 +1,6 @@
 // The CPU's vectorized row conversions (the activation quantizers, fp16 rows) against their definitions and the
-// dtype table's reference conversions. The formats themselves are tested in tests/unit/core/formats_test.cpp.
+// dtype table's reference conversions, and dequantize_row against the tests' own oracle. The formats themselves are
+// tested in tests/unit/core/formats_test.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +12,7 @@
 #include "backend/cpu/quant.h"
 #include "core/dtype.h"
 #include "kernels_test_util.h"
+#include "unit/backend/dequant_oracle.h"
 
 #if defined(__F16C__)
 #include <immintrin.h>
@@ -115,6 +117,29 @@ TEST(KernelsQuant, RegisteredConversionsMatchReference) {
     }
   }
   EXPECT_GE(checked, 4);  // f16 both ways, the Q8_0 and Q8_K activation quantizers
+}
+
+// dequantize_row (a type's registered conversion or the dtype table's reference) and the reference itself against the
+// tests' oracle (unit/backend/dequant_oracle.h, written from the format definitions), on rows quantize_row made from
+// weights with uneven magnitudes: the same float for every element (every format's products of an fp16 scale, a small
+// integer scale and a quant fit in 25 bits, so one rounding of the exact value, as the oracle does, is what a correct
+// float evaluation gives).
+TEST(KernelsQuant, DequantizeRowMatchesOracle) {
+  const int64_t K = 1024;
+  for (DType t : {DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K,
+                  DType::Q8_K}) {
+    const auto w = kernels_test::random_weights(K, 21);
+    std::vector<uint8_t> q(*row_bytes(t, K));
+    quantize_row(t, w.data(), q.data(), K);
+    std::vector<float> got(K), ref(K), want(K);
+    dequantize_row(t, q.data(), got.data(), K);
+    dequantize_row_ref(t, q.data(), ref.data(), K);
+    test::oracle::dequantize(t, q.data(), want.data(), K);
+    for (int64_t i = 0; i < K; ++i) {
+      ASSERT_EQ(got[i], want[i]) << dtype_name(t) << " element " << i << ": dequantize_row";
+      ASSERT_EQ(ref[i], want[i]) << dtype_name(t) << " element " << i << ": dequantize_row_ref";
+    }
+  }
 }
 
 }  // namespace
