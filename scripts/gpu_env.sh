@@ -1,10 +1,17 @@
-# Sourced THERE, on the GPU machine, from the repo root by scripts/gpu_all.sh and scripts/gpu_profile.sh: unpacks the
-# executables and libmopt_cuda.so scripts/gpu_prepare.sh shipped in .gpu/bin.tgz and points the loader at cuBLAS,
-# .gpu/lib and .gpu (the tests and benchmarks link libmopt_cuda.so; mopt finds it beside itself).
-G=$PWD/.gpu
+# Sourced THERE, on the GPU machine, from the repo root by scripts/gpu_all.sh and scripts/gpu_profile.sh: unpacks what
+# scripts/gpu_prepare.sh shipped in $MOPT_GPU_DIR (default .gpu; .gpu-qwen for code-qwen2-25m's test): the
+# executables and libmopt_cuda.so in bin.tgz and any model packed as models/*.tar.xz, and points the loader at
+# cuBLAS, the directory and its lib/ (the tests and benchmarks link libmopt_cuda.so; mopt finds it beside itself).
+G=${MOPT_GPU_DIR:-.gpu}
+[[ "$G" == /* ]] || G=$PWD/$G
 [[ -f "$G/bin.tgz" ]] && tar -C "$G" -xzf "$G/bin.tgz"  # scripts/gpu_prepare.sh ships the executables gzipped
 for f in test_backend_cuda libmopt_cuda.so; do
   [[ -x "$G/$f" ]] || { echo "gpu_env: $G/$f missing: run scripts/gpu_prepare.sh first" >&2; exit 1; }
+done
+for a in "$G"/models/*.tar.xz; do
+  [[ -f "$a" ]] || continue
+  [[ -d "${a%.tar.xz}" ]] || python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2], filter="data")' \
+    "$a" "$G/models" || { echo "gpu_env: cannot unpack $a" >&2; exit 1; }
 done
 
 # cuBLAS: the CUDA toolkit's, or the one PyTorch's wheels bring.
