@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# Builds everything (CUDA code included when the toolkit is present) and runs every test:
+# Builds everything (the CUDA backend included: MOPT_CUDA=ON unless set otherwise, so a machine without nvcc fails
+# loudly instead of compiling no GPU test) and runs every test:
 #   1. Release build + all tests (unit, e2e, server, bench-tool tests); GPU tests skip without a GPU.
-#   2. ASan/UBSan build (CPU only) of the unit tests, run once.
+#   2. ASan/UBSan build (CPU only) of the unit tests and mopt, run once.
+#   3. ThreadSanitizer build (CPU only) of the thread pool, engine and server tests and mopt: those tests, and the
+#      server tests that drive mopt serve's HTTP, engine and signal threads (drain, bad input).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
 JOBS=${JOBS:-$(nproc)}
-echo "== release build"
-scripts/build.sh
+echo "== release build (CUDA: ${MOPT_CUDA:-ON}; MOPT_CUDA=OFF builds without the CUDA backend)"
+scripts/build.sh -DMOPT_CUDA="${MOPT_CUDA:-ON}"
 echo "== tests (release)"
 ctest --test-dir build --output-on-failure -j "$JOBS" --timeout 900
 if [[ "${MOPT_SKIP_SANITIZE:-0}" != 1 ]]; then
@@ -16,8 +19,10 @@ if [[ "${MOPT_SKIP_SANITIZE:-0}" != 1 ]]; then
     -DMOPT_BENCH=OFF
   # Long-running model-quality and load tests already ran in the release pass; under ASan (~10x slower) they
   # would dominate CI time without exercising more parsing code.
-  ASAN_EXCLUDE=${MOPT_ASAN_EXCLUDE:-"Perplexity|Golden\\.CodeQwen2|load_test|drain_test|bench_overhead"}
+  ASAN_EXCLUDE=${MOPT_ASAN_EXCLUDE:-"Perplexity|Golden\\.CodeQwen2|load_test|bench_overhead"}
   echo "== tests (ASan/UBSan), excluding: $ASAN_EXCLUDE"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-asan --output-on-failure -j "$JOBS" --timeout 1800 -E "$ASAN_EXCLUDE"
+
+  scripts/test_tsan.sh
 fi

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# ThreadSanitizer (CPU only): builds the thread pool, engine and server tests and mopt into build-tsan/, runs those
+# tests and the server tests that drive mopt serve's HTTP, engine and signal threads (drain, bad input). Any report
+# fails the run. Called by scripts/test.sh; runs alone too (after scripts/install_deps.sh).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+echo "== ThreadSanitizer build (thread pool, engine, server tests; mopt)"
+# -O1 -g1: a third less compile time than -O2 -g, and reports keep file:line.
+BUILD_DIR=build-tsan BUILD_TYPE=None TARGETS="test_core test_engine test_server mopt" scripts/build.sh \
+  -DMOPT_CUDA=OFF -DMOPT_SANITIZE=thread -DMOPT_BENCH=OFF -DCMAKE_CXX_FLAGS="-O1 -g1 -DNDEBUG"
+reports=$PWD/build-tsan/tsan-reports
+rm -rf "$reports" && mkdir -p "$reports"
+export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 log_path=$reports/report"
+echo "== tests (ThreadSanitizer)"
+tsan_status=0
+build-tsan/test_core || tsan_status=1
+build-tsan/test_server || tsan_status=1
+# The engine tests that run threads (the engine's own thread, concurrent clients); the others step the engine from
+# the test thread on a one-thread runner, where there is nothing to race, and take most of the time.
+build-tsan/test_engine --gtest_filter='-EngineModel.*:EngineRandom.*:SchedulerRandom.*:EngineFake.ConcurrentGreedyMatchesOracle' ||
+  tsan_status=1
+for t in drain bad_input; do
+  echo "-- tests/server/${t}_test.sh against the ThreadSanitizer mopt"
+  MOPT_BIN=$PWD/build-tsan/mopt MOPT_MODELS_DIR=${MOPT_MODELS_DIR:-$PWD/../shared/models} \
+    bash "tests/server/${t}_test.sh" || tsan_status=1
+done
+if compgen -G "$reports/report*" >/dev/null; then
+  echo "ThreadSanitizer reports:"
+  cat "$reports"/report*
+  tsan_status=1
+fi
+[[ $tsan_status == 0 ]] || { echo "FAIL: tests under ThreadSanitizer"; exit 1; }
