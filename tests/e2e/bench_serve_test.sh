@@ -6,8 +6,8 @@ set -euo pipefail
 : "${MOPT_BIN:?set MOPT_BIN to the mopt binary}"
 MODELS=${MOPT_MODELS_DIR:-$(dirname "$0")/../../../shared/models}
 # mopt serve is part of every build: a binary without it is broken, not a reason to skip.
-if ! "$MOPT_BIN" serve --help >/dev/null 2>&1; then
-  echo "FAIL: '$MOPT_BIN serve --help' failed: the binary has no serve verb" >&2
+if ! "$MOPT_BIN" serve --help 2>&1 | grep -q -- "--served-model-name"; then
+  echo "FAIL: '$MOPT_BIN serve --help' does not show serve's options: the binary has no serve verb" >&2
   exit 1
 fi
 model="$MODELS/stories260K.gguf"
