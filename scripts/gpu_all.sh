@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # Runs THERE, on the GPU machine, in the repo root, from one `run` call with carry [".gpu"] (built here by
 # scripts/gpu_prepare.sh): every GPU test, the GPU benchmarks and the transformers comparison, then one
-# summary table. Logs and JSON go to $OUT (or /tmp/mopt-gpu-out). A second call with carry [".gpu-qwen"] and
-# MOPT_GPU_DIR=.gpu-qwen runs test_backend_cuda with code-qwen2-25m, which .gpu has no room for: its test
-# (CudaRunner.CodeQwen2MatchesTransformersTop5) runs there, and the first call lists it as not run here.
+# summary table. Logs and JSON go to $OUT (or /tmp/mopt-gpu-out). Where .gpu/models lacks code-qwen2-25m,
+# CudaRunner.CodeQwen2MatchesTransformersTop5 is listed as not run (never as passed).
 # Test counts keep passed, failed, skipped and not run apart; a skip on the GPU machine fails the run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -19,15 +18,15 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem,tem
 status=0
 # MOPT_GPU_ENGINE_ONLY=1 runs only the engine sections below (bench_gpu_offline, mopt run/serve) and the summary,
 # e.g. as a second device call when everything at once would pass the 10-minute limit of one call.
-# A folder with test_backend_cuda alone (.gpu-qwen) runs only that.
+# A folder with test_backend_cuda alone runs only that.
 if [[ -z "${MOPT_GPU_ENGINE_ONLY:-}" ]]; then
 echo "== test_backend_cuda"
 qwen_test=CudaRunner.CodeQwen2MatchesTransformersTop5
 filter=()
 if [[ ! -d "$MOPT_MODELS_DIR/code-qwen2-25m" ]]; then
   filter=(--gtest_filter="-$qwen_test")
-  echo "$qwen_test: not run in this call (code-qwen2-25m is not in $G/models: carry .gpu-qwen," \
-       "MOPT_GPU_DIR=.gpu-qwen)" | tee "$O/test_backend_cuda.notrun"
+  echo "$qwen_test: not run in this call (code-qwen2-25m is not in $G/models:" \
+       "run scripts/gpu_prepare.sh with ../shared/models present)" | tee "$O/test_backend_cuda.notrun"
 fi
 timeout 300 "$G/test_backend_cuda" "${filter[@]}" --gtest_output=json:"$O/test_backend_cuda.json" 2>&1 |
   tee "$O/test_backend_cuda.log"
@@ -42,7 +41,7 @@ sys.exit(1 if skipped else 0)
 PY
 fi
 if [[ ! -x "$G/bench_gpu_decode" && -z "${MOPT_GPU_ENGINE_ONLY:-}" ]]; then
-  export MOPT_GPU_TESTS_ONLY=1  # a folder with test_backend_cuda alone (.gpu-qwen)
+  export MOPT_GPU_TESTS_ONLY=1  # a folder with test_backend_cuda alone
 fi
 if [[ -z "${MOPT_GPU_ENGINE_ONLY:-}" && -z "${MOPT_GPU_TESTS_ONLY:-}" ]]; then
 
@@ -191,7 +190,7 @@ if t:
     rows += [("  FAILED", n, "") for n in failed] + [("  SKIPPED", n, "") for n in skipped]
     if os.path.exists(os.path.join(o, "test_backend_cuda.notrun")):
         rows.append(("  NOT RUN here", open(os.path.join(o, "test_backend_cuda.notrun")).read().split(":")[0],
-                     "second call: carry .gpu-qwen"))
+                     "pack the model: scripts/gpu_prepare.sh"))
 else:
     rows.append(("test_backend_cuda", "no result", ""))
 log = open(os.path.join(o, "test_backend_cuda.log")).read() if os.path.exists(os.path.join(o, "test_backend_cuda.log")) else ""

@@ -1,5 +1,5 @@
 # Sourced THERE, on the GPU machine, from the repo root by scripts/gpu_all.sh and scripts/gpu_profile.sh: unpacks what
-# scripts/gpu_prepare.sh shipped in $MOPT_GPU_DIR (default .gpu; .gpu-qwen for code-qwen2-25m's test): the
+# scripts/gpu_prepare.sh shipped in $MOPT_GPU_DIR (default .gpu): the
 # executables and libmopt_cuda.so in bin.tgz and any model packed as models/*.tar.xz, and points the loader at
 # cuBLAS, the directory and its lib/ (the tests and benchmarks link libmopt_cuda.so; mopt finds it beside itself).
 G=${MOPT_GPU_DIR:-.gpu}

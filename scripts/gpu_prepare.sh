@@ -6,11 +6,8 @@
 # .gpu/lib, and the model files the GPU run needs into .gpu/models. Then, on the GPU machine, in one `run` call
 # with carry [".gpu"]:
 #     bash scripts/gpu_all.sh
-# code-qwen2-25m (48 MiB of bf16 weights, 33 MiB as .tar.xz) does not fit beside the executables (38 MiB) under
-# the 64 MiB a call carries, so CudaRunner.CodeQwen2MatchesTransformersTop5 gets a second folder, .gpu-qwen/
-# (test_backend_cuda, .gpu/lib, the model and transformers' reference outputs), and a second call with
-# carry [".gpu-qwen"]:
-#     MOPT_GPU_DIR=.gpu-qwen bash scripts/gpu_all.sh
+# code-qwen2-25m (48 MiB of bf16 weights, 33 MiB as .tar.xz) travels packed beside the executables, for
+# CudaRunner.CodeQwen2MatchesTransformersTop5; the folder must stay under the 64 MiB a call carries.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${GPU_BUILD_DIR:-build-gpu}
@@ -56,30 +53,22 @@ for f in stories260K.gguf; do cp "$MODELS/$f" "$DEST/models/"; done
 bins=()
 for t in "${targets[@]}" mopt libmopt_cuda.so; do [[ -x "$DEST/$t" ]] && bins+=("$t"); done
 tar -C "$DEST" -czf "$DEST/bin.tgz" "${bins[@]}"
-tar -C "$DEST" -czf "$DEST/qwen-bin.tgz" test_backend_cuda  # for .gpu-qwen, below
 (cd "$DEST" && rm -f "${bins[@]}")
 
-# .gpu-qwen: test_backend_cuda, the shared objects, code-qwen2-25m packed with xz (kept in $BUILD between runs: the
-# shared model does not change) and transformers' reference outputs.
-QDEST=.gpu-qwen
+# code-qwen2-25m packed with xz (kept in $BUILD between runs: the shared model does not change) and transformers'
+# reference outputs; scripts/gpu_env.sh unpacks models/*.tar.xz there.
 qarch=$BUILD/code-qwen2-25m.tar.xz
 if [[ ! -s "$qarch" || -n "$(find "$MODELS/code-qwen2-25m" -newer "$qarch" -print -quit)" ]]; then
   echo "gpu_prepare: packing code-qwen2-25m (xz, about a minute)"
   tar -C "$MODELS" -cf - code-qwen2-25m | xz -T0 -6 > "$qarch.tmp"
   mv "$qarch.tmp" "$qarch"
 fi
-rm -rf "$QDEST"
-mkdir -p "$QDEST/models"
-cp -r "$DEST/lib" "$QDEST/lib"
-cp "$qarch" "$MODELS/code-qwen2-25m.reference.json" "$QDEST/models/"
-mv "$DEST/qwen-bin.tgz" "$QDEST/bin.tgz"
+cp "$qarch" "$MODELS/code-qwen2-25m.reference.json" "$DEST/models/"
 
-for d in "$DEST" "$QDEST"; do
-  du -sh "$d"
-  total=$(du -sb "$d" | cut -f1)
-  if (( total > 60 * 1024 * 1024 )); then
-    echo "gpu_prepare: $d is $total bytes, over the 60 MiB budget of one call" >&2
-    exit 1
-  fi
-  ls -la "$d" "$d/lib" "$d/models"
-done
+du -sh "$DEST"
+total=$(du -sb "$DEST" | cut -f1)
+if (( total > 60 * 1024 * 1024 )); then
+  echo "gpu_prepare: $DEST is $total bytes, over the 60 MiB budget of one call" >&2
+  exit 1
+fi
+ls -la "$DEST" "$DEST/lib" "$DEST/models"
