@@ -1,5 +1,6 @@
 // mopt run: offline generation. One prompt streams its text; --prompts FILE submits every line at once
 // (continuous batching) and prints each completion plus aggregate throughput.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -41,7 +42,29 @@ Result<std::vector<std::string>> read_prompts(const std::string& path) {
   return out;
 }
 
-int run(RunArgs& a) {
+// `run` knows its whole workload before the engine exists, so the engine limits the user did not set are sized to
+// it: one sequence per prompt, the longest prompt + -n positions, one step's tokens for every prompt (at most the
+// engine's default). The KV cache (sized by need on the CPU), the runner's workspaces and the step buffers follow.
+void size_engine_to_workload(const CLI::App& cmd, const std::vector<std::vector<int32_t>>& prompts, int n_predict,
+                             int context_length, EngineConfig& cfg) {
+  const int n = static_cast<int>(prompts.size());
+  size_t longest = 0, total = 0;
+  for (const auto& p : prompts) {
+    longest = std::max(longest, p.size());
+    total += p.size();
+  }
+  if (cmd.count("--max-num-seqs") == 0) cfg.max_num_seqs = std::min(cfg.max_num_seqs, n);
+  if (cmd.count("--max-num-batched-tokens") == 0)
+    cfg.max_num_batched_tokens = static_cast<int>(std::max<size_t>(
+        std::min<size_t>(total, static_cast<size_t>(cfg.max_num_batched_tokens)), static_cast<size_t>(cfg.max_num_seqs)));
+  if (cmd.count("--max-model-len") == 0) {
+    const int64_t want = static_cast<int64_t>(longest) + n_predict;
+    // A prompt longer than the context keeps the model's limit: the engine then rejects it with its message.
+    if (context_length <= 0 || want <= context_length) cfg.max_model_len = static_cast<int>(want);
+  }
+}
+
+int run(RunArgs& a, const CLI::App& cmd) {
   auto loaded = load_model_and_tokenizer(a.model);
   if (!loaded) {
     std::fprintf(stderr, "mopt run: %s\n", loaded.message().c_str());
@@ -52,12 +75,6 @@ int run(RunArgs& a) {
     return 1;
   }
   const Tokenizer& tok = *loaded->tokenizer;
-  auto engine_r = Engine::create(*loaded->model, tok, a.engine);
-  if (!engine_r) {
-    std::fprintf(stderr, "mopt run: %s\n", engine_r.message().c_str());
-    return 1;
-  }
-  Engine& engine = **engine_r;
 
   std::vector<std::string> prompts;
   if (!a.prompts_file.empty()) {
@@ -70,6 +87,25 @@ int run(RunArgs& a) {
   } else {
     prompts.push_back(a.prompt);
   }
+  std::vector<std::vector<int32_t>> prompt_ids(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    prompt_ids[i] = tok.encode(prompts[i], !a.no_bos, false);
+    if (prompt_ids[i].empty()) {
+      if (tok.bos() < 0) {
+        std::fprintf(stderr, "mopt run: empty prompt and the model has no BOS token: give -p\n");
+        return 1;
+      }
+      prompt_ids[i].push_back(tok.bos());
+    }
+  }
+  size_engine_to_workload(cmd, prompt_ids, a.n_predict, loaded->model->config.context_length, a.engine);
+  auto engine_r = Engine::create(*loaded->model, tok, a.engine);
+  if (!engine_r) {
+    std::fprintf(stderr, "mopt run: %s\n", engine_r.message().c_str());
+    return 1;
+  }
+  Engine& engine = **engine_r;
+
   const bool batch = prompts.size() > 1 || !a.prompts_file.empty();
   uint64_t seed = a.seed >= 0 ? static_cast<uint64_t>(a.seed) : std::random_device{}();
 
@@ -86,14 +122,7 @@ int run(RunArgs& a) {
   int64_t total_prompt = 0;
   for (size_t i = 0; i < prompts.size(); ++i) {
     RequestSpec spec;
-    spec.prompt = tok.encode(prompts[i], !a.no_bos, false);
-    if (spec.prompt.empty()) {
-      if (tok.bos() < 0) {
-        std::fprintf(stderr, "mopt run: empty prompt and the model has no BOS token: give -p\n");
-        return 1;
-      }
-      spec.prompt.push_back(tok.bos());
-    }
+    spec.prompt = std::move(prompt_ids[i]);
     total_prompt += static_cast<int64_t>(spec.prompt.size());
     SamplingParams& sp = spec.params;
     sp.temperature = a.temp;
@@ -190,7 +219,7 @@ Registration reg("run", 20, [](CLI::App& app) {
   cmd->add_flag("--ignore-eos", args->ignore_eos, "Keep generating past end-of-sequence tokens");
   cmd->add_flag("--no-bos", args->no_bos, "Do not add the BOS token the model asks for");
   add_engine_flags(*cmd, args->engine);
-  cmd->callback([args]() { set_exit_code(run(*args)); });
+  cmd->callback([args, cmd]() { set_exit_code(run(*args, *cmd)); });
 });
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "core/strfmt.h"
 #include "engine/engine_impl.h"
 #include "engine/kv_cache_manager.h"
+#include "engine/kv_sizing.h"
 #include "engine/request.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
@@ -547,50 +548,31 @@ Result<std::unique_ptr<Engine>> create_engine_with_runner(std::unique_ptr<ModelR
   cfg.runner.device = runner->device();  // what --device auto resolved to
   const ModelConfig& mc = runner->config();
   if (mc.n_vocab <= 0) return error("the model has no vocabulary (n_vocab = %d)", mc.n_vocab);
-  if (cfg.block_size == 0) cfg.block_size = runner->default_block_size();
-  if (cfg.block_size < 1 || cfg.block_size > 1024)
-    return error("--block-size must be in [1, 1024] (typical: 16, 32, 64) or 0 for the backend's default, got %d",
-                 cfg.block_size);
-  if (cfg.max_num_seqs < 1) return error("--max-num-seqs must be >= 1, got %d", cfg.max_num_seqs);
   if (cfg.max_num_batched_tokens < 1)
     return error("--max-num-batched-tokens must be >= 1, got %d", cfg.max_num_batched_tokens);
-  if (cfg.max_model_len < 0) return error("--max-model-len must be >= 0 (0 = the model's), got %d", cfg.max_model_len);
-  if (cfg.max_model_len == 0) cfg.max_model_len = mc.context_length;
-  if (cfg.max_model_len <= 0) return error("the model declares no context length; pass --max-model-len");
-  if (mc.context_length > 0 && cfg.max_model_len > mc.context_length)
-    return error("--max-model-len %d exceeds the model's context length %d", cfg.max_model_len, mc.context_length);
   if (!(cfg.swap_space_gib >= 0) || cfg.swap_space_gib > 1 << 20)
     return error("--swap-space must be in [0, 1048576] GiB, got %g", cfg.swap_space_gib);
   if (cfg.max_waiting < 0) return error("max_waiting must be >= 0, got %d", cfg.max_waiting);
 
-  const uint64_t block_bytes = runner->kv_block_bytes(cfg.block_size);
-  if (block_bytes == 0) return error("the runner reports 0 bytes per KV block");
-  const int64_t blocks_per_seq = (cfg.max_model_len + cfg.block_size - 1) / cfg.block_size;
-  uint64_t budget = cfg.kv_cache_memory;
-  bool derived = false;
-  if (budget == 0) {
-    if (!(cfg.gpu_memory_utilization > 0 && cfg.gpu_memory_utilization <= 1))
-      return error("--gpu-memory-utilization must be in (0, 1], got %g", cfg.gpu_memory_utilization);
-    budget = runner->available_kv_memory(cfg.gpu_memory_utilization);
-    derived = true;
-  }
-  uint64_t nb = budget / block_bytes;
-  // Block ids * block_size must fit the int32 slot numbers of ForwardBatch.
-  const uint64_t max_blocks = static_cast<uint64_t>(std::numeric_limits<int32_t>::max()) / cfg.block_size;
-  if (derived) {
-    // On a memory-derived budget, more than every sequence at full length (and then some for the prefix cache)
-    // buys nothing.
-    const uint64_t useful = 2ull * static_cast<uint64_t>(blocks_per_seq) * static_cast<uint64_t>(cfg.max_num_seqs);
-    nb = std::min(nb, useful);
-  }
-  if (nb > max_blocks) nb = max_blocks;
-  if (static_cast<int64_t>(nb) < blocks_per_seq)
-    return error("the KV cache (%s = %llu blocks of %d tokens) cannot hold one sequence of --max-model-len %d "
-                 "(%lld blocks); give it more memory (--kv-cache-memory / --gpu-memory-utilization) or lower "
-                 "--max-model-len",
-                 format_bytes(static_cast<double>(budget)).c_str(), static_cast<unsigned long long>(nb),
-                 cfg.block_size, cfg.max_model_len, static_cast<long long>(blocks_per_seq));
-  const int num_blocks = static_cast<int>(nb);
+  KvSizingRequest kreq;
+  kreq.device = cfg.runner.device;
+  kreq.block_size = cfg.block_size;
+  kreq.default_block_size = runner->default_block_size();
+  kreq.max_model_len = cfg.max_model_len;
+  kreq.context_length = mc.context_length;
+  kreq.max_num_seqs = cfg.max_num_seqs;
+  kreq.kv_bytes_per_token = runner->kv_block_bytes(1);
+  kreq.kv_cache_memory = cfg.kv_cache_memory;
+  kreq.gpu_memory_utilization = cfg.gpu_memory_utilization;
+  if (cfg.kv_cache_memory == 0 && cfg.gpu_memory_utilization > 0 && cfg.gpu_memory_utilization <= 1)
+    kreq.memory_budget = runner->available_kv_memory(cfg.gpu_memory_utilization);
+  MOPT_ASSIGN_OR_RETURN(const KvSizing kv, size_kv_cache(kreq));
+  cfg.block_size = kv.block_size;
+  cfg.max_model_len = kv.max_model_len;
+  const uint64_t block_bytes = kv.block_bytes;
+  if (runner->kv_block_bytes(kv.block_size) != block_bytes)
+    return error("internal: the runner's KV block bytes are not proportional to the block size");
+  const int num_blocks = kv.num_blocks;
 
   uint64_t n_swap = static_cast<uint64_t>(cfg.swap_space_gib * 1073741824.0) / block_bytes;
   n_swap = std::min<uint64_t>(n_swap, static_cast<uint64_t>(std::numeric_limits<int32_t>::max()));
@@ -600,15 +582,12 @@ Result<std::unique_ptr<Engine>> create_engine_with_runner(std::unique_ptr<ModelR
   MOPT_TRY(runner->init_kv_cache(num_blocks, cfg.block_size, static_cast<int>(n_swap))
                .with_context("allocating the KV cache"));
 
-  const int64_t pool_tokens = static_cast<int64_t>(num_blocks) * cfg.block_size;
   MOPT_LOG_INFO("KV cache on %s (%s): %d blocks x %d tokens = %lld tokens (%s); max concurrency at "
                 "max_model_len %d: %.2fx%s",
-                device_name(cfg.runner.device),
-                derived ? strfmt("--gpu-memory-utilization %.2f", cfg.gpu_memory_utilization).c_str()
-                        : "--kv-cache-memory",
-                num_blocks, cfg.block_size, static_cast<long long>(pool_tokens),
-                format_bytes(static_cast<double>(block_bytes) * num_blocks).c_str(), cfg.max_model_len,
-                static_cast<double>(num_blocks) / static_cast<double>(blocks_per_seq),
+                device_name(cfg.runner.device), kv.describe(kreq).c_str(), num_blocks, cfg.block_size,
+                static_cast<long long>(num_blocks) * cfg.block_size,
+                format_bytes(static_cast<double>(kv.pool_bytes())).c_str(),
+                cfg.max_model_len, kv.max_concurrency(),
                 n_swap ? strfmt("; swap pool %llu blocks", static_cast<unsigned long long>(n_swap)).c_str() : "");
 
   SchedulerConfig scfg;
