@@ -51,3 +51,14 @@ add_executable(check_layers ${CMAKE_SOURCE_DIR}/tests/layering/check_layers.cpp)
 add_test(NAME layering.tree COMMAND check_layers ${CMAKE_SOURCE_DIR}/src)
 add_test(NAME layering.planted COMMAND ${CMAKE_COMMAND} -DCHECK=$<TARGET_FILE:check_layers>
          -DWORK=${CMAKE_BINARY_DIR}/layering_planted -P ${CMAKE_SOURCE_DIR}/tests/layering/planted_test.cmake)
+
+# The doctor tests drive NVML and the CUDA driver through fakes that simulate machines (tests/unit/doctor/fake).
+if(TARGET test_doctor)
+  foreach(fake nvml cuda)
+    add_library(mopt_fake_${fake} SHARED ${CMAKE_SOURCE_DIR}/tests/unit/doctor/fake/fake_${fake}.c)
+    set_target_properties(mopt_fake_${fake} PROPERTIES NO_SONAME ON C_VISIBILITY_PRESET default)
+    add_dependencies(test_doctor mopt_fake_${fake})
+  endforeach()
+  target_compile_definitions(test_doctor PRIVATE MOPT_FAKE_NVML="$<TARGET_FILE:mopt_fake_nvml>"
+                             MOPT_FAKE_CUDA="$<TARGET_FILE:mopt_fake_cuda>")
+endif()
