@@ -24,11 +24,13 @@ Registration::Registration(std::string name, int order, RegisterFn fn) {
   registry().push_back({std::move(name), order, std::move(fn)});
 }
 
-void register_commands(CLI::App& app) {
+void register_commands(CLI::App& app, const std::string& verb) {
   auto& r = registry();
   std::sort(r.begin(), r.end(),
             [](const Entry& a, const Entry& b) { return std::tie(a.order, a.name) < std::tie(b.order, b.name); });
-  for (auto& e : r) e.fn(app);
+  const bool known = std::any_of(r.begin(), r.end(), [&](const Entry& e) { return e.name == verb; });
+  for (auto& e : r)
+    if (!known || e.name == verb) e.fn(app);
 }
 
 int exit_code() { return g_exit_code; }

@@ -9,7 +9,7 @@ int main(int argc, char** argv) {
   CLI::App app{"mopt: make large language models production-grade on the hardware at hand"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "mopt 0.1.0");
-  mopt::cli::register_commands(app);
+  mopt::cli::register_commands(app, argc > 1 ? argv[1] : "");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
