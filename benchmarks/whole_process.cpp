@@ -8,10 +8,10 @@
 // run.c is not part of mopt: build it out of tree and pass the binary, e.g.
 //   git clone https://github.com/karpathy/llama2.c /tmp/llama2.c && cc -O3 -o /tmp/runc /tmp/llama2.c/run.c -lm
 // Usage: bench_whole_process [--mopt build/mopt] [--runc /tmp/runc] [--models ../shared/models] [--runs 40]
+#include <fcntl.h>
 #include <spawn.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -82,10 +82,14 @@ int main(int argc, char** argv) {
   std::string mopt = "build/mopt", runc, models = "../shared/models";
   int runs = 40;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--mopt")) mopt = argv[i + 1];
-    else if (!std::strcmp(argv[i], "--runc")) runc = argv[i + 1];
-    else if (!std::strcmp(argv[i], "--models")) models = argv[i + 1];
-    else if (!std::strcmp(argv[i], "--runs")) runs = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--mopt"))
+      mopt = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--runc"))
+      runc = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--models"))
+      models = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--runs"))
+      runs = std::atoi(argv[i + 1]);
     else {
       std::fprintf(stderr, "usage: %s [--mopt PATH] [--runc PATH] [--models DIR] [--runs N]\n", argv[0]);
       return 2;
@@ -128,10 +132,10 @@ int main(int argc, char** argv) {
                 *std::min_element(c.wall_ms.begin(), c.wall_ms.end()), median(c.cpu_ms));
   if (cmds.size() == 4) {
     const Command &m = cmds[2], &rc = cmds[3];
-    std::printf("mopt run / run.c: wall median %.2fx, wall min %.2fx, CPU %.2fx\n", median(m.wall_ms) / median(rc.wall_ms),
-                *std::min_element(m.wall_ms.begin(), m.wall_ms.end()) /
-                    *std::min_element(rc.wall_ms.begin(), rc.wall_ms.end()),
-                median(m.cpu_ms) / median(rc.cpu_ms));
+    std::printf(
+        "mopt run / run.c: wall median %.2fx, wall min %.2fx, CPU %.2fx\n", median(m.wall_ms) / median(rc.wall_ms),
+        *std::min_element(m.wall_ms.begin(), m.wall_ms.end()) / *std::min_element(rc.wall_ms.begin(), rc.wall_ms.end()),
+        median(m.cpu_ms) / median(rc.cpu_ms));
     // Both are greedy on the same weights: the text must be the same (run.c's first 300 bytes against mopt's).
     const size_t n = std::min<size_t>(300, std::min(m.first_output.size(), rc.first_output.size()));
     std::printf("same text as run.c (first %zu bytes): %s\n", n,

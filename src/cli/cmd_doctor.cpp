@@ -17,11 +17,13 @@ struct DoctorArgs {
 Registration reg("doctor", 5, [](CLI::App& app) {
   auto args = std::make_shared<DoctorArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "doctor", "Check the machine: driver, CUDA, GPU health, topology, container limits, CPU (exit 0 ok, 1 warn, 2 fail)");
-  cmd->add_option("-m,--model", args->opts.model, "Also check this model: files readable, parse, filesystem read speed");
+      "doctor",
+      "Check the machine: driver, CUDA, GPU health, topology, container limits, CPU (exit 0 ok, 1 warn, 2 fail)");
+  cmd->add_option("-m,--model", args->opts.model,
+                  "Also check this model: files readable, parse, filesystem read speed");
   cmd->add_flag("--json", args->json, "Print the findings and everything read as JSON");
-  cmd->add_flag_callback("--no-read-test", [args] { args->opts.read_test = false; },
-                         "Do not measure the model's filesystem read speed");
+  cmd->add_flag_callback(
+      "--no-read-test", [args] { args->opts.read_test = false; }, "Do not measure the model's filesystem read speed");
   cmd->callback([args]() {
     const doctor::Report r = doctor::run_doctor(args->opts);
     if (args->json)

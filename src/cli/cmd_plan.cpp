@@ -14,7 +14,7 @@ namespace {
 
 struct PlanArgs {
   plan::PlanRequest req;
-  std::string gpu;             // --gpu NAME (built-in table)
+  std::string gpu;  // --gpu NAME (built-in table)
   std::string device = "auto";
   int gpu_index = 0;
   double bandwidth_gbs = 0, tflops = 0, memory_gib = 0;
@@ -76,38 +76,49 @@ Registration reg("plan", 12, [](CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--gpu", a->gpu, "Plan for a GPU from the built-in table: " + plan::gpu_spec_names());
   cmd->add_option("--device", a->device, "auto (the GPU detected here, else the CPU), cuda (detected GPU) or cpu")
-      ->check(CLI::IsMember({"auto", "cuda", "cpu"}))->capture_default_str();
+      ->check(CLI::IsMember({"auto", "cuda", "cpu"}))
+      ->capture_default_str();
   cmd->add_option("--gpu-index", a->gpu_index, "Which detected GPU (NVML index)")->check(CLI::Range(0, 63));
   cmd->add_option("--tensor-parallel-size,--tp", a->req.tensor_parallel, "GPUs one model is split over")
-      ->check(CLI::Range(1, 64))->capture_default_str();
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
   cmd->add_option("--max-model-len", e.max_model_len, "Context length limit; 0 = the model's")
-      ->check(CLI::Range(0, 1 << 24))->capture_default_str();
+      ->check(CLI::Range(0, 1 << 24))
+      ->capture_default_str();
   cmd->add_option("--block-size", e.block_size, "KV block size in tokens; 0 = the backend's (CPU 64, CUDA 16)")
-      ->check(CLI::Range(0, 1024))->capture_default_str();
+      ->check(CLI::Range(0, 1024))
+      ->capture_default_str();
   cmd->add_option("--max-num-seqs", e.max_num_seqs, "Sequences per step (the CPU KV cache is sized for this many)")
-      ->check(CLI::Range(1, 1 << 20))->capture_default_str();
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
   cmd->add_option("--max-num-batched-tokens", e.max_num_batched_tokens, "Token budget of one step (sizes workspaces)")
-      ->check(CLI::Range(1, 1 << 24))->capture_default_str();
+      ->check(CLI::Range(1, 1 << 24))
+      ->capture_default_str();
   cmd->add_option("--gpu-memory-utilization", e.gpu_memory_utilization,
                   "Fraction of GPU memory (or of available RAM, the CPU cap) mopt may use")
-      ->check(CLI::Range(0.0, 1.0))->capture_default_str();
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
   cmd->add_option("--kv-cache-memory", e.kv_cache_memory, "Explicit KV cache size in bytes (suffixes allowed)")
       ->transform(CLI::AsSizeValue(false));
-  cmd->add_option("--kv-cache-dtype", a->req.kv_cache_dtype, "auto, fp16, fp32 (CPU); auto, bf16, fp16, fp32, fp8 (GPU)")
+  cmd->add_option("--kv-cache-dtype", a->req.kv_cache_dtype,
+                  "auto, fp16, fp32 (CPU); auto, bf16, fp16, fp32, fp8 (GPU)")
       ->capture_default_str();
   const std::map<std::string, ComputeDtype> dtypes{
       {"auto", ComputeDtype::kAuto}, {"float32", ComputeDtype::kFloat32}, {"bfloat16", ComputeDtype::kBFloat16}};
   cmd->add_option("--dtype", e.runner.dtype, "CUDA compute precision: auto, float32 or bfloat16")
       ->transform(CLI::CheckedTransformer(dtypes, CLI::ignore_case));
   cmd->add_flag("--enforce-eager", e.runner.enforce_eager, "CUDA: no graphs");
-  cmd->add_option("--concurrency", a->req.concurrency, "Report the longest sequence at this many (default --max-num-seqs)")
+  cmd->add_option("--concurrency", a->req.concurrency,
+                  "Report the longest sequence at this many (default --max-num-seqs)")
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--prompt-len", a->req.prompt_len, "Prompt length of the prefill ceiling (default min(2048, len))")
       ->check(CLI::Range(1, 1 << 24));
   cmd->add_option("--memory", a->memory_gib, "Override the device memory, GiB")->check(CLI::Range(0.001, 1e6));
-  cmd->add_option("--bandwidth", a->bandwidth_gbs, "Override the memory bandwidth, GB/s")->check(CLI::Range(0.001, 1e6));
+  cmd->add_option("--bandwidth", a->bandwidth_gbs, "Override the memory bandwidth, GB/s")
+      ->check(CLI::Range(0.001, 1e6));
   cmd->add_option("--tflops", a->tflops, "Override the dense FLOP/s, in TFLOP/s")->check(CLI::Range(0.001, 1e6));
-  cmd->add_flag_callback("--no-measure", [a] { a->measure = false; }, "CPU: do not measure bandwidth and FLOP/s");
+  cmd->add_flag_callback(
+      "--no-measure", [a] { a->measure = false; }, "CPU: do not measure bandwidth and FLOP/s");
   cmd->add_flag("--json", a->json, "Print the plan as JSON");
   cmd->callback([a]() { set_exit_code(run_plan(*a)); });
 });

@@ -55,8 +55,9 @@ void size_engine_to_workload(const CLI::App& cmd, const std::vector<std::vector<
   }
   if (cmd.count("--max-num-seqs") == 0) cfg.max_num_seqs = std::min(cfg.max_num_seqs, n);
   if (cmd.count("--max-num-batched-tokens") == 0)
-    cfg.max_num_batched_tokens = static_cast<int>(std::max<size_t>(
-        std::min<size_t>(total, static_cast<size_t>(cfg.max_num_batched_tokens)), static_cast<size_t>(cfg.max_num_seqs)));
+    cfg.max_num_batched_tokens =
+        static_cast<int>(std::max<size_t>(std::min<size_t>(total, static_cast<size_t>(cfg.max_num_batched_tokens)),
+                                          static_cast<size_t>(cfg.max_num_seqs)));
   if (cmd.count("--max-model-len") == 0) {
     const int64_t want = static_cast<int64_t>(longest) + n_predict;
     // A prompt longer than the context keeps the model's limit: the engine then rejects it with its message.

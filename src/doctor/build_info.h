@@ -9,8 +9,8 @@
 namespace mopt::doctor {
 
 struct BuildInfo {
-  int cudart_version = 0;      // CUDART_VERSION of the toolkit (12080 = 12.8); 0 = built without CUDA
-  std::string cuda_archs;      // CMake CUDA_ARCHITECTURES of the backend, e.g. "90a-real;80-virtual"
+  int cudart_version = 0;                 // CUDART_VERSION of the toolkit (12080 = 12.8); 0 = built without CUDA
+  std::string cuda_archs;                 // CMake CUDA_ARCHITECTURES of the backend, e.g. "90a-real;80-virtual"
   std::vector<std::string> cpu_features;  // "avx2", "fma", "f16c", "bmi2" (from the compiler's predefined macros)
 
   static BuildInfo current();

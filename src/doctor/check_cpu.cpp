@@ -20,7 +20,8 @@ void check_features(const HostFacts& h, const BuildInfo& b, std::vector<Finding>
                          (have.empty() ? std::string("none of the tracked features") : have);
   if (!lack_build.empty()) {
     add(out, "cpu.features", kGroupCpu, t, Verdict::kFail, ev + "; this build was compiled for " + lack_build + " too",
-        "This binary stops with 'illegal instruction' on this CPU: rebuild with -DMOPT_PORTABLE=ON (portable kernels).");
+        "This binary stops with 'illegal instruction' on this CPU: rebuild with -DMOPT_PORTABLE=ON (portable "
+        "kernels).");
     return;
   }
   // What the CPU backend selects at run time (backend/cpu: dot_avx2.cpp, attention.cpp, matmul_packed.cpp).

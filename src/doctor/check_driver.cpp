@@ -23,8 +23,8 @@ void check_present(const GpuSystem& s, std::vector<Finding>& out) {
       return;
     }
     add(out, "driver.present", g, t, Verdict::kFail,
-        "the nvidia kernel module is loaded (" + f.kernel_version + ") but the user-space library is not: " +
-            f.nvml_load_error,
+        "the nvidia kernel module is loaded (" + f.kernel_version +
+            ") but the user-space library is not: " + f.nvml_load_error,
         kContainerFix);
     return;
   }
@@ -53,7 +53,8 @@ void check_present(const GpuSystem& s, std::vector<Finding>& out) {
   if (!f.cuda_loaded) {
     add(out, "driver.present", g, t, Verdict::kFail,
         strfmt("driver %s sees %zu GPU(s), but the CUDA driver library is missing: ", f.user_version.c_str(),
-               s.gpus.size()) + f.cuda_load_error,
+               s.gpus.size()) +
+            f.cuda_load_error,
         kContainerFix + std::string(" (libcuda.so.1 must be mounted too: NVIDIA_DRIVER_CAPABILITIES=compute,utility)"));
     return;
   }
@@ -62,11 +63,13 @@ void check_present(const GpuSystem& s, std::vector<Finding>& out) {
     if (f.cu_init == kCudaErrorSystemDriverMismatch)
       fix = "The kernel module and libcuda come from different driver versions: reboot after the driver upgrade.";
     else if (f.cu_init == kCudaErrorCompatNotSupportedOnDevice)
-      fix = "A CUDA forward-compatibility package is installed that this GPU cannot use: remove it "
-            "(cuda-compat) or install a driver that supports this CUDA version natively.";
+      fix =
+          "A CUDA forward-compatibility package is installed that this GPU cannot use: remove it "
+          "(cuda-compat) or install a driver that supports this CUDA version natively.";
     else if (f.cu_init == kCudaErrorNoDevice)
-      fix = "NVML sees the GPU but CUDA does not: check CUDA_VISIBLE_DEVICES and, with MIG on, that a MIG instance "
-            "exists and is selected.";
+      fix =
+          "NVML sees the GPU but CUDA does not: check CUDA_VISIBLE_DEVICES and, with MIG on, that a MIG instance "
+          "exists and is selected.";
     add(out, "driver.present", g, t, Verdict::kFail,
         strfmt("NVML sees %zu GPU(s) but cuInit fails: ", s.gpus.size()) + f.cu_init_error + " (" + f.cuda_path + ")",
         fix);
@@ -131,8 +134,9 @@ void check_cuda_version(const GpuSystem& s, const BuildInfo& b, std::vector<Find
     add(out, "driver.cuda_version", g, t, Verdict::kWarn,
         ev + ": older minor version (CUDA minor-version compatibility: native kernels run, PTX compiled by the newer "
              "toolkit cannot be JIT-compiled by this driver)",
-        "Upgrade the driver to one that supports CUDA " + rt + ", or build mopt with native code (-DMOPT_CUDA_ARCHS) "
-        "for this GPU so no PTX needs compiling.");
+        "Upgrade the driver to one that supports CUDA " + rt +
+            ", or build mopt with native code (-DMOPT_CUDA_ARCHS) "
+            "for this GPU so no PTX needs compiling.");
   } else {
     add(out, "driver.cuda_version", g, t, Verdict::kOk, ev);
   }
@@ -154,19 +158,20 @@ void check_archs(const GpuSystem& s, const BuildInfo& b, std::vector<Finding>& o
       continue;
     }
     if (b.cudart_version == 0) {
-      add(out, id, kGroupDriver, t, Verdict::kSkip, ev + "; this mopt was built without CUDA",
-          "");
+      add(out, id, kGroupDriver, t, Verdict::kSkip, ev + "; this mopt was built without CUDA", "");
       continue;
     }
     std::string via;
     switch (arch_support(b.cuda_archs, gpu.cc_major, gpu.cc_minor, &via)) {
       case ArchSupport::kNative:
-        add(out, id, kGroupDriver, t, Verdict::kOk, ev + ": native code compiled in (" + via + " of " + b.cuda_archs + ")");
+        add(out, id, kGroupDriver, t, Verdict::kOk,
+            ev + ": native code compiled in (" + via + " of " + b.cuda_archs + ")");
         break;
       case ArchSupport::kPtxJit:
         add(out, id, kGroupDriver, t, Verdict::kWarn,
             ev + ": no native code in the build (" + b.cuda_archs + "); the driver JIT-compiles the " + via +
-                " PTX at the first start (slow start, cached in ~/.nv/ComputeCache), and Hopper-only kernels are absent",
+                " PTX at the first start (slow start, cached in ~/.nv/ComputeCache), and Hopper-only kernels are "
+                "absent",
             strfmt("Rebuild with -DMOPT_CUDA_ARCHS=\"%d%d-real;%s\" for native code.", gpu.cc_major, gpu.cc_minor,
                    b.cuda_archs.c_str()));
         break;

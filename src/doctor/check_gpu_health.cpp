@@ -24,12 +24,13 @@ void check_memory(const GpuFacts& g, const std::string& p, std::vector<Finding>&
     add(out, id, kGroupGpu, t, Verdict::kSkip, "NVML does not report memory");
     return;
   }
-  std::string ev = "total " + gib(*g.mem_total) + ", used " + gib(g.mem_used.value_or(0)) + ", free " +
-                   gib(g.mem_free.value_or(0));
+  std::string ev =
+      "total " + gib(*g.mem_total) + ", used " + gib(g.mem_used.value_or(0)) + ", free " + gib(g.mem_free.value_or(0));
   uint64_t others = 0;
   if (g.processes) {
     std::vector<GpuProcess> ps = *g.processes;
-    std::sort(ps.begin(), ps.end(), [](const GpuProcess& a, const GpuProcess& b) { return a.used_bytes > b.used_bytes; });
+    std::sort(ps.begin(), ps.end(),
+              [](const GpuProcess& a, const GpuProcess& b) { return a.used_bytes > b.used_bytes; });
     for (const GpuProcess& pr : ps) {
       others += pr.used_bytes;
       ev += strfmt("; pid %u %s holds %s", pr.pid, pr.name.empty() ? "(name unknown)" : pr.name.c_str(),
@@ -45,7 +46,8 @@ void check_memory(const GpuFacts& g, const std::string& p, std::vector<Finding>&
         "Stop the processes holding the GPU (or pick another GPU with CUDA_VISIBLE_DEVICES); mopt needs room for the "
         "weights and a KV cache.");
   } else if (others >= kOthersWarnBytes ||
-             (!g.processes && g.mem_used.value_or(0) > static_cast<uint64_t>(0.1 * static_cast<double>(*g.mem_total)))) {
+             (!g.processes &&
+              g.mem_used.value_or(0) > static_cast<uint64_t>(0.1 * static_cast<double>(*g.mem_total)))) {
     add(out, id, kGroupGpu, t, Verdict::kWarn, ev + ": other processes hold memory",
         "mopt's --gpu-memory-utilization budget counts memory in use by others, so its KV cache shrinks by that "
         "much: stop them, or give mopt a GPU of its own.");
@@ -62,12 +64,13 @@ void check_ecc(const GpuFacts& g, const std::string& p, std::vector<Finding>& ou
   }
   const uint64_t cv = g.ecc_corrected_volatile.value_or(0), uv = g.ecc_uncorrected_volatile.value_or(0);
   const uint64_t ca = g.ecc_corrected_aggregate.value_or(0), ua = g.ecc_uncorrected_aggregate.value_or(0);
-  std::string ev = strfmt("ECC %s%s; errors since driver load: %llu corrected, %llu uncorrected; lifetime: %llu "
-                          "corrected, %llu uncorrected",
-                          *g.ecc_enabled ? "on" : "off",
-                          g.ecc_pending && *g.ecc_pending != *g.ecc_enabled ? " (a change is pending a reboot)" : "",
-                          static_cast<unsigned long long>(cv), static_cast<unsigned long long>(uv),
-                          static_cast<unsigned long long>(ca), static_cast<unsigned long long>(ua));
+  std::string ev = strfmt(
+      "ECC %s%s; errors since driver load: %llu corrected, %llu uncorrected; lifetime: %llu "
+      "corrected, %llu uncorrected",
+      *g.ecc_enabled ? "on" : "off",
+      g.ecc_pending && *g.ecc_pending != *g.ecc_enabled ? " (a change is pending a reboot)" : "",
+      static_cast<unsigned long long>(cv), static_cast<unsigned long long>(uv), static_cast<unsigned long long>(ca),
+      static_cast<unsigned long long>(ua));
   if (uv > 0) {
     add(out, id, kGroupGpu, t, Verdict::kFail, ev,
         "Uncorrectable memory errors since the driver loaded: results computed on this GPU may be wrong. Drain it, "
@@ -99,8 +102,8 @@ void check_pages(const GpuFacts& g, const std::string& p, std::vector<Finding>& 
                 g.remap_failure.value_or(false) ? ", REMAP FAILURE" : "");
   if (g.retired_sbe || g.retired_dbe)
     join_to(ev,
-            strfmt("retired pages: %u single-bit, %u double-bit%s", g.retired_sbe.value_or(0), g.retired_dbe.value_or(0),
-                   g.retired_pending.value_or(false) ? ", retirement pending" : ""),
+            strfmt("retired pages: %u single-bit, %u double-bit%s", g.retired_sbe.value_or(0),
+                   g.retired_dbe.value_or(0), g.retired_pending.value_or(false) ? ", retirement pending" : ""),
             "; ");
   if (g.remap_failure.value_or(false)) {
     add(out, id, kGroupGpu, t, Verdict::kFail, ev,
@@ -158,12 +161,15 @@ void check_pcie(const GpuFacts& g, const std::string& p, std::vector<Finding>& o
 }
 
 std::string throttle_names(uint64_t r) {
-  static const std::pair<uint64_t, const char*> kNames[] = {
-      {kThrottleGpuIdle, "idle"},           {kThrottleAppClocks, "application clocks"},
-      {kThrottleSwPowerCap, "power cap"},   {kThrottleHwSlowdown, "HW slowdown"},
-      {kThrottleSyncBoost, "sync boost"},   {kThrottleSwThermal, "SW thermal slowdown"},
-      {kThrottleHwThermal, "HW thermal slowdown"}, {kThrottleHwPowerBrake, "HW power brake"},
-      {kThrottleDisplayClock, "display clock"}};
+  static const std::pair<uint64_t, const char*> kNames[] = {{kThrottleGpuIdle, "idle"},
+                                                            {kThrottleAppClocks, "application clocks"},
+                                                            {kThrottleSwPowerCap, "power cap"},
+                                                            {kThrottleHwSlowdown, "HW slowdown"},
+                                                            {kThrottleSyncBoost, "sync boost"},
+                                                            {kThrottleSwThermal, "SW thermal slowdown"},
+                                                            {kThrottleHwThermal, "HW thermal slowdown"},
+                                                            {kThrottleHwPowerBrake, "HW power brake"},
+                                                            {kThrottleDisplayClock, "display clock"}};
   std::string s;
   for (const auto& [bit, name] : kNames)
     if (r & bit) join_to(s, name);
@@ -177,8 +183,10 @@ void check_clocks(const GpuFacts& g, const std::string& p, std::vector<Finding>&
   if (g.clock_mem && g.clock_mem_max) ev += strfmt(", memory %u/%u MHz", *g.clock_mem, *g.clock_mem_max);
   if (g.throttle) ev += "; clock event reasons: " + throttle_names(*g.throttle);
   if (g.temp_c)
-    ev += strfmt("; %u C%s", *g.temp_c, g.temp_slowdown_c ? strfmt(" (slowdown at %u C)", *g.temp_slowdown_c).c_str() : "");
-  if (g.power_mw && g.power_limit_mw) ev += strfmt("; power %.0f / %.0f W", *g.power_mw / 1000.0, *g.power_limit_mw / 1000.0);
+    ev += strfmt("; %u C%s", *g.temp_c,
+                 g.temp_slowdown_c ? strfmt(" (slowdown at %u C)", *g.temp_slowdown_c).c_str() : "");
+  if (g.power_mw && g.power_limit_mw)
+    ev += strfmt("; power %.0f / %.0f W", *g.power_mw / 1000.0, *g.power_limit_mw / 1000.0);
   if (ev.empty()) {
     add(out, id, kGroupGpu, t, Verdict::kSkip, "not reported");
     return;
@@ -188,7 +196,8 @@ void check_clocks(const GpuFacts& g, const std::string& p, std::vector<Finding>&
   const bool hw = r & (kThrottleHwSlowdown | kThrottleHwPowerBrake);
   const bool hot = g.temp_c && g.temp_slowdown_c && *g.temp_c + kTempMarginC >= *g.temp_slowdown_c;
   if (thermal || hot) {
-    add(out, id, kGroupGpu, t, Verdict::kWarn, ev + (thermal ? ": clocks are cut for heat" : ": close to the slowdown temperature"),
+    add(out, id, kGroupGpu, t, Verdict::kWarn,
+        ev + (thermal ? ": clocks are cut for heat" : ": close to the slowdown temperature"),
         "Check the airflow, fans and inlet temperature of the server (nvidia-smi -q -d PERFORMANCE,TEMPERATURE); "
         "a throttled GPU decodes proportionally slower.");
   } else if (hw) {

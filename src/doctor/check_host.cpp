@@ -36,7 +36,8 @@ void check_dev_nodes(const GpuSystem& s, const HostFacts& h, std::vector<Finding
     if (!d.accessible) join_to(blocked, d.path);
   }
   auto has = [&](const std::string& p) {
-    return std::any_of(h.nvidia_devices.begin(), h.nvidia_devices.end(), [&](const DeviceNode& d) { return d.path == p; });
+    return std::any_of(h.nvidia_devices.begin(), h.nvidia_devices.end(),
+                       [&](const DeviceNode& d) { return d.path == p; });
   };
   for (const char* need : {"/dev/nvidiactl", "/dev/nvidia-uvm"})
     if (!has(need)) join_to(missing, need);
@@ -44,8 +45,9 @@ void check_dev_nodes(const GpuSystem& s, const HostFacts& h, std::vector<Finding
     if (!has(strfmt("/dev/nvidia%d", g.index))) join_to(missing, strfmt("/dev/nvidia%d", g.index));
   if (!blocked.empty()) {
     add(out, "host.dev_nodes", kGroupHost, t, Verdict::kFail, ev,
-        "This user cannot open " + blocked + ": add it to the group owning the nodes (often 'video'), or in a "
-        "container allow the devices (--gpus, or the device cgroup rule c 195:* rwm).");
+        "This user cannot open " + blocked +
+            ": add it to the group owning the nodes (often 'video'), or in a "
+            "container allow the devices (--gpus, or the device cgroup rule c 195:* rwm).");
   } else if (!missing.empty()) {
     add(out, "host.dev_nodes", kGroupHost, t, Verdict::kFail, ev + "; missing " + missing,
         "CUDA needs /dev/nvidiactl, /dev/nvidia-uvm and one /dev/nvidiaN per GPU: run 'sudo nvidia-modprobe -u -c=0' "
@@ -107,14 +109,16 @@ void check_cgroup(const HostFacts& h, uint64_t model_bytes, std::vector<Finding>
 
 void check_ulimits(const GpuSystem& s, const HostFacts& h, std::vector<Finding>& out) {
   const char* t = "ulimit -l / -n";
-  const std::string ev = "locked memory " + (h.memlock_soft ? strfmt("%llu KiB", static_cast<unsigned long long>(*h.memlock_soft / 1024))
-                                                            : std::string("unlimited")) +
+  const std::string ev = "locked memory " +
+                         (h.memlock_soft ? strfmt("%llu KiB", static_cast<unsigned long long>(*h.memlock_soft / 1024))
+                                         : std::string("unlimited")) +
                          ", open files " + (h.nofile_soft ? std::to_string(*h.nofile_soft) : std::string("unlimited"));
   std::string fix;
   if (h.nofile_soft && *h.nofile_soft < kNofileWant)
-    fix += strfmt("mopt serve holds one socket per connection: raise open files (ulimit -n 65536, or LimitNOFILE= "
-                  "in the systemd unit; the hard limit here is %llu). ",
-                  static_cast<unsigned long long>(h.nofile_hard));
+    fix += strfmt(
+        "mopt serve holds one socket per connection: raise open files (ulimit -n 65536, or LimitNOFILE= "
+        "in the systemd unit; the hard limit here is %llu). ",
+        static_cast<unsigned long long>(h.nofile_hard));
   if (h.memlock_soft && *h.memlock_soft < kMemlockWant && s.gpus.size() > 1)
     fix += "NCCL over RDMA needs locked memory: ulimit -l unlimited (docker --ulimit memlock=-1).";
   if (fix.empty())

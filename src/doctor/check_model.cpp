@@ -39,7 +39,7 @@ bool is_weight_file(const std::string& name) {
 
 std::vector<FileEntry> list_files(const std::string& path, int& dir_errno) {
   std::vector<FileEntry> out;
-  struct stat st{};
+  struct stat st {};
   dir_errno = 0;
   if (stat(path.c_str(), &st) != 0) {
     dir_errno = errno;
@@ -60,14 +60,16 @@ std::vector<FileEntry> list_files(const std::string& path, int& dir_errno) {
     names.push_back(path);
   }
   for (const std::string& n : names) {
-    struct stat fs{};
+    struct stat fs {};
     if (stat(n.c_str(), &fs) != 0 || !S_ISREG(fs.st_mode)) continue;
     FileEntry f;
     f.path = n;
     f.bytes = static_cast<uint64_t>(fs.st_size);
     const int fd = open(n.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) f.open_errno = errno;
-    else close(fd);
+    if (fd < 0)
+      f.open_errno = errno;
+    else
+      close(fd);
     out.push_back(f);
   }
   return out;
@@ -103,7 +105,8 @@ double measure_read_speed(const std::string& path, uint64_t& sampled) {
 
 }  // namespace
 
-std::vector<Finding> check_model(const std::string& path, const HostFacts& h, bool measure_speed, ModelSummary* summary) {
+std::vector<Finding> check_model(const std::string& path, const HostFacts& h, bool measure_speed,
+                                 ModelSummary* summary) {
   std::vector<Finding> out;
   int dir_errno = 0;
   const std::vector<FileEntry> files = list_files(path, dir_errno);
@@ -112,7 +115,8 @@ std::vector<Finding> check_model(const std::string& path, const HostFacts& h, bo
     const bool denied = dir_errno == EACCES;
     add(out, "model.files", kGroupModel, tf, Verdict::kFail,
         path + ": " + (dir_errno ? std::strerror(dir_errno) : "no files"),
-        denied ? access_fix(h) : "Check the path: -m takes a GGUF file, a Hugging Face folder or a llama2.c checkpoint.");
+        denied ? access_fix(h)
+               : "Check the path: -m takes a GGUF file, a Hugging Face folder or a llama2.c checkpoint.");
     return out;
   }
   uint64_t total = 0, weights = 0;
@@ -120,8 +124,10 @@ std::vector<Finding> check_model(const std::string& path, const HostFacts& h, bo
   uint64_t largest_bytes = 0;
   for (const FileEntry& f : files) {
     total += f.bytes;
-    if (f.open_errno == EACCES) join_to(denied, f.path);
-    else if (f.open_errno) join_to(other, f.path + ": " + std::strerror(f.open_errno));
+    if (f.open_errno == EACCES)
+      join_to(denied, f.path);
+    else if (f.open_errno)
+      join_to(other, f.path + ": " + std::strerror(f.open_errno));
     const bool w = files.size() == 1 || is_weight_file(f.path);
     if (!w) continue;
     weights += f.bytes;

@@ -19,13 +19,20 @@ std::string groups_text(const std::vector<std::vector<int>>& groups) {
 
 const char* level_name(int lvl) {
   switch (lvl) {
-    case kNvmlTopologyInternal: return "same board";
-    case kNvmlTopologySingle: return "one PCIe switch";
-    case kNvmlTopologyMultiple: return "PCIe switches";
-    case kNvmlTopologyHostbridge: return "host bridge";
-    case kNvmlTopologyNode: return "same NUMA node";
-    case kNvmlTopologySystem: return "across CPU sockets";
-    default: return "unknown";
+    case kNvmlTopologyInternal:
+      return "same board";
+    case kNvmlTopologySingle:
+      return "one PCIe switch";
+    case kNvmlTopologyMultiple:
+      return "PCIe switches";
+    case kNvmlTopologyHostbridge:
+      return "host bridge";
+    case kNvmlTopologyNode:
+      return "same NUMA node";
+    case kNvmlTopologySystem:
+      return "across CPU sockets";
+    default:
+      return "unknown";
   }
 }
 
@@ -68,8 +75,7 @@ std::vector<Finding> check_topology(const GpuSystem& s) {
   const size_t n = s.gpus.size();
   const char* t = "GPU interconnect";
   if (n < 2) {
-    add(out, "topology.gpus", kGroupTopology, t, Verdict::kSkip,
-        n == 1 ? "one GPU: no tensor parallelism" : "no GPU");
+    add(out, "topology.gpus", kGroupTopology, t, Verdict::kSkip, n == 1 ? "one GPU: no tensor parallelism" : "no GPU");
     return out;
   }
   // Pairwise description: NVLink, else the closest common PCIe ancestor; plus NUMA nodes.

@@ -66,8 +66,12 @@ std::string report_json(const Report& r) {
   int n[4] = {0, 0, 0, 0};
   for (const Finding& f : r.findings) {
     ++n[static_cast<int>(f.verdict)];
-    checks.push_back({{"id", f.id}, {"group", f.group}, {"title", f.title}, {"verdict", verdict_name(f.verdict)},
-                      {"evidence", f.evidence}, {"fix", f.fix}});
+    checks.push_back({{"id", f.id},
+                      {"group", f.group},
+                      {"title", f.title},
+                      {"verdict", verdict_name(f.verdict)},
+                      {"evidence", f.evidence},
+                      {"fix", f.fix}});
   }
   j["checks"] = checks;
   j["summary"] = {{"ok", n[0]}, {"warn", n[1]}, {"fail", n[2]}, {"skip", n[3]}};

@@ -12,8 +12,8 @@
 namespace mopt::doctor {
 
 struct DoctorOptions {
-  std::string model;       // -m: also check this model's files (empty: no model checks)
-  bool read_test = true;   // measure the model's filesystem read speed
+  std::string model;      // -m: also check this model's files (empty: no model checks)
+  bool read_test = true;  // measure the model's filesystem read speed
   BuildInfo build = BuildInfo::current();
 };
 

@@ -17,8 +17,8 @@ Result<DynLib> open_library(const char* env_var, const char* default_name, const
   lib.handle = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib.handle) {
     const char* e = dlerror();
-    return error("cannot load %s (%s%s): %s", what, name.c_str(), env && *env ? strfmt(", from $%s", env_var).c_str() : "",
-                 e ? e : "dlopen failed");
+    return error("cannot load %s (%s%s): %s", what, name.c_str(),
+                 env && *env ? strfmt(", from $%s", env_var).c_str() : "", e ? e : "dlopen failed");
   }
   lib.path = name;
   link_map* lm = nullptr;

@@ -4,10 +4,14 @@ namespace mopt::doctor {
 
 const char* verdict_name(Verdict v) {
   switch (v) {
-    case Verdict::kOk: return "ok";
-    case Verdict::kWarn: return "warn";
-    case Verdict::kFail: return "fail";
-    case Verdict::kSkip: return "skip";
+    case Verdict::kOk:
+      return "ok";
+    case Verdict::kWarn:
+      return "warn";
+    case Verdict::kFail:
+      return "fail";
+    case Verdict::kSkip:
+      return "skip";
   }
   return "?";
 }

@@ -2,7 +2,6 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
-
 #include <string>
 #include <vector>
 
@@ -13,9 +12,9 @@ enum class Verdict { kOk, kWarn, kFail, kSkip };
 const char* verdict_name(Verdict v);  // "ok", "warn", "fail", "skip"
 
 struct Finding {
-  std::string id;        // stable key, e.g. "driver.cuda_version", "gpu0.ecc"
-  std::string group;     // "Driver and CUDA", "GPU health", "Topology", "Containers and devices", "CPU", "Model"
-  std::string title;     // "CUDA driver vs runtime"
+  std::string id;     // stable key, e.g. "driver.cuda_version", "gpu0.ecc"
+  std::string group;  // "Driver and CUDA", "GPU health", "Topology", "Containers and devices", "CPU", "Model"
+  std::string title;  // "CUDA driver vs runtime"
   Verdict verdict = Verdict::kOk;
   std::string evidence;  // what was read, with the figures
   std::string fix;       // empty when ok

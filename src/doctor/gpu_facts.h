@@ -3,9 +3,8 @@
 // read (older driver, not supported on this GPU, no permission) stays empty.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,20 +13,20 @@ namespace mopt::doctor {
 
 struct DriverFacts {
   bool nvml_loaded = false;
-  std::string nvml_path;            // the library file loaded
-  std::string nvml_load_error;      // why it could not be loaded
-  int nvml_init = -1;               // nvmlInit_v2's return (0 ok; 18 driver/library mismatch; 9 driver not loaded)
+  std::string nvml_path;        // the library file loaded
+  std::string nvml_load_error;  // why it could not be loaded
+  int nvml_init = -1;           // nvmlInit_v2's return (0 ok; 18 driver/library mismatch; 9 driver not loaded)
   std::string nvml_init_error;
-  std::string user_version;         // user-space driver: NVML's, else the library file's name (550.54.15)
+  std::string user_version;           // user-space driver: NVML's, else the library file's name (550.54.15)
   bool kernel_module_loaded = false;  // /proc/driver/nvidia/version exists
-  std::string kernel_version;       // kernel module version from /proc/driver/nvidia/version
-  int nvml_cuda_version = 0;        // CUDA version the driver supports, from NVML (12040 = 12.4)
+  std::string kernel_version;         // kernel module version from /proc/driver/nvidia/version
+  int nvml_cuda_version = 0;          // CUDA version the driver supports, from NVML (12040 = 12.4)
 
   bool cuda_loaded = false;
   std::string cuda_path, cuda_load_error;
-  int cu_init = -1;                 // cuInit(0)'s return
+  int cu_init = -1;  // cuInit(0)'s return
   std::string cu_init_error;
-  int cuda_version = 0;             // cuDriverGetVersion
+  int cuda_version = 0;  // cuDriverGetVersion
   int cuda_device_count = -1;
 };
 
@@ -42,7 +41,7 @@ struct GpuFacts {
   std::string name, uuid, bus_id;
   int cc_major = -1, cc_minor = -1;
   std::optional<uint64_t> mem_total, mem_used, mem_free;  // bytes
-  std::optional<std::vector<GpuProcess>> processes;      // compute + graphics, merged by pid
+  std::optional<std::vector<GpuProcess>> processes;       // compute + graphics, merged by pid
   std::optional<bool> ecc_enabled, ecc_pending;
   std::optional<uint64_t> ecc_corrected_volatile, ecc_uncorrected_volatile;
   std::optional<uint64_t> ecc_corrected_aggregate, ecc_uncorrected_aggregate;
@@ -52,9 +51,9 @@ struct GpuFacts {
   std::optional<bool> remap_pending, remap_failure;
   std::optional<bool> persistence;
   std::optional<unsigned> pcie_gen, pcie_gen_max, pcie_width, pcie_width_max;
-  std::optional<int> pstate;  // 0 = P0 (full performance) .. 15
+  std::optional<int> pstate;                                                 // 0 = P0 (full performance) .. 15
   std::optional<unsigned> clock_sm, clock_sm_max, clock_mem, clock_mem_max;  // MHz
-  std::optional<uint64_t> throttle;                                         // clock event reason bits
+  std::optional<uint64_t> throttle;                                          // clock event reason bits
   std::optional<unsigned> temp_c, temp_slowdown_c, temp_shutdown_c;
   std::optional<unsigned> power_mw, power_limit_mw;
   std::optional<unsigned> mig_current, mig_pending;

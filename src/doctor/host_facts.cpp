@@ -83,7 +83,7 @@ std::optional<double> cpu_quota_v1(const std::string& dir) {
 }
 
 void read_cpu_features(HostFacts& h) {
-  h.cpu_features = {{"avx2"},   {"fma"},      {"f16c"},        {"bmi2"},       {"avx512f"},
+  h.cpu_features = {{"avx2"},     {"fma"},         {"f16c"},        {"bmi2"},    {"avx512f"},
                     {"avx512bw"}, {"avx512_vnni"}, {"avx512_bf16"}, {"avx_vnni"}};
 #if defined(__x86_64__) || defined(__i386__)
   unsigned a = 0, b = 0, c = 0, d = 0;
@@ -95,8 +95,8 @@ void read_cpu_features(HostFacts& h) {
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
     xcr0 = (static_cast<uint64_t>(hi) << 32) | lo;
   }
-  const bool ymm = avx && (xcr0 & 0x6) == 0x6;     // SSE + AVX register state saved by the OS
-  const bool zmm = ymm && (xcr0 & 0xe0) == 0xe0;   // opmask + ZMM state
+  const bool ymm = avx && (xcr0 & 0x6) == 0x6;    // SSE + AVX register state saved by the OS
+  const bool zmm = ymm && (xcr0 & 0xe0) == 0xe0;  // opmask + ZMM state
   const bool fma = ymm && (c & (1u << 12)), f16c = ymm && (c & (1u << 29));
   unsigned b7 = 0, c7 = 0, a71 = 0;
   if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
@@ -174,7 +174,7 @@ void read_cgroup_limits(const std::string& proc_self_cgroup, HostFacts& h) {
 HostFacts collect_host_facts() {
   HostFacts h;
   h.nvidia_devices = list_nvidia_devices();
-  struct statvfs sv{};
+  struct statvfs sv {};
   if (statvfs(host_path("/dev/shm").c_str(), &sv) == 0) h.shm_bytes = static_cast<uint64_t>(sv.f_blocks) * sv.f_frsize;
   if (auto cg = read_host_file("/proc/self/cgroup")) read_cgroup_limits(*cg, h);
   rlimit rl{};
@@ -207,15 +207,19 @@ nlohmann::ordered_json host_facts_json(const HostFacts& h) {
   for (const DeviceNode& d : h.nvidia_devices) devs.push_back({{"path", d.path}, {"accessible", d.accessible}});
   json feats = json::object();
   for (const CpuFeature& f : h.cpu_features) feats[f.name] = f.present;
-  return {{"nvidia_devices", devs},
-          {"shm_bytes", opt(h.shm_bytes)},
-          {"cgroup", {{"version", h.cgroup_version}, {"path", h.cgroup_path}, {"memory_limit_bytes", opt(h.cgroup_mem_limit)},
-                      {"cpus", opt(h.cgroup_cpus)}}},
-          {"ulimit", {{"memlock_bytes", opt(h.memlock_soft)}, {"nofile", opt(h.nofile_soft)}}},
-          {"cpu", {{"model", h.cpu_model}, {"online", h.online_cpus}, {"affinity", h.affinity_cpus}, {"features", feats}}},
-          {"memory", {{"total_bytes", opt(h.mem_total)}, {"available_bytes", opt(h.mem_available)}}},
-          {"huge_pages", {{"thp", h.thp_mode}, {"total", opt(h.hugepages_total)}, {"size_bytes", opt(h.hugepage_bytes)}}},
-          {"selinux_enforcing", opt(h.selinux_enforcing)}};
+  return {
+      {"nvidia_devices", devs},
+      {"shm_bytes", opt(h.shm_bytes)},
+      {"cgroup",
+       {{"version", h.cgroup_version},
+        {"path", h.cgroup_path},
+        {"memory_limit_bytes", opt(h.cgroup_mem_limit)},
+        {"cpus", opt(h.cgroup_cpus)}}},
+      {"ulimit", {{"memlock_bytes", opt(h.memlock_soft)}, {"nofile", opt(h.nofile_soft)}}},
+      {"cpu", {{"model", h.cpu_model}, {"online", h.online_cpus}, {"affinity", h.affinity_cpus}, {"features", feats}}},
+      {"memory", {{"total_bytes", opt(h.mem_total)}, {"available_bytes", opt(h.mem_available)}}},
+      {"huge_pages", {{"thp", h.thp_mode}, {"total", opt(h.hugepages_total)}, {"size_bytes", opt(h.hugepage_bytes)}}},
+      {"selinux_enforcing", opt(h.selinux_enforcing)}};
 }
 
 }  // namespace mopt::doctor

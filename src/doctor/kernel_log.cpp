@@ -22,7 +22,7 @@ bool read_kmsg(const std::string& path, std::string& out, std::string& why) {
     why = path + ": " + std::strerror(errno);
     return false;
   }
-  struct stat st{};
+  struct stat st {};
   const bool is_dev = fstat(fd, &st) == 0 && S_ISCHR(st.st_mode);
   std::string rec(8192, '\0');
   constexpr size_t kMaxBytes = size_t{16} << 20;
@@ -49,14 +49,18 @@ bool read_kmsg(const std::string& path, std::string& out, std::string& why) {
 
 bool xid_is_hardware(int xid) {
   switch (xid) {
-    case 48:   // double-bit ECC error
-    case 61: case 62:  // internal micro-controller halt / breakpoint
-    case 63: case 64:  // page retirement or row remapping event / failure
-    case 74:   // NVLink error
-    case 79:   // GPU has fallen off the bus
-    case 92:   // high single-bit ECC error rate
-    case 94: case 95:  // contained / uncontained ECC error
-    case 119: case 120:  // GSP RPC timeout / GSP error
+    case 48:  // double-bit ECC error
+    case 61:
+    case 62:  // internal micro-controller halt / breakpoint
+    case 63:
+    case 64:  // page retirement or row remapping event / failure
+    case 74:  // NVLink error
+    case 79:  // GPU has fallen off the bus
+    case 92:  // high single-bit ECC error rate
+    case 94:
+    case 95:  // contained / uncontained ECC error
+    case 119:
+    case 120:  // GSP RPC timeout / GSP error
     case 140:  // unrecovered ECC error
       return true;
     default:

@@ -8,7 +8,7 @@
 namespace mopt::doctor {
 
 struct XidEvent {
-  std::string pci;   // "0000:3b:00"
+  std::string pci;  // "0000:3b:00"
   int xid = 0;
   std::string line;  // the log line, trimmed
 };

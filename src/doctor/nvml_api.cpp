@@ -10,8 +10,8 @@ std::string NvmlApi::error_string(nvmlReturn_t r) const {
 }
 
 Result<NvmlApi> load_nvml() {
-  MOPT_ASSIGN_OR_RETURN(DynLib lib, open_library("MOPT_NVML_LIB", "libnvidia-ml.so.1",
-                                                 "the NVIDIA driver's management library"));
+  MOPT_ASSIGN_OR_RETURN(DynLib lib,
+                        open_library("MOPT_NVML_LIB", "libnvidia-ml.so.1", "the NVIDIA driver's management library"));
   NvmlApi a;
   a.handle = lib.handle;
   a.path = lib.path;
@@ -55,9 +55,10 @@ Result<NvmlApi> load_nvml() {
   lib.sym(a.DeviceGetP2PStatus, {"nvmlDeviceGetP2PStatus"});
   lib.sym(a.DeviceGetNvLinkState, {"nvmlDeviceGetNvLinkState"});
   if (!a.Init || !a.DeviceGetCount || !a.DeviceGetHandleByIndex)
-    return error("%s does not export nvmlInit_v2 / nvmlDeviceGetCount_v2 / nvmlDeviceGetHandleByIndex_v2: it is "
-                 "not a usable NVML (driver older than R418?)",
-                 a.path.c_str());
+    return error(
+        "%s does not export nvmlInit_v2 / nvmlDeviceGetCount_v2 / nvmlDeviceGetHandleByIndex_v2: it is "
+        "not a usable NVML (driver older than R418?)",
+        a.path.c_str());
   return a;
 }
 

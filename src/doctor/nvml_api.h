@@ -43,8 +43,12 @@ enum : int { kNvmlRetiredMultipleSbe = 0, kNvmlRetiredDbe = 1 };
 enum : int { kNvmlP2pCapsNvlink = 2, kNvmlP2pStatusOk = 0 };
 // nvmlGpuTopologyLevel_t: the closest common ancestor of two GPUs.
 enum : int {
-  kNvmlTopologyInternal = 0, kNvmlTopologySingle = 10, kNvmlTopologyMultiple = 20, kNvmlTopologyHostbridge = 30,
-  kNvmlTopologyNode = 40, kNvmlTopologySystem = 50
+  kNvmlTopologyInternal = 0,
+  kNvmlTopologySingle = 10,
+  kNvmlTopologyMultiple = 20,
+  kNvmlTopologyHostbridge = 30,
+  kNvmlTopologyNode = 40,
+  kNvmlTopologySystem = 50
 };
 constexpr int kNvmlNvlinkMaxLinks = 36;
 // Clock event ("throttle") reason bits.
@@ -64,14 +68,14 @@ struct NvmlApi {
   nvmlReturn_t (*SystemGetDriverVersion)(char*, unsigned) = nullptr;
   nvmlReturn_t (*SystemGetCudaDriverVersion)(int*) = nullptr;
   nvmlReturn_t (*SystemGetProcessName)(unsigned, char*, unsigned) = nullptr;
-  nvmlReturn_t (*DeviceGetCount)(unsigned*) = nullptr;                       // _v2
+  nvmlReturn_t (*DeviceGetCount)(unsigned*) = nullptr;                        // _v2
   nvmlReturn_t (*DeviceGetHandleByIndex)(unsigned, nvmlDevice_t*) = nullptr;  // _v2
   nvmlReturn_t (*DeviceGetName)(nvmlDevice_t, char*, unsigned) = nullptr;
   nvmlReturn_t (*DeviceGetUUID)(nvmlDevice_t, char*, unsigned) = nullptr;
   nvmlReturn_t (*DeviceGetPciInfo)(nvmlDevice_t, nvmlPciInfo_t*) = nullptr;  // _v3
   nvmlReturn_t (*DeviceGetCudaComputeCapability)(nvmlDevice_t, int*, int*) = nullptr;
   nvmlReturn_t (*DeviceGetMemoryInfo)(nvmlDevice_t, nvmlMemory_t*) = nullptr;
-  nvmlReturn_t (*DeviceGetComputeRunningProcesses)(nvmlDevice_t, unsigned*, nvmlProcessInfo_t*) = nullptr;  // _v3
+  nvmlReturn_t (*DeviceGetComputeRunningProcesses)(nvmlDevice_t, unsigned*, nvmlProcessInfo_t*) = nullptr;   // _v3
   nvmlReturn_t (*DeviceGetGraphicsRunningProcesses)(nvmlDevice_t, unsigned*, nvmlProcessInfo_t*) = nullptr;  // _v3
   nvmlReturn_t (*DeviceGetEccMode)(nvmlDevice_t, int*, int*) = nullptr;
   nvmlReturn_t (*DeviceGetTotalEccErrors)(nvmlDevice_t, int, int, unsigned long long*) = nullptr;
@@ -90,7 +94,7 @@ struct NvmlApi {
   nvmlReturn_t (*DeviceGetClocksEventReasons)(nvmlDevice_t, unsigned long long*) = nullptr;
   nvmlReturn_t (*DeviceGetTemperature)(nvmlDevice_t, int, unsigned*) = nullptr;
   nvmlReturn_t (*DeviceGetTemperatureThreshold)(nvmlDevice_t, int, unsigned*) = nullptr;
-  nvmlReturn_t (*DeviceGetPowerUsage)(nvmlDevice_t, unsigned*) = nullptr;         // mW
+  nvmlReturn_t (*DeviceGetPowerUsage)(nvmlDevice_t, unsigned*) = nullptr;          // mW
   nvmlReturn_t (*DeviceGetEnforcedPowerLimit)(nvmlDevice_t, unsigned*) = nullptr;  // mW
   nvmlReturn_t (*DeviceGetMigMode)(nvmlDevice_t, unsigned*, unsigned*) = nullptr;
   nvmlReturn_t (*DeviceGetTopologyCommonAncestor)(nvmlDevice_t, nvmlDevice_t, int*) = nullptr;

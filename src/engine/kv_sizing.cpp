@@ -8,10 +8,11 @@
 namespace mopt {
 
 std::string KvSizing::describe(const KvSizingRequest& req) const {
-  const std::string need = strfmt("%d seq%s x %d tokens", req.max_num_seqs, req.max_num_seqs == 1 ? "" : "s",
-                                  max_model_len);
+  const std::string need =
+      strfmt("%d seq%s x %d tokens", req.max_num_seqs, req.max_num_seqs == 1 ? "" : "s", max_model_len);
   switch (rule) {
-    case KvSizingRule::kExplicit: return "--kv-cache-memory";
+    case KvSizingRule::kExplicit:
+      return "--kv-cache-memory";
     case KvSizingRule::kNeed:
       return req.device == DeviceKind::kCpu ? "sized by need: " + need
                                             : "twice the need of " + need + ", under --gpu-memory-utilization " +
@@ -59,11 +60,12 @@ Result<KvSizing> size_kv_cache(const KvSizingRequest& req) {
   const uint64_t max_blocks = static_cast<uint64_t>(std::numeric_limits<int32_t>::max()) / s.block_size;
   nb = std::min(nb, max_blocks);
   if (static_cast<int64_t>(nb) < s.blocks_per_seq)
-    return error("the KV cache (%s = %llu blocks of %d tokens) cannot hold one sequence of --max-model-len %d "
-                 "(%lld blocks); give it more memory (--kv-cache-memory / --gpu-memory-utilization) or lower "
-                 "--max-model-len",
-                 format_bytes(static_cast<double>(s.budget)).c_str(), static_cast<unsigned long long>(nb),
-                 s.block_size, s.max_model_len, static_cast<long long>(s.blocks_per_seq));
+    return error(
+        "the KV cache (%s = %llu blocks of %d tokens) cannot hold one sequence of --max-model-len %d "
+        "(%lld blocks); give it more memory (--kv-cache-memory / --gpu-memory-utilization) or lower "
+        "--max-model-len",
+        format_bytes(static_cast<double>(s.budget)).c_str(), static_cast<unsigned long long>(nb), s.block_size,
+        s.max_model_len, static_cast<long long>(s.blocks_per_seq));
   s.num_blocks = static_cast<int>(nb);
   return s;
 }

@@ -24,16 +24,16 @@ struct KvSizingRequest {
   int max_model_len = 0;                 // 0 = context_length
   int context_length = 0;                // the model's trained context (0 = unknown)
   int max_num_seqs = 256;
-  uint64_t kv_bytes_per_token = 0;       // K+V bytes of one token position, all layers (kv_block_bytes(1))
-  uint64_t kv_cache_memory = 0;          // explicit --kv-cache-memory; 0 = derive from memory_budget
-  uint64_t memory_budget = 0;            // what the device can give the KV cache (available_kv_memory(util))
-  double gpu_memory_utilization = 0.9;   // only for messages
+  uint64_t kv_bytes_per_token = 0;      // K+V bytes of one token position, all layers (kv_block_bytes(1))
+  uint64_t kv_cache_memory = 0;         // explicit --kv-cache-memory; 0 = derive from memory_budget
+  uint64_t memory_budget = 0;           // what the device can give the KV cache (available_kv_memory(util))
+  double gpu_memory_utilization = 0.9;  // only for messages
 };
 
 enum class KvSizingRule {
-  kExplicit,      // --kv-cache-memory
-  kNeed,          // max_num_seqs x blocks_per_seq (CPU), or twice that (CUDA), under the budget
-  kBudget,        // the memory budget bound
+  kExplicit,  // --kv-cache-memory
+  kNeed,      // max_num_seqs x blocks_per_seq (CPU), or twice that (CUDA), under the budget
+  kBudget,    // the memory budget bound
 };
 
 struct KvSizing {

@@ -9,12 +9,12 @@
 namespace mopt::plan {
 
 struct GpuSpec {
-  const char* name;           // "H100-SXM"
-  const char* match;          // '|'-separated lowercase substrings of NVML names and aliases
-  double memory_bytes;        // as sold (GiB: HBM/GDDR capacities are binary); the driver reserves ~0.5-1%
-  double bandwidth;           // bytes/s
-  double bf16_flops;          // dense tensor-core FLOP/s
-  double fp8_flops;           // dense; 0 = no fp8 tensor cores
+  const char* name;     // "H100-SXM"
+  const char* match;    // '|'-separated lowercase substrings of NVML names and aliases
+  double memory_bytes;  // as sold (GiB: HBM/GDDR capacities are binary); the driver reserves ~0.5-1%
+  double bandwidth;     // bytes/s
+  double bf16_flops;    // dense tensor-core FLOP/s
+  double fp8_flops;     // dense; 0 = no fp8 tensor cores
   const char* source;
 };
 

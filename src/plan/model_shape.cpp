@@ -12,11 +12,11 @@ namespace mopt::plan {
 namespace {
 
 bool is_dir(const std::string& p) {
-  struct stat st{};
+  struct stat st {};
   return stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 bool exists(const std::string& p) {
-  struct stat st{};
+  struct stat st {};
   return stat(p.c_str(), &st) == 0;
 }
 
@@ -77,8 +77,10 @@ ModelShape shape_from_config(const ModelConfig& c) {
 
 Result<ModelShape> read_model_shape(const std::string& path) {
   std::string config_path;
-  if (path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0) config_path = path;
-  else if (is_dir(path) && config_only_dir(path)) config_path = path + "/config.json";
+  if (path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0)
+    config_path = path;
+  else if (is_dir(path) && config_only_dir(path))
+    config_path = path + "/config.json";
   if (!config_path.empty()) {
     std::ifstream f(config_path);
     if (!f) return error("cannot read '%s'", config_path.c_str());
@@ -92,16 +94,24 @@ Result<ModelShape> read_model_shape(const std::string& path) {
   ModelShape s;
   s.config = m->config;
   switch (m->format) {
-    case ModelFormat::kGGUF: s.source = "gguf"; break;
-    case ModelFormat::kHuggingFace: s.source = "huggingface"; break;
-    case ModelFormat::kLlama2c: s.source = "llama2.c"; break;
-    case ModelFormat::kDummy: s.source = "dummy"; break;
+    case ModelFormat::kGGUF:
+      s.source = "gguf";
+      break;
+    case ModelFormat::kHuggingFace:
+      s.source = "huggingface";
+      break;
+    case ModelFormat::kLlama2c:
+      s.source = "llama2.c";
+      break;
+    case ModelFormat::kDummy:
+      s.source = "dummy";
+      break;
   }
   s.all_f32 = true;
   bool any_matrix = false;
   for (const TensorView& t : m->tensors) {
-    TensorShape ts{t.name, static_cast<uint64_t>(t.ne[0]), t.n_dims > 1 ? static_cast<uint64_t>(t.rows()) : 1,
-                   t.dtype, t.nbytes};
+    TensorShape ts{t.name, static_cast<uint64_t>(t.ne[0]), t.n_dims > 1 ? static_cast<uint64_t>(t.rows()) : 1, t.dtype,
+                   t.nbytes};
     if (ts.is_matrix()) {
       any_matrix = true;
       s.all_f32 = s.all_f32 && t.dtype == DType::F32;

@@ -15,9 +15,9 @@
 namespace mopt::plan {
 
 struct TensorShape {
-  std::string name;           // canonical name (model.h)
-  uint64_t cols = 0;          // ne[0]: inputs (elements per row)
-  uint64_t rows = 1;          // ne[1] (1 for vectors)
+  std::string name;            // canonical name (model.h)
+  uint64_t cols = 0;           // ne[0]: inputs (elements per row)
+  uint64_t rows = 1;           // ne[1] (1 for vectors)
   std::optional<DType> dtype;  // as stored; empty when planned from a config.json
   uint64_t stored_bytes = 0;
 
@@ -27,7 +27,7 @@ struct TensorShape {
 struct ModelShape {
   ModelConfig config;
   std::vector<TensorShape> tensors;
-  std::string source;  // "gguf", "huggingface", "llama2.c", "config.json"
+  std::string source;    // "gguf", "huggingface", "llama2.c", "config.json"
   bool all_f32 = false;  // every matrix stored as F32 (the CUDA runner then computes in fp32 under --dtype auto)
 
   uint64_t n_params() const;

@@ -21,15 +21,15 @@ constexpr uint64_t kAttnSplits = 16;
 // of acceptance 3 compares it).
 constexpr uint64_t kCudaContextBytes = uint64_t{512} << 20;
 // Decode batch sizes the CUDA runner captures graphs for (kGraphBuckets in cuda_runner.cpp).
-constexpr int kGraphBuckets[] = {1,   2,   4,   8,   16,  24,  32,  48,  64,  96,  128, 160, 192,
-                                 224, 256, 288, 320, 352, 384, 416, 448, 480, 512};
+constexpr int kGraphBuckets[] = {1,   2,   4,   8,   16,  24,  32,  48,  64,  96,  128, 160,
+                                 192, 224, 256, 288, 320, 352, 384, 416, 448, 480, 512};
 // The CPU runner packs fp32 matrices for batched products when they take at most this (kPackMaxBytes).
 constexpr double kCpuPackMaxBytes = 256.0 * (1 << 20);
 constexpr int kPackedPanel = 16;
 
 struct Format {
   std::string name;
-  bool as_stored = false;     // "auto" on the CPU
+  bool as_stored = false;      // "auto" on the CPU
   std::optional<DType> dtype;  // a GGUF / plain type
   double bytes_per_elem = 0;   // fp8, int8, int4 (with their scales)
 };
@@ -48,9 +48,10 @@ Result<Format> parse_format(const std::string& f) {
   }
   auto t = dtype_from_name(f);
   if (!t || *t == DType::Q8_K || *t == DType::I8 || *t == DType::I32)
-    return error("unknown --weight-format '%s': use auto, f32, f16, bf16, fp8, int8, int4, q8_0, q6_k, q5_k, q4_k "
-                 "or q4_0",
-                 f.c_str());
+    return error(
+        "unknown --weight-format '%s': use auto, f32, f16, bf16, fp8, int8, int4, q8_0, q6_k, q5_k, q4_k "
+        "or q4_0",
+        f.c_str());
   fmt.dtype = t;
   return fmt;
 }
@@ -71,8 +72,8 @@ double tp_share(const TensorShape& t, const ModelConfig& c, int tp) {
 uint64_t tensor_bytes(const TensorShape& t, const Format& f, DeviceKind dev, int compute_es) {
   const uint64_t elems = t.cols * t.rows;
   if (!t.is_matrix()) return elems * (dev == DeviceKind::kCuda ? compute_es : 4);  // norms, biases
-  if (dev == DeviceKind::kCuda && (f.as_stored || f.name == "auto" || f.name == "f16" || f.name == "bf16" ||
-                                   f.name == "f32"))
+  if (dev == DeviceKind::kCuda &&
+      (f.as_stored || f.name == "auto" || f.name == "f16" || f.name == "bf16" || f.name == "f32"))
     return elems * static_cast<uint64_t>(compute_es);
   if (f.name == "auto") return t.stored_bytes ? t.stored_bytes : elems * 2;  // config.json: bf16 as published
   if (f.dtype) {
@@ -140,8 +141,8 @@ Result<Plan> make_plan(const PlanRequest& req) {
       return error("--kv-cache-dtype must be auto, fp16, bf16, fp32 or fp8, got %s", kd.c_str());
     p.kv_elem_bytes = kd == "auto" ? es : kd == "fp32" ? 4 : kd == "fp8" ? 1 : 2;
     if (p.kv_elem_bytes != es)
-      p.notes.push_back("mopt's CUDA KV cache follows --dtype (" + std::string(es == 4 ? "fp32" : "bf16") +
-                        "): a " + kd + " cache is planned here, not what mopt serve allocates");
+      p.notes.push_back("mopt's CUDA KV cache follows --dtype (" + std::string(es == 4 ? "fp32" : "bf16") + "): a " +
+                        kd + " cache is planned here, not what mopt serve allocates");
   }
   const int kv_heads = std::max(1, c.n_head_kv / tp);
   p.kv_bytes_per_token = 2ull * static_cast<uint64_t>(c.n_layer) * static_cast<uint64_t>(kv_heads) *
@@ -165,14 +166,14 @@ Result<Plan> make_plan(const PlanRequest& req) {
   if (dev == DeviceKind::kCpu && fmt.name != "auto")
     p.notes.push_back("the CPU backend runs the weights as stored: convert the model to " + fmt.name +
                       " for this plan (F32/F16/BF16/Q8_0/Q4_0/Q4_K/Q5_K/Q6_K run)");
-  const bool cpu_packed = dev == DeviceKind::kCpu && fmt.name == "auto" && req.model.all_f32 &&
-                          matrix_bytes <= kCpuPackMaxBytes;
+  const bool cpu_packed =
+      dev == DeviceKind::kCpu && fmt.name == "auto" && req.model.all_f32 && matrix_bytes <= kCpuPackMaxBytes;
   if (cpu_packed) {  // packed copies in panels of 16 output rows
     double packed = 0;
     for (const TensorShape& t : req.model.tensors)
       if (t.is_matrix() && (!is_embedding(t) || c.tied_embeddings))
-        packed += 4.0 * static_cast<double>(t.cols) *
-                  std::ceil(static_cast<double>(t.rows) / kPackedPanel) * kPackedPanel;
+        packed +=
+            4.0 * static_cast<double>(t.cols) * std::ceil(static_cast<double>(t.rows) / kPackedPanel) * kPackedPanel;
     weights += packed;
     p.weight_desc += " + packed fp32 copies for batches";
   }
@@ -197,12 +198,14 @@ Result<Plan> make_plan(const PlanRequest& req) {
                          static_cast<double>(req.hw.used_by_others);
     const double fixed = static_cast<double>(p.weight_bytes + p.activation_bytes + p.runtime_bytes + p.margin_bytes);
     if (e.kv_cache_memory == 0 && fixed >= avail)
-      return error("the weights (%s per GPU), workspace (%s) and CUDA runtime (%s) do not fit %.0f%% of %s's %s%s: "
-                   "use a bigger GPU, a higher --tensor-parallel-size, or a smaller --weight-format",
-                   gib(static_cast<double>(p.weight_bytes)).c_str(), gib(static_cast<double>(p.activation_bytes)).c_str(),
-                   gib(static_cast<double>(p.runtime_bytes + p.margin_bytes)).c_str(), 100 * e.gpu_memory_utilization,
-                   req.hw.name.c_str(), gib(static_cast<double>(req.hw.memory_bytes)).c_str(),
-                   req.hw.used_by_others ? (", of which others hold " + gib(static_cast<double>(req.hw.used_by_others))).c_str() : "");
+      return error(
+          "the weights (%s per GPU), workspace (%s) and CUDA runtime (%s) do not fit %.0f%% of %s's %s%s: "
+          "use a bigger GPU, a higher --tensor-parallel-size, or a smaller --weight-format",
+          gib(static_cast<double>(p.weight_bytes)).c_str(), gib(static_cast<double>(p.activation_bytes)).c_str(),
+          gib(static_cast<double>(p.runtime_bytes + p.margin_bytes)).c_str(), 100 * e.gpu_memory_utilization,
+          req.hw.name.c_str(), gib(static_cast<double>(req.hw.memory_bytes)).c_str(),
+          req.hw.used_by_others ? (", of which others hold " + gib(static_cast<double>(req.hw.used_by_others))).c_str()
+                                : "");
     p.memory_budget = static_cast<uint64_t>(avail - fixed);
   } else {
     // CpuRunner::available_kv_memory(): the RAM available now times --gpu-memory-utilization.
@@ -233,10 +236,10 @@ Result<Plan> make_plan(const PlanRequest& req) {
   if (req.hw.bandwidth > 0 && p.decode_read_bytes > 0) {
     p.decode_tokens_per_s = req.hw.bandwidth / static_cast<double>(p.decode_read_bytes);
     if (dev == DeviceKind::kCpu && req.hw.cache_bytes > 0 && p.decode_read_bytes <= req.hw.cache_bytes)
-      p.notes.push_back(strfmt("the weights a decode step reads (%s) fit the CPU's last-level cache (%s): decode is "
-                               "not bound by memory bandwidth, and can beat this ceiling",
-                               gib(static_cast<double>(p.decode_read_bytes)).c_str(),
-                               gib(static_cast<double>(req.hw.cache_bytes)).c_str()));
+      p.notes.push_back(strfmt(
+          "the weights a decode step reads (%s) fit the CPU's last-level cache (%s): decode is "
+          "not bound by memory bandwidth, and can beat this ceiling",
+          gib(static_cast<double>(p.decode_read_bytes)).c_str(), gib(static_cast<double>(req.hw.cache_bytes)).c_str()));
     p.decode_tokens_per_s_full =
         req.hw.bandwidth / static_cast<double>(p.decode_read_bytes + p.kv_bytes_per_token * p.kv.max_model_len);
   }
@@ -260,24 +263,28 @@ Result<Plan> make_plan(const PlanRequest& req) {
 
   // Flags.
   // A plan from a config.json alone names the folder the weights are in.
-  std::string f = "mopt serve -m " + (req.model_path.empty() || req.model.source == "config.json"
-                                          ? std::string("MODEL_FOLDER")
-                                          : req.model_path);
+  std::string f =
+      "mopt serve -m " +
+      (req.model_path.empty() || req.model.source == "config.json" ? std::string("MODEL_FOLDER") : req.model_path);
   f += dev == DeviceKind::kCuda ? " --device cuda" : " --device cpu";
   f += strfmt(" --max-model-len %d --max-num-seqs %d --max-num-batched-tokens %d --block-size %d", p.kv.max_model_len,
               e.max_num_seqs, e.max_num_batched_tokens, p.kv.block_size);
-  if (e.kv_cache_memory) f += strfmt(" --kv-cache-memory %llu", static_cast<unsigned long long>(e.kv_cache_memory));
-  else f += strfmt(" --gpu-memory-utilization %.2f", e.gpu_memory_utilization);
+  if (e.kv_cache_memory)
+    f += strfmt(" --kv-cache-memory %llu", static_cast<unsigned long long>(e.kv_cache_memory));
+  else
+    f += strfmt(" --gpu-memory-utilization %.2f", e.gpu_memory_utilization);
   if (dev == DeviceKind::kCpu) f += p.kv_elem_bytes == 4 ? " --kv-cache-dtype fp32" : " --kv-cache-dtype fp16";
   if (dev == DeviceKind::kCuda) f += es == 4 ? " --dtype float32" : " --dtype bfloat16";
   if (dev == DeviceKind::kCuda && e.runner.enforce_eager) f += " --enforce-eager";
   p.flags = f;
   if (tp > 1)
-    p.notes.push_back(strfmt("mopt serve runs on one GPU (no tensor parallelism yet): the figures are per GPU of a "
-                             "%d-way tensor-parallel group",
-                             tp));
+    p.notes.push_back(
+        strfmt("mopt serve runs on one GPU (no tensor parallelism yet): the figures are per GPU of a "
+               "%d-way tensor-parallel group",
+               tp));
   if (dev == DeviceKind::kCuda)
-    p.notes.push_back("the CUDA context and cuBLAS handles are an estimate (" + gib(static_cast<double>(kCudaContextBytes)) +
+    p.notes.push_back("the CUDA context and cuBLAS handles are an estimate (" +
+                      gib(static_cast<double>(kCudaContextBytes)) +
                       "); the runner's own measurement at start decides the real KV budget");
   return p;
 }

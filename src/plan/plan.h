@@ -30,41 +30,41 @@ struct Hardware {
 
 struct PlanRequest {
   ModelShape model;
-  std::string model_path;             // for the printed flags
+  std::string model_path;              // for the printed flags
   std::string weight_format = "auto";  // auto (what the backend runs), f32, f16, bf16, fp8, int8, int4, q8_0, ...
   Hardware hw;
   int tensor_parallel = 1;
-  EngineConfig engine;                // block_size, max_model_len, max_num_seqs, max_num_batched_tokens,
-                                      // kv_cache_memory, gpu_memory_utilization, runner.kv_cache_dtype, runner.dtype
+  EngineConfig engine;                  // block_size, max_model_len, max_num_seqs, max_num_batched_tokens,
+                                        // kv_cache_memory, gpu_memory_utilization, runner.kv_cache_dtype, runner.dtype
   std::string kv_cache_dtype = "auto";  // auto, fp32, fp16, bf16, fp8
-  int concurrency = 0;                // "max length at N sequences"; 0 = max_num_seqs
-  int prompt_len = 0;                 // prefill ceiling for one prompt of this length; 0 = min(2048, max_model_len)
+  int concurrency = 0;                  // "max length at N sequences"; 0 = max_num_seqs
+  int prompt_len = 0;                   // prefill ceiling for one prompt of this length; 0 = min(2048, max_model_len)
 };
 
 struct Plan {
   // Per GPU (tensor parallelism splits matrices and KV heads).
-  uint64_t weight_bytes = 0;          // resident weights (CPU: the mapped file plus packed fp32 copies)
-  uint64_t decode_read_bytes = 0;     // weights one decode step reads (all but the embedding lookup)
-  std::string weight_desc;            // "bf16 (converted on upload)", "as stored: F32 + packed copy", ...
+  uint64_t weight_bytes = 0;       // resident weights (CPU: the mapped file plus packed fp32 copies)
+  uint64_t decode_read_bytes = 0;  // weights one decode step reads (all but the embedding lookup)
+  std::string weight_desc;         // "bf16 (converted on upload)", "as stored: F32 + packed copy", ...
   int kv_elem_bytes = 2;
   uint64_t kv_bytes_per_token = 0;
-  uint64_t activation_bytes = 0;      // activations and workspaces sized for max_num_batched_tokens / max_num_seqs
-  uint64_t runtime_bytes = 0;         // CUDA context, cuBLAS workspace (GPU)
-  uint64_t margin_bytes = 0;          // the runner's reserve for CUDA graphs and cuBLAS internals (GPU)
-  int cuda_graphs = 0;                // decode batch sizes captured (GPU, unless --enforce-eager)
-  uint64_t memory_budget = 0;         // what the engine's sizing sees as available for the KV cache
+  uint64_t activation_bytes = 0;  // activations and workspaces sized for max_num_batched_tokens / max_num_seqs
+  uint64_t runtime_bytes = 0;     // CUDA context, cuBLAS workspace (GPU)
+  uint64_t margin_bytes = 0;      // the runner's reserve for CUDA graphs and cuBLAS internals (GPU)
+  int cuda_graphs = 0;            // decode batch sizes captured (GPU, unless --enforce-eager)
+  uint64_t memory_budget = 0;     // what the engine's sizing sees as available for the KV cache
   KvSizingRequest kv_request;
-  KvSizing kv;                        // the engine's sizing
-  double budget_concurrency = 0;      // sequences of max_model_len the budget could hold (CPU: beyond the need)
+  KvSizing kv;                    // the engine's sizing
+  double budget_concurrency = 0;  // sequences of max_model_len the budget could hold (CPU: beyond the need)
   int concurrency = 0;
   int64_t max_len_at_concurrency = 0;
-  double decode_tokens_per_s = 0;     // single stream, weights only (0 = bandwidth unknown)
+  double decode_tokens_per_s = 0;       // single stream, weights only (0 = bandwidth unknown)
   double decode_tokens_per_s_full = 0;  // ... with a full max_model_len of KV read per token
   int prompt_len = 0;
-  double prefill_tokens_per_s = 0;    // at the compute roofline (0 = FLOP/s unknown)
+  double prefill_tokens_per_s = 0;  // at the compute roofline (0 = FLOP/s unknown)
   double ttft_s = 0;
-  std::string flags;                  // mopt serve flags that realize the plan
-  std::vector<std::string> notes;     // what the engine cannot do as planned, estimates
+  std::string flags;               // mopt serve flags that realize the plan
+  std::vector<std::string> notes;  // what the engine cannot do as planned, estimates
 };
 
 Result<Plan> make_plan(const PlanRequest& req);

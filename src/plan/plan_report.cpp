@@ -11,9 +11,12 @@ std::string bytes(uint64_t b) { return format_bytes(static_cast<double>(b)); }
 
 const char* rule_name(KvSizingRule r) {
   switch (r) {
-    case KvSizingRule::kExplicit: return "explicit";
-    case KvSizingRule::kNeed: return "need";
-    case KvSizingRule::kBudget: return "budget";
+    case KvSizingRule::kExplicit:
+      return "explicit";
+    case KvSizingRule::kNeed:
+      return "need";
+    case KvSizingRule::kBudget:
+      return "budget";
   }
   return "?";
 }
@@ -39,9 +42,9 @@ std::string plan_table(const PlanRequest& req, const Plan& p) {
   if (hw.flops > 0) s += strfmt(", %.1f TFLOP/s", hw.flops / 1e12);
   s += "\n\nmemory" + std::string(req.tensor_parallel > 1 ? " (per GPU)" : "") + "\n";
   row("weights", bytes(p.weight_bytes) + " (" + p.weight_desc + ", weight format " + req.weight_format + ")");
-  row("activations / workspace", bytes(p.activation_bytes) + strfmt(" (%d batched tokens, %d sequences)",
-                                                                     req.engine.max_num_batched_tokens,
-                                                                     req.engine.max_num_seqs));
+  row("activations / workspace",
+      bytes(p.activation_bytes) +
+          strfmt(" (%d batched tokens, %d sequences)", req.engine.max_num_batched_tokens, req.engine.max_num_seqs));
   if (hw.device == DeviceKind::kCuda) {
     row("CUDA context + cuBLAS workspace", bytes(p.runtime_bytes) + " (estimate)");
     row("CUDA graphs", strfmt("%d decode batch sizes captured; their pools fit the %s reserve", p.cuda_graphs,
@@ -53,7 +56,8 @@ std::string plan_table(const PlanRequest& req, const Plan& p) {
   row("per block", bytes(p.kv.block_bytes) + strfmt(" (%d tokens)", p.kv.block_size));
   row("blocks", strfmt("%d (%s; sizing rule: %s)", p.kv.num_blocks, bytes(p.kv.pool_bytes()).c_str(),
                        p.kv.describe(p.kv_request).c_str()));
-  row("max concurrency at max-model-len", strfmt("%.2f sequences of %d tokens", p.kv.max_concurrency(), p.kv.max_model_len));
+  row("max concurrency at max-model-len",
+      strfmt("%.2f sequences of %d tokens", p.kv.max_concurrency(), p.kv.max_model_len));
   if (hw.device == DeviceKind::kCpu && p.kv.rule == KvSizingRule::kNeed)
     row("  the budget would hold", strfmt("%.1f sequences (raise --max-num-seqs to use it)", p.budget_concurrency));
   row(strfmt("max length at %d sequences", p.concurrency).c_str(),
@@ -65,10 +69,9 @@ std::string plan_table(const PlanRequest& req, const Plan& p) {
                                          p.decode_tokens_per_s, bytes(p.decode_read_bytes).c_str(), hw.bandwidth / 1e9,
                                          p.decode_tokens_per_s_full, p.kv.max_model_len)
                                 : std::string("n/a (bandwidth unknown: --bandwidth GB/s)"));
-  row("prefill", p.prefill_tokens_per_s > 0
-                     ? strfmt("%.0f tokens/s, time to first token %.1f ms for a %d-token prompt", p.prefill_tokens_per_s,
-                              p.ttft_s * 1e3, p.prompt_len)
-                     : std::string("n/a (FLOP/s unknown: --tflops N)"));
+  row("prefill", p.prefill_tokens_per_s > 0 ? strfmt("%.0f tokens/s, time to first token %.1f ms for a %d-token prompt",
+                                                     p.prefill_tokens_per_s, p.ttft_s * 1e3, p.prompt_len)
+                                            : std::string("n/a (FLOP/s unknown: --tflops N)"));
   s += "\nflags\n  " + p.flags + "\n";
   for (const std::string& n : p.notes) s += "note: " + n + "\n";
   return s;
@@ -78,14 +81,20 @@ std::string plan_json(const PlanRequest& req, const Plan& p) {
   using json = nlohmann::ordered_json;
   const ModelConfig& c = req.model.config;
   json j;
-  j["model"] = {{"path", req.model_path},     {"source", req.model.source}, {"architecture", arch_name(c.arch)},
-                {"n_params", req.model.n_params()}, {"n_layer", c.n_layer}, {"n_head", c.n_head},
-                {"n_head_kv", c.n_head_kv}, {"head_dim", c.head_dim},   {"context_length", c.context_length}};
-  j["hardware"] = {{"device", device_name(req.hw.device)}, {"name", req.hw.name}, {"source", req.hw.source},
-                   {"memory_bytes", req.hw.memory_bytes},   {"used_by_others_bytes", req.hw.used_by_others},
-                   {"bandwidth_bytes_per_s", req.hw.bandwidth}, {"flops", req.hw.flops},
+  j["model"] = {{"path", req.model_path},           {"source", req.model.source}, {"architecture", arch_name(c.arch)},
+                {"n_params", req.model.n_params()}, {"n_layer", c.n_layer},       {"n_head", c.n_head},
+                {"n_head_kv", c.n_head_kv},         {"head_dim", c.head_dim},     {"context_length", c.context_length}};
+  j["hardware"] = {{"device", device_name(req.hw.device)},
+                   {"name", req.hw.name},
+                   {"source", req.hw.source},
+                   {"memory_bytes", req.hw.memory_bytes},
+                   {"used_by_others_bytes", req.hw.used_by_others},
+                   {"bandwidth_bytes_per_s", req.hw.bandwidth},
+                   {"flops", req.hw.flops},
                    {"tensor_parallel_size", req.tensor_parallel}};
-  j["weights"] = {{"format", req.weight_format}, {"bytes_per_gpu", p.weight_bytes}, {"description", p.weight_desc},
+  j["weights"] = {{"format", req.weight_format},
+                  {"bytes_per_gpu", p.weight_bytes},
+                  {"description", p.weight_desc},
                   {"decode_read_bytes", p.decode_read_bytes}};
   j["activation_bytes"] = p.activation_bytes;
   j["cuda"] = {{"runtime_bytes", p.runtime_bytes}, {"graphs", p.cuda_graphs}, {"graph_reserve_bytes", p.margin_bytes}};

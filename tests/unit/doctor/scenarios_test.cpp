@@ -25,7 +25,7 @@ struct Root {
   std::string kernel_module = "570.86.15";  // "" = no /proc/driver/nvidia/version
   int dev_gpus = 1;                         // /dev/nvidia0 .. N-1 (+ nvidiactl, nvidia-uvm when > 0)
   std::string kmsg = "6,100,1000,-;nvidia: module license 'NVIDIA' taints kernel.\n";
-  std::vector<int> numa = {};               // numa_node of GPU i's PCI device (bus 0x1b + 0x20 i)
+  std::vector<int> numa = {};  // numa_node of GPU i's PCI device (bus 0x1b + 0x20 i)
 };
 
 class DoctorScenario : public ::testing::Test {
@@ -103,9 +103,9 @@ class DoctorScenario : public ::testing::Test {
 // Every GPU-related finding of the healthy machine is ok.
 TEST_F(DoctorScenario, HealthyH100) {
   const Report r = run("h100");
-  for (const char* id : {"driver.present", "driver.version_match", "driver.cuda_version", "gpu0.arch", "gpu0.memory",
-                         "gpu0.ecc", "gpu0.pages", "gpu0.persistence", "gpu0.pcie", "gpu0.clocks", "gpu0.mig",
-                         "kernel.xid", "host.dev_nodes"})
+  for (const char* id :
+       {"driver.present", "driver.version_match", "driver.cuda_version", "gpu0.arch", "gpu0.memory", "gpu0.ecc",
+        "gpu0.pages", "gpu0.persistence", "gpu0.pcie", "gpu0.clocks", "gpu0.mig", "kernel.xid", "host.dev_nodes"})
     EXPECT_EQ(verdict(r, id), Verdict::kOk) << id << ": " << evidence(r, id);
   EXPECT_EQ(verdict(r, "topology.gpus"), Verdict::kSkip);
   EXPECT_NE(evidence(r, "gpu0.arch").find("90a-real"), std::string::npos) << evidence(r, "gpu0.arch");
@@ -196,7 +196,8 @@ TEST_F(DoctorScenario, NoGpu) {
   const Report r = run("no_gpu", Root{.kernel_module = "", .dev_gpus = 0});
   EXPECT_EQ(verdict(r, "driver.present"), Verdict::kSkip);
   EXPECT_NE(evidence(r, "driver.present").find("reports no GPU"), std::string::npos) << evidence(r, "driver.present");
-  for (const char* id : {"kernel.xid", "topology.gpus", "host.dev_nodes"}) EXPECT_EQ(verdict(r, id), Verdict::kSkip) << id;
+  for (const char* id : {"kernel.xid", "topology.gpus", "host.dev_nodes"})
+    EXPECT_EQ(verdict(r, id), Verdict::kSkip) << id;
   EXPECT_EQ(r.find("gpu0.memory"), nullptr);
   EXPECT_NE(r.find("cpu.features"), nullptr);
   EXPECT_NE(r.find("cpu.hugepages"), nullptr);

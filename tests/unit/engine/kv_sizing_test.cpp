@@ -1,8 +1,8 @@
 // size_kv_cache: the one KV sizing rule of the engine and `mopt plan`. Expected block counts are worked out by
 // hand from the rules in kv_sizing.h.
-#include <gtest/gtest.h>
-
 #include "engine/kv_sizing.h"
+
+#include <gtest/gtest.h>
 
 namespace mopt {
 namespace {

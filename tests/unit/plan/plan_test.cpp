@@ -1,5 +1,7 @@
 // mopt plan: its KV block count is what the engine allocates (stories260K and code-qwen2-25m on the CPU, several
 // settings), and its figures for the Llama-3.1-8B shape match the formulas worked out by hand.
+#include "plan/plan.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,7 +11,6 @@
 #include "model/model.h"
 #include "plan/gpu_specs.h"
 #include "plan/hardware.h"
-#include "plan/plan.h"
 #include "tokenizer/tokenizer.h"
 
 namespace mopt::plan {

@@ -37,9 +37,12 @@ int cuDeviceGetName(char* name, int len, int dev) {
 }
 int cuDeviceGetAttribute(int* v, int attr, int dev) {
   if (!g_init) return 3;
-  if (attr == 75) *v = g_m.gpu[dev].cc_major;
-  else if (attr == 76) *v = g_m.gpu[dev].cc_minor;
-  else return 1; /* CUDA_ERROR_INVALID_VALUE */
+  if (attr == 75)
+    *v = g_m.gpu[dev].cc_major;
+  else if (attr == 76)
+    *v = g_m.gpu[dev].cc_minor;
+  else
+    return 1; /* CUDA_ERROR_INVALID_VALUE */
   return 0;
 }
 int cuDeviceGetPCIBusId(char* id, int len, int dev) {
@@ -49,10 +52,20 @@ int cuDeviceGetPCIBusId(char* id, int len, int dev) {
 }
 int cuGetErrorName(int r, const char** s) {
   switch (r) {
-    case 0: *s = "CUDA_SUCCESS"; return 0;
-    case 3: *s = "CUDA_ERROR_NOT_INITIALIZED"; return 0;
-    case 100: *s = "CUDA_ERROR_NO_DEVICE"; return 0;
-    case 803: *s = "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH"; return 0;
-    default: *s = NULL; return 1;
+    case 0:
+      *s = "CUDA_SUCCESS";
+      return 0;
+    case 3:
+      *s = "CUDA_ERROR_NOT_INITIALIZED";
+      return 0;
+    case 100:
+      *s = "CUDA_ERROR_NO_DEVICE";
+      return 0;
+    case 803:
+      *s = "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH";
+      return 0;
+    default:
+      *s = NULL;
+      return 1;
   }
 }

@@ -29,7 +29,7 @@ typedef struct {
 typedef struct {
   const char* name;
   const char* uuid;
-  unsigned bus;  /* PCI bus number: bus id 00000000:<bus>:00.0 */
+  unsigned bus; /* PCI bus number: bus id 00000000:<bus>:00.0 */
   int cc_major, cc_minor;
   unsigned long long mem_total, mem_used;
   int n_procs;
@@ -45,7 +45,7 @@ typedef struct {
   unsigned temp, temp_slowdown, temp_shutdown;
   unsigned power_mw, power_limit_mw;
   unsigned mig;
-  int nvlinks;  /* active NVLink links */
+  int nvlinks; /* active NVLink links */
 } FakeGpu;
 
 typedef struct {
@@ -62,10 +62,9 @@ typedef struct {
 static const unsigned long long kFakeGiB = 1024ull * 1024 * 1024;
 
 static FakeGpu fake_h100(int i) {
-  static const char* uuids[FAKE_MAX_GPUS] = {"GPU-0b5a3f52-0000-0000-0000-000000000000",
-                                             "GPU-0b5a3f52-0000-0000-0000-000000000001",
-                                             "GPU-0b5a3f52-0000-0000-0000-000000000002",
-                                             "GPU-0b5a3f52-0000-0000-0000-000000000003"};
+  static const char* uuids[FAKE_MAX_GPUS] = {
+      "GPU-0b5a3f52-0000-0000-0000-000000000000", "GPU-0b5a3f52-0000-0000-0000-000000000001",
+      "GPU-0b5a3f52-0000-0000-0000-000000000002", "GPU-0b5a3f52-0000-0000-0000-000000000003"};
   FakeGpu g;
   memset(&g, 0, sizeof(g));
   g.name = "NVIDIA H100 80GB HBM3";

@@ -25,9 +25,9 @@ enum { OK = 0, UNINITIALIZED = 1, INVALID_ARGUMENT = 2, NOT_SUPPORTED = 3, INSUF
 static FakeMachine g_m;
 static int g_init = 0;
 
-#define DEV(d) ((d) ? &g_m.gpu[(size_t)(d) - 1] : NULL)
-#define CHECK_DEV(d)                                   \
-  if (!g_init) return UNINITIALIZED;                   \
+#define DEV(d) ((d) ? &g_m.gpu[(size_t)(d)-1] : NULL)
+#define CHECK_DEV(d)                 \
+  if (!g_init) return UNINITIALIZED; \
   if (!(d) || (size_t)(d) > (size_t)g_m.n_gpus) return INVALID_ARGUMENT;
 
 static int copy_str(char* out, unsigned len, const char* s) {
@@ -48,12 +48,18 @@ nvmlReturn_t nvmlShutdown(void) {
 }
 const char* nvmlErrorString(nvmlReturn_t r) {
   switch (r) {
-    case OK: return "Success";
-    case UNINITIALIZED: return "Uninitialized";
-    case NOT_SUPPORTED: return "Not Supported";
-    case 9: return "Driver Not Loaded";
-    case 18: return "Driver/library version mismatch";
-    default: return "Unknown Error";
+    case OK:
+      return "Success";
+    case UNINITIALIZED:
+      return "Uninitialized";
+    case NOT_SUPPORTED:
+      return "Not Supported";
+    case 9:
+      return "Driver Not Loaded";
+    case 18:
+      return "Driver/library version mismatch";
+    default:
+      return "Unknown Error";
   }
 }
 nvmlReturn_t nvmlSystemGetDriverVersion(char* v, unsigned len) {
@@ -141,8 +147,10 @@ nvmlReturn_t nvmlDeviceGetEccMode(void* d, int* current, int* pending) {
 nvmlReturn_t nvmlDeviceGetTotalEccErrors(void* d, int type, int counter, unsigned long long* n) {
   CHECK_DEV(d);
   const FakeGpu* g = DEV(d);
-  if (counter == 0) *n = type == 0 ? g->ecc_corr_vol : g->ecc_unc_vol;
-  else *n = type == 0 ? g->ecc_corr_agg : g->ecc_unc_agg;
+  if (counter == 0)
+    *n = type == 0 ? g->ecc_corr_vol : g->ecc_unc_vol;
+  else
+    *n = type == 0 ? g->ecc_corr_agg : g->ecc_unc_agg;
   return OK;
 }
 /* Hopper remaps rows; page retirement is a pre-Ampere feature. */
@@ -172,11 +180,11 @@ nvmlReturn_t nvmlDeviceGetPersistenceMode(void* d, int* mode) {
   *mode = DEV(d)->persistence;
   return OK;
 }
-#define UINT_GETTER(fn, field)               \
-  nvmlReturn_t fn(void* d, unsigned* v) {    \
-    CHECK_DEV(d);                            \
-    *v = DEV(d)->field;                      \
-    return OK;                               \
+#define UINT_GETTER(fn, field)            \
+  nvmlReturn_t fn(void* d, unsigned* v) { \
+    CHECK_DEV(d);                         \
+    *v = DEV(d)->field;                   \
+    return OK;                            \
   }
 UINT_GETTER(nvmlDeviceGetCurrPcieLinkGeneration, pcie_gen)
 UINT_GETTER(nvmlDeviceGetMaxPcieLinkGeneration, pcie_gen_max)
@@ -191,16 +199,22 @@ nvmlReturn_t nvmlDeviceGetPerformanceState(void* d, int* p) {
 }
 nvmlReturn_t nvmlDeviceGetClockInfo(void* d, int type, unsigned* mhz) {
   CHECK_DEV(d);
-  if (type == 1 || type == 0) *mhz = DEV(d)->sm;
-  else if (type == 2) *mhz = DEV(d)->mem_clk;
-  else return INVALID_ARGUMENT;
+  if (type == 1 || type == 0)
+    *mhz = DEV(d)->sm;
+  else if (type == 2)
+    *mhz = DEV(d)->mem_clk;
+  else
+    return INVALID_ARGUMENT;
   return OK;
 }
 nvmlReturn_t nvmlDeviceGetMaxClockInfo(void* d, int type, unsigned* mhz) {
   CHECK_DEV(d);
-  if (type == 1 || type == 0) *mhz = DEV(d)->sm_max;
-  else if (type == 2) *mhz = DEV(d)->mem_clk_max;
-  else return INVALID_ARGUMENT;
+  if (type == 1 || type == 0)
+    *mhz = DEV(d)->sm_max;
+  else if (type == 2)
+    *mhz = DEV(d)->mem_clk_max;
+  else
+    return INVALID_ARGUMENT;
   return OK;
 }
 nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(void* d, unsigned long long* r) {
@@ -216,9 +230,12 @@ nvmlReturn_t nvmlDeviceGetTemperature(void* d, int sensor, unsigned* t) {
 }
 nvmlReturn_t nvmlDeviceGetTemperatureThreshold(void* d, int kind, unsigned* t) {
   CHECK_DEV(d);
-  if (kind == 0) *t = DEV(d)->temp_shutdown;
-  else if (kind == 1) *t = DEV(d)->temp_slowdown;
-  else return NOT_SUPPORTED;
+  if (kind == 0)
+    *t = DEV(d)->temp_shutdown;
+  else if (kind == 1)
+    *t = DEV(d)->temp_slowdown;
+  else
+    return NOT_SUPPORTED;
   return OK;
 }
 nvmlReturn_t nvmlDeviceGetMigMode(void* d, unsigned* current, unsigned* pending) {
