@@ -54,7 +54,7 @@ timeout 300 python3 tests/gpu/hf_compare.py --bin "$G/bench_gpu_logits" --work /
   tee "$O/hf.log"
 [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
 
-if [[ -x "$G/mopt" ]] && "$G/mopt" run --help 2>&1 | grep -q -- "--dtype"; then
+if [[ -x "$G/mopt" ]] && grep -q -- "--dtype" <<<"$("$G/mopt" run --help 2>&1)"; then
   # --dtype auto picks float32 for this F32 checkpoint: the generated text must equal the CPU's (stdout only;
   # timings go to stderr).
   echo "== mopt run --device cuda vs --device cpu (stories260K, greedy, 256 tokens)"

@@ -6,7 +6,9 @@ set -euo pipefail
 : "${MOPT_BIN:?set MOPT_BIN to the mopt binary}"
 MODELS=${MOPT_MODELS_DIR:-$(dirname "$0")/../../../shared/models}
 # mopt serve is part of every build: a binary without it is broken, not a reason to skip.
-if ! "$MOPT_BIN" serve --help 2>&1 | grep -q -- "--served-model-name"; then
+# (The help is captured first: grep -q closing the pipe early would fail the pipeline under pipefail.)
+serve_help=$("$MOPT_BIN" serve --help 2>&1 || true)
+if ! grep -q -- "--served-model-name" <<<"$serve_help"; then
   echo "FAIL: '$MOPT_BIN serve --help' does not show serve's options: the binary has no serve verb" >&2
   exit 1
 fi
