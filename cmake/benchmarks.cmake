@@ -11,6 +11,7 @@ foreach(src IN LISTS bench_srcs)
   # The GPU benchmarks link the CUDA backend's shared object (first: its references resolve from the libraries after).
   if(bname MATCHES "^gpu_" AND TARGET mopt_cuda)
     target_link_libraries(bench_${bname} PRIVATE mopt_cuda)
+    mopt_export_to_cuda_backend(bench_${bname})  # those that build their runner through the loader need it
   endif()
   target_link_libraries(bench_${bname} PRIVATE mopt_server mopt_loadgen)
 endforeach()

@@ -27,3 +27,13 @@ if(MOPT_HAVE_CUDA)
                       "LINKER:--exclude-libs,libstdc++.a:libgcc.a:libgcc_eh.a")
   target_link_libraries(mopt_cuda INTERFACE mopt_backend CUDA::cudart_static)
 endif()
+
+# An executable that loads libmopt_cuda.so through backend/cuda_loader.cpp (mopt, and the GPU benchmarks that build
+# their runner with make_runner) exports mopt's symbols to it, only those (cmake/mopt_exports.list): the object's
+# references to typeinfo and functions the executable would otherwise keep hidden resolve against it.
+function(mopt_export_to_cuda_backend target)
+  if(MOPT_HAVE_CUDA)
+    target_link_options(${target} PRIVATE "LINKER:--dynamic-list=${CMAKE_SOURCE_DIR}/cmake/mopt_exports.list")
+    set_property(TARGET ${target} APPEND PROPERTY LINK_DEPENDS ${CMAKE_SOURCE_DIR}/cmake/mopt_exports.list)
+  endif()
+endfunction()
