@@ -15,10 +15,13 @@ mkdir -p "$O"
 CFG=tests/gpu/llama-3.1-8b/config.json
 UTIL=0.92
 G=$PWD/.gpu
-"$G/mopt" plan -m "$CFG" --device cuda --gpu-memory-utilization "$UTIL" --json > "$O/plan_8b.json" ||
+# The same engine limits on both sides: 256 sequences of 2,052 tokens want more than the budget, so both size the
+# KV cache by --gpu-memory-utilization.
+"$G/mopt" plan -m "$CFG" --device cuda --gpu-memory-utilization "$UTIL" --max-model-len 2052 --max-num-seqs 256 \
+  --max-num-batched-tokens 8192 --json > "$O/plan_8b.json" ||
   { echo "plan_vs_engine: mopt plan failed" >&2; exit 1; }
-timeout 180 "$G/bench_gpu_offline" --config "$CFG" --device cuda -n 4 --prompt-len 16 --gen 4 \
-  --gpu-memory-utilization "$UTIL" --json "$O/offline_small.json" > "$O/offline_small.log" 2>&1 ||
+timeout 180 "$G/bench_gpu_offline" --config "$CFG" --device cuda -n 4 --prompt-len 2048 --gen 4 \
+  --max-num-seqs 256 --max-num-batched-tokens 8192 --gpu-memory-utilization "$UTIL" --json "$O/offline_small.json" > "$O/offline_small.log" 2>&1 ||
   { echo "plan_vs_engine: bench_gpu_offline failed:" >&2; tail -5 "$O/offline_small.log" >&2; exit 1; }
 python3 - "$O/plan_8b.json" "$O/offline_small.json" "$O/bench.json" <<'PY'
 import json, os, sys

@@ -131,7 +131,8 @@ TEST(Plan, Llama8bOnH200ByHand) {
   EXPECT_EQ(p->kv.block_bytes, 2u << 20);
   EXPECT_EQ(p->weight_bytes, 2 * 8030261248ull);
   EXPECT_EQ(p->decode_read_bytes, 2 * (8030261248ull - 128256ull * 4096));
-  EXPECT_NEAR(p->decode_tokens_per_s, 4.8e12 / (2.0 * (8030261248.0 - 128256.0 * 4096)), 1e-6);
+  // The H200's 4.8 TB/s datasheet bandwidth times the fraction a copy attains (88.6%).
+  EXPECT_NEAR(p->decode_tokens_per_s, 0.886 * 4.8e12 / (2.0 * (8030261248.0 - 128256.0 * 4096)), 1e-6);
   // The budget: 90% of 141 GiB minus weights, workspace, CUDA runtime and the runner's 256 MiB reserve.
   const double budget = 0.9 * 141.0 * (1 << 30) -
                         static_cast<double>(p->weight_bytes + p->activation_bytes + p->runtime_bytes + p->margin_bytes);
