@@ -46,6 +46,27 @@ struct EngineRequest : Request {
   SamplerRng rng;
   std::unique_ptr<StreamDecoder> decoder;  // null without a tokenizer
   std::string held_text;                   // decoded, not yet emitted (may be the start of a stop string)
+
+  // Prompt rows (RequestSpec::prompt_logits, SamplingParams::prompt_logprobs): the logits of prompt positions
+  // [prompt_rows_done, num_prompt_tokens) are still wanted.
+  PromptLogitsCallback prompt_cb;
+  int prompt_cb_from = 0;                  // RequestSpec::prompt_logits_from
+  int prompt_rows_done = 0;                // positions below it were delivered (or are not wanted)
+  std::vector<TokenLogprob> prompt_lp;                // [positions reduced so far] for the first output
+  std::vector<std::vector<TokenLogprob>> prompt_top;  // [positions reduced so far][params.prompt_logprobs]
+  bool prompt_lp_sent = false;
+
+  bool wants_prompt_rows() const {
+    return (prompt_cb || params.prompt_logprobs >= 0) && prompt_rows_done < num_prompt_tokens;
+  }
+};
+
+// A scheduled request's output rows in the step (indices into the batch's logits_indices).
+struct StepRows {
+  int first_row = 0;      // its first output row
+  int prompt_pos = 0;     // position of its first prompt row
+  int n_prompt_rows = 0;  // prompt rows: output rows [first_row, first_row + n_prompt_rows), consecutive positions
+  int sample_row = -1;    // the row its next token is sampled from (may be the last prompt row); -1: none
 };
 
 class EngineImpl final : public Engine {
@@ -92,6 +113,7 @@ class EngineImpl final : public Engine {
   Status run_forward(const SchedulerOutput& out);
   bool needs_host_sampler(const EngineRequest& r) const;
   SampleResult sample_on_host(EngineRequest& r, float* logits_row);
+  bool deliver_prompt_rows(EngineRequest& r, const StepRows& sr);
   void process_token(EngineRequest& r, SampleResult& s);
   void finish(EngineRequest& r, RequestOutput& o, FinishReason reason, const std::string& error = {});
   void emit(EngineRequest& r, RequestOutput& o);
@@ -129,12 +151,16 @@ class EngineImpl final : public Engine {
   BatchArrays barr_;               // the step's batch
   ForwardBatch batch_;             // barr_.view()
   // Output rows [n_out] of the step, in batch order. With device sampling (runner_->can_sample()): the settings
-  // of each row, the token the device picked, and which rows the host sampler finishes from their logits.
+  // of each row, the token the device picked, and which rows the host needs the logits of (prompt rows, rows
+  // the host sampler finishes).
+  std::vector<StepRows> step_rows_;      // [scheduled] in out.scheduled order
   std::vector<RowSampling> row_params_;  // [n_out]
   std::vector<int32_t> row_tokens_;      // [n_out]
-  std::vector<uint8_t> row_on_host_;     // [n_out] 1: sample on the host from logits_
-  std::vector<int32_t> host_rows_;       // [n_host] output rows sampled on the host
+  std::vector<int32_t> host_index_;      // [n_out] row of logits_ holding the row's logits; -1: device-sampled
+  std::vector<EngineRequest*> device_rows_;  // [n_out] the request of a device-sampled row, else null
+  std::vector<int32_t> host_rows_;       // [n_host] output rows whose logits come to the host, increasing
   std::vector<float> logits_;            // [n_host, n_vocab] (every row when the runner cannot sample)
+  std::vector<float> row_logprobs_;      // [n_vocab] scratch of the prompt logprobs
   RequestOutput token_out_;              // process_token's output, reused (its buffers keep their capacity)
 };
 
@@ -154,6 +180,9 @@ AddResult EngineImpl::add_request(RequestSpec spec, OutputCallback cb) {
     return reject(AddError::kTooLong, "the prompt is too long");
   if (std::string e = validate_sampling_params(spec.params, n_vocab_); !e.empty())
     return reject(AddError::kInvalid, e);
+  if (spec.prompt_logits && (spec.prompt_logits_from < 0 || spec.prompt_logits_from >= static_cast<int>(spec.prompt.size())))
+    return reject(AddError::kInvalid, strfmt("prompt_logits_from is %d, not a prompt position in [0, %zu)",
+                                             spec.prompt_logits_from, spec.prompt.size()));
   if (!tok_ && !spec.params.stop.empty())
     return reject(AddError::kInvalid, "stop strings need a tokenizer (this engine has none)");
   if (std::string e = sched_.check_fits(static_cast<int>(spec.prompt.size()), spec.params.max_tokens); !e.empty())
@@ -168,6 +197,10 @@ AddResult EngineImpl::add_request(RequestSpec spec, OutputCallback cb) {
   r->tokens = std::move(spec.prompt);
   r->tokens.reserve(r->tokens.size() + static_cast<size_t>(r->params.max_tokens));
   r->cb = std::move(cb);
+  r->prompt_cb = std::move(spec.prompt_logits);
+  r->prompt_cb_from = spec.prompt_logits_from;
+  r->prompt_rows_done = r->params.prompt_logprobs >= 0 ? 0 : r->prompt_cb ? r->prompt_cb_from : r->num_prompt_tokens;
+  if (r->wants_prompt_rows()) r->prefix_cache_limit = r->prompt_rows_done;
   if (tok_) {
     // Prime the decoder with the prompt so the first generated piece is decoded in context (its leading space is
     // kept after a text prompt, stripped right after BOS) and a character split across the boundary completes.
@@ -272,64 +305,93 @@ void EngineImpl::build_batch(const SchedulerOutput& out) {
   for (const ScheduledRequest& s : out.scheduled) max_blocks = std::max(max_blocks, s.req->block_table.size());
   BatchArrays& a = barr_;
   a.clear();
+  step_rows_.clear();
   for (const ScheduledRequest& s : out.scheduled) {
-    const Request& r = *s.req;
-    for (int p = r.num_computed_tokens; p < r.num_computed_tokens + s.num_new_tokens; ++p) {
+    const auto& r = *static_cast<const EngineRequest*>(s.req);
+    const int c = r.num_computed_tokens, end = c + s.num_new_tokens;
+    const int t0 = static_cast<int>(a.tokens.size());  // batch index of position c
+    for (int p = c; p < end; ++p) {
       a.tokens.push_back(r.tokens[static_cast<size_t>(p)]);
       a.positions.push_back(p);
       a.slot_mapping.push_back(r.block_table[static_cast<size_t>(p / bs)] * bs + p % bs);
     }
     a.query_start.push_back(static_cast<int32_t>(a.tokens.size()));
-    a.seq_lens.push_back(r.num_computed_tokens + s.num_new_tokens);
+    a.seq_lens.push_back(end);
     a.block_tables.insert(a.block_tables.end(), r.block_table.begin(), r.block_table.end());
     a.block_tables.resize(a.block_tables.size() + (max_blocks - r.block_table.size()), -1);
-    if (s.needs_logits) a.logits_indices.push_back(static_cast<int32_t>(a.tokens.size()) - 1);
+    StepRows sr;
+    sr.first_row = static_cast<int>(a.logits_indices.size());
+    if (r.wants_prompt_rows()) {
+      const int p0 = std::max(c, r.prompt_rows_done), p1 = std::min(end, r.num_prompt_tokens);
+      sr.prompt_pos = p0;
+      for (int p = p0; p < p1; ++p) a.logits_indices.push_back(t0 + p - c);
+      sr.n_prompt_rows = std::max(0, p1 - p0);
+    }
+    if (s.needs_logits) {
+      const bool last_is_prompt_row = sr.n_prompt_rows > 0 && sr.prompt_pos + sr.n_prompt_rows == end;
+      if (!last_is_prompt_row) a.logits_indices.push_back(static_cast<int32_t>(a.tokens.size()) - 1);
+      sr.sample_row = static_cast<int>(a.logits_indices.size()) - 1;
+    }
+    step_rows_.push_back(sr);
   }
   a.max_blocks_per_seq = static_cast<int>(max_blocks);
   batch_ = a.view();
 }
 
-// Runs the step's forward pass. Afterwards, for output row i: row_on_host_[i] says whether it is sampled on the
-// host from logits_ (row k of logits_ for the k-th such row), else row_tokens_[i] is the device's pick.
+// Runs the step's forward pass. Afterwards, for output row i: host_index_[i] >= 0 is its row in logits_ (the
+// host samples it, or it is a prompt row), else row_tokens_[i] is the device's pick.
 //
 // Rows are routed one by one, by what their own request needs (never by what else is in the batch), so a
-// seeded request draws the same tokens whatever it is batched with: rows whose request wants logprobs,
-// repetition/presence/frequency penalties or banned ids (min_tokens) go to the host sampler, every other row
+// seeded request draws the same tokens whatever it is batched with: prompt rows, and rows whose request wants
+// logprobs, repetition/presence/frequency penalties or banned ids (min_tokens) go to the host, every other row
 // is sampled on the device. A mixed step is still one forward pass: the host rows' logits are fetched from the
-// device afterwards (sampled_logits), the device picks for those rows are ignored.
+// device afterwards (sampled_logits), the device picks for those rows are ignored. One exception: a device
+// samples at most max_num_seqs rows (the CUDA runner's sampling buffers), so a step whose prompt rows take it
+// past that runs a plain forward pass and samples every row on the host.
 Status EngineImpl::run_forward(const SchedulerOutput& out) {
   build_batch(out);
   const size_t n_out = barr_.logits_indices.size();
-  row_on_host_.assign(n_out, 1);
+  host_index_.assign(n_out, -1);
   host_rows_.clear();
-  if (!runner_->can_sample() || n_out == 0) {
-    for (size_t i = 0; i < n_out; ++i) host_rows_.push_back(static_cast<int32_t>(i));
+  auto all_on_host = [&] {
+    for (size_t i = 0; i < n_out; ++i) {
+      host_index_[i] = static_cast<int32_t>(i);
+      host_rows_.push_back(static_cast<int32_t>(i));
+    }
     logits_.resize(n_out * static_cast<size_t>(n_vocab_));
     return runner_->forward(batch_, logits_.data());
+  };
+  if (!runner_->can_sample() || n_out == 0) return all_on_host();
+  // Which sample rows the device takes.
+  std::vector<EngineRequest*>& device_rows = device_rows_;
+  device_rows.assign(n_out, nullptr);
+  size_t n_device = 0, n_prompt_rows = 0;
+  for (size_t k = 0; k < out.scheduled.size(); ++k) {
+    const StepRows& sr = step_rows_[k];
+    n_prompt_rows += static_cast<size_t>(sr.n_prompt_rows);
+    auto& r = *static_cast<EngineRequest*>(out.scheduled[k].req);
+    if (sr.sample_row >= sr.first_row + sr.n_prompt_rows && !needs_host_sampler(r)) {
+      device_rows[static_cast<size_t>(sr.sample_row)] = &r;
+      ++n_device;
+    }
   }
+  if (n_device == 0 || (n_prompt_rows > 0 && n_out > static_cast<size_t>(cfg_.max_num_seqs))) return all_on_host();
   row_params_.resize(n_out);
   row_tokens_.resize(n_out);
-  size_t i = 0;
-  for (const ScheduledRequest& s : out.scheduled) {
-    if (!s.needs_logits) continue;
-    auto& r = *static_cast<EngineRequest*>(s.req);
+  for (size_t i = 0; i < n_out; ++i) {
     RowSampling& rp = row_params_[i];
-    rp = RowSampling{};  // greedy: what the device does for rows the host finishes (its pick is unused)
-    if (needs_host_sampler(r)) {
+    rp = RowSampling{};  // greedy: what the device does for rows the host takes (its pick is unused)
+    EngineRequest* r = device_rows[i];
+    if (!r) {
+      host_index_[i] = static_cast<int32_t>(host_rows_.size());
       host_rows_.push_back(static_cast<int32_t>(i));
-    } else {
-      row_on_host_[i] = 0;
-      rp.temperature = r.params.temperature;
-      rp.top_k = r.params.top_k;
-      rp.top_p = r.params.top_p;
-      rp.min_p = r.params.min_p;
-      rp.seed = r.rng.next();  // one draw of the request's own stream per device-sampled token
+      continue;
     }
-    ++i;
-  }
-  if (host_rows_.size() == n_out) {  // nothing for the device sampler: plain logits
-    logits_.resize(n_out * static_cast<size_t>(n_vocab_));
-    return runner_->forward(batch_, logits_.data());
+    rp.temperature = r->params.temperature;
+    rp.top_k = r->params.top_k;
+    rp.top_p = r->params.top_p;
+    rp.min_p = r->params.min_p;
+    rp.seed = r->rng.next();  // one draw of the request's own stream per device-sampled token
   }
   MOPT_TRY(runner_->forward_sample(batch_, row_params_, row_tokens_.data()));
   if (host_rows_.empty()) return Status::ok();
@@ -360,6 +422,49 @@ SampleResult EngineImpl::sample_on_host(EngineRequest& r, float* logits_row) {
                       all.subspan(static_cast<size_t>(r.num_prompt_tokens)), banned, r.rng);
 }
 
+// Hands the step's prompt rows of `r` to its prompt-logits callback and reduces them to prompt logprobs. False
+// when the callback failed (the request is then finished with an error).
+bool EngineImpl::deliver_prompt_rows(EngineRequest& r, const StepRows& sr) {
+  const size_t V = static_cast<size_t>(n_vocab_);
+  const float* rows = logits_.data() + static_cast<size_t>(host_index_[static_cast<size_t>(sr.first_row)]) * V;
+  const int n = sr.n_prompt_rows;
+  if (r.prompt_cb) {
+    const int skip = std::clamp(r.prompt_cb_from - sr.prompt_pos, 0, n);
+    PromptLogits pl;
+    pl.request_id = r.id;
+    pl.first_position = sr.prompt_pos + skip;
+    pl.n_rows = n - skip;
+    pl.n_vocab = n_vocab_;
+    pl.logits = rows + static_cast<size_t>(skip) * V;
+    std::string failure;
+    try {
+      if (pl.n_rows > 0) r.prompt_cb(pl);
+    } catch (const std::exception& e) {
+      failure = e.what();
+    } catch (...) {
+      failure = "unknown exception";
+    }
+    if (!failure.empty()) {
+      MOPT_LOG_ERROR("prompt-logits callback of request %llu threw: %s", static_cast<unsigned long long>(r.id),
+                     failure.c_str());
+      RequestOutput o;
+      finish(r, o, FinishReason::kError, "the prompt-logits consumer failed: " + failure);
+      return false;
+    }
+  }
+  if (r.params.prompt_logprobs >= 0) {
+    for (int i = 0; i < n && sr.prompt_pos + i + 1 < r.num_prompt_tokens; ++i) {
+      log_softmax(std::span<const float>(rows + static_cast<size_t>(i) * V, V), row_logprobs_);
+      const int32_t next = r.tokens[static_cast<size_t>(sr.prompt_pos + i + 1)];
+      r.prompt_lp.push_back({next, row_logprobs_[static_cast<size_t>(next)]});
+      r.prompt_top.push_back(top_logprobs(row_logprobs_, r.params.prompt_logprobs));
+    }
+  }
+  r.prompt_rows_done = sr.prompt_pos + n;
+  r.prefix_cache_limit = r.wants_prompt_rows() ? r.prompt_rows_done : std::numeric_limits<int>::max();
+  return true;
+}
+
 // Appends the chosen token, detokenizes, checks stop conditions and emits the output (finishing if done).
 void EngineImpl::process_token(EngineRequest& r, SampleResult& s) {
   r.tokens.push_back(s.token);
@@ -369,6 +474,13 @@ void EngineImpl::process_token(EngineRequest& r, SampleResult& s) {
   o.text.clear();
   o.token_logprobs.clear();
   o.top_logprobs.clear();
+  o.prompt_logprobs.clear();
+  o.prompt_top_logprobs.clear();
+  if (r.params.prompt_logprobs >= 0 && !r.prompt_lp_sent) {
+    r.prompt_lp_sent = true;
+    o.prompt_logprobs = std::move(r.prompt_lp);
+    o.prompt_top_logprobs = std::move(r.prompt_top);
+  }
   o.finished = false;
   o.finish_reason = FinishReason::kNone;
   o.error.clear();
@@ -465,24 +577,25 @@ bool EngineImpl::step_locked() {
   }
   sched_.on_step_done(out);
   uint64_t n_prompt = 0, n_gen = 0;
-  size_t row = 0, host_row = 0;
-  for (const ScheduledRequest& s : out.scheduled) {
+  for (size_t k = 0; k < out.scheduled.size(); ++k) {
+    const ScheduledRequest& s = out.scheduled[k];
     Request* req = s.req;
     // Tokens of this step that were still prompt are counted as prompt; the sampled one as generation.
     const int start = req->num_computed_tokens - s.num_new_tokens;
     const int prompt_part = std::max(0, std::min(req->num_prompt_tokens, req->num_computed_tokens) - start);
     n_prompt += static_cast<uint64_t>(prompt_part);
+    auto& er = *static_cast<EngineRequest*>(req);
+    const StepRows& rows = step_rows_[k];
+    if (rows.n_prompt_rows > 0 && !deliver_prompt_rows(er, rows)) continue;
     if (!s.needs_logits) continue;
     ++n_gen;
-    auto& er = *static_cast<EngineRequest*>(req);
     SampleResult sr;
-    if (row_on_host_[row]) {
-      sr = sample_on_host(er, logits_.data() + host_row * static_cast<size_t>(n_vocab_));
-      ++host_row;
+    const int32_t host = host_index_[static_cast<size_t>(rows.sample_row)];
+    if (host >= 0) {
+      sr = sample_on_host(er, logits_.data() + static_cast<size_t>(host) * static_cast<size_t>(n_vocab_));
     } else {
-      sr.token = row_tokens_[row];
+      sr.token = row_tokens_[static_cast<size_t>(rows.sample_row)];
     }
-    ++row;
     if (sr.token < 0 || sr.token >= n_vocab_) {  // a broken device sampler must not corrupt the request
       RequestOutput o;
       finish(er, o, FinishReason::kError, strfmt("the device sampler returned token id %d (vocabulary %d)",

@@ -49,11 +49,30 @@ struct TokenLogprob {
   float logprob;
 };
 
+// A chunk of the logits a request's prompt positions give (RequestSpec::prompt_logits). Row i is the model's
+// output at prompt position first_position + i: its prediction of prompt token first_position + i + 1 (the last
+// prompt position's row predicts the first generated token, and is also the row that token is sampled from).
+struct PromptLogits {
+  uint64_t request_id = 0;
+  int first_position = 0;
+  int n_rows = 0;
+  int n_vocab = 0;
+  const float* logits = nullptr;  // [n_rows, n_vocab] raw fp32 logits; valid during the callback only
+};
+using PromptLogitsCallback = std::function<void(const PromptLogits&)>;
+
 struct RequestSpec {
   std::vector<int32_t> prompt;     // token ids (already tokenized, BOS included if wanted)
   SamplingParams params;
   int priority = 0;                // lower runs first under the priority policy
   std::string cache_salt;          // per-tenant prefix-cache isolation
+  // Scoring (`mopt eval`): when set, the logits of every prompt position from prompt_logits_from on are handed
+  // to this callback on the engine thread, in position order, one chunk per step as chunked prefill computes
+  // them (each position exactly once, also across preemptions), all before the request's first output. Those
+  // positions are computed, never served by the prefix cache. The rows run in the same batches as every other
+  // request's tokens.
+  PromptLogitsCallback prompt_logits;
+  int prompt_logits_from = 0;      // first prompt position whose logits are wanted, in [0, prompt size)
 };
 
 struct RequestOutput {
@@ -62,6 +81,10 @@ struct RequestOutput {
   std::string text;                             // UTF-8-safe text delta for new_tokens (stop strings removed)
   std::vector<TokenLogprob> token_logprobs;     // [new_tokens] logprob of each chosen token (if params.logprobs)
   std::vector<std::vector<TokenLogprob>> top_logprobs;  // [new_tokens][params.top_logprobs]
+  // With params.prompt_logprobs >= 0, in the first output only: the logprob of prompt tokens 1 .. n-1 given the
+  // tokens before each, and the prompt_logprobs best alternatives at each of those positions.
+  std::vector<TokenLogprob> prompt_logprobs;              // [prompt tokens - 1]
+  std::vector<std::vector<TokenLogprob>> prompt_top_logprobs;  // [prompt tokens - 1][params.prompt_logprobs]
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
   std::string error;                            // set with kError

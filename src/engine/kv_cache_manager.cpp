@@ -48,7 +48,7 @@ void KVCacheManager::compute_hashes(Request& req, int num_full_blocks) {
 KVCacheManager::CachedPrefix KVCacheManager::find_cached_prefix(Request& req) {
   CachedPrefix out;
   if (!pool_.caching_enabled() || req.num_tokens() < 1) return out;
-  const int max_blocks = (req.num_tokens() - 1) / block_size_;
+  const int max_blocks = std::min(req.num_tokens() - 1, req.prefix_cache_limit) / block_size_;
   compute_hashes(req, max_blocks);
   for (int i = 0; i < max_blocks; ++i) {
     auto id = pool_.lookup(req.block_hashes[static_cast<size_t>(i)]);

@@ -33,7 +33,8 @@ class KVCacheManager {
     int num_tokens = 0;
   };
   // Longest cached prefix of the request's tokens, in full blocks, leaving at least the last token to compute
-  // (its logits are needed). Takes no references. Empty when caching is off.
+  // (its logits are needed) and at most req.prefix_cache_limit tokens. Takes no references. Empty when caching
+  // is off.
   CachedPrefix find_cached_prefix(Request& req);
 
   // Makes room for num_new_tokens more tokens after req.num_computed_tokens (or after `prefix` for a request that

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,9 @@ struct Request {
   std::vector<int32_t> block_table;  // [ceil(cached tokens / block_size)] device blocks, append-only while resident
   std::vector<BlockHash> block_hashes;  // [full blocks of tokens] chained prefix-cache hashes, computed lazily
   int num_cached_blocks = 0;         // leading block_table entries already offered to the prefix cache
+  // Most leading tokens the prefix cache may serve at admission: positions whose logits are still wanted (prompt
+  // logits / prompt logprobs) must be computed.
+  int prefix_cache_limit = std::numeric_limits<int>::max();
   std::vector<int32_t> swap_blocks;  // host swap blocks holding block_table's contents while kSwapped
 
   // Statistics.

@@ -20,6 +20,30 @@ constexpr int kMaxTopLogprobs = 20;
 
 }  // namespace
 
+void log_softmax(std::span<const float> logits, std::vector<float>& out) {
+  const size_t n = logits.size();
+  MOPT_CHECK(n > 0, "empty logits");
+  const float mx = *std::max_element(logits.begin(), logits.end());
+  double sum = 0;
+  for (float v : logits) sum += std::exp(static_cast<double>(v) - mx);
+  const double lse = mx + std::log(sum);
+  out.resize(n);
+  for (size_t i = 0; i < n; ++i) out[i] = static_cast<float>(logits[i] - lse);
+}
+
+std::vector<TokenLogprob> top_logprobs(std::span<const float> logprobs, int k) {
+  const int n = static_cast<int>(logprobs.size());
+  k = std::clamp(k, 0, n);
+  std::vector<int32_t> idx(static_cast<size_t>(n));
+  std::iota(idx.begin(), idx.end(), 0);
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int32_t a, int32_t b) {
+    return logprobs[a] != logprobs[b] ? logprobs[a] > logprobs[b] : a < b;
+  });
+  std::vector<TokenLogprob> top(static_cast<size_t>(k));
+  for (int i = 0; i < k; ++i) top[static_cast<size_t>(i)] = {idx[static_cast<size_t>(i)], logprobs[idx[static_cast<size_t>(i)]]};
+  return top;
+}
+
 std::string validate_sampling_params(const SamplingParams& p, int n_vocab) {
   if (!(p.temperature >= 0.0f) || !std::isfinite(p.temperature))
     return strfmt("temperature must be a finite number >= 0 (0 = greedy), got %g", p.temperature);
@@ -37,6 +61,8 @@ std::string validate_sampling_params(const SamplingParams& p, int n_vocab) {
     return strfmt("min_tokens must be in [0, max_tokens=%d], got %d", p.max_tokens, p.min_tokens);
   if (p.logprobs < -1 || p.logprobs > kMaxTopLogprobs)
     return strfmt("logprobs must be in [0, %d] (or -1 for off), got %d", kMaxTopLogprobs, p.logprobs);
+  if (p.prompt_logprobs < -1 || p.prompt_logprobs > kMaxTopLogprobs)
+    return strfmt("prompt_logprobs must be in [0, %d] (or -1 for off), got %d", kMaxTopLogprobs, p.prompt_logprobs);
   for (int32_t id : p.stop_token_ids)
     if (id < 0 || id >= n_vocab) return strfmt("stop_token_ids: %d is not a token id in [0, %d)", id, n_vocab);
   for (const std::string& s : p.stop)
@@ -50,22 +76,10 @@ SampleResult sample_token(std::span<float> logits, const SamplingParams& p, std:
   MOPT_CHECK(n > 0, "empty logits");
   SampleResult res;
 
-  // Raw log-softmax for logprobs (double accumulation).
   std::vector<float> raw_logprobs;  // [n_vocab] when wanted
   if (p.logprobs >= 0) {
-    float mx = *std::max_element(logits.begin(), logits.end());
-    double sum = 0;
-    for (float v : logits) sum += std::exp(static_cast<double>(v) - mx);
-    const double lse = mx + std::log(sum);
-    raw_logprobs.resize(static_cast<size_t>(n));
-    for (int i = 0; i < n; ++i) raw_logprobs[static_cast<size_t>(i)] = static_cast<float>(logits[i] - lse);
-    const int k = std::min(p.logprobs, n);
-    std::vector<int32_t> idx(static_cast<size_t>(n));
-    std::iota(idx.begin(), idx.end(), 0);
-    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int32_t a, int32_t b) {
-      return raw_logprobs[a] != raw_logprobs[b] ? raw_logprobs[a] > raw_logprobs[b] : a < b;
-    });
-    for (int i = 0; i < k; ++i) res.top.push_back({idx[static_cast<size_t>(i)], raw_logprobs[idx[static_cast<size_t>(i)]]});
+    log_softmax(logits, raw_logprobs);
+    res.top = top_logprobs(raw_logprobs, p.logprobs);
   }
 
   for (int32_t id : banned)

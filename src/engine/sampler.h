@@ -27,6 +27,11 @@ struct SampleResult {
   std::vector<TokenLogprob> top;     // [n_top] best raw alternatives, most likely first
 };
 
+// Log-softmax of a row of raw logits, accumulated in double: out [n_vocab] (resized).
+void log_softmax(std::span<const float> logits, std::vector<float>& out);
+// The k best entries of a row of logprobs, most likely first, lower id first on ties (k clamped to the row).
+std::vector<TokenLogprob> top_logprobs(std::span<const float> logprobs, int k);
+
 // Returns why the parameters are unusable for a vocabulary of n_vocab tokens, or "" if they are fine.
 std::string validate_sampling_params(const SamplingParams& p, int n_vocab);
 

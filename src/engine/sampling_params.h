@@ -23,6 +23,10 @@ struct SamplingParams {
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
   int logprobs = -1;               // -1 = off; >=0: return chosen-token logprob and this many top alternatives
+  // -1 = off; >= 0: the logprob of every prompt token after the first (given the tokens before it) and this many
+  // top alternatives, in the first output (OpenAI completions echo + logprobs; vLLM's prompt_logprobs). Every
+  // prompt position is then computed (no prefix-cache hits for this request).
+  int prompt_logprobs = -1;
 };
 
 }  // namespace mopt
