@@ -13,5 +13,5 @@ foreach(src IN LISTS bench_srcs)
     target_link_libraries(bench_${bname} PRIVATE mopt_cuda)
     mopt_export_to_cuda_backend(bench_${bname})  # those that build their runner through the loader need it
   endif()
-  target_link_libraries(bench_${bname} PRIVATE mopt_server mopt_loadgen)
+  target_link_libraries(bench_${bname} PRIVATE mopt_server mopt_loadgen mopt_eval)
 endforeach()

@@ -34,6 +34,7 @@ struct EvalArgs {
   bool no_bos = false;
   std::string gate;
   EngineConfig engine;
+  bool max_num_seqs_given = false;
 };
 
 int fail(const std::string& message) {
@@ -83,6 +84,10 @@ int run_eval(EvalArgs& a) {
   if (model_ctx > 0 && a.opt.ctx > model_ctx)
     return fail(strfmt("--ctx %d exceeds the model's context length %d", a.opt.ctx, model_ctx));
   if (a.engine.max_model_len == 0) a.engine.max_model_len = a.opt.ctx;
+  // Windows in flight stay few (a step's token budget), so a small --max-num-seqs keeps the CPU's KV pool small;
+  // the CUDA runner also sizes its logits buffer by it (rows per device-to-host chunk), so it gets more there.
+  if (!a.max_num_seqs_given)
+    a.engine.max_num_seqs = resolve_device(a.engine.runner.device) == DeviceKind::kCuda ? 256 : 16;
   auto engine = Engine::create(*model->model, *model->tokenizer, a.engine);
   if (!engine) return fail(engine.status().with_context("model").message());
   std::unique_ptr<Engine> ref_engine;
@@ -142,9 +147,12 @@ Registration reg("eval", 45, [](CLI::App& app) {
   cmd->add_option("--gate", args->gate,
                   "Comma-separated checks, e.g. top1>=0.995,kl<=0.01 (metrics: top1, topk, kl, kl_p99, kl_max, "
                   "ppl, ppl_delta, ppl_ratio; OP >=, <=, >, <); exit code 1 when one fails");
-  args->engine.max_num_seqs = 16;  // windows in flight stay few (a step's token budget); keeps the KV pool small
   add_engine_flags(*cmd, args->engine);
-  cmd->callback([args]() { set_exit_code(run_eval(*args)); });
+  cmd->get_option("--max-num-seqs")->default_str("16 on the CPU, 256 on CUDA");
+  cmd->callback([args, cmd]() {
+    args->max_num_seqs_given = cmd->count("--max-num-seqs") > 0;
+    set_exit_code(run_eval(*args));
+  });
 });
 
 }  // namespace
