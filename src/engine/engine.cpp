@@ -180,7 +180,8 @@ AddResult EngineImpl::add_request(RequestSpec spec, OutputCallback cb) {
     return reject(AddError::kTooLong, "the prompt is too long");
   if (std::string e = validate_sampling_params(spec.params, n_vocab_); !e.empty())
     return reject(AddError::kInvalid, e);
-  if (spec.prompt_logits && (spec.prompt_logits_from < 0 || spec.prompt_logits_from >= static_cast<int>(spec.prompt.size())))
+  if (spec.prompt_logits &&
+      (spec.prompt_logits_from < 0 || spec.prompt_logits_from >= static_cast<int>(spec.prompt.size())))
     return reject(AddError::kInvalid, strfmt("prompt_logits_from is %d, not a prompt position in [0, %zu)",
                                              spec.prompt_logits_from, spec.prompt.size()));
   if (!tok_ && !spec.params.stop.empty())

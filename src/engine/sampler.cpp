@@ -40,7 +40,7 @@ std::vector<TokenLogprob> top_logprobs(std::span<const float> logprobs, int k) {
     return logprobs[a] != logprobs[b] ? logprobs[a] > logprobs[b] : a < b;
   });
   std::vector<TokenLogprob> top(static_cast<size_t>(k));
-  for (int i = 0; i < k; ++i) top[static_cast<size_t>(i)] = {idx[static_cast<size_t>(i)], logprobs[idx[static_cast<size_t>(i)]]};
+  for (size_t i = 0; i < top.size(); ++i) top[i] = {idx[i], logprobs[idx[i]]};
   return top;
 }
 

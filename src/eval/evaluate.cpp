@@ -101,7 +101,8 @@ void Evaluator::on_rows(size_t slot, int side, const PromptLogits& pl) {
   const Window& w = windows_[s.window];
   if (!scorer_) {
     n_vocab_ = pl.n_vocab;
-    if (opt_.top_k > n_vocab_) return fail(strfmt("--top-k %d exceeds the vocabulary (%d tokens)", opt_.top_k, n_vocab_));
+    if (opt_.top_k > n_vocab_)
+      return fail(strfmt("--top-k %d exceeds the vocabulary (%d tokens)", opt_.top_k, n_vocab_));
     scorer_.emplace(n_vocab_, opt_.top_k);
   }
   if (pl.n_vocab != n_vocab_)
@@ -233,7 +234,8 @@ Result<EvalResult> evaluate(Engine& model, Engine* ref, std::span<const int32_t>
   if (o.stride == 0) o.stride = o.ctx;
   if (o.top_k < 1 || o.top_k > kMaxTopK) return error("--top-k must be in [1, %d], got %d", kMaxTopK, o.top_k);
   if (o.max_in_flight < 0) return error("max_in_flight must be >= 0, got %d", o.max_in_flight);
-  MOPT_ASSIGN_OR_RETURN(std::vector<Window> windows, plan_windows(static_cast<int64_t>(tokens.size()), o.ctx, o.stride));
+  MOPT_ASSIGN_OR_RETURN(std::vector<Window> windows,
+                        plan_windows(static_cast<int64_t>(tokens.size()), o.ctx, o.stride));
   Engine* engines[2] = {&model, ref};
   int in_flight = o.max_in_flight;
   for (Engine* e : engines) {

@@ -34,7 +34,8 @@ Status TokenScorer::scan(const float* x, Row& r, std::vector<double>* exps, std:
   if (mx == -INFINITY) return error("every logit is -inf");
   double sum = 0;
   if (exps) {
-    for (int i = 0; i < n_vocab_; ++i) sum += (*exps)[static_cast<size_t>(i)] = std::exp(static_cast<double>(x[i]) - mx);
+    for (int i = 0; i < n_vocab_; ++i)
+      sum += (*exps)[static_cast<size_t>(i)] = std::exp(static_cast<double>(x[i]) - mx);
   } else {
     for (int i = 0; i < n_vocab_; ++i) sum += std::exp(static_cast<double>(x[i]) - mx);
   }

@@ -20,7 +20,8 @@ std::string format_table(const EvalResult& r, const ReportLabels& labels) {
     out += strfmt("  delta perplexity    %+12.4f   (ratio %.5f)\n", m.ppl_delta, m.ppl_ratio);
     out += strfmt("  KL(ref||model) nats mean %.6g   P99 %.6g   max %.6g\n", m.kl_mean, m.kl_p99, m.kl_max);
     out += strfmt("  top-1 agreement     %11.3f%%\n", 100 * m.top1);
-    out += strfmt("  top-%d overlap %*s%11.3f%%\n", m.top_k, m.top_k < 10 ? 6 : m.top_k < 100 ? 5 : 4, "", 100 * m.topk);
+    const int pad = m.top_k < 10 ? 6 : m.top_k < 100 ? 5 : 4;  // the figures line up under the column above
+    out += strfmt("  top-%d overlap %*s%11.3f%%\n", m.top_k, pad, "", 100 * m.topk);
   }
   out += strfmt("  %.2f s on %s: %.1f tokens/s%s\n", r.seconds, labels.device.c_str(), r.tokens_per_second,
                 m.has_ref ? " (both models)" : "");

@@ -49,7 +49,8 @@ struct PromptHarness : Harness {
       if (results.count(pl.request_id) && results[pl.request_id].finished) r.after_finish = true;
       for (int i = 0; i < pl.n_rows; ++i) {
         r.positions.push_back(pl.first_position + i);
-        r.logits.emplace_back(pl.logits + static_cast<size_t>(i) * kVocab, pl.logits + static_cast<size_t>(i + 1) * kVocab);
+        const float* row = pl.logits + static_cast<size_t>(i) * kVocab;
+        r.logits.emplace_back(row, row + kVocab);
       }
     };
     return engine->add_request(std::move(spec), [this](const RequestOutput& o) { on_output(o); });
@@ -304,7 +305,8 @@ TEST(EnginePromptLogits, ThrowingConsumerFailsOnlyItsRequest) {
   bad.prompt = {3, 4, 5, 6};
   bad.params = greedy(3);
   bad.prompt_logits = [](const PromptLogits&) { throw std::runtime_error("disk full"); };
-  const uint64_t bad_id = h.engine->add_request(std::move(bad), [&](const RequestOutput& o) { h.on_output(o); }).request_id;
+  const uint64_t bad_id =
+      h.engine->add_request(std::move(bad), [&](const RequestOutput& o) { h.on_output(o); }).request_id;
   const uint64_t good_id = h.add({3, 4, 5, 6}, greedy(3)).request_id;
   h.run();
   EXPECT_EQ(h.results[bad_id].reason, FinishReason::kError);

@@ -46,7 +46,8 @@ TEST(EvalWindows, OverlappingWindowsScoreEveryTokenOnce) {
         for (int64_t j = w.score_from; j < w.end; ++j) ++scored[static_cast<size_t>(j)];
       }
       EXPECT_EQ(scored[0], 0);
-      for (int j = 1; j < 50; ++j) EXPECT_EQ(scored[static_cast<size_t>(j)], 1) << "ctx " << ctx << " stride " << stride;
+      for (int j = 1; j < 50; ++j)
+        EXPECT_EQ(scored[static_cast<size_t>(j)], 1) << "ctx " << ctx << " stride " << stride << " token " << j;
     }
 }
 
