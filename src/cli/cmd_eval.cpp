@@ -74,6 +74,10 @@ int run_eval(EvalArgs& a) {
     Result<LoadedModel> r = load(a.ref, "", "reference");
     if (!r) return fail(r.message());
     ref = std::move(r).value();
+    const int nv = model->model->config.n_vocab, ref_nv = ref->model->config.n_vocab;
+    if (nv != ref_nv)
+      return fail(strfmt("the model scores %d tokens per position but the reference %d: KL and agreement compare "
+                         "the same vocabulary; give a reference with the model's tokenizer", nv, ref_nv));
     if (Status st = eval::check_same_tokenizer(*model->tokenizer, *ref->tokenizer, *text, !a.no_bos); !st)
       return fail(st.message());
   }

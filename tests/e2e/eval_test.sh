@@ -12,9 +12,11 @@ awk '/Reference output, greedy/{f=1} f&&/^```$/{n++; if(n==2) exit; next} f&&n==
 json() {  # $1 = file, $2 = JavaScript expression over d
   node -e 'const d = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")); console.log(eval(process.argv[2]))' "$1" "$2"
 }
-ev() {  # runs mopt eval with the common flags; sets rc
-  set +e; "$MOPT_BIN" eval "$@" --device cpu --threads 1 > "$tmp/out" 2> "$tmp/err"; rc=$?; set -e
+ev_on() {  # $1 = device, rest = mopt eval arguments; sets rc
+  local dev=$1; shift
+  set +e; "$MOPT_BIN" eval "$@" --device "$dev" --threads 1 > "$tmp/out" 2> "$tmp/err"; rc=$?; set -e
 }
+ev() { ev_on cpu "$@"; }
 expect_rc() {  # $1 = wanted exit code, $2 = label
   [[ $rc -eq $1 ]] || { echo "FAIL: $2: exit code $rc, expected $1"; cat "$tmp/out" "$tmp/err"; exit 1; }
 }
@@ -66,10 +68,28 @@ error_case "malformed gate" "unknown comparison" "$M/stories260K.gguf" --text "$
 error_case "empty gate item" "empty item" "$M/stories260K.gguf" --text "$tmp/story.txt" --gate 'ppl<9,'
 error_case "unknown gate metric" "unknown metric" "$M/stories260K.gguf" --text "$tmp/story.txt" --gate 'accuracy>=0.9'
 error_case "gate needs --ref" "give --ref" "$M/stories260K.gguf" --text "$tmp/story.txt" --gate 'kl<=0.01'
-error_case "tokenizers differ" "share a tokenizer" "$M/stories260K.gguf" --ref "$M/code-qwen2-25m" --text "$tmp/story.txt"
+error_case "vocabularies differ" "scores 512 tokens per position but the reference 4096" \
+  "$M/stories260K.gguf" --ref "$M/code-qwen2-25m" --text "$tmp/story.txt"
+error_case "missing reference" "loading the reference '$tmp/nope'" "$M/stories260K.gguf" --ref "$tmp/nope" \
+  --text "$tmp/story.txt"
 error_case "missing text" "missing.txt" "$M/stories260K.gguf" --text "$tmp/missing.txt"
 : > "$tmp/empty.txt"
 error_case "empty text" "is empty" "$M/stories260K.gguf" --text "$tmp/empty.txt"
 error_case "missing model" "nope.gguf" "$tmp/nope.gguf" --text "$tmp/story.txt"
 error_case "window beyond the context" "context length 1024" "$M/code-qwen2-25m" --text "$tmp/story.txt" --ctx 2048
 error_case "stride beyond the window" "--stride" "$M/stories260K.gguf" --text "$tmp/story.txt" --ctx 64 --stride 65
+
+# --device cuda goes to the CUDA runner through the same engine: on a GPU the figures equal the CPU's; without one
+# (or in a build without CUDA) a clear refusal that points to --device cpu, exit 2.
+ev "$M/stories260K.gguf" --text "$tmp/story.txt" --ctx 64 --json
+cpu_ppl=$(json "$tmp/out" 'd.ppl')
+ev_on cuda "$M/stories260K.gguf" --text "$tmp/story.txt" --ctx 64 --json
+if [[ $rc -eq 0 ]]; then
+  [[ $(json "$tmp/out" "d.device === 'cuda' && Math.abs(d.ppl / $cpu_ppl - 1) < 1e-3") == true ]] \
+    || { echo "FAIL: --device cuda: ppl $(json "$tmp/out" 'd.ppl') vs cpu $cpu_ppl"; cat "$tmp/out"; exit 1; }
+  echo "ok: --device cuda equals the CPU"
+else
+  expect_rc 2 "--device cuda without a GPU"
+  grep -q -- "--device cpu" "$tmp/err" || { echo "FAIL: --device cuda refusal"; cat "$tmp/err"; exit 1; }
+  echo "ok: --device cuda refused without a GPU: $(tail -1 "$tmp/err")"
+fi
