@@ -13,7 +13,6 @@
 //                                [--kv-cache-dtype auto|fp32|fp16 (auto: the runner's, fp16 on the CPU)]
 // Both the single stream and the batch use the same KV cache dtype (printed in the header).
 #include <CLI/CLI.hpp>
-#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -23,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu_time.h"
 #include "core/log.h"
 #include "engine/engine.h"
 #include "model/model.h"
@@ -30,16 +30,9 @@
 
 using namespace mopt;
 using Clock = std::chrono::steady_clock;
+using mopt::bench::cpu_seconds;
 
 namespace {
-
-// CPU seconds of this process (all threads). On a shared machine, tokens per CPU-second of a 1-thread run is the
-// figure least disturbed by other load.
-double cpu_seconds() {
-  timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
 
 struct Figures {
   double decode_tps = 0;     // generated tokens (after the first of each sequence) / decode wall time

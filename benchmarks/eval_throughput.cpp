@@ -11,7 +11,6 @@
 // Usage: bench_eval_throughput [--model DIR] [--text FILE] [--threads N (0 = all cores)] [--repeats 1]
 //                              [--ctx 1024] [--kv-cache-dtype auto|fp16|fp32] [--device cpu|cuda] [--no-ref]
 #include <CLI/CLI.hpp>
-#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -22,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu_time.h"
 #include "core/log.h"
 #include "core/mmap.h"
 #include "engine/engine.h"
@@ -32,14 +32,9 @@
 
 using namespace mopt;
 using Clock = std::chrono::steady_clock;
+using mopt::bench::cpu_seconds;
 
 namespace {
-
-double cpu_seconds() {
-  timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
 
 [[noreturn]] void die(const std::string& what) {
   std::fprintf(stderr, "bench_eval_throughput: %s\n", what.c_str());
