@@ -6,9 +6,10 @@ namespace mopt::eval {
 
 std::string format_table(const EvalResult& r, const ReportLabels& labels) {
   const EvalMetrics& m = r.metrics;
-  std::string out = strfmt("%s on %s: %lld tokens, %d windows of %d (stride %d), %lld targets scored\n",
+  std::string out = strfmt("%s on %s: %lld tokens, %d window%s of %d (stride %d), %lld targets scored\n",
                            labels.model.c_str(), labels.text.c_str(), static_cast<long long>(r.text_tokens),
-                           r.n_windows, r.ctx, r.stride, static_cast<long long>(m.n_scored));
+                           r.n_windows, r.n_windows == 1 ? "" : "s", r.ctx, r.stride,
+                           static_cast<long long>(m.n_scored));
   if (!m.has_ref) {
     out += strfmt("  perplexity          %12.4f\n", m.ppl);
     out += strfmt("  mean NLL (nats)     %12.6f\n", m.nll);
