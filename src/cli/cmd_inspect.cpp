@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "core/enum_name.h"
 #include "core/strfmt.h"
 #include "model/arch.h"
 #include "model/model.h"
@@ -25,21 +26,7 @@ struct InspectArgs {
   bool no_tensors = false;
 };
 
-// The names `inspect` prints for enum values, as {value, name} rows ("?" for a value missing from its table).
-template <class E>
-struct EnumName {
-  E value;
-  const char* name;
-};
-template <class E, size_t N>
-const char* name_of(E e, const EnumName<E> (&names)[N]) {
-  for (const EnumName<E>& n : names)
-    if (n.value == e) return n.name;
-  return "?";
-}
-constexpr EnumName<ModelFormat> kFormatNames[] = {
-    {ModelFormat::kGGUF, "gguf"}, {ModelFormat::kHuggingFace, "huggingface"},
-    {ModelFormat::kLlama2c, "llama2.c"}, {ModelFormat::kDummy, "dummy"}};
+// The names `inspect` prints for enum values.
 constexpr EnumName<TokenizerKind> kTokenizerNames[] = {
     {TokenizerKind::kNone, "none"}, {TokenizerKind::kSpm, "spm"}, {TokenizerKind::kBpe, "bpe"},
     {TokenizerKind::kWordPiece, "wordpiece"}};
@@ -107,7 +94,7 @@ nlohmann::ordered_json build_report(const Model& m) {
   const ModelConfig& c = m.config;
   json r;
   r["path"] = m.path;
-  r["format"] = name_of(m.format, kFormatNames);
+  r["format"] = model_format_name(m.format);
   if (!m.vocab_only) {
     r["architecture"] = arch_name(c.arch);
     r["name"] = c.name;

@@ -1,19 +1,13 @@
 #include "doctor/finding.h"
 
+#include "core/enum_name.h"
+
 namespace mopt::doctor {
 
 const char* verdict_name(Verdict v) {
-  switch (v) {
-    case Verdict::kOk:
-      return "ok";
-    case Verdict::kWarn:
-      return "warn";
-    case Verdict::kFail:
-      return "fail";
-    case Verdict::kSkip:
-      return "skip";
-  }
-  return "?";
+  static constexpr EnumName<Verdict> kNames[] = {
+      {Verdict::kOk, "ok"}, {Verdict::kWarn, "warn"}, {Verdict::kFail, "fail"}, {Verdict::kSkip, "skip"}};
+  return name_of(v, kNames);
 }
 
 int Report::exit_code() const {

@@ -12,6 +12,16 @@
 
 namespace mopt {
 
+const char* model_format_name(ModelFormat f) {
+  switch (f) {
+    case ModelFormat::kGGUF: return "gguf";
+    case ModelFormat::kHuggingFace: return "huggingface";
+    case ModelFormat::kLlama2c: return "llama2.c";
+    case ModelFormat::kDummy: return "dummy";
+  }
+  return "?";
+}
+
 const TensorView* Model::find(const std::string& name) const {
   auto it = index_.find(name);
   if (it != index_.end()) return &tensors[it->second];

@@ -26,6 +26,9 @@ namespace mopt {
 
 enum class ModelFormat { kGGUF, kHuggingFace, kLlama2c, kDummy };
 
+// "gguf", "huggingface", "llama2.c", "dummy": how inspect and plan name the format.
+const char* model_format_name(ModelFormat f);
+
 struct LoadOptions {
   std::string tokenizer_path;  // llama2.c: tokenizer .bin (default: tokenizer.bin / tok<N>.bin beside the model)
   bool vocab_only = false;     // GGUF: read the tokenizer only (vocab-only files have no tensors)

@@ -93,20 +93,7 @@ Result<ModelShape> read_model_shape(const std::string& path) {
   MOPT_ASSIGN_OR_RETURN(auto m, load_model(path, opts));
   ModelShape s;
   s.config = m->config;
-  switch (m->format) {
-    case ModelFormat::kGGUF:
-      s.source = "gguf";
-      break;
-    case ModelFormat::kHuggingFace:
-      s.source = "huggingface";
-      break;
-    case ModelFormat::kLlama2c:
-      s.source = "llama2.c";
-      break;
-    case ModelFormat::kDummy:
-      s.source = "dummy";
-      break;
-  }
+  s.source = model_format_name(m->format);
   s.all_f32 = true;
   bool any_matrix = false;
   for (const TensorView& t : m->tensors) {

@@ -1,6 +1,7 @@
 // mopt plan's output: a table for people, JSON for programs.
 #include <nlohmann/json.hpp>
 
+#include "core/enum_name.h"
 #include "core/strfmt.h"
 #include "plan/plan.h"
 
@@ -9,17 +10,8 @@ namespace {
 
 std::string bytes(uint64_t b) { return format_bytes(static_cast<double>(b)); }
 
-const char* rule_name(KvSizingRule r) {
-  switch (r) {
-    case KvSizingRule::kExplicit:
-      return "explicit";
-    case KvSizingRule::kNeed:
-      return "need";
-    case KvSizingRule::kBudget:
-      return "budget";
-  }
-  return "?";
-}
+constexpr EnumName<KvSizingRule> kRuleNames[] = {
+    {KvSizingRule::kExplicit, "explicit"}, {KvSizingRule::kNeed, "need"}, {KvSizingRule::kBudget, "budget"}};
 
 }  // namespace
 
@@ -105,7 +97,7 @@ std::string plan_json(const PlanRequest& req, const Plan& p) {
                    {"budget_bytes", p.memory_budget},
                    {"num_blocks", p.kv.num_blocks},
                    {"pool_bytes", p.kv.pool_bytes()},
-                   {"sizing_rule", rule_name(p.kv.rule)},
+                   {"sizing_rule", name_of(p.kv.rule, kRuleNames)},
                    {"max_model_len", p.kv.max_model_len},
                    {"max_concurrency", p.kv.max_concurrency()},
                    {"budget_concurrency", p.budget_concurrency},
