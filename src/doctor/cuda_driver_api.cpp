@@ -11,21 +11,21 @@ std::string CudaDriverApi::error_string(CUresult r) const {
 }
 
 Result<CudaDriverApi> load_cuda_driver() {
-  MOPT_ASSIGN_OR_RETURN(DynLib lib, open_library("MOPT_CUDA_DRIVER_LIB", "libcuda.so.1", "the CUDA driver library"));
   CudaDriverApi a;
-  a.handle = lib.handle;
-  a.path = lib.path;
+  MOPT_ASSIGN_OR_RETURN(a.lib, open_library("MOPT_CUDA_DRIVER_LIB", "libcuda.so.1", "the CUDA driver library"));
+  const DynLib& lib = a.lib;
+  // What doctor cannot do without, then the rest (a null pointer: not exported).
   lib.sym(a.Init, {"cuInit"});
   lib.sym(a.DriverGetVersion, {"cuDriverGetVersion"});
   lib.sym(a.DeviceGetCount, {"cuDeviceGetCount"});
+  if (!a.Init || !a.DriverGetVersion || !a.DeviceGetCount)
+    return error("%s does not export cuInit / cuDriverGetVersion / cuDeviceGetCount: not a CUDA driver library",
+                 lib.path.c_str());
   lib.sym(a.DeviceGet, {"cuDeviceGet"});
   lib.sym(a.DeviceGetName, {"cuDeviceGetName"});
   lib.sym(a.DeviceGetAttribute, {"cuDeviceGetAttribute"});
   lib.sym(a.DeviceGetPCIBusId, {"cuDeviceGetPCIBusId"});
   lib.sym(a.GetErrorName, {"cuGetErrorName"});
-  if (!a.Init || !a.DriverGetVersion || !a.DeviceGetCount)
-    return error("%s does not export cuInit / cuDriverGetVersion / cuDeviceGetCount: not a CUDA driver library",
-                 a.path.c_str());
   return a;
 }
 

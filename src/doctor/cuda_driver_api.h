@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/status.h"
+#include "doctor/dynlib.h"
 
 namespace mopt::doctor {
 
@@ -20,8 +21,7 @@ constexpr CUresult kCudaErrorCompatNotSupportedOnDevice = 804;
 constexpr int kCuAttrComputeCapabilityMajor = 75, kCuAttrComputeCapabilityMinor = 76;
 
 struct CudaDriverApi {
-  void* handle = nullptr;
-  std::string path;
+  DynLib lib;  // what was dlopen'ed
 
   CUresult (*Init)(unsigned) = nullptr;
   CUresult (*DriverGetVersion)(int*) = nullptr;

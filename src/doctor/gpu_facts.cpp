@@ -158,16 +158,16 @@ GpuFacts read_gpu(const NvmlApi& nv, nvmlDevice_t d, int index) {
 
 void read_driver_nvml(DriverFacts& f, NvmlApi& nv, std::vector<nvmlDevice_t>& devs) {
   f.nvml_loaded = true;
-  f.nvml_path = nv.path;
+  f.nvml_path = nv.lib.path;
   f.nvml_init = nv.Init();
   if (f.nvml_init != kNvmlSuccess) {
     f.nvml_init_error = nv.error_string(f.nvml_init);
-    f.user_version = version_from_library_name(nv.path);
+    f.user_version = version_from_library_name(nv.lib.path);
     return;
   }
   char v[96] = {0};
   if (nv.SystemGetDriverVersion && nv.SystemGetDriverVersion(v, sizeof(v)) == kNvmlSuccess) f.user_version = v;
-  if (f.user_version.empty()) f.user_version = version_from_library_name(nv.path);
+  if (f.user_version.empty()) f.user_version = version_from_library_name(nv.lib.path);
   int cv = 0;
   if (nv.SystemGetCudaDriverVersion && nv.SystemGetCudaDriverVersion(&cv) == kNvmlSuccess) f.nvml_cuda_version = cv;
   unsigned n = 0;
@@ -185,7 +185,7 @@ void read_driver_cuda(DriverFacts& f) {
     return;
   }
   f.cuda_loaded = true;
-  f.cuda_path = cu->path;
+  f.cuda_path = cu->lib.path;
   int v = 0;
   if (cu->DriverGetVersion(&v) == kCudaSuccess) f.cuda_version = v;  // works before cuInit
   f.cu_init = cu->Init(0);
@@ -284,6 +284,8 @@ nlohmann::ordered_json gpu_system_json(const GpuSystem& s) {
       for (const GpuProcess& p : *g.processes)
         procs.push_back({{"pid", p.pid}, {"name", p.name}, {"used_bytes", p.used_bytes}});
     }
+    // One {key, value} row a fact: the report's schema written out. `duplicates` pairs runs of these rows with
+    // each other by shape; they are data, not logic written twice.
     gpus.push_back({
         {"index", g.index},
         {"name", g.name},

@@ -10,11 +10,10 @@ std::string NvmlApi::error_string(nvmlReturn_t r) const {
 }
 
 Result<NvmlApi> load_nvml() {
-  MOPT_ASSIGN_OR_RETURN(DynLib lib,
-                        open_library("MOPT_NVML_LIB", "libnvidia-ml.so.1", "the NVIDIA driver's management library"));
   NvmlApi a;
-  a.handle = lib.handle;
-  a.path = lib.path;
+  MOPT_ASSIGN_OR_RETURN(a.lib,
+                        open_library("MOPT_NVML_LIB", "libnvidia-ml.so.1", "the NVIDIA driver's management library"));
+  const DynLib& lib = a.lib;
   // Versioned names first: the unversioned ones are the NVML 1.x ABI (smaller structs).
   lib.sym(a.Init, {"nvmlInit_v2"});
   lib.sym(a.Shutdown, {"nvmlShutdown"});
@@ -58,7 +57,7 @@ Result<NvmlApi> load_nvml() {
     return error(
         "%s does not export nvmlInit_v2 / nvmlDeviceGetCount_v2 / nvmlDeviceGetHandleByIndex_v2: it is "
         "not a usable NVML (driver older than R418?)",
-        a.path.c_str());
+        lib.path.c_str());
   return a;
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/status.h"
+#include "doctor/dynlib.h"
 
 namespace mopt::doctor {
 
@@ -59,8 +60,7 @@ constexpr uint64_t kThrottleGpuIdle = 0x1, kThrottleAppClocks = 0x2, kThrottleSw
 // The entry points doctor calls. A null pointer: the library does not export it (an older driver); callers treat
 // that like NVML_ERROR_FUNCTION_NOT_FOUND.
 struct NvmlApi {
-  void* handle = nullptr;
-  std::string path;  // what was dlopen'ed, resolved to the file (libnvidia-ml.so.550.54.15 names its version)
+  DynLib lib;  // what was dlopen'ed; lib.path, the file, names the driver version (libnvidia-ml.so.550.54.15)
 
   nvmlReturn_t (*Init)() = nullptr;  // nvmlInit_v2
   nvmlReturn_t (*Shutdown)() = nullptr;
