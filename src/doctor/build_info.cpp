@@ -18,21 +18,24 @@ BuildInfo BuildInfo::current() {
   b.cuda_archs = MOPT_BUILD_CUDA_ARCHS;  // "90a-real,80-virtual": CMake's list with commas
   for (char& c : b.cuda_archs)
     if (c == ',') c = ';';
+  // The instruction sets the compiler was told it may use: only the preprocessor knows, hence one #ifdef a name.
+  b.cpu_features = {
 #ifdef __AVX2__
-  b.cpu_features.push_back("avx2");
+      "avx2",
 #endif
 #ifdef __FMA__
-  b.cpu_features.push_back("fma");
+      "fma",
 #endif
 #ifdef __F16C__
-  b.cpu_features.push_back("f16c");
+      "f16c",
 #endif
 #ifdef __BMI2__
-  b.cpu_features.push_back("bmi2");
+      "bmi2",
 #endif
 #ifdef __AVX512F__
-  b.cpu_features.push_back("avx512f");
+      "avx512f",
 #endif
+  };
   return b;
 }
 
