@@ -212,18 +212,17 @@ Result<Plan> make_plan(const PlanRequest& req) {
     p.memory_budget = static_cast<uint64_t>(static_cast<double>(req.hw.memory_bytes) *
                                             std::clamp(e.gpu_memory_utilization, 0.0, 1.0));
   }
-  KvSizingRequest& k = p.kv_request;
-  k.device = dev;
-  k.block_size = e.block_size;
-  k.default_block_size = dev == DeviceKind::kCpu ? kCpuDefaultBlockSize : kCudaDefaultBlockSize;
-  k.max_model_len = e.max_model_len;
-  k.context_length = c.context_length;
-  k.max_num_seqs = e.max_num_seqs;
-  k.kv_bytes_per_token = p.kv_bytes_per_token;
-  k.kv_cache_memory = e.kv_cache_memory;
-  k.memory_budget = p.memory_budget;
-  k.gpu_memory_utilization = e.gpu_memory_utilization;
-  MOPT_ASSIGN_OR_RETURN(p.kv, size_kv_cache(k));
+  p.kv_request = {.device = dev,
+                  .block_size = e.block_size,
+                  .default_block_size = dev == DeviceKind::kCpu ? kCpuDefaultBlockSize : kCudaDefaultBlockSize,
+                  .max_model_len = e.max_model_len,
+                  .context_length = c.context_length,
+                  .max_num_seqs = e.max_num_seqs,
+                  .kv_bytes_per_token = p.kv_bytes_per_token,
+                  .kv_cache_memory = e.kv_cache_memory,
+                  .memory_budget = p.memory_budget,
+                  .gpu_memory_utilization = e.gpu_memory_utilization};
+  MOPT_ASSIGN_OR_RETURN(p.kv, size_kv_cache(p.kv_request));
 
   const uint64_t budget_blocks = (e.kv_cache_memory ? e.kv_cache_memory : p.memory_budget) / p.kv.block_bytes;
   p.budget_concurrency = static_cast<double>(budget_blocks) / static_cast<double>(p.kv.blocks_per_seq);
