@@ -79,25 +79,18 @@ Registration reg("plan", 12, [](CLI::App& app) {
       ->check(CLI::IsMember({"auto", "cuda", "cpu"}))
       ->capture_default_str();
   cmd->add_option("--gpu-index", a->gpu_index, "Which detected GPU (NVML index)")->check(CLI::Range(0, 63));
-  cmd->add_option("--tensor-parallel-size,--tp", a->req.tensor_parallel, "GPUs one model is split over")
-      ->check(CLI::Range(1, 64))
-      ->capture_default_str();
-  cmd->add_option("--max-model-len", e.max_model_len, "Context length limit; 0 = the model's")
-      ->check(CLI::Range(0, 1 << 24))
-      ->capture_default_str();
-  cmd->add_option("--block-size", e.block_size, "KV block size in tokens; 0 = the backend's (CPU 64, CUDA 16)")
-      ->check(CLI::Range(0, 1024))
-      ->capture_default_str();
-  cmd->add_option("--max-num-seqs", e.max_num_seqs, "Sequences per step (the CPU KV cache is sized for this many)")
-      ->check(CLI::Range(1, 1 << 20))
-      ->capture_default_str();
-  cmd->add_option("--max-num-batched-tokens", e.max_num_batched_tokens, "Token budget of one step (sizes workspaces)")
-      ->check(CLI::Range(1, 1 << 24))
-      ->capture_default_str();
-  cmd->add_option("--gpu-memory-utilization", e.gpu_memory_utilization,
-                  "Fraction of GPU memory (or of available RAM, the CPU cap) mopt may use")
-      ->check(CLI::Range(0.0, 1.0))
-      ->capture_default_str();
+  // An option limited to [lo, hi] whose --help shows its default.
+  auto ranged = [cmd](const char* name, auto& value, const char* help, auto lo, auto hi) {
+    cmd->add_option(name, value, help)->check(CLI::Range(lo, hi))->capture_default_str();
+  };
+  ranged("--tensor-parallel-size,--tp", a->req.tensor_parallel, "GPUs one model is split over", 1, 64);
+  ranged("--max-model-len", e.max_model_len, "Context length limit; 0 = the model's", 0, 1 << 24);
+  ranged("--block-size", e.block_size, "KV block size in tokens; 0 = the backend's (CPU 64, CUDA 16)", 0, 1024);
+  ranged("--max-num-seqs", e.max_num_seqs, "Sequences per step (the CPU KV cache is sized for this many)", 1, 1 << 20);
+  ranged("--max-num-batched-tokens", e.max_num_batched_tokens, "Token budget of one step (sizes workspaces)", 1,
+         1 << 24);
+  ranged("--gpu-memory-utilization", e.gpu_memory_utilization,
+         "Fraction of GPU memory (or of available RAM, the CPU cap) mopt may use", 0.0, 1.0);
   cmd->add_option("--kv-cache-memory", e.kv_cache_memory, "Explicit KV cache size in bytes (suffixes allowed)")
       ->transform(CLI::AsSizeValue(false));
   cmd->add_option("--kv-cache-dtype", a->req.kv_cache_dtype,

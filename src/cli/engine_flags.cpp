@@ -7,6 +7,10 @@ namespace mopt {
 
 void add_engine_flags(CLI::App& app, EngineConfig& cfg) {
   const std::string g = "Engine";
+  // An option that takes one of the spellings in `names` (any case) and stores its enum value.
+  auto enum_option = [&app, &g](const char* name, auto& value, const auto& names, const char* help) {
+    app.add_option(name, value, help)->transform(CLI::CheckedTransformer(names, CLI::ignore_case))->group(g);
+  };
   app.add_option("--block-size", cfg.block_size,
                  "KV cache block size in tokens (e.g. 16, 32, 64); 0 = the backend's default (CPU 64, CUDA 16)")
       ->check(CLI::Range(0, 1024))->capture_default_str()->group(g);
@@ -29,35 +33,29 @@ void add_engine_flags(CLI::App& app, EngineConfig& cfg) {
       ->check(CLI::Range(0, 1 << 24))->capture_default_str()->group(g);
   const std::map<std::string, SchedulingPolicy> policies{{"fcfs", SchedulingPolicy::kFcfs},
                                                          {"priority", SchedulingPolicy::kPriority}};
-  app.add_option("--scheduling-policy", cfg.policy, "fcfs or priority (lower priority value runs first)")
-      ->transform(CLI::CheckedTransformer(policies, CLI::ignore_case))->group(g);
+  enum_option("--scheduling-policy", cfg.policy, policies, "fcfs or priority (lower priority value runs first)");
   const std::map<std::string, PreemptionMode> modes{{"recompute", PreemptionMode::kRecompute},
                                                     {"swap", PreemptionMode::kSwap}};
-  app.add_option("--preemption-mode", cfg.preemption, "recompute or swap (needs --swap-space)")
-      ->transform(CLI::CheckedTransformer(modes, CLI::ignore_case))->group(g);
+  enum_option("--preemption-mode", cfg.preemption, modes, "recompute or swap (needs --swap-space)");
   const std::map<std::string, DeviceKind> devices{
       {"cpu", DeviceKind::kCpu}, {"cuda", DeviceKind::kCuda}, {"auto", DeviceKind::kAuto}};
-  app.add_option("--device", cfg.runner.device, "auto (default: cuda when a GPU is usable, else cpu), cuda or cpu")
-      ->transform(CLI::CheckedTransformer(devices, CLI::ignore_case))->group(g);
+  enum_option("--device", cfg.runner.device, devices,
+              "auto (default: cuda when a GPU is usable, else cpu), cuda or cpu");
   app.add_option("--threads", cfg.runner.n_threads, "CPU threads (0 = all cores; steps too small to split run on one)")
       ->check(CLI::Range(0, 4096))->capture_default_str()->group(g);
-  // --dtype and --kv-cache-dtype: each a table of the spellings CLI11 maps to its enum, then the option. The two
-  // look alike because they are the same kind of data, not one piece of logic written twice.
   const std::map<std::string, ComputeDtype> dtypes{{"auto", ComputeDtype::kAuto},
                                                    {"float32", ComputeDtype::kFloat32},
                                                    {"float", ComputeDtype::kFloat32},
                                                    {"bfloat16", ComputeDtype::kBFloat16}};
-  app.add_option("--dtype", cfg.runner.dtype,
-                 "CUDA compute precision: auto (float32 for F32 checkpoints, else bfloat16), float32 or bfloat16")
-      ->transform(CLI::CheckedTransformer(dtypes, CLI::ignore_case))->group(g);
+  enum_option("--dtype", cfg.runner.dtype, dtypes,
+              "CUDA compute precision: auto (float32 for F32 checkpoints, else bfloat16), float32 or bfloat16");
   const std::map<std::string, KvCacheDtype> kv_dtypes{{"auto", KvCacheDtype::kAuto},
                                                       {"fp32", KvCacheDtype::kFloat32},
                                                       {"float32", KvCacheDtype::kFloat32},
                                                       {"fp16", KvCacheDtype::kFloat16},
                                                       {"float16", KvCacheDtype::kFloat16}};
-  app.add_option("--kv-cache-dtype", cfg.runner.kv_cache_dtype,
-                 "CPU KV cache element type: auto (fp16), fp16 (values rounded to fp16) or fp32 (twice the memory)")
-      ->transform(CLI::CheckedTransformer(kv_dtypes, CLI::ignore_case))->group(g);
+  enum_option("--kv-cache-dtype", cfg.runner.kv_cache_dtype, kv_dtypes,
+              "CPU KV cache element type: auto (fp16), fp16 (values rounded to fp16) or fp32 (twice the memory)");
   app.add_flag("--enforce-eager", cfg.runner.enforce_eager, "CUDA: do not capture CUDA graphs")->group(g);
 }
 
