@@ -9,9 +9,28 @@
 namespace mopt::eval {
 namespace {
 
-constexpr GateMetric kAll[] = {GateMetric::kTop1,  GateMetric::kTopk,     GateMetric::kKl,
-                               GateMetric::kKlP99, GateMetric::kKlMax,    GateMetric::kPpl,
-                               GateMetric::kPplDelta, GateMetric::kPplRatio};
+// One row a metric, in the order errors list them: the metric, its name in a gate, the EvalMetrics field it reads.
+struct MetricRow {
+  GateMetric metric;
+  const char* name;
+  double EvalMetrics::*value;
+};
+constexpr MetricRow kMetrics[] = {
+    {GateMetric::kTop1, "top1", &EvalMetrics::top1},
+    {GateMetric::kTopk, "topk", &EvalMetrics::topk},
+    {GateMetric::kKl, "kl", &EvalMetrics::kl_mean},
+    {GateMetric::kKlP99, "kl_p99", &EvalMetrics::kl_p99},
+    {GateMetric::kKlMax, "kl_max", &EvalMetrics::kl_max},
+    {GateMetric::kPpl, "ppl", &EvalMetrics::ppl},
+    {GateMetric::kPplDelta, "ppl_delta", &EvalMetrics::ppl_delta},
+    {GateMetric::kPplRatio, "ppl_ratio", &EvalMetrics::ppl_ratio},
+};
+
+const MetricRow* find_metric(GateMetric m) {
+  for (const MetricRow& r : kMetrics)
+    if (r.metric == m) return &r;
+  return nullptr;
+}
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
@@ -21,40 +40,22 @@ std::string_view trim(std::string_view s) {
 
 std::string metric_list() {
   std::string out;
-  for (GateMetric m : kAll) out += std::string(out.empty() ? "" : ", ") + gate_metric_name(m);
+  for (const MetricRow& r : kMetrics) out += std::string(out.empty() ? "" : ", ") + r.name;
   return out;
 }
 
 }  // namespace
 
 const char* gate_metric_name(GateMetric m) {
-  switch (m) {
-    case GateMetric::kTop1: return "top1";
-    case GateMetric::kTopk: return "topk";
-    case GateMetric::kKl: return "kl";
-    case GateMetric::kKlP99: return "kl_p99";
-    case GateMetric::kKlMax: return "kl_max";
-    case GateMetric::kPpl: return "ppl";
-    case GateMetric::kPplDelta: return "ppl_delta";
-    case GateMetric::kPplRatio: return "ppl_ratio";
-  }
-  return "?";
+  const MetricRow* r = find_metric(m);
+  return r ? r->name : "?";
 }
 
 bool gate_needs_reference(GateMetric m) { return m != GateMetric::kPpl; }
 
 double gate_metric_value(const EvalMetrics& m, GateMetric metric) {
-  switch (metric) {
-    case GateMetric::kTop1: return m.top1;
-    case GateMetric::kTopk: return m.topk;
-    case GateMetric::kKl: return m.kl_mean;
-    case GateMetric::kKlP99: return m.kl_p99;
-    case GateMetric::kKlMax: return m.kl_max;
-    case GateMetric::kPpl: return m.ppl;
-    case GateMetric::kPplDelta: return m.ppl_delta;
-    case GateMetric::kPplRatio: return m.ppl_ratio;
-  }
-  return NAN;
+  const MetricRow* r = find_metric(metric);
+  return r ? m.*(r->value) : NAN;
 }
 
 Result<std::vector<GateCheck>> parse_gate(std::string_view spec) {
@@ -77,9 +78,9 @@ Result<std::vector<GateCheck>> parse_gate(std::string_view spec) {
     GateCheck c;
     c.text = std::string(item);
     bool known = false;
-    for (GateMetric m : kAll)
-      if (name == gate_metric_name(m)) {
-        c.metric = m;
+    for (const MetricRow& r : kMetrics)
+      if (name == r.name) {
+        c.metric = r.metric;
         known = true;
       }
     if (!known) return bad(name.empty() ? "names no metric" : "names an unknown metric");
