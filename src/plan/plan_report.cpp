@@ -103,6 +103,8 @@ std::string plan_json(const PlanRequest& req, const Plan& p) {
                    {"budget_concurrency", p.budget_concurrency},
                    {"concurrency", p.concurrency},
                    {"max_len_at_concurrency", p.max_len_at_concurrency}};
+  // The report's schema written out key by key. `duplicates` pairs the end of this object with eval/report.cpp's
+  // "protocol" object by shape: two different reports, not one piece of logic.
   j["ceilings"] = {{"decode_tokens_per_s", p.decode_tokens_per_s},
                    {"decode_tokens_per_s_full_context", p.decode_tokens_per_s_full},
                    {"prompt_len", p.prompt_len},
