@@ -5,9 +5,9 @@
 set -euo pipefail
 : "${MOPT_BIN:?set MOPT_BIN to the mopt binary}"
 tmp=$(mktemp -d)
-pids=()
 cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  # start_fake runs in a command substitution (a subshell): its servers' pids come back through a file.
+  [[ -f "$tmp/pids" ]] && while read -r p; do kill "$p" 2>/dev/null || true; done <"$tmp/pids"
   wait 2>/dev/null || true
   rm -rf "$tmp"
 }
@@ -18,7 +18,7 @@ start_fake() {  # name, args...
   local name=$1; shift
   "$MOPT_BIN" bench-fake-server --port 0 --port-file "$tmp/$name.port" "$@" >"$tmp/$name.log" 2>&1 &
   local pid=$!
-  pids+=($pid)
+  echo "$pid" >>"$tmp/pids"
   for _ in $(seq 1200); do [[ -s "$tmp/$name.port" ]] || ! kill -0 $pid 2>/dev/null && break; sleep 0.05; done
   [[ -s "$tmp/$name.port" ]] || fail "fake server $name did not start: $(cat "$tmp/$name.log")"
   cat "$tmp/$name.port"
