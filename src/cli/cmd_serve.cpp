@@ -11,10 +11,12 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/device_facts.h"
 #include "cli/model_args.h"
 #include "core/log.h"
 #include "engine/engine.h"
 #include "cli/engine_flags.h"
+#include "server/model_card.h"
 #include "server/server.h"
 
 namespace mopt::cli {
@@ -154,6 +156,8 @@ int serve(ServeArgs& a) {
   sm.engine = engine->get();
   sm.tokenizer = loaded->tokenizer.get();
   sm.max_model_len = (*engine)->config().max_model_len;
+  sm.card = server::model_card(*loaded->model, (*engine)->config(), (*engine)->stats(),
+                               device_facts((*engine)->config().runner.device));
   srv.attach(std::move(sm));
   std::fprintf(stderr, "mopt serve: ready: model '%s', max_model_len %d\n", o.served_model_names[0].c_str(),
                (*engine)->config().max_model_len);
@@ -196,6 +200,11 @@ Registration reg("serve", 30, [](CLI::App& app) {
       ->envname("MOPT_API_KEY")->group(g);
   cmd->add_option("--allowed-origins", o.allowed_origins, "CORS origins allowed (\"*\" = any; default none)")
       ->group(g);
+  cmd->add_flag_callback("--no-web-console", [&o] { o.web_console = false; },
+                         "do not serve the web console page at /")->group(g);
+  cmd->add_option("--root-path", o.root_path,
+                  "path prefix a reverse proxy serves this server under (e.g. /llm); routes answer with and without it")
+      ->group(g);
   cmd->add_option("--chat-template", args->chat_template_file, "Jinja chat template file overriding the model's")
       ->check(CLI::ExistingFile)->group(g);
   cmd->add_option("--max-waiting", args->engine.max_waiting,
@@ -227,6 +236,11 @@ Registration reg("serve", 30, [](CLI::App& app) {
         set_exit_code(1);
         return;
       }
+    }
+    if (Status st = server::check_root_path(args->opts.root_path); !st) {
+      std::fprintf(stderr, "mopt serve: %s\n", st.message().c_str());
+      set_exit_code(1);
+      return;
     }
     if (args->model.model.empty()) {
       std::fprintf(stderr, "mopt serve: --model is required (on the command line or in --config)\n");

@@ -71,6 +71,7 @@ json bytes_of(const std::string& s) {
 Server::Server(ServeOptions opts) : opts_(std::move(opts)) {
   if (opts_.served_model_names.empty()) opts_.served_model_names.push_back("mopt");
   created_ = static_cast<int64_t>(std::time(nullptr));
+  if (opts_.web_console) console_ = std::make_unique<WebConsole>(opts_.root_path);
   http_ = std::make_unique<HttpServer>(
       opts_.http, [this](const HttpRequest& req, ResponseWriter& w) { handle(req, w); },
       [this](int status, const std::string& msg, const std::string& code) {
@@ -151,13 +152,16 @@ void Server::handle(const HttpRequest& req, ResponseWriter& w) {
       {"/health", "GET", false},         {"/metrics", "GET", false},          {"/v1/models", "GET", true},
       {"/tokenize", "POST", true},       {"/detokenize", "POST", true},       {"/v1/completions", "POST", true},
       {"/v1/chat/completions", "POST", true},
+      {"/", "GET", false},               {"/model_card", "GET", true},
   };
+  const std::string path = strip_root_path(req.path, opts_.root_path);
   const RouteDef* route = nullptr;
   for (const auto& r : kRoutes)
-    if (req.path == r.path) route = &r;
+    if (path == r.path && (console_ || path != "/")) route = &r;
   if (!route) {
     const std::string msg =
-        "no route " + req.path + " (see /v1/completions, /v1/chat/completions, /v1/models, /health, /metrics)";
+        "no route " + req.path + " (see /v1/completions, /v1/chat/completions, /v1/models, /health, /metrics" +
+        (path == "/" ? "; the web console is off: --no-web-console)" : ")");
     return send_error(w, api_error(404, msg, "not_found"), req);
   }
   if (http_->draining()) w.set_close();
@@ -191,14 +195,15 @@ void Server::handle(const HttpRequest& req, ResponseWriter& w) {
       return send_error(w, api_error(415, msg, "unsupported_media_type"), req);
     }
   }
-  const std::string path = route->path;
   if (path == "/health") return handle_health(req, w);
   if (path == "/metrics") return handle_metrics(req, w);
+  if (path == "/") return handle_console(req, w);
   if (!model()) {
     return send_error(w, api_error(503, "the model is still loading; retry shortly", "model_loading"), req,
                       {{"Retry-After", "2"}});
   }
   if (path == "/v1/models") return handle_models(req, w);
+  if (path == "/model_card") return send_json(w, 200, dump(model_.card), req);
   if (path == "/tokenize") return handle_tokenize(req, w);
   if (path == "/detokenize") return handle_detokenize(req, w);
   handle_generate(req, w, path == "/v1/chat/completions");
@@ -227,6 +232,10 @@ void Server::handle_metrics(const HttpRequest& req, ResponseWriter& w) {
   EngineStats s = m ? m->engine->stats() : EngineStats{};
   Headers h{{"Content-Type", "text/plain; version=0.0.4; charset=utf-8"}};
   w.send(200, h, metrics_.render(s, m != nullptr));
+}
+
+void Server::handle_console(const HttpRequest& req, ResponseWriter& w) {
+  w.send(200, console_->headers(), console_->page());
 }
 
 void Server::handle_models(const HttpRequest& req, ResponseWriter& w) {

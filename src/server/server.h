@@ -15,6 +15,7 @@
 
 #include "core/status.h"
 #include "engine/engine.h"
+#include "server/console.h"
 #include "server/http.h"
 #include "server/metrics.h"
 #include "server/openai.h"
@@ -33,6 +34,8 @@ struct ServeOptions {
   ApiLimits api;
   double drain_grace_s = 30;    // SIGTERM: how long in-flight requests may take to finish
   double health_stall_s = 30;   // /health fails when work is pending and no engine step finished for this long
+  bool web_console = true;      // GET / serves the web console (server/console.h)
+  std::string root_path;        // prefix a proxy serves us under ("" or "/a/b", see check_root_path())
 };
 
 // What the server serves, attached once the model is loaded (until then generation answers 503 + Retry-After).
@@ -41,6 +44,7 @@ struct ServedModel {
   const Tokenizer* tokenizer = nullptr;
   std::optional<ChatTemplate> chat_template;
   int max_model_len = 0;
+  json card;  // GET /model_card (server/model_card.h)
 };
 
 // Used when the model has no chat template and none is given with --chat-template.
@@ -79,6 +83,7 @@ class Server {
 
   void handle_health(const HttpRequest& req, ResponseWriter& w);
   void handle_metrics(const HttpRequest& req, ResponseWriter& w);
+  void handle_console(const HttpRequest& req, ResponseWriter& w);
   void handle_models(const HttpRequest& req, ResponseWriter& w);
   void handle_tokenize(const HttpRequest& req, ResponseWriter& w);
   void handle_detokenize(const HttpRequest& req, ResponseWriter& w);
@@ -87,6 +92,7 @@ class Server {
   ServeOptions opts_;
   std::unique_ptr<HttpServer> http_;
   ServerMetrics metrics_;
+  std::unique_ptr<WebConsole> console_;  // null with --no-web-console
   std::atomic<bool> loaded_{false};
   ServedModel model_;  // written once before loaded_ is set
   std::atomic<uint64_t> next_id_{1};
