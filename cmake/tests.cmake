@@ -37,12 +37,13 @@ endforeach()
 
 # End-to-end and server tests are scripts (bash / node) run against the built binary. A script that cannot run here
 # says why and exits 77, which ctest reports as a skip (a skip that exits 0 would count as a pass).
-file(GLOB e2e_scripts ${CMAKE_SOURCE_DIR}/tests/e2e/*_test.sh ${CMAKE_SOURCE_DIR}/tests/server/*_test.sh)
+file(GLOB e2e_scripts ${CMAKE_SOURCE_DIR}/tests/e2e/*_test.sh ${CMAKE_SOURCE_DIR}/tests/server/*_test.sh
+     ${CMAKE_SOURCE_DIR}/tests/deploy/*_test.sh)
 foreach(script IN LISTS e2e_scripts)
   get_filename_component(tname ${script} NAME_WE)
   add_test(NAME e2e.${tname} COMMAND bash ${script})
   set_tests_properties(e2e.${tname} PROPERTIES
-    ENVIRONMENT "MOPT_BIN=$<TARGET_FILE:mopt>;MOPT_MODELS_DIR=${MOPT_MODELS_DIR};MOPT_SOURCE_DIR=${CMAKE_SOURCE_DIR};MOPT_CUDA_BUILT=${MOPT_HAVE_CUDA}"
+    ENVIRONMENT "MOPT_BIN=$<TARGET_FILE:mopt>;MOPT_MODELS_DIR=${MOPT_MODELS_DIR};MOPT_SOURCE_DIR=${CMAKE_SOURCE_DIR};MOPT_CUDA_BUILT=${MOPT_HAVE_CUDA};MOPT_BUILD_DIR=${CMAKE_BINARY_DIR}"
     TIMEOUT 600 SKIP_RETURN_CODE 77)
 endforeach()
 
