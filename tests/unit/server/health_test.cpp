@@ -2,13 +2,11 @@
 // this test drives Server::handle with a stand-in Engine whose stats report a stalled step loop.
 #include <gtest/gtest.h>
 
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <thread>
 
 #include "server/server.h"
+#include "server_call.h"
 
 namespace mopt::server {
 namespace {
@@ -37,26 +35,6 @@ class StalledEngine final : public Engine {
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-// Runs one request through Server::handle and returns the raw response.
-std::string call(Server& srv, const std::string& method, const std::string& path) {
-  int sv[2];
-  EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-  HttpRequest req;
-  req.method = method;
-  req.path = req.target = path;
-  req.version = "HTTP/1.1";
-  if (method == "POST") req.headers.emplace_back("content-type", "application/json");
-  HttpLimits lim;
-  ResponseWriter w(sv[0], lim, false, false);
-  srv.handle(req, w);
-  ::close(sv[0]);
-  std::string out;
-  char buf[4096];
-  for (ssize_t n; (n = ::read(sv[1], buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
-  ::close(sv[1]);
-  return out;
 }
 
 TEST(Health, LoadingThenOkThenStalled) {
