@@ -196,7 +196,7 @@ Registration reg("serve", 30, [](CLI::App& app) {
       ->capture_default_str()->group(g);
   cmd->add_option("--served-model-name", o.served_model_names,
                   "model name(s) clients use (default: the model file's name)")->group(g);
-  cmd->add_option("--api-key", o.api_key, "require 'Authorization: Bearer KEY' on /v1 and tokenize routes")
+  cmd->add_option("--api-key", o.api_key, "require 'Authorization: Bearer KEY' on /v1, tokenize and /model_card routes")
       ->envname("MOPT_API_KEY")->group(g);
   cmd->add_option("--allowed-origins", o.allowed_origins, "CORS origins allowed (\"*\" = any; default none)")
       ->group(g);

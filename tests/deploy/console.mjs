@@ -11,6 +11,7 @@
 // MOPT_SCREENSHOT=<file.png> keeps the screenshot (docs/images/console.png comes from here).
 import puppeteer from 'puppeteer-core';
 import { execFileSync } from 'node:child_process';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -35,6 +36,10 @@ try {
   check(/script-src 'sha256-[A-Za-z0-9+/]+={0,2}'/.test(csp) && !csp.includes('unsafe-inline') &&
         csp.includes("connect-src 'self'") && csp.includes("frame-ancestors 'none'"),
         'a Content-Security-Policy that allows only the page\'s own script by hash', csp);
+  const sha = (tag) => "'sha256-" + crypto.createHash('sha256')
+    .update(html.slice(html.indexOf(`<${tag}>`) + tag.length + 2, html.indexOf(`</${tag}>`))).digest('base64') + "'";
+  check(csp.includes(`script-src ${sha('script')}`) && csp.includes(`style-src ${sha('style')}`),
+        'the CSP hashes are those of the page\'s script and style (node:crypto)');
   check(!html.includes(KEY) && !html.includes('qwen-code'), 'the page holds neither the key nor the model name');
   check(html.includes(`<meta name="mopt-root-path" content="${ROOT}">`), 'the page knows the root path');
   check(!/<script[^>]+src=|<link[^>]+href="(?!data:)|@import|url\(/.test(html), 'the page loads nothing from elsewhere');
