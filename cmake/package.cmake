@@ -41,10 +41,12 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_STRIP_FILES ON)
 set(CPACK_DEBIAN_PACKAGE_SECTION science)
 set(CPACK_DEBIAN_PACKAGE_HOMEPAGE "https://github.com/mopt/mopt")
-# The binary's shared libraries (tests/deploy/deb_test.sh checks each NEEDED entry against this list and the
-# glibc symbol versions against the libc6 minimum). Not dpkg-shlibdeps: the CUDA backend's cuBLAS comes from
-# NVIDIA's CUDA runtime, which no Debian package provides.
-set(CPACK_DEBIAN_PACKAGE_DEPENDS "libc6 (>= 2.34), libgcc-s1 (>= 3.0), libstdc++6 (>= 12), libpcre2-8-0 (>= 10.34)")
+# Depends: dpkg-shlibdeps over the mopt binary, at cpack time (cmake/cpack_depends.cmake says why not over the CUDA
+# backend). tests/deploy/deb_test.sh checks it against the binary's NEEDED entries and glibc symbol versions.
+file(GENERATE OUTPUT ${CMAKE_BINARY_DIR}/package/cpack_project.cmake CONTENT
+     "set(MOPT_BINARY \"$<TARGET_FILE:mopt>\")\nset(MOPT_WORK \"${CMAKE_BINARY_DIR}/package/shlibdeps\")\n\
+include(\"${CMAKE_SOURCE_DIR}/cmake/cpack_depends.cmake\")\n")
+set(CPACK_PROJECT_CONFIG_FILE ${CMAKE_BINARY_DIR}/package/cpack_project.cmake)
 # /etc/mopt/serve.toml is a conffile: an upgrade keeps the administrator's edits.
 file(WRITE ${CMAKE_BINARY_DIR}/package/conffiles "/etc/mopt/serve.toml\n")
 set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA ${CMAKE_BINARY_DIR}/package/conffiles)
