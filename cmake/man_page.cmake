@@ -25,17 +25,19 @@ string(REGEX MATCH "Subcommands:\n.*" verbs_block "${main}")
 string(REGEX MATCHALL "\n  [a-z]+ " verb_lines "${verbs_block}")
 
 set(page ".TH MOPT 1 \"\" \"mopt ${VERSION}\" \"User Commands\"\n.SH NAME\nmopt \\- ${summary}\n")
-string(APPEND page ".SH SYNOPSIS\n.B mopt\n.I verb\n[\\fIoptions\\fR]\n.br\n.B mopt --help\n.br\n.B mopt\n.I verb\n.B --help\n")
-string(APPEND page ".SH DESCRIPTION\nOne binary does the work of a model-optimization engineer: it checks the machine, reads a model, "
-                   "quantizes, generates, serves an OpenAI-compatible API with a web console, load-tests servers, "
-                   "tunes serving settings and gates releases. Each verb is below, with its options as its --help "
-                   "prints them.\n.PP\n.nf\n${main}.fi\n.SH VERBS\n")
+string(APPEND page ".SH SYNOPSIS\n.B mopt\n.I verb\n[\\fIoptions\\fR]\n.br\n.B mopt --help\n.br\n"
+                   ".B mopt\n.I verb\n.B --help\n")
+string(APPEND page ".SH DESCRIPTION\nOne binary does the work of a model-optimization engineer: it checks the machine, "
+                   "reads a model, quantizes, generates, serves an OpenAI-compatible API with a web console, load-tests "
+                   "servers, tunes serving settings and gates releases. Each verb is below, with its options as its "
+                   "--help prints them.\n.PP\n.nf\n${main}.fi\n.SH VERBS\n")
 foreach(line IN LISTS verb_lines)
   string(STRIP "${line}" verb)
   help_text(text ${verb})
   string(APPEND page ".SS \"mopt ${verb}\"\n.nf\n${text}.fi\n")
 endforeach()
-string(APPEND page ".SH FILES\n.TP\n.I /etc/mopt/serve.toml\nSettings of the packaged service (mopt serve --config): keys are the long flag names.\n"
+string(APPEND page ".SH FILES\n.TP\n.I /etc/mopt/serve.toml\n"
+                   "Settings of the packaged service (mopt serve --config): keys are the long flag names.\n"
                    ".TP\n.I /usr/lib/systemd/system/mopt.service\nThe systemd unit that runs mopt serve with that file.\n"
                    ".TP\n.I /usr/lib/mopt/libmopt_cuda.so\nThe CUDA backend, loaded on first use (CUDA builds).\n"
                    ".SH ENVIRONMENT\n.TP\n.B MOPT_API_KEY\nThe API key of mopt serve (as --api-key).\n"
