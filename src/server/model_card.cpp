@@ -7,16 +7,6 @@
 namespace mopt::server {
 namespace {
 
-const char* format_name(ModelFormat f) {
-  switch (f) {
-    case ModelFormat::kGGUF: return "gguf";
-    case ModelFormat::kHuggingFace: return "huggingface";
-    case ModelFormat::kLlama2c: return "llama2.c";
-    case ModelFormat::kDummy: return "dummy";
-  }
-  return "?";
-}
-
 const char* tokenizer_name(TokenizerKind k) {
   switch (k) {
     case TokenizerKind::kNone: return "none";
@@ -65,7 +55,7 @@ json model_card(const Model& m, const EngineConfig& cfg, const EngineStats& stat
   json card;
   card["name"] = c.name;
   card["path"] = m.path;
-  card["format"] = format_name(m.format);
+  card["format"] = model_format_name(m.format);
   card["architecture"] = arch_name(c.arch);
   card["parameters"] = m.n_params();
   card["weights"] = weights;
