@@ -2,17 +2,27 @@
 
 #include "backend/cpu/cpu_runner.h"
 #include "backend/cuda/cuda_runner.h"
+#include "core/enum_name.h"
 #include "core/log.h"
 
 namespace mopt {
 
 const char* device_name(DeviceKind d) {
-  switch (d) {
-    case DeviceKind::kCpu: return "cpu";
-    case DeviceKind::kCuda: return "cuda";
-    case DeviceKind::kAuto: return "auto";
-  }
-  return "?";
+  static constexpr EnumName<DeviceKind> kNames[] = {
+      {DeviceKind::kCpu, "cpu"}, {DeviceKind::kCuda, "cuda"}, {DeviceKind::kAuto, "auto"}};
+  return name_of(d, kNames);
+}
+
+const char* compute_dtype_name(ComputeDtype d) {
+  static constexpr EnumName<ComputeDtype> kNames[] = {
+      {ComputeDtype::kAuto, "auto"}, {ComputeDtype::kFloat32, "float32"}, {ComputeDtype::kBFloat16, "bfloat16"}};
+  return name_of(d, kNames);
+}
+
+const char* kv_cache_dtype_name(KvCacheDtype d) {
+  static constexpr EnumName<KvCacheDtype> kNames[] = {
+      {KvCacheDtype::kAuto, "auto"}, {KvCacheDtype::kFloat32, "fp32"}, {KvCacheDtype::kFloat16, "fp16"}};
+  return name_of(d, kNames);
 }
 
 Status ModelRunner::forward_sample(const ForwardBatch&, std::span<const RowSampling>, int32_t*) {

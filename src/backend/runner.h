@@ -133,11 +133,13 @@ class ModelRunner {
 // Compute precision of the CUDA runner (weights, KV cache, activations, GEMMs), like vLLM's --dtype. kAuto:
 // fp32 when the checkpoint's weight matrices are F32, bf16 otherwise. The CPU backend always computes in fp32.
 enum class ComputeDtype { kAuto, kFloat32, kBFloat16 };
+const char* compute_dtype_name(ComputeDtype d);  // the --dtype spelling: "auto", "float32", "bfloat16"
 
 // Element type of the KV cache (vLLM/llama.cpp --kv-cache-dtype). CPU: kAuto = fp16 (values rounded to fp16 when
 // written, widened exactly to fp32 when read; docs/cpu.md "KV cache" says why it is the default). The CUDA runner
 // ignores it: its cache follows --dtype.
 enum class KvCacheDtype { kAuto, kFloat32, kFloat16 };
+const char* kv_cache_dtype_name(KvCacheDtype d);  // the --kv-cache-dtype spelling: "auto", "fp32", "fp16"
 
 struct RunnerOptions {
   DeviceKind device = DeviceKind::kAuto;

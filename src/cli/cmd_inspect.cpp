@@ -27,9 +27,6 @@ struct InspectArgs {
 };
 
 // The names `inspect` prints for enum values.
-constexpr EnumName<TokenizerKind> kTokenizerNames[] = {
-    {TokenizerKind::kNone, "none"}, {TokenizerKind::kSpm, "spm"}, {TokenizerKind::kBpe, "bpe"},
-    {TokenizerKind::kWordPiece, "wordpiece"}};
 constexpr EnumName<RopeScaling> kRopeScalingNames[] = {
     {RopeScaling::kNone, "none"}, {RopeScaling::kLinear, "linear"}, {RopeScaling::kLlama3, "llama3"}};
 
@@ -119,7 +116,7 @@ nlohmann::ordered_json build_report(const Model& m) {
     r["name"] = c.name;
   }
   const VocabData& v = m.vocab;
-  r["tokenizer"] = {{"kind", name_of(v.kind, kTokenizerNames)}, {"pre", v.pre},        {"n_tokens", v.tokens.size()},
+  r["tokenizer"] = {{"kind", tokenizer_kind_name(v.kind)}, {"pre", v.pre},        {"n_tokens", v.tokens.size()},
                     {"bos", v.bos},                         {"eos", v.eos},        {"bos_text", token_text(v, v.bos)},
                     {"eos_text", token_text(v, v.eos)},     {"add_bos", v.add_bos}, {"eog_ids", v.eog_ids}};
   r["chat_template"] = {{"present", !m.chat_template.empty()}, {"bytes", m.chat_template.size()}};

@@ -5,37 +5,6 @@
 #include "core/dtype.h"
 
 namespace mopt::server {
-namespace {
-
-const char* tokenizer_name(TokenizerKind k) {
-  switch (k) {
-    case TokenizerKind::kNone: return "none";
-    case TokenizerKind::kSpm: return "spm";
-    case TokenizerKind::kBpe: return "bpe";
-    case TokenizerKind::kWordPiece: return "wordpiece";
-  }
-  return "?";
-}
-
-const char* kv_dtype_name(KvCacheDtype d) {
-  switch (d) {
-    case KvCacheDtype::kAuto: return "auto";
-    case KvCacheDtype::kFloat32: return "fp32";
-    case KvCacheDtype::kFloat16: return "fp16";
-  }
-  return "?";
-}
-
-const char* compute_dtype_name(ComputeDtype d) {
-  switch (d) {
-    case ComputeDtype::kAuto: return "auto";
-    case ComputeDtype::kFloat32: return "float32";
-    case ComputeDtype::kBFloat16: return "bfloat16";
-  }
-  return "?";
-}
-
-}  // namespace
 
 json model_card(const Model& m, const EngineConfig& cfg, const EngineStats& stats, const json& device) {
   const ModelConfig& c = m.config;
@@ -64,7 +33,7 @@ json model_card(const Model& m, const EngineConfig& cfg, const EngineStats& stat
   card["hyperparameters"] = {{"n_layer", c.n_layer},     {"n_embd", c.n_embd},   {"n_head", c.n_head},
                              {"n_head_kv", c.n_head_kv}, {"head_dim", c.head_dim}, {"n_ff", c.n_ff},
                              {"n_vocab", c.n_vocab}};
-  card["tokenizer"] = {{"kind", tokenizer_name(m.vocab.kind)}, {"n_tokens", m.vocab.tokens.size()},
+  card["tokenizer"] = {{"kind", tokenizer_kind_name(m.vocab.kind)}, {"n_tokens", m.vocab.tokens.size()},
                        {"chat_template", !m.chat_template.empty()}};
   card["engine"] = {
       {"device", device_name(cfg.runner.device)},
@@ -72,7 +41,7 @@ json model_card(const Model& m, const EngineConfig& cfg, const EngineStats& stat
       {"block_size", cfg.block_size},
       {"kv_cache_blocks", stats.num_blocks},
       {"kv_cache_tokens", static_cast<int64_t>(stats.num_blocks) * cfg.block_size},
-      {"kv_cache_dtype", kv_dtype_name(cfg.runner.kv_cache_dtype)},
+      {"kv_cache_dtype", kv_cache_dtype_name(cfg.runner.kv_cache_dtype)},
       {"dtype", compute_dtype_name(cfg.runner.dtype)},
       {"max_num_seqs", cfg.max_num_seqs},
       {"max_num_batched_tokens", cfg.max_num_batched_tokens},

@@ -4,9 +4,17 @@
 #include <string_view>
 #include <unordered_set>
 
+#include "core/enum_name.h"
 #include "tokenizer/pretokenizer.h"
 
 namespace mopt {
+
+const char* tokenizer_kind_name(TokenizerKind k) {
+  static constexpr EnumName<TokenizerKind> kNames[] = {{TokenizerKind::kNone, "none"}, {TokenizerKind::kSpm, "spm"},
+                                                       {TokenizerKind::kBpe, "bpe"},
+                                                       {TokenizerKind::kWordPiece, "wordpiece"}};
+  return name_of(k, kNames);
+}
 
 void fill_eog_ids(VocabData& v) {
   static const char* const kEndOfTurn[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",

@@ -15,6 +15,7 @@ namespace mopt {
 constexpr int64_t kMaxVocab = 1 << 24;
 
 enum class TokenizerKind { kNone, kSpm, kBpe, kWordPiece };
+const char* tokenizer_kind_name(TokenizerKind k);  // "none", "spm", "bpe", "wordpiece"
 
 // Token types as in GGUF (tokenizer.ggml.token_type).
 enum class TokenType : int32_t { kUndefined = 0, kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4,
