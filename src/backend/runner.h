@@ -93,6 +93,15 @@ struct RowSampling {
   uint64_t seed = 0;        // per row and step: the draw is a pure function of (logits, settings, seed)
 };
 
+// What a backend reports about itself while it runs, for monitoring (/metrics, `mopt gate`). Read on the
+// engine thread between steps.
+struct RunnerRuntimeStats {
+  bool cuda_graphs_enabled = false;  // the backend replays CUDA graphs for decode steps (CUDA, not --enforce-eager)
+  int cuda_graphs = 0;               // graph instances captured so far
+  uint64_t cuda_graph_launches = 0;  // steps that ran as a graph replay
+  int64_t device_memory_used = -1;   // bytes in use on the device, all processes (CUDA); -1: no device memory
+};
+
 class ModelRunner {
  public:
   virtual ~ModelRunner() = default;
@@ -124,6 +133,9 @@ class ModelRunner {
   // any order): logits [rows.size(), n_vocab], host memory. Lets the engine finish rows that need the host
   // sampler (logprobs, penalties, banned ids) from the same forward pass. Valid until the next forward call.
   virtual Status sampled_logits(std::span<const int32_t> rows, float* logits);
+
+  // Monitoring figures (RunnerRuntimeStats); the default: no device, no graphs.
+  virtual RunnerRuntimeStats runtime_stats() const { return {}; }
 
   // Swap blocks between the device cache and the host swap pool: pairs of (device_block, host_block).
   virtual Status swap_out(std::span<const std::pair<int32_t, int32_t>> device_to_host) = 0;

@@ -6,9 +6,10 @@
 #include <fstream>
 #include <string>
 
+#include "cli/commands.h"
+#include "cli/load_flags.h"
 #include "loadgen/bench_main.h"
 #include "loadgen/fake_server.h"
-#include "cli/commands.h"
 
 namespace mopt::cli {
 namespace {
@@ -17,13 +18,9 @@ using namespace mopt::loadgen;
 
 struct BenchArgs {
   BenchOptions o;
-  int concurrency = 0;
-  std::string rate;
-  std::string arrival = "poisson";
+  LoadFlags load;
   std::string sweep_concurrency, sweep_rate;
-  std::string duration, timeout = "600s", scrape_interval = "1s";
-  std::string dataset = "synthetic";
-  std::string input_len = "128", output_len;
+  std::string scrape_interval = "1s";
   std::string progress = "auto";
   bool no_metrics = false, no_gpu = false;
 };
@@ -35,64 +32,25 @@ int fail(const Status& s) {
 
 int run_bench_cmd(BenchArgs& a) {
   BenchOptions& o = a.o;
-  if (a.concurrency > 0 && !a.rate.empty()) return fail(error("give either --concurrency or --rate, not both"));
   if (!a.sweep_concurrency.empty() && !a.sweep_rate.empty())
     return fail(error("give either --sweep-concurrency or --sweep-rate, not both"));
-  if (!a.rate.empty() || !a.sweep_rate.empty()) {
-    o.load.mode = LoadSpec::Mode::kRate;
-    if (!a.rate.empty()) {
-      if (a.rate == "inf") o.load.rate = INFINITY;
-      else {
-        auto r = parse_number(a.rate);
-        if (!r || !(*r > 0)) return fail(error("--rate '%s': expected requests/s > 0 or 'inf'", a.rate.c_str()));
-        o.load.rate = *r;
-      }
-    }
-    if (!a.sweep_rate.empty()) {
-      auto l = parse_list(a.sweep_rate, true);
-      if (!l) return fail(l.status().with_context("--sweep-rate"));
-      o.sweep = *l;
-    }
-  } else {
-    o.load.mode = LoadSpec::Mode::kConcurrency;
-    o.load.concurrency = a.concurrency > 0 ? a.concurrency : 1;
-    if (!a.sweep_concurrency.empty()) {
-      auto l = parse_list(a.sweep_concurrency, false);
-      if (!l) return fail(l.status().with_context("--sweep-concurrency"));
-      o.sweep = *l;
-    }
+  if (Status st = resolve_load_flags(a.load, !a.sweep_rate.empty(), o.load, o.workload, o.target.timeout_s); !st)
+    return fail(st);
+  if (!a.sweep_rate.empty()) {
+    auto l = parse_list(a.sweep_rate, true);
+    if (!l) return fail(l.status().with_context("--sweep-rate"));
+    o.sweep = *l;
   }
-  if (a.arrival == "poisson") {
-    if (o.load.burstiness != 1) return fail(error("--burstiness needs --arrival gamma"));
-  } else if (a.arrival != "gamma") {
-    return fail(error("--arrival must be 'poisson' or 'gamma' (got '%s')", a.arrival.c_str()));
-  }
-  if (!a.duration.empty()) {
-    auto d = parse_duration(a.duration, 1);
-    if (!d || !(*d > 0)) return fail(d ? error("--duration must be > 0") : d.status().with_context("--duration"));
-    o.load.duration_s = *d;
+  if (!a.sweep_concurrency.empty()) {
+    if (o.load.mode == LoadSpec::Mode::kRate) return fail(error("--sweep-concurrency sweeps a closed loop: drop --rate"));
+    auto l = parse_list(a.sweep_concurrency, false);
+    if (!l) return fail(l.status().with_context("--sweep-concurrency"));
+    o.sweep = *l;
   }
   if (o.load.num_requests <= 0 && o.load.duration_s <= 0) o.load.num_requests = 100;
-  auto to = parse_duration(a.timeout, 1);
-  if (!to || !(*to > 0)) return fail(error("--timeout '%s': expected a duration > 0", a.timeout.c_str()));
-  o.target.timeout_s = *to;
   auto si = parse_duration(a.scrape_interval, 1);
   if (!si || !(*si >= 0.05)) return fail(error("--scrape-interval '%s': expected a duration >= 50ms", a.scrape_interval.c_str()));
   o.scrape_interval_s = *si;
-  if (a.dataset == "synthetic") o.workload.kind = WorkloadOptions::Kind::kSynthetic;
-  else if (a.dataset == "sharegpt") o.workload.kind = WorkloadOptions::Kind::kShareGpt;
-  else if (a.dataset == "prompts") o.workload.kind = WorkloadOptions::Kind::kPromptFile;
-  else return fail(error("--dataset must be synthetic, sharegpt or prompts (got '%s')", a.dataset.c_str()));
-  if (o.workload.kind != WorkloadOptions::Kind::kSynthetic && o.workload.path.empty())
-    return fail(error("--dataset %s needs --dataset-path FILE", a.dataset.c_str()));
-  auto in = Distribution::parse(a.input_len, false);
-  if (!in) return fail(in.status().with_context("--input-len"));
-  o.workload.input_len = *in;
-  o.workload.output_len_from_dataset = o.workload.kind == WorkloadOptions::Kind::kShareGpt && a.output_len.empty();
-  auto out = Distribution::parse(a.output_len.empty() ? "128" : a.output_len, false);
-  if (!out) return fail(out.status().with_context("--output-len"));
-  o.workload.output_len = *out;
-  o.workload.seed = o.load.seed;
   if (o.target.api_key.empty())
     if (const char* k = std::getenv("OPENAI_API_KEY")) o.target.api_key = k;
   o.metrics = !a.no_metrics;
@@ -162,27 +120,10 @@ Registration reg("bench", 80, [](CLI::App& app) {
   sub->add_option("--api-key", o.target.api_key, "Bearer token (default: $OPENAI_API_KEY)");
   sub->add_flag("--ignore-eos", o.target.ignore_eos, "Send \"ignore_eos\": true so every request runs to max_tokens");
   sub->add_option("--extra-body", o.target.extra_body, "JSON object merged into each request body");
-  sub->add_option("--timeout", a->timeout, "Per-request timeout")->capture_default_str();
-  // Load.
-  sub->add_option("-c,--concurrency", a->concurrency, "Closed loop: requests kept in flight (default 1)");
-  sub->add_option("-r,--rate", a->rate, "Open loop: requests/s (or 'inf': all at once)");
-  sub->add_option("--arrival", a->arrival, "Arrival process for --rate: poisson or gamma")->capture_default_str();
-  sub->add_option("--burstiness", o.load.burstiness, "Gamma shape (1 = Poisson; < 1 burstier)");
-  sub->add_option("--max-concurrency", o.load.max_concurrency, "Cap on requests in flight with --rate (0 = none)");
+  add_load_flags(sub, a->load, o.load, o.workload);
   sub->add_option("--sweep-concurrency", a->sweep_concurrency, "Run once per concurrency, e.g. 1,2,4,8");
   sub->add_option("--sweep-rate", a->sweep_rate, "Run once per request rate, e.g. 5,10,20");
-  sub->add_option("-n,--num-requests", o.load.num_requests, "Requests per run (default 100 unless --duration)");
-  sub->add_option("--duration", a->duration, "Issue requests for this long per run, e.g. 60s");
   sub->add_option("--warmup", o.warmup, "Warm-up before measuring: N requests or a duration (5s)");
-  sub->add_option("--seed", o.load.seed, "Seed for arrivals and synthetic prompts")->capture_default_str();
-  // Workload.
-  sub->add_option("--dataset", a->dataset, "synthetic, sharegpt or prompts")->capture_default_str();
-  sub->add_option("--dataset-path", o.workload.path, "ShareGPT JSON file, or a prompt file (one prompt per line)");
-  sub->add_option("--input-len", a->input_len, "Synthetic prompt words: N, uniform:A,B, normal:M,S, exp:M")
-      ->capture_default_str();
-  sub->add_option("--output-len", a->output_len, "max_tokens per request: N or a distribution (default 128)");
-  sub->add_option("--shared-prefix-len", o.workload.shared_prefix_len, "Synthetic: words of a shared prompt prefix");
-  sub->add_option("--num-prefixes", o.workload.num_prefixes, "Synthetic: distinct shared prefixes");
   // Measurement and output.
   sub->add_option("--slo", o.slo, "Goodput SLA, e.g. ttft=500ms,tpot=50ms,e2e=10s");
   sub->add_flag("--no-metrics", a->no_metrics, "Do not scrape the server's /metrics");

@@ -28,6 +28,7 @@ struct ServeArgs {
   server::ServeOptions opts;
   std::string chat_template_file;
   std::string config_file;
+  std::string test_fault = "none";
   size_t max_body = 4 * 1024 * 1024;
   size_t max_header = 16 * 1024;
   double read_timeout = 30, idle_timeout = 30, write_timeout = 30;
@@ -229,6 +230,9 @@ Registration reg("serve", 30, [](CLI::App& app) {
       ->check(CLI::Range(1, 1 << 20))->capture_default_str()->group(g);
   cmd->add_option("--max-n", o.api.max_n, "largest n (choices per prompt)")->check(CLI::Range(1, 128))
       ->capture_default_str()->group(g);
+  // Hidden: planted defects for mopt gate's tests (src/server/test_fault.h). Never in production.
+  cmd->add_option("--test-fault", args->test_fault, "TEST ONLY: plant a defect: none, leak, slow or error")
+      ->group("");
   cmd->callback([args, cmd] {
     if (!args->config_file.empty()) {
       if (Status st = apply_config_file(*cmd, args->config_file); !st) {
@@ -242,6 +246,13 @@ Registration reg("serve", 30, [](CLI::App& app) {
       set_exit_code(1);
       return;
     }
+    auto fault = server::parse_test_fault(args->test_fault);
+    if (!fault) {
+      std::fprintf(stderr, "mopt serve: %s\n", fault.message().c_str());
+      set_exit_code(1);
+      return;
+    }
+    args->opts.test_fault = *fault;
     if (args->model.model.empty()) {
       std::fprintf(stderr, "mopt serve: --model is required (on the command line or in --config)\n");
       set_exit_code(1);

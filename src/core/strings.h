@@ -4,6 +4,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace mopt {
 
@@ -11,5 +12,7 @@ std::string lower(std::string_view s);  // A-Z -> a-z
 std::string upper(std::string_view s);  // a-z -> A-Z
 // Without leading and trailing spaces and tabs (HTTP's optional whitespace, Prometheus' blanks).
 std::string_view trim_blanks(std::string_view s);
+// The non-empty pieces of s between separators: "a,,b," -> {"a", "b"} (option lists such as "1,2,4").
+std::vector<std::string> split_nonempty(std::string_view s, char sep);
 
 }  // namespace mopt

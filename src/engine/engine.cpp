@@ -146,6 +146,7 @@ class EngineImpl final : public Engine {
 
   mutable std::mutex stats_mu_;
   EngineStats stats_;
+  double last_runtime_poll_s_ = -1e9;  // under stats_mu_
 
   // Batch buffers, reused across steps.
   BatchArrays barr_;               // the step's batch
@@ -536,6 +537,11 @@ void EngineImpl::update_stats(const SchedulerOutput* out) {
     stats_.last_step_tokens = static_cast<uint64_t>(out->num_tokens);
   }
   stats_.last_step_time_s = monotonic_seconds();  // idle steps count: the loop is alive
+  // The runner's figures may cost a driver call (device memory): at most once a second.
+  if (stats_.last_step_time_s - last_runtime_poll_s_ >= 1.0) {
+    last_runtime_poll_s_ = stats_.last_step_time_s;
+    stats_.runner = runner_->runtime_stats();
+  }
 }
 
 bool EngineImpl::step() {

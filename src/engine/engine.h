@@ -115,6 +115,7 @@ struct EngineStats {
   uint64_t last_step_tokens = 0;
   double last_step_time_s = 0;            // monotonic seconds at the last completed step (for /health)
   uint64_t requests_finished = 0;
+  RunnerRuntimeStats runner;             // the backend's own figures, polled about once a second
 };
 
 class Engine {

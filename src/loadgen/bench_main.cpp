@@ -7,6 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/strings.h"
 #include "loadgen/charts.h"
 #include "loadgen/monitor.h"
 #include "loadgen/net.h"
@@ -17,13 +18,7 @@ using json = nlohmann::json;
 
 Result<std::vector<double>> parse_list(const std::string& s, bool allow_inf) {
   std::vector<double> out;
-  size_t start = 0;
-  while (start <= s.size()) {
-    size_t comma = s.find(',', start);
-    if (comma == std::string::npos) comma = s.size();
-    const std::string item = s.substr(start, comma - start);
-    start = comma + 1;
-    if (item.empty()) continue;
+  for (const std::string& item : split_nonempty(s, ',')) {
     if (allow_inf && item == "inf") {
       out.push_back(INFINITY);
       continue;

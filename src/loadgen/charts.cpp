@@ -10,7 +10,17 @@ namespace {
 const char* const kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
                                "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"};
 
-std::string esc(const std::string& s) {
+std::string fmt_tick(double v, double step) {
+  if (v == 0) return "0";
+  const double a = std::fabs(v);
+  if (a >= 1e6 || a < 1e-3) return strfmt("%.3g", v);
+  const int decimals = step >= 1 ? 0 : std::min(6, static_cast<int>(std::ceil(-std::log10(step) - 1e-9)));
+  return strfmt("%.*f", decimals, v);
+}
+
+}  // namespace
+
+std::string html_escape(const std::string& s) {
   std::string o;
   for (char c : s) {
     switch (c) {
@@ -24,15 +34,15 @@ std::string esc(const std::string& s) {
   return o;
 }
 
-std::string fmt_tick(double v, double step) {
-  if (v == 0) return "0";
-  const double a = std::fabs(v);
-  if (a >= 1e6 || a < 1e-3) return strfmt("%.3g", v);
-  const int decimals = step >= 1 ? 0 : std::min(6, static_cast<int>(std::ceil(-std::log10(step) - 1e-9)));
-  return strfmt("%.*f", decimals, v);
+std::string html_page_start(const std::string& title) {
+  return "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>" + html_escape(title) +
+         "</title>\n"
+         "<style>body{font-family:DejaVu Sans,Helvetica,Arial,sans-serif;margin:24px;max-width:1100px}"
+         "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
+         "th{background:#f3f3f3}td:first-child{text-align:left}pre{background:#f8f8f8;padding:8px;font-size:12px;"
+         "overflow-x:auto}</style></head><body>\n<h1>" +
+         html_escape(title) + "</h1>\n";
 }
-
-}  // namespace
 
 std::vector<double> nice_ticks(double lo, double hi, int target) {
   if (!(hi > lo)) hi = lo + (lo == 0 ? 1 : std::fabs(lo) * 0.1);
@@ -66,7 +76,7 @@ std::string render_svg(const std::string& title, const std::vector<Panel>& panel
       "font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\">\n"
       "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
       "<text x=\"%d\" y=\"26\" font-size=\"18\" font-weight=\"bold\" text-anchor=\"middle\">%s</text>\n",
-      W, H, W, H, W / 2, esc(title).c_str());
+      W, H, W, H, W / 2, html_escape(title).c_str());
   const int ml = 72, mr = 20, mt = 34, mb = 52;  // margins inside a panel
   for (size_t pi = 0; pi < panels.size(); ++pi) {
     const Panel& p = panels[pi];
@@ -95,7 +105,7 @@ std::string render_svg(const std::string& title, const std::vector<Panel>& panel
     auto X = [&](double x) { return x0 + (x - xlo) / (xhi - xlo) * (x1 - x0); };
     auto Y = [&](double y) { return y1 - (y - ylo) / (yhi - ylo) * (y1 - y0); };
     s += strfmt("<g>\n<text x=\"%d\" y=\"%d\" font-size=\"14\" font-weight=\"bold\" text-anchor=\"middle\">%s</text>\n",
-                (x0 + x1) / 2, oy + 22, esc(p.title).c_str());
+                (x0 + x1) / 2, oy + 22, html_escape(p.title).c_str());
     // Grid and ticks.
     const double xstep = xt.size() > 1 ? xt[1] - xt[0] : 1, ystep = yt.size() > 1 ? yt[1] - yt[0] : 1;
     for (double v : xt) {
@@ -115,9 +125,9 @@ std::string render_svg(const std::string& title, const std::vector<Panel>& panel
     s += strfmt("<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#333\"/>\n", x0, y0, x1 - x0,
                 y1 - y0);
     s += strfmt("<text x=\"%d\" y=\"%d\" font-size=\"12\" text-anchor=\"middle\">%s</text>\n", (x0 + x1) / 2, y1 + 38,
-                esc(p.xlabel).c_str());
+                html_escape(p.xlabel).c_str());
     s += strfmt("<text x=\"%d\" y=\"%d\" font-size=\"12\" text-anchor=\"middle\" transform=\"rotate(-90 %d %d)\">%s</text>\n",
-                ox + 18, (y0 + y1) / 2, ox + 18, (y0 + y1) / 2, esc(p.ylabel).c_str());
+                ox + 18, (y0 + y1) / 2, ox + 18, (y0 + y1) / 2, html_escape(p.ylabel).c_str());
     // Series.
     for (size_t si = 0; si < p.series.size(); ++si) {
       const Series& se = p.series[si];
@@ -126,8 +136,9 @@ std::string render_svg(const std::string& title, const std::vector<Panel>& panel
       for (auto [x, y] : se.points)
         if (std::isfinite(x) && std::isfinite(y)) pts += strfmt("%.1f,%.1f ", X(x), Y(std::clamp(y, ylo, yhi)));
       if (pts.empty()) continue;
-      s += strfmt("<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s points=\"%s\"/>\n", color,
-                  se.dashed ? " stroke-dasharray=\"6,4\"" : "", pts.c_str());
+      if (se.line)
+        s += strfmt("<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s points=\"%s\"/>\n", color,
+                    se.dashed ? " stroke-dasharray=\"6,4\"" : "", pts.c_str());
       if (se.markers)
         for (auto [x, y] : se.points)
           if (std::isfinite(x) && std::isfinite(y))
@@ -164,10 +175,15 @@ std::string render_svg(const std::string& title, const std::vector<Panel>& panel
                   "stroke=\"#bbb\"/>\n", lx, ly, lw, lh);
       for (size_t si = 0; si < p.series.size(); ++si) {
         const int yy = ly + 14 + 16 * static_cast<int>(si);
-        s += strfmt("<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"2\"%s/>\n", lx + 6,
-                    yy - 4, lx + 26, yy - 4, kColors[si % std::size(kColors)],
-                    p.series[si].dashed ? " stroke-dasharray=\"6,4\"" : "");
-        s += strfmt("<text x=\"%d\" y=\"%d\" font-size=\"11\">%s</text>\n", lx + 30, yy, esc(p.series[si].name).c_str());
+        if (p.series[si].line)
+          s += strfmt("<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"2\"%s/>\n",
+                      lx + 6, yy - 4, lx + 26, yy - 4, kColors[si % std::size(kColors)],
+                      p.series[si].dashed ? " stroke-dasharray=\"6,4\"" : "");
+        else
+          s += strfmt("<circle cx=\"%d\" cy=\"%d\" r=\"3.5\" fill=\"%s\"/>\n", lx + 16, yy - 4,
+                      kColors[si % std::size(kColors)]);
+        s += strfmt("<text x=\"%d\" y=\"%d\" font-size=\"11\">%s</text>\n", lx + 30, yy,
+                    html_escape(p.series[si].name).c_str());
       }
     }
     s += "</g>\n";
@@ -263,13 +279,8 @@ std::string sweep_chart(const std::vector<RunResult>& runs, const SloSpec& slo) 
 }
 
 std::string html_report(const nlohmann::json& config, const std::vector<RunResult>& runs, const SloSpec& slo) {
-  std::string h =
-      "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>mopt bench report</title>\n"
-      "<style>body{font-family:DejaVu Sans,Helvetica,Arial,sans-serif;margin:24px;max-width:1100px}"
-      "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
-      "th{background:#f3f3f3}td:first-child{text-align:left}pre{background:#f8f8f8;padding:8px;font-size:12px;"
-      "overflow-x:auto}</style></head><body>\n<h1>mopt bench report</h1>\n";
-  h += "<h2>Configuration</h2>\n<pre>" + esc(config.dump(2)) + "</pre>\n";
+  std::string h = html_page_start("mopt bench report");
+  h += "<h2>Configuration</h2>\n<pre>" + html_escape(config.dump(2)) + "</pre>\n";
   h += "<h2>Results</h2>\n<table><tr><th>load</th><th>ok</th><th>failed</th><th>req/s</th><th>goodput</th>"
        "<th>out tok/s</th><th>TTFT P50</th><th>TTFT P99</th><th>TPOT P50</th><th>TPOT P99</th><th>ITL P99</th>"
        "<th>E2E P99</th></tr>\n";
@@ -277,7 +288,7 @@ std::string html_report(const nlohmann::json& config, const std::vector<RunResul
     const RunSummary& s = r.summary;
     h += strfmt("<tr><td>%s</td><td>%lld</td><td>%lld</td><td>%.2f</td><td>%s</td><td>%.1f</td><td>%.2f</td>"
                 "<td>%.2f</td><td>%.2f</td><td>%.2f</td><td>%.2f</td><td>%.2f</td></tr>\n",
-                esc(s.label).c_str(), static_cast<long long>(s.completed - s.failed),
+                html_escape(s.label).c_str(), static_cast<long long>(s.completed - s.failed),
                 static_cast<long long>(s.failed), s.request_throughput,
                 slo.empty() ? "-" : strfmt("%.2f", s.goodput).c_str(), s.output_throughput, s.ttft.p50 * 1e3,
                 s.ttft.p99 * 1e3, s.tpot.p50 * 1e3, s.tpot.p99 * 1e3, s.itl.p99 * 1e3, s.e2e.p99 * 1e3);
@@ -286,7 +297,7 @@ std::string html_report(const nlohmann::json& config, const std::vector<RunResul
   if (runs.size() >= 2) h += "<h2>Load sweep</h2>\n" + sweep_chart(runs, slo);
   h += "<h2>Latency distributions</h2>\n" + cdf_chart(runs);
   h += "<h2>Per-run details</h2>\n";
-  for (const auto& r : runs) h += "<pre>" + esc(format_summary(r, slo)) + "</pre>\n";
+  for (const auto& r : runs) h += "<pre>" + html_escape(format_summary(r, slo)) + "</pre>\n";
   h += "</body></html>\n";
   return h;
 }

@@ -18,6 +18,7 @@ struct Series {
   std::vector<std::pair<double, double>> points;  // (x, y), drawn in order
   bool markers = false;
   bool dashed = false;
+  bool line = true;  // false: markers only (a scatter plot)
 };
 
 struct Panel {
@@ -38,6 +39,12 @@ std::string render_svg(const std::string& title, const std::vector<Panel>& panel
 std::string cdf_chart(const std::vector<RunResult>& runs);
 // Throughput and latency against the swept load (needs >= 2 runs of one mode).
 std::string sweep_chart(const std::vector<RunResult>& runs, const SloSpec& slo);
+// Text for HTML and SVG: & < > " escaped.
+std::string html_escape(const std::string& s);
+// The start of a self-contained HTML page (doctype, title, the reports' style sheet, <body>, an <h1> title);
+// the caller appends the content and "</body></html>".
+std::string html_page_start(const std::string& title);
+
 // A self-contained HTML page with the summary tables and both charts.
 std::string html_report(const nlohmann::json& config, const std::vector<RunResult>& runs, const SloSpec& slo);
 

@@ -95,8 +95,8 @@ struct Conn {
 
 class Runner {
  public:
-  Runner(const Target& t, Workload& w, const LoadSpec& s, const ProgressFn& p)
-      : target_(t), workload_(w), spec_(s), progress_(p), rng_(s.seed ^ 0xa11c0de5ull) {}
+  Runner(const Target& t, Workload& w, const LoadSpec& s, const ProgressFn& p, const RecordFn& on_record)
+      : target_(t), workload_(w), spec_(s), progress_(p), on_record_(on_record), rng_(s.seed ^ 0xa11c0de5ull) {}
   ~Runner() {
     for (auto& [fd, c] : conns_) close(fd);
     if (epfd_ >= 0) close(epfd_);
@@ -133,11 +133,13 @@ class Runner {
   void tick(int64_t now);
   void arm(int64_t at);
   void report(int64_t now);
+  void record_done(const RequestRecord& r);  // the RecordFn, which may stop the phase
 
   const Target& target_;
   Workload& workload_;
   const LoadSpec& spec_;
   const ProgressFn& progress_;
+  const RecordFn& on_record_;
   Rng rng_;
   ResolvedAddr addr_;
   std::string host_header_;
@@ -149,6 +151,7 @@ class Runner {
   int64_t issued_ = 0, completed_ = 0, failed_ = 0, in_flight_ = 0, out_tokens_ = 0;
   int64_t first_issue_ = -1, last_done_ = -1;
   bool stop_issuing_ = false;
+  bool stopped_early_ = false;
   int64_t not_started_ = 0;
   std::vector<RequestRecord> records_;
   std::vector<int64_t> req_start_;       // [records] start ns
@@ -292,8 +295,16 @@ void Runner::fail(Conn& c, ErrorKind kind, std::string msg, int64_t t) {
     --in_flight_;
     ++failed_;
     last_done_ = t;
+    record_done(r);
   }
   close_conn(c);
+}
+
+void Runner::record_done(const RequestRecord& r) {
+  if (on_record_ && !stopped_early_ && on_record_(r)) {
+    stopped_early_ = true;
+    stop_issuing_ = true;
+  }
 }
 
 void Runner::finish(Conn& c, int64_t t) {
@@ -336,6 +347,7 @@ void Runner::finish(Conn& c, int64_t t) {
   --in_flight_;
   last_done_ = end;
   c.req = -1;
+  record_done(r);
   const bool keep = c.head.keep_alive && (c.head.chunked || c.head.content_length >= 0);
   if (keep) {
     c.reused = true;
@@ -608,14 +620,15 @@ Result<PhaseResult> Runner::run() {
   res.wall_s = first_issue_ >= 0 && last_done_ >= first_issue_ ? static_cast<double>(last_done_ - first_issue_) * 1e-9 : 0;
   res.not_started = not_started_;
   res.client_lag_s = std::move(lag_);
+  res.stopped_early = stopped_early_;
   return res;
 }
 
 }  // namespace
 
 Result<PhaseResult> run_phase(const Target& target, Workload& workload, const LoadSpec& spec,
-                              const ProgressFn& progress) {
-  Runner r(target, workload, spec, progress);
+                              const ProgressFn& progress, const RecordFn& on_record) {
+  Runner r(target, workload, spec, progress, on_record);
   return r.run();
 }
 

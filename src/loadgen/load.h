@@ -84,12 +84,17 @@ struct PhaseResult {
   double wall_s = 0;            // first issue to last completion
   int64_t not_started = 0;      // arrivals still queued when the duration ended
   std::vector<double> client_lag_s;  // now - mopt_sent_ns, when the server echoes send times
+  bool stopped_early = false;   // a RecordFn asked to stop issuing
 };
 
 using ProgressFn = std::function<void(const LiveStats&)>;
+// Called on the load thread with each request's record when it finishes (succeeded or failed). Returning true
+// stops the phase early: no new request is issued, requests in flight finish, queued arrivals count as not
+// started (e.g. `mopt tune` drops a candidate once its SLA can no longer be met).
+using RecordFn = std::function<bool(const RequestRecord&)>;
 // Runs one load phase to completion (all issued requests finished or timed out).
 Result<PhaseResult> run_phase(const Target& target, Workload& workload, const LoadSpec& spec,
-                              const ProgressFn& progress = nullptr);
+                              const ProgressFn& progress = nullptr, const RecordFn& on_record = nullptr);
 
 // Builds the JSON request body for one work item (exposed for tests).
 std::string build_request_body(const Target& target, const WorkItem& item);

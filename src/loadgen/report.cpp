@@ -3,19 +3,15 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/strings.h"
+
 namespace mopt::loadgen {
 
 using json = nlohmann::json;
 
 Result<SloSpec> SloSpec::parse(const std::string& spec) {
   SloSpec s;
-  size_t start = 0;
-  while (start < spec.size()) {
-    size_t comma = spec.find(',', start);
-    if (comma == std::string::npos) comma = spec.size();
-    const std::string item = spec.substr(start, comma - start);
-    start = comma + 1;
-    if (item.empty()) continue;
+  for (const std::string& item : split_nonempty(spec, ',')) {
     const size_t eq = item.find('=');
     if (eq == std::string::npos)
       return error("--slo item '%s': expected name=duration (e.g. ttft=500ms,tpot=50ms,e2e=10s)", item.c_str());

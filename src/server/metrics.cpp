@@ -74,9 +74,38 @@ void ServerMetrics::count_finish(FinishReason r) {
   }
 }
 
-std::string ServerMetrics::render(const EngineStats& s, bool model_loaded) const {
+static const char* kv_dtype_name(KvCacheDtype d) {
+  switch (d) {
+    case KvCacheDtype::kAuto: return "auto";
+    case KvCacheDtype::kFloat32: return "fp32";
+    case KvCacheDtype::kFloat16: return "fp16";
+  }
+  return "?";
+}
+
+std::string ServerMetrics::render(const EngineStats& s, const EngineConfig* cfg) const {
   std::string out;
-  scalar(out, "mopt:model_loaded", "gauge", "1 when the model is loaded and the engine runs.", model_loaded ? 1 : 0);
+  scalar(out, "mopt:model_loaded", "gauge", "1 when the model is loaded and the engine runs.", cfg ? 1 : 0);
+  if (cfg) {
+    // The settings the engine runs with (as vLLM's cache_config_info): what `mopt tune` and `mopt gate` check.
+    header(out, "mopt:engine_config_info", "gauge", "The engine's resolved settings, as labels (value 1).");
+    out += strfmt("mopt:engine_config_info{device=\"%s\",block_size=\"%d\",max_num_seqs=\"%d\","
+                  "max_num_batched_tokens=\"%d\",max_model_len=\"%d\",num_blocks=\"%d\",kv_cache_dtype=\"%s\","
+                  "prefix_caching=\"%s\",enforce_eager=\"%s\"} 1\n",
+                  device_name(cfg->runner.device), cfg->block_size, cfg->max_num_seqs, cfg->max_num_batched_tokens,
+                  cfg->max_model_len, s.num_blocks, kv_dtype_name(cfg->runner.kv_cache_dtype),
+                  cfg->enable_prefix_caching ? "true" : "false", cfg->runner.enforce_eager ? "true" : "false");
+  }
+  scalar(out, "mopt:cuda_graphs_enabled", "gauge", "1 when decode steps replay CUDA graphs (CUDA, no --enforce-eager).",
+         s.runner.cuda_graphs_enabled ? 1 : 0);
+  scalar(out, "mopt:cuda_graphs_captured", "gauge", "CUDA graph instances captured (one per decode batch bucket).",
+         s.runner.cuda_graphs);
+  scalar(out, "mopt:cuda_graph_launches_total", "counter", "Engine steps that ran as a CUDA graph replay.",
+         static_cast<double>(s.runner.cuda_graph_launches));
+  if (s.runner.device_memory_used >= 0)
+    scalar(out, "mopt:device_memory_used_bytes", "gauge",
+           "Memory in use on the GPU, all processes (cudaMemGetInfo: total - free).",
+           static_cast<double>(s.runner.device_memory_used));
   scalar(out, "mopt:num_requests_running", "gauge", "Requests in the running batch.", s.running);
   scalar(out, "mopt:num_requests_waiting", "gauge", "Requests waiting to be scheduled.", s.waiting);
   scalar(out, "mopt:num_requests_swapped", "gauge", "Requests swapped out to host memory.", s.swapped);

@@ -50,8 +50,9 @@ struct ServerMetrics {
   Histogram queue_time;  // seconds a request waited in the engine before it was first scheduled
 
   void count_finish(FinishReason r);
-  // Full exposition text; `stats` is a fresh EngineStats snapshot.
-  std::string render(const EngineStats& stats, bool model_loaded) const;
+  // Full exposition text; `stats` is a fresh EngineStats snapshot, `config` the engine's resolved settings (null
+  // while the model loads).
+  std::string render(const EngineStats& stats, const EngineConfig* config) const;
 };
 
 }  // namespace mopt::server

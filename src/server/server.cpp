@@ -68,7 +68,10 @@ json bytes_of(const std::string& s) {
 
 }  // namespace
 
-Server::Server(ServeOptions opts) : opts_(std::move(opts)) {
+Server::Server(ServeOptions opts) : opts_(std::move(opts)), faults_(opts_.test_fault) {
+  if (opts_.test_fault != TestFault::kNone)
+    MOPT_LOG_WARN("--test-fault %s is armed: this server has a planted defect (a test-only switch)",
+                  test_fault_name(opts_.test_fault));
   if (opts_.served_model_names.empty()) opts_.served_model_names.push_back("mopt");
   created_ = static_cast<int64_t>(std::time(nullptr));
   if (opts_.web_console) console_ = std::make_unique<WebConsole>(opts_.root_path);
@@ -231,7 +234,7 @@ void Server::handle_metrics(const HttpRequest& req, ResponseWriter& w) {
   const ServedModel* m = model();
   EngineStats s = m ? m->engine->stats() : EngineStats{};
   Headers h{{"Content-Type", "text/plain; version=0.0.4; charset=utf-8"}};
-  w.send(200, h, metrics_.render(s, m != nullptr));
+  w.send(200, h, metrics_.render(s, m ? &m->engine->config() : nullptr));
 }
 
 void Server::handle_console(const HttpRequest& req, ResponseWriter& w) {
@@ -377,6 +380,8 @@ void Server::handle_generate(const HttpRequest& req, ResponseWriter& w, bool cha
     min_room = std::min(min_room, max_len - n);
   }
   if (!g.max_tokens_given) g.params.max_tokens = chat ? min_room : std::min(16, min_room);
+
+  if (auto fault = faults_.before_request()) return send_error(w, *fault, req);
 
   // ---- submit one engine request per (prompt, choice)
   auto ch = std::make_shared<Channel>();

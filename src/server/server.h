@@ -19,6 +19,7 @@
 #include "server/http.h"
 #include "server/metrics.h"
 #include "server/openai.h"
+#include "server/test_fault.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -36,6 +37,7 @@ struct ServeOptions {
   double health_stall_s = 30;   // /health fails when work is pending and no engine step finished for this long
   bool web_console = true;      // GET / serves the web console (server/console.h)
   std::string root_path;        // prefix a proxy serves us under ("" or "/a/b", see check_root_path())
+  TestFault test_fault = TestFault::kNone;  // test-only defects for mopt gate's tests (server/test_fault.h)
 };
 
 // What the server serves, attached once the model is loaded (until then generation answers 503 + Retry-After).
@@ -93,6 +95,7 @@ class Server {
   std::unique_ptr<HttpServer> http_;
   ServerMetrics metrics_;
   std::unique_ptr<WebConsole> console_;  // null with --no-web-console
+  FaultInjector faults_;
   std::atomic<bool> loaded_{false};
   ServedModel model_;  // written once before loaded_ is set
   std::atomic<uint64_t> next_id_{1};

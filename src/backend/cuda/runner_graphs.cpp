@@ -109,7 +109,19 @@ Status CudaRunner::run_graph(const StepShape& s) {
     }
   }
   MOPT_CUDA_TRY(cudaGraphLaunch(g.exec, stream_));
+  ++graph_launches_;
   return Status::ok();
+}
+
+RunnerRuntimeStats CudaRunner::runtime_stats() const {
+  RunnerRuntimeStats r;
+  r.cuda_graphs_enabled = !opts_.enforce_eager;
+  for (const auto& [bucket, g] : graphs_) r.cuda_graphs += g.exec ? 1 : 0;
+  r.cuda_graph_launches = graph_launches_;
+  size_t free_b = 0, total_b = 0;
+  if (cudaSetDevice(device_id_) == cudaSuccess && cudaMemGetInfo(&free_b, &total_b) == cudaSuccess)
+    r.device_memory_used = static_cast<int64_t>(total_b - free_b);
+  return r;
 }
 
 }  // namespace mopt::cuda

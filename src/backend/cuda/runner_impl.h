@@ -89,6 +89,7 @@ class CudaRunner final : public CudaModelRunner {
   std::string gemm_report() const override { return gemm_.describe(); }
   Result<StepProfile> profile_step(const ForwardBatch& batch) override;
   Status reset_graphs(bool use_graphs) override;
+  RunnerRuntimeStats runtime_stats() const override;
 
  private:
   CudaRunner() = default;
@@ -218,6 +219,7 @@ class CudaRunner final : public CudaModelRunner {
   };
   bool refine_graph_plans_ = false;  // extras.refine_graph_plans
   std::map<int, GraphEntry> graphs_;
+  uint64_t graph_launches_ = 0;  // steps replayed as a graph (runtime_stats)
   StepShape last_shape_;
 
   // profile_step: events recorded by mark() (reused across calls), and whether marks are being taken.

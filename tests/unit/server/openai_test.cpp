@@ -188,12 +188,24 @@ TEST(Metrics, RenderHasTheRequiredFamilies) {
   s.waiting = 2;
   s.kv_usage = 0.25;
   s.prefix_cache_hits = 7;
-  std::string out = m.render(s, true);
+  s.runner.cuda_graphs = 2;
+  EngineConfig cfg;
+  cfg.block_size = 32;
+  cfg.runner.device = DeviceKind::kCpu;
+  cfg.enable_prefix_caching = false;
+  std::string out = m.render(s, &cfg);
+  EXPECT_NE(out.find("mopt:engine_config_info{device=\"cpu\",block_size=\"32\",max_num_seqs=\"256\","
+                     "max_num_batched_tokens=\"2048\",max_model_len=\"0\",num_blocks=\"0\","
+                     "kv_cache_dtype=\"auto\",prefix_caching=\"false\",enforce_eager=\"false\"} 1\n"),
+            std::string::npos) << out;
+  EXPECT_EQ(out.find("mopt:device_memory_used_bytes"), std::string::npos) << "no device: no device memory line";
+  EXPECT_EQ(m.render(s, nullptr).find("mopt:engine_config_info{"), std::string::npos) << "no settings while loading";
   for (const char* needle :
        {"mopt:num_requests_running 3\n", "mopt:num_requests_waiting 2\n", "mopt:num_requests_swapped 0\n",
         "mopt:kv_cache_usage_perc 0.25\n", "mopt:prefix_cache_hits_total 7\n", "mopt:prefix_cache_queries_total 0\n",
         "mopt:prompt_tokens_total 0\n", "mopt:generation_tokens_total 0\n", "mopt:num_preemptions_total 0\n",
-        "mopt:request_success_total{finished_reason=\"length\"} 2\n",
+        "mopt:request_success_total{finished_reason=\"length\"} 2\n", "mopt:model_loaded 1\n",
+        "mopt:cuda_graphs_enabled 0\n", "mopt:cuda_graphs_captured 2\n", "mopt:cuda_graph_launches_total 0\n",
         "# TYPE mopt:time_to_first_token_seconds histogram\n", "# TYPE mopt:inter_token_latency_seconds histogram\n",
         "# TYPE mopt:e2e_request_latency_seconds histogram\n", "# TYPE mopt:request_queue_time_seconds histogram\n"})
     EXPECT_NE(out.find(needle), std::string::npos) << needle;
