@@ -1,0 +1,260 @@
+#include "tune/tune.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+
+#include "backend/runner.h"
+#include "core/strfmt.h"
+#include "core/strings.h"
+#include "model/model.h"
+#include "tune/search.h"
+#include "tune/server_process.h"
+#include "tune/space.h"
+#include "tune/trial_log.h"
+
+namespace mopt::tune {
+
+using json = nlohmann::json;
+
+namespace {
+
+std::string duration_text(double s) {
+  if (!(s >= 0)) return "?";
+  const long t = std::lround(s);
+  if (t >= 3600) return strfmt("%ldh%02ldm", t / 3600, t / 60 % 60);
+  if (t >= 60) return strfmt("%ldm%02lds", t / 60, t % 60);
+  return strfmt("%lds", t);
+}
+
+Status write_file(const std::string& path, const std::string& data) {
+  std::ofstream f(path, std::ios::binary);
+  f << data;
+  f.close();
+  if (!f) return error("cannot write '%s'", path.c_str());
+  return Status::ok();
+}
+
+// Prompt + output tokens of a long request of the workload (its 99th percentiles; prompt words as tokens, with
+// half again for words that split), for the KV memory candidates.
+int workload_seq_len(const loadgen::WorkloadOptions& w) {
+  const double in = w.input_len.quantile(0.99) + w.shared_prefix_len;
+  const double out = w.output_len.quantile(0.99);
+  return static_cast<int>(std::ceil(1.5 * std::max(1.0, in) + std::max(1.0, out)));
+}
+
+struct ModelFacts {
+  uint64_t kv_bytes_per_token = 0;  // fp32 elements, the largest over the variants
+  int context_length = 0;           // the smallest over the variants
+};
+
+Result<ModelFacts> read_models(const std::vector<std::string>& models) {
+  ModelFacts f;
+  for (const auto& m : models) {
+    auto model = load_model(m);
+    if (!model) return model.status().with_context("-m " + m);
+    const ModelConfig& c = (*model)->config;
+    f.kv_bytes_per_token = std::max(f.kv_bytes_per_token, c.kv_bytes_per_token(4));
+    if (c.context_length > 0) f.context_length = f.context_length ? std::min(f.context_length, c.context_length)
+                                                                   : c.context_length;
+  }
+  return f;
+}
+
+}  // namespace
+
+Result<TuneOutcome> run_tune(const TuneOptions& opt) {
+  if (opt.models.empty()) return error("give the model to tune with -m (several -m: variants to choose among)");
+  if (opt.max_trials <= 0 && opt.time_budget_s <= 0) return error("give a budget: --trials N and/or --time-budget");
+  if (opt.max_trials > 0 && opt.max_trials < (opt.confirm ? 3 : 2))
+    return error("--trials %d is too few: the defaults, at least one candidate%s", opt.max_trials,
+                 opt.confirm ? " and the re-run of the winner (or --no-confirm)" : "");
+  if (opt.trial.load.load.num_requests <= 0) return error("--num-requests must be > 0 (requests per trial)");
+  MOPT_ASSIGN_OR_RETURN(Sla sla, Sla::parse(opt.slo));
+  const double t_start = monotonic_s();
+
+  FixedSettings fixed = opt.fixed;
+  if (fixed.device == "auto") fixed.device = device_name(resolve_device(DeviceKind::kAuto));
+  const bool is_cuda = fixed.device == "cuda";
+  MOPT_ASSIGN_OR_RETURN(ModelFacts facts, read_models(opt.models));
+
+  SpaceInputs in;
+  in.is_cuda = is_cuda;
+  in.n_models = static_cast<int>(opt.models.size());
+  const loadgen::LoadSpec& load = opt.trial.load.load;
+  in.concurrency = load.mode == loadgen::LoadSpec::Mode::kConcurrency
+                       ? load.concurrency
+                       : (load.max_concurrency > 0 ? load.max_concurrency : 0);
+  in.seq_len = workload_seq_len(opt.trial.load.workload);
+  in.max_model_len = fixed.max_model_len > 0 ? fixed.max_model_len : facts.context_length;
+  in.kv_bytes_per_token = facts.kv_bytes_per_token;
+  for (const auto& [name, values] : opt.search) {
+    MOPT_ASSIGN_OR_RETURN(Knob k, knob_from_name(name));
+    std::vector<int64_t> vals;
+    for (const std::string& item : split_nonempty(values, ',')) {
+      auto v = parse_knob_value(k, item);
+      if (!v) return v.status().with_context("--search " + name);
+      vals.push_back(*v);
+    }
+    in.overrides.emplace_back(k, vals);
+  }
+  MOPT_ASSIGN_OR_RETURN(SearchSpace space, build_space(in));
+
+  json space_j = json::object();
+  for (const auto& d : space.dims) {
+    json vals = json::array();
+    for (int64_t v : d.values) vals.push_back(format_knob_value(d.knob, v, opt.models));
+    space_j[knob_name(d.knob)] = {{"values", vals}, {"seed", format_knob_value(d.knob, d.values[d.seed], opt.models)}};
+  }
+  const json study = {{"models", opt.models},
+                      {"device", fixed.device},
+                      {"threads", fixed.threads},
+                      {"max_model_len", fixed.max_model_len},
+                      {"load", opt.trial.load.to_json()},
+                      {"sla", sla.to_string()},
+                      {"space", space_j},
+                      {"fixed", space.base.to_json(opt.models)}};
+
+  mkdir(opt.trial.out_dir.c_str(), 0755);
+  MOPT_ASSIGN_OR_RETURN(TrialLog log, TrialLog::open(opt.trial.out_dir + "/trials.jsonl", study, opt.resume));
+  for (const auto& n : log.notes()) std::fprintf(stderr, "mopt tune: %s\n", n.c_str());
+
+  std::fprintf(stderr, "mopt tune: %zu model variant(s) on %s; %s\nSLA %s; search space (%.0f points, seed in "
+                       "brackets):\n%s",
+               opt.models.size(), fixed.device.c_str(), opt.trial.load.describe().c_str(), sla.to_string().c_str(),
+               space.size(), space.describe(opt.models).c_str());
+
+  TuneOutcome out;
+  TuneReport& rep = out.report;
+  rep.study = study;
+  rep.sla = sla;
+  std::map<std::string, size_t> by_key;  // key -> index into rep.trials
+  for (const auto& t : log.previous()) {
+    by_key[t.key] = rep.trials.size();
+    rep.trials.push_back(t);
+  }
+  if (!log.previous().empty())
+    std::fprintf(stderr, "mopt tune: resuming with %zu logged trial(s)\n", log.previous().size());
+
+  const int search_budget = opt.max_trials > 0 ? opt.max_trials - (opt.confirm ? 1 : 0) : 1 << 30;
+  int best = -1;  // index of the best feasible search trial
+  auto best_goodput = [&] { return best >= 0 ? rep.trials[static_cast<size_t>(best)].goodput : 0.0; };
+  auto consider = [&](size_t i) {
+    const TrialResult& t = rep.trials[i];
+    if (t.role == "search" && t.feasible && (best < 0 || t.goodput > best_goodput())) best = static_cast<int>(i);
+  };
+  for (size_t i = 0; i < rep.trials.size(); ++i) consider(i);
+  int ran_here = 0;
+  double trial_seconds = 0;
+
+  // Runs (or finds in the log) one trial; nullopt when the budget is spent.
+  auto trial = [&](const std::string& key, const std::string& role, const std::string& brief, const json& settings,
+                   const std::vector<std::string>& args, bool counted) -> std::optional<size_t> {
+    if (auto it = by_key.find(key); it != by_key.end()) return it->second;
+    const int n_search = static_cast<int>(std::count_if(rep.trials.begin(), rep.trials.end(),
+                                                        [](const TrialResult& t) { return t.role != "confirm"; }));
+    if (counted && n_search >= search_budget) return std::nullopt;
+    if (counted && opt.time_budget_s > 0 && monotonic_s() - t_start >= opt.time_budget_s) return std::nullopt;
+    TrialResult spec;
+    spec.index = static_cast<int>(rep.trials.size()) + 1;
+    spec.key = key;
+    spec.role = role;
+    spec.settings = settings;
+    spec.serve_args = args;
+    if (opt.progress_lines)
+      std::fprintf(stderr, "[trial %d%s] %s ...\n", spec.index,
+                   opt.max_trials > 0 ? strfmt("/%d", opt.max_trials).c_str() : "", brief.c_str());
+    // A re-run is a measurement of reproducibility: never stopped for being worse than the best.
+    TrialResult t = run_trial(opt.trial, sla, spec, role == "confirm" ? 0.0 : best_goodput());
+    if (Status st = log.append(t); !st) std::fprintf(stderr, "mopt tune: %s\n", st.message().c_str());
+    ++ran_here;
+    trial_seconds += t.seconds;
+    by_key[key] = rep.trials.size();
+    rep.trials.push_back(t);
+    consider(rep.trials.size() - 1);
+    if (opt.progress_lines) {
+      const double elapsed = monotonic_s() - t_start;
+      const double per = trial_seconds / ran_here;
+      double left = -1;
+      if (opt.max_trials > 0) left = per * std::max(0, opt.max_trials - static_cast<int>(rep.trials.size()));
+      if (opt.time_budget_s > 0) left = left < 0 ? opt.time_budget_s - elapsed : std::min(left, opt.time_budget_s - elapsed);
+      std::string res = t.measured() ? strfmt("goodput %.2f req/s, P99 TTFT %.0f ms, P99 TPOT %.1f ms, SLA %s",
+                                              t.goodput, t.ttft_p99 * 1e3, t.tpot_p99 * 1e3,
+                                              t.feasible ? "met" : "missed")
+                                     : std::string("no measurement");
+      std::fprintf(stderr, "[trial %d] %s: %s (%.0f s)%s | best %s | elapsed %s, left ~%s\n", t.index,
+                   t.status.c_str(), res.c_str(), t.seconds,
+                   t.detail.empty() ? "" : (" - " + t.detail.substr(0, t.detail.find('\n'))).c_str(),
+                   best >= 0 ? strfmt("%.2f req/s (trial %d)", best_goodput(), rep.trials[static_cast<size_t>(best)].index).c_str() : "none yet",
+                   duration_text(elapsed).c_str(), duration_text(std::max(0.0, left)).c_str());
+    }
+    return rep.trials.size() - 1;
+  };
+
+  // 1. The baseline: serve's defaults.
+  auto d = trial("defaults", "defaults", "serve's defaults", json::object(), default_serve_args(opt.models, fixed),
+                 true);
+  if (d) rep.defaults = static_cast<int>(*d);
+  // 2. The search.
+  SearchOutcome so = coordinate_search(
+      space,
+      [&](const std::vector<int>& p) -> std::optional<Score> {
+        const Settings s = space.at(p);
+        auto i = trial(s.key(), "search", s.brief(opt.models, is_cuda), s.to_json(opt.models),
+                       s.serve_args(opt.models, fixed, is_cuda), true);
+        if (!i) return std::nullopt;
+        return rep.trials[*i].score();
+      },
+      opt.min_gain);
+  rep.stop_reason = so.converged ? strfmt("converged: no neighbour of the best point improves goodput by %.0f%%",
+                                          opt.min_gain * 100)
+                                 : "the budget ran out before the search converged";
+  rep.stop_reason += strfmt(" (%d search trials)", so.evaluations);
+
+  // 3. The winner and its re-run.
+  if (best >= 0) {
+    rep.winner = best;
+    const TrialResult& w = rep.trials[static_cast<size_t>(best)];
+    MOPT_ASSIGN_OR_RETURN(Settings ws, Settings::from_key(w.key));
+    const TrialResult* base = rep.defaults >= 0 ? &rep.trials[static_cast<size_t>(rep.defaults)] : nullptr;
+    rep.margin = strfmt("trial %d: goodput %.2f req/s", w.index, w.goodput);
+    if (base && base->measured())
+      rep.margin += strfmt(" vs %.2f with serve's defaults (%s%s)", base->goodput,
+                           base->goodput > 0 ? strfmt("%+.0f%%", (w.goodput / base->goodput - 1) * 100).c_str()
+                                             : "the defaults had none",
+                           base->feasible ? "" : "; the defaults missed the SLA");
+    if (opt.confirm) {
+      auto c = trial(w.key + ";confirm", "confirm", strfmt("re-run of trial %d", w.index), w.settings, w.serve_args,
+                     false);
+      if (c) {
+        rep.confirm = static_cast<int>(*c);
+        const TrialResult& ct = rep.trials[*c];
+        rep.reproduced = ct.measured() ? strfmt("trial %d: goodput %.2f req/s (%+.1f%% against the search's %.2f), "
+                                                "SLA %s", ct.index, ct.goodput, (ct.goodput / w.goodput - 1) * 100,
+                                                w.goodput, ct.feasible ? "met" : "missed")
+                                       : strfmt("trial %d: %s", ct.index, ct.status.c_str());
+      }
+    }
+    rep.toml_path = opt.trial.out_dir + "/best.toml";
+    rep.toml = settings_toml(ws, opt.models, fixed, is_cuda,
+                             strfmt("mopt tune: the settings with the highest goodput under %s\n%s\nserve with: mopt "
+                                    "serve --config %s",
+                                    sla.to_string().c_str(), rep.margin.c_str(), rep.toml_path.c_str()));
+    MOPT_TRY(write_file(rep.toml_path, rep.toml));
+    out.found = true;
+  }
+  const std::string dir = opt.trial.out_dir;
+  MOPT_TRY(write_file(dir + "/report.md", "# mopt tune\n\nSLA: `" + sla.to_string() + "`. " +
+                                              (rep.margin.empty() ? "No trial met the SLA." : rep.margin + ".") +
+                                              (rep.reproduced.empty() ? "" : " Re-run: " + rep.reproduced + ".") +
+                                              "\n\n" + report_markdown(rep)));
+  MOPT_TRY(write_file(dir + "/report.svg", report_svg(rep)));
+  MOPT_TRY(write_file(dir + "/report.html", report_html(rep)));
+  return out;
+}
+
+}  // namespace mopt::tune
