@@ -4,6 +4,7 @@
 
 #include <climits>
 #include <cstdio>
+#include <filesystem>
 
 #include "cli/commands.h"
 #include "cli/load_flags.h"
@@ -81,6 +82,12 @@ int run_tune_cmd(TuneArgs& a) {
   if (!style) return fail(style.status());
   o.trial.progress = *style;
   o.confirm = !a.no_confirm;
+  // best.toml must work from any directory: absolute model paths.
+  for (auto& m : o.models) {
+    std::error_code ec;
+    const auto abs = std::filesystem::absolute(m, ec);
+    if (!ec) m = abs.lexically_normal().string();
+  }
   o.trial.binary = self_path();
   o.trial.sample_gpu = o.fixed.device != "cpu";
   auto out = tune::run_tune(o);

@@ -4,9 +4,9 @@
 
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/files.h"
 #include "core/strings.h"
 #include "loadgen/charts.h"
 #include "loadgen/monitor.h"
@@ -31,18 +31,6 @@ Result<std::vector<double>> parse_list(const std::string& s, bool allow_inf) {
   return out;
 }
 
-namespace {
-
-Status write_file(const std::string& path, const std::string& data) {
-  std::ofstream f(path, std::ios::binary);
-  if (!f) return error("cannot write '%s' (does the directory exist and is it writable?)", path.c_str());
-  f << data;
-  f.close();
-  if (!f) return error("error writing '%s'", path.c_str());
-  return Status::ok();
-}
-
-}  // namespace
 
 Result<std::vector<RunResult>> run_bench(BenchOptions o) {
   MOPT_ASSIGN_OR_RETURN(Url url, parse_url(o.url));

@@ -93,6 +93,24 @@ Result<double> parse_number(std::string_view s) {
   return v;
 }
 
+Result<double> parse_bytes(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size() && (std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.')) ++i;
+  const std::string_view unit = s.substr(i);
+  double mult = 0;
+  if (unit.empty() || unit == "B") mult = 1;
+  else if (unit == "K" || unit == "KiB") mult = 1024.0;
+  else if (unit == "M" || unit == "MiB") mult = 1024.0 * 1024;
+  else if (unit == "G" || unit == "GiB") mult = 1024.0 * 1024 * 1024;
+  else if (unit == "KB") mult = 1e3;
+  else if (unit == "MB") mult = 1e6;
+  else if (unit == "GB") mult = 1e9;
+  auto num = parse_number(s.substr(0, i));
+  if (!num || mult == 0 || !(*num >= 0))
+    return error("'%s' is not a size (e.g. 512MiB, 2GiB, 100MB, 4096)", std::string(s).c_str());
+  return *num * mult;
+}
+
 Result<double> parse_duration(std::string_view s, double bare_unit_s) {
   std::string str(s);
   size_t i = 0;

@@ -63,6 +63,8 @@ struct Distribution {
 
 // "500ms", "2s", "1.5m", "250us", "3h"; a bare number uses `bare_unit_s` (1.0 = seconds, 1e-3 = milliseconds).
 Result<double> parse_duration(std::string_view s, double bare_unit_s);
+// "512MiB", "2GiB", "1.5G" (binary: K, M, G, KiB, MiB, GiB), "100MB", "1GB" (decimal), "4096" or "4096B": bytes.
+Result<double> parse_bytes(std::string_view s);
 // Strict number parse (whole string).
 Result<double> parse_number(std::string_view s);
 

@@ -1,6 +1,6 @@
 // Test-only fault injection for `mopt gate`'s own tests (`mopt serve --test-fault KIND`, a hidden flag). Each kind
 // plants one defect that exactly one production gate must catch, and nothing else:
-//   leak   every generation request retains 256 KiB of touched memory that is never freed (host RSS grows);
+//   leak   every generation request retains 64 KiB of touched memory that is never freed (host RSS grows);
 //   slow   every 20th generation request (index 19, 39, ...) waits 4 s before it reaches the engine (the tail);
 //   error  every 20th generation request (index 19, 39, ...) is answered 500 without generating (the error rate).
 // The first requests after a start are never affected, so restart times stay honest. Never use it in production:
@@ -29,7 +29,7 @@ class FaultInjector {
  public:
   static constexpr uint64_t kEvery = 20;               // slow / error: one request in kEvery
   static constexpr double kSlowSeconds = 4.0;          // slow: added before the request reaches the engine
-  static constexpr size_t kLeakBytes = 256 * 1024;     // leak: retained per request
+  static constexpr size_t kLeakBytes = 64 * 1024;      // leak: retained per request
 
   explicit FaultInjector(TestFault f = TestFault::kNone) : fault_(f) {}
   TestFault fault() const { return fault_; }

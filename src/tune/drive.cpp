@@ -76,11 +76,13 @@ Result<RunResult> drive(const std::string& host, int port, const LoadPlan& plan,
   RunResult run;
   run.spec = plan.load;
   Monitor mon(host, port, "mopt:", opt.scrape_interval_s, opt.sample_gpu);
-  mon.start();
+  if (opt.on_measure_start) opt.on_measure_start();
+  if (opt.monitor) mon.start();
   ProgressPrinter pp(opt.progress, opt.progress_label);
   auto r = run_phase(t, wl, run.spec, [&](const LiveStats& s) { pp.update(s); }, opt.on_record);
   pp.finish();
-  run.monitor = mon.stop();
+  if (opt.monitor) run.monitor = mon.stop();
+  else run.monitor.metrics_note = "server metrics not collected";
   if (!r) return r.status();
   run.phase = std::move(r).value();
   run.summary = summarize_run(run.phase, run.spec, slo);

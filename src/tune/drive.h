@@ -3,6 +3,7 @@
 // per soak; both then read the same RunResult `mopt bench` would print.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "core/status.h"
@@ -27,9 +28,11 @@ struct LoadPlan {
 struct DriveOptions {
   loadgen::ProgressPrinter::Style progress = loadgen::ProgressPrinter::Style::kOff;
   std::string progress_label = "load";
+  bool monitor = true;             // scrape /metrics around and during the measured phase
   bool sample_gpu = false;         // NVML samples (a CUDA server)
   double scrape_interval_s = 1.0;
   loadgen::RecordFn on_record;     // may stop the measured phase early
+  std::function<void()> on_measure_start;  // called after the warm-up, just before the measured phase
 };
 
 // Warm-up, then the measured phase against host:port. An error only when the load cannot be run at all (bad

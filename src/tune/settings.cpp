@@ -52,19 +52,10 @@ Result<int64_t> parse_knob_value(Knob k, const std::string& t) {
       if (t == "fp32") return 1;
       return error("kv-cache-dtype: '%s' is not fp16 or fp32", t.c_str());
     case Knob::kKvCacheMemory: {
-      if (t == "auto" || t == "0") return 0;
-      size_t i = 0;
-      while (i < t.size() && (std::isdigit(static_cast<unsigned char>(t[i])) || t[i] == '.')) ++i;
-      auto num = loadgen::parse_number(t.substr(0, i));
-      const std::string unit = t.substr(i);
-      double mult = 0;
-      if (unit.empty() || unit == "B") mult = 1;
-      else if (unit == "KiB" || unit == "K") mult = 1024.0;
-      else if (unit == "MiB" || unit == "M") mult = 1024.0 * 1024;
-      else if (unit == "GiB" || unit == "G") mult = 1024.0 * 1024 * 1024;
-      if (!num || mult == 0 || !(*num > 0))
-        return error("kv-cache-memory: '%s' is not a size (e.g. 256MiB, 2GiB, or auto)", t.c_str());
-      return static_cast<int64_t>(*num * mult);
+      if (t == "auto") return 0;
+      auto b = loadgen::parse_bytes(t);
+      if (!b) return error("kv-cache-memory: '%s' is not a size (e.g. 256MiB, 2GiB, or auto)", t.c_str());
+      return static_cast<int64_t>(*b);
     }
     case Knob::kModel:
     case Knob::kMaxNumSeqs:

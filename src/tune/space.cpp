@@ -56,19 +56,24 @@ int nearest(const std::vector<int64_t>& values, int64_t target) {
 
 }  // namespace
 
-Result<SearchSpace> build_space(const SpaceInputs& in) {
-  if (in.n_models < 1) return error("no model to tune");
-  SearchSpace sp;
-  Settings& b = sp.base;
-  // The engine's defaults (EngineConfig) where a knob is not searched.
+Settings engine_defaults(bool is_cuda) {
+  Settings b;
   b[Knob::kModel] = 0;
   b[Knob::kMaxNumSeqs] = 256;
   b[Knob::kMaxNumBatchedTokens] = 2048;
-  b[Knob::kBlockSize] = in.is_cuda ? 16 : 64;
+  b[Knob::kBlockSize] = is_cuda ? 16 : 64;
   b[Knob::kKvCacheDtype] = 0;
   b[Knob::kPrefixCaching] = 1;
   b[Knob::kCudaGraphs] = 1;
   b[Knob::kKvCacheMemory] = 0;
+  return b;
+}
+
+Result<SearchSpace> build_space(const SpaceInputs& in) {
+  if (in.n_models < 1) return error("no model to tune");
+  SearchSpace sp;
+  Settings& b = sp.base;
+  b = engine_defaults(in.is_cuda);  // where a knob is not searched
 
   // More sequences than requests in flight never run; more than the KV memory holds only preempt.
   int64_t seq_cap = 256;

@@ -45,4 +45,8 @@ struct SpaceInputs {
 
 Result<SearchSpace> build_space(const SpaceInputs& in);
 
+// serve's own defaults (EngineConfig's) as settings: the first model, 256 sequences, 2048 batched tokens, the
+// backend's block size (CPU 64, CUDA 16), fp16 KV (CPU), prefix caching and CUDA graphs on, KV memory derived.
+Settings engine_defaults(bool is_cuda);
+
 }  // namespace mopt::tune

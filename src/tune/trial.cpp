@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <csignal>
 #include <condition_variable>
-#include <fstream>
 #include <mutex>
 #include <thread>
 
+#include "core/files.h"
 #include "core/strfmt.h"
 #include "tune/server_process.h"
 
@@ -38,7 +38,7 @@ json TrialResult::to_json() const {
           {"e2e_p99", e2e_p99},   {"error_rate", error_rate},
           {"excess", excess},     {"requests", requests},
           {"failed", failed},     {"sla", checks_j},
-          {"startup_s", startup_s}, {"seconds", seconds},
+          {"startup_s", startup_s}, {"seconds", seconds}, {"measured_s", measured_s},
           {"evidence", evidence}, {"server_log", server_log}};
 }
 
@@ -71,6 +71,7 @@ Result<TrialResult> TrialResult::from_json(const json& j) {
                           c.at("limit").get<double>(), c.at("met").get<bool>()});
     t.startup_s = num("startup_s");
     t.seconds = num("seconds");
+    t.measured_s = num("measured_s");
     t.evidence = j.at("evidence").get<std::string>();
     t.server_log = j.at("server_log").get<std::string>();
     return t;
@@ -177,6 +178,7 @@ TrialResult run_trial(const TrialOptions& opt, const Sla& sla, TrialResult t, do
     t.e2e_p99 = s.e2e.n ? s.e2e.p99 : NAN;
     t.requests = s.completed;
     t.failed = s.failed;
+    t.measured_s = s.duration_s;
     t.error_rate = s.completed ? static_cast<double>(s.failed) / static_cast<double>(s.completed) : 0;
     t.checks = sla.check(s);
     t.excess = sla.excess(s);
@@ -184,7 +186,7 @@ TrialResult run_trial(const TrialOptions& opt, const Sla& sla, TrialResult t, do
                    {"sla", sla.to_string()}, {"stopped_early", run->phase.stopped_early},
                    {"stop_reason", stopper.reason()}};
     t.evidence = stem + ".json";
-    std::ofstream(t.evidence) << loadgen::results_json(config, {*run}, slo).dump(1);
+    if (Status st = write_file(t.evidence, loadgen::results_json(config, {*run}, slo).dump(1)); !st) t.evidence.clear();
   }
   if (timed_out) return finish("timeout", strfmt("the trial ran over %.0f s (--trial-timeout); the server was killed",
                                                  opt.trial_timeout_s));

@@ -42,6 +42,7 @@ struct TrialResult {
   int64_t requests = 0, failed = 0;
   std::vector<SlaCheck> checks;
   double startup_s = 0, seconds = 0;    // spawn to ready; the whole trial
+  double measured_s = 0;                // the measured phase's wall time (first request to last answer)
   std::string evidence, server_log;     // paths
 
   bool measured() const { return status == "ok" || status == "stopped_early"; }

@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <map>
 
 #include "backend/runner.h"
+#include "core/files.h"
 #include "core/strfmt.h"
 #include "core/strings.h"
 #include "model/model.h"
@@ -31,13 +31,6 @@ std::string duration_text(double s) {
   return strfmt("%lds", t);
 }
 
-Status write_file(const std::string& path, const std::string& data) {
-  std::ofstream f(path, std::ios::binary);
-  f << data;
-  f.close();
-  if (!f) return error("cannot write '%s'", path.c_str());
-  return Status::ok();
-}
 
 // Prompt + output tokens of a long request of the workload (its 99th percentiles; prompt words as tokens, with
 // half again for words that split), for the KV memory candidates.
@@ -70,9 +63,9 @@ Result<ModelFacts> read_models(const std::vector<std::string>& models) {
 Result<TuneOutcome> run_tune(const TuneOptions& opt) {
   if (opt.models.empty()) return error("give the model to tune with -m (several -m: variants to choose among)");
   if (opt.max_trials <= 0 && opt.time_budget_s <= 0) return error("give a budget: --trials N and/or --time-budget");
-  if (opt.max_trials > 0 && opt.max_trials < (opt.confirm ? 3 : 2))
+  if (opt.max_trials > 0 && opt.max_trials < (opt.confirm ? 4 : 2))
     return error("--trials %d is too few: the defaults, at least one candidate%s", opt.max_trials,
-                 opt.confirm ? " and the re-run of the winner (or --no-confirm)" : "");
+                 opt.confirm ? " and the re-runs of the winner and the defaults (or --no-confirm)" : "");
   if (opt.trial.load.load.num_requests <= 0) return error("--num-requests must be > 0 (requests per trial)");
   MOPT_ASSIGN_OR_RETURN(Sla sla, Sla::parse(opt.slo));
   const double t_start = monotonic_s();
@@ -140,16 +133,18 @@ Result<TuneOutcome> run_tune(const TuneOptions& opt) {
   if (!log.previous().empty())
     std::fprintf(stderr, "mopt tune: resuming with %zu logged trial(s)\n", log.previous().size());
 
-  const int search_budget = opt.max_trials > 0 ? opt.max_trials - (opt.confirm ? 1 : 0) : 1 << 30;
-  int best = -1;  // index of the best feasible search trial
+  const int search_budget = opt.max_trials > 0 ? opt.max_trials - (opt.confirm ? 2 : 0) : 1 << 30;
+  int best = -1;  // index of the best feasible trial (the defaults or a search trial)
   auto best_goodput = [&] { return best >= 0 ? rep.trials[static_cast<size_t>(best)].goodput : 0.0; };
   auto consider = [&](size_t i) {
     const TrialResult& t = rep.trials[i];
-    if (t.role == "search" && t.feasible && (best < 0 || t.goodput > best_goodput())) best = static_cast<int>(i);
+    if ((t.role == "search" || t.role == "defaults") && t.feasible && (best < 0 || t.goodput > best_goodput()))
+      best = static_cast<int>(i);
   };
   for (size_t i = 0; i < rep.trials.size(); ++i) consider(i);
   int ran_here = 0;
   double trial_seconds = 0;
+  bool warned_short = false;
 
   // Runs (or finds in the log) one trial; nullopt when the budget is spent.
   auto trial = [&](const std::string& key, const std::string& role, const std::string& brief, const json& settings,
@@ -186,6 +181,11 @@ Result<TuneOutcome> run_tune(const TuneOptions& opt) {
                                               t.goodput, t.ttft_p99 * 1e3, t.tpot_p99 * 1e3,
                                               t.feasible ? "met" : "missed")
                                      : std::string("no measurement");
+      if (t.measured() && t.measured_s < 3 && !warned_short) {
+        warned_short = true;
+        std::fprintf(stderr, "mopt tune: note: trial %d measured for only %.1f s; figures that short are noisy "
+                             "(raise -n so that a trial measures for 10 s or more)\n", t.index, t.measured_s);
+      }
       std::fprintf(stderr, "[trial %d] %s: %s (%.0f s)%s | best %s | elapsed %s, left ~%s\n", t.index,
                    t.status.c_str(), res.c_str(), t.seconds,
                    t.detail.empty() ? "" : (" - " + t.detail.substr(0, t.detail.find('\n'))).c_str(),
@@ -196,8 +196,9 @@ Result<TuneOutcome> run_tune(const TuneOptions& opt) {
   };
 
   // 1. The baseline: serve's defaults.
-  auto d = trial("defaults", "defaults", "serve's defaults", json::object(), default_serve_args(opt.models, fixed),
-                 true);
+  const Settings defaults = engine_defaults(is_cuda);
+  auto d = trial("defaults", "defaults", "serve's defaults", defaults.to_json(opt.models),
+                 default_serve_args(opt.models, fixed), true);
   if (d) rep.defaults = static_cast<int>(*d);
   // 2. The search.
   SearchOutcome so = coordinate_search(
@@ -215,21 +216,29 @@ Result<TuneOutcome> run_tune(const TuneOptions& opt) {
                                  : "the budget ran out before the search converged";
   rep.stop_reason += strfmt(" (%d search trials)", so.evaluations);
 
-  // 3. The winner and its re-run.
+  // 3. The winner, then the winner and the defaults measured once more (the search's figure of the winner is
+  // the best of many noisy measurements; the re-runs compare the two on equal terms).
   if (best >= 0) {
     rep.winner = best;
     const TrialResult& w = rep.trials[static_cast<size_t>(best)];
-    MOPT_ASSIGN_OR_RETURN(Settings ws, Settings::from_key(w.key));
+    Settings ws = defaults;
+    if (w.role != "defaults") {
+      MOPT_ASSIGN_OR_RETURN(ws, Settings::from_key(w.key));
+    }
     const TrialResult* base = rep.defaults >= 0 ? &rep.trials[static_cast<size_t>(rep.defaults)] : nullptr;
-    rep.margin = strfmt("trial %d: goodput %.2f req/s", w.index, w.goodput);
-    if (base && base->measured())
-      rep.margin += strfmt(" vs %.2f with serve's defaults (%s%s)", base->goodput,
-                           base->goodput > 0 ? strfmt("%+.0f%%", (w.goodput / base->goodput - 1) * 100).c_str()
-                                             : "the defaults had none",
+    auto vs = [](double a, double b) { return b > 0 ? strfmt("%+.0f%%", (a / b - 1) * 100) : std::string("n/a"); };
+    if (w.role == "defaults") rep.margin = strfmt("serve's defaults are the best measured: goodput %.2f req/s", w.goodput);
+    else rep.margin = strfmt("trial %d: goodput %.2f req/s", w.index, w.goodput);
+    if (base && base->measured() && w.role != "defaults")
+      rep.margin += strfmt(" vs %.2f with serve's defaults (%s%s)", base->goodput, vs(w.goodput, base->goodput).c_str(),
                            base->feasible ? "" : "; the defaults missed the SLA");
     if (opt.confirm) {
-      auto c = trial(w.key + ";confirm", "confirm", strfmt("re-run of trial %d", w.index), w.settings, w.serve_args,
-                     false);
+      auto c = trial(w.key + ";confirm", "confirm", strfmt("re-run of trial %d (the winner)", w.index), w.settings,
+                     w.serve_args, false);
+      std::optional<size_t> cd;
+      if (w.role != "defaults" && base)
+        cd = trial("defaults;confirm", "confirm", strfmt("re-run of trial %d (serve's defaults)", base->index),
+                   base->settings, base->serve_args, false);
       if (c) {
         rep.confirm = static_cast<int>(*c);
         const TrialResult& ct = rep.trials[*c];
@@ -237,6 +246,10 @@ Result<TuneOutcome> run_tune(const TuneOptions& opt) {
                                                 "SLA %s", ct.index, ct.goodput, (ct.goodput / w.goodput - 1) * 100,
                                                 w.goodput, ct.feasible ? "met" : "missed")
                                        : strfmt("trial %d: %s", ct.index, ct.status.c_str());
+        if (cd && rep.trials[*cd].measured() && ct.measured())
+          rep.reproduced += strfmt("; serve's defaults re-run (trial %d): %.2f req/s, so the winner is %s",
+                                   rep.trials[*cd].index, rep.trials[*cd].goodput,
+                                   vs(ct.goodput, rep.trials[*cd].goodput).c_str());
       }
     }
     rep.toml_path = opt.trial.out_dir + "/best.toml";

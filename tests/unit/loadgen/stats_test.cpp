@@ -40,6 +40,16 @@ TEST(Summary, MeanStddevAndPercentiles) {
   EXPECT_EQ(summarize({}).n, 0u);
 }
 
+TEST(Bytes, ParsesBinaryAndDecimalUnits) {
+  EXPECT_DOUBLE_EQ(*parse_bytes("512MiB"), 512.0 * 1024 * 1024);
+  EXPECT_DOUBLE_EQ(*parse_bytes("2G"), 2.0 * 1024 * 1024 * 1024);
+  EXPECT_DOUBLE_EQ(*parse_bytes("1.5GiB"), 1.5 * 1024 * 1024 * 1024);
+  EXPECT_DOUBLE_EQ(*parse_bytes("100MB"), 1e8);
+  EXPECT_DOUBLE_EQ(*parse_bytes("4096"), 4096);
+  EXPECT_DOUBLE_EQ(*parse_bytes("4096B"), 4096);
+  for (const char* bad : {"", "lots", "5 GiB", "5TB", "-1G", "G"}) EXPECT_FALSE(parse_bytes(bad)) << bad;
+}
+
 TEST(Duration, ParsesUnits) {
   EXPECT_DOUBLE_EQ(*parse_duration("500ms", 1), 0.5);
   EXPECT_DOUBLE_EQ(*parse_duration("2s", 1), 2);

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Acceptance 2 of mopt gate: it catches planted faults. The same short gate run (stories260K, CPU, 6 s soak) against
+# a healthy server and against servers with one test-only fault each (mopt serve --test-fault leak|slow|error):
+# the healthy one passes every gate that applies (exit 0), and each fault fails its own gate and no other
+# (exit 1). Also: the report formats, --strict, the accuracy gate's refusal, and bad input.
+#
+# The soak is seconds long, so the leak threshold is raised from 0.1 MB/h (a production soak's) to 1000 MB/h: the
+# planted leak (64 KiB per request) grows by ~10^5 MB/h, a healthy server by under 100 MB/h after its warm-up.
+set -euo pipefail
+: "${MOPT_BIN:?set MOPT_BIN to the mopt binary}"
+MODELS=${MOPT_MODELS_DIR:-$(dirname "$0")/../../../shared/models}
+model="$MODELS/stories260K.gguf"
+[[ -f "$model" ]] || { echo "FAIL: $model not found (set MOPT_MODELS_DIR)" >&2; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+cat >"$tmp/thresholds.toml" <<'TOML'
+# a seconds-long soak cannot resolve 0.1 MB/h
+leak_mb_per_hour = 1000
+restarts = 2
+TOML
+common=(gate -m "$model" --device cpu --threads 1 --max-model-len 256 -c 4 --input-len 12 --output-len 16
+        --ignore-eos --warmup 400 --sample-interval 200ms --timeout 30s --thresholds "$tmp/thresholds.toml"
+        --progress off)
+
+# run NAME EXPECTED_EXIT GATE=VERDICT... : runs the gate with --test-fault NAME and checks every verdict.
+run() {
+  local fault=$1 want_rc=$2; shift 2
+  echo "== --test-fault $fault"
+  set +e
+  "$MOPT_BIN" "${common[@]}" --soak 6s --serve-arg=--test-fault="$fault" -o "$tmp/$fault" --json \
+    --markdown "$tmp/$fault.md" --html "$tmp/$fault.html" >"$tmp/$fault.json" 2>"$tmp/$fault.err"
+  local rc=$?
+  set -e
+  node -e '
+  const r = JSON.parse(require("fs").readFileSync(process.argv[1]));
+  const want = Object.fromEntries(process.argv.slice(2).map(s => s.split("=")));
+  let bad = false;
+  for (const g of r.gates) {
+    console.log(`  ${g.name.padEnd(12)} ${g.verdict.padEnd(5)} ${g.measured}`);
+    if (want[g.name] !== g.verdict) { console.error(`FAIL: ${g.name} is ${g.verdict}, expected ${want[g.name]}: ${g.detail}`); bad = true; }
+  }
+  if (r.gates.length !== 7) { console.error("FAIL: seven gates expected"); bad = true; }
+  if (bad) process.exit(1);
+  ' "$tmp/$fault.json" "$@" || { cat "$tmp/$fault.err"; fail "fault $fault: wrong verdicts"; }
+  [[ $rc == "$want_rc" ]] || fail "fault $fault: exit $rc, expected $want_rc"
+  grep -q "| leak |" "$tmp/$fault.md" || fail "no Markdown report"
+  grep -q "<table>" "$tmp/$fault.html" || fail "no HTML report"
+  [[ -s "$tmp/$fault/soak.json" && -s "$tmp/$fault/gate.json" && -s "$tmp/$fault/soak.server.log" ]] ||
+    fail "evidence missing in $tmp/$fault"
+}
+skips=(cuda_graphs=skip accuracy=skip resources=skip)
+run none  0 leak=pass tail=pass errors=pass restart=pass "${skips[@]}"
+grep -q "<svg" "$tmp/none.html" || fail "the HTML report has no memory chart"
+run leak  1 leak=fail tail=pass errors=pass restart=pass "${skips[@]}"
+run slow  1 leak=pass tail=fail errors=pass restart=pass "${skips[@]}"
+run error 1 leak=pass tail=pass errors=fail restart=pass "${skips[@]}"
+
+echo "== the table, --strict, and the accuracy gate without mopt eval"
+set +e
+"$MOPT_BIN" "${common[@]}" --soak 2s --strict --baseline "$model" --eval-text "$tmp/thresholds.toml" \
+  -o "$tmp/strict" >"$tmp/strict.txt" 2>&1
+rc=$?
+set -e
+cat "$tmp/strict.txt"
+[[ $rc == 1 ]] || fail "--strict with skipped gates should exit 1, got $rc"
+grep -q "^cuda_graphs  skip .*" "$tmp/strict.txt" || fail "the table does not show the skipped CUDA graphs gate"
+grep -q "not applicable: the server runs on the CPU" "$tmp/strict.txt" || fail "the skip does not say why"
+grep -q "^accuracy     ERROR" "$tmp/strict.txt" || fail "the accuracy gate must refuse, never pass, without mopt eval"
+grep -q "^FAILED" "$tmp/strict.txt" || fail "no overall verdict"
+
+echo "== bad input"
+expect_error() {  # message, args...
+  local msg=$1; shift
+  set +e
+  "$MOPT_BIN" "$@" >"$tmp/e.txt" 2>&1
+  local rc=$?
+  set -e
+  [[ $rc == 2 ]] || { cat "$tmp/e.txt"; fail "mopt $* should exit 2, got $rc"; }
+  grep -q -- "$msg" "$tmp/e.txt" || { cat "$tmp/e.txt"; fail "mopt $* should say '$msg'"; }
+}
+printf 'latency = "1s"\n' >"$tmp/bad.toml"
+expect_error "unknown threshold 'latency'" gate -m "$model" --thresholds "$tmp/bad.toml"
+printf 'tail_p999 = "soon"\n' >"$tmp/bad2.toml"
+expect_error "expected a duration" gate -m "$model" --thresholds "$tmp/bad2.toml"
+expect_error "not a request count" gate -m "$model" -n 100
+expect_error "needs --eval-text" gate -m "$model" --baseline "$model"
+expect_error "expected a size" gate -m "$model" --memory-limit lots
+echo "PASS"
