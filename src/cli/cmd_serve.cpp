@@ -15,6 +15,8 @@
 #include "cli/model_args.h"
 #include "core/log.h"
 #include "engine/engine.h"
+#include "loadgen/stats.h"
+#include "plan/memory_fit.h"
 #include "cli/engine_flags.h"
 #include "server/model_card.h"
 #include "server/server.h"
@@ -29,6 +31,7 @@ struct ServeArgs {
   std::string chat_template_file;
   std::string config_file;
   std::string test_fault = "none";
+  std::string memory_limit;  // --memory-limit SIZE ("" = the cgroup's limit, if any)
   size_t max_body = 4 * 1024 * 1024;
   size_t max_header = 16 * 1024;
   double read_timeout = 30, idle_timeout = 30, write_timeout = 30;
@@ -67,6 +70,37 @@ Result<std::string> read_text(const std::string& path) {
   std::stringstream ss;
   ss << f.rdbuf();
   return ss.str();
+}
+
+// Refuses to start (an error) when the planned footprint does not fit the host memory limit (--memory-limit, or
+// the cgroup's), and sizes the KV cache to what the limit leaves. CPU only: a CUDA server's weights and KV cache
+// live in device memory, planned by --gpu-memory-utilization.
+Status check_memory_limit(ServeArgs& a) {
+  uint64_t explicit_limit = 0;
+  if (!a.memory_limit.empty()) {
+    auto b = loadgen::parse_bytes(a.memory_limit);
+    if (!b || !(*b > 0)) return error("--memory-limit '%s': expected a size (e.g. 2GiB, 512MiB)", a.memory_limit.c_str());
+    explicit_limit = static_cast<uint64_t>(*b);
+  }
+  const DeviceKind dev = resolve_device(a.engine.runner.device);
+  if (dev == DeviceKind::kCuda) {
+    if (explicit_limit)
+      return error("--memory-limit plans host memory for the CPU backend; on CUDA size device memory with "
+                   "--gpu-memory-utilization or --kv-cache-memory");
+    return Status::ok();
+  }
+  const plan::HostLimit limit = plan::host_memory_limit(explicit_limit);
+  if (!limit.bytes) return Status::ok();
+  MOPT_ASSIGN_OR_RETURN(plan::ModelShape shape, plan::read_model_shape(a.model.model));
+  const char* kv = a.engine.runner.kv_cache_dtype == KvCacheDtype::kFloat32 ? "fp32"
+                   : a.engine.runner.kv_cache_dtype == KvCacheDtype::kFloat16 ? "fp16" : "auto";
+  EngineConfig e = a.engine;
+  e.runner.device = DeviceKind::kCpu;
+  MOPT_ASSIGN_OR_RETURN(plan::MemoryFit fit, plan::fit_memory_limit(shape, e, kv, limit));
+  if (fit.kv_cache_memory) a.engine.kv_cache_memory = fit.kv_cache_memory;
+  std::fprintf(stderr, "mopt serve: memory: %s%s\n", fit.describe().c_str(),
+               fit.kv_cache_memory ? "; the KV cache is sized to what the limit leaves" : "");
+  return Status::ok();
 }
 
 int serve(ServeArgs& a) {
@@ -230,6 +264,10 @@ Registration reg("serve", 30, [](CLI::App& app) {
       ->check(CLI::Range(1, 1 << 20))->capture_default_str()->group(g);
   cmd->add_option("--max-n", o.api.max_n, "largest n (choices per prompt)")->check(CLI::Range(1, 128))
       ->capture_default_str()->group(g);
+  cmd->add_option("--memory-limit", args->memory_limit,
+                  "host memory the server must fit in (CPU), e.g. 4GiB; it refuses to start when the planned "
+                  "weights + workspace + KV cache do not fit (default: the cgroup's limit, if any)")
+      ->group(g);
   // Hidden: planted defects for mopt gate's tests (src/server/test_fault.h). Never in production.
   cmd->add_option("--test-fault", args->test_fault, "TEST ONLY: plant a defect: none, leak, slow or error")
       ->group("");
@@ -255,6 +293,11 @@ Registration reg("serve", 30, [](CLI::App& app) {
     args->opts.test_fault = *fault;
     if (args->model.model.empty()) {
       std::fprintf(stderr, "mopt serve: --model is required (on the command line or in --config)\n");
+      set_exit_code(1);
+      return;
+    }
+    if (Status st = check_memory_limit(*args); !st) {
+      std::fprintf(stderr, "mopt serve: refusing to start: %s\n", st.message().c_str());
       set_exit_code(1);
       return;
     }

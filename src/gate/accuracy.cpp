@@ -1,9 +1,37 @@
-// The accuracy gate: `mopt eval`'s comparison of the served model against a baseline, checked with its gate
-// expression (Thresholds::accuracy).
+// The accuracy gate: `mopt eval`'s comparison of the served model against a baseline model over a text (KL,
+// top-1 / top-k agreement, perplexity), through the serving engine in this process, checked with eval's gate
+// expression (Thresholds::accuracy, e.g. "top1>=0.99,kl<=0.05").
+#include <algorithm>
+
+#include "core/mmap.h"
 #include "core/strfmt.h"
+#include "engine/engine.h"
+#include "eval/evaluate.h"
+#include "eval/gate.h"
 #include "gate/gate.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
 
 namespace mopt::gate {
+
+namespace {
+
+struct Loaded {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+};
+
+Result<Loaded> load(const std::string& path, const char* what) {
+  Loaded l;
+  auto m = load_model(path);
+  if (!m) return m.status().with_context(strfmt("the %s '%s'", what, path.c_str()));
+  l.model = std::move(*m);
+  if (l.model->vocab.kind == TokenizerKind::kNone) return error("the %s '%s' has no tokenizer", what, path.c_str());
+  MOPT_ASSIGN_OR_RETURN(l.tokenizer, Tokenizer::create(l.model->vocab));
+  return l;
+}
+
+}  // namespace
 
 GateResult accuracy_gate(const GateOptions& opt) {
   GateResult g;
@@ -15,10 +43,50 @@ GateResult accuracy_gate(const GateOptions& opt) {
     g.detail = "no --baseline model given: nothing to compare the served model against";
     return g;
   }
-  // mopt eval (src/eval, branch `eval`) is not on main yet: the gate refuses instead of guessing.
-  return error_result(g.name, g.threshold,
-                      "this build has no mopt eval library (src/eval): the accuracy gate cannot be measured; drop "
-                      "--baseline to skip it visibly");
+  auto fail = [&](const Status& st) { return error_result(g.name, g.threshold, st.message()); };
+  auto checks = eval::parse_gate(opt.thresholds.accuracy);
+  if (!checks) return fail(checks.status().with_context("threshold accuracy"));
+  auto text = read_file(opt.eval_text);
+  if (!text) return fail(text.status().with_context("--eval-text"));
+  auto model = load(opt.model, "model");
+  if (!model) return fail(model.status());
+  auto base = load(opt.baseline, "baseline");
+  if (!base) return fail(base.status());
+  if (model->model->config.n_vocab != base->model->config.n_vocab)
+    return fail(error("the model has %d tokens and the baseline %d: they must share a tokenizer",
+                      model->model->config.n_vocab, base->model->config.n_vocab));
+  if (Status st = eval::check_same_tokenizer(*model->tokenizer, *base->tokenizer, *text, true); !st) return fail(st);
+  const std::vector<int32_t> tokens = model->tokenizer->encode(*text, true, false);
+  eval::EvalOptions eo;
+  const int ctx = std::min(model->model->config.context_length, base->model->config.context_length);
+  eo.ctx = std::min(eo.ctx, ctx > 0 ? ctx : eo.ctx);
+  EngineConfig ec;
+  ec.runner.device = opt.is_cuda ? DeviceKind::kCuda : DeviceKind::kCpu;
+  ec.max_model_len = eo.ctx;
+  ec.max_num_seqs = opt.is_cuda ? 256 : 16;  // as mopt eval: few windows in flight keep the CPU's KV pool small
+  auto me = Engine::create(*model->model, *model->tokenizer, ec);
+  if (!me) return fail(me.status().with_context("model engine"));
+  auto be = Engine::create(*base->model, *base->tokenizer, ec);
+  if (!be) return fail(be.status().with_context("baseline engine"));
+  auto r = eval::evaluate(**me, be->get(), tokens, eo);
+  if (!r) return fail(r.status());
+  auto outcomes = eval::apply_gate(*checks, r->metrics);
+  if (!outcomes) return fail(outcomes.status());
+  g.verdict = Verdict::kPass;
+  for (const auto& o : *outcomes) {
+    g.measured += strfmt("%s%s %.4g", g.measured.empty() ? "" : ", ", eval::gate_metric_name(o.check.metric), o.value);
+    g.data[eval::gate_metric_name(o.check.metric)] = o.value;
+    if (!o.passed) {
+      g.verdict = Verdict::kFail;
+      g.detail += (g.detail.empty() ? "" : "; ") + o.check.text + " does not hold";
+    }
+  }
+  g.measured += strfmt(" (%lld tokens, ppl %.3f vs %.3f)", static_cast<long long>(r->metrics.n_scored),
+                       r->metrics.ppl, r->metrics.ref_ppl);
+  g.data["tokens"] = r->metrics.n_scored;
+  g.data["ppl"] = r->metrics.ppl;
+  g.data["baseline_ppl"] = r->metrics.ref_ppl;
+  return g;
 }
 
 }  // namespace mopt::gate

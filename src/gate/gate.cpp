@@ -44,10 +44,12 @@ GateRun run_gate(const GateOptions& o) {
                                 : error_result("restart", strfmt("< %g s", th.restart_s), restarts.message());
 
   std::fprintf(stderr, "mopt gate: soak of %.0f s at %s\n", o.load.load.duration_s, o.load.load.label().c_str());
-  auto soak = run_soak(o.server, o.load, o.sample_interval_s, o.progress, o.is_cuda);
-  double peak_rss = 0;
+  // Under an explicit limit the soak's server runs with it (a cgroup's limit it finds itself).
+  ServerSpec soak_server = o.server;
+  if (o.memory_limit && !o.is_cuda)
+    soak_server.args.insert(soak_server.args.end(), {"--memory-limit", std::to_string(o.memory_limit)});
+  auto soak = run_soak(soak_server, o.load, o.sample_interval_s, o.progress, o.is_cuda);
   if (soak) {
-    peak_rss = soak->peak_rss_bytes;
     run.samples = soak->samples;
     json samples = json::array();
     for (const auto& m : soak->samples)
@@ -70,7 +72,7 @@ GateRun run_gate(const GateOptions& o) {
     run.gates.push_back(error_result("cuda_graphs", "CUDA graphs captured and replayed", why));
   }
   run.gates.push_back(accuracy_gate(o));
-  run.gates.push_back(resource_gate(o, peak_rss));
+  run.gates.push_back(resource_gate(o, soak ? &*soak : nullptr));
   run.gates.push_back(restart);
   return run;
 }

@@ -44,6 +44,7 @@ GateRun run_gate(const GateOptions& opt);
 
 // The accuracy and resource gates (accuracy.cpp, resources.cpp).
 GateResult accuracy_gate(const GateOptions& opt);
-GateResult resource_gate(const GateOptions& opt, double peak_rss_bytes);
+// soak: null when the soak did not run.
+GateResult resource_gate(const GateOptions& opt, const SoakResult* soak);
 
 }  // namespace mopt::gate

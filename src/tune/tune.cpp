@@ -11,7 +11,8 @@
 #include "core/files.h"
 #include "core/strfmt.h"
 #include "core/strings.h"
-#include "model/model.h"
+#include "plan/hardware.h"
+#include "plan/plan.h"
 #include "tune/search.h"
 #include "tune/server_process.h"
 #include "tune/space.h"
@@ -40,22 +41,44 @@ int workload_seq_len(const loadgen::WorkloadOptions& w) {
   return static_cast<int>(std::ceil(1.5 * std::max(1.0, in) + std::max(1.0, out)));
 }
 
-struct ModelFacts {
-  uint64_t kv_bytes_per_token = 0;  // fp32 elements, the largest over the variants
-  int context_length = 0;           // the smallest over the variants
+// What mopt plan says about serving the variants on this machine, for the search space: the KV bytes of one token
+// (the larger KV dtype), the served context, and how many sequences of the workload's length the memory holds.
+struct PlanLimits {
+  uint64_t kv_bytes_per_token = 0;  // the largest over the variants
+  int max_model_len = 0;            // the smallest over the variants
+  int max_seqs = 0;                 // the smallest over the variants (0: unknown)
+  uint64_t memory_budget = 0;       // the smallest over the variants
 };
 
-Result<ModelFacts> read_models(const std::vector<std::string>& models) {
-  ModelFacts f;
-  for (const auto& m : models) {
-    auto model = load_model(m);
-    if (!model) return model.status().with_context("-m " + m);
-    const ModelConfig& c = (*model)->config;
-    f.kv_bytes_per_token = std::max(f.kv_bytes_per_token, c.kv_bytes_per_token(4));
-    if (c.context_length > 0) f.context_length = f.context_length ? std::min(f.context_length, c.context_length)
-                                                                   : c.context_length;
+Result<PlanLimits> plan_limits(const std::vector<std::string>& models, const FixedSettings& fixed, bool is_cuda,
+                               int seq_len) {
+  PlanLimits out;
+  plan::Hardware hw;
+  if (is_cuda) {
+    MOPT_ASSIGN_OR_RETURN(hw, plan::detected_gpu(0));
+  } else {
+    hw = plan::cpu_host(false);
   }
-  return f;
+  for (const auto& m : models) {
+    auto shape = plan::read_model_shape(m);
+    if (!shape) return shape.status().with_context("-m " + m);
+    plan::PlanRequest req;
+    req.model = std::move(*shape);
+    req.model_path = m;
+    req.hw = hw;
+    req.engine.runner.device = is_cuda ? DeviceKind::kCuda : DeviceKind::kCpu;
+    req.engine.max_model_len = fixed.max_model_len;
+    req.kv_cache_dtype = is_cuda ? "auto" : "fp32";
+    auto p = plan::make_plan(req);
+    if (!p) return p.status().with_context("mopt plan of " + m);
+    out.kv_bytes_per_token = std::max(out.kv_bytes_per_token, p->kv_bytes_per_token);
+    out.max_model_len = out.max_model_len ? std::min(out.max_model_len, p->kv.max_model_len) : p->kv.max_model_len;
+    out.memory_budget = out.memory_budget ? std::min(out.memory_budget, p->memory_budget) : p->memory_budget;
+    const uint64_t per_seq = p->kv_bytes_per_token * static_cast<uint64_t>(std::max(1, seq_len));
+    const int seqs = static_cast<int>(std::min<uint64_t>(p->memory_budget / per_seq, 1 << 20));
+    out.max_seqs = out.max_seqs ? std::min(out.max_seqs, seqs) : seqs;
+  }
+  return out;
 }
 
 }  // namespace
@@ -73,7 +96,8 @@ Result<TuneOutcome> run_tune(const TuneOptions& opt) {
   FixedSettings fixed = opt.fixed;
   if (fixed.device == "auto") fixed.device = device_name(resolve_device(DeviceKind::kAuto));
   const bool is_cuda = fixed.device == "cuda";
-  MOPT_ASSIGN_OR_RETURN(ModelFacts facts, read_models(opt.models));
+  const int seq_len = workload_seq_len(opt.trial.load.workload);
+  MOPT_ASSIGN_OR_RETURN(PlanLimits limits, plan_limits(opt.models, fixed, is_cuda, seq_len));
 
   SpaceInputs in;
   in.is_cuda = is_cuda;
@@ -82,9 +106,10 @@ Result<TuneOutcome> run_tune(const TuneOptions& opt) {
   in.concurrency = load.mode == loadgen::LoadSpec::Mode::kConcurrency
                        ? load.concurrency
                        : (load.max_concurrency > 0 ? load.max_concurrency : 0);
-  in.seq_len = workload_seq_len(opt.trial.load.workload);
-  in.max_model_len = fixed.max_model_len > 0 ? fixed.max_model_len : facts.context_length;
-  in.kv_bytes_per_token = facts.kv_bytes_per_token;
+  in.seq_len = seq_len;
+  in.max_model_len = limits.max_model_len;
+  in.kv_bytes_per_token = limits.kv_bytes_per_token;
+  in.max_seqs_limit = limits.max_seqs;
   for (const auto& [name, values] : opt.search) {
     MOPT_ASSIGN_OR_RETURN(Knob k, knob_from_name(name));
     std::vector<int64_t> vals;
@@ -110,16 +135,20 @@ Result<TuneOutcome> run_tune(const TuneOptions& opt) {
                       {"load", opt.trial.load.to_json()},
                       {"sla", sla.to_string()},
                       {"space", space_j},
-                      {"fixed", space.base.to_json(opt.models)}};
+                      {"fixed", space.base.to_json(opt.models)},
+                      {"plan", {{"kv_bytes_per_token", limits.kv_bytes_per_token},
+                                {"max_model_len", limits.max_model_len},
+                                {"workload_seq_len", seq_len}}}};
 
   mkdir(opt.trial.out_dir.c_str(), 0755);
   MOPT_ASSIGN_OR_RETURN(TrialLog log, TrialLog::open(opt.trial.out_dir + "/trials.jsonl", study, opt.resume));
   for (const auto& n : log.notes()) std::fprintf(stderr, "mopt tune: %s\n", n.c_str());
 
-  std::fprintf(stderr, "mopt tune: %zu model variant(s) on %s; %s\nSLA %s; search space (%.0f points, seed in "
-                       "brackets):\n%s",
-               opt.models.size(), fixed.device.c_str(), opt.trial.load.describe().c_str(), sla.to_string().c_str(),
-               space.size(), space.describe(opt.models).c_str());
+  std::fprintf(stderr, "mopt tune: %zu model variant(s) on %s; %s\nmopt plan: KV memory %s holds %d sequences of "
+                       "~%d tokens\nSLA %s; search space (%.0f points, seed in brackets):\n%s",
+               opt.models.size(), fixed.device.c_str(), opt.trial.load.describe().c_str(),
+               format_bytes(static_cast<double>(limits.memory_budget)).c_str(), limits.max_seqs, seq_len,
+               sla.to_string().c_str(), space.size(), space.describe(opt.models).c_str());
 
   TuneOutcome out;
   TuneReport& rep = out.report;

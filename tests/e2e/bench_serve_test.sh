@@ -3,8 +3,7 @@
 # (from each response's usage) agree with the server's /metrics counters mopt:prompt_tokens_total and
 # mopt:generation_tokens_total.
 set -euo pipefail
-: "${MOPT_BIN:?set MOPT_BIN to the mopt binary}"
-MODELS=${MOPT_MODELS_DIR:-$(dirname "$0")/../../../shared/models}
+source "$(dirname "$0")/common.sh"
 # mopt serve is part of every build: a binary without it is broken, not a reason to skip.
 # (The help is captured first: grep -q closing the pipe early would fail the pipeline under pipefail.)
 serve_help=$("$MOPT_BIN" serve --help 2>&1 || true)
@@ -12,15 +11,6 @@ if ! grep -q -- "--served-model-name" <<<"$serve_help"; then
   echo "FAIL: '$MOPT_BIN serve --help' does not show serve's options: the binary has no serve verb" >&2
   exit 1
 fi
-model="$MODELS/stories260K.gguf"
-[[ -f "$model" ]] || { echo "FAIL: $model not found (set MOPT_MODELS_DIR)" >&2; exit 1; }
-tmp=$(mktemp -d)
-srv=""
-cleanup() {
-  [[ -n "$srv" ]] && kill "$srv" 2>/dev/null && wait "$srv" 2>/dev/null
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; [[ -f "$tmp/serve.log" ]] && tail -20 "$tmp/serve.log" >&2; exit 1; }
 
 "$MOPT_BIN" serve -m "$model" --port 0 >"$tmp/serve.log" 2>&1 &

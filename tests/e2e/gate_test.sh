@@ -2,27 +2,22 @@
 # Acceptance 2 of mopt gate: it catches planted faults. The same short gate run (stories260K, CPU, 6 s soak) against
 # a healthy server and against servers with one test-only fault each (mopt serve --test-fault leak|slow|error):
 # the healthy one passes every gate that applies (exit 0), and each fault fails its own gate and no other
-# (exit 1). Also: the report formats, --strict, the accuracy gate's refusal, and bad input.
+# (exit 1). Also: the resource gate under --memory-limit (with its refusal probe), the accuracy gate against a
+# baseline, the report formats, --strict, and bad input.
 #
 # The soak is seconds long, so the leak threshold is raised from 0.1 MB/h (a production soak's) to 1000 MB/h: the
 # planted leak (64 KiB per request) grows by ~10^5 MB/h, a healthy server by under 100 MB/h after its warm-up.
 set -euo pipefail
-: "${MOPT_BIN:?set MOPT_BIN to the mopt binary}"
-MODELS=${MOPT_MODELS_DIR:-$(dirname "$0")/../../../shared/models}
-model="$MODELS/stories260K.gguf"
-[[ -f "$model" ]] || { echo "FAIL: $model not found (set MOPT_MODELS_DIR)" >&2; exit 1; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/common.sh"
 
 cat >"$tmp/thresholds.toml" <<'TOML'
 # a seconds-long soak cannot resolve 0.1 MB/h
 leak_mb_per_hour = 1000
 restarts = 2
 TOML
-common=(gate -m "$model" --device cpu --threads 1 --max-model-len 256 -c 4 --input-len 12 --output-len 16
-        --ignore-eos --warmup 400 --sample-interval 200ms --timeout 30s --thresholds "$tmp/thresholds.toml"
-        --progress off)
+base=(gate -m "$model" --device cpu --threads 1 --max-model-len 256 -c 4 --input-len 12 --output-len 16
+      --ignore-eos --warmup 400 --sample-interval 200ms --timeout 30s --progress off)
+common=("${base[@]}" --thresholds "$tmp/thresholds.toml")
 
 # run NAME EXPECTED_EXIT GATE=VERDICT... : runs the gate with --test-fault NAME and checks every verdict.
 run() {
@@ -57,18 +52,38 @@ run leak  1 leak=fail tail=pass errors=pass restart=pass "${skips[@]}"
 run slow  1 leak=pass tail=fail errors=pass restart=pass "${skips[@]}"
 run error 1 leak=pass tail=pass errors=fail restart=pass "${skips[@]}"
 
-echo "== the table, --strict, and the accuracy gate without mopt eval"
+echo "== under --memory-limit, against a baseline: the resource and accuracy gates pass"
+printf 'Once upon a time, there was a little girl named Lily. She loved to play outside in the park.\n' >"$tmp/text.txt"
+for _ in 1 2 3 4 5 6; do cat "$tmp/text.txt" "$tmp/text.txt" >"$tmp/t2" && mv "$tmp/t2" "$tmp/text.txt"; done
+"$MOPT_BIN" "${common[@]}" --soak 3s --memory-limit 256MiB --baseline "$model" --eval-text "$tmp/text.txt" \
+  -o "$tmp/limits" --json >"$tmp/limits.json" 2>"$tmp/limits.err" || { cat "$tmp/limits.err" "$tmp/limits.json"; fail "exit $?"; }
+node -e '
+const r = JSON.parse(require("fs").readFileSync(process.argv[1]));
+const g = Object.fromEntries(r.gates.map(x => [x.name, x]));
+const ok = (c, m) => { if (!c) { console.error("FAIL: " + m); process.exit(1); } };
+for (const x of r.gates) console.log(`  ${x.name.padEnd(12)} ${x.verdict.padEnd(5)} ${x.measured}`);
+ok(g.resources.verdict === "pass", "resources: " + g.resources.detail);
+ok(g.resources.data.refusal.refused && /refusing to start/.test(g.resources.data.refusal.outcome),
+   "too little memory must be refused: " + g.resources.data.refusal.outcome);
+ok(g.resources.data.planned_bytes > 0 && g.resources.data.planned_bytes <= 256 * 1048576, "planned footprint");
+ok(g.accuracy.verdict === "pass" && g.accuracy.data.top1 === 1 && g.accuracy.data.kl < 1e-9,
+   "the model against itself: " + JSON.stringify(g.accuracy));
+ok(r.passed, "every gate that applies passed");
+' "$tmp/limits.json"
+
+echo "== the table, --strict, and an accuracy threshold the model cannot meet"
+printf 'leak_mb_per_hour = 1000\nrestarts = 1\naccuracy = "top1>=1.01"\n' >"$tmp/strict.toml"
 set +e
-"$MOPT_BIN" "${common[@]}" --soak 2s --strict --baseline "$model" --eval-text "$tmp/thresholds.toml" \
-  -o "$tmp/strict" >"$tmp/strict.txt" 2>&1
+"$MOPT_BIN" "${base[@]}" --soak 2s --thresholds "$tmp/strict.toml" --strict --baseline "$model" \
+  --eval-text "$tmp/text.txt" -o "$tmp/strict" >"$tmp/strict.txt" 2>&1
 rc=$?
 set -e
 cat "$tmp/strict.txt"
-[[ $rc == 1 ]] || fail "--strict with skipped gates should exit 1, got $rc"
+[[ $rc == 1 ]] || fail "a failed gate should exit 1, got $rc"
 grep -q "^cuda_graphs  skip .*" "$tmp/strict.txt" || fail "the table does not show the skipped CUDA graphs gate"
 grep -q "not applicable: the server runs on the CPU" "$tmp/strict.txt" || fail "the skip does not say why"
-grep -q "^accuracy     ERROR" "$tmp/strict.txt" || fail "the accuracy gate must refuse, never pass, without mopt eval"
-grep -q "^FAILED" "$tmp/strict.txt" || fail "no overall verdict"
+grep -q "^accuracy     FAIL .*top1 1 " "$tmp/strict.txt" || fail "the accuracy gate must fail top1>=1.01"
+grep -q "^FAILED.*--strict" "$tmp/strict.txt" || fail "no overall verdict"
 
 echo "== bad input"
 expect_error() {  # message, args...

@@ -4,18 +4,7 @@
 # the log without new trials; a second run into the same directory without --resume is refused; bad input gets
 # clear errors. (The search's logic is unit-tested in tests/unit/tune; acceptance figures are in docs/tune.md.)
 set -euo pipefail
-: "${MOPT_BIN:?set MOPT_BIN to the mopt binary}"
-MODELS=${MOPT_MODELS_DIR:-$(dirname "$0")/../../../shared/models}
-model="$MODELS/stories260K.gguf"
-[[ -f "$model" ]] || { echo "FAIL: $model not found (set MOPT_MODELS_DIR)" >&2; exit 1; }
-tmp=$(mktemp -d)
-srv=""
-cleanup() {
-  [[ -n "$srv" ]] && kill "$srv" 2>/dev/null && wait "$srv" 2>/dev/null
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/common.sh"
 
 args=(tune -m "$model" --device cpu --threads 1 --max-model-len 256 -c 4 -n 40 --input-len 12 --output-len 16
       --ignore-eos --warmup 8 --slo ttft_p99=2s,tpot_p99=200ms,error_rate=0 --trials 5 --progress off
