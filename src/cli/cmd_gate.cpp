@@ -39,7 +39,6 @@ int run_gate_cmd(GateArgs& a) {
   tune::LoadPlan& plan = o.load;
   if (Status st = resolve_load_flags(a.load, false, plan.load, plan.workload, plan.request_timeout_s); !st)
     return fail(st);
-  if (plan.load.num_requests > 0) return fail(error("-n: the soak is a duration (--soak), not a request count"));
   auto soak = loadgen::parse_duration(a.soak, 1);
   if (!soak || !(*soak > 0)) return fail(error("--soak '%s': expected a duration > 0 (e.g. 5m)", a.soak.c_str()));
   plan.load.duration_s = *soak;
@@ -119,7 +118,7 @@ Registration reg("gate", 86, [](CLI::App& app) {
   sub->add_option("--serve-arg", a->serve_args, "One more argument for every server (repeat; e.g. --serve-arg=--max-num-seqs=8)");
   sub->add_option("--endpoint", o.load.endpoint, "completions or chat")->capture_default_str();
   sub->add_flag("--ignore-eos", o.load.ignore_eos, "Every request generates its max_tokens");
-  add_load_flags(sub, a->load, o.load.load, o.load.workload);
+  add_load_flags(sub, a->load, o.load.load, o.load.workload, RunLength::kNone);
   sub->add_option("--soak", a->soak, "How long the target load runs after the warm-up")->capture_default_str();
   sub->add_option("--warmup", a->warmup, "Warm-up requests before the soak (default: 4 x concurrency, at least 20)")
       ->check(CLI::Range(0, 1 << 24));

@@ -21,6 +21,7 @@ struct TuneArgs {
   std::string time_budget, startup_timeout = "180s", trial_timeout = "10m", progress = "auto";
   int warmup = -1;
   bool no_confirm = false;
+  int confirm_runs = 1;
 };
 
 int fail(const Status& s) {
@@ -55,7 +56,6 @@ int run_tune_cmd(TuneArgs& a) {
   tune::LoadPlan& plan = o.trial.load;
   if (Status st = resolve_load_flags(a.load, false, plan.load, plan.workload, plan.request_timeout_s); !st)
     return fail(st);
-  if (plan.load.duration_s > 0) return fail(error("--duration: a trial is a number of requests (-n), not a duration"));
   if (plan.endpoint != "completions" && plan.endpoint != "chat")
     return fail(error("--endpoint must be completions or chat (got '%s')", plan.endpoint.c_str()));
   const int in_flight = plan.load.mode == loadgen::LoadSpec::Mode::kConcurrency ? plan.load.concurrency : 4;
@@ -81,7 +81,7 @@ int run_tune_cmd(TuneArgs& a) {
   auto style = progress_style(a.progress);
   if (!style) return fail(style.status());
   o.trial.progress = *style;
-  o.confirm = !a.no_confirm;
+  o.confirm_runs = a.no_confirm ? 0 : a.confirm_runs;
   // best.toml must work from any directory: absolute model paths.
   for (auto& m : o.models) {
     std::error_code ec;
@@ -121,12 +121,12 @@ Registration reg("tune", 85, [](CLI::App& app) {
       ->check(CLI::Range(0, 1 << 24));
   sub->add_option("--endpoint", o.trial.load.endpoint, "completions or chat")->capture_default_str();
   sub->add_flag("--ignore-eos", o.trial.load.ignore_eos, "Every request generates its max_tokens");
-  add_load_flags(sub, a->load, o.trial.load.load, o.trial.load.workload);
+  add_load_flags(sub, a->load, o.trial.load.load, o.trial.load.workload, RunLength::kCount);
   sub->add_option("--warmup", a->warmup, "Warm-up requests per trial (default: 2 x concurrency, at least 4)")
       ->check(CLI::Range(0, 1 << 20));
   sub->add_option("--slo", o.slo, "SLA a trial must meet, e.g. ttft_p99=500ms,tpot_p99=50ms,error_rate=0")
       ->capture_default_str();
-  sub->add_option("--trials", o.max_trials, "Most trials, the defaults and the re-run of the winner included "
+  sub->add_option("--trials", o.max_trials, "Most trials, the defaults and the re-runs included "
                                             "(default 30 without --time-budget)")->check(CLI::Range(1, 100000));
   sub->add_option("--time-budget", a->time_budget, "Start no search trial after this long (e.g. 10m)");
   sub->add_option("--search", a->search, "KNOB=V1,V2,...: the values to try (one value fixes the knob); knobs: "
@@ -144,7 +144,10 @@ Registration reg("tune", 85, [](CLI::App& app) {
   sub->add_option("-o,--output-dir", o.trial.out_dir, "Where best.toml, the reports and the trial log go")
       ->capture_default_str();
   sub->add_flag("--resume", o.resume, "Continue the study logged in the output directory");
-  sub->add_flag("--no-confirm", a->no_confirm, "Do not re-run the winner at the end");
+  sub->add_option("--confirm-runs", a->confirm_runs,
+                  "At the end, re-run the winner and serve's defaults this many times each, alternately (medians "
+                  "compared)")->check(CLI::Range(0, 100))->capture_default_str();
+  sub->add_flag("--no-confirm", a->no_confirm, "No re-runs at the end (--confirm-runs 0)");
   sub->add_option("--progress", a->progress, "Each trial's load progress: auto, bar, lines or off")
       ->capture_default_str();
   o.trial.out_dir = "tune-results";

@@ -8,7 +8,7 @@ namespace mopt::cli {
 
 using namespace mopt::loadgen;
 
-void add_load_flags(CLI::App* sub, LoadFlags& f, LoadSpec& load, WorkloadOptions& workload) {
+void add_load_flags(CLI::App* sub, LoadFlags& f, LoadSpec& load, WorkloadOptions& workload, RunLength length) {
   sub->add_option("--timeout", f.timeout, "Per-request timeout")->capture_default_str();
   // Load.
   sub->add_option("-c,--concurrency", f.concurrency, "Closed loop: requests kept in flight (default 1)");
@@ -16,8 +16,11 @@ void add_load_flags(CLI::App* sub, LoadFlags& f, LoadSpec& load, WorkloadOptions
   sub->add_option("--arrival", f.arrival, "Arrival process for --rate: poisson or gamma")->capture_default_str();
   sub->add_option("--burstiness", load.burstiness, "Gamma shape (1 = Poisson; < 1 burstier)");
   sub->add_option("--max-concurrency", load.max_concurrency, "Cap on requests in flight with --rate (0 = none)");
-  sub->add_option("-n,--num-requests", load.num_requests, "Requests per run (default 100 unless --duration)");
-  sub->add_option("--duration", f.duration, "Issue requests for this long per run, e.g. 60s");
+  if (length != RunLength::kNone)
+    sub->add_option("-n,--num-requests", load.num_requests,
+                    length == RunLength::kCount ? "Requests per run" : "Requests per run (default 100 unless --duration)");
+  if (length == RunLength::kCountOrDuration)
+    sub->add_option("--duration", f.duration, "Issue requests for this long per run, e.g. 60s");
   sub->add_option("--seed", load.seed, "Seed for arrivals and synthetic prompts")->capture_default_str();
   // Workload.
   sub->add_option("--dataset", f.dataset, "synthetic, sharegpt or prompts")->capture_default_str();

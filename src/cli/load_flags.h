@@ -20,8 +20,12 @@ struct LoadFlags {
   std::string dataset = "synthetic", input_len = "128", output_len;
 };
 
+// Which of the run-length flags a verb takes: bench both, tune -n (requests per trial), gate neither (--soak).
+enum class RunLength { kCountOrDuration, kCount, kNone };
+
 // Adds the flags; numbers CLI11 can parse go straight into `load` and `workload` (which must outlive parsing).
-void add_load_flags(CLI::App* sub, LoadFlags& f, loadgen::LoadSpec& load, loadgen::WorkloadOptions& workload);
+void add_load_flags(CLI::App* sub, LoadFlags& f, loadgen::LoadSpec& load, loadgen::WorkloadOptions& workload,
+                    RunLength length = RunLength::kCountOrDuration);
 
 // Fills `load` (mode, concurrency or rate, duration), `workload` (kind, lengths, seed) and the per-request timeout
 // from the text flags. rate_mode: open loop even without --rate (bench's --sweep-rate). Errors name the flag.

@@ -86,9 +86,10 @@ Result<PlanLimits> plan_limits(const std::vector<std::string>& models, const Fix
 Result<TuneOutcome> run_tune(const TuneOptions& opt) {
   if (opt.models.empty()) return error("give the model to tune with -m (several -m: variants to choose among)");
   if (opt.max_trials <= 0 && opt.time_budget_s <= 0) return error("give a budget: --trials N and/or --time-budget");
-  if (opt.max_trials > 0 && opt.max_trials < (opt.confirm ? 4 : 2))
-    return error("--trials %d is too few: the defaults, at least one candidate%s", opt.max_trials,
-                 opt.confirm ? " and the re-runs of the winner and the defaults (or --no-confirm)" : "");
+  if (opt.confirm_runs < 0) return error("--confirm-runs must be >= 0");
+  if (opt.max_trials > 0 && opt.max_trials < 2 + 2 * opt.confirm_runs)
+    return error("--trials %d is too few: the defaults, at least one candidate and %d re-runs of the winner and the "
+                 "defaults (--confirm-runs %d)", opt.max_trials, 2 * opt.confirm_runs, opt.confirm_runs);
   if (opt.trial.load.load.num_requests <= 0) return error("--num-requests must be > 0 (requests per trial)");
   MOPT_ASSIGN_OR_RETURN(Sla sla, Sla::parse(opt.slo));
   const double t_start = monotonic_s();
@@ -162,7 +163,7 @@ Result<TuneOutcome> run_tune(const TuneOptions& opt) {
   if (!log.previous().empty())
     std::fprintf(stderr, "mopt tune: resuming with %zu logged trial(s)\n", log.previous().size());
 
-  const int search_budget = opt.max_trials > 0 ? opt.max_trials - (opt.confirm ? 2 : 0) : 1 << 30;
+  const int search_budget = opt.max_trials > 0 ? opt.max_trials - 2 * opt.confirm_runs : 1 << 30;
   int best = -1;  // index of the best feasible trial (the defaults or a search trial)
   auto best_goodput = [&] { return best >= 0 ? rep.trials[static_cast<size_t>(best)].goodput : 0.0; };
   auto consider = [&](size_t i) {
@@ -261,25 +262,46 @@ Result<TuneOutcome> run_tune(const TuneOptions& opt) {
     if (base && base->measured() && w.role != "defaults")
       rep.margin += strfmt(" vs %.2f with serve's defaults (%s%s)", base->goodput, vs(w.goodput, base->goodput).c_str(),
                            base->feasible ? "" : "; the defaults missed the SLA");
-    if (opt.confirm) {
-      auto c = trial(w.key + ";confirm", "confirm", strfmt("re-run of trial %d (the winner)", w.index), w.settings,
+    // K alternating re-runs of the winner and of the defaults; medians against medians.
+    std::vector<double> wg, dg;
+    std::string wtxt, dtxt;
+    for (int k = 1; k <= opt.confirm_runs; ++k) {
+      const std::string suffix = k == 1 ? ";confirm" : strfmt(";confirm%d", k);
+      auto c = trial(w.key + suffix, "confirm", strfmt("re-run %d of trial %d (the winner)", k, w.index), w.settings,
                      w.serve_args, false);
-      std::optional<size_t> cd;
-      if (w.role != "defaults" && base)
-        cd = trial("defaults;confirm", "confirm", strfmt("re-run of trial %d (serve's defaults)", base->index),
-                   base->settings, base->serve_args, false);
       if (c) {
-        rep.confirm = static_cast<int>(*c);
+        if (rep.confirm < 0) rep.confirm = static_cast<int>(*c);
         const TrialResult& ct = rep.trials[*c];
-        rep.reproduced = ct.measured() ? strfmt("trial %d: goodput %.2f req/s (%+.1f%% against the search's %.2f), "
-                                                "SLA %s", ct.index, ct.goodput, (ct.goodput / w.goodput - 1) * 100,
-                                                w.goodput, ct.feasible ? "met" : "missed")
-                                       : strfmt("trial %d: %s", ct.index, ct.status.c_str());
-        if (cd && rep.trials[*cd].measured() && ct.measured())
-          rep.reproduced += strfmt("; serve's defaults re-run (trial %d): %.2f req/s, so the winner is %s",
-                                   rep.trials[*cd].index, rep.trials[*cd].goodput,
-                                   vs(ct.goodput, rep.trials[*cd].goodput).c_str());
+        wtxt += strfmt("%s%s", wtxt.empty() ? "" : ", ",
+                       ct.measured() ? strfmt("%.2f%s", ct.goodput, ct.feasible ? "" : " (SLA missed)").c_str()
+                                     : ct.status.c_str());
+        if (ct.measured()) wg.push_back(ct.goodput);
       }
+      if (w.role == "defaults" || !base) continue;
+      auto cd = trial("defaults" + suffix, "confirm", strfmt("re-run %d of trial %d (serve's defaults)", k, base->index),
+                      base->settings, base->serve_args, false);
+      if (cd) {
+        const TrialResult& dt = rep.trials[*cd];
+        dtxt += strfmt("%s%s", dtxt.empty() ? "" : ", ",
+                       dt.measured() ? strfmt("%.2f%s", dt.goodput, dt.feasible ? "" : " (SLA missed)").c_str()
+                                     : dt.status.c_str());
+        if (dt.measured()) dg.push_back(dt.goodput);
+      }
+    }
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v.empty() ? NAN : v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+    };
+    if (!wg.empty()) {
+      const double wm = median(wg);
+      double spread = 0;
+      for (double g : wg) spread = std::max(spread, std::fabs(g / wm - 1));
+      rep.reproduced = strfmt("the winner re-run %zu time(s): %s req/s (median %.2f, %+.1f%% against the search's "
+                              "%.2f; re-runs within %.1f%% of their median)",
+                              wg.size(), wtxt.c_str(), wm, (wm / w.goodput - 1) * 100, w.goodput, spread * 100);
+      if (!dg.empty())
+        rep.reproduced += strfmt("; serve's defaults re-run: %s req/s (median %.2f): the winner is %s", dtxt.c_str(),
+                                 median(dg), vs(wm, median(dg)).c_str());
     }
     rep.toml_path = opt.trial.out_dir + "/best.toml";
     rep.toml = settings_toml(ws, opt.models, fixed, is_cuda,

@@ -25,7 +25,7 @@ struct TuneOptions {
   int max_trials = 0;               // 0: no limit (then time_budget_s must be set)
   double time_budget_s = 0;         // stop starting search trials after this long (0: no limit)
   bool resume = false;
-  bool confirm = true;              // re-run the winner once at the end
+  int confirm_runs = 1;             // at the end, re-run the winner and the defaults this many times, alternately
   double min_gain = 0.03;           // a move must raise goodput by this fraction
   std::vector<std::pair<std::string, std::string>> search;  // --search knob=v1,v2,...
   bool progress_lines = true;       // one line per trial on stderr
