@@ -105,6 +105,18 @@ std::optional<std::string> hf_to_canonical_name(std::string_view hf) {
   return std::nullopt;
 }
 
+std::optional<std::string> canonical_to_hf_name(std::string_view name) {
+  for (const auto& p : kGlobalNames)
+    if (name == p.canonical) return std::string(p.hf);
+  constexpr std::string_view kPrefix = "blk.";
+  if (name.substr(0, kPrefix.size()) != kPrefix) return std::nullopt;
+  auto split = split_layer(name.substr(kPrefix.size()));
+  if (!split) return std::nullopt;
+  for (const auto& p : kLayerNames)
+    if (split->second == p.canonical) return strfmt("model.layers.%d.%s", split->first, p.hf);
+  return std::nullopt;
+}
+
 bool hf_ignorable_tensor(std::string_view hf) {
   constexpr std::string_view kInvFreq = "rotary_emb.inv_freq";
   return hf.size() >= kInvFreq.size() && hf.substr(hf.size() - kInvFreq.size()) == kInvFreq;

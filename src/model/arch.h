@@ -39,6 +39,9 @@ std::string supported_arch_list(bool hf_classes);
 std::optional<std::string> hf_to_canonical_name(std::string_view hf_name);
 // True for HF tensors that carry no weights we use and are safe to drop (e.g. rotary_emb.inv_freq buffers).
 bool hf_ignorable_tensor(std::string_view hf_name);
+// The inverse: canonical name -> Hugging Face name ("blk.3.attn_q.weight" -> "model.layers.3.self_attn.q_proj.weight"),
+// for writing checkpoints; nullopt for names the table does not hold.
+std::optional<std::string> canonical_to_hf_name(std::string_view canonical);
 
 // A tensor an architecture instance needs, with its shape in ne order (ne[0] contiguous).
 struct TensorSpec {

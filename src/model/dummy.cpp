@@ -114,6 +114,12 @@ void fill_random(void* dst, DType dtype, uint64_t n, float std, float fill, uint
   }
 }
 
+void fill_dummy_tensor(void* dst, DType dtype, const TensorSpec& spec, size_t index, uint64_t seed) {
+  uint64_t n = 1;
+  for (int d = 0; d < spec.n_dims; ++d) n *= static_cast<uint64_t>(spec.ne[static_cast<size_t>(d)]);
+  fill_random(dst, dtype, n, spec.is_norm ? 0.0f : 0.02f, 1.0f, seed * 0x9e3779b97f4a7c15ull + index);
+}
+
 Result<std::unique_ptr<Model>> load_dummy_model(const std::string& config_path, const LoadOptions& opts) {
   if (!dummy_dtype_supported(opts.dummy_dtype))
     return error("dummy weights: dtype %s is not supported (%s)", dtype_name(opts.dummy_dtype),
@@ -165,8 +171,7 @@ Result<std::unique_ptr<Model>> load_dummy_model(const std::string& config_path, 
   for (size_t k = 0; k < specs.size(); ++k) {
     TensorView& t = m->tensors[k];
     void* dst = m->owned_buffers[k].data();
-    const uint64_t seed = opts.dummy_seed * 0x9e3779b97f4a7c15ull + k;
-    fill_random(dst, t.dtype, static_cast<uint64_t>(t.n_elements()), specs[k].is_norm ? 0.0f : 0.02f, 1.0f, seed);
+    fill_dummy_tensor(dst, t.dtype, specs[k], k, opts.dummy_seed);
     t.data = dst;
   }
   // No vocab (kind kNone); n_vocab comes from the config.

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/status.h"
+#include "model/arch.h"
 #include "model/config.h"
 #include "model/gguf.h"
 #include "model/model.h"
@@ -31,5 +32,8 @@ Result<std::string> hf_chat_template(const std::string& dir);
 // The dummy weight generator: fills `n` elements of `dtype` at `dst` with ~N(0, std) values (or `fill`
 // when std == 0), deterministically from `seed`. Exposed for tests.
 void fill_random(void* dst, DType dtype, uint64_t n, float std, float fill, uint64_t seed);
+// Tensor `index` of expected_tensors() as the dummy loader fills it from `seed` (norms 1, the rest N(0, 0.02)): the
+// checkpoint mopt synth writes with seed 0 holds the weights `--load-format dummy` makes.
+void fill_dummy_tensor(void* dst, DType dtype, const TensorSpec& spec, size_t index, uint64_t seed);
 
 }  // namespace mopt

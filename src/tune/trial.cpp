@@ -155,7 +155,7 @@ TrialResult run_trial(const TrialOptions& opt, const Sla& sla, TrialResult t, do
   d.progress = opt.progress;
   d.progress_label = strfmt("trial %d", t.index);
   d.sample_gpu = opt.sample_gpu;
-  d.on_record = [&](const loadgen::RequestRecord& r) { return stopper.on_record(r); };
+  if (best_goodput >= 0) d.on_record = [&](const loadgen::RequestRecord& r) { return stopper.on_record(r); };
   Result<loadgen::RunResult> run = error("not run");
   bool timed_out = false;
   {

@@ -51,7 +51,8 @@ struct TrialResult {
   static Result<TrialResult> from_json(const nlohmann::json& j);
 };
 
-// Runs one trial. `best_goodput`: the best feasible goodput so far (for EarlyStop's "clearly worse").
+// Runs one trial. `best_goodput`: the best feasible goodput so far (for EarlyStop's "clearly worse"); < 0: never
+// stop early (a re-run runs every request, so that its goodput compares with the other re-runs').
 TrialResult run_trial(const TrialOptions& opt, const Sla& sla, TrialResult spec, double best_goodput);
 
 }  // namespace mopt::tune

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <optional>
 
 #include "backend/runner.h"
 #include "core/files.h"
@@ -193,8 +194,8 @@ Result<TuneOutcome> run_tune(const TuneOptions& opt) {
     if (opt.progress_lines)
       std::fprintf(stderr, "[trial %d%s] %s ...\n", spec.index,
                    opt.max_trials > 0 ? strfmt("/%d", opt.max_trials).c_str() : "", brief.c_str());
-    // A re-run is a measurement of reproducibility: never stopped for being worse than the best.
-    TrialResult t = run_trial(opt.trial, sla, spec, role == "confirm" ? 0.0 : best_goodput());
+    // A re-run is a measurement of reproducibility: it runs every request, whatever its figures.
+    TrialResult t = run_trial(opt.trial, sla, spec, role == "confirm" ? -1.0 : best_goodput());
     if (Status st = log.append(t); !st) std::fprintf(stderr, "mopt tune: %s\n", st.message().c_str());
     ++ran_here;
     trial_seconds += t.seconds;
@@ -250,12 +251,14 @@ Result<TuneOutcome> run_tune(const TuneOptions& opt) {
   // the best of many noisy measurements; the re-runs compare the two on equal terms).
   if (best >= 0) {
     rep.winner = best;
-    const TrialResult& w = rep.trials[static_cast<size_t>(best)];
+    // Copies: the re-runs below append to rep.trials, which moves its elements.
+    const TrialResult w = rep.trials[static_cast<size_t>(best)];
     Settings ws = defaults;
     if (w.role != "defaults") {
       MOPT_ASSIGN_OR_RETURN(ws, Settings::from_key(w.key));
     }
-    const TrialResult* base = rep.defaults >= 0 ? &rep.trials[static_cast<size_t>(rep.defaults)] : nullptr;
+    const std::optional<TrialResult> base =
+        rep.defaults >= 0 ? std::optional<TrialResult>(rep.trials[static_cast<size_t>(rep.defaults)]) : std::nullopt;
     auto vs = [](double a, double b) { return b > 0 ? strfmt("%+.0f%%", (a / b - 1) * 100) : std::string("n/a"); };
     if (w.role == "defaults") rep.margin = strfmt("serve's defaults are the best measured: goodput %.2f req/s", w.goodput);
     else rep.margin = strfmt("trial %d: goodput %.2f req/s", w.index, w.goodput);
