@@ -259,7 +259,10 @@ Result<TuneOutcome> run_tune(const TuneOptions& opt) {
     }
     const std::optional<TrialResult> base =
         rep.defaults >= 0 ? std::optional<TrialResult>(rep.trials[static_cast<size_t>(rep.defaults)]) : std::nullopt;
-    auto vs = [](double a, double b) { return b > 0 ? strfmt("%+.0f%%", (a / b - 1) * 100) : std::string("n/a"); };
+    auto vs = [](double a, double b) {
+      if (b > 0) return strfmt("%+.0f%%", (a / b - 1) * 100);
+      return a > 0 ? strfmt("+%.2f req/s over a goodput of 0", a) : std::string("n/a (both 0)");
+    };
     if (w.role == "defaults") rep.margin = strfmt("serve's defaults are the best measured: goodput %.2f req/s", w.goodput);
     else rep.margin = strfmt("trial %d: goodput %.2f req/s", w.index, w.goodput);
     if (base && base->measured() && w.role != "defaults")
