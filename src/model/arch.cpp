@@ -93,29 +93,28 @@ std::string supported_arch_list(bool hf_classes) {
   return out;
 }
 
-std::optional<std::string> hf_to_canonical_name(std::string_view hf) {
+namespace {
+
+// One name in the other spelling: Hugging Face -> canonical when `to_canonical`, else the reverse.
+std::optional<std::string> convert_name(std::string_view name, bool to_canonical) {
+  auto from = [&](const NamePair& p) { return std::string_view(to_canonical ? p.hf : p.canonical); };
+  auto to = [&](const NamePair& p) { return to_canonical ? p.canonical : p.hf; };
   for (const auto& p : kGlobalNames)
-    if (hf == p.hf) return std::string(p.canonical);
-  constexpr std::string_view kPrefix = "model.layers.";
-  if (hf.substr(0, kPrefix.size()) != kPrefix) return std::nullopt;
-  auto split = split_layer(hf.substr(kPrefix.size()));
+    if (name == from(p)) return std::string(to(p));
+  const std::string_view prefix = to_canonical ? "model.layers." : "blk.";
+  if (name.substr(0, prefix.size()) != prefix) return std::nullopt;
+  auto split = split_layer(name.substr(prefix.size()));
   if (!split) return std::nullopt;
   for (const auto& p : kLayerNames)
-    if (split->second == p.hf) return strfmt("blk.%d.%s", split->first, p.canonical);
+    if (split->second == from(p)) return strfmt("%s%d.%s", to_canonical ? "blk." : "model.layers.", split->first, to(p));
   return std::nullopt;
 }
 
-std::optional<std::string> canonical_to_hf_name(std::string_view name) {
-  for (const auto& p : kGlobalNames)
-    if (name == p.canonical) return std::string(p.hf);
-  constexpr std::string_view kPrefix = "blk.";
-  if (name.substr(0, kPrefix.size()) != kPrefix) return std::nullopt;
-  auto split = split_layer(name.substr(kPrefix.size()));
-  if (!split) return std::nullopt;
-  for (const auto& p : kLayerNames)
-    if (split->second == p.canonical) return strfmt("model.layers.%d.%s", split->first, p.hf);
-  return std::nullopt;
-}
+}  // namespace
+
+std::optional<std::string> hf_to_canonical_name(std::string_view hf) { return convert_name(hf, true); }
+
+std::optional<std::string> canonical_to_hf_name(std::string_view name) { return convert_name(name, false); }
 
 bool hf_ignorable_tensor(std::string_view hf) {
   constexpr std::string_view kInvFreq = "rotary_emb.inv_freq";
