@@ -45,7 +45,8 @@ if [[ $cpu == 1 ]]; then
   config=$W/tiny-config.json
   # Llama-3.1's vocabulary and special ids at a toy size.
   sed -e 's/"hidden_size": 4096/"hidden_size": 128/' -e 's/"intermediate_size": 14336/"intermediate_size": 256/' \
-      -e 's/"num_attention_heads": 32/"num_attention_heads": 4/' -e 's/"num_hidden_layers": 32/"num_hidden_layers": 2/' \
+      -e 's/"num_attention_heads": 32/"num_attention_heads": 4/' \
+      -e 's/"num_hidden_layers": 32/"num_hidden_layers": 2/' \
       -e 's/"num_key_value_heads": 8/"num_key_value_heads": 2/' -e 's/"head_dim": 128/"head_dim": 32/' \
       tests/gpu/llama-3.1-8b/config.json >"$config"
   soak=20s; gate_c=4; gate_in=64; gate_out=16; warmup=16; restart_limit=10s
@@ -87,7 +88,10 @@ if [[ $mode == all || $mode == gate ]]; then
     note "page cache NOT dropped (not permitted here): restarts read the checkpoint from the page cache"
   fi
   printf 'restart = "%s"\n' "$restart_limit" >"$W/thresholds.toml"
-  echo "== mopt gate: soak $soak at $gate_c in flight, $gate_in words in, $gate_out tokens out; restart < $restart_limit"
+  # A 20 s soak cannot resolve 0.1 MB/h (docs/gate.md): the CPU flow check uses the tests' threshold.
+  [[ $cpu == 1 ]] && printf 'leak_mb_per_hour = 1000\n' >>"$W/thresholds.toml"
+  echo "== mopt gate: soak $soak at $gate_c in flight, $gate_in words in, $gate_out tokens out;" \
+       "restart < $restart_limit"
   rm -rf "$W/gate"
   t0=$SECONDS
   timeout $((deadline - (SECONDS - t_start))) "$MOPT" gate -m "$ckpt" "${dev_args[@]}" -c "$gate_c" \
@@ -98,7 +102,8 @@ if [[ $mode == all || $mode == gate ]]; then
   tail -n 20 "$W/gate.err"
   cat "$O/gate.txt"
   note "gate: exit $rc in $((SECONDS - t0)) s (0: every gate that applies passed; 1: a gate failed; 124: out of time)"
-  while IFS= read -r line; do note "  $line"; done < <(grep -E '^(leak|tail|errors|cuda_graphs|accuracy|resources|restart) ' "$O/gate.txt")
+  gates='^(leak|tail|errors|cuda_graphs|accuracy|resources|restart) '
+  while IFS= read -r line; do note "  $line"; done < <(grep -E "$gates" "$O/gate.txt")
   [[ $rc == 0 ]] || status=1
 fi
 
@@ -132,7 +137,7 @@ fi
 # Evidence: logs, soak.json, trial files (one archive: $OUT returns at most 8 files).
 tar -C "$W" -czf "$O/evidence.tgz" --exclude="$(basename "$ckpt")" --exclude='*.safetensors' . 2>/dev/null
 echo
-echo "================================ gate_tune_gpu summary ($device, $((SECONDS - t_start)) s) ================================"
+echo "======================== gate_tune_gpu summary ($device, $((SECONDS - t_start)) s) ========================"
 printf '%s\n' "${summary[@]}" | tee "$O/summary.txt"
 echo "gate_tune_gpu: exit status $status"
 exit $status

@@ -1,4 +1,5 @@
-// mopt synth: writes a Hugging Face checkpoint with random weights for the architecture in a config.json (docs/synth.md).
+// mopt synth: writes a Hugging Face checkpoint with random weights for the architecture in a config.json
+// (docs/synth.md).
 //   mopt synth --config tests/gpu/llama-3.1-8b/config.json -o /tmp/llama8b-random [--dtype bf16] [--seed 0]
 #include <chrono>
 #include <cstdio>
@@ -44,7 +45,8 @@ Registration reg("synth", 14, [](CLI::App& app) {
   cmd->add_option("--dtype", a->dtype, "Weight dtype: bf16, f16 or f32")
       ->check(CLI::IsMember({"bf16", "f16", "f32"}))
       ->capture_default_str();
-  cmd->add_option("--seed", a->opt.seed, "Seed of the random weights (seed 0: the weights --load-format dummy loads)")->capture_default_str();
+  cmd->add_option("--seed", a->opt.seed, "Seed of the random weights (seed 0: the weights --load-format dummy loads)")
+      ->capture_default_str();
   cmd->add_option("--max-shard-size", a->opt.max_shard_bytes, "Largest shard (a larger tensor gets its own)")
       ->transform(CLI::AsSizeValue(false))
       ->check(CLI::Range(uint64_t{1} << 20, uint64_t{1} << 50));

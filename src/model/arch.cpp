@@ -106,7 +106,8 @@ std::optional<std::string> convert_name(std::string_view name, bool to_canonical
   auto split = split_layer(name.substr(prefix.size()));
   if (!split) return std::nullopt;
   for (const auto& p : kLayerNames)
-    if (split->second == from(p)) return strfmt("%s%d.%s", to_canonical ? "blk." : "model.layers.", split->first, to(p));
+    if (split->second == from(p))
+      return strfmt("%s%d.%s", to_canonical ? "blk." : "model.layers.", split->first, to(p));
   return std::nullopt;
 }
 

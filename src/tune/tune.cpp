@@ -207,7 +207,8 @@ Result<TuneOutcome> run_tune(const TuneOptions& opt) {
       const double per = trial_seconds / ran_here;
       double left = -1;
       if (opt.max_trials > 0) left = per * std::max(0, opt.max_trials - static_cast<int>(rep.trials.size()));
-      if (opt.time_budget_s > 0) left = left < 0 ? opt.time_budget_s - elapsed : std::min(left, opt.time_budget_s - elapsed);
+      if (opt.time_budget_s > 0)
+        left = left < 0 ? opt.time_budget_s - elapsed : std::min(left, opt.time_budget_s - elapsed);
       std::string res = t.measured() ? strfmt("goodput %.2f req/s, P99 TTFT %.0f ms, P99 TPOT %.1f ms, SLA %s",
                                               t.goodput, t.ttft_p99 * 1e3, t.tpot_p99 * 1e3,
                                               t.feasible ? "met" : "missed")
@@ -220,7 +221,9 @@ Result<TuneOutcome> run_tune(const TuneOptions& opt) {
       std::fprintf(stderr, "[trial %d] %s: %s (%.0f s)%s | best %s | elapsed %s, left ~%s\n", t.index,
                    t.status.c_str(), res.c_str(), t.seconds,
                    t.detail.empty() ? "" : (" - " + t.detail.substr(0, t.detail.find('\n'))).c_str(),
-                   best >= 0 ? strfmt("%.2f req/s (trial %d)", best_goodput(), rep.trials[static_cast<size_t>(best)].index).c_str() : "none yet",
+                   best >= 0 ? strfmt("%.2f req/s (trial %d)", best_goodput(),
+                                      rep.trials[static_cast<size_t>(best)].index).c_str()
+                             : "none yet",
                    duration_text(elapsed).c_str(), duration_text(std::max(0.0, left)).c_str());
     }
     return rep.trials.size() - 1;
@@ -263,8 +266,10 @@ Result<TuneOutcome> run_tune(const TuneOptions& opt) {
       if (b > 0) return strfmt("%+.0f%%", (a / b - 1) * 100);
       return a > 0 ? strfmt("+%.2f req/s over a goodput of 0", a) : std::string("n/a (both 0)");
     };
-    if (w.role == "defaults") rep.margin = strfmt("serve's defaults are the best measured: goodput %.2f req/s", w.goodput);
-    else rep.margin = strfmt("trial %d: goodput %.2f req/s", w.index, w.goodput);
+    if (w.role == "defaults")
+      rep.margin = strfmt("serve's defaults are the best measured: goodput %.2f req/s", w.goodput);
+    else
+      rep.margin = strfmt("trial %d: goodput %.2f req/s", w.index, w.goodput);
     if (base && base->measured() && w.role != "defaults")
       rep.margin += strfmt(" vs %.2f with serve's defaults (%s%s)", base->goodput, vs(w.goodput, base->goodput).c_str(),
                            base->feasible ? "" : "; the defaults missed the SLA");
@@ -284,8 +289,9 @@ Result<TuneOutcome> run_tune(const TuneOptions& opt) {
         if (ct.measured()) wg.push_back(ct.goodput);
       }
       if (w.role == "defaults" || !base) continue;
-      auto cd = trial("defaults" + suffix, "confirm", strfmt("re-run %d of trial %d (serve's defaults)", k, base->index),
-                      base->settings, base->serve_args, false);
+      auto cd = trial("defaults" + suffix, "confirm",
+                      strfmt("re-run %d of trial %d (serve's defaults)", k, base->index), base->settings,
+                      base->serve_args, false);
       if (cd) {
         const TrialResult& dt = rep.trials[*cd];
         dtxt += strfmt("%s%s", dtxt.empty() ? "" : ", ",
@@ -302,9 +308,11 @@ Result<TuneOutcome> run_tune(const TuneOptions& opt) {
       const double wm = median(wg);
       double spread = 0;
       for (double g : wg) spread = std::max(spread, std::fabs(g / wm - 1));
-      rep.reproduced = strfmt("the winner re-run %zu time(s): %s req/s (median %.2f, %+.1f%% against the search's "
-                              "%.2f; re-runs within %.1f%% of their median)",
-                              wg.size(), wtxt.c_str(), wm, (wm / w.goodput - 1) * 100, w.goodput, spread * 100);
+      rep.reproduced = strfmt("the winner re-run %zu time(s): %s req/s (median %.2f, %+.1f%% against the "
+                              "search's %.2f%s)",
+                              wg.size(), wtxt.c_str(), wm, (wm / w.goodput - 1) * 100, w.goodput,
+                              wg.size() > 1 ? strfmt("; re-runs within %.1f%% of their median", spread * 100).c_str()
+                                            : "");
       if (!dg.empty())
         rep.reproduced += strfmt("; serve's defaults re-run: %s req/s (median %.2f): the winner is %s", dtxt.c_str(),
                                  median(dg), vs(wm, median(dg)).c_str());
