@@ -139,9 +139,10 @@ Result<WarmupReport> CudaRunner::warmup(const WarmupProgress& progress) {
     for (int b : graph_buckets()) decode_step(b, true, true);
   if (fused_decode_)  // eager fused decode steps (with graphs: only those whose rows do not match a graph)
     for (int n = 1; n <= std::min(kSkinnyMaxRows, opts_.max_seqs); ++n) decode_step(n, opts_.enforce_eager, false);
-  // One sequence of m prompt tokens, every position's logits (at most a chunk of logit_rows_).
+  // One sequence of m prompt tokens, every position's logits (at most a chunk of logit_rows_). m = 1 is a decode
+  // step: bucket 1's graph again, or under --enforce-eager the general path's m = 1 GEMMs (no fused path).
   const int max_m = std::min({gemm_.autotune_max_m, max_tokens_, slots, bt_stride_ * block_size_});
-  for (int m = 2; m <= max_m; ++m) {
+  for (int m = 1; m <= max_m; ++m) {
     WarmStep w;
     w.what = strfmt("eager step, %d tokens", m);
     BatchArrays& a = w.arr;
