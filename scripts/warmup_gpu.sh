@@ -23,6 +23,7 @@ CK=${MOPT_WARMUP_CKPT:-/tmp/mopt-llama31-8b-random}
 CACHE=/tmp/mopt-warmup-cache  # XDG_CACHE_HOME of every run below: the plan cache is $CACHE/mopt/plans-*.txt
 PORT=18523
 MAX_SEQS=64
+MAX_LEN=${MOPT_WARMUP_MAX_LEN:-4096}  # MOPT_WARMUP_CKPT / _MAX_LEN: another checkpoint (a smoke test on a small model)
 status=0
 exec > >(tee "$O/warmup_gpu.log") 2>&1
 
@@ -50,7 +51,7 @@ serve_and_measure() {
   local tag=$1 ramp=$2
   local t_start
   t_start=$(date +%s.%N)
-  "$M" serve -m "$CK" --port "$PORT" --max-num-seqs "$MAX_SEQS" --max-model-len 4096 --served-model-name m \
+  "$M" serve -m "$CK" --port "$PORT" --max-num-seqs "$MAX_SEQS" --max-model-len "$MAX_LEN" --served-model-name m \
     > "$O/serve_$tag.log" 2>&1 &
   local spid=$!
   python3 - "$PORT" "$spid" "$t_start" "$ramp" "$O/$tag.json" <<'PY'
