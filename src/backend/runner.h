@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -102,6 +103,26 @@ struct RunnerRuntimeStats {
   int64_t device_memory_used = -1;   // bytes in use on the device, all processes (CUDA); -1: no device memory
 };
 
+// What ModelRunner::warmup did (docs/warmup.md). Times are wall seconds.
+struct WarmupReport {
+  double tuning_s = 0;     // eager steps that tuned GEMMs (or took their plans from the plan cache)
+  double capture_s = 0;    // CUDA graph capture, with the in-graph refinement of GEMM tilings
+  int eager_shapes = 0;    // eager step shapes run
+  int graphs = 0;          // decode graphs captured
+  uint64_t plans_tuned = 0;       // GEMM plans timed during the warm-up
+  uint64_t plans_from_cache = 0;  // GEMM plans taken from the plan cache instead
+  std::string plan_cache;  // what happened to the plan cache ("off", "hit <path>", "written <path>", ...)
+};
+// Progress of a warm-up: `done` of `total` steps, the current one described by `what`.
+using WarmupProgress = std::function<void(int done, int total, const std::string& what)>;
+
+// Work a runner does inside steps that should have happened before serving: GEMM shapes timed and CUDA graphs
+// captured so far (monotonic, thread-safe).
+struct TuningCounters {
+  uint64_t gemm_tunings = 0;
+  uint64_t graph_captures = 0;
+};
+
 class ModelRunner {
  public:
   virtual ~ModelRunner() = default;
@@ -136,6 +157,16 @@ class ModelRunner {
 
   // Monitoring figures (RunnerRuntimeStats); the default: no device, no graphs.
   virtual RunnerRuntimeStats runtime_stats() const { return {}; }
+  // After init_kv_cache, before the first request: runs every step shape the engine's limits (max_seqs,
+  // max_batch_tokens) allow that would otherwise tune or capture inside a request (CUDA: every decode graph bucket,
+  // every eagerly run GEMM row count that is timed), taking plans from the plan cache when it has them and
+  // writing it afterwards. It writes K/V into cache slots that no request owns yet. A runner with nothing to warm
+  // (the CPU runner: no tuning, no graphs) returns an empty report at once.
+  virtual Result<WarmupReport> warmup(const WarmupProgress& progress) {
+    (void)progress;
+    return WarmupReport{};
+  }
+  virtual TuningCounters tuning_counters() const { return {}; }
 
   // Swap blocks between the device cache and the host swap pool: pairs of (device_block, host_block).
   virtual Status swap_out(std::span<const std::pair<int32_t, int32_t>> device_to_host) = 0;
@@ -161,6 +192,10 @@ struct RunnerOptions {
   bool enforce_eager = false; // CUDA: no graphs
   ComputeDtype dtype = ComputeDtype::kAuto;  // CUDA: compute precision
   KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;  // CPU: KV cache element type
+  // CUDA: the persistent plan cache (backend/plan_cache.h) read and written by warmup(); "" = the default
+  // directory (default_plan_cache_dir()). The CPU backend tunes nothing and has no plans to cache.
+  bool plan_cache = true;
+  std::string plan_cache_dir;
 };
 
 // kAuto -> kCuda when cuda_device_available(), else kCpu; other kinds unchanged.

@@ -9,9 +9,10 @@
 #include <vector>
 
 #include "cli/commands.h"
-#include "cli/model_args.h"
-#include "engine/engine.h"
 #include "cli/engine_flags.h"
+#include "cli/model_args.h"
+#include "cli/startup.h"
+#include "engine/engine.h"
 
 namespace mopt::cli {
 namespace {
@@ -66,7 +67,10 @@ void size_engine_to_workload(const CLI::App& cmd, const std::vector<std::vector<
 }
 
 int run(RunArgs& a, const CLI::App& cmd) {
+  StartupTimes startup;
+  const auto t_read = Clock::now();
   auto loaded = load_model_and_tokenizer(a.model);
+  startup.read_s = secs(Clock::now() - t_read);
   if (!loaded) {
     std::fprintf(stderr, "mopt run: %s\n", loaded.message().c_str());
     return 1;
@@ -100,12 +104,20 @@ int run(RunArgs& a, const CLI::App& cmd) {
     }
   }
   size_engine_to_workload(cmd, prompt_ids, a.n_predict, loaded->model->config.context_length, a.engine);
+  const auto t_engine = Clock::now();
   auto engine_r = Engine::create(*loaded->model, tok, a.engine);
   if (!engine_r) {
     std::fprintf(stderr, "mopt run: %s\n", engine_r.message().c_str());
     return 1;
   }
   Engine& engine = **engine_r;
+  startup.engine_s = secs(Clock::now() - t_engine);
+  // Tuning and graph capture happen here, not inside the timed generation below.
+  if (Status st = warm_up_engine(engine, startup, {}); !st) {
+    std::fprintf(stderr, "mopt run: %s\n", st.message().c_str());
+    return 1;
+  }
+  std::fprintf(stderr, "%s\n", format_startup(startup).c_str());
 
   const bool batch = prompts.size() > 1 || !a.prompts_file.empty();
   uint64_t seed = a.seed >= 0 ? static_cast<uint64_t>(a.seed) : std::random_device{}();
@@ -180,16 +192,22 @@ int run(RunArgs& a, const CLI::App& cmd) {
     const double prompt_s = tr.completion_tokens > 0 ? secs(tr.first_token - t0) : secs(t1 - t0);
     const double gen_s = secs(t1 - tr.first_token);
     std::printf("\n");
-    std::fprintf(stderr, "\nprompt:     %5d tokens in %8.2f ms (%10.1f tokens/s)\n", tr.prompt_tokens,
+    std::fprintf(stderr, "\nload:       %8.2f s (read weights %.2f s, engine %.2f s)\n", startup.read_s + startup.engine_s,
+                 startup.read_s, startup.engine_s);
+    std::fprintf(stderr, "warm-up:    %8.2f s (tuning %.2f s, graph capture %.2f s)\n", startup.warmup_s,
+                 startup.warm.tuning_s, startup.warm.capture_s);
+    std::fprintf(stderr, "prompt:     %5d tokens in %8.2f ms (%10.1f tokens/s)\n", tr.prompt_tokens,
                  prompt_s * 1e3, tr.prompt_tokens / std::max(prompt_s, 1e-9));
     if (tr.completion_tokens > 1)
-      std::fprintf(stderr, "generation: %5d tokens in %8.2f ms (%10.1f tokens/s, first token excluded)\n",
+      std::fprintf(stderr, "generation: %5d tokens in %8.2f ms (%10.1f tokens/s steady state, first token excluded)\n",
                    tr.completion_tokens, gen_s * 1e3, (tr.completion_tokens - 1) / std::max(gen_s, 1e-9));
     std::fprintf(stderr, "finish: %s, seed %llu\n", finish_reason_name(tr.reason),
                  static_cast<unsigned long long>(seed));
   } else {
     const double s = secs(t1 - t0);
     const EngineStats st = engine.stats();
+    std::fprintf(stderr, "\nload: %.2f s (read weights %.2f s, engine %.2f s); warm-up: %.2f s", startup.read_s +
+                 startup.engine_s, startup.read_s, startup.engine_s, startup.warmup_s);
     std::fprintf(stderr,
                  "\n%zu prompts: %lld prompt + %lld generated tokens in %.2f s: %.1f generated tokens/s, "
                  "%.1f total tokens/s; %llu preemptions, prefix cache hits %llu/%llu tokens\n",

@@ -1,10 +1,12 @@
 // mopt serve: the OpenAI-compatible server (src/server). Listens first (so /health says "loading"), loads the
-// model, then serves until SIGTERM/SIGINT: stop accepting, let in-flight requests finish within --drain-timeout,
-// abort the rest, exit 0. Startup failures (port in use, bad model, bad template) exit 1 with the reason.
+// model, warms the engine up (GEMM tuning, graph capture: /health stays 503 "loading" with the phase), then serves
+// until SIGTERM/SIGINT: stop accepting, let in-flight requests finish within --drain-timeout, abort the rest, exit 0.
+// Startup failures (port in use, bad model, bad template) exit 1 with the reason.
 #include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
 
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -13,6 +15,7 @@
 #include "cli/commands.h"
 #include "cli/device_facts.h"
 #include "cli/model_args.h"
+#include "cli/startup.h"
 #include "core/log.h"
 #include "engine/engine.h"
 #include "loadgen/stats.h"
@@ -169,7 +172,13 @@ int serve(ServeArgs& a) {
     return 1;
   };
 
+  using Clock = std::chrono::steady_clock;
+  auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
+  StartupTimes startup;
+  srv.set_loading_phase("reading weights");
+  const auto t_read = Clock::now();
   auto loaded = load_model_and_tokenizer(a.model);
+  startup.read_s = since(t_read);
   if (!loaded) return fail(loaded.message());
   if (!loaded->tokenizer) return fail("the model has no tokenizer (dummy weights?); serving needs one");
   server::ServedModel sm;
@@ -185,8 +194,15 @@ int serve(ServeArgs& a) {
     if (!t) return fail("the model's chat template: " + t.message() + " (override it with --chat-template FILE)");
     sm.chat_template = std::move(*t);
   }
+  srv.set_loading_phase("creating the engine (weight upload, KV cache)");
+  const auto t_engine = Clock::now();
   auto engine = Engine::create(*loaded->model, *loaded->tokenizer, a.engine);
   if (!engine) return fail(engine.message());
+  startup.engine_s = since(t_engine);
+  // Tuning and graph capture before /health reports ready, so no request pays for them.
+  if (Status st = warm_up_engine(**engine, startup, [&srv](const std::string& p) { srv.set_loading_phase(p); }); !st)
+    return fail(st.message());
+  MOPT_LOG_INFO("%s", format_startup(startup).c_str());
   (*engine)->start();
   sm.engine = engine->get();
   sm.tokenizer = loaded->tokenizer.get();

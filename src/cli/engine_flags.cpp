@@ -57,6 +57,11 @@ void add_engine_flags(CLI::App& app, EngineConfig& cfg) {
   enum_option("--kv-cache-dtype", cfg.runner.kv_cache_dtype, kv_dtypes,
               "CPU KV cache element type: auto (fp16), fp16 (values rounded to fp16) or fp32 (twice the memory)");
   app.add_flag("--enforce-eager", cfg.runner.enforce_eager, "CUDA: do not capture CUDA graphs")->group(g);
+  app.add_flag_callback("--no-plan-cache", [&cfg] { cfg.runner.plan_cache = false; },
+                        "CUDA: neither read nor write the plan cache (tuned GEMM plans, kept in "
+                        "$XDG_CACHE_HOME/mopt or ~/.cache/mopt); the CPU backend has no plans to cache")->group(g);
+  app.add_option("--plan-cache-dir", cfg.runner.plan_cache_dir,
+                 "CUDA: directory of the plan cache (default $XDG_CACHE_HOME/mopt, else ~/.cache/mopt)")->group(g);
 }
 
 }  // namespace mopt

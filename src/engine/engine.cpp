@@ -88,6 +88,7 @@ class EngineImpl final : public Engine {
 
   AddResult add_request(RequestSpec spec, OutputCallback cb) override;
   void abort(uint64_t request_id) override;
+  Result<WarmupReport> warmup(const WarmupProgress& progress) override;
   void start() override;
   void stop() override;
   bool step() override;
@@ -119,6 +120,7 @@ class EngineImpl final : public Engine {
   void emit(EngineRequest& r, RequestOutput& o);
   void fail_all(const std::string& error);
   void update_stats(const SchedulerOutput* out);
+  void check_late_tuning(const SchedulerOutput& out, double step_s);
 
   std::unique_ptr<ModelRunner> runner_;
   const Tokenizer* tok_;
@@ -147,6 +149,7 @@ class EngineImpl final : public Engine {
   mutable std::mutex stats_mu_;
   EngineStats stats_;
   double last_runtime_poll_s_ = -1e9;  // under stats_mu_
+  TuningCounters tuning_seen_;  // the runner's counters after the warm-up / the last step (engine thread)
 
   // Batch buffers, reused across steps.
   BatchArrays barr_;               // the step's batch
@@ -544,6 +547,45 @@ void EngineImpl::update_stats(const SchedulerOutput* out) {
   }
 }
 
+Result<WarmupReport> EngineImpl::warmup(const WarmupProgress& progress) {
+  std::lock_guard<std::mutex> lk(step_mu_);
+  uint64_t steps = 0;
+  {
+    std::lock_guard<std::mutex> slk(stats_mu_);
+    steps = stats_.steps;
+  }
+  if (thread_.joinable() || steps > 0 || unfinished_.load() > 0)
+    return error("Engine::warmup: call it before start() and before the first request");
+  MOPT_ASSIGN_OR_RETURN(WarmupReport rep, runner_->warmup(progress));
+  tuning_seen_ = runner_->tuning_counters();
+  std::lock_guard<std::mutex> slk(stats_mu_);
+  stats_.warmed_up = true;
+  return rep;
+}
+
+// After the warm-up, a step that still tunes GEMMs or captures graphs ran them inside users' requests: say so
+// (the step's time includes that work) and count it for /metrics.
+void EngineImpl::check_late_tuning(const SchedulerOutput& out, double step_s) {
+  const TuningCounters now = runner_->tuning_counters();
+  const uint64_t tunings = now.gemm_tunings - tuning_seen_.gemm_tunings;
+  const uint64_t captures = now.graph_captures - tuning_seen_.graph_captures;
+  tuning_seen_ = now;
+  bool warmed = false;
+  {
+    std::lock_guard<std::mutex> lk(stats_mu_);
+    warmed = stats_.warmed_up;
+    if (warmed) {
+      stats_.tunings_after_warmup += tunings;
+      stats_.captures_after_warmup += captures;
+    }
+  }
+  if (warmed && (tunings || captures))
+    MOPT_LOG_WARN("engine: a step of %d tokens (%zu sequences) tuned %llu GEMM shapes and captured %llu CUDA "
+                  "graphs after the warm-up (%.1f ms); the warm-up missed this shape",
+                  out.num_tokens, out.scheduled.size(), static_cast<unsigned long long>(tunings),
+                  static_cast<unsigned long long>(captures), step_s * 1e3);
+}
+
 bool EngineImpl::step() {
   std::lock_guard<std::mutex> lk(step_mu_);
   try {
@@ -572,7 +614,11 @@ bool EngineImpl::step_locked() {
     update_stats(&out);
     return true;
   }
-  if (!out.scheduled.empty()) st = run_forward(out);
+  if (!out.scheduled.empty()) {
+    const auto t0 = std::chrono::steady_clock::now();
+    st = run_forward(out);
+    check_late_tuning(out, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
   if (!st) {
     MOPT_LOG_ERROR("forward pass failed: %s", st.message().c_str());
     for (const ScheduledRequest& s : out.scheduled) {
@@ -699,16 +745,19 @@ Result<std::unique_ptr<Engine>> create_engine_with_runner(std::unique_ptr<ModelR
   if (cfg.preemption == PreemptionMode::kSwap && n_swap == 0)
     return error("--preemption-mode swap needs a swap pool: pass --swap-space GiB (at least %s)",
                  format_bytes(static_cast<double>(block_bytes)).c_str());
+  const auto kv_t0 = std::chrono::steady_clock::now();
   MOPT_TRY(runner->init_kv_cache(num_blocks, cfg.block_size, static_cast<int>(n_swap))
                .with_context("allocating the KV cache"));
+  const double kv_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - kv_t0).count();
 
   MOPT_LOG_INFO("KV cache on %s (%s): %d blocks x %d tokens = %lld tokens (%s); max concurrency at "
-                "max_model_len %d: %.2fx%s",
+                "max_model_len %d: %.2fx%s; allocated in %.2f s",
                 device_name(cfg.runner.device), kv.describe(kreq).c_str(), num_blocks, cfg.block_size,
                 static_cast<long long>(num_blocks) * cfg.block_size,
                 format_bytes(static_cast<double>(kv.pool_bytes())).c_str(),
                 cfg.max_model_len, kv.max_concurrency(),
-                n_swap ? strfmt("; swap pool %llu blocks", static_cast<unsigned long long>(n_swap)).c_str() : "");
+                n_swap ? strfmt("; swap pool %llu blocks", static_cast<unsigned long long>(n_swap)).c_str() : "",
+                kv_s);
 
   SchedulerConfig scfg;
   scfg.max_num_seqs = cfg.max_num_seqs;

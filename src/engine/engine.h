@@ -116,6 +116,11 @@ struct EngineStats {
   double last_step_time_s = 0;            // monotonic seconds at the last completed step (for /health)
   uint64_t requests_finished = 0;
   RunnerRuntimeStats runner;             // the backend's own figures, polled about once a second
+  // Engine::warmup: done, and the tuning the runner still did afterwards (inside requests' steps; a warm-up that
+  // covers every shape leaves both 0; docs/warmup.md).
+  bool warmed_up = false;
+  uint64_t tunings_after_warmup = 0;   // GEMM shapes timed
+  uint64_t captures_after_warmup = 0;  // CUDA graphs captured
 };
 
 class Engine {
@@ -128,6 +133,11 @@ class Engine {
   virtual AddResult add_request(RequestSpec spec, OutputCallback cb) = 0;
   // Thread-safe; frees the request's blocks within one engine step. Its callback gets finish kAbort.
   virtual void abort(uint64_t request_id) = 0;
+
+  // Once, after create and before start() or the first request: ModelRunner::warmup (tunes and captures every step
+  // shape the limits allow; the CPU runner has nothing to warm). Afterwards every step in which the runner still
+  // tunes or captures is logged as a warning and counted in EngineStats.
+  virtual Result<WarmupReport> warmup(const WarmupProgress& progress) = 0;
 
   // Background loop (serve): start() spawns the engine thread; stop() drains nothing, aborts all, joins.
   virtual void start() = 0;

@@ -123,6 +123,14 @@ std::string ServerMetrics::render(const EngineStats& s, const EngineConfig* cfg)
   scalar(out, "mopt:num_preemptions_total", "counter", "Requests preempted by the scheduler.",
          static_cast<double>(s.preemptions));
   scalar(out, "mopt:engine_steps_total", "counter", "Engine scheduler steps.", static_cast<double>(s.steps));
+  scalar(out, "mopt:warmed_up", "gauge", "1 when the engine's warm-up (GEMM tuning, graph capture) has run.",
+         s.warmed_up ? 1 : 0);
+  scalar(out, "mopt:gemm_tunings_after_warmup_total", "counter",
+         "GEMM shapes timed inside requests' steps after the warm-up (0 when the warm-up covered every shape).",
+         static_cast<double>(s.tunings_after_warmup));
+  scalar(out, "mopt:graph_captures_after_warmup_total", "counter",
+         "CUDA graphs captured inside requests' steps after the warm-up.",
+         static_cast<double>(s.captures_after_warmup));
 
   header(out, "mopt:request_success_total", "counter", "Finished requests by finish reason.");
   static const char* kReasons[] = {"stop", "length", "abort", "error"};

@@ -93,6 +93,11 @@ void Server::attach(ServedModel model) {
   loaded_.store(true);
 }
 
+void Server::set_loading_phase(std::string phase) {
+  std::lock_guard<std::mutex> lk(phase_mu_);
+  loading_phase_ = std::move(phase);
+}
+
 const ServedModel* Server::model() const { return loaded_.load() ? &model_ : nullptr; }
 
 void Server::serve() { http_->serve(); }
@@ -214,7 +219,16 @@ void Server::handle(const HttpRequest& req, ResponseWriter& w) {
 
 void Server::handle_health(const HttpRequest& req, ResponseWriter& w) {
   const ServedModel* m = model();
-  if (!m) return send_json(w, 503, R"({"status":"loading"})", req, {{"Retry-After", "2"}});
+  if (!m) {
+    std::string phase;
+    {
+      std::lock_guard<std::mutex> lk(phase_mu_);
+      phase = loading_phase_;
+    }
+    json body{{"status", "loading"}};
+    if (!phase.empty()) body["phase"] = phase;
+    return send_json(w, 503, dump(body), req, {{"Retry-After", "2"}});
+  }
   if (http_->draining()) return send_json(w, 503, R"({"status":"draining"})", req);
   EngineStats s = m->engine->stats();
   if (m->engine->has_unfinished()) {

@@ -60,6 +60,8 @@ class Server {
   Status listen();              // binds host:port (port 0 = any; see port())
   int port() const { return http_->port(); }
   void attach(ServedModel model);
+  // While loading: what the server is doing ("reading weights", "warm-up 3/40"), reported by /health's 503 body.
+  void set_loading_phase(std::string phase);
   void serve();                 // accept loop; returns after begin_drain()
   // Stops accepting; in-flight requests go on. Call wait_drained() next.
   void begin_drain();
@@ -101,6 +103,8 @@ class Server {
   std::atomic<uint64_t> next_id_{1};
   int64_t created_ = 0;
   double attach_time_ = 0;  // monotonic seconds when the model was attached
+  std::mutex phase_mu_;
+  std::string loading_phase_;  // under phase_mu_
 };
 
 }  // namespace mopt::server

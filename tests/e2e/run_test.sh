@@ -15,7 +15,13 @@ check() {  # $1 = label, rest = mopt run args
   if ! cmp -s <(head -c "$(wc -c < "$tmp/want.txt")" "$tmp/out.txt") "$tmp/want.txt"; then
     echo "FAIL: $label output differs from the published text"; diff <(head -c 2000 "$tmp/out.txt") "$tmp/want.txt" | head -20; exit 1
   fi
-  grep -q "generation:" "$tmp/err.txt" || { echo "FAIL: $label printed no speed line"; exit 1; }
+  grep -q "generation:.*steady state" "$tmp/err.txt" || { echo "FAIL: $label printed no speed line"; exit 1; }
+  # Load and warm-up are reported apart from generation; the CPU runner has nothing to warm.
+  grep -q "^load: " "$tmp/err.txt" && grep -q "^warm-up: " "$tmp/err.txt" ||
+    { echo "FAIL: $label printed no load / warm-up lines"; cat "$tmp/err.txt"; exit 1; }
+  if grep -q -- "--device auto: using cpu" "$tmp/err.txt" && ! grep -q "nothing to warm on this backend" "$tmp/err.txt"; then
+    echo "FAIL: $label: the CPU warm-up should do nothing"; exit 1
+  fi
   echo "ok: $label"
 }
 check "gguf" -m "$M/stories260K.gguf"

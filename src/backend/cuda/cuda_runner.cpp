@@ -8,6 +8,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <vector>
 
@@ -105,15 +106,18 @@ Result<std::unique_ptr<CudaRunner>> CudaRunner::create(const Model& model, const
   r->max_tokens_ = std::max(opts.max_batch_tokens, opts.max_seqs);
   r->logit_rows_ = opts.max_seqs;
 
+  const auto upload_t0 = std::chrono::steady_clock::now();
   MOPT_TRY(r->upload_weights(model, extras));
   const std::vector<float> inv = rope_inv_freq(r->cfg_);
   MOPT_TRY(r->inv_freq_.alloc(inv.size() * 4, "rope table"));
   MOPT_CUDA_TRY(cudaMemcpyAsync(r->inv_freq_.as<float>(), inv.data(), inv.size() * 4, cudaMemcpyHostToDevice,
                                 r->stream_));
   MOPT_CUDA_TRY(cudaStreamSynchronize(r->stream_));
+  const double upload_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - upload_t0).count();
   MOPT_TRY(r->alloc_workspace());
-  MOPT_LOG_INFO("cuda: %s, %d SMs; weights %s, compute dtype %s", prop.name, r->n_sms_,
-                format_bytes(static_cast<double>(r->weight_bytes_)).c_str(), r->f32_ ? "float32" : "bfloat16");
+  MOPT_LOG_INFO("cuda: %s, %d SMs; weights %s, compute dtype %s; uploaded in %.2f s", prop.name, r->n_sms_,
+                format_bytes(static_cast<double>(r->weight_bytes_)).c_str(), r->f32_ ? "float32" : "bfloat16",
+                upload_s);
   return r;
 }
 

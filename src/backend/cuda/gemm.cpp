@@ -1,6 +1,7 @@
 #include "backend/cuda/gemm.h"
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "core/log.h"
@@ -139,7 +140,9 @@ Result<Gemm::Plan*> Gemm::plan_for(const void* x, const void* w, const void* bia
   cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
   MOPT_CUDA_TRY(cudaStreamIsCapturing(stream, &cap));
   const bool tune = m <= autotune_max_m && cap == cudaStreamCaptureStatusNone;
-  if (!tune) {
+  if (hints_.count(key) && apply_hint(key, *plan, skinny_ok)) {
+    ++n_from_cache_;
+  } else if (!tune) {
     if (n_heur > 0) plan->algo = heur[0].algo;
     else plan->skinny = true;
   } else {
@@ -176,6 +179,7 @@ Result<Gemm::Plan*> Gemm::plan_for(const void* x, const void* w, const void* bia
     plan->skinny_variant = best_idx < 0 ? -1 - best_idx : 0;
     if (best_idx >= 0) plan->algo = heur[best_idx].algo;
     plan->tuned_us = best * 1000.f / 5;
+    ++n_tuned_;
     MOPT_LOG_DEBUG("gemm %dx%dx%d %s%s: %s (%.1f us)", m, n, k, type_name, y_f32 ? " ->f32" : "",
                    plan->skinny ? strfmt("skinny v%d", plan->skinny_variant).c_str() : strfmt("cublasLt #%d", best_idx).c_str(), best * 1000.f / 5);
   }
@@ -275,6 +279,7 @@ Result<int> Gemm::fused_variant(const SkinnyGemmParams& p, cudaStream_t stream) 
   MOPT_LOG_DEBUG("fused gemm %dx%dx%d%s: skinny v%d (%.1f us)", p.m, p.n, p.k, prologue_name(p.prologue),
                  best.variant, best.tuned_us);
   fused_plans_.emplace(key, best);
+  ++n_tuned_;
   return best.variant;
 }
 
@@ -366,6 +371,122 @@ Status Gemm::run(const bf16* x, const bf16* w, const bf16* bias, void* y, bool y
 Status Gemm::run(const float* x, const float* w, const float* bias, void* y, bool /*y_f32*/, int m, int n, int k,
                  cudaStream_t stream) {
   return run_any(x, w, bias, y, true, true, m, n, k, stream);
+}
+
+// The plan cache's records (gemm.h). Times are stored in nanoseconds (at least 1: a stored plan was timed).
+namespace {
+constexpr int kGemmInts = 10;   // m n k y_f32 has_bias align in_f32 skinny skinny_variant tuned_ns
+constexpr int kFusedInts = 9 + 2 * kSkinnyVariants;  // m n k prologue epilogue y_f32 has_bias variant tuned_ns,
+                                                     // then (ns, variant) per variant, fastest first
+int64_t to_ns(float us) { return std::max<int64_t>(1, static_cast<int64_t>(us * 1000.f)); }
+bool flag(int64_t v) { return v == 0 || v == 1; }
+}  // namespace
+
+std::vector<PlanRecordSchema> Gemm::plan_schema() {
+  return {{"gemm", kGemmInts, static_cast<int>(sizeof(cublasLtMatmulAlgo_t))}, {"fused", kFusedInts, 0}};
+}
+
+std::vector<PlanRecord> Gemm::export_plans() const {
+  std::vector<PlanRecord> out;
+  auto gemm_record = [&out](const Key& key, bool skinny, int variant, float us, const cublasLtMatmulAlgo_t& algo) {
+    const auto& [m, n, k, y_f32, bias, align, in_f32] = key;
+    PlanRecord r{"gemm", {m, n, k, y_f32, bias, align, in_f32, skinny, variant, to_ns(us)}, {}};
+    const auto* bytes = reinterpret_cast<const uint8_t*>(&algo);
+    r.blob.assign(bytes, bytes + sizeof(algo));
+    out.push_back(std::move(r));
+  };
+  for (const auto& [key, plan] : plans_)
+    if (plan->tuned_us > 0.f)  // heuristic choices (large m) are not timed: nothing to keep
+      gemm_record(key, plan->skinny, plan->skinny_variant, plan->tuned_us, plan->algo);
+  for (const auto& [key, h] : hints_)  // imported plans of shapes not used in this process: kept
+    if (!plans_.count(key)) gemm_record(key, h.skinny, h.skinny_variant, h.tuned_us, h.algo);
+  for (const auto& [key, plan] : fused_plans_) {
+    const auto& [m, n, k, pro, epi, y_f32, bias] = key;
+    PlanRecord r{"fused", {m, n, k, pro, epi, y_f32, bias, plan.variant, to_ns(plan.tuned_us)}, {}};
+    for (const auto& [us, v] : plan.ranked) {
+      r.ints.push_back(to_ns(us));
+      r.ints.push_back(v);
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+Status Gemm::import_plans(std::span<const PlanRecord> records) {
+  std::map<Key, Hint> hints;
+  std::map<FusedKey, FusedPlan> fused;
+  for (const PlanRecord& r : records) {
+    const std::vector<int64_t>& v = r.ints;
+    const bool gemm = r.kind == "gemm" && v.size() == kGemmInts && r.blob.size() == sizeof(cublasLtMatmulAlgo_t);
+    const bool fus = r.kind == "fused" && v.size() == kFusedInts && r.blob.empty();
+    if (!gemm && !fus) return error("plan cache: a '%s' record of the wrong shape", r.kind.c_str());
+    constexpr int64_t kMaxDim = 1 << 24;
+    if (v[0] < 1 || v[0] > kMaxDim || v[1] < 1 || v[1] > kMaxDim || v[2] < 1 || v[2] > kMaxDim)
+      return error("plan cache: a %s plan of shape %lldx%lldx%lld", r.kind.c_str(), static_cast<long long>(v[0]),
+                   static_cast<long long>(v[1]), static_cast<long long>(v[2]));
+    const int m = static_cast<int>(v[0]), n = static_cast<int>(v[1]), k = static_cast<int>(v[2]);
+    if (gemm) {
+      const int64_t align = v[5];
+      if (!flag(v[3]) || !flag(v[4]) || !flag(v[6]) || !flag(v[7]) || align < 1 || align > 256 ||
+          (align & (align - 1)) || v[8] < 0 || v[8] >= kSkinnyVariants || v[9] < 1 ||
+          (v[7] && (v[6] || m > kSkinnyMaxRows)))
+        return error("plan cache: an invalid GEMM plan for %dx%dx%d", m, n, k);
+      Hint h;
+      h.skinny = v[7];
+      h.skinny_variant = static_cast<int>(v[8]);
+      h.tuned_us = static_cast<float>(v[9]) / 1000.f;
+      std::memcpy(&h.algo, r.blob.data(), sizeof(h.algo));
+      hints[Key{m, n, k, v[3] != 0, v[4] != 0, static_cast<int>(align), v[6] != 0}] = h;
+    } else {
+      const bool pro_ok = v[3] >= 0 && v[3] <= static_cast<int64_t>(SkinnyPrologue::kSwiGlu);
+      const bool epi_ok = v[4] >= 0 && v[4] <= static_cast<int64_t>(SkinnyEpilogue::kAddResidual);
+      if (m > kSkinnyMaxRows || !pro_ok || !epi_ok || !flag(v[5]) || !flag(v[6]) || v[7] < 0 ||
+          v[7] >= kSkinnyVariants || v[8] < 1)
+        return error("plan cache: an invalid fused GEMM plan for %dx%dx%d", m, n, k);
+      FusedPlan p;
+      p.variant = static_cast<int>(v[7]);
+      p.tuned_us = static_cast<float>(v[8]) / 1000.f;
+      std::vector<bool> seen(kSkinnyVariants, false);
+      for (int i = 0; i < kSkinnyVariants; ++i) {
+        const int64_t ns = v[9 + 2 * i], var = v[10 + 2 * i];
+        if (ns < 1 || var < 0 || var >= kSkinnyVariants || seen[var])
+          return error("plan cache: the fused GEMM plan for %dx%dx%d ranks its variants wrongly", m, n, k);
+        seen[var] = true;
+        p.ranked.emplace_back(static_cast<float>(ns) / 1000.f, static_cast<int>(var));
+      }
+      fused[FusedKey{m, n, k, static_cast<int>(v[3]), static_cast<int>(v[4]), v[5] != 0, v[6] != 0}] = p;
+    }
+  }
+  hints_ = std::move(hints);
+  for (auto& [key, p] : fused)
+    if (fused_plans_.emplace(key, p).second) ++n_from_cache_;
+  return Status::ok();
+}
+
+bool Gemm::apply_hint(const Key& key, Plan& plan, bool skinny_ok) {
+  const Hint& h = hints_.at(key);
+  const auto& [m, n, k, y_f32, bias, align, in_f32] = key;
+  if (h.skinny) {
+    if (!skinny_ok) {
+      MOPT_LOG_WARN("plan cache: the skinny kernel cannot run the %dx%dx%d GEMM here; tuning it", m, n, k);
+      return false;
+    }
+    plan.skinny = true;
+    plan.skinny_variant = h.skinny_variant;
+  } else {
+    cublasLtMatmulHeuristicResult_t check{};
+    const cublasStatus_t st = cublasLtMatmulAlgoCheck(handle_, plan.op, plan.a, plan.b, plan.d, plan.d, &h.algo,
+                                                      &check);
+    if (st != CUBLAS_STATUS_SUCCESS || check.workspaceSize > workspace_bytes_) {
+      MOPT_LOG_WARN("plan cache: cuBLASLt rejects the cached algorithm of the %dx%dx%d GEMM (%s); tuning it", m, n,
+                    k, st != CUBLAS_STATUS_SUCCESS ? cublas_error_string(st).c_str() : "workspace too small");
+      return false;
+    }
+    plan.skinny = false;
+    plan.algo = h.algo;
+  }
+  plan.tuned_us = h.tuned_us;
+  return true;
 }
 
 }  // namespace mopt::cuda

@@ -11,15 +11,18 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/kernels.h"
+#include "backend/plan_cache.h"
 #include "core/status.h"
 
 namespace mopt::cuda {
@@ -70,6 +73,18 @@ class Gemm {
   // Makes run_fused use `variant` for the plan with this key (a key from fused_candidates).
   Status set_fused_variant(const FusedKey& key, int variant);
 
+  // The plan cache (backend/plan_cache.h): every timed plan as a record ("gemm": the shape's key, the choice and
+  // the cuBLASLt algorithm; "fused": the key, the variant in use and the ranking), and back. Imported records are
+  // hints: a shape with one is not timed when first used; its cuBLASLt algorithm is first checked against the
+  // shape with cublasLtMatmulAlgoCheck (a failed check: a warning, then tuning as without the cache).
+  static std::vector<PlanRecordSchema> plan_schema();
+  std::vector<PlanRecord> export_plans() const;
+  // Checks every record's ranges first; on an error nothing is imported.
+  Status import_plans(std::span<const PlanRecord> records);
+  // Plans timed / taken from imported records so far.
+  uint64_t n_tuned() const { return n_tuned_.load(); }
+  uint64_t n_from_cache() const { return n_from_cache_.load(); }
+
   // Largest m for which candidates are timed (others use the heuristic's first choice).
   int autotune_max_m = 64;
   size_t n_cached_plans() const { return plans_.size() + fused_plans_.size(); }
@@ -87,6 +102,17 @@ class Gemm {
                          int n, int k, cudaStream_t stream);
   Status launch(Plan& plan, const void* x, const void* w, const void* bias, void* y, int m, int n, int k,
                 cudaStream_t stream);
+
+  struct Hint {  // an imported "gemm" record
+    bool skinny = false;
+    int skinny_variant = 0;
+    float tuned_us = 0.f;
+    cublasLtMatmulAlgo_t algo{};
+  };
+  // Applies the hint for `key` to a fresh plan; false (after a warning) when it does not fit the shape.
+  bool apply_hint(const Key& key, Plan& plan, bool skinny_ok);
+  std::map<Key, Hint> hints_;
+  std::atomic<uint64_t> n_tuned_{0}, n_from_cache_{0};
 
   struct FusedPlan {
     int variant = 0;

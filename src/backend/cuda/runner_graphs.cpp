@@ -102,6 +102,7 @@ Status CudaRunner::run_graph(const StepShape& s) {
   if (!g.exec) {
     MOPT_ASSIGN_OR_RETURN(g.exec, capture_graph(s));
     g.n_splits = s.n_splits;
+    ++captures_;
     MOPT_LOG_DEBUG("cuda: captured decode graph for batch %d", s.n_tokens);
     if (s.fused && refine_graph_plans_ && !g.refined) {
       g.refined = true;

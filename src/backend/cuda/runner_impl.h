@@ -6,11 +6,13 @@
 //   runner_graphs.cpp    CUDA graphs per decode bucket: capture, replay, in-graph refinement of GEMM tilings
 //   runner_sampling.cpp  forward_sample / forward_greedy / sampled_logits (kernels in sampling.cu)
 //   runner_profile.cpp   profile_step: GPU time per kernel class
+//   runner_warmup.cpp    warmup: every decode bucket and timed GEMM shape before serving; the plan cache
 // Internal to src/backend/cuda; see cuda_runner.h for the API and docs/cuda.md for the design.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -90,6 +92,10 @@ class CudaRunner final : public CudaModelRunner {
   Result<StepProfile> profile_step(const ForwardBatch& batch) override;
   Status reset_graphs(bool use_graphs) override;
   RunnerRuntimeStats runtime_stats() const override;
+  Result<WarmupReport> warmup(const WarmupProgress& progress) override;
+  TuningCounters tuning_counters() const override {
+    return {gemm_.n_tuned(), captures_.load()};
+  }
 
  private:
   CudaRunner() = default;
@@ -112,6 +118,11 @@ class CudaRunner final : public CudaModelRunner {
   Status check_batch(const ForwardBatch& b) const;
   Status plan_step(const ForwardBatch& b, StepShape& s);
   Status stage_metadata(const ForwardBatch& b, const StepShape& s, int pad_to);
+  // The decode batch sizes that run in CUDA graphs under this runner's limits, ascending.
+  std::vector<int> graph_buckets() const;
+
+  // runner_warmup.cpp
+  PlanCacheKey plan_cache_key() const;
 
   // runner_forward.cpp. The step in the compute dtype: E = bf16 or float (the kernels' storage type). s.fused
   // (bf16 decode steps of at most kSkinnyMaxRows rows) takes the fused path.
@@ -220,6 +231,7 @@ class CudaRunner final : public CudaModelRunner {
   bool refine_graph_plans_ = false;  // extras.refine_graph_plans
   std::map<int, GraphEntry> graphs_;
   uint64_t graph_launches_ = 0;  // steps replayed as a graph (runtime_stats)
+  std::atomic<uint64_t> captures_{0};  // decode graphs captured (TuningCounters)
   StepShape last_shape_;
 
   // profile_step: events recorded by mark() (reused across calls), and whether marks are being taken.

@@ -16,6 +16,13 @@ constexpr int kGraphBuckets[] = {1,   2,   4,   8,   16,  24,  32,  48,  64,  96
 
 }  // namespace
 
+std::vector<int> CudaRunner::graph_buckets() const {
+  std::vector<int> out;
+  for (int bk : kGraphBuckets)
+    if (bk <= opts_.max_seqs && bk <= max_tokens_) out.push_back(bk);
+  return out;
+}
+
 Status CudaRunner::check_batch(const ForwardBatch& b) const {
   if (kv_.bytes() == 0) return error("forward() before init_kv_cache()");
   // Consecutive positions: the prefill tiles assume them.

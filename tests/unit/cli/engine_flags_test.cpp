@@ -38,7 +38,8 @@ TEST(EngineFlags, ParsesAllFlags) {
                                 "--no-prefix-caching", "--max-num-seqs", "7",                "--max-num-batched-tokens",
                                 "99",                "--max-model-len", "300",              "--scheduling-policy",
                                 "priority",          "--preemption-mode", "swap",           "--device",
-                                "cuda",              "--threads",  "3",                     "--enforce-eager"};
+                                "cuda",              "--threads",  "3",                     "--enforce-eager",
+                                "--no-plan-cache",   "--plan-cache-dir", "/tmp/plans"};
   std::vector<std::string> rev(args.rbegin(), args.rend());
   app.parse(rev);
   EXPECT_EQ(cfg.block_size, 32);
@@ -54,6 +55,9 @@ TEST(EngineFlags, ParsesAllFlags) {
   EXPECT_EQ(cfg.runner.device, DeviceKind::kCuda);
   EXPECT_EQ(cfg.runner.n_threads, 3);
   EXPECT_TRUE(cfg.runner.enforce_eager);
+  EXPECT_FALSE(cfg.runner.plan_cache);
+  EXPECT_EQ(cfg.runner.plan_cache_dir, "/tmp/plans");
+  EXPECT_TRUE(EngineConfig{}.runner.plan_cache);  // on by default
 
   CLI::App app2;
   EngineConfig c3;

@@ -17,6 +17,7 @@ class StalledEngine final : public Engine {
   bool pending = true;
   AddResult add_request(RequestSpec, OutputCallback) override { return {0, AddError::kStopped, "stub"}; }
   void abort(uint64_t) override {}
+  Result<WarmupReport> warmup(const WarmupProgress&) override { return WarmupReport{}; }
   void start() override {}
   void stop() override {}
   bool step() override { return false; }
@@ -45,6 +46,10 @@ TEST(Health, LoadingThenOkThenStalled) {
   EXPECT_EQ(r.rfind("HTTP/1.1 503", 0), 0u) << r;
   EXPECT_NE(r.find("loading"), std::string::npos);
   EXPECT_NE(r.find("Retry-After"), std::string::npos);
+  srv.set_loading_phase("warm-up 3/40");  // the warm-up runs before attach: still 503, with the phase
+  r = call(srv, "GET", "/health");
+  EXPECT_EQ(r.rfind("HTTP/1.1 503", 0), 0u) << r;
+  EXPECT_NE(r.find("\"phase\":\"warm-up 3/40\""), std::string::npos) << r;
   // Generation while loading: 503 + Retry-After, OpenAI error body.
   r = call(srv, "POST", "/v1/completions");
   EXPECT_EQ(r.rfind("HTTP/1.1 503", 0), 0u) << r;

@@ -1,0 +1,206 @@
+// CudaRunner::warmup (runner_impl.h; docs/warmup.md): before the first request, every step shape that would
+// otherwise tune GEMMs or capture a CUDA graph inside a request runs once here:
+//   - each decode graph bucket up to max_seqs: an eager step (tunes the bucket's GEMMs), then a second step that
+//     captures the graph (and, on the fused path, re-times the fused GEMMs' tilings inside it);
+//   - each row count 1 .. autotune_max_m of the eagerly run general path (prefill chunks, mixed steps): GEMMs
+//     with that many rows, and the output projection for as many logits rows, are timed on first use;
+//   - with --enforce-eager, each decode batch of 1 .. kSkinnyMaxRows rows of the fused path.
+// Plans come from the plan cache (backend/plan_cache.h) when it holds them, and the cache is written afterwards.
+#include <dlfcn.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include "backend/cuda/entry.h"
+#include "backend/cuda/runner_impl.h"
+#include "core/log.h"
+
+namespace mopt::cuda {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double secs_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// The backend's own build: size and modification time of the shared object holding this code (a rebuilt
+// backend may have other kernels and variants, so its plans are not reused).
+std::string backend_build_id() {
+  Dl_info info{};
+  struct stat st{};
+  if (!dladdr(reinterpret_cast<const void*>(&mopt_cuda_backend_v1), &info) || !info.dli_fname ||
+      stat(info.dli_fname, &st) != 0)
+    return "unknown";
+  return strfmt("%lld-%lld", static_cast<long long>(st.st_size), static_cast<long long>(st.st_mtime));
+}
+
+// One warm-up step's batch.
+struct WarmStep {
+  BatchArrays arr;
+  std::string what;
+  bool graph = false;  // a decode bucket: run twice (eager, then capture)
+};
+
+}  // namespace
+
+PlanCacheKey CudaRunner::plan_cache_key() const {
+  const ModelConfig& c = cfg_;
+  PlanCacheKey k;
+  auto num = [](long long v) { return std::to_string(v); };
+  k.model = {{"arch", num(static_cast<int>(c.arch))}, {"n_embd", num(c.n_embd)}, {"n_layer", num(c.n_layer)},
+             {"n_head", num(c.n_head)}, {"n_head_kv", num(c.n_head_kv)}, {"head_dim", num(c.head_dim)},
+             {"n_ff", num(c.n_ff)}, {"n_vocab", num(c.n_vocab)}, {"qkv_bias", num(c.qkv_bias)},
+             {"dtype", f32_ ? "float32" : "bfloat16"}, {"max_seqs", num(opts_.max_seqs)},
+             {"max_tokens", num(max_tokens_)}, {"fused_decode", num(fused_decode_)},
+             {"l2_prefetch", num(l2_prefetch_o_) + "/" + num(l2_prefetch_other_)},
+             {"refine_graph_plans", num(refine_graph_plans_)}, {"autotune_max_m", num(gemm_.autotune_max_m)}};
+  cudaDeviceProp prop{};
+  int driver = 0, runtime = 0;
+  cudaGetDeviceProperties(&prop, device_id_);
+  cudaDriverGetVersion(&driver);
+  cudaRuntimeGetVersion(&runtime);
+  k.platform = {{"gpu", prop.name}, {"compute_capability", strfmt("%d.%d", prop.major, prop.minor)},
+                {"sms", num(prop.multiProcessorCount)}, {"driver", num(driver)}, {"cuda_runtime", num(runtime)},
+                {"cublaslt", num(static_cast<long long>(cublasLtGetVersion()))}, {"backend", backend_build_id()}};
+  return k;
+}
+
+Result<WarmupReport> CudaRunner::warmup(const WarmupProgress& progress) {
+  if (kv_.bytes() == 0) return error("warmup() before init_kv_cache()");
+  WarmupReport rep;
+  const uint64_t tuned0 = gemm_.n_tuned(), cached0 = gemm_.n_from_cache();
+
+  // The plan cache: a hit makes the steps below take their plans instead of timing them.
+  const PlanCacheKey key = plan_cache_key();
+  std::string path;
+  bool hit = false;
+  if (!opts_.plan_cache) {
+    rep.plan_cache = "off (--no-plan-cache)";
+  } else {
+    const std::string dir = opts_.plan_cache_dir.empty() ? default_plan_cache_dir() : opts_.plan_cache_dir;
+    if (dir.empty()) {
+      MOPT_LOG_WARN("plan cache: neither $XDG_CACHE_HOME nor $HOME is set; tuning without a plan cache "
+                    "(give --plan-cache-dir)");
+      rep.plan_cache = "off (no cache directory)";
+    } else {
+      path = dir + "/" + key.file_name();
+      std::vector<PlanRecordSchema> schema = Gemm::plan_schema();
+      schema.push_back({"graph", 1, 0});
+      PlanCacheLoad loaded = load_plan_cache(path, key, schema);
+      if (loaded.outcome == PlanCacheLoad::Outcome::kHit) {
+        std::vector<int> refined;
+        for (const PlanRecord& r : loaded.records)
+          if (r.kind == "graph") refined.push_back(static_cast<int>(r.ints[0]));
+        Status st = gemm_.import_plans(loaded.records);
+        if (st) {
+          hit = true;
+          for (int b : refined) graphs_[b].refined = true;  // its fused plans hold the refined tilings
+          rep.plan_cache = "read " + path;
+          MOPT_LOG_INFO("plan cache: %zu plans from %s", loaded.records.size(), path.c_str());
+        } else {
+          MOPT_LOG_WARN("plan cache %s: %s; tuning again (the file will be replaced)", path.c_str(),
+                        st.message().c_str());
+          rep.plan_cache = "rejected " + path;
+        }
+      } else if (loaded.outcome == PlanCacheLoad::Outcome::kRejected) {
+        MOPT_LOG_WARN("plan cache %s: %s; tuning again (the file will be replaced)", path.c_str(),
+                      loaded.reason.c_str());
+        rep.plan_cache = "rejected " + path;
+      } else {
+        MOPT_LOG_INFO("plan cache: no plans yet for this model and these limits (%s); tuning", path.c_str());
+        rep.plan_cache = "missing " + path;
+      }
+    }
+  }
+
+  // The steps. Sequence i of a decode batch writes slot i (mod the pool) at position i mod block_size, so no two
+  // sequences write the same slot; its context is that slot's block up to it. Nothing a request owns yet is used.
+  const int slots = n_blocks_ * block_size_;
+  std::vector<WarmStep> steps;
+  auto decode_step = [&](int n, bool all_rows, bool graph) {
+    WarmStep w;
+    w.graph = graph;
+    w.what = strfmt(graph ? "decode graph, batch %d" : "eager decode, batch %d", n);
+    BatchArrays& a = w.arr;
+    a.max_blocks_per_seq = 1;
+    for (int i = 0; i < n; ++i) {
+      const int slot = i % slots;
+      a.tokens.push_back(i % cfg_.n_vocab);
+      a.positions.push_back(slot % block_size_);
+      a.slot_mapping.push_back(slot);
+      a.query_start.push_back(i + 1);
+      a.seq_lens.push_back(slot % block_size_ + 1);
+      a.block_tables.push_back(slot / block_size_);
+      if (all_rows || i + 1 < n) a.logits_indices.push_back(i);  // one row short: not a graph step
+    }
+    steps.push_back(std::move(w));
+  };
+  if (!opts_.enforce_eager)
+    for (int b : graph_buckets()) decode_step(b, true, true);
+  if (fused_decode_)  // eager fused decode steps (with graphs: only those whose rows do not match a graph)
+    for (int n = 1; n <= std::min(kSkinnyMaxRows, opts_.max_seqs); ++n) decode_step(n, opts_.enforce_eager, false);
+  // One sequence of m prompt tokens, every position's logits (at most a chunk of logit_rows_). m = 1 is a decode
+  // step: bucket 1's graph again, or under --enforce-eager the general path's m = 1 GEMMs (no fused path).
+  const int max_m = std::min({gemm_.autotune_max_m, max_tokens_, slots, bt_stride_ * block_size_});
+  for (int m = 1; m <= max_m; ++m) {
+    WarmStep w;
+    w.what = strfmt("eager step, %d tokens", m);
+    BatchArrays& a = w.arr;
+    const int blocks = (m + block_size_ - 1) / block_size_;
+    a.max_blocks_per_seq = blocks;
+    for (int i = 0; i < m; ++i) {
+      a.tokens.push_back(i % cfg_.n_vocab);
+      a.positions.push_back(i);
+      a.slot_mapping.push_back(i);
+      if (i < logit_rows_) a.logits_indices.push_back(i);
+    }
+    a.query_start.push_back(m);
+    a.seq_lens.push_back(m);
+    for (int b = 0; b < blocks; ++b) a.block_tables.push_back(b);
+    steps.push_back(std::move(w));
+  }
+
+  // Sampling settings: in graph steps the first row draws (top-k/top-p/min-p) and the others are greedy (the
+  // sampling kernel); eager steps are all greedy (the argmax kernel). Both kernels have run before the first
+  // request.
+  std::vector<GpuSampling> params;
+  std::vector<int32_t> tokens(static_cast<size_t>(std::max(logit_rows_, 1)));
+  const int total = static_cast<int>(steps.size());
+  for (int i = 0; i < total; ++i) {
+    WarmStep& w = steps[static_cast<size_t>(i)];
+    if (progress) progress(i, total, w.what);
+    const ForwardBatch b = w.arr.view();
+    params.assign(w.graph ? static_cast<size_t>(b.n_out()) : 0, GpuSampling{});
+    if (!params.empty()) params[0] = GpuSampling{.temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f,
+                                                 .seed = 1};
+    const auto t0 = Clock::now();
+    MOPT_TRY(forward_sample(b, params, tokens.data()).with_context("warm-up: " + w.what));
+    rep.tuning_s += secs_since(t0);
+    ++rep.eager_shapes;
+    if (w.graph) {
+      const auto t1 = Clock::now();
+      const uint64_t captured = captures_.load();
+      MOPT_TRY(forward_sample(b, params, tokens.data()).with_context("warm-up: capturing the " + w.what));
+      rep.capture_s += secs_since(t1);
+      rep.graphs += static_cast<int>(captures_.load() - captured);
+    }
+  }
+  if (progress) progress(total, total, "done");
+  rep.plans_tuned = gemm_.n_tuned() - tuned0;
+  rep.plans_from_cache = gemm_.n_from_cache() - cached0;
+
+  if (!path.empty() && (!hit || rep.plans_tuned > 0)) {
+    std::vector<PlanRecord> records = gemm_.export_plans();
+    for (const auto& [bucket, g] : graphs_)
+      if (g.refined) records.push_back({"graph", {bucket}, {}});
+    if (Status st = save_plan_cache(path, key, records); !st) {
+      MOPT_LOG_WARN("plan cache: %s; the next start tunes again", st.message().c_str());
+      rep.plan_cache += " (not written: " + st.message() + ")";
+    } else {
+      rep.plan_cache += strfmt("; wrote %zu plans", records.size());
+    }
+  }
+  return rep;
+}
+
+}  // namespace mopt::cuda
