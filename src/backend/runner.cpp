@@ -2,6 +2,7 @@
 
 #include "backend/cpu/cpu_runner.h"
 #include "backend/cuda/cuda_runner.h"
+#include "backend/plan_cache.h"
 #include "core/enum_name.h"
 #include "core/log.h"
 
@@ -99,6 +100,10 @@ Result<std::unique_ptr<ModelRunner>> create_runner(const Model& model, const Run
       return std::unique_ptr<ModelRunner>(std::move(r));
     }
     case DeviceKind::kCuda: {
+      // The plan cache's default folder is resolved here, in the executable: that links backend/plan_cache.o
+      // into every program that creates runners, and libmopt_cuda.so resolves the cache's functions against it
+      // (tests/e2e/cuda_on_demand_test.sh checks every symbol the object needs is exported).
+      if (opts.plan_cache && opts.plan_cache_dir.empty()) opts.plan_cache_dir = default_plan_cache_dir();
       auto r = create_cuda_runner(model, opts);
       if (!r && requested.device == DeviceKind::kAuto)
         return r.status().with_context("--device auto chose cuda (pass --device cpu to run on the CPU)");

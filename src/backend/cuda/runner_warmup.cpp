@@ -88,10 +88,14 @@ Result<WarmupReport> CudaRunner::warmup(const WarmupProgress& progress) {
       schema.push_back({"graph", 1, 0});
       PlanCacheLoad loaded = load_plan_cache(path, key, schema);
       if (loaded.outcome == PlanCacheLoad::Outcome::kHit) {
+        // "graph" records (buckets whose tilings were refined) are the runner's; the rest are the GEMMs'.
         std::vector<int> refined;
-        for (const PlanRecord& r : loaded.records)
+        std::vector<PlanRecord> gemm_records;
+        for (PlanRecord& r : loaded.records) {
           if (r.kind == "graph") refined.push_back(static_cast<int>(r.ints[0]));
-        Status st = gemm_.import_plans(loaded.records);
+          else gemm_records.push_back(std::move(r));
+        }
+        Status st = gemm_.import_plans(gemm_records);
         if (st) {
           hit = true;
           for (int b : refined) graphs_[b].refined = true;  // its fused plans hold the refined tilings
@@ -156,6 +160,24 @@ Result<WarmupReport> CudaRunner::warmup(const WarmupProgress& progress) {
     }
     a.query_start.push_back(m);
     a.seq_lens.push_back(m);
+    for (int b = 0; b < blocks; ++b) a.block_tables.push_back(b);
+    steps.push_back(std::move(w));
+  }
+
+  // A prompt's step asks for its last token's logits only: the general path's one-row lm_head GEMM, which the
+  // all-rows steps above reach only at m = 1, where graphs (not the general path) run.
+  if (!opts_.enforce_eager && max_m >= 2) {
+    WarmStep w;
+    w.what = "eager step, 2 tokens, last row's logits";
+    BatchArrays& a = w.arr;
+    const int blocks = (2 + block_size_ - 1) / block_size_;
+    a.max_blocks_per_seq = blocks;
+    a.tokens = {0, 1};
+    a.positions = {0, 1};
+    a.slot_mapping = {0, 1};
+    a.logits_indices = {1};
+    a.query_start = {0, 2};
+    a.seq_lens = {2};
     for (int b = 0; b < blocks; ++b) a.block_tables.push_back(b);
     steps.push_back(std::move(w));
   }
