@@ -22,6 +22,9 @@ namespace mopt {
 
 class Model;
 class Tokenizer;
+namespace grammar {
+class CompiledGrammar;
+}
 
 enum class SchedulingPolicy { kFcfs, kPriority };
 enum class PreemptionMode { kRecompute, kSwap };
@@ -73,6 +76,10 @@ struct RequestSpec {
   // request's tokens.
   PromptLogitsCallback prompt_logits;
   int prompt_logits_from = 0;      // first prompt position whose logits are wanted, in [0, prompt size)
+  // Structured output: the output must be a text of this grammar (compiled against this engine's tokenizer with
+  // render_special == !params.skip_special_tokens). Only tokens that keep the text a viable prefix are sampled,
+  // end-of-generation only where the text may end, and the request finishes (kStop) when nothing may follow.
+  std::shared_ptr<grammar::CompiledGrammar> grammar;
 };
 
 struct RequestOutput {
@@ -88,6 +95,8 @@ struct RequestOutput {
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
   std::string error;                            // set with kError
+  bool grammar_dead_end = false;                // kError because no token of the vocabulary can continue the
+                                                // grammar (the text so far is valid and was emitted)
   int prompt_tokens = 0;
   int completion_tokens = 0;                    // total so far
   int cached_prompt_tokens = 0;                 // prompt tokens served from the prefix cache
