@@ -4,6 +4,8 @@
 #include <limits>
 
 #include "core/strfmt.h"
+#include "server/structured_output.h"
+#include "server/tool_calls.h"
 
 namespace mopt::server {
 namespace {
@@ -273,20 +275,12 @@ std::variant<GenerateRequest, ApiError> parse_generate_request(const json& body,
 
   if (chat) {
     if (auto e = parse_messages(body, lim, r.messages)) return *e;
-    if (const json* t = field(body, "tools")) {
-      if (!t->is_array()) return bad_request(strfmt("'tools' must be an array, got %s", kind_of(*t)), "tools");
-      if (!t->empty()) r.tools = jinja::from_json(*t);
-    }
+    if (auto e = parse_tools(body, r)) return *e;
     if (const json* k = field(body, "chat_template_kwargs")) {
       if (!k->is_object()) return bad_request("'chat_template_kwargs' must be an object", "chat_template_kwargs");
       r.template_kwargs = jinja::from_json(*k);
     }
     if (auto e = get_bool(body, "add_generation_prompt", r.add_generation_prompt)) return *e;
-    if (const json* f = field(body, "response_format")) {
-      auto type = f->is_object() ? f->find("type") : f->end();
-      if (!f->is_object() || type == f->end() || !type->is_string() || type->get<std::string>() != "text")
-        return bad_request("only response_format {\"type\": \"text\"} is supported", "response_format");
-    }
   } else {
     if (auto e = parse_prompt(body, lim, r.prompts)) return *e;
     if (auto e = get_bool(body, "echo", r.echo)) return *e;
@@ -384,6 +378,15 @@ std::variant<GenerateRequest, ApiError> parse_generate_request(const json& body,
   }
   p.logprobs = r.logprobs;
 
+  auto constraint = parse_constraint(body);
+  if (auto* e = std::get_if<ApiError>(&constraint)) return *e;
+  r.constraint_gbnf = std::move(std::get<Constraint>(constraint).gbnf);
+  r.constraint_param = std::move(std::get<Constraint>(constraint).param);
+  if (!r.constraint_gbnf.empty() && (r.tool_choice == ToolChoice::kRequired || r.tool_choice == ToolChoice::kNamed))
+    return bad_request("'tool_choice' " + std::string(r.tool_choice == ToolChoice::kNamed ? "naming a function" :
+                       "required") + " forces the output already; it cannot be combined with '" +
+                       r.constraint_param + "'", "tool_choice");
+  if (auto e = get_bool(body, "skip_special_tokens", p.skip_special_tokens)) return *e;
   if (auto e = get_bool(body, "stream", r.stream)) return *e;
   if (const json* so = field(body, "stream_options")) {
     if (!so->is_object()) return bad_request("'stream_options' must be an object", "stream_options");
