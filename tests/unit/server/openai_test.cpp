@@ -104,8 +104,34 @@ TEST(OpenAI, RejectsBadInputWithParamAndCode) {
       {R"({"model":"m","messages":[{"role":"user","content":[{"type":"image_url"}]}]})", true,
        "messages[0].content", ""},
       {R"({"model":"m","messages":[{"role":"user","content":"a"}],"top_logprobs":1})", true, "top_logprobs", ""},
-      {R"({"model":"m","messages":[{"role":"user","content":"a"}],"response_format":{"type":"json_object"}})", true,
+      {R"({"model":"m","messages":[{"role":"user","content":"a"}],"response_format":{"type":"xml"}})", true,
        "response_format", ""},
+      // structured output and tools
+      {R"({"model":"m","prompt":"x","response_format":{"type":"json_schema","json_schema":{"schema":
+          {"type":"object","patternProperties":{}}}}})", false, "response_format.json_schema.schema",
+       "invalid_schema"},
+      {R"({"model":"m","prompt":"x","response_format":{"type":"json_schema","json_schema":{"name":"x"}}})", false,
+       "response_format", ""},
+      {R"({"model":"m","prompt":"x","guided_json":"{not json"})", false, "guided_json", "invalid_schema"},
+      {R"j({"model":"m","prompt":"x","guided_regex":"a(?=b)"})j", false, "guided_regex", "invalid_regex"},
+      {R"({"model":"m","prompt":"x","guided_choice":[]})", false, "guided_choice", ""},
+      {R"({"model":"m","prompt":"x","guided_choice":["a"],"guided_regex":"b"})", false, "guided_choice", ""},
+      {R"({"model":"m","prompt":"x","guided_decoding_backend":"outlines"})", false, "guided_decoding_backend", ""},
+      {R"({"model":"m","prompt":"x","grammar":5})", false, "grammar", ""},
+      {R"({"model":"m","messages":[{"role":"user","content":"a"}],"tools":[{"type":"code"}]})", true,
+       "tools[0].type", ""},
+      {R"({"model":"m","messages":[{"role":"user","content":"a"}],"tools":[{"type":"function","function":
+          {"name":"bad name"}}]})", true, "tools[0].function.name", ""},
+      {R"({"model":"m","messages":[{"role":"user","content":"a"}],"tools":[{"type":"function","function":
+          {"name":"f","parameters":[]}}]})", true, "tools[0].function.parameters", ""},
+      {R"({"model":"m","messages":[{"role":"user","content":"a"}],"tools":[{"type":"function","function":
+          {"name":"f"}},{"type":"function","function":{"name":"f"}}]})", true, "tools[1].function.name", ""},
+      {R"({"model":"m","messages":[{"role":"user","content":"a"}],"tools":[{"type":"function","function":
+          {"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"g"}}})", true, "tool_choice", ""},
+      {R"({"model":"m","messages":[{"role":"user","content":"a"}],"tool_choice":"required"})", true, "tool_choice",
+       ""},
+      {R"({"model":"m","messages":[{"role":"user","content":"a"}],"tools":[{"type":"function","function":
+          {"name":"f"}}],"tool_choice":"required","guided_regex":"a"})", true, "tool_choice", ""},
   };
   for (const auto& c : cases) {
     auto r = parse(c.body, c.chat);
