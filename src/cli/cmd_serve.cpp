@@ -28,6 +28,7 @@ struct ServeArgs {
   server::ServeOptions opts;
   std::string chat_template_file;
   std::string config_file;
+  std::string tool_call_parser, reasoning_parser;
   size_t max_body = 4 * 1024 * 1024;
   size_t max_header = 16 * 1024;
   double read_timeout = 30, idle_timeout = 30, write_timeout = 30;
@@ -84,6 +85,8 @@ int serve(ServeArgs& a) {
   }
 
   auto& o = a.opts;
+  if (!a.tool_call_parser.empty()) o.tool_parser = server::tool_parser_from_name(a.tool_call_parser);
+  if (!a.reasoning_parser.empty()) o.reasoning = *server::reasoning_parser_from_name(a.reasoning_parser);
   o.http.max_body_bytes = a.max_body;
   o.http.max_header_bytes = a.max_header;
   o.http.read_timeout_ms = static_cast<int>(a.read_timeout * 1000);
@@ -207,6 +210,12 @@ Registration reg("serve", 30, [](CLI::App& app) {
       ->group(g);
   cmd->add_option("--chat-template", args->chat_template_file, "Jinja chat template file overriding the model's")
       ->check(CLI::ExistingFile)->group(g);
+  cmd->add_option("--tool-call-parser", args->tool_call_parser,
+                  "tool-call format of the model's output (default: from the chat template's markers)")
+      ->check(CLI::IsMember({"hermes", "llama3_json", "mistral", "deepseek_v3"}))->group(g);
+  cmd->add_option("--reasoning-parser", args->reasoning_parser,
+                  "return <think>...</think> as reasoning_content (default: none)")
+      ->check(CLI::IsMember({"deepseek_r1", "qwen3"}))->group(g);
   cmd->add_option("--max-waiting", args->engine.max_waiting,
                   "most queued requests; beyond it requests get 429 + Retry-After (0 = unbounded)")
       ->check(CLI::Range(0, 1 << 24))->group(g);

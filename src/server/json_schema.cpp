@@ -621,7 +621,7 @@ std::string SchemaCompiler::compile_array(const json& s, const std::string& path
 }
 
 std::string SchemaCompiler::primitives() {
-  return R"(ws ::= [ \t\n]{0,20}
+  return R"(ws ::= ("\n" [ \t]{0,20} | " ")?
 json-char ::= [^"\\\x00-\x1F] | "\\" (["\\/bfnrt] | "u" ([0-9a-cA-CefEF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2}))
 json-string ::= "\"" json-char* "\""
 json-int ::= "-"? ("0" | [1-9] [0-9]{0,15})

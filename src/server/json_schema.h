@@ -5,9 +5,9 @@
 //
 // The grammar produces a subset of the values the schema allows, in a canonical shape: properties in the schema's
 // order, no properties beyond the declared ones unless additionalProperties says so (then after them, with keys
-// that are not declared names and contain no escapes), whitespace of at most 20 characters between tokens,
-// integers of at most 16 digits (or the bounds given), numbers with at most 16 fraction digits and a two-digit
-// exponent. Every value it produces validates against the schema.
+// that are not declared names and contain no escapes), whitespace between tokens of one space or a newline and up
+// to 20 spaces or tabs (as llama.cpp's), integers of at most 16 digits (or the bounds given), numbers with at most
+// 16 fraction digits and a two-digit exponent. Every value it produces validates against the schema.
 #pragma once
 
 #include <map>

@@ -9,6 +9,7 @@
 #include "core/log.h"
 #include "core/strfmt.h"
 #include "core/strings.h"
+#include "server/chat_output.h"
 
 namespace mopt::server {
 
@@ -58,7 +59,15 @@ struct Choice {
   int prompt_tokens = 0;
   json logprobs;  // accumulated (non-streaming)
   int text_offset = 0;
+  bool grammar_dead_end = false;    // kError: the grammar could not go on (the text so far is returned)
+  std::unique_ptr<ChatOutput> out;  // chat: reasoning / content / tool-call split
 };
+
+// The API's finish_reason: "tool_calls" when a chat choice stopped after calling tools.
+const char* finish_label(const Choice& c) {
+  if (c.reason == FinishReason::kStop && c.out && c.out->has_tool_calls()) return "tool_calls";
+  return finish_name(c.reason);
+}
 
 json bytes_of(const std::string& s) {
   json b = json::array();
@@ -86,6 +95,21 @@ Status Server::listen() { return http_->listen(opts_.host, opts_.port); }
 
 void Server::attach(ServedModel model) {
   model_ = std::move(model);
+  if (opts_.tool_parser) {
+    model_.tool_parser = *opts_.tool_parser;
+  } else if (model_.chat_template) {
+    model_.tool_parser = detect_tool_parser(model_.chat_template->source());
+  }
+  if (model_.tokenizer) {
+    for (const std::string& m : tool_parser_markers(model_.tool_parser)) {
+      const int32_t id = model_.tokenizer->token_id(m);
+      model_.tool_markers_special = model_.tool_markers_special || (id >= 0 && model_.tokenizer->is_control(id));
+    }
+    model_.grammars = std::make_shared<GrammarCache>(*model_.tokenizer);
+  }
+  MOPT_LOG_INFO("tool calls: %s%s; reasoning parser: %s", tool_parser_name(model_.tool_parser),
+                opts_.tool_parser ? " (--tool-call-parser)" : " (from the chat template)",
+                reasoning_parser_name(opts_.reasoning));
   attach_time_ = monotonic_now();
   loaded_.store(true);
 }
@@ -209,6 +233,17 @@ void Server::handle(const HttpRequest& req, ResponseWriter& w) {
   handle_generate(req, w, path == "/v1/chat/completions");
 }
 
+Result<std::string> Server::render_chat_prompt(const GenerateRequest& g) const {
+  const Tokenizer& tok = *model_.tokenizer;
+  std::string bos = tok.valid_id(tok.bos()) ? tok.vocab().tokens[tok.bos()] : "";
+  std::string eos = tok.valid_id(tok.eos()) ? tok.vocab().tokens[tok.eos()] : "";
+  jinja::Value extra{jinja::Dict{}};
+  if (g.template_kwargs.is_dict())
+    for (const auto& [k, v] : g.template_kwargs.dict()) extra.set(k, v);
+  if (!g.tools.is_undefined()) extra.set("tools", g.tools);
+  return model_.chat_template->render_chat(g.messages, g.add_generation_prompt, bos, eos, extra);
+}
+
 void Server::handle_health(const HttpRequest& req, ResponseWriter& w) {
   const ServedModel* m = model();
   if (!m) return send_json(w, 503, R"({"status":"loading"})", req, {{"Retry-After", "2"}});
@@ -273,13 +308,7 @@ void Server::handle_tokenize(const HttpRequest& req, ResponseWriter& w) {
     chat_body["model"] = opts_.served_model_names[0];
     auto r = parse_generate_request(chat_body, true, opts_.api);
     if (auto* e = std::get_if<ApiError>(&r)) return send_error(w, *e, req);
-    auto& g = std::get<GenerateRequest>(r);
-    std::string bos = tok.valid_id(tok.bos()) ? tok.vocab().tokens[tok.bos()] : "";
-    std::string eos = tok.valid_id(tok.eos()) ? tok.vocab().tokens[tok.eos()] : "";
-    jinja::Value extra{jinja::Dict{}};
-    if (g.template_kwargs.is_dict())
-      for (const auto& [k, v] : g.template_kwargs.dict()) extra.set(k, v);
-    auto text = model_.chat_template->render_chat(g.messages, g.add_generation_prompt, bos, eos, extra);
+    auto text = render_chat_prompt(std::get<GenerateRequest>(r));
     if (!text) return send_error(w, bad_request(text.message(), "messages", "chat_template_error"), req);
     bool tmpl_has_bos = model_.chat_template->source().find("bos_token") != std::string::npos;
     ids = tok.encode(*text, add_special && !tmpl_has_bos, true);
@@ -334,15 +363,11 @@ void Server::handle_generate(const HttpRequest& req, ResponseWriter& w, bool cha
     std::string echo_text;
   };
   std::vector<Prompt> prompts;
+  bool prompt_in_thinking = false;  // the chat prompt leaves a <think> block open
   if (chat) {
-    std::string bos = tok.valid_id(tok.bos()) ? tok.vocab().tokens[tok.bos()] : "";
-    std::string eos = tok.valid_id(tok.eos()) ? tok.vocab().tokens[tok.eos()] : "";
-    jinja::Value extra{jinja::Dict{}};
-    if (g.template_kwargs.is_dict())
-      for (const auto& [k, v] : g.template_kwargs.dict()) extra.set(k, v);
-    if (!g.tools.is_undefined()) extra.set("tools", g.tools);
-    auto text = model_.chat_template->render_chat(g.messages, g.add_generation_prompt, bos, eos, extra);
+    auto text = render_chat_prompt(g);
     if (!text) return send_error(w, bad_request(text.message(), "messages", "chat_template_error"), req);
+    prompt_in_thinking = prompt_opens_thinking(*text);
     bool tmpl_has_bos = model_.chat_template->source().find("bos_token") != std::string::npos;
     prompts.push_back({tok.encode(*text, !tmpl_has_bos, true), ""});
   } else {
@@ -378,6 +403,31 @@ void Server::handle_generate(const HttpRequest& req, ResponseWriter& w, bool cha
   }
   if (!g.max_tokens_given) g.params.max_tokens = chat ? min_room : std::min(16, min_room);
 
+  // ---- structured output and tool calls: one grammar for all choices
+  const bool tools_on = chat && g.tool_choice != ToolChoice::kNone;
+  const ToolParserKind tool_parser = tools_on ? model_.tool_parser : ToolParserKind::kNone;
+  if (tools_on && tool_parser == ToolParserKind::kNone)
+    return send_error(w, bad_request("'tools' with tool_choice \"" + std::string(g.tool_choice == ToolChoice::kAuto ?
+                                     "auto" : g.tool_choice == ToolChoice::kRequired ? "required" : "named") +
+                                     "\" needs a tool-call format, and this server's chat template prints none it "
+                                     "knows; start the server with --tool-call-parser (hermes, llama3_json, mistral "
+                                     "or deepseek_v3), or send tool_choice \"none\"", "tool_choice"), req);
+  std::string gbnf = g.constraint_gbnf, gbnf_param = g.constraint_param;
+  if (tools_on && (g.tool_choice == ToolChoice::kRequired || g.tool_choice == ToolChoice::kNamed)) {
+    auto forced = forced_tool_calls_gbnf(tool_parser, g.tool_specs, g.tool_choice_name, g.parallel_tool_calls);
+    if (auto* e = std::get_if<ApiError>(&forced)) return send_error(w, *e, req);
+    gbnf = std::get<std::string>(forced);
+    gbnf_param = "tools";
+  }
+  if (tools_on && model_.tool_markers_special) g.params.skip_special_tokens = false;  // the parser reads them
+  std::shared_ptr<grammar::CompiledGrammar> compiled;
+  if (!gbnf.empty()) {
+    auto cg = model_.grammars->get(gbnf, g.params.skip_special_tokens);
+    if (!cg) return send_error(w, bad_request("'" + gbnf_param + "': " + cg.message(), gbnf_param, "invalid_grammar"),
+                               req);
+    compiled = *cg;
+  }
+
   // ---- submit one engine request per (prompt, choice)
   auto ch = std::make_shared<Channel>();
   std::vector<Choice> choices;
@@ -397,6 +447,8 @@ void Server::handle_generate(const HttpRequest& req, ResponseWriter& w, bool cha
     spec.params = g.params;
     if (spec.params.seed && g.n > 1) spec.params.seed = *spec.params.seed + static_cast<uint64_t>(i % g.n);
     spec.priority = g.priority;
+    spec.grammar = compiled;
+    if (chat) c.out = std::make_unique<ChatOutput>(opts_.reasoning, prompt_in_thinking, tool_parser);
     struct Track {
       Clock::time_point arrival, last;
       bool first = true;
@@ -577,25 +629,34 @@ void Server::handle_generate(const HttpRequest& req, ResponseWriter& w, bool cha
         c.finished = true;
         c.reason = o.finish_reason;
         c.error = o.error;
+        c.grammar_dead_end = o.grammar_dead_end;
         --unfinished;
+        if (o.grammar_dead_end) MOPT_LOG_WARN("request %s choice %d: %s", id.c_str(), c.index, o.error.c_str());
       }
       if (!g.stream) {
         c.text += o.text;
         continue;
       }
-      if (o.finish_reason == FinishReason::kError) {
+      if (o.finish_reason == FinishReason::kError && !o.grammar_dead_end) {
         MOPT_LOG_ERROR("request %s choice %d failed: %s", id.c_str(), c.index, o.error.c_str());
         json err = json::parse(error_body(500, "generation failed (see the server log)", "internal_error"));
         out += "data: " + dump(err) + "\n\n";
         continue;
       }
-      if (o.text.empty() && !o.finished && lp.is_null()) continue;
+      json delta;
+      if (chat) {
+        delta = c.out->delta(o.text, o.finished);
+        if (delta.empty() && !o.finished && lp.is_null()) continue;
+        if (delta.empty() && !o.finished) delta["content"] = "";
+      } else if (o.text.empty() && !o.finished && lp.is_null()) {
+        continue;
+      }
       json j = chunk_base();
       json choice = {{"index", c.index}};
-      if (chat) choice["delta"] = o.text.empty() && o.finished ? json::object() : json{{"content", o.text}};
+      if (chat) choice["delta"] = std::move(delta);
       else choice["text"] = o.text;
       choice["logprobs"] = lp;
-      choice["finish_reason"] = o.finished ? json(finish_name(o.finish_reason)) : json(nullptr);
+      choice["finish_reason"] = o.finished ? json(finish_label(c)) : json(nullptr);
       j["choices"] = json::array({choice});
       if (g.include_usage) j["usage"] = nullptr;
       out += "data: " + dump(j) + "\n\n";
@@ -619,17 +680,17 @@ void Server::handle_generate(const HttpRequest& req, ResponseWriter& w, bool cha
     return;
   }
   for (const auto& c : choices)
-    if (c.reason == FinishReason::kError) {
+    if (c.reason == FinishReason::kError && !c.grammar_dead_end) {
       MOPT_LOG_ERROR("request %s choice %d failed: %s", id.c_str(), c.index, c.error.c_str());
       return send_error(w, api_error(500, "generation failed (see the server log)", "internal_error"), req);
     }
   json arr = json::array();
   for (const auto& c : choices) {
     json item = {{"index", c.index}};
-    if (chat) item["message"] = {{"role", "assistant"}, {"content", c.text}};
+    if (chat) item["message"] = c.out->message(c.text);
     else item["text"] = c.text;
     item["logprobs"] = g.logprobs >= 0 ? c.logprobs : json(nullptr);
-    item["finish_reason"] = finish_name(c.reason);
+    item["finish_reason"] = finish_label(c);
     arr.push_back(std::move(item));
   }
   json body = chunk_base();

@@ -19,6 +19,9 @@
 #include "server/http.h"
 #include "server/metrics.h"
 #include "server/openai.h"
+#include "server/reasoning.h"
+#include "server/structured_output.h"
+#include "server/tool_calls.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -36,6 +39,8 @@ struct ServeOptions {
   double health_stall_s = 30;   // /health fails when work is pending and no engine step finished for this long
   bool web_console = true;      // GET / serves the web console (server/console.h)
   std::string root_path;        // prefix a proxy serves us under ("" or "/a/b", see check_root_path())
+  std::optional<ToolParserKind> tool_parser;     // --tool-call-parser; unset: from the chat template
+  ReasoningKind reasoning = ReasoningKind::kNone;  // --reasoning-parser
 };
 
 // What the server serves, attached once the model is loaded (until then generation answers 503 + Retry-After).
@@ -45,6 +50,10 @@ struct ServedModel {
   std::optional<ChatTemplate> chat_template;
   int max_model_len = 0;
   json card;  // GET /model_card (server/model_card.h)
+  // Filled by attach():
+  ToolParserKind tool_parser = ToolParserKind::kNone;
+  bool tool_markers_special = false;       // the format's markers are control tokens: render special tokens
+  std::shared_ptr<GrammarCache> grammars;  // structured output, per tokenizer
 };
 
 // Used when the model has no chat template and none is given with --chat-template.
@@ -88,6 +97,8 @@ class Server {
   void handle_tokenize(const HttpRequest& req, ResponseWriter& w);
   void handle_detokenize(const HttpRequest& req, ResponseWriter& w);
   void handle_generate(const HttpRequest& req, ResponseWriter& w, bool chat);
+  // The chat prompt of a chat request (its messages, tools and chat_template_kwargs through the template).
+  Result<std::string> render_chat_prompt(const GenerateRequest& g) const;
 
   ServeOptions opts_;
   std::unique_ptr<HttpServer> http_;

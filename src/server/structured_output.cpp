@@ -92,7 +92,7 @@ std::variant<Constraint, ApiError> parse_constraint(const json& body) {
   for (const char* unsupported : {"guided_decoding_backend", "guided_whitespace_pattern"})
     if (auto it = body.find(unsupported); it != body.end() && !it->is_null())
       return bad_request(strfmt("'%s' is not supported (mopt has one grammar engine; whitespace between JSON "
-                                "tokens is up to 20 spaces, tabs or newlines)", unsupported), unsupported);
+                                "tokens is one space or a newline and up to 20 spaces or tabs)", unsupported), unsupported);
   std::optional<std::variant<Constraint, ApiError>> found;
   std::string first;
   auto take = [&](const char* name, auto&& make) -> std::optional<ApiError> {
