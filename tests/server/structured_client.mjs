@@ -246,6 +246,17 @@ for (const [file, parser] of FAMILIES) {
     if (p.choices[0].finish_reason === 'length') pcalls.pop();
     else eq(p.choices[0].finish_reason, 'tool_calls', `${parser} parallel: finish_reason`);
     checkCalls(`${parser} parallel`, pcalls, null);
+    if (parser === 'hermes') {  // a forced call whose tool's parameters the grammar cannot express: a clear 400
+      try {
+        await c.chat.completions.create({ ...base, tool_choice: 'required', tools: [{ type: 'function', function: {
+          name: 'f', parameters: { type: 'object', properties: { a: { type: 'string', not: { const: 'x' } } } } } }] });
+        check(false, 'unsupported keyword in tool parameters refused');
+      } catch (e) {
+        eq([e.status, e.error?.param, e.error?.code], [400, 'tools[0].function.parameters', 'invalid_schema'],
+           'tool_choice required with an unsupported schema keyword -> 400 naming the tool parameters');
+        check(/'not'/.test(e.error?.message), 'the message names the keyword', e.error?.message);
+      }
+    }
     // auto: the model's own text (this model never calls tools): content, no tool_calls
     const a = await c.chat.completions.create({ ...base, tool_choice: 'auto', max_tokens: 16 });
     check(!a.choices[0].message.tool_calls && typeof a.choices[0].message.content === 'string',
