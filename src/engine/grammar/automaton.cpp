@@ -103,6 +103,7 @@ class AutomatonBuilder {
       nfa_start_[i] = nfa_.add();
       nfa_final_[i] = nfa_.add();
     }
+    choose_inlined(root->second);
     for (size_t i = 0; i < n_rules; ++i) {
       current_rule_ = &g_.rules[i].name;
       build(g_.rules[i].body, nfa_start_[i], nfa_final_[i]);
@@ -121,7 +122,50 @@ class AutomatonBuilder {
   }
 
  private:
-  void build(const Expr& e, int32_t from, int32_t to) {
+  static void collect_refs(const Expr& e, std::vector<std::string>& out, size_t& size) {
+    ++size;
+    if (e.kind == Expr::Kind::kRef) out.push_back(e.text);
+    for (const Expr& k : e.kids) collect_refs(k, out, size);
+  }
+
+  // Small rules that cannot reach themselves are copied into unbounded repetitions that use them (inlined): a rule
+  // like `char ::= [^"\\] | "\\" ...` in `"\"" char* "\""` then becomes a byte loop inside one automaton, with no
+  // call per character, and the token-mask walk can take whole subtrees of the vocabulary at once (matcher.cpp).
+  // Elsewhere rules stay calls: copies of them everywhere would multiply the automaton's size.
+  void choose_inlined(int32_t root) {
+    constexpr size_t kMaxInlinedSize = 48;  // expression nodes
+    const size_t n = g_.rules.size();
+    std::vector<std::vector<int32_t>> refs(n);
+    std::vector<size_t> size(n, 0);
+    for (size_t i = 0; i < n; ++i) {
+      std::vector<std::string> names;
+      collect_refs(g_.rules[i].body, names, size[i]);
+      for (const std::string& name : names) {
+        auto it = rule_id_.find(name);
+        if (it == rule_id_.end())
+          throw LimitError{"the rule '" + name + "' (used in '" + g_.rules[i].name + "') is not defined"};
+        refs[i].push_back(it->second);
+      }
+    }
+    inlined_.assign(n, 0);
+    for (size_t r = 0; r < n; ++r) {
+      if (static_cast<int32_t>(r) == root || size[r] > kMaxInlinedSize) continue;
+      std::vector<uint8_t> seen(n, 0);  // does r reach itself?
+      std::vector<int32_t> stack(refs[r].begin(), refs[r].end());
+      bool recursive = false;
+      while (!stack.empty() && !recursive) {
+        const int32_t x = stack.back();
+        stack.pop_back();
+        if (x == static_cast<int32_t>(r)) recursive = true;
+        if (seen[static_cast<size_t>(x)]++) continue;
+        stack.insert(stack.end(), refs[static_cast<size_t>(x)].begin(), refs[static_cast<size_t>(x)].end());
+      }
+      inlined_[r] = !recursive;
+    }
+  }
+
+  // in_loop: e is repeated without bound (where inlining a called rule turns the repetition into a byte loop).
+  void build(const Expr& e, int32_t from, int32_t to, bool in_loop = false) {
     switch (e.kind) {
       case Expr::Kind::kEmpty: nfa_.eps(from, to); return;
       case Expr::Kind::kLiteral: {
@@ -151,39 +195,46 @@ class AutomatonBuilder {
         auto it = rule_id_.find(e.text);
         if (it == rule_id_.end())
           throw LimitError{"the rule '" + e.text + "' (used in '" + *current_rule_ + "') is not defined"};
-        nfa_.call(from, to, it->second);
+        if (in_loop && inlined_[static_cast<size_t>(it->second)]) {  // the rule's body right here: no call
+          const std::string* caller = current_rule_;
+          current_rule_ = &g_.rules[static_cast<size_t>(it->second)].name;
+          build(g_.rules[static_cast<size_t>(it->second)].body, from, to, true);
+          current_rule_ = caller;
+        } else {
+          nfa_.call(from, to, it->second);
+        }
         return;
       }
       case Expr::Kind::kSeq: {
         int32_t cur = from;
         for (size_t i = 0; i < e.kids.size(); ++i) {
           int32_t nxt = i + 1 == e.kids.size() ? to : nfa_.add();
-          build(e.kids[i], cur, nxt);
+          build(e.kids[i], cur, nxt, in_loop);
           cur = nxt;
         }
         return;
       }
       case Expr::Kind::kAlt:
-        for (const Expr& k : e.kids) build(k, from, to);
+        for (const Expr& k : e.kids) build(k, from, to, in_loop);
         return;
       case Expr::Kind::kRepeat: {
         const Expr& c = e.kids[0];
         int32_t cur = from;
         for (int i = 0; i < e.min; ++i) {
           int32_t nxt = nfa_.add();
-          build(c, cur, nxt);
+          build(c, cur, nxt, in_loop);
           cur = nxt;
         }
         if (e.max < 0) {
           int32_t loop = nfa_.add();
           nfa_.eps(cur, loop);
-          build(c, loop, loop);
+          build(c, loop, loop, true);
           nfa_.eps(loop, to);
         } else {
           for (int i = e.min; i < e.max; ++i) {
             int32_t nxt = nfa_.add();
             nfa_.eps(cur, to);
-            build(c, cur, nxt);
+            build(c, cur, nxt, in_loop);
             cur = nxt;
           }
           nfa_.eps(cur, to);
@@ -429,7 +480,11 @@ class AutomatonBuilder {
     a_.has_bytes_.assign(np, 0);
     a_.plain_.assign(np, 0);
     a_.pure_return_.assign(np, 0);
+    a_.self_loop_.assign(np, {});
     for (size_t p = 0; p < np; ++p) {
+      for (int b = 0; b < 256; ++b)
+        if (a_.next_[p * nc + a_.byte_class_[static_cast<size_t>(b)]] == static_cast<int32_t>(p))
+          a_.self_loop_[p][static_cast<size_t>(b >> 6)] |= uint64_t{1} << (b & 63);
       for (size_t c = 0; c < nc && !a_.has_bytes_[p]; ++c) a_.has_bytes_[p] = a_.next_[p * nc + c] >= 0;
       const bool no_calls = a_.call_start_[p] == a_.call_start_[p + 1];
       a_.plain_[p] = no_calls && !a_.accepting_[p];
@@ -444,6 +499,7 @@ class AutomatonBuilder {
   std::vector<int32_t> nfa_start_, nfa_final_, rule_end_;
   const std::string* current_rule_ = nullptr;
   std::vector<CallEdge> call_edges_;
+  std::vector<uint8_t> inlined_;  // [n_rules] copied into callers instead of called
   std::vector<uint32_t> mark_;
   uint32_t epoch_ = 0;
   size_t subset_elems_ = 0;  // NFA states in all subsets so far (bounds determinization time and memory)

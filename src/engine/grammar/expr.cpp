@@ -43,6 +43,24 @@ int hex_digit(char c) {
   return -1;
 }
 
+int parse_repeat_count(std::string_view s, size_t& pos, std::string& error) {
+  const size_t start = pos;
+  long v = 0;
+  while (pos < s.size() && s[pos] >= '0' && s[pos] <= '9') {
+    v = v * 10 + (s[pos] - '0');
+    if (v > kMaxRepeat) {
+      error = "repetition count above " + std::to_string(kMaxRepeat);
+      return -1;
+    }
+    ++pos;
+  }
+  if (pos == start) {
+    error = "expected a number in the repetition {m,n}";
+    return -1;
+  }
+  return static_cast<int>(v);
+}
+
 Expr Expr::literal(std::string bytes) {
   Expr e;
   e.kind = Kind::kLiteral;

@@ -53,6 +53,10 @@ struct Grammar {
 
 // Value of a hex digit, -1 if `c` is none (the escapes of both parsers).
 int hex_digit(char c);
+// The count of a repetition {m,n} at s[pos] (both parsers): advances pos over its digits; -1 with `error` set
+// when there are none or the count is above kMaxRepeat.
+constexpr int kMaxRepeat = 100000;
+int parse_repeat_count(std::string_view s, size_t& pos, std::string& error);
 
 // GBNF text of an expression / a whole grammar (parse_gbnf(print_gbnf(g)) is g up to grouping).
 std::string print_gbnf(const Expr& e);

@@ -8,7 +8,6 @@ namespace mopt::grammar {
 namespace {
 
 constexpr int kMaxDepth = 256;
-constexpr int kMaxRepeat = 100000;
 
 struct ParseError {
   std::string message;
@@ -162,15 +161,10 @@ class Parser {
   }
 
   int parse_int() {
-    size_t start = pos_;
-    long v = 0;
-    while (!eof() && s_[pos_] >= '0' && s_[pos_] <= '9') {
-      v = v * 10 + (s_[pos_] - '0');
-      if (v > kMaxRepeat) fail("repetition count above " + std::to_string(kMaxRepeat));
-      ++pos_;
-    }
-    if (pos_ == start) fail("expected a number in the repetition {m,n}");
-    return static_cast<int>(v);
+    std::string error;
+    const int n = parse_repeat_count(s_, pos_, error);
+    if (n < 0) fail(error);
+    return n;
   }
 
   Expr parse_quantifier(Expr t) {

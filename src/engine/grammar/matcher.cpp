@@ -63,6 +63,19 @@ bool CompiledGrammar::walk(const std::vector<Stack>& from, std::string_view byte
   return !out.empty() || accept;
 }
 
+// Does some stack of `stacks` loop in place on `first` and on every byte of `rest`?
+bool CompiledGrammar::loops_over(const std::vector<Stack>& stacks, uint8_t first,
+                                 const TokenVocab::ByteSet& rest) const {
+  for (const Stack& s : stacks) {
+    const auto& loop = a_.self_loop(s.pos);
+    if (!((loop[first >> 6] >> (first & 63)) & 1)) continue;
+    if ((rest[0] & ~loop[0]) == 0 && (rest[1] & ~loop[1]) == 0 && (rest[2] & ~loop[2]) == 0 &&
+        (rest[3] & ~loop[3]) == 0)
+      return true;
+  }
+  return false;
+}
+
 std::shared_ptr<const TokenMask> CompiledGrammar::compute_mask(int32_t state) {
   const TokenVocab& v = *vocab_;
   auto m = std::make_shared<TokenMask>();
@@ -99,14 +112,19 @@ std::shared_ptr<const TokenMask> CompiledGrammar::compute_mask(int32_t state) {
     if (levels_.size() < d + 2) levels_.resize(d + 2);
     const std::vector<Stack>& cur = levels_[d];
     std::vector<Stack>& nxt = levels_[d + 1];
+    const int32_t child = v.child_node(ci);
+    const TokenVocab::Node& cn = nodes[static_cast<size_t>(child)];
+    if (cn.n_children > 0 && loops_over(cur, v.child_byte(ci), v.subtree_bytes(child))) {
+      // Some stack stays where it is on every byte of this subtree: every token in it is allowed.
+      for (int32_t k = cn.first_token; k < cn.subtree_token_end; ++k) allow(v.node_token(k));
+      continue;
+    }
     bool accept = false;
     if (!space_.advance(cur.data(), cur.size(), v.child_byte(ci), nxt, accept)) {
       overflow_ = true;
       continue;
     }
     if (nxt.empty() && !accept) continue;
-    const int32_t child = v.child_node(ci);
-    const TokenVocab::Node& cn = nodes[static_cast<size_t>(child)];
     for (int32_t k = 0; k < cn.n_tokens; ++k) allow(v.node_token(cn.first_token + k));
     if (!nxt.empty() && cn.n_children > 0) frames.push_back({child, 0});
   }

@@ -77,6 +77,7 @@ class CompiledGrammar {
   // Steps the stacks of `from` over `bytes`; false if no stack survives (accept alone counts as surviving at the end).
   bool walk(const std::vector<Stack>& from, std::string_view bytes, std::vector<Stack>& out, bool& accept);
   std::shared_ptr<const TokenMask> compute_mask(int32_t state);
+  bool loops_over(const std::vector<Stack>& stacks, uint8_t first, const TokenVocab::ByteSet& rest) const;
   int32_t next_locked(int32_t state, int32_t token, bool strip);
 
   std::mutex mu_;

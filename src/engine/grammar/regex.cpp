@@ -7,7 +7,6 @@ namespace mopt::grammar {
 namespace {
 
 constexpr int kMaxDepth = 128;
-constexpr int kMaxRepeat = 100000;
 
 struct RegexError {
   std::string message;
@@ -241,15 +240,10 @@ class RegexParser {
   }
 
   int number() {
-    size_t start = pos_;
-    long v = 0;
-    while (!eof() && s_[pos_] >= '0' && s_[pos_] <= '9') {
-      v = v * 10 + (s_[pos_] - '0');
-      if (v > kMaxRepeat) fail(strfmt("repetition count above %d", kMaxRepeat));
-      ++pos_;
-    }
-    if (pos_ == start) fail("expected a number in {m,n}");
-    return static_cast<int>(v);
+    std::string error;
+    const int n = parse_repeat_count(s_, pos_, error);
+    if (n < 0) fail(error);
+    return n;
   }
 
   Expr parse_quantifier(Expr atom) {

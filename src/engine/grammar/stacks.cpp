@@ -97,6 +97,14 @@ void StackSpace::start(std::vector<Stack>& out, bool& accept) {
 bool StackSpace::advance(const Stack* in, size_t n, uint8_t b, std::vector<Stack>& out, bool& accept) {
   out.clear();
   accept = false;
+  if (n == 1) {  // one stack, a byte inside one rule: nothing to deduplicate
+    const int32_t q = a_.next(in[0].pos, b);
+    if (q < 0) return true;
+    if (a_.plain(q)) {
+      out.push_back({q, in[0].tail});
+      return true;
+    }
+  }
   new_pass();
   for (size_t i = 0; i < n; ++i) {
     const int32_t q = a_.next(in[i].pos, b);

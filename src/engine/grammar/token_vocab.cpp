@@ -38,6 +38,7 @@ void TokenVocab::build_trie() {
   std::stable_sort(ids.begin(), ids.end(),
                    [&](int32_t a, int32_t b) { return bytes_[static_cast<size_t>(a)] < bytes_[static_cast<size_t>(b)]; });
   nodes_.clear();
+  subtree_bytes_.clear();
   build_node(ids, 0, ids.size(), 0);
 }
 
@@ -45,6 +46,7 @@ void TokenVocab::build_trie() {
 int32_t TokenVocab::build_node(const std::vector<int32_t>& sorted, size_t lo, size_t hi, size_t depth) {
   const int32_t me = static_cast<int32_t>(nodes_.size());
   nodes_.emplace_back();
+  subtree_bytes_.emplace_back();
   auto len = [&](size_t i) { return bytes_[static_cast<size_t>(sorted[i])].size(); };
   auto byte_at = [&](size_t i) { return static_cast<uint8_t>(bytes_[static_cast<size_t>(sorted[i])][depth]); };
   nodes_[static_cast<size_t>(me)].first_token = static_cast<int32_t>(node_tokens_.size());
@@ -67,7 +69,13 @@ int32_t TokenVocab::build_node(const std::vector<int32_t>& sorted, size_t lo, si
     child_byte_[static_cast<size_t>(first) + g] = byte_at(groups[g].first);
     const int32_t child = build_node(sorted, groups[g].first, groups[g].second, depth + 1);
     child_node_[static_cast<size_t>(first) + g] = child;
+    ByteSet& mine = subtree_bytes_[static_cast<size_t>(me)];
+    const ByteSet& theirs = subtree_bytes_[static_cast<size_t>(child)];
+    const uint8_t b = child_byte_[static_cast<size_t>(first) + g];
+    mine[b >> 6] |= uint64_t{1} << (b & 63);
+    for (int w = 0; w < 4; ++w) mine[static_cast<size_t>(w)] |= theirs[static_cast<size_t>(w)];
   }
+  nodes_[static_cast<size_t>(me)].subtree_token_end = static_cast<int32_t>(node_tokens_.size());
   return me;
 }
 

@@ -7,6 +7,7 @@
 // allowed exactly where the grammar may end.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -23,7 +24,9 @@ class TokenVocab {
   struct Node {
     int32_t first_child = 0, n_children = 0;  // into child_byte / child_node
     int32_t first_token = 0, n_tokens = 0;    // into node_tokens: ids whose bytes end exactly here
+    int32_t subtree_token_end = 0;            // node_tokens[first_token, this): every id in the subtree
   };
+  using ByteSet = std::array<uint64_t, 4>;  // bit b of word b/64
 
   // bytes: [n_vocab] per id; eog: end-of-generation ids (need not have bytes).
   static std::shared_ptr<const TokenVocab> build(std::vector<std::string> bytes, std::vector<int32_t> eog,
@@ -41,6 +44,8 @@ class TokenVocab {
   uint8_t child_byte(int32_t i) const { return child_byte_[static_cast<size_t>(i)]; }
   int32_t child_node(int32_t i) const { return child_node_[static_cast<size_t>(i)]; }
   int32_t node_token(int32_t i) const { return node_tokens_[static_cast<size_t>(i)]; }
+  // The bytes that occur below `node` (after its prefix) in any token of its subtree.
+  const ByteSet& subtree_bytes(int32_t node) const { return subtree_bytes_[static_cast<size_t>(node)]; }
 
  private:
   void build_trie();
@@ -54,6 +59,7 @@ class TokenVocab {
   std::vector<uint8_t> child_byte_;
   std::vector<int32_t> child_node_;
   std::vector<int32_t> node_tokens_;
+  std::vector<ByteSet> subtree_bytes_;  // [n_nodes]
 };
 
 }  // namespace mopt::grammar

@@ -70,7 +70,9 @@ class RandomGrammar {
       case 4: {
         static const int kBounds[][2] = {{0, -1}, {1, -1}, {0, 1}, {2, 3}, {0, 2}};
         const auto& b = kBounds[rng_.next() % 5];
-        return Expr::repeat(Expr::literal(chr()), b[0], b[1]);
+        // a repeated character, class or rule (a small rule repeated without bound is inlined: automaton.cpp)
+        Expr body = rng_.next() % 3 == 0 ? Expr::literal(chr()) : item(0, after_byte);
+        return Expr::repeat(std::move(body), b[0], b[1]);
       }
       case 5: return Expr::alt({item(depth - 1, after_byte), item(depth - 1, after_byte), Expr::empty()});
       default: return Expr::seq({item(depth - 1, after_byte), item(depth - 1, after_byte)});
@@ -81,8 +83,8 @@ class RandomGrammar {
   int current_ = 0, n_rules_ = 1;
 };
 
-// Tokens: every single character, its bytes one by one (splitting é and €), random 2-3 character strings, a
-// character followed by the first byte of another, and an end-of-generation id (last).
+// Tokens: every single character, its bytes one by one (splitting é and €), runs of one character, random 2-3
+// character strings, a character followed by the first byte of another, and an end-of-generation id (last).
 std::shared_ptr<const TokenVocab> random_vocab(uint64_t seed) {
   Xoshiro256 rng(seed);
   std::vector<std::string> t;
@@ -90,6 +92,10 @@ std::shared_ptr<const TokenVocab> random_vocab(uint64_t seed) {
     t.push_back(c);
     if (std::string(c).size() > 1)
       for (char b : std::string(c)) t.push_back(std::string(1, b));
+  }
+  for (const char* c : kChars) {  // runs of one character: whole trie subtrees inside a character loop
+    t.push_back(std::string(c) + c);
+    t.push_back(std::string(c) + c + c);
   }
   for (int i = 0; i < 24; ++i) {
     std::string s;
