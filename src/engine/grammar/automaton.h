@@ -22,6 +22,8 @@
 
 namespace mopt::grammar {
 
+using ByteSet = std::array<uint64_t, 4>;  // a set of bytes: bit b of word b/64
+
 struct Call {
   int32_t rule = 0;
   int32_t ret = 0;  // position to continue at when the rule finishes
@@ -51,7 +53,7 @@ class Automaton {
   // Accepting, no bytes and no calls: a call returning here returns at once (tail call).
   bool pure_return(int32_t pos) const { return pure_return_[static_cast<size_t>(pos)] != 0; }
   // The bytes b with next(pos, b) == pos (bit b of word b/64): a string's character loop, say.
-  const std::array<uint64_t, 4>& self_loop(int32_t pos) const { return self_loop_[static_cast<size_t>(pos)]; }
+  const ByteSet& self_loop(int32_t pos) const { return self_loop_[static_cast<size_t>(pos)]; }
   const Call* calls_begin(int32_t pos) const { return calls_.data() + call_start_[static_cast<size_t>(pos)]; }
   const Call* calls_end(int32_t pos) const { return calls_.data() + call_start_[static_cast<size_t>(pos) + 1]; }
 
@@ -66,7 +68,7 @@ class Automaton {
   std::vector<uint8_t> has_bytes_;     // [n_positions]
   std::vector<uint8_t> plain_;         // [n_positions]
   std::vector<uint8_t> pure_return_;   // [n_positions]
-  std::vector<std::array<uint64_t, 4>> self_loop_;  // [n_positions]
+  std::vector<ByteSet> self_loop_;     // [n_positions]
   std::vector<int32_t> call_start_;    // [n_positions + 1] into calls_
   std::vector<Call> calls_;            // [n_calls]
   std::vector<int32_t> rule_start_;    // [n_rules]

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "engine/grammar/gbnf.h"
+#include "engine/grammar/vocab_check.h"
 
 namespace mopt::grammar {
 
@@ -26,6 +27,10 @@ Result<std::shared_ptr<CompiledGrammar>> CompiledGrammar::compile(const Grammar&
     return error("grammar: no token of this model's vocabulary can begin the text the grammar requires (%s)",
                  cg->overflow_message().empty() ? "each token's bytes leave the grammar at once"
                                                 : cg->overflow_message().c_str());
+  if (!bytes_can_finish(cg->a_, cg->vocab_->bytes_in_tokens()))
+    return error("grammar: no sequence of this model's tokens can write a complete text of the grammar: every such "
+                 "text needs a byte that no token has (the grammar reads %s, which no token contains)",
+                 bytes_missing(cg->a_, cg->vocab_->bytes_in_tokens()).c_str());
   return cg;
 }
 
@@ -65,7 +70,7 @@ bool CompiledGrammar::walk(const std::vector<Stack>& from, std::string_view byte
 
 // Does some stack of `stacks` loop in place on `first` and on every byte of `rest`?
 bool CompiledGrammar::loops_over(const std::vector<Stack>& stacks, uint8_t first,
-                                 const TokenVocab::ByteSet& rest) const {
+                                 const ByteSet& rest) const {
   for (const Stack& s : stacks) {
     const auto& loop = a_.self_loop(s.pos);
     if (!((loop[first >> 6] >> (first & 63)) & 1)) continue;

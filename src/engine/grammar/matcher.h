@@ -40,7 +40,8 @@ struct GrammarLimits {
 
 class CompiledGrammar {
  public:
-  // Lowers `g`, then checks that some token can begin the output (else an error saying so).
+  // Lowers `g`, then checks that some token can begin the output and that the tokens' bytes can write a complete
+  // text (vocab_check.h); else an error saying which.
   static Result<std::shared_ptr<CompiledGrammar>> compile(const Grammar& g, std::shared_ptr<const TokenVocab> vocab,
                                                           const GrammarLimits& limits = {});
   static Result<std::shared_ptr<CompiledGrammar>> from_gbnf(std::string_view gbnf,
@@ -77,7 +78,7 @@ class CompiledGrammar {
   // Steps the stacks of `from` over `bytes`; false if no stack survives (accept alone counts as surviving at the end).
   bool walk(const std::vector<Stack>& from, std::string_view bytes, std::vector<Stack>& out, bool& accept);
   std::shared_ptr<const TokenMask> compute_mask(int32_t state);
-  bool loops_over(const std::vector<Stack>& stacks, uint8_t first, const TokenVocab::ByteSet& rest) const;
+  bool loops_over(const std::vector<Stack>& stacks, uint8_t first, const ByteSet& rest) const;
   int32_t next_locked(int32_t state, int32_t token, bool strip);
 
   std::mutex mu_;

@@ -40,6 +40,12 @@ void TokenVocab::build_trie() {
   nodes_.clear();
   subtree_bytes_.clear();
   build_node(ids, 0, ids.size(), 0);
+  single_bytes_ = {};
+  for (int32_t id : ids)
+    if (bytes_[static_cast<size_t>(id)].size() == 1) {
+      const auto b = static_cast<uint8_t>(bytes_[static_cast<size_t>(id)][0]);
+      single_bytes_[b >> 6] |= uint64_t{1} << (b & 63);
+    }
 }
 
 // The node for the byte strings sorted[lo, hi), which share their first `depth` bytes. Returns its index.

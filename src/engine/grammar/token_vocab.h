@@ -7,11 +7,12 @@
 // allowed exactly where the grammar may end.
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "engine/grammar/automaton.h"
 
 namespace mopt {
 class Tokenizer;
@@ -26,7 +27,6 @@ class TokenVocab {
     int32_t first_token = 0, n_tokens = 0;    // into node_tokens: ids whose bytes end exactly here
     int32_t subtree_token_end = 0;            // node_tokens[first_token, this): every id in the subtree
   };
-  using ByteSet = std::array<uint64_t, 4>;  // bit b of word b/64
 
   // bytes: [n_vocab] per id; eog: end-of-generation ids (need not have bytes).
   static std::shared_ptr<const TokenVocab> build(std::vector<std::string> bytes, std::vector<int32_t> eog,
@@ -46,6 +46,9 @@ class TokenVocab {
   int32_t node_token(int32_t i) const { return node_tokens_[static_cast<size_t>(i)]; }
   // The bytes that occur below `node` (after its prefix) in any token of its subtree.
   const ByteSet& subtree_bytes(int32_t node) const { return subtree_bytes_[static_cast<size_t>(node)]; }
+  // The bytes that occur in some token / that are a whole token on their own (vocab_check.h).
+  const ByteSet& bytes_in_tokens() const { return subtree_bytes_[0]; }
+  const ByteSet& single_byte_tokens() const { return single_bytes_; }
 
  private:
   void build_trie();
@@ -60,6 +63,7 @@ class TokenVocab {
   std::vector<int32_t> child_node_;
   std::vector<int32_t> node_tokens_;
   std::vector<ByteSet> subtree_bytes_;  // [n_nodes]
+  ByteSet single_bytes_{};
 };
 
 }  // namespace mopt::grammar
