@@ -64,7 +64,8 @@ json ChatOutput::delta(std::string_view text, bool last) {
 json ChatOutput::message(std::string_view text) {
   delta(text, true);
   json m = {{"role", "assistant"}};
-  m["content"] = content_.empty() && !calls_.empty() ? json(nullptr) : json(content_);
+  // null when the output was all tool calls or all reasoning (as OpenAI and vLLM report it)
+  m["content"] = content_.empty() && (!calls_.empty() || !reasoning_text_.empty()) ? json(nullptr) : json(content_);
   if (reasoning_on_) m["reasoning_content"] = reasoning_text_.empty() ? json(nullptr) : json(reasoning_text_);
   if (!calls_.empty()) {
     json list = json::array();

@@ -10,6 +10,7 @@
 #include "core/strfmt.h"
 #include "core/strings.h"
 #include "server/chat_output.h"
+#include "server/request_grammar.h"
 
 namespace mopt::server {
 
@@ -101,10 +102,15 @@ void Server::attach(ServedModel model) {
     model_.tool_parser = detect_tool_parser(model_.chat_template->source());
   }
   if (model_.tokenizer) {
-    for (const std::string& m : tool_parser_markers(model_.tool_parser)) {
-      const int32_t id = model_.tokenizer->token_id(m);
-      model_.tool_markers_special = model_.tool_markers_special || (id >= 0 && model_.tokenizer->is_control(id));
-    }
+    auto any_control = [&](const std::vector<std::string>& markers) {
+      for (const std::string& m : markers) {
+        const int32_t id = model_.tokenizer->token_id(m);
+        if (id >= 0 && model_.tokenizer->is_control(id)) return true;
+      }
+      return false;
+    };
+    model_.tool_markers_special = any_control(tool_parser_markers(model_.tool_parser));
+    model_.think_markers_special = any_control({"<think>", "</think>"});
     model_.grammars = std::make_shared<GrammarCache>(*model_.tokenizer);
   }
   MOPT_LOG_INFO("tool calls: %s%s; reasoning parser: %s", tool_parser_name(model_.tool_parser),
@@ -404,29 +410,10 @@ void Server::handle_generate(const HttpRequest& req, ResponseWriter& w, bool cha
   if (!g.max_tokens_given) g.params.max_tokens = chat ? min_room : std::min(16, min_room);
 
   // ---- structured output and tool calls: one grammar for all choices
-  const bool tools_on = chat && g.tool_choice != ToolChoice::kNone;
-  const ToolParserKind tool_parser = tools_on ? model_.tool_parser : ToolParserKind::kNone;
-  if (tools_on && tool_parser == ToolParserKind::kNone)
-    return send_error(w, bad_request("'tools' with tool_choice \"" + std::string(g.tool_choice == ToolChoice::kAuto ?
-                                     "auto" : g.tool_choice == ToolChoice::kRequired ? "required" : "named") +
-                                     "\" needs a tool-call format, and this server's chat template prints none it "
-                                     "knows; start the server with --tool-call-parser (hermes, llama3_json, mistral "
-                                     "or deepseek_v3), or send tool_choice \"none\"", "tool_choice"), req);
-  std::string gbnf = g.constraint_gbnf, gbnf_param = g.constraint_param;
-  if (tools_on && (g.tool_choice == ToolChoice::kRequired || g.tool_choice == ToolChoice::kNamed)) {
-    auto forced = forced_tool_calls_gbnf(tool_parser, g.tool_specs, g.tool_choice_name, g.parallel_tool_calls);
-    if (auto* e = std::get_if<ApiError>(&forced)) return send_error(w, *e, req);
-    gbnf = std::get<std::string>(forced);
-    gbnf_param = "tools";
-  }
-  if (tools_on && model_.tool_markers_special) g.params.skip_special_tokens = false;  // the parser reads them
-  std::shared_ptr<grammar::CompiledGrammar> compiled;
-  if (!gbnf.empty()) {
-    auto cg = model_.grammars->get(gbnf, g.params.skip_special_tokens);
-    if (!cg) return send_error(w, bad_request("'" + gbnf_param + "': " + cg.message(), gbnf_param, "invalid_grammar"),
-                               req);
-    compiled = *cg;
-  }
+  auto rg = request_grammar(g, model_, opts_.reasoning, prompt_in_thinking);
+  if (auto* e = std::get_if<ApiError>(&rg)) return send_error(w, *e, req);
+  const std::shared_ptr<grammar::CompiledGrammar> compiled = std::get<RequestGrammar>(rg).compiled;
+  const ToolParserKind tool_parser = std::get<RequestGrammar>(rg).tool_parser;
 
   // ---- submit one engine request per (prompt, choice)
   auto ch = std::make_shared<Channel>();

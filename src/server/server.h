@@ -53,6 +53,7 @@ struct ServedModel {
   // Filled by attach():
   ToolParserKind tool_parser = ToolParserKind::kNone;
   bool tool_markers_special = false;       // the format's markers are control tokens: render special tokens
+  bool think_markers_special = false;      // <think> / </think> are control tokens: the same with a reasoning parser
   std::shared_ptr<GrammarCache> grammars;  // structured output, per tokenizer
 };
 

@@ -266,41 +266,54 @@ for (const [file, parser] of FAMILIES) {
   }
 }
 
-// ---- reasoning_content
+// ---- reasoning_content; with a reasoning parser a constraint applies to the answer after the think block
 {
-  // qwen3: the output opens with <think>; a grammar makes this model write one
-  const srv = await startServer(['--served-model-name', 'stories', '--reasoning-parser', 'qwen3',
-                                 '--chat-template', path.join(TEMPLATES, 'qwen3.jinja')]);
+  // deepseek_r1: the template opens <think> in the prompt, so the output is reasoning until </think>. This model
+  // never writes </think>: all of its text is reasoning, and it is mopt run's greedy text for the same prompt.
+  const srv = await startServer(['--served-model-name', 'stories', '--reasoning-parser', 'deepseek_r1',
+                                 '--chat-template', path.join(TEMPLATES, 'deepseek_r1.jinja'),
+                                 '--tool-call-parser', 'deepseek_v3']);
   const c = client(srv);
   try {
-    const body = { model: 'stories', messages, temperature: 0, max_tokens: 120,
-                   guided_regex: '<think>\\n[a-z ]{5,40}\\n</think>\\n\\n[A-Z][a-z ]{3,30}\\.' };
+    const ref = moptRun('<\uFF5CUser\uFF5C>What is the weather in Oslo?<\uFF5CAssistant\uFF5C><think>\n',
+                        ['-n', '24', '--temp', '0']);
+    const body = { model: 'stories', messages, temperature: 0, max_tokens: 24 };
     const r = await c.chat.completions.create(body);
-    const m = r.choices[0].message;
-    check(/^\n[a-z ]{5,40}\n$/.test(m.reasoning_content), 'qwen3: reasoning_content is the think block', m.reasoning_content);
-    check(/^\n\n[A-Z][a-z ]{3,30}\.$/.test(m.content), 'qwen3: content is the answer after </think>', m.content);
+    eq([r.choices[0].message.reasoning_content, r.choices[0].message.content, r.choices[0].finish_reason],
+       [ref, null, 'length'], 'deepseek_r1: the open think block is reasoning_content (== mopt run), no content');
     const s = await streamChat(c, body);
-    eq([s.reasoning, s.content], [m.reasoning_content, m.content], 'qwen3 streamed: the same split');
-    const plain = await c.chat.completions.create({ model: 'stories', messages, temperature: 0, max_tokens: 12 });
-    eq(plain.choices[0].message.reasoning_content, null, 'qwen3: no think block, reasoning_content null');
+    eq([s.reasoning, s.content], [ref, ''], 'deepseek_r1 streamed: the same split');
+    // a constraint does not touch the reasoning: the same free text (the answer would come after </think>)
+    for (const extra of [{ guided_choice: ['yes', 'no'] },
+                         { response_format: { type: 'json_schema', json_schema: { name: 'p', schema: PERSON } } },
+                         { tools: [WEATHER], tool_choice: 'required' }]) {
+      const k = Object.keys(extra).join(',');
+      const rc = await c.chat.completions.create({ ...body, ...extra });
+      eq([rc.choices[0].message.reasoning_content, rc.choices[0].finish_reason], [ref, 'length'],
+         `deepseek_r1 with ${k}: the reasoning is unconstrained`);
+      const sc = await streamChat(c, { ...body, ...extra });
+      eq(sc.reasoning, ref, `deepseek_r1 with ${k}, streamed: the same reasoning`);
+    }
   } finally {
     await srv.stop();
   }
 }
 {
-  // deepseek_r1: the template opens <think> in the prompt; everything up to </think> is reasoning
-  const srv = await startServer(['--served-model-name', 'stories', '--reasoning-parser', 'deepseek_r1',
-                                 '--chat-template', path.join(TEMPLATES, 'deepseek_r1.jinja')]);
+  // qwen3: thinking is optional (no block open in the prompt); the answer follows the constraint
+  const srv = await startServer(['--served-model-name', 'stories', '--reasoning-parser', 'qwen3',
+                                 '--chat-template', path.join(TEMPLATES, 'qwen3.jinja')]);
   const c = client(srv);
   try {
-    const body = { model: 'stories', messages, temperature: 0.8, seed: 2, max_tokens: 120,
-                   guided_regex: '[a-z ]{5,40}</think>[A-Z][a-z ]{3,30}' };
+    const plain = await c.chat.completions.create({ model: 'stories', messages, temperature: 0, max_tokens: 12 });
+    eq(plain.choices[0].message.reasoning_content, null, 'qwen3: no think block, reasoning_content null');
+    const body = { model: 'stories', messages, temperature: 0, max_tokens: 60,
+                   chat_template_kwargs: { enable_thinking: false }, guided_regex: '[A-Z][a-z ]{3,30}\\.' };
     const r = await c.chat.completions.create(body);
     const m = r.choices[0].message;
-    check(/^[a-z ]{5,40}$/.test(m.reasoning_content) && /^[A-Z][a-z ]{3,30}$/.test(m.content),
-          'deepseek_r1: reasoning before </think>, content after', JSON.stringify(m));
+    check(m.reasoning_content === null && /^[A-Z][a-z ]{3,30}\.$/.test(m.content) &&
+          r.choices[0].finish_reason === 'stop', 'qwen3: the constrained answer, no reasoning', JSON.stringify(m));
     const s = await streamChat(c, body);
-    eq([s.reasoning, s.content], [m.reasoning_content, m.content], 'deepseek_r1 streamed: the same split');
+    eq([s.reasoning, s.content], ['', m.content], 'qwen3 streamed: the same answer');
   } finally {
     await srv.stop();
   }
