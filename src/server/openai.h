@@ -59,6 +59,7 @@ struct PromptInput {
 struct ToolSpec {
   std::string name;
   json parameters;              // a JSON schema; null when the tool takes no parameters
+  bool strict = false;          // the arguments must follow `parameters` (enforced by a grammar, also under auto)
 };
 
 // tool_choice: none (no tool calls: no parsing, nothing forced), auto (the model decides; its tool calls are

@@ -3,19 +3,12 @@
 #include <set>
 #include <utility>
 
+#include "engine/grammar/text_without.h"
+
 namespace mopt::server {
 namespace {
 
 using grammar::Expr;
-
-// The state after reading c in state i of the marker's matching automaton: the longest prefix of the marker that is
-// a suffix of marker[0, i) + c (i + 1 when c continues the match).
-size_t advance(const std::string& marker, size_t i, char c) {
-  const std::string seen = marker.substr(0, i) + c;
-  for (size_t n = std::min(seen.size(), marker.size()); n > 0; --n)
-    if (seen.compare(seen.size() - n, n, marker, 0, n) == 0) return n;
-  return 0;
-}
 
 void rename_refs(Expr& e, const std::string& from, const std::string& to) {
   if (e.kind == Expr::Kind::kRef && e.text == from) e.text = to;
@@ -23,25 +16,6 @@ void rename_refs(Expr& e, const std::string& from, const std::string& to) {
 }
 
 }  // namespace
-
-std::vector<grammar::Rule> text_without(const std::string& marker, const std::string& prefix) {
-  std::set<char> chars(marker.begin(), marker.end());
-  grammar::CodeSet in_marker;
-  for (char c : chars) in_marker.push_back({static_cast<uint32_t>(c), static_cast<uint32_t>(c)});
-  const Expr other = Expr::cls(grammar::complement(grammar::normalize(in_marker)));
-  auto name = [&](size_t i) { return prefix + std::to_string(i); };
-  std::vector<grammar::Rule> rules;
-  for (size_t i = 0; i < marker.size(); ++i) {
-    std::vector<Expr> alts{Expr::empty(), Expr::seq({other, Expr::ref(name(0))})};
-    for (char c : chars) {
-      const size_t j = advance(marker, i, c);
-      if (j == marker.size()) continue;  // the marker itself: not allowed
-      alts.push_back(Expr::seq({Expr::literal(std::string(1, c)), Expr::ref(name(j))}));
-    }
-    rules.push_back({name(i), Expr::alt(std::move(alts))});
-  }
-  return rules;
-}
 
 grammar::Grammar grammar_after_reasoning(ReasoningKind kind, bool prompt_in_thinking, grammar::Grammar g) {
   if (kind == ReasoningKind::kNone) return g;
@@ -55,7 +29,7 @@ grammar::Grammar grammar_after_reasoning(ReasoningKind kind, bool prompt_in_thin
     if (r.name == g.root) r.name = answer;
     rename_refs(r.body, g.root, answer);
   }
-  for (grammar::Rule& r : text_without("</think>", prefix)) g.rules.push_back(std::move(r));
+  for (grammar::Rule& r : grammar::text_without("</think>", prefix)) g.rules.push_back(std::move(r));
   const Expr ws = Expr::repeat(Expr::cls({{'\t', '\n'}, {'\r', '\r'}, {' ', ' '}}), 0, 8);
   const Expr think = Expr::ref(prefix + "0"), close = Expr::literal("</think>"), open = Expr::literal("<think>");
   Expr root;

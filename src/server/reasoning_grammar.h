@@ -18,8 +18,4 @@ namespace mopt::server {
 // `answer` with its start rule renamed and a new start rule `root` as above. kNone returns `answer` unchanged.
 grammar::Grammar grammar_after_reasoning(ReasoningKind kind, bool prompt_in_thinking, grammar::Grammar answer);
 
-// The rules for "any text that does not contain `marker`" (the marker must be non-empty ASCII), named
-// `prefix`0 .. `prefix`N-1; the text starts at `prefix`0.
-std::vector<grammar::Rule> text_without(const std::string& marker, const std::string& prefix);
-
 }  // namespace mopt::server

@@ -18,10 +18,17 @@ std::variant<RequestGrammar, ApiError> request_grammar(GenerateRequest& g, const
                        "tool_choice \"none\"", "tool_choice");
   if (tools_on) out.tool_parser = m.tool_parser;
   std::string gbnf = g.constraint_gbnf, param = g.constraint_param;
-  if (tools_on && (g.tool_choice == ToolChoice::kRequired || g.tool_choice == ToolChoice::kNamed)) {
-    auto forced = forced_tool_calls_gbnf(out.tool_parser, g.tool_specs, g.tool_choice_name, g.parallel_tool_calls);
-    if (auto* e = std::get_if<ApiError>(&forced)) return *e;
-    gbnf = std::get<std::string>(forced);
+  const bool forced = tools_on && (g.tool_choice == ToolChoice::kRequired || g.tool_choice == ToolChoice::kNamed);
+  bool strict = false;
+  for (const ToolSpec& t : g.tool_specs) strict = strict || t.strict;
+  const bool strict_auto = tools_on && g.tool_choice == ToolChoice::kAuto && strict;
+  if (strict_auto && !gbnf.empty())
+    return bad_request("'tools' with \"strict\": true under tool_choice auto are enforced by a grammar, which cannot "
+                       "be combined with '" + param + "'; send strict false, or tool_choice required", "tools");
+  if (forced || strict_auto) {
+    auto calls = tool_calls_gbnf(out.tool_parser, g.tool_specs, g.tool_choice_name, g.parallel_tool_calls, !forced);
+    if (auto* e = std::get_if<ApiError>(&calls)) return *e;
+    gbnf = std::get<std::string>(calls);
     param = "tools";
   }
   const bool reasoning_on = g.chat && reasoning != ReasoningKind::kNone;

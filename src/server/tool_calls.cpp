@@ -4,6 +4,7 @@
 
 #include "core/strfmt.h"
 #include "engine/grammar/expr.h"
+#include "engine/grammar/text_without.h"
 #include "server/json_schema.h"
 #include "server/tool_markers.h"
 
@@ -48,6 +49,17 @@ ToolParserKind detect_tool_parser(std::string_view t) {
   if (has(markers::kPythonTag) || (has("<|start_header_id|>") && has("\"parameters\"")))
     return ToolParserKind::kLlama3Json;
   return ToolParserKind::kNone;
+}
+
+const char* tool_call_start_marker(ToolParserKind k) {
+  switch (k) {
+    case ToolParserKind::kHermes: return markers::kHermesOpen;
+    case ToolParserKind::kLlama3Json: return markers::kPythonTag;
+    case ToolParserKind::kMistral: return markers::kMistralCalls;
+    case ToolParserKind::kDeepSeekV3: return markers::kDsCallsBegin;
+    case ToolParserKind::kNone: break;
+  }
+  return "";
 }
 
 std::vector<std::string> tool_parser_markers(ToolParserKind k) {
@@ -99,6 +111,7 @@ std::optional<ApiError> parse_tools(const json& body, GenerateRequest& r) {
         return bad_request(param + ".function.strict must be a boolean", param + ".function.strict");
       ToolSpec spec;
       spec.name = name->get<std::string>();
+      if (auto st = fn->find("strict"); st != fn->end() && st->is_boolean()) spec.strict = st->get<bool>();
       if (auto p = fn->find("parameters"); p != fn->end() && !p->is_null()) {
         if (!p->is_object())
           return bad_request(param + ".function.parameters must be a JSON schema object",
@@ -147,8 +160,8 @@ std::optional<ApiError> parse_tools(const json& body, GenerateRequest& r) {
   return std::nullopt;
 }
 
-std::variant<std::string, ApiError> forced_tool_calls_gbnf(ToolParserKind k, const std::vector<ToolSpec>& tools,
-                                                           const std::string& only, bool parallel) {
+std::variant<std::string, ApiError> tool_calls_gbnf(ToolParserKind k, const std::vector<ToolSpec>& tools,
+                                                    const std::string& only, bool parallel, bool optional) {
   std::string rules;
   std::vector<std::pair<std::string, std::string>> calls;  // (name literal, arguments rule)
   for (size_t i = 0; i < tools.size(); ++i) {
@@ -156,13 +169,15 @@ std::variant<std::string, ApiError> forced_tool_calls_gbnf(ToolParserKind k, con
     std::string args;
     if (tools[i].parameters.is_null()) {
       args = "\"{\" ws \"}\"";
+    } else if (optional && !tools[i].strict) {
+      args = "json-object";  // the model decides; only strict tools' arguments are held to their schema
     } else {
       SchemaCompiler c(tools[i].parameters, strfmt("t%zu", i));
       auto root = c.root_rule();
       if (!root) {
         const std::string param = strfmt("tools[%zu].function.parameters", i);
-        return bad_request("invalid JSON schema in '" + param + "' (tool '" + tools[i].name + "'): " +
-                               root.message(), param, "invalid_schema");
+        return bad_request("invalid JSON schema in '" + param + "' (tool '" + tools[i].name + "'" +
+                               (optional ? ", strict" : "") + "): " + root.message(), param, "invalid_schema");
       }
       rules += c.rules();
       args = *root;
@@ -181,29 +196,47 @@ std::variant<std::string, ApiError> forced_tool_calls_gbnf(ToolParserKind k, con
                                         calls[i].second.c_str());
     }
   }
-  std::string root;
+  std::string block;  // the calls in the family's format
   auto repeated = [&](const std::string& one, const std::string& sep) {
     return one + (parallel ? " (" + sep + one + ")*" : std::string());
   };
   using grammar::gbnf_literal;
   switch (k) {
     case ToolParserKind::kHermes:
-      root = repeated(gbnf_literal(std::string(markers::kHermesOpen) + "\n") + " call " +
-                          gbnf_literal("\n" + std::string(markers::kHermesClose)),
-                      "\"\\n\" ");
+      block = repeated(gbnf_literal(std::string(markers::kHermesOpen) + "\n") + " call " +
+                           gbnf_literal("\n" + std::string(markers::kHermesClose)),
+                       "\"\\n\" ");
       break;
-    case ToolParserKind::kLlama3Json: root = repeated("call", "\";\" ws "); break;
+    case ToolParserKind::kLlama3Json: block = repeated("call", "\";\" ws "); break;
     case ToolParserKind::kMistral:
-      root = gbnf_literal(std::string(markers::kMistralCalls) + "[") + " " + repeated("call", "\",\" ws ") + " \"]\"";
+      block = gbnf_literal(std::string(markers::kMistralCalls) + "[") + " " + repeated("call", "\",\" ws ") + " \"]\"";
       break;
     case ToolParserKind::kDeepSeekV3:
-      root = gbnf_literal(markers::kDsCallsBegin) + " " +
-             repeated(gbnf_literal(std::string(markers::kDsCallBegin) + "function" + markers::kDsSep) + " call " +
-                          gbnf_literal(std::string("\n```") + markers::kDsCallEnd),
-                      "") +
-             " " + gbnf_literal(markers::kDsCallsEnd);
+      block = gbnf_literal(markers::kDsCallsBegin) + " " +
+              repeated(gbnf_literal(std::string(markers::kDsCallBegin) + "function" + markers::kDsSep) + " call " +
+                           gbnf_literal(std::string("\n```") + markers::kDsCallEnd),
+                       "") +
+              " " + gbnf_literal(markers::kDsCallsEnd);
       break;
     case ToolParserKind::kNone: return api_error(500, "internal: no tool-call format", "internal_error");
+  }
+  std::string root = block;
+  if (optional) {
+    // Text, then optionally the calls: the text never contains the marker that starts them (so the parser reads
+    // calls exactly where the grammar has them). Llama 3 calls may also open the output (a JSON object first): its
+    // text must then not begin with '{'.
+    auto text_rules = [&](const std::string& marker) {
+      for (const grammar::Rule& r : grammar::text_without(marker, "text"))
+        rules += r.name + " ::= " + grammar::print_gbnf(r.body) + "\n";
+    };
+    if (k == ToolParserKind::kLlama3Json) {
+      text_rules(markers::kPythonTag);
+      rules += "lead ::= \"\" | [^{<\\t\\n\\r ] text0 | \"<\" text1\n";
+      root = "[ \\t\\n\\r]* (" + block + " | lead (" + gbnf_literal(markers::kPythonTag) + " " + block + ")?)";
+    } else {
+      text_rules(tool_call_start_marker(k));
+      root = "text0 (" + block + ")?";
+    }
   }
   return "root ::= " + root + "\n" + call + "\n" + rules + SchemaCompiler::primitives();
 }

@@ -24,14 +24,19 @@ ToolParserKind detect_tool_parser(std::string_view chat_template);
 // Text markers of the format; where the vocabulary has them as control tokens, the request renders special
 // tokens so the parser sees them.
 std::vector<std::string> tool_parser_markers(ToolParserKind k);
+// The text that starts the family's tool calls in an output (the parser's and the optional grammar's split point).
+const char* tool_call_start_marker(ToolParserKind k);
 
 // Reads tools, tool_choice and parallel_tool_calls of a chat body into r (tools, tool_specs, tool_choice, ...).
 std::optional<ApiError> parse_tools(const json& body, GenerateRequest& r);
 
-// A GBNF grammar whose texts are tool calls in the family's format: of the function `only` (tool_choice named) or
-// of any of `tools` (required; several calls when `parallel`), their arguments following each tool's parameters
-// schema. An unsupported schema keyword is a 400 naming the tool.
-std::variant<std::string, ApiError> forced_tool_calls_gbnf(ToolParserKind k, const std::vector<ToolSpec>& tools,
-                                                           const std::string& only, bool parallel);
+// A GBNF grammar for tool calls in the family's format, their arguments following each tool's parameters schema
+// (an unsupported schema keyword is a 400 naming the tool):
+//   forced (optional false): calls of the function `only` (tool_choice named) or of any of `tools` (required); one
+//                            call, or several when `parallel`
+//   optional (tool_choice auto with a strict tool): free text, then optionally calls as above, the text never
+//                            containing the marker that starts calls; only strict tools' arguments follow a schema
+std::variant<std::string, ApiError> tool_calls_gbnf(ToolParserKind k, const std::vector<ToolSpec>& tools,
+                                                    const std::string& only, bool parallel, bool optional);
 
 }  // namespace mopt::server

@@ -133,16 +133,7 @@ ObjectScan scan_object(std::string_view s, std::string_view args_key, std::strin
 ToolCallParser::ToolCallParser(ToolParserKind kind)
     : kind_(kind), mode_(kind == ToolParserKind::kLlama3Json ? Mode::kLeading : Mode::kContent) {}
 
-const char* ToolCallParser::start_marker() const {
-  switch (kind_) {
-    case ToolParserKind::kHermes: return markers::kHermesOpen;
-    case ToolParserKind::kLlama3Json: return markers::kPythonTag;
-    case ToolParserKind::kMistral: return markers::kMistralCalls;
-    case ToolParserKind::kDeepSeekV3: return markers::kDsCallsBegin;
-    case ToolParserKind::kNone: break;
-  }
-  return "";
-}
+const char* ToolCallParser::start_marker() const { return tool_call_start_marker(kind_); }
 
 void ToolCallParser::content(ParsedDelta& out, std::string_view text) {
   if (after_calls_) trailing_ += text;

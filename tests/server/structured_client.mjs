@@ -209,6 +209,15 @@ function checkCalls(label, calls, wantName) {
 }
 
 // ---- tool calls in each template family's format
+// One call as each family's model writes it (the formats of Qwen's, Meta's, Mistral's and DeepSeek's documentation).
+const CALL_TEXT = {
+  hermes: (n, a) => `<tool_call>\n{"name": "${n}", "arguments": ${a}}\n</tool_call>`,
+  llama3_json: (n, a) => `<|python_tag|>{"name": "${n}", "parameters": ${a}}`,
+  mistral: (n, a) => `[TOOL_CALLS][{"name": "${n}", "arguments": ${a}}]`,
+  deepseek_v3: (n, a) => `<\uFF5Ctool\u2581calls\u2581begin\uFF5C><\uFF5Ctool\u2581call\u2581begin\uFF5C>function` +
+    `<\uFF5Ctool\u2581sep\uFF5C>${n}\n\`\`\`json\n${a}\n\`\`\`<\uFF5Ctool\u2581call\u2581end\uFF5C>` +
+    '<\uFF5Ctool\u2581calls\u2581end\uFF5C>',
+};
 const FAMILIES = [
   ['hermes_qwen25.jinja', 'hermes'], ['llama31.jinja', 'llama3_json'], ['mistral_v3.jinja', 'mistral'],
   ['deepseek_v3.jinja', 'deepseek_v3'],
@@ -256,11 +265,49 @@ for (const [file, parser] of FAMILIES) {
            'tool_choice required with an unsupported schema keyword -> 400 naming the tool parameters');
         check(/'not'/.test(e.error?.message), 'the message names the keyword', e.error?.message);
       }
+      const refused = async (label, body, param) => {
+        try {
+          await c.chat.completions.create(body);
+          check(false, `${label}: refused`);
+        } catch (e) {
+          eq([e.status, e.error?.param], [400, param], `${label} -> 400 naming ${param}`);
+        }
+      };
+      const strictBad = { type: 'function', function: { name: 'f', strict: true, parameters: { type: 'object',
+                          properties: { a: { type: 'string', not: { const: 'x' } } } } } };
+      await refused('strict tool with an unsupported keyword under auto', { ...base, tool_choice: 'auto',
+                    tools: [strictBad] }, 'tools[0].function.parameters');
+      await refused('strict tool under auto with response_format', { ...base, tool_choice: 'auto',
+                    tools: [{ ...WEATHER, function: { ...WEATHER.function, strict: true } }],
+                    response_format: { type: 'json_object' } }, 'tools');
     }
     // auto: the model's own text (this model never calls tools): content, no tool_calls
     const a = await c.chat.completions.create({ ...base, tool_choice: 'auto', max_tokens: 16 });
     check(!a.choices[0].message.tool_calls && typeof a.choices[0].message.content === 'string',
           `${parser} auto: content, no tool call`, JSON.stringify(a.choices[0].message));
+    // auto with a strict tool: a grammar holds strict arguments to their schema and otherwise allows any text
+    // without the call marker: this model's greedy text is the unconstrained one for the same prompt (/tokenize
+    // renders it, /v1/completions continues it)
+    const strictTools = [{ ...WEATHER, function: { ...WEATHER.function, strict: true } }, TIME];
+    const as = await c.chat.completions.create({ ...base, tools: strictTools, tool_choice: 'auto', max_tokens: 16 });
+    const tk = await (await fetch(srv.base + '/tokenize', { method: 'POST', headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'stories', messages, tools: strictTools }) })).json();
+    const ref = await c.completions.create({ model: 'stories', prompt: tk.tokens, max_tokens: 16, temperature: 0 });
+    eq([as.choices[0].message.content, as.choices[0].message.tool_calls], [ref.choices[0].text, undefined],
+       `${parser} auto with a strict tool: the unconstrained text, no calls`);
+    // auto parses the calls in the model's output (forced here by a grammar: this model never writes calls)
+    const args = { city: 'Oslo', unit: 'celsius' };
+    const out = 'Checking.\n' + CALL_TEXT[parser]('get_weather', JSON.stringify(args));
+    const forced = { ...base, tool_choice: 'auto', grammar: `root ::= ${JSON.stringify(out)}\n` };
+    const fa = await c.chat.completions.create(forced);
+    const fm = fa.choices[0].message;
+    eq([fm.content, (fm.tool_calls ?? []).map((x) => [x.function.name, JSON.parse(x.function.arguments)]),
+        fa.choices[0].finish_reason], ['Checking.\n', [['get_weather', args]], 'tool_calls'],
+       `${parser} auto: content and the call parsed from the output`);
+    checkCalls(`${parser} auto parsed`, fm.tool_calls ?? [], 'get_weather');
+    const fs = await streamChat(c, forced);
+    eq([fs.content, fs.calls.map((x) => [x.name, JSON.parse(x.arguments)]), fs.finish],
+       ['Checking.\n', [['get_weather', args]], 'tool_calls'], `${parser} auto streamed: the same`);
   } finally {
     await srv.stop();
   }
