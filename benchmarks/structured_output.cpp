@@ -2,17 +2,18 @@
 // constrained by a JSON schema, against the same engine with 64 unconstrained requests, in the same run, through the
 // full engine (scheduler, paged KV cache, host sampler with the grammar's token masks, detokenizer).
 //
-// Each round runs --requests requests twice, closed loop (--concurrency in flight, a finished one replaced at once):
-// first constrained, each until its JSON is complete, then unconstrained with the same seeds, request i generating
-// exactly as many tokens as its constrained run did (ignore_eos). Both sides thus run the same batches (same
-// lengths, same context positions, same prefills); only the grammar differs. Measured: tokens/s from the start until
-// the last request was submitted (always --concurrency in flight). Every round uses new seeds (new documents) while
-// the compiled grammar keeps its states and masks, as the server's grammar cache does; round 1 starts cold.
+// Each round runs --requests requests four times, closed loop (--concurrency in flight, a finished one replaced at
+// once), in the order constrained, unconstrained, unconstrained, constrained: constrained, each until its JSON is
+// complete; unconstrained with the same seeds, request i generating exactly as many tokens as its constrained run
+// did (ignore_eos). Both sides thus run the same batches (same lengths, same context positions, same prefills); only
+// the grammar differs. Measured: tokens/s from the start until the last request was submitted (always --concurrency
+// in flight), each side's two runs together. Every round uses new seeds (new documents) while the compiled grammar
+// keeps its states and masks, as the server's grammar cache does; round 1 starts cold.
 // Reported: each round's ratio, and the median ratio. Then the grammar's own work per token, replayed outside the
 // engine over the last round's documents (cold and warm), as a share of the engine's time per token: a figure that
 // other load on the machine disturbs far less than the tokens/s of two runs.
 //
-// Usage: bench_structured_output [--model PATH ...] [--threads 1] [--concurrency 64] [--requests 192]
+// Usage: bench_structured_output [--model PATH ...] [--threads 1] [--concurrency 64] [--requests 128]
 //                                [--rounds 3] [--temperature 1] [--device cpu|cuda]
 //                                [--schema FILE (JSON schema; default: the one below)]
 #include <CLI/CLI.hpp>
@@ -57,7 +58,7 @@ const char* kDefaultSchema = R"({
 })";
 
 struct Options {
-  int concurrency = 64, requests = 192, rounds = 3;
+  int concurrency = 64, requests = 128, rounds = 3;
   float temperature = 1.0f;
 };
 
@@ -73,6 +74,13 @@ struct Figures {
   uint64_t tokens = 0;  // generated while `concurrency` requests were in flight (the measured window)
   double secs = 0, cpu_secs = 0;
   uint64_t steps = 0;
+  Figures& operator+=(const Figures& o) {
+    tokens += o.tokens;
+    secs += o.secs;
+    cpu_secs += o.cpu_secs;
+    steps += o.steps;
+    return *this;
+  }
   double tps() const { return static_cast<double>(tokens) / secs; }
   double cpu_tps() const { return static_cast<double>(tokens) / cpu_secs; }
   double ms_per_step() const { return 1e3 * secs / static_cast<double>(std::max<uint64_t>(steps, 1)); }
@@ -223,8 +231,13 @@ void bench_model(const std::string& path, const std::string& schema_text, const 
     const uint64_t seed0 = 1 + static_cast<uint64_t>(r) * static_cast<uint64_t>(o.requests);
     std::vector<int> lengths(static_cast<size_t>(o.requests), 0);
     const size_t states_before = (*g)->n_states();
+    // A B B A: the constrained runs (the first one sets the lengths) around two unconstrained ones, so drift of the
+    // machine's speed during a round weighs on both sides alike. The second constrained run repeats the first's
+    // documents (its grammar states are all cached by then; the cold cost is the replay's figure below).
     Figures json = run(**e, prompt, *g, seed0, lengths, docs, o);
     Figures plain = run(**e, prompt, nullptr, seed0, lengths, docs, o);
+    plain += run(**e, prompt, nullptr, seed0, lengths, docs, o);
+    json += run(**e, prompt, *g, seed0, lengths, docs, o);
     best_plain_tps = std::max(best_plain_tps, plain.tps());
     double mean_len = 0;
     for (int n : lengths) mean_len += n;
@@ -232,7 +245,7 @@ void bench_model(const std::string& path, const std::string& schema_text, const 
     ratios.push_back(json.tps() / plain.tps());
     cpu_ratios.push_back(json.cpu_tps() / plain.cpu_tps());
     std::printf("round %d: json schema %8.1f tok/s %8.1f tok/cpu-s (%.2f ms/step) | unconstrained %8.1f tok/s %8.1f "
-                "tok/cpu-s (%.2f ms/step) | ratio %.3f, per cpu-s %.3f | %llu tokens, documents of %.1f tokens on "
+                "tok/cpu-s (%.2f ms/step) | ratio %.3f, per cpu-s %.3f | %llu tokens a side, documents of %.1f tokens on "
                 "average, grammar states %zu -> %zu\n",
                 r + 1, json.tps(), json.cpu_tps(), json.ms_per_step(), plain.tps(), plain.cpu_tps(),
                 plain.ms_per_step(), ratios.back(), cpu_ratios.back(), static_cast<unsigned long long>(json.tokens),
@@ -262,7 +275,7 @@ int main(int argc, char** argv) {
   app.add_option("--schema", schema_file, "JSON schema file (default: a person with nested objects and arrays)");
   app.add_option("--threads", threads, "CPU threads (0 = all cores; 1 makes tokens per CPU-second exact)");
   app.add_option("--concurrency", o.concurrency, "requests in flight");
-  app.add_option("--requests", o.requests, "requests per run (each side of a round runs the same ones)");
+  app.add_option("--requests", o.requests, "requests per run (each of the 4 runs of a round runs the same ones)");
   app.add_option("--rounds", o.rounds, "rounds (each runs both sides)");
   app.add_option("--temperature", o.temperature, "sampling temperature of both sides");
   app.add_option("--device", device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));

@@ -30,12 +30,17 @@ class RandomGrammar {
       alts.push_back(Expr::literal(chr()));  // every rule matches something
       const int n_alts = static_cast<int>(rng_.next() % 3);
       for (int a = 0; a < n_alts; ++a) alts.push_back(seq(2));
-      g.rules.push_back({r == 0 ? "root" : "r" + std::to_string(r), Expr::alt(std::move(alts))});
+      g.rules.push_back({rule_name(r), Expr::alt(std::move(alts))});
     }
     return g;
   }
 
  private:
+  static std::string rule_name(int r) {
+    std::string name = r == 0 ? "root" : "r";
+    if (r > 0) name.append(std::to_string(r));
+    return name;
+  }
   std::string chr() { return kChars[rng_.next() % 6]; }
 
   // A sequence whose first item consumes a byte, so references to rules <= current (recursion) come after it.
@@ -64,7 +69,7 @@ class RandomGrammar {
         int lo = after_byte ? 0 : current_ + 1;
         if (lo >= n_rules_) return Expr::literal(chr());
         int r = lo + static_cast<int>(rng_.next() % static_cast<uint64_t>(n_rules_ - lo));
-        return Expr::ref(r == 0 ? "root" : "r" + std::to_string(r));
+        return Expr::ref(rule_name(r));
       }
       case 4: {
         static const int kBounds[][2] = {{0, -1}, {1, -1}, {0, 1}, {2, 3}, {0, 2}};
