@@ -17,7 +17,6 @@
 //                                [--rounds 3] [--temperature 1] [--device cpu|cuda]
 //                                [--schema FILE (JSON schema; default: the one below)]
 #include <CLI/CLI.hpp>
-#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -28,6 +27,7 @@
 #include <vector>
 
 #include "core/log.h"
+#include "cpu_time.h"
 #include "engine/engine.h"
 #include "engine/grammar/matcher.h"
 #include "engine/sampler.h"
@@ -36,6 +36,7 @@
 #include "tokenizer/tokenizer.h"
 
 using namespace mopt;
+using mopt::bench::cpu_seconds;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -61,14 +62,6 @@ struct Options {
   int concurrency = 64, requests = 128, rounds = 3;
   float temperature = 1.0f;
 };
-
-// CPU seconds of this process (all threads): on a shared machine, tokens per CPU-second is the figure least
-// disturbed by other load.
-double cpu_seconds() {
-  timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
 
 struct Figures {
   uint64_t tokens = 0;  // generated while `concurrency` requests were in flight (the measured window)

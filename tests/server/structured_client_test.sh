@@ -2,5 +2,5 @@
 # Structured output, tool calls and reasoning through the official openai npm client (stories260K).
 set -euo pipefail
 cd "$(dirname "$0")"
-./setup.sh
+source ./check_packages.sh
 exec node structured_client.mjs

@@ -331,7 +331,9 @@ Result<Expr> parse_regex(std::string_view pattern, const RegexOptions& opts) {
 Result<std::string> regex_to_gbnf(std::string_view pattern, const RegexOptions& opts) {
   auto e = parse_regex(pattern, opts);
   if (!e) return e.status();
-  return "(" + print_gbnf(*e) + ")";
+  std::string out = "(";
+  out.append(print_gbnf(*e)).push_back(')');
+  return out;
 }
 
 }  // namespace mopt::grammar
