@@ -307,7 +307,8 @@ std::variant<GenerateRequest, ApiError> parse_generate_request(const json& body,
   // max_tokens (both) / max_completion_tokens (chat; wins when both are given)
   int64_t max_tokens = 0;
   bool has_max = false;
-  if (auto e = get_int(body, "max_tokens", 1, 1 << 30, max_tokens, has_max)) return *e;
+  // Completions take max_tokens 0 with echo: the prompt is scored (echo + logprobs), nothing is generated.
+  if (auto e = get_int(body, "max_tokens", chat ? 1 : 0, 1 << 30, max_tokens, has_max)) return *e;
   if (chat) {
     int64_t mct = 0;
     bool has_mct = false;
@@ -315,9 +316,15 @@ std::variant<GenerateRequest, ApiError> parse_generate_request(const json& body,
     if (has_mct) max_tokens = mct, has_max = true;
   }
   r.max_tokens_given = has_max;
-  p.max_tokens = has_max ? static_cast<int>(max_tokens) : 16;
+  r.score_only = has_max && max_tokens == 0;
+  if (r.score_only && !r.echo)
+    return bad_request("'max_tokens': 0 generates nothing; it needs 'echo': true (the prompt, scored with "
+                       "'logprobs'), or give max_tokens >= 1", "max_tokens");
+  // Scoring samples one token from the last prompt row (computed anyway) and drops it: the engine always
+  // generates at least one token.
+  p.max_tokens = r.score_only ? 1 : has_max ? static_cast<int>(max_tokens) : 16;
   if (auto e = get_int32(body, "min_tokens", 0, 1 << 30, p.min_tokens)) return *e;
-  if (has_max && p.min_tokens > p.max_tokens)
+  if (has_max && p.min_tokens > max_tokens)
     return bad_request("'min_tokens' must not exceed max_tokens", "min_tokens");
   if (auto e = get_bool(body, "ignore_eos", p.ignore_eos)) return *e;
   if (auto e = get_int32(body, "n", 1, lim.max_n, r.n)) return *e;
@@ -374,7 +381,7 @@ std::variant<GenerateRequest, ApiError> parse_generate_request(const json& body,
     int v = 0;
     if (auto e = get_int32(body, "logprobs", 0, lim.max_top_logprobs, v)) return *e;
     r.logprobs = v;
-    if (r.echo) return bad_request("'echo' together with 'logprobs' is not supported", "echo");
+    if (r.echo) p.prompt_logprobs = v;  // the echoed prompt's tokens come with their logprobs
   }
   p.logprobs = r.logprobs;
 
@@ -382,6 +389,9 @@ std::variant<GenerateRequest, ApiError> parse_generate_request(const json& body,
   if (auto* e = std::get_if<ApiError>(&constraint)) return *e;
   r.constraint_gbnf = std::move(std::get<Constraint>(constraint).gbnf);
   r.constraint_param = std::move(std::get<Constraint>(constraint).param);
+  if (!r.constraint_gbnf.empty() && r.score_only)
+    return bad_request("'max_tokens': 0 generates nothing for '" + r.constraint_param + "' to constrain; drop one of "
+                       "them", r.constraint_param);
   if (!r.constraint_gbnf.empty() && (r.tool_choice == ToolChoice::kRequired || r.tool_choice == ToolChoice::kNamed))
     return bad_request("'tool_choice' " + std::string(r.tool_choice == ToolChoice::kNamed ? "naming a function" :
                        "required") + " forces the output already; it cannot be combined with '" +

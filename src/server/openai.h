@@ -82,10 +82,11 @@ struct GenerateRequest {
   bool add_generation_prompt = true;
   SamplingParams params;
   bool max_tokens_given = false;
+  bool score_only = false;           // completions max_tokens 0 (with echo): the one token sampled is dropped
   int n = 1;
   bool stream = false;
   bool include_usage = false;
-  bool echo = false;
+  bool echo = false;                 // with logprobs, params.prompt_logprobs = logprobs (the prompt is scored)
   int logprobs = -1;                 // -1 off; else top alternatives (completions: the int; chat: top_logprobs)
   int priority = 0;
 };

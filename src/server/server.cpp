@@ -10,6 +10,7 @@
 #include "core/strfmt.h"
 #include "core/strings.h"
 #include "server/chat_output.h"
+#include "server/prompt_logprobs.h"
 #include "server/request_grammar.h"
 
 namespace mopt::server {
@@ -60,6 +61,7 @@ struct Choice {
   int prompt_tokens = 0;
   json logprobs;  // accumulated (non-streaming)
   int text_offset = 0;
+  bool prompt_scored = false;       // echo + logprobs: the echoed prompt's logprobs were added (first output)
   bool grammar_dead_end = false;    // kError: the grammar could not go on (the text so far is returned)
   std::unique_ptr<ChatOutput> out;  // chat: reasoning / content / tool-call split
 };
@@ -68,6 +70,16 @@ struct Choice {
 const char* finish_label(const Choice& c) {
   if (c.reason == FinishReason::kStop && c.out && c.out->has_tool_calls()) return "tool_calls";
   return finish_name(c.reason);
+}
+
+// Completions max_tokens 0 (GenerateRequest::score_only): the one token the engine sampled is not the client's.
+void drop_generated(RequestOutput& o) {
+  o.new_tokens.clear();
+  o.text.clear();
+  o.token_logprobs.clear();
+  o.top_logprobs.clear();
+  o.completion_tokens = 0;
+  if (o.finish_reason == FinishReason::kStop) o.finish_reason = FinishReason::kLength;  // it was an end token
 }
 
 json bytes_of(const std::string& s) {
@@ -564,7 +576,7 @@ void Server::handle_generate(const HttpRequest& req, ResponseWriter& w, bool cha
       }
       stream_ok = w.write_chunk(out);
     }
-    if (stream_ok && g.echo) {
+    if (stream_ok && g.echo && g.logprobs < 0) {  // with logprobs, the echo comes with the first output
       std::string out;
       for (const auto& c : choices) {
         json j = chunk_base();
@@ -599,8 +611,24 @@ void Server::handle_generate(const HttpRequest& req, ResponseWriter& w, bool cha
     std::string out;
     for (auto& ev : batch) {
       Choice& c = choices[static_cast<size_t>(ev.choice)];
-      const RequestOutput& o = ev.out;
+      RequestOutput& o = ev.out;
       if (c.finished) continue;
+      if (g.score_only) drop_generated(o);
+      if (g.echo && g.logprobs >= 0 && !c.prompt_scored) {
+        c.prompt_scored = true;
+        const Prompt& p = prompts[static_cast<size_t>(c.prompt)];
+        if (g.stream) {
+          json plp = empty_logprobs();
+          c.text_offset = append_prompt_logprobs(tok, p.ids, o, plp);
+          json j = chunk_base();
+          j["choices"] = json::array({{{"index", c.index}, {"text", p.echo_text}, {"logprobs", std::move(plp)},
+                                       {"finish_reason", nullptr}}});
+          if (g.include_usage) j["usage"] = nullptr;
+          out += "data: " + dump(j) + "\n\n";
+        } else {
+          c.text_offset = append_prompt_logprobs(tok, p.ids, o, c.logprobs);
+        }
+      }
       c.completion_tokens = o.completion_tokens;
       c.prompt_tokens = o.prompt_tokens;
       json lp = nullptr;

@@ -49,6 +49,22 @@ TEST(OpenAI, PromptForms) {
   EXPECT_EQ(many.params.max_tokens, 16);
 }
 
+TEST(OpenAI, EchoWithLogprobsScoresThePrompt) {
+  // lm-evaluation-harness's log-likelihood request: the prompt's logprobs, nothing generated.
+  auto s = std::get<GenerateRequest>(parse(R"({"model":"m","prompt":[1,2,3],"echo":true,"logprobs":2,
+                                              "max_tokens":0})"));
+  EXPECT_TRUE(s.score_only);
+  EXPECT_EQ(s.params.prompt_logprobs, 2);
+  EXPECT_EQ(s.params.logprobs, 2);
+  EXPECT_EQ(s.params.max_tokens, 1);  // one token is sampled from the last prompt row and dropped
+  auto g = std::get<GenerateRequest>(parse(R"({"model":"m","prompt":"x","echo":true,"logprobs":0,"max_tokens":4})"));
+  EXPECT_FALSE(g.score_only);
+  EXPECT_EQ(g.params.prompt_logprobs, 0);
+  EXPECT_EQ(g.params.max_tokens, 4);
+  auto plain = std::get<GenerateRequest>(parse(R"({"model":"m","prompt":"x","logprobs":1})"));
+  EXPECT_EQ(plain.params.prompt_logprobs, -1);  // no echo: the prompt is not scored
+}
+
 TEST(OpenAI, ChatMessagesAndContentParts) {
   auto r = parse(R"({"model":"m","messages":[{"role":"system","content":"s"},
                     {"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]},
@@ -94,7 +110,11 @@ TEST(OpenAI, RejectsBadInputWithParamAndCode) {
       {R"({"model":"m","prompt":"x","stop":[""]})", false, "stop", ""},
       {R"({"model":"m","prompt":"x","logprobs":true})", false, "logprobs", ""},
       {R"({"model":"m","prompt":"x","logprobs":21})", false, "logprobs", ""},
-      {R"({"model":"m","prompt":"x","echo":true,"logprobs":1})", false, "echo", ""},
+      {R"({"model":"m","prompt":"x","max_tokens":0,"echo":false})", false, "max_tokens", ""},
+      {R"({"model":"m","prompt":"x","max_tokens":-1,"echo":true})", false, "max_tokens", ""},
+      {R"({"model":"m","messages":[{"role":"user","content":"a"}],"max_tokens":0})", true, "max_tokens", ""},
+      {R"({"model":"m","prompt":"x","max_tokens":0,"echo":true,"guided_regex":"a"})", false, "guided_regex", ""},
+      {R"({"model":"m","prompt":"x","max_tokens":0,"echo":true,"min_tokens":1})", false, "min_tokens", ""},
       {R"({"model":"m","prompt":"x","suffix":"s"})", false, "suffix", ""},
       {R"({"model":"m","prompt":"x","stream_options":{"include_usage":true}})", false, "stream_options", ""},
       {R"({"model":"m","prompt":"x","min_tokens":5,"max_tokens":2})", false, "min_tokens", ""},
