@@ -208,6 +208,10 @@ Registration reg("serve", 30, [](CLI::App& app) {
   cmd->add_option("--root-path", o.root_path,
                   "path prefix a reverse proxy serves this server under (e.g. /llm); routes answer with and without it")
       ->group(g);
+  cmd->add_option_function<std::string>(
+         "--metrics-compat", [&o](const std::string& v) { o.metrics_compat_vllm = v == "vllm"; },
+         "vllm: /metrics also exports vLLM's series (vllm:..., model_name label) for dashboards written for vLLM")
+      ->check(CLI::IsMember({"none", "vllm"}))->group(g);
   cmd->add_option("--chat-template", args->chat_template_file, "Jinja chat template file overriding the model's")
       ->check(CLI::ExistingFile)->group(g);
   cmd->add_option("--tool-call-parser", args->tool_call_parser,

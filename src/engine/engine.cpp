@@ -593,6 +593,10 @@ void EngineImpl::update_stats(const SchedulerOutput* out) {
     stats_.preemptions += static_cast<uint64_t>(out->num_preempted);
     ++stats_.steps;
     stats_.last_step_tokens = static_cast<uint64_t>(out->num_tokens);
+    size_t b = 0;
+    while (b < kStepTokenBounds.size() && out->num_tokens > kStepTokenBounds[b]) ++b;
+    ++stats_.step_tokens_counts[b];
+    stats_.step_tokens_sum += static_cast<uint64_t>(out->num_tokens);
   }
   stats_.last_step_time_s = monotonic_seconds();  // idle steps count: the loop is alive
 }

@@ -6,6 +6,7 @@
 //                 <-- RequestOutput (new tokens, text delta, finish) via callback
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -112,6 +113,11 @@ struct AddResult {
   std::string message;  // why it was rejected, for the user
 };
 
+// Upper bounds of the iteration-tokens histogram (tokens one engine step computed), as vLLM's
+// vllm:iteration_tokens_total buckets them; EngineStats::step_tokens_counts has one more slot (+Inf).
+inline constexpr std::array<double, 14> kStepTokenBounds = {1,    8,    16,   32,   64,    128,   256,
+                                                            512,  1024, 2048, 4096, 8192, 16384, 32768};
+
 struct EngineStats {
   int running = 0, waiting = 0, swapped = 0;
   int num_blocks = 0, free_blocks = 0, block_size = 0;
@@ -122,6 +128,8 @@ struct EngineStats {
   uint64_t prompt_tokens = 0, generation_tokens = 0;
   uint64_t steps = 0;
   uint64_t last_step_tokens = 0;
+  std::array<uint64_t, kStepTokenBounds.size() + 1> step_tokens_counts{};  // steps by tokens computed (not cumulative)
+  uint64_t step_tokens_sum = 0;          // tokens computed by all steps
   double last_step_time_s = 0;            // monotonic seconds at the last completed step (for /health)
   uint64_t requests_finished = 0;
 };

@@ -284,7 +284,7 @@ void Server::handle_metrics(const HttpRequest& req, ResponseWriter& w) {
   const ServedModel* m = model();
   EngineStats s = m ? m->engine->stats() : EngineStats{};
   Headers h{{"Content-Type", "text/plain; version=0.0.4; charset=utf-8"}};
-  w.send(200, h, metrics_.render(s, m != nullptr));
+  w.send(200, h, metrics_.render(s, m != nullptr, {opts_.metrics_compat_vllm, opts_.served_model_names[0]}));
 }
 
 void Server::handle_console(const HttpRequest& req, ResponseWriter& w) {
@@ -468,9 +468,7 @@ void Server::handle_generate(const HttpRequest& req, ResponseWriter& w, bool cha
         track->last = now;
       }
       if (o.finished) {
-        metrics->count_finish(o.finish_reason);
-        metrics->prompt_tokens.fetch_add(static_cast<uint64_t>(std::max(0, o.prompt_tokens)));
-        metrics->generation_tokens.fetch_add(static_cast<uint64_t>(std::max(0, o.completion_tokens)));
+        metrics->finish_request(o);
         metrics->e2e.observe(std::chrono::duration<double>(now - track->arrival).count());
       }
       {

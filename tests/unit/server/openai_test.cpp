@@ -1,4 +1,6 @@
 // OpenAI request parsing/validation, UTF-8 checks, constant-time compare and the Prometheus rendering.
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include "core/rng.h"
@@ -217,11 +219,11 @@ TEST(Metrics, HistogramBucketsAreCumulative) {
   h.observe(7);
   std::string out;
   h.render("x", "help", out);
-  EXPECT_NE(out.find("x_bucket{le=\"0.10000000000000001\"} 1\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("x_bucket{le=\"0.1\"} 1\n"), std::string::npos) << out;  // the shortest text, not 0.1000...01
   EXPECT_NE(out.find("x_bucket{le=\"1\"} 3\n"), std::string::npos) << out;
   EXPECT_NE(out.find("x_bucket{le=\"+Inf\"} 4\n"), std::string::npos) << out;
   EXPECT_NE(out.find("x_count 4\n"), std::string::npos);
-  EXPECT_NE(out.find("x_sum 8.0500000000000007\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("x_sum 8.05\n"), std::string::npos) << out;
 }
 
 TEST(Metrics, RenderHasTheRequiredFamilies) {
@@ -243,6 +245,65 @@ TEST(Metrics, RenderHasTheRequiredFamilies) {
         "# TYPE mopt:time_to_first_token_seconds histogram\n", "# TYPE mopt:inter_token_latency_seconds histogram\n",
         "# TYPE mopt:e2e_request_latency_seconds histogram\n", "# TYPE mopt:request_queue_time_seconds histogram\n"})
     EXPECT_NE(out.find(needle), std::string::npos) << needle;
+  EXPECT_EQ(out.find("vllm:"), std::string::npos) << "vLLM's series only with --metrics-compat vllm";
+}
+
+TEST(Metrics, TokenAndIterationHistograms) {
+  ServerMetrics m;
+  RequestOutput o;
+  o.finish_reason = FinishReason::kStop;
+  o.prompt_tokens = 7;
+  o.completion_tokens = 30;
+  m.finish_request(o);
+  EngineStats s;
+  s.steps = 3;
+  s.step_tokens_counts[0] = 1;  // one step of 1 token, two of 9..16 tokens
+  s.step_tokens_counts[2] = 2;
+  s.step_tokens_sum = 1 + 12 + 16;
+  const std::string out = m.render(s, true);
+  for (const char* needle :
+       {"mopt:request_prompt_tokens_bucket{le=\"5\"} 0\n", "mopt:request_prompt_tokens_bucket{le=\"10\"} 1\n",
+        "mopt:request_prompt_tokens_sum 7\n", "mopt:request_generation_tokens_bucket{le=\"20\"} 0\n",
+        "mopt:request_generation_tokens_bucket{le=\"50\"} 1\n", "mopt:request_success_total{finished_reason=\"stop\"} 1\n",
+        "mopt:iteration_tokens_total_bucket{le=\"1\"} 1\n", "mopt:iteration_tokens_total_bucket{le=\"8\"} 1\n",
+        "mopt:iteration_tokens_total_bucket{le=\"16\"} 3\n", "mopt:iteration_tokens_total_bucket{le=\"+Inf\"} 3\n",
+        "mopt:iteration_tokens_total_sum 29\n", "mopt:iteration_tokens_total_count 3\n"})
+    EXPECT_NE(out.find(needle), std::string::npos) << needle << "\n" << out;
+}
+
+TEST(Metrics, VllmNamesWithModelNameLabel) {
+  ServerMetrics m;
+  m.count_finish(FinishReason::kLength);
+  m.ttft.observe(0.003);
+  EngineStats s;
+  s.running = 2;
+  s.kv_usage = 0.5;
+  s.generation_tokens = 11;
+  const std::string out = m.render(s, true, {true, "my \"model\""});
+  const std::string l = "model_name=\"my \\\"model\\\"\"";  // the quotes escaped
+  for (const std::string& needle : std::vector<std::string>{
+           "vllm:num_requests_running{" + l + "} 2\n", "vllm:num_requests_waiting{" + l + "} 0\n",
+        "vllm:kv_cache_usage_perc{" + l + "} 0.5\n", "vllm:gpu_cache_usage_perc{" + l + "} 0.5\n",
+        "vllm:generation_tokens_total{" + l + "} 11\n", "# TYPE vllm:generation_tokens_total counter\n",
+        "vllm:request_success_total{" + l + ",finished_reason=\"length\"} 1\n",
+        "vllm:time_to_first_token_seconds_bucket{" + l + ",le=\"0.0025\"} 0\n",
+        "vllm:time_to_first_token_seconds_bucket{" + l + ",le=\"0.005\"} 1\n",
+        "vllm:time_to_first_token_seconds_count{" + l + "} 1\n", "# TYPE vllm:time_per_output_token_seconds histogram\n",
+        "# TYPE vllm:inter_token_latency_seconds histogram\n", "# TYPE vllm:e2e_request_latency_seconds histogram\n",
+        "# TYPE vllm:request_queue_time_seconds histogram\n", "# TYPE vllm:request_prompt_tokens histogram\n",
+        "# TYPE vllm:request_generation_tokens histogram\n", "# TYPE vllm:iteration_tokens_total histogram\n",
+        "vllm:prefix_cache_hits_total{" + l + "} 0\n", "vllm:num_preemptions_total{" + l + "} 0\n",
+        "mopt:num_requests_running 2\n"})
+    EXPECT_NE(out.find(needle), std::string::npos) << needle << "\n" << out;
+  // Each family has one HELP/TYPE header: no name is written twice.
+  std::vector<std::string> types;
+  for (size_t at = out.find("# TYPE "); at != std::string::npos; at = out.find("# TYPE ", at + 1))
+    types.push_back(out.substr(at + 7, out.find(' ', at + 7) - at - 7));
+  std::sort(types.begin(), types.end());
+  EXPECT_EQ(std::adjacent_find(types.begin(), types.end()), types.end());
+  EXPECT_EQ(metric_number(0.0025), "0.0025");
+  EXPECT_EQ(metric_number(640), "640");
+  EXPECT_EQ(metric_number(1.0 / 3), "0.3333333333333333");
 }
 
 
