@@ -27,6 +27,7 @@ struct ServeArgs {
   EngineConfig engine;
   server::ServeOptions opts;
   std::string chat_template_file;
+  std::string ssl_certfile, ssl_keyfile;
   std::string config_file;
   std::string tool_call_parser, reasoning_parser;
   size_t max_body = 4 * 1024 * 1024;
@@ -113,14 +114,27 @@ int serve(ServeArgs& a) {
     override_tmpl = std::move(*t);
   }
 
+  if (a.ssl_certfile.empty() != a.ssl_keyfile.empty()) {
+    std::fprintf(stderr, "mopt serve: HTTPS needs both --ssl-certfile and --ssl-keyfile (%s was not given)\n",
+                 a.ssl_certfile.empty() ? "--ssl-certfile" : "--ssl-keyfile");
+    return 1;
+  }
+  if (!a.ssl_certfile.empty()) {
+    auto tls = server::TlsContext::create(a.ssl_certfile, a.ssl_keyfile);
+    if (!tls) {
+      std::fprintf(stderr, "mopt serve: %s\n", tls.message().c_str());
+      return 1;
+    }
+    o.tls = std::move(*tls);
+  }
   server::Server srv(o);
   if (Status s = srv.listen(); !s) {
     std::fprintf(stderr, "mopt serve: %s\n", s.message().c_str());
     return 1;
   }
   std::thread http_thread([&] { srv.serve(); });
-  std::fprintf(stderr, "mopt serve: listening on http://%s:%d (loading %s)\n", o.host.c_str(), srv.port(),
-               a.model.model.c_str());
+  std::fprintf(stderr, "mopt serve: listening on %s://%s:%d (loading %s)\n", o.tls ? "https" : "http",
+               o.host.c_str(), srv.port(), a.model.model.c_str());
 
   std::atomic<int> sig{0};
   std::thread sig_thread([&] {
@@ -212,6 +226,9 @@ Registration reg("serve", 30, [](CLI::App& app) {
          "--metrics-compat", [&o](const std::string& v) { o.metrics_compat_vllm = v == "vllm"; },
          "vllm: /metrics also exports vLLM's series (vllm:..., model_name label) for dashboards written for vLLM")
       ->check(CLI::IsMember({"none", "vllm"}))->group(g);
+  cmd->add_option("--ssl-certfile", args->ssl_certfile, "PEM certificate (chain): serve HTTPS (with --ssl-keyfile)")
+      ->group(g);
+  cmd->add_option("--ssl-keyfile", args->ssl_keyfile, "PEM private key of --ssl-certfile (unencrypted)")->group(g);
   cmd->add_option("--chat-template", args->chat_template_file, "Jinja chat template file overriding the model's")
       ->check(CLI::ExistingFile)->group(g);
   cmd->add_option("--tool-call-parser", args->tool_call_parser,

@@ -99,7 +99,8 @@ Server::Server(ServeOptions opts) : opts_(std::move(opts)) {
       [this](int status, const std::string& msg, const std::string& code) {
         (status >= 500 ? metrics_.http_errors_5xx : metrics_.http_errors_4xx).fetch_add(1);
         return error_body(status, msg, code);
-      });
+      },
+      opts_.tls);
 }
 
 Server::~Server() = default;

@@ -39,6 +39,7 @@ struct ServeOptions {
   double health_stall_s = 30;   // /health fails when work is pending and no engine step finished for this long
   bool web_console = true;      // GET / serves the web console (server/console.h)
   std::string root_path;        // prefix a proxy serves us under ("" or "/a/b", see check_root_path())
+  std::shared_ptr<const TlsContext> tls;  // --ssl-certfile / --ssl-keyfile: serve HTTPS (nullptr: HTTP)
   bool metrics_compat_vllm = false;  // --metrics-compat vllm: /metrics also has vLLM's series (server/metrics.h)
   std::optional<ToolParserKind> tool_parser;     // --tool-call-parser; unset: from the chat template
   ReasoningKind reasoning = ReasoningKind::kNone;  // --reasoning-parser
