@@ -30,6 +30,25 @@ int ms_left(Clock::time_point deadline) {
   return d < 0 ? 0 : static_cast<int>(std::min<int64_t>(d, 1 << 30));
 }
 
+// A lingering close (as nginx does): stops sending, then reads and drops what the client still sends, up to
+// `max_bytes`, until it was quiet for 1 s or 5 s passed. Closing with unread bytes would reset the connection,
+// and the client could lose the answer it was just sent (e.g. a 413 while it still uploads the body).
+void linger(int fd, size_t max_bytes) {
+  ::shutdown(fd, SHUT_WR);
+  char tmp[16384];
+  size_t total = 0;
+  const auto deadline = Clock::now() + std::chrono::seconds(5);
+  while (total < max_bytes) {
+    pollfd p{fd, POLLIN, 0};
+    const int left = std::min(1000, ms_left(deadline));
+    if (left == 0 || ::poll(&p, 1, left) <= 0) break;
+    const ssize_t n = ::recv(fd, tmp, sizeof tmp, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    total += static_cast<size_t>(n);
+  }
+}
+
 }  // namespace
 
 const std::string& HttpRequest::header(std::string_view name) const {
@@ -278,17 +297,7 @@ std::unique_ptr<TlsSession> HttpServer::start_tls(int fd, const std::string& rem
     w.send(400, {{"Content-Type", "application/json"}},
            error_body_(400, "this server speaks HTTPS (TLS): send the request to https://, not http://",
                        "tls_required"));
-    // Read what the client sent before closing (a close with unread bytes resets the connection, and the client
-    // could lose the answer): up to 64 KiB or 1 s.
-    ::shutdown(fd, SHUT_WR);
-    char tmp[4096];
-    size_t total = 0;
-    const auto deadline = Clock::now() + std::chrono::seconds(1);
-    while (total < 65536 && ::poll(&p, 1, ms_left(deadline)) > 0) {
-      const ssize_t n = ::recv(fd, tmp, sizeof tmp, 0);
-      if (n <= 0) break;
-      total += static_cast<size_t>(n);
-    }
+    linger(fd, 64 * 1024);
     MOPT_LOG_INFO("http: %s sent plain HTTP to the HTTPS port; answered 400", remote.c_str());
     return nullptr;
   }
@@ -380,6 +389,8 @@ void HttpServer::connection(int fd, std::string remote) {
     if (body_len > lim_.max_body_bytes) {
       respond_error(413, strfmt("request body is %zu bytes; the limit is %zu", body_len, lim_.max_body_bytes),
                     "body_too_large");
+      // The client may be sending the body still (no Expect: 100-continue): let it, so that it reads the 413.
+      if (!tls) linger(fd, std::min<size_t>(body_len, size_t{64} << 20));
       break;
     }
     if (body_len > 0 && lower(req.header("expect")) == "100-continue" && buf.empty()) {
