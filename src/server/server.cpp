@@ -5,8 +5,10 @@
 #include <condition_variable>
 #include <ctime>
 #include <deque>
+#include <random>
 
 #include "core/log.h"
+#include "core/rng.h"
 #include "core/strfmt.h"
 #include "core/strings.h"
 #include "server/chat_output.h"
@@ -82,6 +84,11 @@ void drop_generated(RequestOutput& o) {
   if (o.finish_reason == FinishReason::kStop) o.finish_reason = FinishReason::kLength;  // it was an end token
 }
 
+// X-Request-Id: 1 to 256 visible ASCII characters (it is echoed in a header and becomes part of the response id).
+bool valid_request_id(const std::string& v) {
+  return !v.empty() && v.size() <= 256 && std::all_of(v.begin(), v.end(), [](char c) { return c > 32 && c < 127; });
+}
+
 json bytes_of(const std::string& s) {
   json b = json::array();
   for (unsigned char c : s) b.push_back(static_cast<int>(c));
@@ -93,6 +100,8 @@ json bytes_of(const std::string& s) {
 Server::Server(ServeOptions opts) : opts_(std::move(opts)) {
   if (opts_.served_model_names.empty()) opts_.served_model_names.push_back("mopt");
   created_ = static_cast<int64_t>(std::time(nullptr));
+  std::random_device rd;  // ids differ between instances started the same way
+  id_salt_ = (static_cast<uint64_t>(rd()) << 32) ^ rd();
   if (opts_.web_console) console_ = std::make_unique<WebConsole>(opts_.root_path);
   http_ = std::make_unique<HttpServer>(
       opts_.http, [this](const HttpRequest& req, ResponseWriter& w) { handle(req, w); },
@@ -144,19 +153,29 @@ bool Server::wait_drained(double seconds) { return http_->wait_idle(seconds); }
 
 // ------------------------------------------------------------------------------------------------ helpers
 
-Headers Server::cors_headers(const HttpRequest& req) const {
+uint64_t Server::response_number() {
+  uint64_t s = id_salt_ + next_id_.fetch_add(1);
+  return splitmix64(s);  // a bijection of the counter: no two ids of one instance are equal
+}
+
+Headers Server::response_headers(const HttpRequest& req) const {
+  Headers h;
   const std::string& origin = req.header("origin");
-  if (origin.empty() || opts_.allowed_origins.empty()) return {};
-  for (const auto& o : opts_.allowed_origins) {
-    if (o == "*" || o == origin) return {{"Access-Control-Allow-Origin", o == "*" ? "*" : origin}, {"Vary", "Origin"}};
-  }
-  return {};
+  if (!origin.empty())
+    for (const auto& o : opts_.allowed_origins)
+      if (o == "*" || o == origin) {
+        h = {{"Access-Control-Allow-Origin", o == "*" ? "*" : origin}, {"Vary", "Origin"}};
+        break;
+      }
+  const std::string& rid = req.header("x-request-id");
+  if (valid_request_id(rid)) h.emplace_back("X-Request-Id", rid);
+  return h;
 }
 
 void Server::send_json(ResponseWriter& w, int status, const std::string& body, const HttpRequest& req,
                        Headers extra) {
   Headers h{{"Content-Type", "application/json"}};
-  for (auto& kv : cors_headers(req)) h.push_back(std::move(kv));
+  for (auto& kv : response_headers(req)) h.push_back(std::move(kv));
   for (auto& kv : extra) h.push_back(std::move(kv));
   if (status >= 500) metrics_.http_errors_5xx.fetch_add(1);
   else if (status >= 400) metrics_.http_errors_4xx.fetch_add(1);
@@ -197,6 +216,9 @@ void Server::handle(const HttpRequest& req, ResponseWriter& w) {
       {"/v1/chat/completions", "POST", true},
       {"/", "GET", false},               {"/model_card", "GET", true},
   };
+  if (req.has_header("x-request-id") && !valid_request_id(req.header("x-request-id")))
+    return send_error(w, bad_request("the X-Request-Id header must be 1 to 256 visible ASCII characters (no spaces "
+                                     "or control characters)", "", "invalid_request_id"), req);
   const std::string path = strip_root_path(req.path, opts_.root_path);
   const RouteDef* route = nullptr;
   for (const auto& r : kRoutes)
@@ -209,11 +231,11 @@ void Server::handle(const HttpRequest& req, ResponseWriter& w) {
   }
   if (http_->draining()) w.set_close();
   if (req.method == "OPTIONS") {  // CORS preflight
-    Headers h = cors_headers(req);
+    Headers h = response_headers(req);
     h.emplace_back("Allow", std::string(route->method) + ", OPTIONS");
     if (!h.empty() && h.front().first == "Access-Control-Allow-Origin") {
       h.emplace_back("Access-Control-Allow-Methods", std::string(route->method) + ", OPTIONS");
-      h.emplace_back("Access-Control-Allow-Headers", "Authorization, Content-Type");
+      h.emplace_back("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Request-Id");
       h.emplace_back("Access-Control-Max-Age", "600");
     }
     w.send(204, h, "");
@@ -513,8 +535,12 @@ void Server::handle_generate(const HttpRequest& req, ResponseWriter& w, bool cha
   }
 
   // ---- drain the channel into SSE or one JSON body
-  const std::string id = strfmt("%s-%016llx", chat ? "chatcmpl" : "cmpl",
-                                static_cast<unsigned long long>(next_id_.fetch_add(1)) * 0x9E3779B97F4A7C15ull);
+  // The client's X-Request-Id when it sent one (as vLLM does), else a per-instance sequence.
+  const std::string& rid = req.header("x-request-id");
+  const std::string id = std::string(chat ? "chatcmpl-" : "cmpl-") +
+                         (rid.empty() ? strfmt("%016llx", static_cast<unsigned long long>(
+                                                              response_number()))
+                                      : rid);
   const std::string model_name = g.model;
   const int64_t created = static_cast<int64_t>(std::time(nullptr));
   const char* object = chat ? (g.stream ? "chat.completion.chunk" : "chat.completion")
@@ -562,7 +588,7 @@ void Server::handle_generate(const HttpRequest& req, ResponseWriter& w, bool cha
   bool stream_ok = true;
   if (g.stream) {
     Headers h{{"Content-Type", "text/event-stream"}, {"Cache-Control", "no-cache"}};
-    for (auto& kv : cors_headers(req)) h.push_back(std::move(kv));
+    for (auto& kv : response_headers(req)) h.push_back(std::move(kv));
     stream_ok = w.begin_stream(200, h);
     if (stream_ok && chat) {  // role first, as OpenAI does
       std::string out;

@@ -88,7 +88,9 @@ class Server {
   void send_json(ResponseWriter& w, int status, const std::string& body, const HttpRequest& req,
                  Headers extra = {});
   void send_error(ResponseWriter& w, const ApiError& e, const HttpRequest& req, Headers extra = {});
-  Headers cors_headers(const HttpRequest& req) const;
+  // CORS headers for an allowed Origin, and the client's X-Request-Id echoed.
+  Headers response_headers(const HttpRequest& req) const;
+  uint64_t response_number();  // the next response id's number (unique per instance, random across instances)
   bool authorized(const HttpRequest& req) const;
   bool model_known(const std::string& name) const;
   const ServedModel* model() const;  // null while loading
@@ -110,6 +112,7 @@ class Server {
   std::atomic<bool> loaded_{false};
   ServedModel model_;  // written once before loaded_ is set
   std::atomic<uint64_t> next_id_{1};
+  uint64_t id_salt_ = 0;  // random per instance: response ids differ between servers
   int64_t created_ = 0;
   double attach_time_ = 0;  // monotonic seconds when the model was attached
 };
