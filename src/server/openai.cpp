@@ -1,7 +1,9 @@
 #include "server/openai.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <span>
 
 #include "core/strfmt.h"
 #include "server/structured_output.h"
@@ -264,7 +266,39 @@ std::variant<json, ApiError> parse_json_body(std::string_view body, int max_dept
   }
 }
 
+namespace {
+
+// Every field a request may have: each either works or is refused with its reason below (never ignored).
+constexpr std::string_view kBothFields[] = {
+    "model", "temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty",
+    "seed", "max_tokens", "min_tokens", "ignore_eos", "n", "best_of", "priority", "stop", "stop_token_ids",
+    "logit_bias", "logprobs", "skip_special_tokens", "stream", "stream_options", "user",
+    "include_stop_str_in_output", "response_format", "guided_json", "guided_regex", "guided_choice",
+    "guided_grammar", "grammar", "structured_outputs", "guided_decoding_backend", "guided_whitespace_pattern"};
+constexpr std::string_view kCompletionFields[] = {"prompt", "echo", "suffix"};
+constexpr std::string_view kChatFields[] = {"messages", "tools", "tool_choice", "parallel_tool_calls",
+                                            "chat_template_kwargs", "add_generation_prompt", "max_completion_tokens",
+                                            "top_logprobs"};
+
+std::optional<ApiError> unknown_field(const json& body, bool chat) {
+  const auto known = [&](std::string_view k) {
+    const auto in = [&](std::span<const std::string_view> list) {
+      return std::find(list.begin(), list.end(), k) != list.end();
+    };
+    return in(kBothFields) || in(chat ? std::span<const std::string_view>(kChatFields) : kCompletionFields);
+  };
+  for (const auto& [k, v] : body.items())
+    if (!known(k))
+      return bad_request(strfmt("'%s' is not a field this server knows on %s; remove it (the supported fields are "
+                                "in docs/serve.md)", k.c_str(), chat ? "/v1/chat/completions" : "/v1/completions"),
+                         k, "unsupported_field");
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::variant<GenerateRequest, ApiError> parse_generate_request(const json& body, bool chat, const ApiLimits& lim) {
+  if (auto e = unknown_field(body, chat)) return *e;
   GenerateRequest r;
   r.chat = chat;
   SamplingParams& p = r.params;
@@ -402,7 +436,19 @@ std::variant<GenerateRequest, ApiError> parse_generate_request(const json& body,
     if (!so->is_object()) return bad_request("'stream_options' must be an object", "stream_options");
     if (!r.stream) return bad_request("'stream_options' is only allowed with 'stream': true", "stream_options");
     if (auto e = get_bool(*so, "include_usage", r.include_usage)) return *e;
+    if (auto e = get_bool(*so, "continuous_usage_stats", r.continuous_usage)) return *e;
+    if (r.continuous_usage && !r.include_usage)
+      return bad_request("'stream_options.continuous_usage_stats' needs 'include_usage': true", "stream_options");
+    for (const auto& [k, v] : so->items())
+      if (k != "include_usage" && k != "continuous_usage_stats")
+        return bad_request(strfmt("'stream_options.%s' is not supported (include_usage, continuous_usage_stats are)",
+                                  k.c_str()), "stream_options");
   }
+  bool stop_str = false;
+  if (auto e = get_bool(body, "include_stop_str_in_output", stop_str)) return *e;
+  if (stop_str)
+    return bad_request("'include_stop_str_in_output': true is not supported (stop strings are never in the output)",
+                       "include_stop_str_in_output");
   if (const json* u = field(body, "user"))
     if (!u->is_string()) return bad_request("'user' must be a string", "user");
   return r;

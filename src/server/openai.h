@@ -86,6 +86,7 @@ struct GenerateRequest {
   int n = 1;
   bool stream = false;
   bool include_usage = false;
+  bool continuous_usage = false;     // stream_options.continuous_usage_stats: usage in every chunk
   bool echo = false;                 // with logprobs, params.prompt_logprobs = logprobs (the prompt is scored)
   int logprobs = -1;                 // -1 off; else top alternatives (completions: the int; chat: top_logprobs)
   int priority = 0;

@@ -444,6 +444,11 @@ void Server::handle_generate(const HttpRequest& req, ResponseWriter& w, bool cha
   }
   if (!g.max_tokens_given) g.params.max_tokens = chat ? min_room : std::min(16, min_room);
 
+  if (g.priority != 0 && engine.config().policy != SchedulingPolicy::kPriority)
+    return send_error(w, bad_request(strfmt("'priority' (%d) orders requests only under --scheduling-policy "
+                                            "priority; this server schedules first come, first served (omit it "
+                                            "or send 0)", g.priority), "priority"), req);
+
   // ---- structured output and tool calls: one grammar for all choices
   auto rg = request_grammar(g, model_, opts_.reasoning, prompt_in_thinking);
   if (auto* e = std::get_if<ApiError>(&rg)) return send_error(w, *e, req);
@@ -596,7 +601,7 @@ void Server::handle_generate(const HttpRequest& req, ResponseWriter& w, bool cha
         json j = chunk_base();
         j["choices"] = json::array({{{"index", c.index}, {"delta", {{"role", "assistant"}, {"content", ""}}},
                                      {"logprobs", nullptr}, {"finish_reason", nullptr}}});
-        if (g.include_usage) j["usage"] = nullptr;
+        if (g.include_usage) j["usage"] = g.continuous_usage ? usage() : json(nullptr);
         out += "data: " + dump(j) + "\n\n";
       }
       stream_ok = w.write_chunk(out);
@@ -607,7 +612,7 @@ void Server::handle_generate(const HttpRequest& req, ResponseWriter& w, bool cha
         json j = chunk_base();
         j["choices"] = json::array({{{"index", c.index}, {"text", prompts[static_cast<size_t>(c.prompt)].echo_text},
                                      {"logprobs", nullptr}, {"finish_reason", nullptr}}});
-        if (g.include_usage) j["usage"] = nullptr;
+        if (g.include_usage) j["usage"] = g.continuous_usage ? usage() : json(nullptr);
         out += "data: " + dump(j) + "\n\n";
       }
       stream_ok = w.write_chunk(out);
@@ -648,7 +653,7 @@ void Server::handle_generate(const HttpRequest& req, ResponseWriter& w, bool cha
           json j = chunk_base();
           j["choices"] = json::array({{{"index", c.index}, {"text", p.echo_text}, {"logprobs", std::move(plp)},
                                        {"finish_reason", nullptr}}});
-          if (g.include_usage) j["usage"] = nullptr;
+          if (g.include_usage) j["usage"] = g.continuous_usage ? usage() : json(nullptr);
           out += "data: " + dump(j) + "\n\n";
         } else {
           c.text_offset = append_prompt_logprobs(tok, p.ids, o, c.logprobs);
@@ -698,7 +703,7 @@ void Server::handle_generate(const HttpRequest& req, ResponseWriter& w, bool cha
       choice["logprobs"] = lp;
       choice["finish_reason"] = o.finished ? json(finish_label(c)) : json(nullptr);
       j["choices"] = json::array({choice});
-      if (g.include_usage) j["usage"] = nullptr;
+      if (g.include_usage) j["usage"] = g.continuous_usage ? usage() : json(nullptr);
       out += "data: " + dump(j) + "\n\n";
     }
     if (g.stream && !out.empty()) stream_ok = w.write_chunk(out);

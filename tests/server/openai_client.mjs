@@ -147,6 +147,20 @@ try {
   const badId = await fetch(srv.base + '/health', { headers: { 'X-Request-Id': 'x'.repeat(300) } });
   eq([badId.status, (await badId.json()).error?.code], [400, 'invalid_request_id'], 'an X-Request-Id of 300 characters: 400');
 
+  // ---- continuous_usage_stats: usage in every chunk, counting up; priority needs the priority policy
+  const counts = [];
+  for await (const ch of await client.completions.create({ model: 'stories', prompt: 'x', max_tokens: 5, stream: true,
+      stream_options: { include_usage: true, continuous_usage_stats: true } }))
+    counts.push(ch.usage?.completion_tokens);
+  check(counts.length >= 6 && counts.every((n, i) => Number.isInteger(n) && (i === 0 || n >= counts[i - 1])) &&
+        counts.at(-1) === 5, `continuous_usage_stats: usage in every chunk (${counts})`);
+  try {
+    await client.completions.create({ model: 'stories', prompt: 'x', max_tokens: 1, priority: 5 });
+    check(false, 'priority under fcfs refused');
+  } catch (e) {
+    eq([e.status, e.error?.param], [400, 'priority'], 'priority under fcfs: a 400 naming priority');
+  }
+
   // ---- metrics saw all of that
   const m = await metrics(srv.base);
   check(m['mopt:generation_tokens_total'] >= 48 * 2 + 40 * 2, 'metrics count generated tokens',

@@ -67,6 +67,12 @@ TEST(OpenAI, EchoWithLogprobsScoresThePrompt) {
   EXPECT_EQ(plain.params.prompt_logprobs, -1);  // no echo: the prompt is not scored
 }
 
+TEST(OpenAI, ContinuousUsageAndStopStringFlag) {
+  auto g = std::get<GenerateRequest>(parse(R"({"model":"m","prompt":"x","stream":true,"include_stop_str_in_output":
+      false,"stream_options":{"include_usage":true,"continuous_usage_stats":true}})"));
+  EXPECT_TRUE(g.include_usage && g.continuous_usage);
+}
+
 TEST(OpenAI, ChatMessagesAndContentParts) {
   auto r = parse(R"({"model":"m","messages":[{"role":"system","content":"s"},
                     {"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]},
@@ -113,6 +119,14 @@ TEST(OpenAI, RejectsBadInputWithParamAndCode) {
       {R"({"model":"m","prompt":"x","logprobs":true})", false, "logprobs", ""},
       {R"({"model":"m","prompt":"x","logprobs":21})", false, "logprobs", ""},
       {R"({"model":"m","prompt":"x","max_tokens":0,"echo":false})", false, "max_tokens", ""},
+      {R"({"model":"m","prompt":"x","foo":1})", false, "foo", "unsupported_field"},
+      {R"({"model":"m","prompt":"x","messages":[]})", false, "messages", "unsupported_field"},
+      {R"({"model":"m","messages":[{"role":"user","content":"a"}],"echo":true})", true, "echo", "unsupported_field"},
+      {R"({"model":"m","prompt":"x","include_stop_str_in_output":true})", false, "include_stop_str_in_output", ""},
+      {R"({"model":"m","prompt":"x","stream":true,"stream_options":{"continuous_usage_stats":true}})", false,
+       "stream_options", ""},
+      {R"({"model":"m","prompt":"x","stream":true,"stream_options":{"include_usage":true,"x":1}})", false,
+       "stream_options", ""},
       {R"({"model":"m","prompt":"x","max_tokens":-1,"echo":true})", false, "max_tokens", ""},
       {R"({"model":"m","messages":[{"role":"user","content":"a"}],"max_tokens":0})", true, "max_tokens", ""},
       {R"({"model":"m","prompt":"x","max_tokens":0,"echo":true,"guided_regex":"a"})", false, "guided_regex", ""},
