@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pkgs=(build-essential cmake ninja-build pkg-config git
-      nlohmann-json3-dev libcli11-dev libpcre2-dev
+      nlohmann-json3-dev libcli11-dev libpcre2-dev libssl-dev openssl
       libgtest-dev libgmock-dev libbenchmark-dev
       clang libclang-rt-14-dev nodejs npm)
 deploy_pkgs=(chromium prometheus)

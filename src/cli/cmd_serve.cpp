@@ -32,9 +32,11 @@ struct ServeArgs {
   EngineConfig engine;
   server::ServeOptions opts;
   std::string chat_template_file;
+  std::string ssl_certfile, ssl_keyfile;
   std::string config_file;
   std::string test_fault = "none";
   std::string memory_limit;  // --memory-limit SIZE ("" = the cgroup's limit, if any)
+  std::string tool_call_parser, reasoning_parser;
   size_t max_body = 4 * 1024 * 1024;
   size_t max_header = 16 * 1024;
   double read_timeout = 30, idle_timeout = 30, write_timeout = 30;
@@ -122,6 +124,8 @@ int serve(ServeArgs& a) {
   }
 
   auto& o = a.opts;
+  if (!a.tool_call_parser.empty()) o.tool_parser = server::tool_parser_from_name(a.tool_call_parser);
+  if (!a.reasoning_parser.empty()) o.reasoning = *server::reasoning_parser_from_name(a.reasoning_parser);
   o.http.max_body_bytes = a.max_body;
   o.http.max_header_bytes = a.max_header;
   o.http.read_timeout_ms = static_cast<int>(a.read_timeout * 1000);
@@ -148,14 +152,27 @@ int serve(ServeArgs& a) {
     override_tmpl = std::move(*t);
   }
 
+  if (a.ssl_certfile.empty() != a.ssl_keyfile.empty()) {
+    std::fprintf(stderr, "mopt serve: HTTPS needs both --ssl-certfile and --ssl-keyfile (%s was not given)\n",
+                 a.ssl_certfile.empty() ? "--ssl-certfile" : "--ssl-keyfile");
+    return 1;
+  }
+  if (!a.ssl_certfile.empty()) {
+    auto tls = server::TlsContext::create(a.ssl_certfile, a.ssl_keyfile);
+    if (!tls) {
+      std::fprintf(stderr, "mopt serve: %s\n", tls.message().c_str());
+      return 1;
+    }
+    o.tls = std::move(*tls);
+  }
   server::Server srv(o);
   if (Status s = srv.listen(); !s) {
     std::fprintf(stderr, "mopt serve: %s\n", s.message().c_str());
     return 1;
   }
   std::thread http_thread([&] { srv.serve(); });
-  std::fprintf(stderr, "mopt serve: listening on http://%s:%d (loading %s)\n", o.host.c_str(), srv.port(),
-               a.model.model.c_str());
+  std::fprintf(stderr, "mopt serve: listening on %s://%s:%d (loading %s)\n", o.tls ? "https" : "http",
+               o.host.c_str(), srv.port(), a.model.model.c_str());
 
   std::atomic<int> sig{0};
   std::thread sig_thread([&] {
@@ -256,8 +273,21 @@ Registration reg("serve", 30, [](CLI::App& app) {
   cmd->add_option("--root-path", o.root_path,
                   "path prefix a reverse proxy serves this server under (e.g. /llm); routes answer with and without it")
       ->group(g);
+  cmd->add_option_function<std::string>(
+         "--metrics-compat", [&o](const std::string& v) { o.metrics_compat_vllm = v == "vllm"; },
+         "vllm: /metrics also exports vLLM's series (vllm:..., model_name label) for dashboards written for vLLM")
+      ->check(CLI::IsMember({"none", "vllm"}))->group(g);
+  cmd->add_option("--ssl-certfile", args->ssl_certfile, "PEM certificate (chain): serve HTTPS (with --ssl-keyfile)")
+      ->group(g);
+  cmd->add_option("--ssl-keyfile", args->ssl_keyfile, "PEM private key of --ssl-certfile (unencrypted)")->group(g);
   cmd->add_option("--chat-template", args->chat_template_file, "Jinja chat template file overriding the model's")
       ->check(CLI::ExistingFile)->group(g);
+  cmd->add_option("--tool-call-parser", args->tool_call_parser,
+                  "tool-call format of the model's output (default: from the chat template's markers)")
+      ->check(CLI::IsMember({"hermes", "llama3_json", "mistral", "deepseek_v3"}))->group(g);
+  cmd->add_option("--reasoning-parser", args->reasoning_parser,
+                  "return <think>...</think> as reasoning_content (default: none)")
+      ->check(CLI::IsMember({"deepseek_r1", "qwen3"}))->group(g);
   cmd->add_option("--max-waiting", args->engine.max_waiting,
                   "most queued requests; beyond it requests get 429 + Retry-After (0 = unbounded)")
       ->check(CLI::Range(0, 1 << 24))->group(g);

@@ -14,6 +14,7 @@
 #include "core/status.h"
 #include "core/strfmt.h"
 #include "engine/engine_impl.h"
+#include "engine/grammar/matcher.h"
 #include "engine/kv_cache_manager.h"
 #include "engine/kv_sizing.h"
 #include "engine/request.h"
@@ -46,6 +47,7 @@ struct EngineRequest : Request {
   SamplerRng rng;
   std::unique_ptr<StreamDecoder> decoder;  // null without a tokenizer
   std::string held_text;                   // decoded, not yet emitted (may be the start of a stop string)
+  std::unique_ptr<grammar::Matcher> matcher;  // structured output: where the output is in its grammar
 
   // Prompt rows (RequestSpec::prompt_logits, SamplingParams::prompt_logprobs): the logits of prompt positions
   // [prompt_rows_done, num_prompt_tokens) are still wanted.
@@ -68,6 +70,9 @@ struct StepRows {
   int n_prompt_rows = 0;  // prompt rows: output rows [first_row, first_row + n_prompt_rows), consecutive positions
   int sample_row = -1;    // the row its next token is sampled from (may be the last prompt row); -1: none
 };
+
+// Why the host sampler has no token to draw for a grammar-constrained request.
+enum class NoToken { kNone, kGrammarDone, kDeadEnd };
 
 class EngineImpl final : public Engine {
  public:
@@ -113,10 +118,11 @@ class EngineImpl final : public Engine {
   void build_batch(const SchedulerOutput& out);
   Status run_forward(const SchedulerOutput& out);
   bool needs_host_sampler(const EngineRequest& r) const;
-  SampleResult sample_on_host(EngineRequest& r, float* logits_row);
+  SampleResult sample_on_host(EngineRequest& r, float* logits_row, NoToken& why);
   bool deliver_prompt_rows(EngineRequest& r, const StepRows& sr);
   void process_token(EngineRequest& r, SampleResult& s);
   void finish(EngineRequest& r, RequestOutput& o, FinishReason reason, const std::string& error = {});
+  void finish_without_token(EngineRequest& r, NoToken why);
   void emit(EngineRequest& r, RequestOutput& o);
   void fail_all(const std::string& error);
   void update_stats(const SchedulerOutput* out);
@@ -192,6 +198,14 @@ AddResult EngineImpl::add_request(RequestSpec spec, OutputCallback cb) {
     return reject(AddError::kInvalid, "stop strings need a tokenizer (this engine has none)");
   if (std::string e = sched_.check_fits(static_cast<int>(spec.prompt.size()), spec.params.max_tokens); !e.empty())
     return reject(AddError::kTooLong, e);
+  if (spec.grammar) {
+    if (!tok_) return reject(AddError::kInvalid, "structured output needs a tokenizer (this engine has none)");
+    if (spec.grammar->vocab().n_vocab() != n_vocab_)
+      return reject(AddError::kInvalid, strfmt("the grammar was compiled for a vocabulary of %d tokens; this model "
+                                               "has %d", spec.grammar->vocab().n_vocab(), n_vocab_));
+    if (spec.grammar->vocab().render_special() == spec.params.skip_special_tokens)
+      return reject(AddError::kInvalid, "the grammar was compiled for the other skip_special_tokens setting");
+  }
 
   auto r = std::make_unique<EngineRequest>();
   r->added_at = std::chrono::steady_clock::now();
@@ -209,9 +223,11 @@ AddResult EngineImpl::add_request(RequestSpec spec, OutputCallback cb) {
   if (tok_) {
     // Prime the decoder with the prompt so the first generated piece is decoded in context (its leading space is
     // kept after a text prompt, stripped right after BOS) and a character split across the boundary completes.
-    r->decoder = std::make_unique<StreamDecoder>(*tok_);
+    r->decoder = std::make_unique<StreamDecoder>(*tok_, !r->params.skip_special_tokens);
     for (int32_t id : r->tokens) r->decoder->push(id);
   }
+  if (spec.grammar)
+    r->matcher = std::make_unique<grammar::Matcher>(std::move(spec.grammar), r->decoder->strips_next());
   {
     std::lock_guard<std::mutex> lk(in_mu_);
     if (stopped_) return reject(AddError::kStopped, "the engine is shutting down");
@@ -293,6 +309,19 @@ void EngineImpl::finish(EngineRequest& r, RequestOutput& o, FinishReason reason,
   unfinished_.fetch_sub(1);
   std::lock_guard<std::mutex> lk(stats_mu_);
   ++stats_.requests_finished;
+}
+
+// A grammar-constrained request with nothing to draw: it ends here, with what it has decoded so far.
+void EngineImpl::finish_without_token(EngineRequest& r, NoToken why) {
+  RequestOutput o;
+  if (r.decoder) o.text = r.held_text + r.decoder->flush();
+  r.held_text.clear();
+  if (why == NoToken::kGrammarDone) return finish(r, o, FinishReason::kStop);
+  o.grammar_dead_end = true;
+  std::string detail = r.matcher->grammar().overflow_message();
+  finish(r, o, FinishReason::kError,
+         "grammar: no token of the vocabulary continues the constrained output here" +
+             (detail.empty() ? std::string() : " (" + detail + ")"));
 }
 
 void EngineImpl::fail_all(const std::string& error) {
@@ -404,10 +433,11 @@ Status EngineImpl::run_forward(const SchedulerOutput& out) {
   return runner_->sampled_logits(host_rows_, logits_.data());
 }
 
-// What the device sampler cannot do: logprobs, penalties over the context, banned ids before min_tokens, and
-// draws at temperature > 0 on a runner that picks greedy rows only (the CPU runner).
+// What the device sampler cannot do: logprobs, penalties over the context, banned ids before min_tokens, grammar
+// masks, and draws at temperature > 0 on a runner that picks greedy rows only (the CPU runner).
 bool EngineImpl::needs_host_sampler(const EngineRequest& r) const {
   const SamplingParams& p = r.params;
+  if (r.matcher) return true;
   if (p.logprobs >= 0 || p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f)
     return true;
   if (p.temperature > 0 && p.top_k != 1 && !runner_->can_sample_random()) return true;
@@ -415,16 +445,39 @@ bool EngineImpl::needs_host_sampler(const EngineRequest& r) const {
          ((!p.ignore_eos && !eog_.empty()) || !p.stop_token_ids.empty());
 }
 
-SampleResult EngineImpl::sample_on_host(EngineRequest& r, float* logits_row) {
+SampleResult EngineImpl::sample_on_host(EngineRequest& r, float* logits_row, NoToken& why) {
   const std::span<float> row(logits_row, static_cast<size_t>(n_vocab_));  // [n_vocab] the sampler works in place
+  why = NoToken::kNone;
   std::vector<int32_t> banned;
-  if (r.num_output_tokens() < r.params.min_tokens) {
+  const bool before_min = r.num_output_tokens() < r.params.min_tokens;
+  if (before_min) {
     if (!r.params.ignore_eos) banned.assign(eog_.begin(), eog_.end());
     banned.insert(banned.end(), r.params.stop_token_ids.begin(), r.params.stop_token_ids.end());
   }
+  std::span<const uint64_t> allowed;
+  if (r.matcher) {
+    const grammar::TokenMask& mask = r.matcher->allowed();
+    allowed = mask.bits;
+    const bool accepting = r.matcher->accepting();
+    // End-of-generation ids carry no text: with ignore_eos they would not end the request, so they are not drawn;
+    // stop ids end it, so only where the text may end.
+    if (r.params.ignore_eos) banned.insert(banned.end(), eog_.begin(), eog_.end());
+    if (!accepting) banned.insert(banned.end(), r.params.stop_token_ids.begin(), r.params.stop_token_ids.end());
+    int left = mask.n_allowed;
+    std::sort(banned.begin(), banned.end());
+    banned.erase(std::unique(banned.begin(), banned.end()), banned.end());
+    for (int32_t id : banned)
+      if (id >= 0 && id < n_vocab_ && mask.allows(id)) --left;
+    if (left <= 0) {
+      // Nothing to draw: the text may end here (only an end-of-generation id was left, banned by min_tokens or
+      // ignore_eos), or no token of the vocabulary continues the grammar.
+      why = accepting ? NoToken::kGrammarDone : NoToken::kDeadEnd;
+      return {};
+    }
+  }
   const std::span<const int32_t> all(r.tokens);
   return sample_token(row, r.params, all.first(static_cast<size_t>(r.num_prompt_tokens)),
-                      all.subspan(static_cast<size_t>(r.num_prompt_tokens)), banned, r.rng);
+                      all.subspan(static_cast<size_t>(r.num_prompt_tokens)), banned, r.rng, allowed);
 }
 
 // Hands the step's prompt rows of `r` to its prompt-logits callback and reduces them to prompt logprobs. False
@@ -473,6 +526,11 @@ bool EngineImpl::deliver_prompt_rows(EngineRequest& r, const StepRows& sr) {
 // Appends the chosen token, detokenizes, checks stop conditions and emits the output (finishing if done).
 void EngineImpl::process_token(EngineRequest& r, SampleResult& s) {
   r.tokens.push_back(s.token);
+  if (r.matcher && !r.matcher->accept(s.token)) {  // the sampler honours the mask: a broken invariant
+    RequestOutput o;
+    finish(r, o, FinishReason::kError, strfmt("internal: token %d was drawn outside the grammar's mask", s.token));
+    return;
+  }
 
   RequestOutput& o = token_out_;  // cleared field by field: a 64-sequence step emits 64 of these
   o.new_tokens.assign(1, s.token);
@@ -503,6 +561,7 @@ void EngineImpl::process_token(EngineRequest& r, SampleResult& s) {
   } else if (r.decoder) {
     r.held_text += r.decoder->push(s.token);
   }
+  if (reason == FinishReason::kNone && r.matcher && r.matcher->complete()) reason = FinishReason::kStop;
   if (reason == FinishReason::kNone && n_out >= r.params.max_tokens) reason = FinishReason::kLength;
   if (reason != FinishReason::kNone && r.decoder) r.held_text += r.decoder->flush();
 
@@ -538,6 +597,10 @@ void EngineImpl::update_stats(const SchedulerOutput* out) {
     stats_.preemptions += static_cast<uint64_t>(out->num_preempted);
     ++stats_.steps;
     stats_.last_step_tokens = static_cast<uint64_t>(out->num_tokens);
+    size_t b = 0;
+    while (b < kStepTokenBounds.size() && out->num_tokens > kStepTokenBounds[b]) ++b;
+    ++stats_.step_tokens_counts[b];
+    stats_.step_tokens_sum += static_cast<uint64_t>(out->num_tokens);
   }
   stats_.last_step_time_s = monotonic_seconds();  // idle steps count: the loop is alive
   // The runner's figures may cost a driver call (device memory): at most once a second.
@@ -643,11 +706,16 @@ bool EngineImpl::step_locked() {
     if (!s.needs_logits) continue;
     ++n_gen;
     SampleResult sr;
+    NoToken why = NoToken::kNone;
     const int32_t host = host_index_[static_cast<size_t>(rows.sample_row)];
     if (host >= 0) {
-      sr = sample_on_host(er, logits_.data() + static_cast<size_t>(host) * static_cast<size_t>(n_vocab_));
+      sr = sample_on_host(er, logits_.data() + static_cast<size_t>(host) * static_cast<size_t>(n_vocab_), why);
     } else {
       sr.token = row_tokens_[static_cast<size_t>(rows.sample_row)];
+    }
+    if (why != NoToken::kNone) {
+      finish_without_token(er, why);
+      continue;
     }
     if (sr.token < 0 || sr.token >= n_vocab_) {  // a broken device sampler must not corrupt the request
       RequestOutput o;

@@ -6,6 +6,7 @@
 //                 <-- RequestOutput (new tokens, text delta, finish) via callback
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -22,6 +23,9 @@ namespace mopt {
 
 class Model;
 class Tokenizer;
+namespace grammar {
+class CompiledGrammar;
+}
 
 enum class SchedulingPolicy { kFcfs, kPriority };
 enum class PreemptionMode { kRecompute, kSwap };
@@ -73,6 +77,10 @@ struct RequestSpec {
   // request's tokens.
   PromptLogitsCallback prompt_logits;
   int prompt_logits_from = 0;      // first prompt position whose logits are wanted, in [0, prompt size)
+  // Structured output: the output must be a text of this grammar (compiled against this engine's tokenizer with
+  // render_special == !params.skip_special_tokens). Only tokens that keep the text a viable prefix are sampled,
+  // end-of-generation only where the text may end, and the request finishes (kStop) when nothing may follow.
+  std::shared_ptr<grammar::CompiledGrammar> grammar;
 };
 
 struct RequestOutput {
@@ -88,6 +96,8 @@ struct RequestOutput {
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
   std::string error;                            // set with kError
+  bool grammar_dead_end = false;                // kError because no token of the vocabulary can continue the
+                                                // grammar (the text so far is valid and was emitted)
   int prompt_tokens = 0;
   int completion_tokens = 0;                    // total so far
   int cached_prompt_tokens = 0;                 // prompt tokens served from the prefix cache
@@ -103,6 +113,11 @@ struct AddResult {
   std::string message;  // why it was rejected, for the user
 };
 
+// Upper bounds of the iteration-tokens histogram (tokens one engine step computed), as vLLM's
+// vllm:iteration_tokens_total buckets them; EngineStats::step_tokens_counts has one more slot (+Inf).
+inline constexpr std::array<double, 14> kStepTokenBounds = {1,    8,    16,   32,   64,    128,   256,
+                                                            512,  1024, 2048, 4096, 8192, 16384, 32768};
+
 struct EngineStats {
   int running = 0, waiting = 0, swapped = 0;
   int num_blocks = 0, free_blocks = 0, block_size = 0;
@@ -113,6 +128,8 @@ struct EngineStats {
   uint64_t prompt_tokens = 0, generation_tokens = 0;
   uint64_t steps = 0;
   uint64_t last_step_tokens = 0;
+  std::array<uint64_t, kStepTokenBounds.size() + 1> step_tokens_counts{};  // steps by tokens computed (not cumulative)
+  uint64_t step_tokens_sum = 0;          // tokens computed by all steps
   double last_step_time_s = 0;            // monotonic seconds at the last completed step (for /health)
   uint64_t requests_finished = 0;
   RunnerRuntimeStats runner;             // the backend's own figures, polled about once a second

@@ -70,8 +70,21 @@ std::string validate_sampling_params(const SamplingParams& p, int n_vocab) {
   return {};
 }
 
+void apply_token_mask(std::span<float> logits, std::span<const uint64_t> allowed) {
+  const size_t n = logits.size();
+  MOPT_CHECK(allowed.size() * 64 >= n, "token mask of %zu words for %zu logits", allowed.size(), n);
+  for (size_t w = 0; w * 64 < n; ++w) {
+    const uint64_t bits = allowed[w];
+    if (bits == ~uint64_t{0}) continue;
+    const size_t end = std::min(n, w * 64 + 64);
+    for (size_t i = w * 64; i < end; ++i)
+      if (!((bits >> (i & 63)) & 1)) logits[i] = kNegInf;
+  }
+}
+
 SampleResult sample_token(std::span<float> logits, const SamplingParams& p, std::span<const int32_t> prompt,
-                          std::span<const int32_t> output, std::span<const int32_t> banned, SamplerRng& rng) {
+                          std::span<const int32_t> output, std::span<const int32_t> banned, SamplerRng& rng,
+                          std::span<const uint64_t> allowed) {
   const int n = static_cast<int>(logits.size());
   MOPT_CHECK(n > 0, "empty logits");
   SampleResult res;
@@ -82,6 +95,7 @@ SampleResult sample_token(std::span<float> logits, const SamplingParams& p, std:
     res.top = top_logprobs(raw_logprobs, p.logprobs);
   }
 
+  if (!allowed.empty()) apply_token_mask(logits, allowed);
   for (int32_t id : banned)
     if (id >= 0 && id < n) logits[id] = kNegInf;
 

@@ -27,6 +27,7 @@ struct SamplingParams {
   // top alternatives, in the first output (OpenAI completions echo + logprobs; vLLM's prompt_logprobs). Every
   // prompt position is then computed (no prefix-cache hits for this request).
   int prompt_logprobs = -1;
+  bool skip_special_tokens = true; // false: control tokens' text appears in the output (vLLM's flag)
 };
 
 }  // namespace mopt

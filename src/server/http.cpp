@@ -30,6 +30,25 @@ int ms_left(Clock::time_point deadline) {
   return d < 0 ? 0 : static_cast<int>(std::min<int64_t>(d, 1 << 30));
 }
 
+// A lingering close (as nginx does): stops sending, then reads and drops what the client still sends, up to
+// `max_bytes`, until it was quiet for 1 s or 5 s passed. Closing with unread bytes would reset the connection,
+// and the client could lose the answer it was just sent (e.g. a 413 while it still uploads the body).
+void linger(int fd, size_t max_bytes) {
+  ::shutdown(fd, SHUT_WR);
+  char tmp[16384];
+  size_t total = 0;
+  const auto deadline = Clock::now() + std::chrono::seconds(5);
+  while (total < max_bytes) {
+    pollfd p{fd, POLLIN, 0};
+    const int left = std::min(1000, ms_left(deadline));
+    if (left == 0 || ::poll(&p, 1, left) <= 0) break;
+    const ssize_t n = ::recv(fd, tmp, sizeof tmp, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    total += static_cast<size_t>(n);
+  }
+}
+
 }  // namespace
 
 const std::string& HttpRequest::header(std::string_view name) const {
@@ -63,14 +82,16 @@ bool ResponseWriter::write_all(std::string_view data) {
   size_t off = 0;
   auto deadline = Clock::now() + std::chrono::milliseconds(lim_.write_timeout_ms);
   while (off < data.size()) {
-    ssize_t n = ::send(fd_, data.data() + off, data.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+    short wait = POLLOUT;
+    ssize_t n = tls_ ? tls_->write(data.data() + off, data.size() - off, wait)
+                     : ::send(fd_, data.data() + off, data.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n > 0) {
       off += static_cast<size_t>(n);
       continue;
     }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      pollfd p{fd_, POLLOUT, 0};
+    if (n < 0 && !tls_ && errno == EINTR) continue;
+    if (tls_ ? n == TlsSession::kWouldBlock : n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      pollfd p{fd_, wait, 0};
       int left = ms_left(deadline);
       if (left == 0 || ::poll(&p, 1, left) <= 0 || (p.revents & (POLLERR | POLLHUP))) break;
       continue;
@@ -135,8 +156,9 @@ bool ResponseWriter::client_gone() const {
 
 // ------------------------------------------------------------------------------------------------ HttpServer
 
-HttpServer::HttpServer(HttpLimits limits, HttpHandler handler, HttpErrorBody error_body)
-    : lim_(limits), handler_(std::move(handler)), error_body_(std::move(error_body)) {}
+HttpServer::HttpServer(HttpLimits limits, HttpHandler handler, HttpErrorBody error_body,
+                       std::shared_ptr<const TlsContext> tls)
+    : lim_(limits), handler_(std::move(handler)), error_body_(std::move(error_body)), tls_(std::move(tls)) {}
 
 HttpServer::~HttpServer() {
   stop_accepting();
@@ -209,6 +231,12 @@ void HttpServer::serve() {
     int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     if (active_.load() >= lim_.max_connections) {
+      if (tls_) {  // a plain-text 503 would be garbage to a TLS client, and a handshake costs what the limit saves
+        MOPT_LOG_WARN("http: refused a connection from %s: %d connections open (--max-connections)", addr,
+                      lim_.max_connections);
+        ::close(fd);
+        continue;
+      }
       ResponseWriter w(fd, lim_, false, false);
       w.send(503, {{"Content-Type", "application/json"}, {"Retry-After", "1"}},
              error_body_(503, strfmt("too many open connections (limit %d); retry later", lim_.max_connections),
@@ -255,11 +283,38 @@ void HttpServer::close_all() {
   for (int fd : open_fds_) ::shutdown(fd, SHUT_RDWR);
 }
 
+std::unique_ptr<TlsSession> HttpServer::start_tls(int fd, const std::string& remote) {
+  // A TLS connection opens with a handshake record (first byte 22); an HTTP request with a method's capital letter.
+  pollfd p{fd, POLLIN, 0};
+  char first = 0;
+  if (::poll(&p, 1, lim_.read_timeout_ms) <= 0 || ::recv(fd, &first, 1, MSG_PEEK) != 1) {
+    MOPT_LOG_INFO("http: %s sent no TLS handshake within %d ms (or closed); closing", remote.c_str(),
+                  lim_.read_timeout_ms);
+    return nullptr;
+  }
+  if (first >= 'A' && first <= 'Z') {
+    ResponseWriter w(fd, lim_, false, false);
+    w.send(400, {{"Content-Type", "application/json"}},
+           error_body_(400, "this server speaks HTTPS (TLS): send the request to https://, not http://",
+                       "tls_required"));
+    linger(fd, 64 * 1024);
+    MOPT_LOG_INFO("http: %s sent plain HTTP to the HTTPS port; answered 400", remote.c_str());
+    return nullptr;
+  }
+  auto session = std::make_unique<TlsSession>(*tls_, fd);
+  if (Status st = session->handshake(lim_.read_timeout_ms); !st) {
+    MOPT_LOG_INFO("http: %s: %s", remote.c_str(), st.message().c_str());
+    return nullptr;
+  }
+  return session;
+}
+
 void HttpServer::connection(int fd, std::string remote) {
   const http::HeadLimits head_limits{lim_.max_header_bytes, lim_.max_headers};
   std::string buf;  // bytes received and not yet consumed (pipelining)
+  std::unique_ptr<TlsSession> tls;
   auto respond_error = [&](int status, const std::string& msg, const std::string& code) {
-    ResponseWriter w(fd, lim_, false, false);
+    ResponseWriter w(fd, lim_, false, false, tls.get());
     Headers h{{"Content-Type", "application/json"}};
     if (status == 503) h.emplace_back("Retry-After", "1");
     w.send(status, h, error_body_(status, msg, code));
@@ -268,10 +323,12 @@ void HttpServer::connection(int fd, std::string remote) {
   auto fill = [&](Clock::time_point deadline, size_t want, bool& timed_out) {
     timed_out = false;
     char tmp[16384];
+    short wait = POLLIN;
     while (buf.size() < want) {
-      pollfd p{fd, POLLIN, 0};
+      pollfd p{fd, wait, 0};
       int left = ms_left(deadline);
-      int r = left > 0 ? ::poll(&p, 1, std::min(left, 1000)) : 0;
+      // Bytes TLS already decrypted are not visible to poll().
+      int r = tls && tls->pending() ? 1 : left > 0 ? ::poll(&p, 1, std::min(left, 1000)) : 0;
       if (r < 0 && errno == EINTR) continue;
       if (r == 0) {
         if (left == 0) {
@@ -282,15 +339,18 @@ void HttpServer::connection(int fd, std::string remote) {
         continue;
       }
       if (r < 0) return false;
-      ssize_t n = ::recv(fd, tmp, sizeof tmp, 0);
-      if (n < 0 && errno == EINTR) continue;
+      wait = POLLIN;
+      ssize_t n = tls ? tls->read(tmp, sizeof tmp, wait) : ::recv(fd, tmp, sizeof tmp, 0);
+      if (tls && n == TlsSession::kWouldBlock) continue;
+      if (!tls && n < 0 && errno == EINTR) continue;
       if (n <= 0) return false;
       buf.append(tmp, static_cast<size_t>(n));
     }
     return true;
   };
 
-  for (;;) {
+  const bool ready = !tls_ || (tls = start_tls(fd, remote)) != nullptr;
+  while (ready) {
     // ---- request head: the idle timeout until the first byte, then the read timeout for the whole request
     bool timed_out = false;
     if (buf.empty() && !fill(Clock::now() + std::chrono::milliseconds(lim_.idle_timeout_ms), 1, timed_out)) break;
@@ -329,11 +389,12 @@ void HttpServer::connection(int fd, std::string remote) {
     if (body_len > lim_.max_body_bytes) {
       respond_error(413, strfmt("request body is %zu bytes; the limit is %zu", body_len, lim_.max_body_bytes),
                     "body_too_large");
+      // The client may be sending the body still (no Expect: 100-continue): let it, so that it reads the 413.
+      if (!tls) linger(fd, std::min<size_t>(body_len, size_t{64} << 20));
       break;
     }
     if (body_len > 0 && lower(req.header("expect")) == "100-continue" && buf.empty()) {
-      static const char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
-      if (::send(fd, kContinue, sizeof kContinue - 1, MSG_NOSIGNAL) < 0) break;
+      if (!ResponseWriter(fd, lim_, true, false, tls.get()).send_interim("HTTP/1.1 100 Continue\r\n\r\n")) break;
     }
     if (buf.size() < body_len && !fill(deadline, body_len, timed_out)) {
       if (timed_out)
@@ -346,7 +407,7 @@ void HttpServer::connection(int fd, std::string remote) {
 
     // ---- dispatch
     const bool keep_alive = head.keep_alive && !draining_.load();
-    ResponseWriter w(fd, lim_, keep_alive, req.method == "HEAD");
+    ResponseWriter w(fd, lim_, keep_alive, req.method == "HEAD", tls.get());
     try {
       handler_(req, w);
     } catch (const std::exception& e) {
@@ -356,6 +417,7 @@ void HttpServer::connection(int fd, std::string remote) {
       w.send(500, {{"Content-Type", "application/json"}}, error_body_(500, "internal server error", "internal_error"));
     if (w.failed() || !w.keep_alive() || !w.complete()) break;
   }
+  if (tls) tls->close_notify();
   std::lock_guard<std::mutex> lk(mu_);  // erase before close: close_all() must never see a reused fd number
   open_fds_.erase(std::remove(open_fds_.begin(), open_fds_.end(), fd), open_fds_.end());
   ::shutdown(fd, SHUT_RDWR);

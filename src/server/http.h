@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "server/tls.h"
 
 namespace mopt::server {
 
@@ -52,8 +54,9 @@ struct HttpLimits {
 // Given to the handler to answer one request: either send() once, or begin_stream() + write_chunk()* + end_stream().
 class ResponseWriter {
  public:
-  ResponseWriter(int fd, const HttpLimits& lim, bool keep_alive, bool head_only)
-      : fd_(fd), lim_(lim), keep_alive_(keep_alive), head_only_(head_only) {}
+  // tls: the connection's TLS session (nullptr: plain TCP).
+  ResponseWriter(int fd, const HttpLimits& lim, bool keep_alive, bool head_only, TlsSession* tls = nullptr)
+      : fd_(fd), lim_(lim), keep_alive_(keep_alive), head_only_(head_only), tls_(tls) {}
 
   // Full response with Content-Length. False if the client is gone.
   bool send(int status, const Headers& headers, std::string_view body);
@@ -61,6 +64,8 @@ class ResponseWriter {
   bool begin_stream(int status, const Headers& headers);
   bool write_chunk(std::string_view data);
   bool end_stream();
+  // An interim response's raw head ("HTTP/1.1 100 Continue\r\n\r\n"); the final response follows.
+  bool send_interim(std::string_view raw) { return write_all(raw); }
 
   // True when the peer has closed or reset the connection (polls the socket, does not block).
   bool client_gone() const;
@@ -82,6 +87,7 @@ class ResponseWriter {
   const HttpLimits& lim_;
   bool keep_alive_;
   bool head_only_;
+  TlsSession* tls_;
   bool failed_ = false;
   int status_ = 0;
   State state_ = State::kNone;
@@ -93,7 +99,9 @@ using HttpErrorBody = std::function<std::string(int status, const std::string& m
 
 class HttpServer {
  public:
-  HttpServer(HttpLimits limits, HttpHandler handler, HttpErrorBody error_body);
+  // tls: serve HTTPS with this context (nullptr: plain HTTP).
+  HttpServer(HttpLimits limits, HttpHandler handler, HttpErrorBody error_body,
+             std::shared_ptr<const TlsContext> tls = nullptr);
   ~HttpServer();
 
   // Binds and listens (port 0 = any free port; see port()). A clear error when the address is in use.
@@ -114,10 +122,14 @@ class HttpServer {
 
  private:
   void connection(int fd, std::string remote);
+  // HTTPS: a plain HTTP request gets a 400 saying to use https (as nginx answers), then the handshake runs within
+  // the read timeout. nullptr: close the connection (the log says why).
+  std::unique_ptr<TlsSession> start_tls(int fd, const std::string& remote);
 
   HttpLimits lim_;
   HttpHandler handler_;
   HttpErrorBody error_body_;
+  std::shared_ptr<const TlsContext> tls_;
   int listen_fd_ = -1;
   int wake_fd_[2] = {-1, -1};  // self-pipe that wakes serve() on stop_accepting()
   int port_ = 0;

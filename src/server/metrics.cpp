@@ -1,5 +1,6 @@
 #include "server/metrics.h"
 
+#include <charconv>
 #include <cmath>
 
 #include "core/strfmt.h"
@@ -7,19 +8,32 @@
 namespace mopt::server {
 namespace {
 
-std::string fmt_double(double v) {
-  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
-  if (std::isnan(v)) return "NaN";
-  return strfmt("%.17g", v);
-}
-
 void header(std::string& out, const std::string& name, const char* type, const std::string& help) {
   out += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
 }
 
-void scalar(std::string& out, const std::string& name, const char* type, const std::string& help, double v) {
-  header(out, name, type, help);
-  out += name + " " + fmt_double(v) + "\n";
+// "name{labels}" or "name" when there are none.
+std::string series(const std::string& name, const std::string& labels) {
+  return labels.empty() ? name : name + "{" + labels + "}";
+}
+
+std::string joined(const std::string& a, const std::string& b) { return a.empty() ? b : b.empty() ? a : a + "," + b; }
+
+// Cumulative buckets, sum and count of one histogram; counts are per bucket, bounds.size() + 1 of them.
+void histogram_lines(const std::string& name, const std::string& help, const std::string& labels,
+                     std::span<const double> bounds, std::span<const uint64_t> counts, double sum, uint64_t n,
+                     std::string& out) {
+  header(out, name, "histogram", help);
+  uint64_t cum = 0;
+  for (size_t i = 0; i < bounds.size(); ++i) {
+    cum += counts[i];
+    out += series(name + "_bucket", joined(labels, "le=\"" + metric_number(bounds[i]) + "\"")) + " " +
+           std::to_string(cum) + "\n";
+  }
+  cum += counts[bounds.size()];
+  out += series(name + "_bucket", joined(labels, "le=\"+Inf\"")) + " " + std::to_string(cum) + "\n";
+  out += series(name + "_sum", labels) + " " + metric_number(sum) + "\n";
+  out += series(name + "_count", labels) + " " + std::to_string(n) + "\n";
 }
 
 std::vector<double> latency_buckets() {
@@ -27,7 +41,37 @@ std::vector<double> latency_buckets() {
           2.5,   5.0,    7.5,   10.0, 20.0, 40.0, 80.0, 160.0, 640.0};
 }
 
+// 1, 2, 5, 10, 20, 50, ... up to 1,000,000 tokens (vLLM buckets token counts 1-2-5 too).
+std::vector<double> token_buckets() {
+  std::vector<double> b;
+  for (double d = 1; d <= 1e6; d *= 10)
+    for (double m : {1.0, 2.0, 5.0})
+      if (m * d <= 1e6) b.push_back(m * d);
+  return b;
+}
+
+constexpr const char* kReasons[] = {"stop", "length", "abort", "error"};
+
 }  // namespace
+
+std::string metric_number(double v) {
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  if (std::isnan(v)) return "NaN";
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);  // shortest text that round-trips
+  return std::string(buf, r.ptr);
+}
+
+std::string escape_label_value(std::string_view v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\') out += "\\\\";
+    else if (c == '"') out += "\\\"";
+    else if (c == '\n') out += "\\n";
+    else out += c;
+  }
+  return out;
+}
 
 Histogram::Histogram(std::vector<double> upper_bounds)
     : bounds_(std::move(upper_bounds)), counts_(bounds_.size() + 1, 0) {}
@@ -47,22 +91,15 @@ uint64_t Histogram::count() const {
   return n_;
 }
 
-void Histogram::render(const std::string& name, const std::string& help, std::string& out) const {
-  header(out, name, "histogram", help);
+void Histogram::render(const std::string& name, const std::string& help, std::string& out,
+                       const std::string& labels) const {
   std::lock_guard<std::mutex> lk(mu_);
-  uint64_t cum = 0;
-  for (size_t i = 0; i < bounds_.size(); ++i) {
-    cum += counts_[i];
-    out += name + "_bucket{le=\"" + fmt_double(bounds_[i]) + "\"} " + std::to_string(cum) + "\n";
-  }
-  cum += counts_.back();
-  out += name + "_bucket{le=\"+Inf\"} " + std::to_string(cum) + "\n";
-  out += name + "_sum " + fmt_double(sum_) + "\n";
-  out += name + "_count " + std::to_string(n_) + "\n";
+  histogram_lines(name, help, labels, bounds_, counts_, sum_, n_, out);
 }
 
 ServerMetrics::ServerMetrics()
-    : ttft(latency_buckets()), itl(latency_buckets()), e2e(latency_buckets()), queue_time(latency_buckets()) {}
+    : ttft(latency_buckets()), itl(latency_buckets()), e2e(latency_buckets()), queue_time(latency_buckets()),
+      request_prompt_tokens(token_buckets()), request_generation_tokens(token_buckets()) {}
 
 void ServerMetrics::count_finish(FinishReason r) {
   switch (r) {
@@ -74,87 +111,138 @@ void ServerMetrics::count_finish(FinishReason r) {
   }
 }
 
-static const char* kv_dtype_name(KvCacheDtype d) {
-  switch (d) {
-    case KvCacheDtype::kAuto: return "auto";
-    case KvCacheDtype::kFloat32: return "fp32";
-    case KvCacheDtype::kFloat16: return "fp16";
-  }
-  return "?";
+void ServerMetrics::finish_request(const RequestOutput& o) {
+  count_finish(o.finish_reason);
+  const int pt = std::max(0, o.prompt_tokens), gt = std::max(0, o.completion_tokens);
+  prompt_tokens.fetch_add(static_cast<uint64_t>(pt));
+  generation_tokens.fetch_add(static_cast<uint64_t>(gt));
+  request_prompt_tokens.observe(pt);
+  request_generation_tokens.observe(gt);
 }
 
-std::string ServerMetrics::render(const EngineStats& s, const EngineConfig* cfg) const {
+std::string ServerMetrics::render(const EngineStats& s, const EngineConfig* cfg, const MetricsCompat& compat) const {
+  // One row per gauge or counter: its mopt: name, and vLLM's name for the same quantity (nullptr: none; a row
+  // without a mopt: name is written for vLLM only, e.g. the V0 name of a V1 series).
+  struct Row {
+    const char* name;
+    const char* vllm;
+    const char* type;
+    const char* help;
+    double value;
+  };
+  const auto u = [](uint64_t v) { return static_cast<double>(v); };
+  const Row rows[] = {
+      {"model_loaded", nullptr, "gauge", "1 when the model is loaded and the engine runs.", cfg ? 1.0 : 0.0},
+      {"cuda_graphs_enabled", nullptr, "gauge", "1 when decode steps replay CUDA graphs (CUDA, no --enforce-eager).",
+       s.runner.cuda_graphs_enabled ? 1.0 : 0.0},
+      {"cuda_graphs_captured", nullptr, "gauge", "CUDA graph instances captured (one per decode batch bucket).",
+       1.0 * s.runner.cuda_graphs},
+      {"cuda_graph_launches_total", nullptr, "counter", "Engine steps that ran as a CUDA graph replay.",
+       u(s.runner.cuda_graph_launches)},
+      {"num_requests_running", "num_requests_running", "gauge", "Requests in the running batch.", 1.0 * s.running},
+      {"num_requests_waiting", "num_requests_waiting", "gauge", "Requests waiting to be scheduled.", 1.0 * s.waiting},
+      {"num_requests_swapped", "num_requests_swapped", "gauge", "Requests swapped out to host memory.",
+       1.0 * s.swapped},
+      {"kv_cache_usage_perc", "kv_cache_usage_perc", "gauge", "Fraction of KV-cache blocks in use (0-1).",
+       s.kv_usage},
+      {nullptr, "gpu_cache_usage_perc", "gauge", "Fraction of KV-cache blocks in use (0-1; vLLM V0's name).",
+       s.kv_usage},
+      {"kv_cache_num_blocks", nullptr, "gauge", "KV-cache blocks in the pool.", 1.0 * s.num_blocks},
+      {"kv_cache_free_blocks", nullptr, "gauge", "KV-cache blocks free.", 1.0 * s.free_blocks},
+      {"prefix_cache_queries_total", "prefix_cache_queries_total", "counter",
+       "Prompt tokens looked up in the prefix cache.", u(s.prefix_cache_queries)},
+      {"prefix_cache_hits_total", "prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.",
+       u(s.prefix_cache_hits)},
+      {"prompt_tokens_total", "prompt_tokens_total", "counter", "Prompt tokens processed by the engine.",
+       u(s.prompt_tokens)},
+      {"generation_tokens_total", "generation_tokens_total", "counter", "Tokens generated by the engine.",
+       u(s.generation_tokens)},
+      {"num_preemptions_total", "num_preemptions_total", "counter", "Requests preempted by the scheduler.",
+       u(s.preemptions)},
+      {"engine_steps_total", nullptr, "counter", "Engine scheduler steps.", u(s.steps)},
+      {"warmed_up", nullptr, "gauge", "1 when the engine's warm-up (GEMM tuning, graph capture) has run.",
+       s.warmed_up ? 1.0 : 0.0},
+      {"gemm_tunings_after_warmup_total", nullptr, "counter",
+       "GEMM shapes timed inside requests' steps after the warm-up (0 when the warm-up covered every shape).",
+       u(s.tunings_after_warmup)},
+      {"graph_captures_after_warmup_total", nullptr, "counter",
+       "CUDA graphs captured inside requests' steps after the warm-up.", u(s.captures_after_warmup)},
+      {"request_prompt_tokens_total", nullptr, "counter", "Prompt tokens of finished requests (usage).",
+       u(prompt_tokens.load())},
+      {"request_generation_tokens_total", nullptr, "counter", "Completion tokens of finished requests (usage).",
+       u(generation_tokens.load())},
+      {"http_requests_total", nullptr, "counter", "HTTP requests routed.", u(http_requests.load())},
+      {"request_rejected_queue_full_total", nullptr, "counter", "Requests refused because the queue was full.",
+       u(rejected_queue_full.load())},
+      {"client_disconnects_total", nullptr, "counter", "Requests aborted because the client disconnected.",
+       u(client_disconnects.load())},
+  };
+  struct Hist {
+    const Histogram& h;
+    const char* name;
+    const char* vllm;
+    const char* help;
+  };
+  const Hist hists[] = {
+      {ttft, "time_to_first_token_seconds", "time_to_first_token_seconds",
+       "Time from request arrival to its first token."},
+      {itl, "inter_token_latency_seconds", "inter_token_latency_seconds",
+       "Time between consecutive tokens of a request."},
+      {itl, nullptr, "time_per_output_token_seconds",
+       "Time between consecutive tokens of a request (vLLM's older name)."},
+      {e2e, "e2e_request_latency_seconds", "e2e_request_latency_seconds",
+       "Time from request arrival to its last token."},
+      {queue_time, "request_queue_time_seconds", "request_queue_time_seconds",
+       "Time a request waited in the engine queue before it was first scheduled."},
+      {request_prompt_tokens, "request_prompt_tokens", "request_prompt_tokens", "Prompt tokens of finished requests."},
+      {request_generation_tokens, "request_generation_tokens", "request_generation_tokens",
+       "Generated tokens of finished requests."},
+  };
+  const std::string step_help = "Tokens computed by one engine step.";
+
+  // Writes every series under `prefix` ("mopt:" with no labels, "vllm:" with model_name).
   std::string out;
-  scalar(out, "mopt:model_loaded", "gauge", "1 when the model is loaded and the engine runs.", cfg ? 1 : 0);
-  if (cfg) {
-    // The settings the engine runs with (as vLLM's cache_config_info): what `mopt tune` and `mopt gate` check.
-    header(out, "mopt:engine_config_info", "gauge", "The engine's resolved settings, as labels (value 1).");
-    out += strfmt("mopt:engine_config_info{device=\"%s\",block_size=\"%d\",max_num_seqs=\"%d\","
-                  "max_num_batched_tokens=\"%d\",max_model_len=\"%d\",num_blocks=\"%d\",kv_cache_dtype=\"%s\","
-                  "prefix_caching=\"%s\",enforce_eager=\"%s\"} 1\n",
-                  device_name(cfg->runner.device), cfg->block_size, cfg->max_num_seqs, cfg->max_num_batched_tokens,
-                  cfg->max_model_len, s.num_blocks, kv_dtype_name(cfg->runner.kv_cache_dtype),
-                  cfg->enable_prefix_caching ? "true" : "false", cfg->runner.enforce_eager ? "true" : "false");
-  }
-  scalar(out, "mopt:cuda_graphs_enabled", "gauge", "1 when decode steps replay CUDA graphs (CUDA, no --enforce-eager).",
-         s.runner.cuda_graphs_enabled ? 1 : 0);
-  scalar(out, "mopt:cuda_graphs_captured", "gauge", "CUDA graph instances captured (one per decode batch bucket).",
-         s.runner.cuda_graphs);
-  scalar(out, "mopt:cuda_graph_launches_total", "counter", "Engine steps that ran as a CUDA graph replay.",
-         static_cast<double>(s.runner.cuda_graph_launches));
-  if (s.runner.device_memory_used >= 0)
-    scalar(out, "mopt:device_memory_used_bytes", "gauge",
-           "Memory in use on the GPU, all processes (cudaMemGetInfo: total - free).",
-           static_cast<double>(s.runner.device_memory_used));
-  scalar(out, "mopt:num_requests_running", "gauge", "Requests in the running batch.", s.running);
-  scalar(out, "mopt:num_requests_waiting", "gauge", "Requests waiting to be scheduled.", s.waiting);
-  scalar(out, "mopt:num_requests_swapped", "gauge", "Requests swapped out to host memory.", s.swapped);
-  scalar(out, "mopt:kv_cache_usage_perc", "gauge", "Fraction of KV-cache blocks in use (0-1).", s.kv_usage);
-  scalar(out, "mopt:kv_cache_num_blocks", "gauge", "KV-cache blocks in the pool.", s.num_blocks);
-  scalar(out, "mopt:kv_cache_free_blocks", "gauge", "KV-cache blocks free.", s.free_blocks);
-  scalar(out, "mopt:prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.",
-         static_cast<double>(s.prefix_cache_queries));
-  scalar(out, "mopt:prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.",
-         static_cast<double>(s.prefix_cache_hits));
-  scalar(out, "mopt:prompt_tokens_total", "counter", "Prompt tokens processed by the engine.",
-         static_cast<double>(s.prompt_tokens));
-  scalar(out, "mopt:generation_tokens_total", "counter", "Tokens generated by the engine.",
-         static_cast<double>(s.generation_tokens));
-  scalar(out, "mopt:num_preemptions_total", "counter", "Requests preempted by the scheduler.",
-         static_cast<double>(s.preemptions));
-  scalar(out, "mopt:engine_steps_total", "counter", "Engine scheduler steps.", static_cast<double>(s.steps));
-  scalar(out, "mopt:warmed_up", "gauge", "1 when the engine's warm-up (GEMM tuning, graph capture) has run.",
-         s.warmed_up ? 1 : 0);
-  scalar(out, "mopt:gemm_tunings_after_warmup_total", "counter",
-         "GEMM shapes timed inside requests' steps after the warm-up (0 when the warm-up covered every shape).",
-         static_cast<double>(s.tunings_after_warmup));
-  scalar(out, "mopt:graph_captures_after_warmup_total", "counter",
-         "CUDA graphs captured inside requests' steps after the warm-up.",
-         static_cast<double>(s.captures_after_warmup));
-
-  header(out, "mopt:request_success_total", "counter", "Finished requests by finish reason.");
-  static const char* kReasons[] = {"stop", "length", "abort", "error"};
-  for (size_t i = 0; i < finished.size(); ++i)
-    out += strfmt("mopt:request_success_total{finished_reason=\"%s\"} %llu\n", kReasons[i],
-                  static_cast<unsigned long long>(finished[i].load()));
-  scalar(out, "mopt:request_prompt_tokens_total", "counter", "Prompt tokens of finished requests (usage).",
-         static_cast<double>(prompt_tokens.load()));
-  scalar(out, "mopt:request_generation_tokens_total", "counter", "Completion tokens of finished requests (usage).",
-         static_cast<double>(generation_tokens.load()));
-  scalar(out, "mopt:http_requests_total", "counter", "HTTP requests routed.", static_cast<double>(http_requests.load()));
-  header(out, "mopt:http_errors_total", "counter", "HTTP error responses by class.");
-  out += strfmt("mopt:http_errors_total{class=\"4xx\"} %llu\n", static_cast<unsigned long long>(http_errors_4xx.load()));
-  out += strfmt("mopt:http_errors_total{class=\"5xx\"} %llu\n", static_cast<unsigned long long>(http_errors_5xx.load()));
-  scalar(out, "mopt:request_rejected_queue_full_total", "counter", "Requests refused because the queue was full.",
-         static_cast<double>(rejected_queue_full.load()));
-  scalar(out, "mopt:client_disconnects_total", "counter", "Requests aborted because the client disconnected.",
-         static_cast<double>(client_disconnects.load()));
-
-  ttft.render("mopt:time_to_first_token_seconds", "Time from request arrival to its first token.", out);
-  itl.render("mopt:inter_token_latency_seconds", "Time between consecutive tokens of a request.", out);
-  e2e.render("mopt:e2e_request_latency_seconds", "Time from request arrival to its last token.", out);
-  queue_time.render("mopt:request_queue_time_seconds",
-                    "Time a request waited in the engine queue before it was first scheduled.", out);
+  const auto write = [&](bool vllm) {
+    const std::string prefix = vllm ? "vllm:" : "mopt:";
+    const std::string labels = vllm ? "model_name=\"" + escape_label_value(compat.model_name) + "\"" : "";
+    for (const Row& r : rows) {
+      const char* n = vllm ? r.vllm : r.name;
+      if (!n) continue;
+      header(out, prefix + n, r.type, r.help);
+      out += series(prefix + n, labels) + " " + metric_number(r.value) + "\n";
+    }
+    header(out, prefix + "request_success_total", "counter", "Finished requests by finish reason.");
+    for (size_t i = 0; i < finished.size(); ++i)
+      out += series(prefix + "request_success_total",
+                    joined(labels, strfmt("finished_reason=\"%s\"", kReasons[i]))) +
+             " " + std::to_string(finished[i].load()) + "\n";
+    for (const Hist& h : hists)
+      if (const char* n = vllm ? h.vllm : h.name) h.h.render(prefix + n, h.help, out, labels);
+    histogram_lines(prefix + "iteration_tokens_total", step_help, labels, kStepTokenBounds, s.step_tokens_counts,
+                    u(s.step_tokens_sum), s.steps, out);
+    if (vllm) return;
+    if (s.runner.device_memory_used >= 0) {
+      header(out, "mopt:device_memory_used_bytes", "gauge",
+             "Memory in use on the GPU, all processes (cudaMemGetInfo: total - free).");
+      out += "mopt:device_memory_used_bytes " + std::to_string(s.runner.device_memory_used) + "\n";
+    }
+    if (cfg) {
+      // The settings the engine runs with (as vLLM's cache_config_info): what `mopt tune` and `mopt gate` check.
+      header(out, "mopt:engine_config_info", "gauge", "The engine's resolved settings, as labels (value 1).");
+      out += strfmt("mopt:engine_config_info{device=\"%s\",block_size=\"%d\",max_num_seqs=\"%d\","
+                    "max_num_batched_tokens=\"%d\",max_model_len=\"%d\",num_blocks=\"%d\",kv_cache_dtype=\"%s\","
+                    "prefix_caching=\"%s\",enforce_eager=\"%s\"} 1\n",
+                    device_name(cfg->runner.device), cfg->block_size, cfg->max_num_seqs,
+                    cfg->max_num_batched_tokens, cfg->max_model_len, s.num_blocks,
+                    kv_cache_dtype_name(cfg->runner.kv_cache_dtype), cfg->enable_prefix_caching ? "true" : "false",
+                    cfg->runner.enforce_eager ? "true" : "false");
+    }
+    header(out, "mopt:http_errors_total", "counter", "HTTP error responses by class.");
+    out += "mopt:http_errors_total{class=\"4xx\"} " + std::to_string(http_errors_4xx.load()) + "\n";
+    out += "mopt:http_errors_total{class=\"5xx\"} " + std::to_string(http_errors_5xx.load()) + "\n";
+  };
+  write(false);
+  if (compat.vllm) write(true);
   return out;
 }
 

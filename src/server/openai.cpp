@@ -1,9 +1,13 @@
 #include "server/openai.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <span>
 
 #include "core/strfmt.h"
+#include "server/structured_output.h"
+#include "server/tool_calls.h"
 
 namespace mopt::server {
 namespace {
@@ -262,7 +266,39 @@ std::variant<json, ApiError> parse_json_body(std::string_view body, int max_dept
   }
 }
 
+namespace {
+
+// Every field a request may have: each either works or is refused with its reason below (never ignored).
+constexpr std::string_view kBothFields[] = {
+    "model", "temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty",
+    "seed", "max_tokens", "min_tokens", "ignore_eos", "n", "best_of", "priority", "stop", "stop_token_ids",
+    "logit_bias", "logprobs", "skip_special_tokens", "stream", "stream_options", "user",
+    "include_stop_str_in_output", "response_format", "guided_json", "guided_regex", "guided_choice",
+    "guided_grammar", "grammar", "structured_outputs", "guided_decoding_backend", "guided_whitespace_pattern"};
+constexpr std::string_view kCompletionFields[] = {"prompt", "echo", "suffix"};
+constexpr std::string_view kChatFields[] = {"messages", "tools", "tool_choice", "parallel_tool_calls",
+                                            "chat_template_kwargs", "add_generation_prompt", "max_completion_tokens",
+                                            "top_logprobs"};
+
+std::optional<ApiError> unknown_field(const json& body, bool chat) {
+  const auto known = [&](std::string_view k) {
+    const auto in = [&](std::span<const std::string_view> list) {
+      return std::find(list.begin(), list.end(), k) != list.end();
+    };
+    return in(kBothFields) || in(chat ? std::span<const std::string_view>(kChatFields) : kCompletionFields);
+  };
+  for (const auto& [k, v] : body.items())
+    if (!known(k))
+      return bad_request(strfmt("'%s' is not a field this server knows on %s; remove it (the supported fields are "
+                                "in docs/serve.md)", k.c_str(), chat ? "/v1/chat/completions" : "/v1/completions"),
+                         k, "unsupported_field");
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::variant<GenerateRequest, ApiError> parse_generate_request(const json& body, bool chat, const ApiLimits& lim) {
+  if (auto e = unknown_field(body, chat)) return *e;
   GenerateRequest r;
   r.chat = chat;
   SamplingParams& p = r.params;
@@ -273,20 +309,12 @@ std::variant<GenerateRequest, ApiError> parse_generate_request(const json& body,
 
   if (chat) {
     if (auto e = parse_messages(body, lim, r.messages)) return *e;
-    if (const json* t = field(body, "tools")) {
-      if (!t->is_array()) return bad_request(strfmt("'tools' must be an array, got %s", kind_of(*t)), "tools");
-      if (!t->empty()) r.tools = jinja::from_json(*t);
-    }
+    if (auto e = parse_tools(body, r)) return *e;
     if (const json* k = field(body, "chat_template_kwargs")) {
       if (!k->is_object()) return bad_request("'chat_template_kwargs' must be an object", "chat_template_kwargs");
       r.template_kwargs = jinja::from_json(*k);
     }
     if (auto e = get_bool(body, "add_generation_prompt", r.add_generation_prompt)) return *e;
-    if (const json* f = field(body, "response_format")) {
-      auto type = f->is_object() ? f->find("type") : f->end();
-      if (!f->is_object() || type == f->end() || !type->is_string() || type->get<std::string>() != "text")
-        return bad_request("only response_format {\"type\": \"text\"} is supported", "response_format");
-    }
   } else {
     if (auto e = parse_prompt(body, lim, r.prompts)) return *e;
     if (auto e = get_bool(body, "echo", r.echo)) return *e;
@@ -313,7 +341,8 @@ std::variant<GenerateRequest, ApiError> parse_generate_request(const json& body,
   // max_tokens (both) / max_completion_tokens (chat; wins when both are given)
   int64_t max_tokens = 0;
   bool has_max = false;
-  if (auto e = get_int(body, "max_tokens", 1, 1 << 30, max_tokens, has_max)) return *e;
+  // Completions take max_tokens 0 with echo: the prompt is scored (echo + logprobs), nothing is generated.
+  if (auto e = get_int(body, "max_tokens", chat ? 1 : 0, 1 << 30, max_tokens, has_max)) return *e;
   if (chat) {
     int64_t mct = 0;
     bool has_mct = false;
@@ -321,9 +350,15 @@ std::variant<GenerateRequest, ApiError> parse_generate_request(const json& body,
     if (has_mct) max_tokens = mct, has_max = true;
   }
   r.max_tokens_given = has_max;
-  p.max_tokens = has_max ? static_cast<int>(max_tokens) : 16;
+  r.score_only = has_max && max_tokens == 0;
+  if (r.score_only && !r.echo)
+    return bad_request("'max_tokens': 0 generates nothing; it needs 'echo': true (the prompt, scored with "
+                       "'logprobs'), or give max_tokens >= 1", "max_tokens");
+  // Scoring samples one token from the last prompt row (computed anyway) and drops it: the engine always
+  // generates at least one token.
+  p.max_tokens = r.score_only ? 1 : has_max ? static_cast<int>(max_tokens) : 16;
   if (auto e = get_int32(body, "min_tokens", 0, 1 << 30, p.min_tokens)) return *e;
-  if (has_max && p.min_tokens > p.max_tokens)
+  if (has_max && p.min_tokens > max_tokens)
     return bad_request("'min_tokens' must not exceed max_tokens", "min_tokens");
   if (auto e = get_bool(body, "ignore_eos", p.ignore_eos)) return *e;
   if (auto e = get_int32(body, "n", 1, lim.max_n, r.n)) return *e;
@@ -380,16 +415,40 @@ std::variant<GenerateRequest, ApiError> parse_generate_request(const json& body,
     int v = 0;
     if (auto e = get_int32(body, "logprobs", 0, lim.max_top_logprobs, v)) return *e;
     r.logprobs = v;
-    if (r.echo) return bad_request("'echo' together with 'logprobs' is not supported", "echo");
+    if (r.echo) p.prompt_logprobs = v;  // the echoed prompt's tokens come with their logprobs
   }
   p.logprobs = r.logprobs;
 
+  auto constraint = parse_constraint(body);
+  if (auto* e = std::get_if<ApiError>(&constraint)) return *e;
+  r.constraint_gbnf = std::move(std::get<Constraint>(constraint).gbnf);
+  r.constraint_param = std::move(std::get<Constraint>(constraint).param);
+  if (!r.constraint_gbnf.empty() && r.score_only)
+    return bad_request("'max_tokens': 0 generates nothing for '" + r.constraint_param + "' to constrain; drop one of "
+                       "them", r.constraint_param);
+  if (!r.constraint_gbnf.empty() && (r.tool_choice == ToolChoice::kRequired || r.tool_choice == ToolChoice::kNamed))
+    return bad_request("'tool_choice' " + std::string(r.tool_choice == ToolChoice::kNamed ? "naming a function" :
+                       "required") + " forces the output already; it cannot be combined with '" +
+                       r.constraint_param + "'", "tool_choice");
+  if (auto e = get_bool(body, "skip_special_tokens", p.skip_special_tokens)) return *e;
   if (auto e = get_bool(body, "stream", r.stream)) return *e;
   if (const json* so = field(body, "stream_options")) {
     if (!so->is_object()) return bad_request("'stream_options' must be an object", "stream_options");
     if (!r.stream) return bad_request("'stream_options' is only allowed with 'stream': true", "stream_options");
     if (auto e = get_bool(*so, "include_usage", r.include_usage)) return *e;
+    if (auto e = get_bool(*so, "continuous_usage_stats", r.continuous_usage)) return *e;
+    if (r.continuous_usage && !r.include_usage)
+      return bad_request("'stream_options.continuous_usage_stats' needs 'include_usage': true", "stream_options");
+    for (const auto& [k, v] : so->items())
+      if (k != "include_usage" && k != "continuous_usage_stats")
+        return bad_request(strfmt("'stream_options.%s' is not supported (include_usage, continuous_usage_stats are)",
+                                  k.c_str()), "stream_options");
   }
+  bool stop_str = false;
+  if (auto e = get_bool(body, "include_stop_str_in_output", stop_str)) return *e;
+  if (stop_str)
+    return bad_request("'include_stop_str_in_output': true is not supported (stop strings are never in the output)",
+                       "include_stop_str_in_output");
   if (const json* u = field(body, "user"))
     if (!u->is_string()) return bad_request("'user' must be a string", "user");
   return r;

@@ -55,20 +55,39 @@ struct PromptInput {
   std::vector<int32_t> tokens;
 };
 
+// A function tool of a chat request (tools[i].function).
+struct ToolSpec {
+  std::string name;
+  json parameters;              // a JSON schema; null when the tool takes no parameters
+  bool strict = false;          // the arguments must follow `parameters` (enforced by a grammar, also under auto)
+};
+
+// tool_choice: none (no tool calls: no parsing, nothing forced), auto (the model decides; its tool calls are
+// parsed), required (at least one call, forced by a grammar), named (one call of that function, forced).
+enum class ToolChoice { kNone, kAuto, kRequired, kNamed };
+
 struct GenerateRequest {
   bool chat = false;
   std::string model;
   std::vector<PromptInput> prompts;  // completions
   jinja::Value messages;             // chat: list of message dicts (content normalized to a string)
   jinja::Value tools;                // chat: undefined when absent
+  std::vector<ToolSpec> tool_specs;  // chat: the same tools, validated
+  ToolChoice tool_choice = ToolChoice::kNone;  // kAuto by default when tools are given
+  std::string tool_choice_name;      // kNamed: the function
+  bool parallel_tool_calls = true;   // false: at most one call
+  std::string constraint_gbnf;       // structured output: the grammar ("" = none)
+  std::string constraint_param;      // the field it came from (for errors)
   jinja::Value template_kwargs;      // chat_template_kwargs (dict) or undefined
   bool add_generation_prompt = true;
   SamplingParams params;
   bool max_tokens_given = false;
+  bool score_only = false;           // completions max_tokens 0 (with echo): the one token sampled is dropped
   int n = 1;
   bool stream = false;
   bool include_usage = false;
-  bool echo = false;
+  bool continuous_usage = false;     // stream_options.continuous_usage_stats: usage in every chunk
+  bool echo = false;                 // with logprobs, params.prompt_logprobs = logprobs (the prompt is scored)
   int logprobs = -1;                 // -1 off; else top alternatives (completions: the int; chat: top_logprobs)
   int priority = 0;
 };

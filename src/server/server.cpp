@@ -5,10 +5,15 @@
 #include <condition_variable>
 #include <ctime>
 #include <deque>
+#include <random>
 
 #include "core/log.h"
+#include "core/rng.h"
 #include "core/strfmt.h"
 #include "core/strings.h"
+#include "server/chat_output.h"
+#include "server/prompt_logprobs.h"
+#include "server/request_grammar.h"
 
 namespace mopt::server {
 
@@ -58,7 +63,31 @@ struct Choice {
   int prompt_tokens = 0;
   json logprobs;  // accumulated (non-streaming)
   int text_offset = 0;
+  bool prompt_scored = false;       // echo + logprobs: the echoed prompt's logprobs were added (first output)
+  bool grammar_dead_end = false;    // kError: the grammar could not go on (the text so far is returned)
+  std::unique_ptr<ChatOutput> out;  // chat: reasoning / content / tool-call split
 };
+
+// The API's finish_reason: "tool_calls" when a chat choice stopped after calling tools.
+const char* finish_label(const Choice& c) {
+  if (c.reason == FinishReason::kStop && c.out && c.out->has_tool_calls()) return "tool_calls";
+  return finish_name(c.reason);
+}
+
+// Completions max_tokens 0 (GenerateRequest::score_only): the one token the engine sampled is not the client's.
+void drop_generated(RequestOutput& o) {
+  o.new_tokens.clear();
+  o.text.clear();
+  o.token_logprobs.clear();
+  o.top_logprobs.clear();
+  o.completion_tokens = 0;
+  if (o.finish_reason == FinishReason::kStop) o.finish_reason = FinishReason::kLength;  // it was an end token
+}
+
+// X-Request-Id: 1 to 256 visible ASCII characters (it is echoed in a header and becomes part of the response id).
+bool valid_request_id(const std::string& v) {
+  return !v.empty() && v.size() <= 256 && std::all_of(v.begin(), v.end(), [](char c) { return c > 32 && c < 127; });
+}
 
 json bytes_of(const std::string& s) {
   json b = json::array();
@@ -74,13 +103,16 @@ Server::Server(ServeOptions opts) : opts_(std::move(opts)), faults_(opts_.test_f
                   test_fault_name(opts_.test_fault));
   if (opts_.served_model_names.empty()) opts_.served_model_names.push_back("mopt");
   created_ = static_cast<int64_t>(std::time(nullptr));
+  std::random_device rd;  // ids differ between instances started the same way
+  id_salt_ = (static_cast<uint64_t>(rd()) << 32) ^ rd();
   if (opts_.web_console) console_ = std::make_unique<WebConsole>(opts_.root_path);
   http_ = std::make_unique<HttpServer>(
       opts_.http, [this](const HttpRequest& req, ResponseWriter& w) { handle(req, w); },
       [this](int status, const std::string& msg, const std::string& code) {
         (status >= 500 ? metrics_.http_errors_5xx : metrics_.http_errors_4xx).fetch_add(1);
         return error_body(status, msg, code);
-      });
+      },
+      opts_.tls);
 }
 
 Server::~Server() = default;
@@ -89,6 +121,26 @@ Status Server::listen() { return http_->listen(opts_.host, opts_.port); }
 
 void Server::attach(ServedModel model) {
   model_ = std::move(model);
+  if (opts_.tool_parser) {
+    model_.tool_parser = *opts_.tool_parser;
+  } else if (model_.chat_template) {
+    model_.tool_parser = detect_tool_parser(model_.chat_template->source());
+  }
+  if (model_.tokenizer) {
+    auto any_control = [&](const std::vector<std::string>& markers) {
+      for (const std::string& m : markers) {
+        const int32_t id = model_.tokenizer->token_id(m);
+        if (id >= 0 && model_.tokenizer->is_control(id)) return true;
+      }
+      return false;
+    };
+    model_.tool_markers_special = any_control(tool_parser_markers(model_.tool_parser));
+    model_.think_markers_special = any_control({"<think>", "</think>"});
+    model_.grammars = std::make_shared<GrammarCache>(*model_.tokenizer);
+  }
+  MOPT_LOG_INFO("tool calls: %s%s; reasoning parser: %s", tool_parser_name(model_.tool_parser),
+                opts_.tool_parser ? " (--tool-call-parser)" : " (from the chat template)",
+                reasoning_parser_name(opts_.reasoning));
   attach_time_ = monotonic_now();
   loaded_.store(true);
 }
@@ -109,19 +161,29 @@ bool Server::wait_drained(double seconds) { return http_->wait_idle(seconds); }
 
 // ------------------------------------------------------------------------------------------------ helpers
 
-Headers Server::cors_headers(const HttpRequest& req) const {
+uint64_t Server::response_number() {
+  uint64_t s = id_salt_ + next_id_.fetch_add(1);
+  return splitmix64(s);  // a bijection of the counter: no two ids of one instance are equal
+}
+
+Headers Server::response_headers(const HttpRequest& req) const {
+  Headers h;
   const std::string& origin = req.header("origin");
-  if (origin.empty() || opts_.allowed_origins.empty()) return {};
-  for (const auto& o : opts_.allowed_origins) {
-    if (o == "*" || o == origin) return {{"Access-Control-Allow-Origin", o == "*" ? "*" : origin}, {"Vary", "Origin"}};
-  }
-  return {};
+  if (!origin.empty())
+    for (const auto& o : opts_.allowed_origins)
+      if (o == "*" || o == origin) {
+        h = {{"Access-Control-Allow-Origin", o == "*" ? "*" : origin}, {"Vary", "Origin"}};
+        break;
+      }
+  const std::string& rid = req.header("x-request-id");
+  if (valid_request_id(rid)) h.emplace_back("X-Request-Id", rid);
+  return h;
 }
 
 void Server::send_json(ResponseWriter& w, int status, const std::string& body, const HttpRequest& req,
                        Headers extra) {
   Headers h{{"Content-Type", "application/json"}};
-  for (auto& kv : cors_headers(req)) h.push_back(std::move(kv));
+  for (auto& kv : response_headers(req)) h.push_back(std::move(kv));
   for (auto& kv : extra) h.push_back(std::move(kv));
   if (status >= 500) metrics_.http_errors_5xx.fetch_add(1);
   else if (status >= 400) metrics_.http_errors_4xx.fetch_add(1);
@@ -162,6 +224,9 @@ void Server::handle(const HttpRequest& req, ResponseWriter& w) {
       {"/v1/chat/completions", "POST", true},
       {"/", "GET", false},               {"/model_card", "GET", true},
   };
+  if (req.has_header("x-request-id") && !valid_request_id(req.header("x-request-id")))
+    return send_error(w, bad_request("the X-Request-Id header must be 1 to 256 visible ASCII characters (no spaces "
+                                     "or control characters)", "", "invalid_request_id"), req);
   const std::string path = strip_root_path(req.path, opts_.root_path);
   const RouteDef* route = nullptr;
   for (const auto& r : kRoutes)
@@ -174,11 +239,11 @@ void Server::handle(const HttpRequest& req, ResponseWriter& w) {
   }
   if (http_->draining()) w.set_close();
   if (req.method == "OPTIONS") {  // CORS preflight
-    Headers h = cors_headers(req);
+    Headers h = response_headers(req);
     h.emplace_back("Allow", std::string(route->method) + ", OPTIONS");
     if (!h.empty() && h.front().first == "Access-Control-Allow-Origin") {
       h.emplace_back("Access-Control-Allow-Methods", std::string(route->method) + ", OPTIONS");
-      h.emplace_back("Access-Control-Allow-Headers", "Authorization, Content-Type");
+      h.emplace_back("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Request-Id");
       h.emplace_back("Access-Control-Max-Age", "600");
     }
     w.send(204, h, "");
@@ -217,6 +282,17 @@ void Server::handle(const HttpRequest& req, ResponseWriter& w) {
   handle_generate(req, w, path == "/v1/chat/completions");
 }
 
+Result<std::string> Server::render_chat_prompt(const GenerateRequest& g) const {
+  const Tokenizer& tok = *model_.tokenizer;
+  std::string bos = tok.valid_id(tok.bos()) ? tok.vocab().tokens[tok.bos()] : "";
+  std::string eos = tok.valid_id(tok.eos()) ? tok.vocab().tokens[tok.eos()] : "";
+  jinja::Value extra{jinja::Dict{}};
+  if (g.template_kwargs.is_dict())
+    for (const auto& [k, v] : g.template_kwargs.dict()) extra.set(k, v);
+  if (!g.tools.is_undefined()) extra.set("tools", g.tools);
+  return model_.chat_template->render_chat(g.messages, g.add_generation_prompt, bos, eos, extra);
+}
+
 void Server::handle_health(const HttpRequest& req, ResponseWriter& w) {
   const ServedModel* m = model();
   if (!m) {
@@ -248,7 +324,8 @@ void Server::handle_metrics(const HttpRequest& req, ResponseWriter& w) {
   const ServedModel* m = model();
   EngineStats s = m ? m->engine->stats() : EngineStats{};
   Headers h{{"Content-Type", "text/plain; version=0.0.4; charset=utf-8"}};
-  w.send(200, h, metrics_.render(s, m ? &m->engine->config() : nullptr));
+  w.send(200, h, metrics_.render(s, m ? &m->engine->config() : nullptr,
+                                 {opts_.metrics_compat_vllm, opts_.served_model_names[0]}));
 }
 
 void Server::handle_console(const HttpRequest& req, ResponseWriter& w) {
@@ -290,13 +367,7 @@ void Server::handle_tokenize(const HttpRequest& req, ResponseWriter& w) {
     chat_body["model"] = opts_.served_model_names[0];
     auto r = parse_generate_request(chat_body, true, opts_.api);
     if (auto* e = std::get_if<ApiError>(&r)) return send_error(w, *e, req);
-    auto& g = std::get<GenerateRequest>(r);
-    std::string bos = tok.valid_id(tok.bos()) ? tok.vocab().tokens[tok.bos()] : "";
-    std::string eos = tok.valid_id(tok.eos()) ? tok.vocab().tokens[tok.eos()] : "";
-    jinja::Value extra{jinja::Dict{}};
-    if (g.template_kwargs.is_dict())
-      for (const auto& [k, v] : g.template_kwargs.dict()) extra.set(k, v);
-    auto text = model_.chat_template->render_chat(g.messages, g.add_generation_prompt, bos, eos, extra);
+    auto text = render_chat_prompt(std::get<GenerateRequest>(r));
     if (!text) return send_error(w, bad_request(text.message(), "messages", "chat_template_error"), req);
     bool tmpl_has_bos = model_.chat_template->source().find("bos_token") != std::string::npos;
     ids = tok.encode(*text, add_special && !tmpl_has_bos, true);
@@ -351,15 +422,11 @@ void Server::handle_generate(const HttpRequest& req, ResponseWriter& w, bool cha
     std::string echo_text;
   };
   std::vector<Prompt> prompts;
+  bool prompt_in_thinking = false;  // the chat prompt leaves a <think> block open
   if (chat) {
-    std::string bos = tok.valid_id(tok.bos()) ? tok.vocab().tokens[tok.bos()] : "";
-    std::string eos = tok.valid_id(tok.eos()) ? tok.vocab().tokens[tok.eos()] : "";
-    jinja::Value extra{jinja::Dict{}};
-    if (g.template_kwargs.is_dict())
-      for (const auto& [k, v] : g.template_kwargs.dict()) extra.set(k, v);
-    if (!g.tools.is_undefined()) extra.set("tools", g.tools);
-    auto text = model_.chat_template->render_chat(g.messages, g.add_generation_prompt, bos, eos, extra);
+    auto text = render_chat_prompt(g);
     if (!text) return send_error(w, bad_request(text.message(), "messages", "chat_template_error"), req);
+    prompt_in_thinking = prompt_opens_thinking(*text);
     bool tmpl_has_bos = model_.chat_template->source().find("bos_token") != std::string::npos;
     prompts.push_back({tok.encode(*text, !tmpl_has_bos, true), ""});
   } else {
@@ -396,6 +463,16 @@ void Server::handle_generate(const HttpRequest& req, ResponseWriter& w, bool cha
   if (!g.max_tokens_given) g.params.max_tokens = chat ? min_room : std::min(16, min_room);
 
   if (auto fault = faults_.before_request()) return send_error(w, *fault, req);
+  if (g.priority != 0 && engine.config().policy != SchedulingPolicy::kPriority)
+    return send_error(w, bad_request(strfmt("'priority' (%d) orders requests only under --scheduling-policy "
+                                            "priority; this server schedules first come, first served (omit it "
+                                            "or send 0)", g.priority), "priority"), req);
+
+  // ---- structured output and tool calls: one grammar for all choices
+  auto rg = request_grammar(g, model_, opts_.reasoning, prompt_in_thinking);
+  if (auto* e = std::get_if<ApiError>(&rg)) return send_error(w, *e, req);
+  const std::shared_ptr<grammar::CompiledGrammar> compiled = std::get<RequestGrammar>(rg).compiled;
+  const ToolParserKind tool_parser = std::get<RequestGrammar>(rg).tool_parser;
 
   // ---- submit one engine request per (prompt, choice)
   auto ch = std::make_shared<Channel>();
@@ -416,6 +493,8 @@ void Server::handle_generate(const HttpRequest& req, ResponseWriter& w, bool cha
     spec.params = g.params;
     if (spec.params.seed && g.n > 1) spec.params.seed = *spec.params.seed + static_cast<uint64_t>(i % g.n);
     spec.priority = g.priority;
+    spec.grammar = compiled;
+    if (chat) c.out = std::make_unique<ChatOutput>(opts_.reasoning, prompt_in_thinking, tool_parser);
     struct Track {
       Clock::time_point arrival, last;
       bool first = true;
@@ -436,9 +515,7 @@ void Server::handle_generate(const HttpRequest& req, ResponseWriter& w, bool cha
         track->last = now;
       }
       if (o.finished) {
-        metrics->count_finish(o.finish_reason);
-        metrics->prompt_tokens.fetch_add(static_cast<uint64_t>(std::max(0, o.prompt_tokens)));
-        metrics->generation_tokens.fetch_add(static_cast<uint64_t>(std::max(0, o.completion_tokens)));
+        metrics->finish_request(o);
         metrics->e2e.observe(std::chrono::duration<double>(now - track->arrival).count());
       }
       {
@@ -482,8 +559,12 @@ void Server::handle_generate(const HttpRequest& req, ResponseWriter& w, bool cha
   }
 
   // ---- drain the channel into SSE or one JSON body
-  const std::string id = strfmt("%s-%016llx", chat ? "chatcmpl" : "cmpl",
-                                static_cast<unsigned long long>(next_id_.fetch_add(1)) * 0x9E3779B97F4A7C15ull);
+  // The client's X-Request-Id when it sent one (as vLLM does), else a per-instance sequence.
+  const std::string& rid = req.header("x-request-id");
+  const std::string id = std::string(chat ? "chatcmpl-" : "cmpl-") +
+                         (rid.empty() ? strfmt("%016llx", static_cast<unsigned long long>(
+                                                              response_number()))
+                                      : rid);
   const std::string model_name = g.model;
   const int64_t created = static_cast<int64_t>(std::time(nullptr));
   const char* object = chat ? (g.stream ? "chat.completion.chunk" : "chat.completion")
@@ -531,7 +612,7 @@ void Server::handle_generate(const HttpRequest& req, ResponseWriter& w, bool cha
   bool stream_ok = true;
   if (g.stream) {
     Headers h{{"Content-Type", "text/event-stream"}, {"Cache-Control", "no-cache"}};
-    for (auto& kv : cors_headers(req)) h.push_back(std::move(kv));
+    for (auto& kv : response_headers(req)) h.push_back(std::move(kv));
     stream_ok = w.begin_stream(200, h);
     if (stream_ok && chat) {  // role first, as OpenAI does
       std::string out;
@@ -539,18 +620,18 @@ void Server::handle_generate(const HttpRequest& req, ResponseWriter& w, bool cha
         json j = chunk_base();
         j["choices"] = json::array({{{"index", c.index}, {"delta", {{"role", "assistant"}, {"content", ""}}},
                                      {"logprobs", nullptr}, {"finish_reason", nullptr}}});
-        if (g.include_usage) j["usage"] = nullptr;
+        if (g.include_usage) j["usage"] = g.continuous_usage ? usage() : json(nullptr);
         out += "data: " + dump(j) + "\n\n";
       }
       stream_ok = w.write_chunk(out);
     }
-    if (stream_ok && g.echo) {
+    if (stream_ok && g.echo && g.logprobs < 0) {  // with logprobs, the echo comes with the first output
       std::string out;
       for (const auto& c : choices) {
         json j = chunk_base();
         j["choices"] = json::array({{{"index", c.index}, {"text", prompts[static_cast<size_t>(c.prompt)].echo_text},
                                      {"logprobs", nullptr}, {"finish_reason", nullptr}}});
-        if (g.include_usage) j["usage"] = nullptr;
+        if (g.include_usage) j["usage"] = g.continuous_usage ? usage() : json(nullptr);
         out += "data: " + dump(j) + "\n\n";
       }
       stream_ok = w.write_chunk(out);
@@ -579,8 +660,24 @@ void Server::handle_generate(const HttpRequest& req, ResponseWriter& w, bool cha
     std::string out;
     for (auto& ev : batch) {
       Choice& c = choices[static_cast<size_t>(ev.choice)];
-      const RequestOutput& o = ev.out;
+      RequestOutput& o = ev.out;
       if (c.finished) continue;
+      if (g.score_only) drop_generated(o);
+      if (g.echo && g.logprobs >= 0 && !c.prompt_scored) {
+        c.prompt_scored = true;
+        const Prompt& p = prompts[static_cast<size_t>(c.prompt)];
+        if (g.stream) {
+          json plp = empty_logprobs();
+          c.text_offset = append_prompt_logprobs(tok, p.ids, o, plp);
+          json j = chunk_base();
+          j["choices"] = json::array({{{"index", c.index}, {"text", p.echo_text}, {"logprobs", std::move(plp)},
+                                       {"finish_reason", nullptr}}});
+          if (g.include_usage) j["usage"] = g.continuous_usage ? usage() : json(nullptr);
+          out += "data: " + dump(j) + "\n\n";
+        } else {
+          c.text_offset = append_prompt_logprobs(tok, p.ids, o, c.logprobs);
+        }
+      }
       c.completion_tokens = o.completion_tokens;
       c.prompt_tokens = o.prompt_tokens;
       json lp = nullptr;
@@ -596,27 +693,36 @@ void Server::handle_generate(const HttpRequest& req, ResponseWriter& w, bool cha
         c.finished = true;
         c.reason = o.finish_reason;
         c.error = o.error;
+        c.grammar_dead_end = o.grammar_dead_end;
         --unfinished;
+        if (o.grammar_dead_end) MOPT_LOG_WARN("request %s choice %d: %s", id.c_str(), c.index, o.error.c_str());
       }
       if (!g.stream) {
         c.text += o.text;
         continue;
       }
-      if (o.finish_reason == FinishReason::kError) {
+      if (o.finish_reason == FinishReason::kError && !o.grammar_dead_end) {
         MOPT_LOG_ERROR("request %s choice %d failed: %s", id.c_str(), c.index, o.error.c_str());
         json err = json::parse(error_body(500, "generation failed (see the server log)", "internal_error"));
         out += "data: " + dump(err) + "\n\n";
         continue;
       }
-      if (o.text.empty() && !o.finished && lp.is_null()) continue;
+      json delta;
+      if (chat) {
+        delta = c.out->delta(o.text, o.finished);
+        if (delta.empty() && !o.finished && lp.is_null()) continue;
+        if (delta.empty() && !o.finished) delta["content"] = "";
+      } else if (o.text.empty() && !o.finished && lp.is_null()) {
+        continue;
+      }
       json j = chunk_base();
       json choice = {{"index", c.index}};
-      if (chat) choice["delta"] = o.text.empty() && o.finished ? json::object() : json{{"content", o.text}};
+      if (chat) choice["delta"] = std::move(delta);
       else choice["text"] = o.text;
       choice["logprobs"] = lp;
-      choice["finish_reason"] = o.finished ? json(finish_name(o.finish_reason)) : json(nullptr);
+      choice["finish_reason"] = o.finished ? json(finish_label(c)) : json(nullptr);
       j["choices"] = json::array({choice});
-      if (g.include_usage) j["usage"] = nullptr;
+      if (g.include_usage) j["usage"] = g.continuous_usage ? usage() : json(nullptr);
       out += "data: " + dump(j) + "\n\n";
     }
     if (g.stream && !out.empty()) stream_ok = w.write_chunk(out);
@@ -638,17 +744,17 @@ void Server::handle_generate(const HttpRequest& req, ResponseWriter& w, bool cha
     return;
   }
   for (const auto& c : choices)
-    if (c.reason == FinishReason::kError) {
+    if (c.reason == FinishReason::kError && !c.grammar_dead_end) {
       MOPT_LOG_ERROR("request %s choice %d failed: %s", id.c_str(), c.index, c.error.c_str());
       return send_error(w, api_error(500, "generation failed (see the server log)", "internal_error"), req);
     }
   json arr = json::array();
   for (const auto& c : choices) {
     json item = {{"index", c.index}};
-    if (chat) item["message"] = {{"role", "assistant"}, {"content", c.text}};
+    if (chat) item["message"] = c.out->message(c.text);
     else item["text"] = c.text;
     item["logprobs"] = g.logprobs >= 0 ? c.logprobs : json(nullptr);
-    item["finish_reason"] = finish_name(c.reason);
+    item["finish_reason"] = finish_label(c);
     arr.push_back(std::move(item));
   }
   json body = chunk_base();

@@ -20,6 +20,9 @@
 #include "server/metrics.h"
 #include "server/openai.h"
 #include "server/test_fault.h"
+#include "server/reasoning.h"
+#include "server/structured_output.h"
+#include "server/tool_calls.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -38,6 +41,10 @@ struct ServeOptions {
   bool web_console = true;      // GET / serves the web console (server/console.h)
   std::string root_path;        // prefix a proxy serves us under ("" or "/a/b", see check_root_path())
   TestFault test_fault = TestFault::kNone;  // test-only defects for mopt gate's tests (server/test_fault.h)
+  std::shared_ptr<const TlsContext> tls;  // --ssl-certfile / --ssl-keyfile: serve HTTPS (nullptr: HTTP)
+  bool metrics_compat_vllm = false;  // --metrics-compat vllm: /metrics also has vLLM's series (server/metrics.h)
+  std::optional<ToolParserKind> tool_parser;     // --tool-call-parser; unset: from the chat template
+  ReasoningKind reasoning = ReasoningKind::kNone;  // --reasoning-parser
 };
 
 // What the server serves, attached once the model is loaded (until then generation answers 503 + Retry-After).
@@ -47,6 +54,11 @@ struct ServedModel {
   std::optional<ChatTemplate> chat_template;
   int max_model_len = 0;
   json card;  // GET /model_card (server/model_card.h)
+  // Filled by attach():
+  ToolParserKind tool_parser = ToolParserKind::kNone;
+  bool tool_markers_special = false;       // the format's markers are control tokens: render special tokens
+  bool think_markers_special = false;      // <think> / </think> are control tokens: the same with a reasoning parser
+  std::shared_ptr<GrammarCache> grammars;  // structured output, per tokenizer
 };
 
 // Used when the model has no chat template and none is given with --chat-template.
@@ -80,7 +92,9 @@ class Server {
   void send_json(ResponseWriter& w, int status, const std::string& body, const HttpRequest& req,
                  Headers extra = {});
   void send_error(ResponseWriter& w, const ApiError& e, const HttpRequest& req, Headers extra = {});
-  Headers cors_headers(const HttpRequest& req) const;
+  // CORS headers for an allowed Origin, and the client's X-Request-Id echoed.
+  Headers response_headers(const HttpRequest& req) const;
+  uint64_t response_number();  // the next response id's number (unique per instance, random across instances)
   bool authorized(const HttpRequest& req) const;
   bool model_known(const std::string& name) const;
   const ServedModel* model() const;  // null while loading
@@ -92,6 +106,8 @@ class Server {
   void handle_tokenize(const HttpRequest& req, ResponseWriter& w);
   void handle_detokenize(const HttpRequest& req, ResponseWriter& w);
   void handle_generate(const HttpRequest& req, ResponseWriter& w, bool chat);
+  // The chat prompt of a chat request (its messages, tools and chat_template_kwargs through the template).
+  Result<std::string> render_chat_prompt(const GenerateRequest& g) const;
 
   ServeOptions opts_;
   std::unique_ptr<HttpServer> http_;
@@ -101,6 +117,7 @@ class Server {
   std::atomic<bool> loaded_{false};
   ServedModel model_;  // written once before loaded_ is set
   std::atomic<uint64_t> next_id_{1};
+  uint64_t id_salt_ = 0;  // random per instance: response ids differ between servers
   int64_t created_ = 0;
   double attach_time_ = 0;  // monotonic seconds when the model was attached
   std::mutex phase_mu_;

@@ -55,6 +55,8 @@ class StreamDecoder {
   explicit StreamDecoder(const Tokenizer& tok, bool render_special = false);
   std::string push(int32_t id);
   std::string flush();  // whatever is pending (incomplete bytes become U+FFFD)
+  // The next non-empty piece will lose its leading space (nothing has been decoded yet and the tokenizer strips).
+  bool strips_next() const { return first_ && tok_.strips_leading_space(); }
 
  private:
   const Tokenizer& tok_;

@@ -109,6 +109,46 @@ try {
   await expectError('top_logprobs without logprobs', CH, { ...goodChat, top_logprobs: 2 }, 400,
                     { param: 'top_logprobs' });
 
+  // ---- structured output and tools
+  const rf = (schema) => ({ type: 'json_schema', json_schema: { name: 'x', schema } });
+  await expectError('schema: unsupported keyword', CH, { ...goodChat, response_format: rf({ type: 'object',
+                    properties: { a: { type: 'string', patternProperties: {} } } }) }, 400,
+                    { param: 'response_format.json_schema.schema', code: 'invalid_schema' });
+  await expectError('schema: not a schema', CH, { ...goodChat, response_format: rf([1, 2]) }, 400,
+                    { param: 'response_format.json_schema.schema', code: 'invalid_schema' });
+  await expectError('schema: unknown type', C, { ...good, guided_json: { type: 'strng' } }, 400,
+                    { param: 'guided_json', code: 'invalid_schema' });
+  await expectError('schema: $ref outside the document', C, { ...good, guided_json: { $ref: 'https://x/s.json' } },
+                    400, { param: 'guided_json', code: 'invalid_schema' });
+  await expectError('schema no value satisfies (minLength > maxLength)', C, { ...good, guided_json: { type: 'string',
+                    minLength: 5, maxLength: 2 } }, 400, { param: 'guided_json', code: 'invalid_schema' });
+  await expectError('schema no value satisfies (empty enum)', CH, { ...goodChat, response_format: rf({ enum: [] }) },
+                    400, { param: 'response_format.json_schema.schema', code: 'invalid_schema' });
+  await expectError('grammar that matches nothing', C, { ...good, grammar: 'root ::= "a" root' }, 400,
+                    { param: 'grammar', code: 'invalid_grammar' });
+  await expectError('grammar syntax error', C, { ...good, guided_grammar: 'root ::= "a' }, 400,
+                    { param: 'guided_grammar', code: 'invalid_grammar' });
+  await expectError('regex with a lookahead', C, { ...good, guided_regex: 'a(?=b)' }, 400,
+                    { param: 'guided_regex', code: 'invalid_regex' });
+  await expectError('response_format type xml', CH, { ...goodChat, response_format: { type: 'xml' } }, 400,
+                    { param: 'response_format' });
+  await expectError('two constraints', C, { ...good, guided_choice: ['a'], grammar: 'root ::= "a"' }, 400,
+                    { param: 'grammar' });
+  const fn = (f) => ({ ...goodChat, tools: [{ type: 'function', function: f }] });
+  await expectError('tool without a name', CH, fn({ description: 'x' }), 400, { param: 'tools[0].function.name' });
+  await expectError('tool name with spaces', CH, fn({ name: 'get weather' }), 400,
+                    { param: 'tools[0].function.name' });
+  await expectError('tool parameters not an object', CH, fn({ name: 'f', parameters: 'x' }), 400,
+                    { param: 'tools[0].function.parameters' });
+  await expectError('tool of another type', CH, { ...goodChat, tools: [{ type: 'retrieval' }] }, 400,
+                    { param: 'tools[0].type' });
+  await expectError('tool_choice names an unknown function', CH, { ...fn({ name: 'f' }), tool_choice: { type:
+                    'function', function: { name: 'g' } } }, 400, { param: 'tool_choice' });
+  await expectError('tool_choice required without tools', CH, { ...goodChat, tool_choice: 'required' }, 400,
+                    { param: 'tool_choice' });
+  await expectError('tools but no tool-call format (plain template, no --tool-call-parser)', CH, fn({ name: 'f' }),
+                    400, { param: 'tool_choice' });
+
   // ---- context length
   await expectError('prompt longer than the context', C, { ...good, prompt: Array(1100).fill(5) }, 400,
                     { code: 'context_length_exceeded' });

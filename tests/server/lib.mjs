@@ -43,7 +43,7 @@ export async function startServer(extra = [], { model = STORIES } = {}) {
     const timer = setTimeout(() => reject(new Error('server did not start in 60 s:\n' + log)), 60000);
     proc.stderr.on('data', (d) => {
       log += d.toString();
-      const m = log.match(/listening on http:\/\/[^:]+:(\d+)/);
+      const m = log.match(/listening on https?:\/\/[^:]+:(\d+)/);
       if (m) port = Number(m[1]);
       if (port && /ready:/.test(log)) {
         clearTimeout(timer);

@@ -123,6 +123,44 @@ try {
     eq([e.status, e.error?.param], [400, 'temperature'], 'temperature 7 -> openai.BadRequestError naming the param');
   }
 
+  // ---- response ids: unique, different between two servers started the same way; X-Request-Id honoured
+  const first = await client.completions.create({ model: 'stories', prompt: 'x', max_tokens: 1 });
+  const other = await startServer(['--served-model-name', 'stories', '--served-model-name', 'stories-alias']);
+  try {
+    const o = await (await fetch(other.base + '/v1/completions', {
+      method: 'POST', headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ model: 'stories', prompt: 'x', max_tokens: 1 }) })).json();
+    check(/^cmpl-[0-9a-f]{16}$/.test(o.id) && o.id !== first.id, `two instances give different ids (${o.id}, ${first.id})`);
+  } finally {
+    await other.stop();
+  }
+  const ids = new Set();
+  for (let i = 0; i < 20; i++) ids.add((await client.completions.create({ model: 'stories', prompt: 'x', max_tokens: 1 })).id);
+  eq(ids.size, 20, '20 requests, 20 ids');
+  const tagged = await fetch(srv.base + '/v1/chat/completions', {
+    method: 'POST', headers: { 'Content-Type': 'application/json', 'X-Request-Id': 'trace-42.a' },
+    body: JSON.stringify({ model: 'stories', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 }) });
+  eq([tagged.headers.get('x-request-id'), (await tagged.json()).id], ['trace-42.a', 'chatcmpl-trace-42.a'],
+     'X-Request-Id is echoed and names the response');
+  const health = await fetch(srv.base + '/health', { headers: { 'X-Request-Id': 'h1' } });
+  eq(health.headers.get('x-request-id'), 'h1', 'X-Request-Id is echoed on every route');
+  const badId = await fetch(srv.base + '/health', { headers: { 'X-Request-Id': 'x'.repeat(300) } });
+  eq([badId.status, (await badId.json()).error?.code], [400, 'invalid_request_id'], 'an X-Request-Id of 300 characters: 400');
+
+  // ---- continuous_usage_stats: usage in every chunk, counting up; priority needs the priority policy
+  const counts = [];
+  for await (const ch of await client.completions.create({ model: 'stories', prompt: 'x', max_tokens: 5, stream: true,
+      stream_options: { include_usage: true, continuous_usage_stats: true } }))
+    counts.push(ch.usage?.completion_tokens);
+  check(counts.length >= 6 && counts.every((n, i) => Number.isInteger(n) && (i === 0 || n >= counts[i - 1])) &&
+        counts.at(-1) === 5, `continuous_usage_stats: usage in every chunk (${counts})`);
+  try {
+    await client.completions.create({ model: 'stories', prompt: 'x', max_tokens: 1, priority: 5 });
+    check(false, 'priority under fcfs refused');
+  } catch (e) {
+    eq([e.status, e.error?.param], [400, 'priority'], 'priority under fcfs: a 400 naming priority');
+  }
+
   // ---- metrics saw all of that
   const m = await metrics(srv.base);
   check(m['mopt:generation_tokens_total'] >= 48 * 2 + 40 * 2, 'metrics count generated tokens',

@@ -27,17 +27,19 @@ struct Collected {
   int n_outputs = 0;
   FinishReason reason = FinishReason::kNone;
   std::string error;
+  bool grammar_dead_end = false;
   int cached_prompt_tokens = 0;
   int completion_tokens = 0;
 };
 
 class Harness {
  public:
-  explicit Harness(const EngineConfig& cfg, uint64_t kv_memory = 1 << 20) {
+  // tok: a tokenizer of kVocab tokens whose eos is kEos, or null (no text, no stop strings, no grammars).
+  explicit Harness(const EngineConfig& cfg, uint64_t kv_memory = 1 << 20, const Tokenizer* tok = nullptr) {
     set_log_level(LogLevel::kWarn);
     auto r = std::make_unique<FakeRunner>(kVocab, 4096, kv_memory);
     runner = r.get();
-    auto e = create_engine_with_runner(std::move(r), nullptr, cfg, {kEos});
+    auto e = create_engine_with_runner(std::move(r), tok, cfg, {kEos});
     if (!e) {
       create_error = e.message();
       runner = nullptr;
@@ -51,12 +53,14 @@ class Harness {
     if (engine) engine->stop();
   }
 
-  AddResult add(std::vector<int32_t> prompt, SamplingParams p, int priority = 0, std::string salt = {}) {
+  AddResult add(std::vector<int32_t> prompt, SamplingParams p, int priority = 0, std::string salt = {},
+                std::shared_ptr<grammar::CompiledGrammar> grammar = nullptr) {
     RequestSpec spec;
     spec.prompt = std::move(prompt);
     spec.params = std::move(p);
     spec.priority = priority;
     spec.cache_salt = std::move(salt);
+    spec.grammar = std::move(grammar);
     return engine->add_request(std::move(spec), [this](const RequestOutput& o) { on_output(o); });
   }
 
@@ -72,6 +76,7 @@ class Harness {
     c.finished = o.finished;
     c.reason = o.finish_reason;
     c.error = o.error;
+    c.grammar_dead_end = o.grammar_dead_end;
     c.cached_prompt_tokens = o.cached_prompt_tokens;
     c.completion_tokens = o.completion_tokens;
   }

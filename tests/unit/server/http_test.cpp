@@ -121,6 +121,35 @@ TEST_F(HttpFixture, ContentLengthBodyAndKeepAlive) {
   EXPECT_NE(r.find("Connection: close\r\n"), std::string::npos);
 }
 
+// A body over the limit sent whole, without Expect: 100-continue: the client must still read the 413 (the server
+// drains the body before it closes, rather than resetting the connection under the client's upload).
+TEST_F(HttpFixture, OversizedBodyWithoutExpectGetsThe413) {
+  HttpLimits lim;
+  lim.max_body_bytes = 1024;
+  start(lim);
+  const std::string body(8 << 20, 'x');
+  const int fd = connect_client();
+  size_t sent = 0;
+  std::thread uploader([&] {
+    const std::string head = "POST / HTTP/1.1\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n";
+    ::send(fd, head.data(), head.size(), MSG_NOSIGNAL);
+    size_t off = 0;
+    while (off < body.size()) {
+      const ssize_t n = ::send(fd, body.data() + off, body.size() - off, MSG_NOSIGNAL);
+      if (n <= 0) break;
+      off += static_cast<size_t>(n);
+    }
+    sent = off;
+  });
+  uploader.join();
+  // The upload was not cut (a client that sees its send fail never reads the answer): the server read and dropped it.
+  EXPECT_EQ(sent, body.size());
+  const std::string r = roundtrip("", 10000, fd);
+  ::close(fd);
+  EXPECT_EQ(r.rfind("HTTP/1.1 413", 0), 0u) << r.substr(0, 200);
+  EXPECT_NE(r.find("body_too_large"), std::string::npos);
+}
+
 TEST_F(HttpFixture, ChunkedStreaming) {
   start({});
   std::string r = roundtrip("GET /stream HTTP/1.1\r\nConnection: close\r\n\r\n");

@@ -1,4 +1,6 @@
 // OpenAI request parsing/validation, UTF-8 checks, constant-time compare and the Prometheus rendering.
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include "core/rng.h"
@@ -49,6 +51,28 @@ TEST(OpenAI, PromptForms) {
   EXPECT_EQ(many.params.max_tokens, 16);
 }
 
+TEST(OpenAI, EchoWithLogprobsScoresThePrompt) {
+  // lm-evaluation-harness's log-likelihood request: the prompt's logprobs, nothing generated.
+  auto s = std::get<GenerateRequest>(parse(R"({"model":"m","prompt":[1,2,3],"echo":true,"logprobs":2,
+                                              "max_tokens":0})"));
+  EXPECT_TRUE(s.score_only);
+  EXPECT_EQ(s.params.prompt_logprobs, 2);
+  EXPECT_EQ(s.params.logprobs, 2);
+  EXPECT_EQ(s.params.max_tokens, 1);  // one token is sampled from the last prompt row and dropped
+  auto g = std::get<GenerateRequest>(parse(R"({"model":"m","prompt":"x","echo":true,"logprobs":0,"max_tokens":4})"));
+  EXPECT_FALSE(g.score_only);
+  EXPECT_EQ(g.params.prompt_logprobs, 0);
+  EXPECT_EQ(g.params.max_tokens, 4);
+  auto plain = std::get<GenerateRequest>(parse(R"({"model":"m","prompt":"x","logprobs":1})"));
+  EXPECT_EQ(plain.params.prompt_logprobs, -1);  // no echo: the prompt is not scored
+}
+
+TEST(OpenAI, ContinuousUsageAndStopStringFlag) {
+  auto g = std::get<GenerateRequest>(parse(R"({"model":"m","prompt":"x","stream":true,"include_stop_str_in_output":
+      false,"stream_options":{"include_usage":true,"continuous_usage_stats":true}})"));
+  EXPECT_TRUE(g.include_usage && g.continuous_usage);
+}
+
 TEST(OpenAI, ChatMessagesAndContentParts) {
   auto r = parse(R"({"model":"m","messages":[{"role":"system","content":"s"},
                     {"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]},
@@ -94,7 +118,19 @@ TEST(OpenAI, RejectsBadInputWithParamAndCode) {
       {R"({"model":"m","prompt":"x","stop":[""]})", false, "stop", ""},
       {R"({"model":"m","prompt":"x","logprobs":true})", false, "logprobs", ""},
       {R"({"model":"m","prompt":"x","logprobs":21})", false, "logprobs", ""},
-      {R"({"model":"m","prompt":"x","echo":true,"logprobs":1})", false, "echo", ""},
+      {R"({"model":"m","prompt":"x","max_tokens":0,"echo":false})", false, "max_tokens", ""},
+      {R"({"model":"m","prompt":"x","foo":1})", false, "foo", "unsupported_field"},
+      {R"({"model":"m","prompt":"x","messages":[]})", false, "messages", "unsupported_field"},
+      {R"({"model":"m","messages":[{"role":"user","content":"a"}],"echo":true})", true, "echo", "unsupported_field"},
+      {R"({"model":"m","prompt":"x","include_stop_str_in_output":true})", false, "include_stop_str_in_output", ""},
+      {R"({"model":"m","prompt":"x","stream":true,"stream_options":{"continuous_usage_stats":true}})", false,
+       "stream_options", ""},
+      {R"({"model":"m","prompt":"x","stream":true,"stream_options":{"include_usage":true,"x":1}})", false,
+       "stream_options", ""},
+      {R"({"model":"m","prompt":"x","max_tokens":-1,"echo":true})", false, "max_tokens", ""},
+      {R"({"model":"m","messages":[{"role":"user","content":"a"}],"max_tokens":0})", true, "max_tokens", ""},
+      {R"({"model":"m","prompt":"x","max_tokens":0,"echo":true,"guided_regex":"a"})", false, "guided_regex", ""},
+      {R"({"model":"m","prompt":"x","max_tokens":0,"echo":true,"min_tokens":1})", false, "min_tokens", ""},
       {R"({"model":"m","prompt":"x","suffix":"s"})", false, "suffix", ""},
       {R"({"model":"m","prompt":"x","stream_options":{"include_usage":true}})", false, "stream_options", ""},
       {R"({"model":"m","prompt":"x","min_tokens":5,"max_tokens":2})", false, "min_tokens", ""},
@@ -104,8 +140,34 @@ TEST(OpenAI, RejectsBadInputWithParamAndCode) {
       {R"({"model":"m","messages":[{"role":"user","content":[{"type":"image_url"}]}]})", true,
        "messages[0].content", ""},
       {R"({"model":"m","messages":[{"role":"user","content":"a"}],"top_logprobs":1})", true, "top_logprobs", ""},
-      {R"({"model":"m","messages":[{"role":"user","content":"a"}],"response_format":{"type":"json_object"}})", true,
+      {R"({"model":"m","messages":[{"role":"user","content":"a"}],"response_format":{"type":"xml"}})", true,
        "response_format", ""},
+      // structured output and tools
+      {R"({"model":"m","prompt":"x","response_format":{"type":"json_schema","json_schema":{"schema":
+          {"type":"object","patternProperties":{}}}}})", false, "response_format.json_schema.schema",
+       "invalid_schema"},
+      {R"({"model":"m","prompt":"x","response_format":{"type":"json_schema","json_schema":{"name":"x"}}})", false,
+       "response_format", ""},
+      {R"({"model":"m","prompt":"x","guided_json":"{not json"})", false, "guided_json", "invalid_schema"},
+      {R"j({"model":"m","prompt":"x","guided_regex":"a(?=b)"})j", false, "guided_regex", "invalid_regex"},
+      {R"({"model":"m","prompt":"x","guided_choice":[]})", false, "guided_choice", ""},
+      {R"({"model":"m","prompt":"x","guided_choice":["a"],"guided_regex":"b"})", false, "guided_choice", ""},
+      {R"({"model":"m","prompt":"x","guided_decoding_backend":"outlines"})", false, "guided_decoding_backend", ""},
+      {R"({"model":"m","prompt":"x","grammar":5})", false, "grammar", ""},
+      {R"({"model":"m","messages":[{"role":"user","content":"a"}],"tools":[{"type":"code"}]})", true,
+       "tools[0].type", ""},
+      {R"({"model":"m","messages":[{"role":"user","content":"a"}],"tools":[{"type":"function","function":
+          {"name":"bad name"}}]})", true, "tools[0].function.name", ""},
+      {R"({"model":"m","messages":[{"role":"user","content":"a"}],"tools":[{"type":"function","function":
+          {"name":"f","parameters":[]}}]})", true, "tools[0].function.parameters", ""},
+      {R"({"model":"m","messages":[{"role":"user","content":"a"}],"tools":[{"type":"function","function":
+          {"name":"f"}},{"type":"function","function":{"name":"f"}}]})", true, "tools[1].function.name", ""},
+      {R"({"model":"m","messages":[{"role":"user","content":"a"}],"tools":[{"type":"function","function":
+          {"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"g"}}})", true, "tool_choice", ""},
+      {R"({"model":"m","messages":[{"role":"user","content":"a"}],"tool_choice":"required"})", true, "tool_choice",
+       ""},
+      {R"({"model":"m","messages":[{"role":"user","content":"a"}],"tools":[{"type":"function","function":
+          {"name":"f"}}],"tool_choice":"required","guided_regex":"a"})", true, "tool_choice", ""},
   };
   for (const auto& c : cases) {
     auto r = parse(c.body, c.chat);
@@ -171,11 +233,11 @@ TEST(Metrics, HistogramBucketsAreCumulative) {
   h.observe(7);
   std::string out;
   h.render("x", "help", out);
-  EXPECT_NE(out.find("x_bucket{le=\"0.10000000000000001\"} 1\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("x_bucket{le=\"0.1\"} 1\n"), std::string::npos) << out;  // the shortest text, not 0.1000...01
   EXPECT_NE(out.find("x_bucket{le=\"1\"} 3\n"), std::string::npos) << out;
   EXPECT_NE(out.find("x_bucket{le=\"+Inf\"} 4\n"), std::string::npos) << out;
   EXPECT_NE(out.find("x_count 4\n"), std::string::npos);
-  EXPECT_NE(out.find("x_sum 8.0500000000000007\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("x_sum 8.05\n"), std::string::npos) << out;
 }
 
 TEST(Metrics, RenderHasTheRequiredFamilies) {
@@ -209,6 +271,67 @@ TEST(Metrics, RenderHasTheRequiredFamilies) {
         "# TYPE mopt:time_to_first_token_seconds histogram\n", "# TYPE mopt:inter_token_latency_seconds histogram\n",
         "# TYPE mopt:e2e_request_latency_seconds histogram\n", "# TYPE mopt:request_queue_time_seconds histogram\n"})
     EXPECT_NE(out.find(needle), std::string::npos) << needle;
+  EXPECT_EQ(out.find("vllm:"), std::string::npos) << "vLLM's series only with --metrics-compat vllm";
+}
+
+TEST(Metrics, TokenAndIterationHistograms) {
+  ServerMetrics m;
+  RequestOutput o;
+  o.finish_reason = FinishReason::kStop;
+  o.prompt_tokens = 7;
+  o.completion_tokens = 30;
+  m.finish_request(o);
+  EngineStats s;
+  s.steps = 3;
+  s.step_tokens_counts[0] = 1;  // one step of 1 token, two of 9..16 tokens
+  s.step_tokens_counts[2] = 2;
+  s.step_tokens_sum = 1 + 12 + 16;
+  const EngineConfig cfg;
+  const std::string out = m.render(s, &cfg);
+  for (const char* needle :
+       {"mopt:request_prompt_tokens_bucket{le=\"5\"} 0\n", "mopt:request_prompt_tokens_bucket{le=\"10\"} 1\n",
+        "mopt:request_prompt_tokens_sum 7\n", "mopt:request_generation_tokens_bucket{le=\"20\"} 0\n",
+        "mopt:request_generation_tokens_bucket{le=\"50\"} 1\n", "mopt:request_success_total{finished_reason=\"stop\"} 1\n",
+        "mopt:iteration_tokens_total_bucket{le=\"1\"} 1\n", "mopt:iteration_tokens_total_bucket{le=\"8\"} 1\n",
+        "mopt:iteration_tokens_total_bucket{le=\"16\"} 3\n", "mopt:iteration_tokens_total_bucket{le=\"+Inf\"} 3\n",
+        "mopt:iteration_tokens_total_sum 29\n", "mopt:iteration_tokens_total_count 3\n"})
+    EXPECT_NE(out.find(needle), std::string::npos) << needle << "\n" << out;
+}
+
+TEST(Metrics, VllmNamesWithModelNameLabel) {
+  ServerMetrics m;
+  m.count_finish(FinishReason::kLength);
+  m.ttft.observe(0.003);
+  EngineStats s;
+  s.running = 2;
+  s.kv_usage = 0.5;
+  s.generation_tokens = 11;
+  const EngineConfig cfg;
+  const std::string out = m.render(s, &cfg, {true, "my \"model\""});
+  const std::string l = "model_name=\"my \\\"model\\\"\"";  // the quotes escaped
+  for (const std::string& needle : std::vector<std::string>{
+           "vllm:num_requests_running{" + l + "} 2\n", "vllm:num_requests_waiting{" + l + "} 0\n",
+        "vllm:kv_cache_usage_perc{" + l + "} 0.5\n", "vllm:gpu_cache_usage_perc{" + l + "} 0.5\n",
+        "vllm:generation_tokens_total{" + l + "} 11\n", "# TYPE vllm:generation_tokens_total counter\n",
+        "vllm:request_success_total{" + l + ",finished_reason=\"length\"} 1\n",
+        "vllm:time_to_first_token_seconds_bucket{" + l + ",le=\"0.0025\"} 0\n",
+        "vllm:time_to_first_token_seconds_bucket{" + l + ",le=\"0.005\"} 1\n",
+        "vllm:time_to_first_token_seconds_count{" + l + "} 1\n", "# TYPE vllm:time_per_output_token_seconds histogram\n",
+        "# TYPE vllm:inter_token_latency_seconds histogram\n", "# TYPE vllm:e2e_request_latency_seconds histogram\n",
+        "# TYPE vllm:request_queue_time_seconds histogram\n", "# TYPE vllm:request_prompt_tokens histogram\n",
+        "# TYPE vllm:request_generation_tokens histogram\n", "# TYPE vllm:iteration_tokens_total histogram\n",
+        "vllm:prefix_cache_hits_total{" + l + "} 0\n", "vllm:num_preemptions_total{" + l + "} 0\n",
+        "mopt:num_requests_running 2\n"})
+    EXPECT_NE(out.find(needle), std::string::npos) << needle << "\n" << out;
+  // Each family has one HELP/TYPE header: no name is written twice.
+  std::vector<std::string> types;
+  for (size_t at = out.find("# TYPE "); at != std::string::npos; at = out.find("# TYPE ", at + 1))
+    types.push_back(out.substr(at + 7, out.find(' ', at + 7) - at - 7));
+  std::sort(types.begin(), types.end());
+  EXPECT_EQ(std::adjacent_find(types.begin(), types.end()), types.end());
+  EXPECT_EQ(metric_number(0.0025), "0.0025");
+  EXPECT_EQ(metric_number(640), "640");
+  EXPECT_EQ(metric_number(1.0 / 3), "0.3333333333333333");
 }
 
 
