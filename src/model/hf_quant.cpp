@@ -46,7 +46,7 @@ Result<HfQuantConfig> parse_compressed_tensors(const json& q) {
   if (!status.empty() && status != "compressed")
     return error("quantization_config: quantization_status \"%s\": mopt loads compressed checkpoints only",
                  status.c_str());
-  if (!is_null_or_absent(q, "sparsity_config"))
+  if (!is_null_or_absent(q, "sparsity_config") && !(q["sparsity_config"].is_object() && q["sparsity_config"].empty()))
     return error("quantization_config: sparsity_config is not supported (dense weights only)");
   auto groups = q.find("config_groups");
   if (groups == q.end() || !groups->is_object() || groups->empty())
