@@ -2,8 +2,7 @@
 // model/gguf_model.cpp / model/vocab_load.cpp read them.
 #include "quant/gguf_meta.h"
 
-#include <cmath>
-
+#include "backend/cpu/kernels.h"
 #include "core/strfmt.h"
 #include "model/arch.h"
 
@@ -48,24 +47,14 @@ Status tokenizer_meta(const VocabData& v, const std::string& chat_template, Gguf
   return Status::ok();
 }
 
-// llama.cpp's converter for Llama-3 RoPE scaling: per dimension pair, the divisor of its frequency.
+// llama.cpp's converter for Llama-3 RoPE scaling: per dimension pair, the divisor of its frequency (the unscaled
+// frequency over the scaled one).
 std::vector<float> llama3_rope_factors(const ModelConfig& c) {
-  std::vector<float> out(static_cast<size_t>(c.rope_dim / 2));
-  const double low_wavelen = c.rope_original_context / c.rope_low_freq_factor;
-  const double high_wavelen = c.rope_original_context / c.rope_high_freq_factor;
-  for (size_t i = 0; i < out.size(); ++i) {
-    const double freq = std::pow(static_cast<double>(c.rope_theta), -2.0 * static_cast<double>(i) / c.rope_dim);
-    const double wavelen = 2.0 * M_PI / freq;
-    if (wavelen < high_wavelen) {
-      out[i] = 1.0f;
-    } else if (wavelen > low_wavelen) {
-      out[i] = c.rope_scale_factor;
-    } else {
-      const double smooth = (c.rope_original_context / wavelen - c.rope_low_freq_factor) /
-                            (c.rope_high_freq_factor - c.rope_low_freq_factor);
-      out[i] = static_cast<float>(1.0 / ((1.0 - smooth) / c.rope_scale_factor + smooth));
-    }
-  }
+  ModelConfig plain = c;
+  plain.rope_scaling = RopeScaling::kNone;
+  const std::vector<float> scaled = cpu::rope_inv_freq(c), base = cpu::rope_inv_freq(plain);
+  std::vector<float> out(scaled.size());
+  for (size_t i = 0; i < out.size(); ++i) out[i] = base[i] / scaled[i];
   return out;
 }
 

@@ -2,9 +2,6 @@
 // (model/hf_quant.h: compressed-tensors fp8 / pack-quantized int8, AutoAWQ GEMM), with the quantization_config
 // vLLM and transformers read, the other tensors in the input's float type (fp16 for AWQ, whose kernels take
 // fp16), and the input's tokenizer and generation files. docs/quantize.md describes the layouts.
-#include <dirent.h>
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -14,6 +11,7 @@
 #include "model/arch.h"
 #include "model/hf_quant.h"
 #include "quant/convert.h"
+#include "quant/hf_save.h"
 #include "quant/pipeline.h"
 #include "quant/safetensors_writer.h"
 
@@ -100,31 +98,6 @@ ojson quantization_config(Target t, bool fp8_per_tensor) {
           {"kv_cache_scheme", nullptr},
           {"global_compression_ratio", nullptr},
           {"sparsity_config", ojson::object()}};
-}
-
-// Files of the input folder carried over: everything but the weights, their index and config.json.
-bool carried_over(const std::string& n) {
-  if (n.empty() || n[0] == '.' || n == "config.json") return false;
-  for (const char* ext : {".safetensors", ".safetensors.index.json", ".bin", ".pt", ".pth", ".gguf", ".h5",
-                          ".msgpack", ".onnx", ".ckpt"})
-    if (ends_with(n, ext)) return false;
-  return true;
-}
-
-Status copy_side_files(const std::string& in_dir, OutputDir& out) {
-  DIR* d = ::opendir(in_dir.c_str());
-  if (!d) return error("cannot read the folder %s", in_dir.c_str());
-  std::vector<std::string> names;
-  while (dirent* e = ::readdir(d)) names.push_back(e->d_name);
-  ::closedir(d);
-  for (const std::string& n : names) {
-    struct stat st {};
-    const std::string p = in_dir + "/" + n;
-    if (!carried_over(n) || ::stat(p.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
-    MOPT_ASSIGN_OR_RETURN(std::string content, read_file(p));
-    MOPT_TRY(out.write_file(n, content));
-  }
-  return Status::ok();
 }
 
 // The parts of a linear weight [N, K] in the target's layout, checked against the layout's size rules.
@@ -261,7 +234,10 @@ Result<QuantizeReport> write_hf(const Model& m, const QuantizeOptions& o, Thread
   for (const Item& it : items) {
     const std::optional<int> layer = layer_of_tensor(it.canonical);
     if (awq && layer && *layer != layer_begun) {
-      MOPT_TRY(awq->begin_layer(*layer, progress));
+      prog.stage = "calibrating";
+      prog.tensor = strfmt("layer %d/%d", *layer + 1, m.config.n_layer);
+      if (progress) progress(prog);
+      MOPT_TRY(awq->begin_layer(*layer));
       layer_begun = *layer;
     }
     prog.stage = "quantizing";

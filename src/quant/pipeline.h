@@ -22,7 +22,7 @@ Result<QuantizeReport> write_hf(const Model& m, const QuantizeOptions& o, Thread
 class WeightTransform {
  public:
   virtual ~WeightTransform() = default;
-  virtual Status begin_layer(int layer, const ProgressFn& progress) = 0;
+  virtual Status begin_layer(int layer) = 0;
   virtual void apply(const std::string& name, float* x, int64_t rows, int64_t k) = 0;
 };
 // AWQ's activation-aware scale search and clipping search on calibration text (awq.cpp).
