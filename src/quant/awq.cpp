@@ -96,7 +96,8 @@ class Awq : public WeightTransform {
   // y [M, N] = x [M, K] w^T for fp32 w [N, K] (the CPU backend's packed fp32 product).
   void product(const float* w, int64_t N, int64_t K, const float* x, int64_t M, float* y) {
     const cpu::PackSource src{w, N, K};
-    cpu::matmul_packed(cpu::pack_f32({&src, 1}), x, M, y, &pool_);
+    cpu::pack_f32({&src, 1}, packed_);
+    cpu::matmul_packed(packed_, x, M, y, &pool_);
   }
 
   // The weights of linear `name` as fp32 [N, K] with the layer's scales applied (not clipped).
@@ -122,63 +123,63 @@ class Awq : public WeightTransform {
       const int64_t t = i * T / Ts;
       std::copy_n(x.begin() + t * K, K, xs.begin() + i * K);
     }
-    // mean over the group's rows of |w| / max |w| of its group of 128; the outputs to match, X W^T.
+    // mean over the group's rows of |w| / max |w| of its group of 128.
     std::vector<double> wsum(static_cast<size_t>(K), 0.0);
     int64_t wrows = 0;
-    std::vector<std::vector<float>> ref;
     for (const std::string& name : linears) {
       const TensorView& t = *m_.find(name);
-      const int64_t N = t.ne[1];
       const std::vector<float> w = to_f32(t, pool_);
-      for (int64_t n = 0; n < N; ++n)
+      for (int64_t n = 0; n < t.ne[1]; ++n)
         for (int64_t g = 0; g < K / kQKGroup; ++g) {
           const float* wg = w.data() + n * K + g * kQKGroup;
           const float amax = abs_max(wg, kQKGroup) + 1e-6f;
           for (int j = 0; j < kQKGroup; ++j) wsum[static_cast<size_t>(g * kQKGroup + j)] += std::fabs(wg[j]) / amax;
         }
-      wrows += N;
-      std::vector<float> y(static_cast<size_t>(Ts * N));
-      product(w.data(), N, K, xs.data(), Ts, y.data());
-      ref.push_back(std::move(y));
+      wrows += t.ne[1];
     }
-    std::vector<float> best(static_cast<size_t>(K), 1.0f), s(static_cast<size_t>(K));
-    double best_err = std::numeric_limits<double>::infinity();
-    for (int i = -1; i < kScaleGrid; ++i) {  // i = -1: s = 1, round-to-nearest as is
-      if (i < 0) {
-        std::fill(s.begin(), s.end(), 1.0f);
-      } else {
-        const double r = static_cast<double>(i) / kScaleGrid;
-        double lo = std::numeric_limits<double>::infinity(), hi = 0.0;
-        for (int64_t k = 0; k < K; ++k) {
-          const double xm = xsum[static_cast<size_t>(k)] / static_cast<double>(T);
-          const double wm = wsum[static_cast<size_t>(k)] / static_cast<double>(wrows);
-          const double v = std::max(std::pow(xm, r) / (std::pow(wm, 1.0 - r) + 1e-4), 1e-4);
-          s[static_cast<size_t>(k)] = static_cast<float>(v);
-          lo = std::min(lo, v), hi = std::max(hi, v);
-        }
-        const double norm = std::sqrt(lo * hi);
-        for (float& v : s) v = static_cast<float>(v / norm);
+    // The candidates: s = 1 (round-to-nearest as is), then the grid of ratios r.
+    std::vector<std::vector<float>> cand(kScaleGrid + 1, std::vector<float>(static_cast<size_t>(K), 1.0f));
+    for (int i = 0; i < kScaleGrid; ++i) {
+      const double r = static_cast<double>(i) / kScaleGrid;
+      std::vector<float>& s = cand[static_cast<size_t>(i + 1)];
+      double lo = std::numeric_limits<double>::infinity(), hi = 0.0;
+      for (int64_t k = 0; k < K; ++k) {
+        const double xm = xsum[static_cast<size_t>(k)] / static_cast<double>(T);
+        const double wm = wsum[static_cast<size_t>(k)] / static_cast<double>(wrows);
+        const double v = std::max(std::pow(xm, r) / (std::pow(wm, 1.0 - r) + 1e-4), 1e-4);
+        s[static_cast<size_t>(k)] = static_cast<float>(v);
+        lo = std::min(lo, v), hi = std::max(hi, v);
       }
-      double err = 0.0;
-      for (size_t j = 0; j < linears.size(); ++j) {
-        const TensorView& t = *m_.find(linears[j]);
-        const int64_t N = t.ne[1];
-        std::vector<float> w = to_f32(t, pool_);
-        for (int64_t n = 0; n < N; ++n)
-          for (int64_t k = 0; k < K; ++k) w[static_cast<size_t>(n * K + k)] *= s[static_cast<size_t>(k)];
-        fake_quant(w.data(), N, K, pool_);
-        for (int64_t n = 0; n < N; ++n)
-          for (int64_t k = 0; k < K; ++k) w[static_cast<size_t>(n * K + k)] /= s[static_cast<size_t>(k)];
-        std::vector<float> y(static_cast<size_t>(Ts * N));
-        product(w.data(), N, K, xs.data(), Ts, y.data());
-        for (size_t e = 0; e < y.size(); ++e) {
-          const double dlt = static_cast<double>(y[e]) - ref[j][e];
-          err += dlt * dlt;
-        }
-      }
-      if (err < best_err) best_err = err, best = s;
+      const double norm = std::sqrt(lo * hi);
+      for (float& v : s) v = static_cast<float>(v / norm);
     }
-    return best;
+    // Output error of each candidate, summed over the group's layers (each layer converted once).
+    std::vector<double> err(cand.size(), 0.0);
+    std::vector<float> wq, y, ref;
+    for (const std::string& name : linears) {
+      const TensorView& t = *m_.find(name);
+      const int64_t N = t.ne[1];
+      const std::vector<float> w = to_f32(t, pool_);
+      ref.resize(static_cast<size_t>(Ts * N)), y.resize(ref.size()), wq.resize(w.size());
+      product(w.data(), N, K, xs.data(), Ts, ref.data());
+      for (size_t i = 0; i < cand.size(); ++i) {
+        const std::vector<float>& s = cand[i];
+        pool_.parallel_for(N, [&](int64_t b, int64_t e, int) {
+          for (int64_t n = b; n < e; ++n)
+            for (int64_t k = 0; k < K; ++k) wq[static_cast<size_t>(n * K + k)] = w[static_cast<size_t>(n * K + k)] * s[static_cast<size_t>(k)];
+        });
+        fake_quant(wq.data(), N, K, pool_);
+        pool_.parallel_for(N, [&](int64_t b, int64_t e, int) {
+          for (int64_t n = b; n < e; ++n)
+            for (int64_t k = 0; k < K; ++k) wq[static_cast<size_t>(n * K + k)] /= s[static_cast<size_t>(k)];
+        });
+        product(wq.data(), N, K, xs.data(), Ts, y.data());
+        double e2 = 0.0;
+        for (size_t j = 0; j < y.size(); ++j) e2 += (static_cast<double>(y[j]) - ref[j]) * (static_cast<double>(y[j]) - ref[j]);
+        err[i] += e2;
+      }
+    }
+    return cand[static_cast<size_t>(std::min_element(err.begin(), err.end()) - err.begin())];
   }
 
   void search_clip(const std::string& name, const std::vector<float>& x, int64_t T) {
@@ -230,6 +231,7 @@ class Awq : public WeightTransform {
   std::map<std::string, std::vector<float>> col_;   // linear -> s [K]: its columns are multiplied by s
   std::map<std::string, std::vector<float>> div_;   // tensor -> s [N]: its rows (or elements) are divided by s
   std::map<std::string, std::vector<float>> clip_;  // linear -> c [N, K/128]: its groups are clamped to [-c, c]
+  cpu::PackedF32 packed_;                           // product()'s packed weights, storage reused
 };
 
 }  // namespace

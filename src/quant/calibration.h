@@ -15,7 +15,7 @@
 namespace mopt::quant {
 
 inline constexpr int kCalibSeqLen = 512;      // tokens per calibration sequence
-inline constexpr int kCalibMaxTokens = 1024;  // calibration tokens used at most (the CPU's budget)
+inline constexpr int kCalibMaxTokens = 2048;  // calibration tokens used at most (the CPU's budget)
 inline constexpr int kCalibMinTokens = 128;   // at least one quantization group's worth of tokens
 
 // `text` tokenized with the model's tokenizer (no special-token parsing) into sequences of up to kCalibSeqLen tokens
