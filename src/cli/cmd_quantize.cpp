@@ -1,8 +1,6 @@
 // mopt quantize: writes a model's weights in a smaller format (quant/quantize.h, docs/quantize.md).
 //   mopt quantize MODEL -o OUT --to FORMAT [--method awq|rtn] [--calib FILE] [--fp8-scale channel|tensor]
 //                 [--force] [--threads N] [--progress] [--json]
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -10,6 +8,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "core/progress_bar.h"
 #include "core/strfmt.h"
 #include "quant/quantize.h"
 
@@ -20,40 +19,6 @@ struct QuantizeArgs {
   std::string model, output, to, method, calib, fp8_scale = "channel";
   bool force = false, progress = false, json = false;
   int threads = 0;
-};
-
-// One line on stderr per update: redrawn in place on a terminal, otherwise at most every few seconds (logs).
-class ProgressLine {
- public:
-  explicit ProgressLine(bool forced) : tty_(::isatty(2) != 0), on_(tty_ || forced) {}
-  void update(const quant::Progress& p) {
-    if (!on_) return;
-    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
-    const bool final = p.tensor.empty() && p.done == p.total;
-    if (!tty_ && !final && t - last_ < 5.0) return;
-    last_ = t;
-    const double frac = p.total ? static_cast<double>(p.done) / static_cast<double>(p.total) : 0.0;
-    const double eta = frac > 0.0 ? t / frac - t : 0.0;
-    constexpr int kWidth = 24;
-    const int fill = static_cast<int>(frac * kWidth);
-    std::string bar = std::string(static_cast<size_t>(fill), '#') + std::string(static_cast<size_t>(kWidth - fill), '.');
-    std::string line = strfmt("%s [%s] %3.0f%% %s elapsed %s ETA %s", p.stage.c_str(), bar.c_str(), 100.0 * frac,
-                              p.tensor.c_str(), clock(t).c_str(), frac > 0.0 ? clock(eta).c_str() : "?");
-    std::fprintf(stderr, tty_ ? "\r\033[K%s" : "%s\n", line.c_str());
-    drawn_ = true;
-  }
-  void finish() {
-    if (on_ && tty_ && drawn_) std::fputc('\n', stderr);
-  }
-
- private:
-  static std::string clock(double s) {
-    const int v = static_cast<int>(s + 0.5);
-    return v >= 3600 ? strfmt("%d:%02d:%02d", v / 3600, v / 60 % 60, v % 60) : strfmt("%d:%02d", v / 60, v % 60);
-  }
-  bool tty_, on_, drawn_ = false;
-  double last_ = -1e9;
-  std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
 };
 
 int quantize(const QuantizeArgs& a) {
@@ -72,9 +37,14 @@ int quantize(const QuantizeArgs& a) {
   o.force = a.force;
   o.fp8_per_tensor = a.fp8_scale == "tensor";
   o.threads = a.threads;
-  ProgressLine line(a.progress);
-  Result<quant::QuantizeReport> rep = quant::quantize_model(o, [&](const quant::Progress& p) { line.update(p); });
-  line.finish();
+  ProgressBar bar(ProgressBar::auto_style(a.progress), "quantize", "params");
+  const auto t0 = std::chrono::steady_clock::now();
+  Result<quant::QuantizeReport> rep = quant::quantize_model(o, [&](const quant::Progress& p) {
+    bar.set_label(p.tensor.empty() ? "quantize" : p.stage + " " + p.tensor);
+    bar.update(static_cast<int64_t>(p.done), static_cast<int64_t>(p.total),
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  });
+  bar.finish();
   if (!rep) {
     std::fprintf(stderr, "mopt quantize: %s\n", rep.message().c_str());
     return 1;

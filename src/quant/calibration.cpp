@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "backend/cpu/kernels.h"
+#include "backend/rope.h"
 #include "backend/cpu/quant.h"
 #include "core/strfmt.h"
 #include "tokenizer/tokenizer.h"
@@ -47,7 +48,7 @@ CalibrationForward::CalibrationForward(const Model& m, std::vector<std::vector<i
     for (int32_t id : s)
       cpu::dequantize_row(emb.dtype, static_cast<const uint8_t*>(emb.data) + static_cast<uint64_t>(id) * rb,
                           h_.data() + (t++) * c.n_embd, c.n_embd);
-  inv_freq_ = cpu::rope_inv_freq(c);
+  inv_freq_ = rope_inv_freq(c);
 }
 
 LayerInputs CalibrationForward::run_layer(int l) {

@@ -2,7 +2,7 @@
 // model/gguf_model.cpp / model/vocab_load.cpp read them.
 #include "quant/gguf_meta.h"
 
-#include "backend/cpu/kernels.h"
+#include "backend/rope.h"
 #include "core/strfmt.h"
 #include "model/arch.h"
 
@@ -52,7 +52,7 @@ Status tokenizer_meta(const VocabData& v, const std::string& chat_template, Gguf
 std::vector<float> llama3_rope_factors(const ModelConfig& c) {
   ModelConfig plain = c;
   plain.rope_scaling = RopeScaling::kNone;
-  const std::vector<float> scaled = cpu::rope_inv_freq(c), base = cpu::rope_inv_freq(plain);
+  const std::vector<float> scaled = rope_inv_freq(c), base = rope_inv_freq(plain);
   std::vector<float> out(scaled.size());
   for (size_t i = 0; i < out.size(); ++i) out[i] = base[i] / scaled[i];
   return out;
