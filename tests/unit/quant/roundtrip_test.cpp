@@ -11,6 +11,7 @@
 #include "backend/cpu/quant.h"
 #include "model/arch.h"
 #include "model/gguf.h"
+#include "model/safetensors.h"
 #include "quant/gguf_meta.h"
 #include "quant/quantize.h"
 #include "tokenizer/tokenizer.h"
@@ -182,6 +183,36 @@ TEST_P(QuantRoundTrip, ReloadsWithinBounds) {
   const double bound = target == Target::kFp8 ? 0.1 : target == Target::kQ8_0 || target == Target::kInt8 ? 0.05 : 0.3;
   std::printf("%s logits rel rms %.4f\n", ti.name, std::sqrt(se / sv));
   EXPECT_LT(std::sqrt(se / sv), bound) << ti.name;
+}
+
+// --fp8-scale tensor: one weight_scale per layer ([1]) holding max |W| / 448; the weights reload within FP8's bound.
+TEST_F(QuantRoundTrip, Fp8PerTensorScale) {
+  quant::QuantizeOptions o;
+  o.input = dir_ + "/llama";
+  o.output = dir_ + "/out.fp8-tensor";
+  o.target = Target::kFp8;
+  o.fp8_per_tensor = true;
+  o.force = true;
+  ASSERT_TRUE(quant::quantize_model(o));
+  auto st = safetensors::open_file(o.output + "/model.safetensors");
+  ASSERT_TRUE(st);
+  int scales = 0;
+  for (const TensorView& t : st->tensors)
+    if (t.name.find("weight_scale") != std::string::npos) {
+      EXPECT_EQ(t.n_elements(), 1) << t.name;
+      ++scales;
+    }
+  EXPECT_EQ(scales, 14);  // 7 linear layers x 2 blocks
+  auto orig = load_model(o.input);
+  auto got = load_model(o.output);
+  ASSERT_TRUE(orig && got) << got.message();
+  const TensorView& w = *(*got)->find("blk.1.ffn_up.weight");
+  const std::vector<float> x = dequant(*(*orig)->find("blk.1.ffn_up.weight")), y = dequant(w);
+  double se = 0, sx = 0, amax = 0;
+  for (size_t i = 0; i < x.size(); ++i) se += std::pow(y[i] - x[i], 2), sx += std::pow(x[i], 2), amax = std::max(amax, std::fabs(double(x[i])));
+  EXPECT_LT(std::sqrt(se / sx), rms_bound(DType::FP8));
+  for (int64_t b = 0; b < w.n_elements() / kQKRow; ++b)
+    ASSERT_EQ(static_cast<const BlockFP8*>(w.data)[b].d, static_cast<float>(amax) / kE4M3Max);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTargets, QuantRoundTrip,
