@@ -17,9 +17,9 @@ struct Bytes {
   std::vector<uint8_t> b;
   template <class T>
   void put(T v) {
-    uint8_t tmp[sizeof(T)];
-    std::memcpy(tmp, &v, sizeof(T));
-    b.insert(b.end(), tmp, tmp + sizeof(T));
+    const size_t at = b.size();
+    b.resize(at + sizeof(T));
+    std::memcpy(b.data() + at, &v, sizeof(T));
   }
   void str(const std::string& s) {
     put<uint64_t>(s.size());
@@ -158,7 +158,7 @@ uint64_t GgufWriter::file_bytes() const { return header_bytes() + data_bytes_; }
 
 Status GgufWriter::write_header(OutputFile& f) {
   Bytes h;
-  h.b.insert(h.b.end(), {'G', 'G', 'U', 'F'});
+  h.b = {'G', 'G', 'U', 'F'};
   h.put<uint32_t>(3);
   h.put<uint64_t>(tensors_.size());
   h.put<uint64_t>(kv_.size());
