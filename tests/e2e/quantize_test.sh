@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # mopt quantize end to end: code-qwen2-25m to a GGUF mix and to the int8 safetensors layout, each reloaded by
 # `mopt run` (greedy text), the --json report (tensor types of the q4_k_m mix), and the exit codes and messages of
-# bad input (unknown format, unsupported architecture, an existing output without --force), none leaving a file.
+# bad input (unknown format, unsupported architecture, an existing output without --force, a write refused by the
+# kernel), none leaving a file.
 set -euo pipefail
 : "${MOPT_BIN:?set MOPT_BIN to the mopt binary}"
 : "${MOPT_MODELS_DIR:?set MOPT_MODELS_DIR to the shared models folder}"
@@ -52,6 +53,15 @@ set +e
 set -e
 [[ $rc -eq 1 ]] || fail "existing output: exit $rc"
 grep -q "exists; pass --force" "$tmp/err.txt" || fail "existing output message: $(cat "$tmp/err.txt")"
+# A write the kernel refuses mid-file (a file-size limit of 2 MB, SIGXFSZ ignored: write() fails with EFBIG as a
+# full disk fails with ENOSPC): an error naming the file, and neither the output nor its temporary file remains.
+set +e
+(ulimit -f 2048; trap '' XFSZ; "$MOPT_BIN" quantize "$model" -o "$tmp/x.gguf" --to q8_0 --threads 2 2>"$tmp/err.txt")
+rc=$?
+set -e
+[[ $rc -eq 1 ]] || fail "failed write: exit $rc"
+grep -q "writing $tmp/.*File too large (nothing was left behind)" "$tmp/err.txt" ||
+  fail "failed write message: $(cat "$tmp/err.txt")"
 [[ ! -e "$tmp/x.gguf" ]] || fail "a failed run left x.gguf"
 [[ -z "$(ls -A "$tmp" | grep mopt-tmp || true)" ]] || fail "temporary files left behind"
 echo "quantize e2e: ok"
