@@ -15,5 +15,5 @@ foreach(src IN LISTS bench_srcs)
   elseif(bname STREQUAL "eval_throughput" OR bname STREQUAL "structured_output")
     mopt_export_to_cuda_backend(bench_${bname})  # --device cuda: the engine loads the backend at run time
   endif()
-  target_link_libraries(bench_${bname} PRIVATE mopt_server mopt_loadgen mopt_eval)
+  target_link_libraries(bench_${bname} PRIVATE mopt_server mopt_loadgen mopt_eval mopt_quant)
 endforeach()

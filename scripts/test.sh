@@ -31,7 +31,9 @@ if [[ "${MOPT_SKIP_SANITIZE:-0}" != 1 ]]; then
   # Prometheus, the manifests, the console in a browser) check files and a release binary, not memory safety; the
   # console's routes run under ASan in test_server. gate_test measures the server's memory growth, which ASan's
   # quarantine of freed memory turns into growth of its own.
-  ASAN_EXCLUDE=${MOPT_ASAN_EXCLUDE:-"Perplexity|Golden\\.CodeQwen2|load_test|bench_overhead|gate_test|e2e\\.(deb|prometheus|manifests|console)_test"}
+  asan_default="Perplexity|Golden\\.CodeQwen2|load_test|bench_overhead|gate_test|quantize_accuracy"
+  asan_default+="|e2e\\.(deb|prometheus|manifests|console)_test"
+  ASAN_EXCLUDE=${MOPT_ASAN_EXCLUDE:-$asan_default}
   echo "== tests (ASan/UBSan), excluding: $ASAN_EXCLUDE"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-asan --output-on-failure -j "$JOBS" --timeout 1800 -E "$ASAN_EXCLUDE"

@@ -39,6 +39,23 @@ constexpr DTypeTraits kTable[] = {
      q8_k_from_float, CudaUpload::kNone},
     {DType::I8, "i8", 1, 1, false, false, std::nullopt, 24, "I8", nullptr, nullptr, nullptr, CudaUpload::kNone},
     {DType::I32, "i32", 1, 4, false, false, std::nullopt, 26, "I32", nullptr, nullptr, nullptr, CudaUpload::kNone},
+    {DType::Q5_0, "q5_0", kQK0, sizeof(BlockQ5_0), true, true, DType::Q8_0, 6, nullptr, nullptr, q5_0_to_float,
+     q5_0_from_float, CudaUpload::kNone},
+    {DType::Q5_1, "q5_1", kQK0, sizeof(BlockQ5_1), true, true, DType::Q8_0, 7, nullptr, nullptr, q5_1_to_float,
+     q5_1_from_float, CudaUpload::kNone},
+    {DType::I64, "i64", 1, 8, false, false, std::nullopt, 27, "I64", nullptr, nullptr, nullptr, CudaUpload::kNone},
+    // fp8 elements: the weights of fp8 checkpoints, multiplied as FP8 rows (with their scales).
+    {DType::F8_E4M3, "f8_e4m3", 1, 1, false, false, std::nullopt, -1, "F8_E4M3", "float8_e4m3fn", f8_e4m3_to_float,
+     f8_e4m3_from_float, CudaUpload::kNone},
+    // Assembled by the safetensors loader from quantized checkpoints (weight + weight_scale, qweight + qzeros +
+    // scales): no file stores them as such. FP8 rows multiply FP8 activations (W8A8, a scale per token); INT8 and
+    // INT4_G128 are weight-only (fp32 activations).
+    {DType::FP8, "fp8", kQKRow, sizeof(BlockFP8), true, true, DType::FP8, -1, nullptr, nullptr, fp8_to_float,
+     fp8_from_float, CudaUpload::kNone},
+    {DType::INT8, "int8", kQKRow, sizeof(BlockINT8), true, true, DType::F32, -1, nullptr, nullptr, int8_to_float,
+     int8_from_float, CudaUpload::kNone},
+    {DType::INT4_G128, "int4_g128", kQKGroup, sizeof(BlockINT4_G128), true, true, DType::F32, -1, nullptr, nullptr,
+     int4_g128_to_float, int4_g128_from_float, CudaUpload::kNone},
 };
 
 static_assert(one_row_per_dtype(kTable), "one row per DType, in DType order");

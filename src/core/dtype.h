@@ -16,8 +16,14 @@
 
 namespace mopt {
 
-enum class DType : uint8_t { F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q8_K, I8, I32 };
-inline constexpr int kNumDTypes = 11;
+// After I32: Q5_0 / Q5_1 (GGUF; the fallbacks of llama.cpp's K-quant mixes), I64 (index tensors of quantized
+// safetensors layouts), F8_E4M3 (fp8 elements), and the layouts the safetensors loader assembles from the
+// checkpoints GPU servers load: FP8 and INT8 (per-row scales) and INT4_G128 (AWQ: per-128 scale and zero point).
+enum class DType : uint8_t {
+  F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q8_K, I8, I32,
+  Q5_0, Q5_1, I64, F8_E4M3, FP8, INT8, INT4_G128,
+};
+inline constexpr int kNumDTypes = 18;
 
 // Row conversions between n elements of a type (n a multiple of its block size) and fp32.
 using ToFloatFn = void (*)(const void* src, float* dst, int64_t n);

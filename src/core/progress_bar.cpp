@@ -32,7 +32,7 @@ void ProgressBar::draw(int64_t done, int64_t total, double seconds) {
   if (done >= total) {
     eta = strfmt("done in %.1fs", seconds);
   } else if (rate > 0) {
-    eta = strfmt("ETA %.0fs", static_cast<double>(total - done) / rate);
+    eta = strfmt("elapsed %.0fs  ETA %.0fs", seconds, static_cast<double>(total - done) / rate);
   }
   const std::string text = strfmt("%s/%s %s  %.0f %s/s  %s", format_count(done).c_str(), format_count(total).c_str(),
                                   unit_.c_str(), rate, unit_.c_str(), eta.c_str());

@@ -1,6 +1,6 @@
 // A progress display on stderr for long offline jobs (mopt eval, mopt quantize): a bar redrawn in place on a
-// terminal ("eval [#####.....] 52% 15.2K/29.3K tokens 940 tokens/s ETA 15s"), or a plain line every few seconds
-// when stderr is a file or a pipe (logs, CI).
+// terminal ("eval [#####.....] 52% 15.2K/29.3K tokens 940 tokens/s  elapsed 16s  ETA 15s"), or a plain line every
+// few seconds when stderr is a file or a pipe (logs, CI).
 #pragma once
 
 #include <cstdint>
@@ -18,6 +18,8 @@ class ProgressBar {
   // done of total units after `seconds`; redraws at most 10 times a second (bar) or once per interval (lines).
   void update(int64_t done, int64_t total, double seconds);
   void finish();  // draws the final state and ends the bar's line
+  // The label of the next draws ("quantize blk.3.ffn_up.weight": what is being worked on).
+  void set_label(std::string label) { label_ = std::move(label); }
 
  private:
   void draw(int64_t done, int64_t total, double seconds);

@@ -7,6 +7,7 @@
 
 #include "core/strfmt.h"
 #include "model/arch.h"
+#include "model/hf_quant.h"
 #include "model/json_file.h"
 #include "model/loaders.h"
 #include "model/safetensors.h"
@@ -208,8 +209,12 @@ Result<std::unique_ptr<Model>> load_hf_model(const std::string& dir, const LoadO
   m->format = ModelFormat::kHuggingFace;
   m->path = dir;
   m->config = config;
+  MOPT_ASSIGN_OR_RETURN(const json cfg_json, parse_json_object(cfg_text, cfg_path));
+  Result<HfQuantConfig> quant = parse_hf_quant_config(cfg_json);
+  if (!quant) return quant.status().with_context(cfg_path);
   MOPT_ASSIGN_OR_RETURN(safetensors::TensorSet set, safetensors::open_dir(dir));
   for (auto& mp : set.mappings) m->mappings.push_back(std::move(mp));
+  MOPT_TRY(assemble_hf_quant(*quant, set.tensors, m->owned_buffers).with_context(dir));
   for (TensorView& t : set.tensors) {
     if (hf_ignorable_tensor(t.name)) continue;
     std::optional<std::string> canon = hf_to_canonical_name(t.name);
@@ -218,6 +223,9 @@ Result<std::unique_ptr<Model>> load_hf_model(const std::string& dir, const LoadO
       m->tensors.push_back(std::move(t));
       continue;
     }
+    if (!dtype_traits(t.dtype).weight)
+      return error("%s: tensor %s is %s, which is no weight type; quantized checkpoints need a quantization_config in "
+                   "config.json that describes their layout", dir.c_str(), t.name.c_str(), dtype_name(t.dtype));
     if (*canon == "output.weight" && config.tied_embeddings) continue;  // tied: the model reuses token_embd
     t.name = std::move(*canon);
     m->tensors.push_back(std::move(t));

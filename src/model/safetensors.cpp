@@ -24,7 +24,9 @@ constexpr size_t kMaxDims = 4;
 const char* const kSafetensorsDTypes[] = {"F32", "F16", "BF16", "F64", "I64", "I32", "I16", "I8",
                                           "U8",  "U16", "U32",  "U64", "BOOL", "F8_E4M3", "F8_E5M2"};
 
-bool loads_from_safetensors(const DTypeTraits& r) { return r.weight && r.safetensors_name; }
+// Weight types, and the element types of the parts of quantized layers (I32 packed codes, I64 shapes, F8_E4M3),
+// which the Hugging Face loader assembles into weight types (model/hf_quant.h).
+bool loads_from_safetensors(const DTypeTraits& r) { return r.safetensors_name != nullptr; }
 
 bool is_uint(const json& j) { return j.is_number_unsigned() || (j.is_number_integer() && j.get<int64_t>() >= 0); }
 

@@ -16,7 +16,8 @@
 namespace mopt::safetensors {
 
 // Parses a safetensors image in memory; views point into `data`, which must outlive them.
-// `name` stands in for the path in error messages. Supported dtypes: F32, F16, BF16.
+// `name` stands in for the path in error messages. Supported dtypes: those of the dtype table with a
+// safetensors name (F32, F16, BF16, and I8, I32, I64, F8_E4M3 for the parts of quantized layers).
 Result<std::vector<TensorView>> parse(const uint8_t* data, size_t size, const std::string& name);
 
 // Tensors of a set of safetensors files, with the mappings that back them.

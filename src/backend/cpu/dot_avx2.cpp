@@ -3,8 +3,8 @@
 // batched inputs a weight block is decoded once per R rows.
 //
 // Integer products use _mm256_maddubs_epi16 (u8 x s8 -> pairwise s16 sums) then _mm256_madd_epi16 to s32.
-// Signed weights (Q8_0, Q4_0 - 8) go through the sign trick: |w| * (x * sign(w)). Unsigned K-quant codes
-// (0..63) feed maddubs directly, and their offsets (mins, -32) are applied through Q8_K's block sums.
+// Signed weights (Q8_0, Q4_0 - 8, Q5_0 - 16) go through the sign trick: |w| * (x * sign(w)). Unsigned K-quant and
+// Q5_1 codes feed maddubs directly, and their offsets (mins, -32) are applied through the activations' block sums.
 #include "backend/cpu/dot_kernels.h"
 
 #ifdef __AVX2__
@@ -148,6 +148,34 @@ void dot_q6_k(const void* wv, const ActRows& act, int64_t K, float* out, int64_t
   for (int r = 0; r < R; ++r) out[r * os] = hsum_ps(acc[r]);
 }
 
+// ---- Q5_1 x Q8_0 ----
+
+// sum_i (d q_i + m) dx xq_i = d dx sum(q xq) + m dx sum(xq): unsigned codes feed maddubs directly, and sum(xq)
+// comes from maddubs with ones.
+template <int R>
+void dot_q5_1(const void* wv, const ActRows& act, int64_t K, float* out, int64_t os) {
+  const BlockQ5_1* w = static_cast<const BlockQ5_1*>(wv);
+  const BlockQ8_0* x[R];
+  row_ptrs(act, x);
+  const int64_t nb = K / kQK0;
+  const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) {
+    const __m256i q = load_q5_codes(w[i]);
+    const float d = h2f(w[i].d), m = h2f(w[i].m);
+    for (int r = 0; r < R; ++r) {
+      const __m256i xv = load_q8_0(x[r][i]);
+      const __m256 qx = _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(q, xv), ones16));
+      const __m256 sx = _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(ones8, xv), ones16));
+      const float dx = act.d[r * act.d_stride + i];
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d * dx), qx, acc[r]);
+      acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(m * dx), sx, acc[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) out[r * os] = hsum_ps(acc[r]);
+}
+
 // ---- F32 / F16 / BF16 x F32 ----
 
 inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
@@ -202,13 +230,13 @@ void dot_float(const void* wv, const ActRows& act, int64_t K, float* out, int64_
   }
 }
 
-template <template <int> class F>
-constexpr DotSet kSet = {{F<1>::fn, F<2>::fn, F<3>::fn, F<4>::fn}};
 template <int R> struct Q8_0Fn { static constexpr DotFn fn = dot_q0<BlockQ8_0, load_q8_0, DotMaddubs, R>; };
 template <int R> struct Q4_0Fn { static constexpr DotFn fn = dot_q0<BlockQ4_0, load_q4_0, DotMaddubs, R>; };
 template <int R> struct Q4_KFn { static constexpr DotFn fn = dot_k45<false, R>; };
 template <int R> struct Q5_KFn { static constexpr DotFn fn = dot_k45<true, R>; };
 template <int R> struct Q6_KFn { static constexpr DotFn fn = dot_q6_k<R>; };
+template <int R> struct Q5_0Fn { static constexpr DotFn fn = dot_q0<BlockQ5_0, load_q5_0, DotMaddubs, R>; };
+template <int R> struct Q5_1Fn { static constexpr DotFn fn = dot_q5_1<R>; };
 template <int R> struct F32Fn { static constexpr DotFn fn = dot_float<F32W, R>; };
 template <int R> struct F16Fn { static constexpr DotFn fn = dot_float<F16W, R>; };
 template <int R> struct BF16Fn { static constexpr DotFn fn = dot_float<BF16W, R>; };
@@ -224,6 +252,8 @@ const DotSet q4_0 = kSet<Q4_0Fn>;
 const DotSet q4_k = kSet<Q4_KFn>;
 const DotSet q5_k = kSet<Q5_KFn>;
 const DotSet q6_k = kSet<Q6_KFn>;
+const DotSet q5_0 = kSet<Q5_0Fn>;
+const DotSet q5_1 = kSet<Q5_1Fn>;
 }  // namespace dot_avx2
 
 }  // namespace mopt::cpu

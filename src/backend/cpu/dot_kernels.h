@@ -28,7 +28,7 @@ struct DotSet {
   DotFn rows[kDotRows];
 };
 
-// Instruction sets with dot kernels. kAvxVnni covers Q8_0/Q4_0 only (vpdpbusd replaces maddubs + madd); it is
+// Instruction sets with dot kernels. kAvxVnni covers Q8_0/Q4_0/Q5_0 only (vpdpbusd replaces maddubs + madd); it is
 // compiled for that target inside an AVX2 build and chosen at run time when the CPU has AVX-VNNI.
 enum class DotIsa { kScalar, kAvx2, kAvxVnni };
 inline constexpr int kNumDotIsa = 3;
@@ -41,14 +41,15 @@ bool cpu_has_avx_vnni();
 
 // The kernel sets each instruction set's file defines (formats.cpp puts them in the rows of the CPU table).
 namespace dot_scalar {  // dot_scalar.cpp: plain C++, every build
-extern const DotSet f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k;
+extern const DotSet f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k, q5_0, q5_1, fp8, int8, int4_g128;
 }
 #ifdef __AVX2__
-namespace dot_avx2 {  // dot_avx2.cpp: AVX2 + FMA + F16C builds
-extern const DotSet f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k;
+namespace dot_avx2 {  // dot_avx2.cpp (GGUF types, floats) and dot_avx2_rows.cpp (FP8, INT8, INT4_G128): AVX2 + FMA +
+                      // F16C builds
+extern const DotSet f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k, q5_0, q5_1, fp8, int8, int4_g128;
 }
 namespace dot_vnni {  // dot_vnni.cpp: AVX-VNNI, inside AVX2 builds
-extern const DotSet q8_0, q4_0;
+extern const DotSet q8_0, q4_0, q5_0;
 }
 #endif
 

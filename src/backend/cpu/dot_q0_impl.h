@@ -1,9 +1,12 @@
-// Q8_0 / Q4_0 weight x Q8_0 activation kernels, shared by the AVX2 (dot_avx2.cpp) and AVX-VNNI
-// (dot_vnni.cpp) builds: the file including it picks the integer dot policy and the target ISA. Everything
-// here has internal linkage, so the two instruction-set variants never merge at link time.
+// Q8_0 / Q4_0 / Q5_0 weight x Q8_0 activation kernels and the helpers of every SIMD kernel file, shared by the
+// AVX2 (dot_avx2.cpp, dot_avx2_rows.cpp) and AVX-VNNI (dot_vnni.cpp) builds: the file including it picks the integer
+// dot policy and the target ISA. Everything here has internal linkage, so the instruction-set variants never merge
+// at link time.
 #pragma once
 
 #include <immintrin.h>
+
+#include <cstring>
 
 #include "backend/cpu/dot_kernels.h"
 #include "backend/cpu/quant.h"
@@ -13,6 +16,10 @@ namespace mopt::cpu {
 namespace {
 
 inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+
+// The kernel set of F<R>::fn for R = 1..kDotRows (each instruction set's file names its kernels through it).
+template <template <int> class F>
+constexpr DotSet kSet = {{F<1>::fn, F<2>::fn, F<3>::fn, F<4>::fn}};
 
 template <class A, int R>
 inline void row_ptrs(const ActRows& act, const A* (&x)[R]) {
@@ -36,6 +43,30 @@ inline __m256i load_q4_0(const BlockQ4_0& b) {
   const __m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), m), _mm_and_si128(raw, m));
   return _mm256_sub_epi8(q, _mm256_set1_epi8(8));
 }
+
+// 32 bits -> 32 bytes, byte i = 0xFF where bit i is set (byte i of the u32 picked into lane i / 8, then its bit
+// i % 8 tested).
+inline __m256i bits_to_bytes(const uint8_t* bits4) {
+  uint32_t u;
+  std::memcpy(&u, bits4, 4);
+  const __m256i pick = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  // lane 0: bytes 0, 1
+                                        2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3); // lane 1: bytes 2, 3
+  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
+  const __m256i v = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(u)), pick), bit);
+  return _mm256_cmpeq_epi8(v, bit);
+}
+
+// The 32 5-bit codes of a Q5_0 / Q5_1 block (0..31): nibbles as Q4_0, plus 16 where the qh bit is set.
+template <class B>
+inline __m256i load_q5_codes(const B& b) {
+  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
+  const __m128i m = _mm_set1_epi8(0x0F);
+  const __m256i lo4 = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), m), _mm_and_si128(raw, m));
+  return _mm256_or_si256(lo4, _mm256_and_si256(bits_to_bytes(b.qh), _mm256_set1_epi8(16)));
+}
+
+// Q5_0 codes as s8 in [-16, 15].
+inline __m256i load_q5_0(const BlockQ5_0& b) { return _mm256_sub_epi8(load_q5_codes(b), _mm256_set1_epi8(16)); }
 
 template <class WB, __m256i (*Load)(const WB&), class Dot, int R>
 void dot_q0(const void* wv, const ActRows& act, int64_t K, float* out, int64_t os) {

@@ -1,5 +1,6 @@
 // Portable scalar dot kernels: integer dot products per block, scaled in fp32 (the semantics every SIMD
 // kernel reproduces up to fp32 summation order).
+#include <array>
 #include <cstring>
 
 #include "backend/cpu/dot_kernels.h"
@@ -90,6 +91,77 @@ float dot_q6_k(const BlockQ6_K* w, const BlockQ8_K* x, int64_t nb) {
   return acc;
 }
 
+// Q5_0 / Q5_1: 5-bit codes (5th bits in a u32), sums of q * x in integers; Q5_1 adds m * sum(x).
+int q5_code(const uint8_t* qs, uint32_t qh, int j) {
+  const int lo = j < 16 ? (qs[j] & 15) : (qs[j - 16] >> 4);
+  return lo | static_cast<int>(((qh >> j) & 1u) << 4);
+}
+
+float dot_q5_0(const BlockQ5_0* w, const BlockQ8_0* x, int64_t nb) {
+  float acc = 0.0f;
+  for (int64_t i = 0; i < nb; ++i) {
+    uint32_t qh;
+    std::memcpy(&qh, w[i].qh, 4);
+    int s = 0;
+    for (int j = 0; j < kQK0; ++j) s += (q5_code(w[i].qs, qh, j) - 16) * x[i].qs[j];
+    acc += fp16_to_fp32(w[i].d) * fp16_to_fp32(x[i].d) * static_cast<float>(s);
+  }
+  return acc;
+}
+
+float dot_q5_1(const BlockQ5_1* w, const BlockQ8_0* x, int64_t nb) {
+  float acc = 0.0f;
+  for (int64_t i = 0; i < nb; ++i) {
+    uint32_t qh;
+    std::memcpy(&qh, w[i].qh, 4);
+    int s = 0, sx = 0;
+    for (int j = 0; j < kQK0; ++j) s += q5_code(w[i].qs, qh, j) * x[i].qs[j], sx += x[i].qs[j];
+    const float dx = fp16_to_fp32(x[i].d);
+    acc += fp16_to_fp32(w[i].d) * dx * static_cast<float>(s) + fp16_to_fp32(w[i].m) * dx * static_cast<float>(sx);
+  }
+  return acc;
+}
+
+// FP8 weights x FP8 activations (E4M3 codes with a scale per block: the row's, the token's): per block the sum of
+// decoded products (exact in fp32: 4-bit significands), times both scales.
+float dot_fp8(const BlockFP8* w, const BlockFP8* x, int64_t nb) {
+  static const auto lut = [] {  // E4M3 code -> value
+    std::array<float, 256> t{};
+    for (int c = 0; c < 256; ++c) t[static_cast<size_t>(c)] = e4m3_to_fp32(static_cast<uint8_t>(c));
+    return t;
+  }();
+  float acc = 0.0f;
+  for (int64_t i = 0; i < nb; ++i) {
+    float s = 0.0f;
+    for (int j = 0; j < kQKRow; ++j) s += lut[w[i].qs[j]] * lut[x[i].qs[j]];
+    acc += w[i].d * x[i].d * s;
+  }
+  return acc;
+}
+
+// INT8 / INT4_G128 weights with fp32 activations (weight-only): per block the sum of codes times x, then the scale.
+float dot_int8(const BlockINT8* w, const float* x, int64_t nb) {
+  float acc = 0.0f;
+  for (int64_t i = 0; i < nb; ++i, x += kQKRow) {
+    float s = 0.0f;
+    for (int j = 0; j < kQKRow; ++j) s += static_cast<float>(w[i].qs[j]) * x[j];
+    acc += w[i].d * s;
+  }
+  return acc;
+}
+
+float dot_int4_g128(const BlockINT4_G128* w, const float* x, int64_t nb) {
+  float acc = 0.0f;
+  for (int64_t i = 0; i < nb; ++i, x += kQKGroup) {
+    const int z = w[i].z;
+    float s = 0.0f;
+    for (int j = 0; j < 64; ++j)
+      s += static_cast<float>((w[i].qs[j] & 15) - z) * x[j] + static_cast<float>((w[i].qs[j] >> 4) - z) * x[j + 64];
+    acc += fp16_to_fp32(w[i].d) * s;
+  }
+  return acc;
+}
+
 float dot_f32(const float* w, const float* x, int64_t K) {
   float acc = 0.0f;
   for (int64_t i = 0; i < K; ++i) acc += w[i] * x[i];
@@ -129,6 +201,11 @@ const DotSet q4_0 = kSet<BlockQ4_0, BlockQ8_0, dot_q4_0, kQK0>;
 const DotSet q4_k = kSet<BlockQ4_K, BlockQ8_K, dot_q4_k, kQKK>;
 const DotSet q5_k = kSet<BlockQ5_K, BlockQ8_K, dot_q5_k, kQKK>;
 const DotSet q6_k = kSet<BlockQ6_K, BlockQ8_K, dot_q6_k, kQKK>;
+const DotSet q5_0 = kSet<BlockQ5_0, BlockQ8_0, dot_q5_0, kQK0>;
+const DotSet q5_1 = kSet<BlockQ5_1, BlockQ8_0, dot_q5_1, kQK0>;
+const DotSet fp8 = kSet<BlockFP8, BlockFP8, dot_fp8, kQKRow>;
+const DotSet int8 = kSet<BlockINT8, float, dot_int8, kQKRow>;
+const DotSet int4_g128 = kSet<BlockINT4_G128, float, dot_int4_g128, kQKGroup>;
 }  // namespace dot_scalar
 
 }  // namespace mopt::cpu

@@ -1,4 +1,4 @@
-// AVX-VNNI variants of the Q8_0/Q4_0 kernels: vpdpbusd does maddubs + madd in one instruction (and
+// AVX-VNNI variants of the Q8_0/Q4_0/Q5_0 kernels: vpdpbusd does maddubs + madd in one instruction (and
 // without the s16 saturation). Compiled for the AVX-VNNI target here only; dot_kernels() selects them
 // at run time when the CPU reports the feature, so the binary still runs on plain AVX2 machines.
 #include "backend/cpu/dot_kernels.h"
@@ -25,16 +25,16 @@ struct DotVnni {
   }
 };
 
-template <template <int> class F>
-constexpr DotSet kSet = {{F<1>::fn, F<2>::fn, F<3>::fn, F<4>::fn}};
 template <int R> struct Q8_0Fn { static constexpr DotFn fn = dot_q0<BlockQ8_0, load_q8_0, DotVnni, R>; };
 template <int R> struct Q4_0Fn { static constexpr DotFn fn = dot_q0<BlockQ4_0, load_q4_0, DotVnni, R>; };
+template <int R> struct Q5_0Fn { static constexpr DotFn fn = dot_q0<BlockQ5_0, load_q5_0, DotVnni, R>; };
 
 }  // namespace
 
 namespace dot_vnni {
 const DotSet q8_0 = kSet<Q8_0Fn>;
 const DotSet q4_0 = kSet<Q4_0Fn>;
+const DotSet q5_0 = kSet<Q5_0Fn>;
 }  // namespace dot_vnni
 
 }  // namespace mopt::cpu

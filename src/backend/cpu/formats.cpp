@@ -31,6 +31,13 @@ constexpr CpuFormat kFormats[] = {
     {DType::Q8_K, {}, nullptr, q8_k_from_float_fast, nullptr, {}},
     {DType::I8, {}, nullptr, nullptr, nullptr, {}},
     {DType::I32, {}, nullptr, nullptr, nullptr, {}},
+    {DType::Q5_0, {&dot_scalar::q5_0, MOPT_AVX2_SET(q5_0), MOPT_VNNI_SET(q5_0)}, nullptr, nullptr, nullptr, {}},
+    {DType::Q5_1, {&dot_scalar::q5_1, MOPT_AVX2_SET(q5_1), nullptr}, nullptr, nullptr, nullptr, {}},
+    {DType::I64, {}, nullptr, nullptr, nullptr, {}},
+    {DType::F8_E4M3, {}, nullptr, nullptr, nullptr, {}},
+    {DType::FP8, {&dot_scalar::fp8, MOPT_AVX2_SET(fp8), nullptr}, nullptr, nullptr, nullptr, {}},
+    {DType::INT8, {&dot_scalar::int8, MOPT_AVX2_SET(int8), nullptr}, nullptr, nullptr, nullptr, {}},
+    {DType::INT4_G128, {&dot_scalar::int4_g128, MOPT_AVX2_SET(int4_g128), nullptr}, nullptr, nullptr, nullptr, {}},
 };
 
 static_assert(one_row_per_dtype(kFormats), "one row per DType, in DType order");

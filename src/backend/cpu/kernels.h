@@ -44,6 +44,8 @@ struct PackSource {
   int64_t N, K;
 };
 PackedF32 pack_f32(std::span<const PackSource> parts);
+// The same into `out`, reusing its storage (loops that pack matrices of one size again and again).
+void pack_f32(std::span<const PackSource> parts, PackedF32& out);
 // y[M, N] = x[M, K] · W^T for packed W. Each output is the fp32 FMA chain over k = 0..K-1 in order, so results
 // are bit-identical whatever M, the tiling, the thread count or the instruction set (batch invariance).
 // AVX-512 kernels are used where the CPU has AVX-512F unless allow_avx512 is false (tests compare both).

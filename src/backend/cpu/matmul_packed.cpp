@@ -135,7 +135,13 @@ void run_rows(const PackedF32& w, const float* x, int64_t mr, int64_t m0, int64_
 
 PackedF32 pack_f32(std::span<const PackSource> parts) {
   PackedF32 out;
+  pack_f32(parts, out);
+  return out;
+}
+
+void pack_f32(std::span<const PackSource> parts, PackedF32& out) {
   MOPT_CHECK(!parts.empty(), "pack_f32: no matrices");
+  out.N = 0;
   out.K = parts[0].K;
   for (const PackSource& s : parts) {
     MOPT_CHECK(s.K == out.K && s.K > 0 && s.N > 0 && s.w, "pack_f32: matrices must share K > 0 (got %lld, %lld)",
@@ -151,7 +157,6 @@ PackedF32 pack_f32(std::span<const PackSource> parts) {
       const float* src = s.w + r * s.K;
       for (int64_t k = 0; k < out.K; ++k) dst[k * kPackedPanel] = src[k];
     }
-  return out;
 }
 
 bool matmul_packed_has_avx512() {

@@ -17,6 +17,17 @@
 //          e[l+96] = (ql[l+32] >> 4) | ((qh[l] >> 6) & 3) << 4      scale sc[l/16 + 6]
 //   Q8_K [256 elems, 292 B]: float d, int8 qs[256], bsums[k] = sum of qs[16k..16k+15] (activations
 //        for K-quant dot products).
+//   Q5_0 [32 elems, 22 B]:  x[i] = d * (q[i] - 16), q 5 bits: low 4 bits as Q4_0 (qs[i] & 15 for i < 16, qs[i-16] >> 4
+//        above), 5th bit = bit i of qh (a little-endian u32).
+//   Q5_1 [32 elems, 24 B]:  x[i] = d * q[i] + m, q as Q5_0 (unsigned, 0..31).
+//   F8_E4M3 [1 elem, 1 B]:  OCP FP8 E4M3 ("e4m3fn"): sign, 4 exponent bits (bias 7), 3 mantissa bits; exponent 0 is
+//        subnormal (m * 2^-9); S.1111.111 is NaN; no infinities; largest finite 448.
+//   FP8 [32 elems, 36 B]:   x[i] = d * e4m3(qs[i]), float d: the E4M3 weights of a compressed-tensors fp8 checkpoint
+//        with their per-channel (or per-tensor) scale repeated in each block of the row; also the activations of
+//        FP8 dot products, quantized per token (one scale per row) at run time.
+//   INT8 [32 elems, 36 B]:  x[i] = d * qs[i], float d, int8 qs: per-channel int8 weights (W8A16) the same way.
+//   INT4_G128 [128 elems, 68 B]: x[i] = d * (q[i] - z), fp16 d, u8 z (0..15), q 4 bits: low nibble of qs[i] for
+//        i < 64, high nibble of qs[i-64] above: AutoAWQ's group of 128 inputs with scale and zero point.
 // fp16 fields are IEEE binary16 bit patterns (mopt::fp16_to_fp32).
 //
 // Every function converts a row of n elements, n a multiple of the block size (the dtype table's callers
@@ -67,6 +78,43 @@ struct BlockQ8_K {
 static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18);
 static_assert(sizeof(BlockQ4_K) == 144 && sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210);
 static_assert(sizeof(BlockQ8_K) == 292);
+
+inline constexpr int kQKRow = 32;    // elements per FP8 / INT8 block
+inline constexpr int kQKGroup = 128; // elements per INT4_G128 block (AWQ's group size)
+
+struct BlockQ5_0 {
+  uint16_t d;      // fp16 scale
+  uint8_t qh[4];   // 5th bits (u32 little-endian)
+  uint8_t qs[16];  // low nibbles
+};
+struct BlockQ5_1 {
+  uint16_t d;      // fp16 scale
+  uint16_t m;      // fp16 offset (the block's minimum)
+  uint8_t qh[4];
+  uint8_t qs[16];
+};
+struct BlockFP8 {
+  float d;          // the row's scale
+  uint8_t qs[32];   // E4M3 codes
+};
+struct BlockINT8 {
+  float d;          // the row's scale
+  int8_t qs[32];
+};
+struct BlockINT4_G128 {
+  uint16_t d;       // fp16 scale
+  uint8_t z;        // zero point, 0..15
+  uint8_t pad;      // 0
+  uint8_t qs[64];   // nibbles: element i low nibble of qs[i % 64] (i < 64), high nibble above
+};
+static_assert(sizeof(BlockQ5_0) == 22 && sizeof(BlockQ5_1) == 24);
+static_assert(sizeof(BlockFP8) == 36 && sizeof(BlockINT8) == 36 && sizeof(BlockINT4_G128) == 68);
+
+// E4M3 codes <-> fp32: decode exact (NaN for the NaN codes); encode rounds to nearest even and saturates at +-448
+// (NaN stays NaN).
+float e4m3_to_fp32(uint8_t code);
+uint8_t fp32_to_e4m3(float x);
+inline constexpr float kE4M3Max = 448.0f;
 
 // The 6-bit scale and min of sub-block j (0..7) from a Q4_K/Q5_K scales[12] array:
 // j < 4: sc = s[j] & 63, m = s[j+4] & 63;
@@ -119,6 +167,33 @@ void q6_k_to_float(const void* src, float* dst, int64_t n);
 void q6_k_from_float(const float* src, void* dst, int64_t n);
 void q8_k_to_float(const void* src, float* dst, int64_t n);
 void q8_k_from_float(const float* src, void* dst, int64_t n);
+
+// Q5_0 and Q5_1 (q5.cpp). Q5_0: the element of largest magnitude maps to -16; Q5_1: d = (max - min) / 31, m = min.
+void q5_0_to_float(const void* src, float* dst, int64_t n);
+void q5_0_from_float(const float* src, void* dst, int64_t n);
+void q5_1_to_float(const void* src, float* dst, int64_t n);
+void q5_1_from_float(const float* src, void* dst, int64_t n);
+
+// FP8 and INT8 (scaled_rows.cpp): one scale for the n elements converted (a row: per-channel scales), d = max|x| /
+// 448 (FP8) or / 127 (INT8), repeated in every block; elements x / d rounded to nearest even (E4M3 / integers).
+// F8_E4M3 elements (no scale) convert with e4m3_to_fp32 / fp32_to_e4m3.
+void f8_e4m3_to_float(const void* src, float* dst, int64_t n);
+void f8_e4m3_from_float(const float* src, void* dst, int64_t n);
+void fp8_to_float(const void* src, float* dst, int64_t n);
+void fp8_from_float(const float* src, void* dst, int64_t n);
+void int8_to_float(const void* src, float* dst, int64_t n);
+void int8_from_float(const float* src, void* dst, int64_t n);
+// INT4_G128 (scaled_rows.cpp): per group, AutoAWQ's round-to-nearest: d = (max - min) / 15 (min <= 0 <= max taken
+// over the group and 0), z = round(-min / d), q = clamp(round(x / d) + z, 0, 15), d stored as fp16 first.
+void int4_g128_to_float(const void* src, float* dst, int64_t n);
+void int4_g128_from_float(const float* src, void* dst, int64_t n);
+
+// The same with a given scale or range (the writers' per-tensor fp8 scales, scales rounded to the file's dtype,
+// AWQ's clipped ranges). n elements (a multiple of 32) with scale d; elements beyond the grid saturate.
+void fp8_quantize_row(const float* x, float d, BlockFP8* out, int64_t n);
+void int8_quantize_row(const float* x, float d, BlockINT8* out, int64_t n);
+// One group of 128 over the range [lo, hi] (lo <= 0 <= hi; elements outside are clamped).
+void int4_g128_quantize_group(const float* x, float lo, float hi, BlockINT4_G128* out);
 
 }  // namespace formats
 }  // namespace mopt

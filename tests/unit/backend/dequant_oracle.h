@@ -18,6 +18,14 @@
 //         ql[l], the low nibble of ql[l+32], the high nibble of ql[l], the high nibble of ql[l+32], with bits 0-1, 2-3,
 //         4-5, 6-7 of qh[l] as bits 4-5; x = d * scale[l/16 + 2k] * (q - 32) for the k-th of the four.
 //   Q8_K  [256 elems, 292 B]: f32 d, int8 q[256], int16 bsums[16]   x[i] = d * q[i]
+//   Q5_0  [32 elems, 22 B]: f16 d, u32 qh (little-endian), 16 B nibbles   x[i] = d * (q[i] - 16), q[i] = the nibble of
+//         Q4_0's element i plus 16 * bit i of qh
+//   Q5_1  [32 elems, 24 B]: f16 d, f16 m, u32 qh, 16 B nibbles            x[i] = d * q[i] + m (q as Q5_0)
+//   E4M3  OCP fp8: sign, 4 exponent bits (bias 7), 3 mantissa bits; exponent 0 subnormal (mant * 2^-9); 0x7F/0xFF NaN
+//   FP8   [32 elems, 36 B]: f32 d, 32 E4M3 codes                         x[i] = d * e4m3(b[4 + i])
+//   INT8  [32 elems, 36 B]: f32 d, int8 q[32]                            x[i] = d * q[i]
+//   INT4_G128 [128 elems, 68 B]: f16 d, u8 z, pad, 64 B nibbles           x[i] = d * (lo(b[4+i]) - z) (i < 64),
+//         x[i+64] = d * (hi(b[4+i]) - z)
 #pragma once
 
 #include <cmath>
@@ -57,6 +65,21 @@ inline void k4_scale_min(const uint8_t* s, int j, int& sc, int& m) {
     sc = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
     m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
   }
+}
+
+inline double e4m3(uint8_t c) {
+  const int exp = (c >> 3) & 15, mant = c & 7;
+  double v;
+  if (exp == 15 && mant == 7) v = NAN;
+  else if (exp == 0) v = std::ldexp(mant, -9);
+  else v = std::ldexp(8 + mant, exp - 10);                        // (1 + mant/8) * 2^(exp-7)
+  return (c & 0x80) ? -v : v;
+}
+
+inline float f32(const uint8_t* p) {
+  float f;
+  std::memcpy(&f, p, 4);
+  return f;
 }
 
 // Decodes one block of `t` at `b` into x[0 .. block elems).
@@ -120,8 +143,39 @@ inline void block(DType t, const uint8_t* b, float* x) {
       for (int i = 0; i < 256; ++i) x[i] = static_cast<float>(static_cast<double>(d) * static_cast<int8_t>(b[4 + i]));
       return;
     }
+    case DType::Q5_0:
+    case DType::Q5_1: {
+      const bool one = t == DType::Q5_1;
+      const double d = f16(u16(b)), m = one ? f16(u16(b + 2)) : 0.0;
+      const uint8_t* qh = b + (one ? 4 : 2);
+      const uint8_t* qs = qh + 4;
+      const uint32_t hi = qh[0] | (qh[1] << 8) | (qh[2] << 16) | (static_cast<uint32_t>(qh[3]) << 24);
+      for (int i = 0; i < 32; ++i) {
+        const int q = (i < 16 ? qs[i] & 15 : qs[i - 16] >> 4) | static_cast<int>(((hi >> i) & 1) << 4);
+        x[i] = static_cast<float>(one ? d * q + m : d * (q - 16));
+      }
+      return;
+    }
+    case DType::F8_E4M3: x[0] = static_cast<float>(e4m3(b[0])); return;
+    case DType::FP8:
+    case DType::INT8: {
+      const double d = f32(b);
+      for (int i = 0; i < 32; ++i)
+        x[i] = static_cast<float>(d * (t == DType::FP8 ? e4m3(b[4 + i]) : static_cast<int8_t>(b[4 + i])));
+      return;
+    }
+    case DType::INT4_G128: {
+      const double d = f16(u16(b));
+      const int z = b[2];
+      for (int i = 0; i < 64; ++i) {
+        x[i] = static_cast<float>(d * ((b[4 + i] & 15) - z));
+        x[i + 64] = static_cast<float>(d * ((b[4 + i] >> 4) - z));
+      }
+      return;
+    }
     case DType::I8:
-    case DType::I32: break;
+    case DType::I32:
+    case DType::I64: break;
   }
   throw std::invalid_argument(std::string("oracle: no definition for ") + dtype_name(t));
 }
@@ -141,8 +195,15 @@ inline Geometry geometry(DType t) {
     case DType::Q5_K: return {256, 176};
     case DType::Q6_K: return {256, 210};
     case DType::Q8_K: return {256, 292};
+    case DType::Q5_0: return {32, 22};
+    case DType::Q5_1: return {32, 24};
+    case DType::F8_E4M3: return {1, 1};
+    case DType::FP8:
+    case DType::INT8: return {32, 36};
+    case DType::INT4_G128: return {128, 68};
     case DType::I8:
-    case DType::I32: break;
+    case DType::I32:
+    case DType::I64: break;
   }
   throw std::invalid_argument(std::string("oracle: no definition for ") + dtype_name(t));
 }

@@ -30,7 +30,8 @@ TEST(DType, KnownFacts) {
                         {DType::Q4_0, "q4_0", 2, 32, 18},   {DType::Q4_K, "q4_k", 12, 256, 144},
                         {DType::Q5_K, "q5_k", 13, 256, 176}, {DType::Q6_K, "q6_k", 14, 256, 210},
                         {DType::Q8_K, "q8_k", 15, 256, 292}, {DType::I8, "i8", 24, 1, 1},
-                        {DType::I32, "i32", 26, 1, 4}};
+                        {DType::I32, "i32", 26, 1, 4},      {DType::Q5_0, "q5_0", 6, 32, 22},
+                        {DType::Q5_1, "q5_1", 7, 32, 24},   {DType::I64, "i64", 27, 1, 8}};
   for (const Fact& f : facts) {
     const DTypeTraits& r = dtype_traits(f.t);
     EXPECT_STREQ(r.name, f.name);
@@ -41,6 +42,9 @@ TEST(DType, KnownFacts) {
   EXPECT_STREQ(dtype_traits(DType::BF16).safetensors_name, "BF16");
   EXPECT_STREQ(dtype_traits(DType::F16).torch_name, "float16");
   EXPECT_EQ(dtype_traits(DType::Q8_0).safetensors_name, nullptr);
+  EXPECT_STREQ(dtype_traits(DType::F8_E4M3).safetensors_name, "F8_E4M3");
+  EXPECT_STREQ(dtype_traits(DType::F8_E4M3).torch_name, "float8_e4m3fn");
+  EXPECT_STREQ(dtype_traits(DType::I64).safetensors_name, "I64");
 }
 
 // What every reader of the table relies on: unique names and ids, a weight type converts both ways and names an

@@ -2,6 +2,7 @@
 // quantize -> dequantize error bounds, fp16/bf16 conversions (including subnormals, inf and NaN).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -117,6 +118,101 @@ TEST(Formats, DequantQ6_KHandBuilt) {
       }
 }
 
+TEST(Formats, DequantQ5_0AndQ5_1HandBuilt) {
+  BlockQ5_0 a;
+  BlockQ5_1 b;
+  a.d = b.d = kHalfHalf;
+  b.m = 0xC000;  // -2
+  for (int j = 0; j < 16; ++j) a.qs[j] = b.qs[j] = static_cast<uint8_t>(j | ((15 - j) << 4));
+  const uint32_t qh = 0x8000'0001u | (1u << 20);  // 5th bit of elements 0, 20, 31
+  std::memcpy(a.qh, &qh, 4);
+  std::memcpy(b.qh, &qh, 4);
+  float ya[32], yb[32];
+  dequantize_row_ref(DType::Q5_0, &a, ya, 32);
+  dequantize_row_ref(DType::Q5_1, &b, yb, 32);
+  for (int j = 0; j < 32; ++j) {
+    const int lo = j < 16 ? j : 15 - (j - 16);  // low nibble for j < 16, high nibble of qs[j - 16] above
+    const int q = lo + (((qh >> j) & 1) ? 16 : 0);
+    EXPECT_EQ(ya[j], 0.5f * (q - 16)) << j;
+    EXPECT_EQ(yb[j], 0.5f * q - 2.0f) << j;
+  }
+}
+
+// OCP 8-bit floating point, E4M3 ("e4m3fn"): bias 7, subnormals m * 2^-9, S.1111.111 NaN, max 448.
+TEST(Formats, E4M3KnownValues) {
+  EXPECT_EQ(e4m3_to_fp32(0x38), 1.0f);                    // 0.0111.000
+  EXPECT_EQ(e4m3_to_fp32(0x7E), 448.0f);                  // 0.1111.110
+  EXPECT_EQ(e4m3_to_fp32(0xFE), -448.0f);
+  EXPECT_EQ(e4m3_to_fp32(0x08), std::ldexp(1.0f, -6));    // smallest normal
+  EXPECT_EQ(e4m3_to_fp32(0x01), std::ldexp(1.0f, -9));    // smallest subnormal
+  EXPECT_EQ(e4m3_to_fp32(0x07), std::ldexp(7.0f, -9));    // largest subnormal
+  EXPECT_EQ(e4m3_to_fp32(0x3D), 1.625f);                  // 0.0111.101
+  EXPECT_TRUE(std::isnan(e4m3_to_fp32(0x7F)) && std::isnan(e4m3_to_fp32(0xFF)));
+  EXPECT_EQ(fp32_to_e4m3(1.0f), 0x38);
+  EXPECT_EQ(fp32_to_e4m3(1000.0f), 0x7E);                 // saturates (no infinities)
+  EXPECT_EQ(fp32_to_e4m3(-464.0f), 0xFE);                 // past 448 rounds to the largest finite
+  EXPECT_EQ(fp32_to_e4m3(1.0625f), 0x38);                 // halfway between 1 and 1.125: tie -> even
+  EXPECT_EQ(fp32_to_e4m3(1.1875f), 0x3A);                 // halfway between 1.125 and 1.25: tie -> even (up)
+  EXPECT_EQ(fp32_to_e4m3(std::ldexp(1.0f, -10)), 0x00);   // half the smallest subnormal: tie -> even (0)
+  EXPECT_EQ(fp32_to_e4m3(std::ldexp(3.0f, -10)), 0x02);   // 1.5 subnormal steps: tie -> even (2)
+  EXPECT_EQ(fp32_to_e4m3(std::numeric_limits<float>::quiet_NaN()) & 0x7F, 0x7F);
+  for (int c = 0; c < 256; ++c) {
+    if ((c & 0x7F) == 0x7F) continue;
+    ASSERT_EQ(fp32_to_e4m3(e4m3_to_fp32(static_cast<uint8_t>(c))), c) << c;
+  }
+}
+
+TEST(Formats, DequantScaledRowsHandBuilt) {
+  BlockFP8 f;
+  BlockINT8 i8;
+  f.d = i8.d = 0.25f;
+  for (int j = 0; j < 32; ++j) f.qs[j] = static_cast<uint8_t>(0x30 + j), i8.qs[j] = static_cast<int8_t>(4 * j - 64);
+  float yf[32], yi[32];
+  dequantize_row_ref(DType::FP8, &f, yf, 32);
+  dequantize_row_ref(DType::INT8, &i8, yi, 32);
+  for (int j = 0; j < 32; ++j) {
+    const int e = (0x30 + j) >> 3, m = (0x30 + j) & 7;  // exponent and mantissa fields
+    EXPECT_EQ(yf[j], 0.25f * std::ldexp(1.0f + m / 8.0f, e - 7)) << j;
+    EXPECT_EQ(yi[j], 0.25f * (4 * j - 64)) << j;
+  }
+  BlockINT4_G128 g;
+  g.d = kHalfTwo;
+  g.z = 5;
+  g.pad = 0;
+  for (int j = 0; j < 64; ++j) g.qs[j] = static_cast<uint8_t>((j % 16) | ((15 - j % 16) << 4));
+  float y4[128];
+  dequantize_row_ref(DType::INT4_G128, &g, y4, 128);
+  for (int j = 0; j < 64; ++j) {
+    EXPECT_EQ(y4[j], 2.0f * (j % 16 - 5)) << j;              // low nibble of qs[j]
+    EXPECT_EQ(y4[j + 64], 2.0f * (15 - j % 16 - 5)) << j;    // high nibble of qs[j]
+  }
+}
+
+// FP8 / INT8 rows take one scale from the whole row converted; INT4_G128 one scale and zero point per 128.
+TEST(Formats, ScaledRowsScales) {
+  auto x = random_vec(256, 7);
+  x[100] = 9.0f;  // the row's max |x| (N(0, 1) data stays far below)
+  std::vector<BlockFP8> f(8);
+  std::vector<BlockINT8> i8(8);
+  quantize_row_ref(DType::FP8, x.data(), f.data(), 256);
+  quantize_row_ref(DType::INT8, x.data(), i8.data(), 256);
+  for (int b = 0; b < 8; ++b) {
+    EXPECT_EQ(f[b].d, 9.0f / 448.0f);
+    EXPECT_EQ(i8[b].d, 9.0f / 127.0f);
+  }
+  EXPECT_EQ(f[3].qs[4], 0x7E);   // x[100] maps to the largest code
+  EXPECT_EQ(i8[3].qs[4], 127);
+  std::vector<BlockINT4_G128> g(2);
+  quantize_row_ref(DType::INT4_G128, x.data(), g.data(), 256);
+  for (int b = 0; b < 2; ++b) {
+    float lo = 0, hi = 0;
+    for (int j = 0; j < 128; ++j) lo = std::min(lo, x[128 * b + j]), hi = std::max(hi, x[128 * b + j]);
+    const float d = fp16_to_fp32(g[b].d);
+    EXPECT_EQ(g[b].d, fp32_to_fp16((hi - lo) / 15.0f));
+    EXPECT_EQ(g[b].z, std::clamp(static_cast<int>(std::nearbyint(-lo / d)), 0, 15));
+  }
+}
+
 // Round trip: RMS error relative to the RMS of the data, and max error relative to the block's max |x|.
 struct RoundTripCase {
   DType t;
@@ -160,12 +256,22 @@ TEST_P(FormatsRoundTrip, ErrorWithinBound) {
 // Q4_0: amax/8; Q4_K/Q5_K: sub-block range/15 or /31 plus 6-bit scale rounding; Q6_K: amax/32 per 16 with
 // 8-bit scales. Measured: Q8_0 .0054/.0072, Q8_K .0068/.016, Q4_0 .088/.114, Q4_K .071/.081, Q5_K .036/.041,
 // Q6_K .019/.023 (RMS, Gaussian / weight-like data); limits leave ~1.3x headroom.
+// Q5_0: amax/16 per 32 (up to a step at the clamped end), Q5_1: range/31 per 32. FP8 and INT8 take one scale for the
+// whole row of 4096 (per-channel scales), so a block's maximum may be well below the row's: FP8's error is relative
+// (half an ulp of a 3-bit mantissa, <= |x|/16); INT8's is half a step of row amax/127, large against the quiet
+// blocks of the weight-like data (group scales 0.1..3 and 6x outliers). INT4_G128: range/15 per 128, the zero point
+// rounded, so an element at the ends may be a whole step (2/15 amax) off; the weight-like data's 4 groups of 32
+// differ in scale inside one group of 128. Measured (Gaussian / weight-like): Q5_0 .043/.057 RMS, .039 max; Q5_1
+// .038/.042, .031; FP8 .027/.026, .053; INT8 .0095/.028, .016; INT4_G128 .099/.149, .065.
 INSTANTIATE_TEST_SUITE_P(
     AllTypes, FormatsRoundTrip,
     ::testing::Values(RoundTripCase{DType::Q8_0, 0.01, 0.0045}, RoundTripCase{DType::Q8_K, 0.02, 0.0045},
                       RoundTripCase{DType::Q4_0, 0.15, 0.13}, RoundTripCase{DType::Q4_K, 0.11, 0.1},
                       RoundTripCase{DType::Q5_K, 0.055, 0.05}, RoundTripCase{DType::Q6_K, 0.03, 0.025},
-                      RoundTripCase{DType::F16, 0.0005, 0.0006}, RoundTripCase{DType::BF16, 0.0025, 0.004}),
+                      RoundTripCase{DType::F16, 0.0005, 0.0006}, RoundTripCase{DType::BF16, 0.0025, 0.004},
+                      RoundTripCase{DType::Q5_0, 0.075, 0.0625}, RoundTripCase{DType::Q5_1, 0.055, 0.04},
+                      RoundTripCase{DType::FP8, 0.035, 0.0625}, RoundTripCase{DType::INT8, 0.037, 0.025},
+                      RoundTripCase{DType::INT4_G128, 0.2, 0.134}),
     [](const auto& info) { return std::string(dtype_name(info.param.t)); });
 
 // Every type of the dtype table with conversions, over a row of whole blocks of zeros.
@@ -181,7 +287,7 @@ TEST(Formats, ZeroBlocksStayZero) {
     for (float v : y) ASSERT_EQ(v, 0.0f) << r.name;
     ++checked;
   }
-  EXPECT_GE(checked, 9);  // f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k, q8_k
+  EXPECT_GE(checked, 15);  // f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k, q8_k, q5_0, q5_1, f8_e4m3, fp8, int8, int4
 }
 
 TEST(Formats, Fp16KnownValues) {

@@ -153,6 +153,10 @@ TEST(HfNames, MapToCanonical) {
   EXPECT_FALSE(hf_to_canonical_name("model.layers.x.mlp.up_proj.weight"));
   EXPECT_FALSE(hf_to_canonical_name("model.layers.01.mlp.up_proj.weight"));
   EXPECT_FALSE(hf_to_canonical_name("model.layers.1.mlp.fc1.weight"));
+  EXPECT_EQ(canonical_to_hf_name("blk.12.ffn_down.weight"), "model.layers.12.mlp.down_proj.weight");
+  EXPECT_EQ(canonical_to_hf_name("blk.0.attn_k.bias"), "model.layers.0.self_attn.k_proj.bias");
+  EXPECT_EQ(canonical_to_hf_name("output.weight"), "lm_head.weight");
+  EXPECT_FALSE(canonical_to_hf_name("blk.1.ffn_fc1.weight"));
   EXPECT_TRUE(hf_ignorable_tensor("model.layers.3.self_attn.rotary_emb.inv_freq"));
   EXPECT_EQ(layer_of_tensor("blk.12.ffn_up.weight"), 12);
   EXPECT_FALSE(layer_of_tensor("token_embd.weight"));
@@ -207,11 +211,11 @@ TEST(SafetensorsBad, Headers) {
   EXPECT_TRUE(fails_with(st_parse(st_image("[]", 0)), "not a JSON object"));
   EXPECT_TRUE(fails_with(st_parse(st_image(R"({"a": 5})", 0)), "not a JSON object"));
   EXPECT_TRUE(fails_with(st_parse(st_image(R"({"a": {"shape": [1], "data_offsets": [0, 4]}})", 4)), "dtype"));
-  EXPECT_TRUE(fails_with(st_parse(st_image(R"({"a": {"dtype": "I64", "shape": [1], "data_offsets": [0, 8]}})", 8)),
-                         "dtype I64 is not supported (supported: F32, F16, BF16"));
-  // I8 has a dtype row (and a safetensors name) but is no weight type.
-  EXPECT_TRUE(fails_with(st_parse(st_image(R"({"a": {"dtype": "I8", "shape": [1], "data_offsets": [0, 1]}})", 1)),
-                         "dtype I8 is not supported"));
+  EXPECT_TRUE(fails_with(st_parse(st_image(R"({"a": {"dtype": "F64", "shape": [1], "data_offsets": [0, 8]}})", 8)),
+                         "dtype F64 is not supported (supported: F32, F16, BF16, I8, I32, I64, F8_E4M3)"));
+  // I64 / I8 have dtype rows with safetensors names (the parts of quantized layers): parsed, no weights.
+  EXPECT_TRUE(st_parse(st_image(R"({"a": {"dtype": "I64", "shape": [1], "data_offsets": [0, 8]}})", 8)));
+  EXPECT_TRUE(st_parse(st_image(R"({"a": {"dtype": "I8", "shape": [1], "data_offsets": [0, 1]}})", 1)));
   EXPECT_TRUE(fails_with(st_parse(st_image(R"({"a": {"dtype": "Q9", "shape": [1], "data_offsets": [0, 8]}})", 8)),
                          "unknown dtype"));
   EXPECT_TRUE(fails_with(st_parse(st_image(R"({"a": {"dtype": "F32", "shape": [1, -2], "data_offsets": [0, 8]}})", 8)),

@@ -5,7 +5,9 @@
 //      the kernel may differ only by fp32 rounding: |err| <= 2e-5 * sum|w||x| (+1e-30).
 //  (2) end-to-end check against the plain fp32 product dequant(W) · x: the activation rounding adds at most
 //      sum over blocks of sum|w| * amax_block(x) * (1/254 + 1/2048) (half a step of amax/127, plus the
-//      fp16 rounding of a Q8_0 activation scale; Q8_K keeps an fp32 scale).
+//      fp16 rounding of a Q8_0 activation scale; Q8_K keeps an fp32 scale); FP8 activations (E4M3 with one scale
+//      d = amax_row / 448 per token) add sum |w| * (|x| / 16 + d * 2^-10) (half an ulp of a 3-bit mantissa, or
+//      half the subnormal step d * 2^-9).
 //  (3) threaded results equal single-threaded ones bit for bit (fixed tiling, dynamic assignment).
 #include <gtest/gtest.h>
 
@@ -79,7 +81,12 @@ TEST_P(KernelsMatmul, MatchesReference) {
             exact += static_cast<double>(wr[k]) * xr[k];
             mag += std::fabs(static_cast<double>(wr[k]) * xr[k]);
           }
-          if (at != DType::F32) {
+          if (at == DType::FP8) {
+            double amax = 0;
+            for (int64_t k = 0; k < K; ++k) amax = std::max(amax, std::fabs(static_cast<double>(xr[k])));
+            for (int64_t k = 0; k < K; ++k)
+              act_bound += std::fabs(static_cast<double>(wr[k])) * (std::fabs(xr[k]) / 16 + amax / 448 / 1024);
+          } else if (at != DType::F32) {
             for (int64_t b = 0; b < K; b += ablk) {
               double amax = 0, wsum = 0;
               for (int64_t k = b; k < b + ablk; ++k) {
@@ -106,7 +113,10 @@ TEST_P(KernelsMatmul, MatchesReference) {
 const Case kCases[] = {{DType::F32, 64},   {DType::F32, 77},   {DType::F16, 96},   {DType::F16, 13},
                        {DType::BF16, 128}, {DType::BF16, 37},  {DType::Q8_0, 32},  {DType::Q8_0, 288},
                        {DType::Q4_0, 64},  {DType::Q4_0, 544}, {DType::Q4_K, 256}, {DType::Q4_K, 768},
-                       {DType::Q5_K, 256}, {DType::Q5_K, 512}, {DType::Q6_K, 256}, {DType::Q6_K, 768}};
+                       {DType::Q5_K, 256}, {DType::Q5_K, 512}, {DType::Q6_K, 256}, {DType::Q6_K, 768},
+                       {DType::Q5_0, 32},  {DType::Q5_0, 288}, {DType::Q5_1, 64},  {DType::Q5_1, 544},
+                       {DType::FP8, 32},   {DType::FP8, 320},  {DType::INT8, 32},  {DType::INT8, 96},
+                       {DType::INT4_G128, 128}, {DType::INT4_G128, 640}};
 
 INSTANTIATE_TEST_SUITE_P(
     AllTypes, KernelsMatmul, ::testing::ValuesIn(kCases),

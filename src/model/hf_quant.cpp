@@ -1,0 +1,360 @@
+// Quantized Hugging Face checkpoints: quantization_config parsing, assembly of each quantized linear layer into a
+// block format of the dtype table, and the AutoAWQ / pack-quantized packings (layouts in hf_quant.h).
+#include "model/hf_quant.h"
+
+#include <cstring>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "core/strfmt.h"
+#include "core/strings.h"
+
+namespace mopt {
+
+namespace {
+
+using json = nlohmann::json;
+
+constexpr const char* kSupported =
+    "compressed-tensors float-quantized (fp8 weights, dynamic fp8 activations), compressed-tensors pack-quantized "
+    "(8-bit symmetric per-channel weights, no activation quantization), fp8 (dynamic activations), awq (4-bit, "
+    "group 128, zero point, gemm)";
+
+std::string field_str(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+// An integer field, or `def` where absent or null; -1 where present with another type.
+int64_t field_int(const json& j, const char* key, int64_t def) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return def;
+  return it->is_number_integer() ? it->get<int64_t>() : -1;
+}
+
+bool is_null_or_absent(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it == j.end() || it->is_null();
+}
+
+Result<HfQuantConfig> parse_compressed_tensors(const json& q) {
+  HfQuantConfig out;
+  out.method = "compressed-tensors";
+  const std::string format = field_str(q, "format");
+  const std::string status = field_str(q, "quantization_status");
+  if (!status.empty() && status != "compressed")
+    return error("quantization_config: quantization_status \"%s\": mopt loads compressed checkpoints only",
+                 status.c_str());
+  if (!is_null_or_absent(q, "sparsity_config") && !(q["sparsity_config"].is_object() && q["sparsity_config"].empty()))
+    return error("quantization_config: sparsity_config is not supported (dense weights only)");
+  auto groups = q.find("config_groups");
+  if (groups == q.end() || !groups->is_object() || groups->empty())
+    return error("quantization_config: compressed-tensors needs a non-empty \"config_groups\" object");
+  for (auto g = groups->begin(); g != groups->end(); ++g) {
+    const json& grp = *g;
+    const std::string where = "quantization_config.config_groups." + g.key();
+    if (!grp.is_object() || !grp.contains("weights") || !grp["weights"].is_object())
+      return error("%s: expected an object with a \"weights\" scheme", where.c_str());
+    const json& w = grp["weights"];
+    const json in = grp.value("input_activations", json());
+    const std::string type = field_str(w, "type"), strategy = field_str(w, "strategy");
+    const int64_t bits = field_int(w, "num_bits", -1);
+    HfQuantLayout layout = HfQuantLayout::kNone;
+    if (format == "float-quantized" && type == "float" && bits == 8 && (strategy == "channel" || strategy == "tensor")) {
+      if (!in.is_object() || field_str(in, "type") != "float" || field_int(in, "num_bits", -1) != 8 ||
+          !in.value("dynamic", false))
+        return error("%s: fp8 weights with input_activations %s: mopt runs fp8 with dynamic fp8 activations "
+                     "(input_activations {type float, num_bits 8, dynamic true}) only", where.c_str(),
+                     in.dump().c_str());
+      layout = HfQuantLayout::kFp8;
+    } else if (format == "pack-quantized" && type == "int" && bits == 8 && strategy == "channel" &&
+               w.value("symmetric", false) && in.is_null()) {
+      layout = HfQuantLayout::kInt8;
+    } else {
+      return error("%s: format \"%s\" with weights %s is not supported (supported: %s)", where.c_str(),
+                   format.c_str(), w.dump().c_str(), kSupported);
+    }
+    if (out.layout != HfQuantLayout::kNone && out.layout != layout)
+      return error("quantization_config: config groups of different schemes are not supported");
+    out.layout = layout;
+  }
+  return out;
+}
+
+// One of the parts of a quantized layer, found by suffix.
+struct Parts {
+  std::map<std::string, size_t> by_name;  // tensor name -> index
+  const std::vector<TensorView>& t;
+  const TensorView* get(const std::string& name) const {
+    auto it = by_name.find(name);
+    return it == by_name.end() ? nullptr : &t[it->second];
+  }
+};
+
+bool ends_with(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// A tensor's elements as fp32 (float types only).
+Result<std::vector<float>> read_floats(const TensorView& t) {
+  const DTypeTraits& r = dtype_traits(t.dtype);
+  if (r.quantized || !r.to_float || !r.weight)
+    return error("tensor %s is %s, expected a float type (f32, f16, bf16)", t.name.c_str(), r.name);
+  std::vector<float> out(static_cast<size_t>(t.n_elements()));
+  dequantize_row_ref(t.dtype, t.data, out.data(), t.n_elements());
+  return out;
+}
+
+Status check_shape(const TensorView& t, DType dtype, std::initializer_list<int64_t> ne) {
+  bool ok = t.dtype == dtype && t.n_dims == static_cast<int>(ne.size());
+  size_t d = 0;
+  std::string want = "[";
+  for (int64_t v : ne) {
+    ok = ok && t.ne[d] == v;
+    want += strfmt(d++ ? ", %lld" : "%lld", static_cast<long long>(v));
+  }
+  if (!ok)
+    return error("tensor %s is %s %s, expected %s %s]", t.name.c_str(), dtype_name(t.dtype), t.shape_str().c_str(),
+                 dtype_name(dtype), want.c_str());
+  return Status::ok();
+}
+
+TensorView owned_view(std::string name, DType t, int64_t N, int64_t K, std::vector<std::vector<uint8_t>>& owned,
+                      std::vector<uint8_t> buf) {
+  TensorView v;
+  v.name = std::move(name);
+  v.dtype = t;
+  v.n_dims = 2;
+  v.ne = {K, N, 1, 1};
+  v.nbytes = buf.size();
+  owned.push_back(std::move(buf));
+  v.data = owned.back().data();
+  return v;
+}
+
+// <p>.weight F8_E4M3 [N, K] + <p>.weight_scale -> FP8 rows.
+Result<TensorView> assemble_fp8(const Parts& parts, const std::string& p, std::vector<std::vector<uint8_t>>& owned) {
+  const TensorView* w = parts.get(p + ".weight");
+  const TensorView* s = parts.get(p + ".weight_scale");
+  if (!w) return error("%s.weight_scale has no %s.weight", p.c_str(), p.c_str());
+  if (w->dtype != DType::F8_E4M3 || w->n_dims != 2)
+    return error("tensor %s.weight is %s %s, expected f8_e4m3 [K, N] beside its weight_scale", p.c_str(),
+                 dtype_name(w->dtype), w->shape_str().c_str());
+  if (parts.get(p + ".input_scale"))
+    return error("%s.input_scale: static activation scales are not supported (mopt scales fp8 activations per "
+                 "token at run time)", p.c_str());
+  const int64_t K = w->ne[0], N = w->ne[1];
+  if (K % kQKRow != 0) return error("%s.weight: %lld inputs, not a multiple of %d", p.c_str(), (long long)K, kQKRow);
+  MOPT_ASSIGN_OR_RETURN(std::vector<float> scale, read_floats(*s));
+  if (scale.size() != 1 && scale.size() != static_cast<size_t>(N))
+    return error("tensor %s.weight_scale has %zu elements, expected 1 (per tensor) or %lld (per channel)", p.c_str(),
+                 scale.size(), (long long)N);
+  std::vector<uint8_t> buf(static_cast<size_t>(N * (K / kQKRow)) * sizeof(BlockFP8));
+  auto* b = reinterpret_cast<BlockFP8*>(buf.data());
+  const auto* codes = static_cast<const uint8_t*>(w->data);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t i = 0; i < K / kQKRow; ++i) {
+      BlockFP8& blk = b[n * (K / kQKRow) + i];
+      blk.d = scale[scale.size() == 1 ? 0 : static_cast<size_t>(n)];
+      std::memcpy(blk.qs, codes + n * K + i * kQKRow, kQKRow);
+    }
+  return owned_view(p + ".weight", DType::FP8, N, K, owned, std::move(buf));
+}
+
+// <p>.weight_packed I32 [N, K/4] + <p>.weight_scale [N, 1] + <p>.weight_shape {N, K} -> INT8 rows.
+Result<TensorView> assemble_int8(const Parts& parts, const std::string& p, std::vector<std::vector<uint8_t>>& owned) {
+  const TensorView* w = parts.get(p + ".weight_packed");
+  const TensorView* s = parts.get(p + ".weight_scale");
+  const TensorView* shape = parts.get(p + ".weight_shape");
+  if (!s || !shape) return error("%s.weight_packed needs %s.weight_scale and %s.weight_shape", p.c_str(), p.c_str(),
+                                 p.c_str());
+  if (shape->n_elements() != 2 || (shape->dtype != DType::I64 && shape->dtype != DType::I32))
+    return error("tensor %s.weight_shape is %s %s, expected two integers", p.c_str(), dtype_name(shape->dtype),
+                 shape->shape_str().c_str());
+  int64_t NK[2];
+  for (int i = 0; i < 2; ++i) {
+    if (shape->dtype == DType::I64) {
+      std::memcpy(&NK[i], static_cast<const uint8_t*>(shape->data) + 8 * i, 8);
+    } else {
+      int32_t v;
+      std::memcpy(&v, static_cast<const uint8_t*>(shape->data) + 4 * i, 4);
+      NK[i] = v;
+    }
+  }
+  const int64_t N = NK[0], K = NK[1];
+  if (N <= 0 || K <= 0 || K % kQKRow != 0)
+    return error("%s.weight_shape {%lld, %lld}: expected positive sizes, inputs a multiple of %d", p.c_str(),
+                 (long long)N, (long long)K, kQKRow);
+  MOPT_TRY(check_shape(*w, DType::I32, {K / 4, N}));
+  MOPT_ASSIGN_OR_RETURN(std::vector<float> scale, read_floats(*s));
+  if (scale.size() != static_cast<size_t>(N))
+    return error("tensor %s.weight_scale has %zu elements, expected %lld (one per output channel)", p.c_str(),
+                 scale.size(), (long long)N);
+  std::vector<uint8_t> buf(static_cast<size_t>(N * (K / kQKRow)) * sizeof(BlockINT8));
+  int8_unpack(static_cast<const int32_t*>(w->data), scale.data(), N, K, reinterpret_cast<BlockINT8*>(buf.data()));
+  return owned_view(p + ".weight", DType::INT8, N, K, owned, std::move(buf));
+}
+
+// <p>.qweight I32 [K, N/8] + <p>.qzeros I32 [K/128, N/8] + <p>.scales F16 [K/128, N] -> INT4_G128 rows.
+Result<TensorView> assemble_awq(const Parts& parts, const std::string& p, std::vector<std::vector<uint8_t>>& owned) {
+  const TensorView* qw = parts.get(p + ".qweight");
+  const TensorView* qz = parts.get(p + ".qzeros");
+  const TensorView* sc = parts.get(p + ".scales");
+  if (!qz || !sc) return error("%s.qweight needs %s.qzeros and %s.scales", p.c_str(), p.c_str(), p.c_str());
+  if (qw->dtype != DType::I32 || qw->n_dims != 2)
+    return error("tensor %s.qweight is %s %s, expected i32 [N/8, K]", p.c_str(), dtype_name(qw->dtype),
+                 qw->shape_str().c_str());
+  const int64_t K = qw->ne[1], N = qw->ne[0] * 8;
+  if (K % kQKGroup != 0)
+    return error("%s.qweight: %lld inputs, not a multiple of the group size %d", p.c_str(), (long long)K, kQKGroup);
+  MOPT_TRY(check_shape(*qz, DType::I32, {N / 8, K / kQKGroup}));
+  MOPT_TRY(check_shape(*sc, DType::F16, {N, K / kQKGroup}));
+  std::vector<uint8_t> buf(static_cast<size_t>(N * (K / kQKGroup)) * sizeof(BlockINT4_G128));
+  awq_unpack(static_cast<const int32_t*>(qw->data), static_cast<const int32_t*>(qz->data),
+             static_cast<const uint16_t*>(sc->data), N, K, reinterpret_cast<BlockINT4_G128*>(buf.data()));
+  return owned_view(p + ".weight", DType::INT4_G128, N, K, owned, std::move(buf));
+}
+
+}  // namespace
+
+Result<HfQuantConfig> parse_hf_quant_config(const json& cfg) {
+  auto it = cfg.find("quantization_config");
+  if (it == cfg.end() || it->is_null()) return HfQuantConfig{};
+  const json& q = *it;
+  if (!q.is_object()) return error("\"quantization_config\" is %s, expected an object", q.dump().c_str());
+  const std::string method = field_str(q, "quant_method");
+  if (method == "compressed-tensors") return parse_compressed_tensors(q);
+  HfQuantConfig out;
+  out.method = method;
+  if (method == "fp8") {
+    const std::string scheme = field_str(q, "activation_scheme");
+    if (scheme != "dynamic")
+      return error("quantization_config: fp8 activation_scheme \"%s\" is not supported (only \"dynamic\")",
+                   scheme.c_str());
+    if (!is_null_or_absent(q, "weight_block_size"))
+      return error("quantization_config: fp8 weight_block_size (block-wise scales) is not supported");
+    out.layout = HfQuantLayout::kFp8;
+    return out;
+  }
+  if (method == "awq") {
+    const int64_t bits = field_int(q, "bits", field_int(q, "w_bit", -1));
+    const int64_t group = field_int(q, "group_size", field_int(q, "q_group_size", -1));
+    const std::string version = lower(field_str(q, "version"));
+    if (bits != 4 || group != kQKGroup || !q.value("zero_point", false) || (version != "gemm" && !version.empty()))
+      return error("quantization_config: awq with bits %lld, group_size %lld, zero_point %s, version \"%s\" is not "
+                   "supported (only 4 bits, group 128, zero_point true, gemm)", (long long)bits, (long long)group,
+                   q.value("zero_point", json()).dump().c_str(), version.c_str());
+    out.layout = HfQuantLayout::kAwq;
+    return out;
+  }
+  return error("quantization_config: quant_method \"%s\" is not supported (supported: %s)", method.c_str(),
+               kSupported);
+}
+
+Status assemble_hf_quant(const HfQuantConfig& qc, std::vector<TensorView>& tensors,
+                         std::vector<std::vector<uint8_t>>& owned) {
+  if (qc.layout == HfQuantLayout::kNone) return Status::ok();
+  Parts parts{{}, tensors};
+  for (size_t i = 0; i < tensors.size(); ++i) parts.by_name.emplace(tensors[i].name, i);
+  // The part whose presence marks a quantized layer, and the parts the layer consumes.
+  const char* key = qc.layout == HfQuantLayout::kFp8 ? ".weight_scale"
+                    : qc.layout == HfQuantLayout::kInt8 ? ".weight_packed"
+                                                        : ".qweight";
+  const std::vector<const char*> consumed =
+      qc.layout == HfQuantLayout::kFp8    ? std::vector<const char*>{".weight", ".weight_scale"}
+      : qc.layout == HfQuantLayout::kInt8 ? std::vector<const char*>{".weight_packed", ".weight_scale", ".weight_shape"}
+                                          : std::vector<const char*>{".qweight", ".qzeros", ".scales"};
+  std::set<std::string> drop;
+  std::vector<TensorView> made;
+  for (const TensorView& t : tensors) {
+    if (!ends_with(t.name, key)) continue;
+    const std::string p = t.name.substr(0, t.name.size() - std::strlen(key));
+    Result<TensorView> v = qc.layout == HfQuantLayout::kFp8    ? assemble_fp8(parts, p, owned)
+                           : qc.layout == HfQuantLayout::kInt8 ? assemble_int8(parts, p, owned)
+                                                               : assemble_awq(parts, p, owned);
+    if (!v) return v.status().with_context(strfmt("quantization_config %s", qc.method.c_str()));
+    for (const char* s : consumed) drop.insert(p + s);
+    made.push_back(std::move(*v));
+  }
+  if (made.empty())
+    return error("config.json has a quantization_config (%s) but no tensor ends in \"%s\": not a checkpoint of that "
+                 "layout", qc.method.c_str(), key);
+  std::vector<TensorView> out;
+  for (TensorView& t : tensors)
+    if (!drop.count(t.name)) out.push_back(std::move(t));
+  for (TensorView& t : made) out.push_back(std::move(t));
+  tensors = std::move(out);
+  return Status::ok();
+}
+
+AwqPacked awq_pack(const BlockINT4_G128* w, int64_t N, int64_t K) {
+  const int64_t G = K / kQKGroup, C = N / 8;
+  AwqPacked p;
+  p.qweight.assign(static_cast<size_t>(K * C), 0);
+  p.qzeros.assign(static_cast<size_t>(G * C), 0);
+  p.scales.resize(static_cast<size_t>(G * N));
+  for (int64_t n = 0; n < N; ++n) {
+    const int64_t c = n / 8;
+    int nib = 0;  // the nibble of column n % 8 in a word
+    while (kAwqOrder[nib] != n % 8) ++nib;
+    for (int64_t g = 0; g < G; ++g) {
+      const BlockINT4_G128& b = w[n * G + g];
+      p.scales[static_cast<size_t>(g * N + n)] = b.d;
+      p.qzeros[static_cast<size_t>(g * C + c)] |= static_cast<int32_t>(static_cast<uint32_t>(b.z & 15) << (4 * nib));
+      for (int j = 0; j < kQKGroup; ++j) {
+        const int q = j < 64 ? (b.qs[j] & 15) : (b.qs[j - 64] >> 4);
+        p.qweight[static_cast<size_t>((g * kQKGroup + j) * C + c)] |=
+            static_cast<int32_t>(static_cast<uint32_t>(q) << (4 * nib));
+      }
+    }
+  }
+  return p;
+}
+
+void awq_unpack(const int32_t* qweight, const int32_t* qzeros, const uint16_t* scales, int64_t N, int64_t K,
+                BlockINT4_G128* out) {
+  const int64_t G = K / kQKGroup, C = N / 8;
+  for (int64_t n = 0; n < N; ++n) {
+    const int64_t c = n / 8;
+    int nib = 0;
+    while (kAwqOrder[nib] != n % 8) ++nib;
+    auto code = [&](int32_t word) { return static_cast<int>((static_cast<uint32_t>(word) >> (4 * nib)) & 15u); };
+    for (int64_t g = 0; g < G; ++g) {
+      BlockINT4_G128& b = out[n * G + g];
+      b.d = scales[g * N + n];
+      b.z = static_cast<uint8_t>(code(qzeros[g * C + c]));
+      b.pad = 0;
+      for (int j = 0; j < 64; ++j)
+        b.qs[j] = static_cast<uint8_t>(code(qweight[(g * kQKGroup + j) * C + c]) |
+                                       code(qweight[(g * kQKGroup + j + 64) * C + c]) << 4);
+    }
+  }
+}
+
+std::vector<int32_t> int8_pack(const BlockINT8* w, int64_t N, int64_t K) {
+  std::vector<int32_t> out(static_cast<size_t>(N * K / 4));
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < K / 4; ++c) {
+      uint32_t word = 0;
+      for (int j = 0; j < 4; ++j) {
+        const int64_t k = 4 * c + j;
+        const int q = w[n * (K / kQKRow) + k / kQKRow].qs[k % kQKRow];
+        word |= static_cast<uint32_t>(q + 128) << (8 * j);
+      }
+      out[static_cast<size_t>(n * (K / 4) + c)] = static_cast<int32_t>(word);
+    }
+  return out;
+}
+
+void int8_unpack(const int32_t* packed, const float* scales, int64_t N, int64_t K, BlockINT8* out) {
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t k = 0; k < K; ++k) {
+      BlockINT8& b = out[n * (K / kQKRow) + k / kQKRow];
+      const uint32_t word = static_cast<uint32_t>(packed[n * (K / 4) + k / 4]);
+      b.qs[k % kQKRow] = static_cast<int8_t>(static_cast<int>((word >> (8 * (k % 4))) & 255u) - 128);
+      b.d = scales[n];
+    }
+}
+
+}  // namespace mopt

@@ -1,0 +1,31 @@
+// Whole-tensor conversions (convert.h).
+#include "quant/convert.h"
+
+#include "backend/cpu/quant.h"
+
+namespace mopt::quant {
+
+std::vector<float> to_f32(const TensorView& t, ThreadPool& pool, const std::vector<int64_t>* perm) {
+  const int64_t k = t.ne[0], rows = t.rows();
+  const uint64_t rb = *row_bytes(t.dtype, static_cast<uint64_t>(k));
+  std::vector<float> out(static_cast<size_t>(rows * k));
+  const auto* src = static_cast<const uint8_t*>(t.data);
+  pool.parallel_for(rows, [&](int64_t b, int64_t e, int) {
+    for (int64_t r = b; r < e; ++r) {
+      const int64_t from = perm ? (*perm)[static_cast<size_t>(r)] : r;
+      cpu::dequantize_row(t.dtype, src + static_cast<uint64_t>(from) * rb, out.data() + r * k, k);
+    }
+  });
+  return out;
+}
+
+std::vector<uint8_t> from_f32(const float* x, int64_t rows, int64_t k, DType t, ThreadPool& pool) {
+  const uint64_t rb = *row_bytes(t, static_cast<uint64_t>(k));
+  std::vector<uint8_t> out(rb * static_cast<uint64_t>(rows));
+  pool.parallel_for(rows, [&](int64_t b, int64_t e, int) {
+    for (int64_t r = b; r < e; ++r) cpu::quantize_row(t, x + r * k, out.data() + static_cast<uint64_t>(r) * rb, k);
+  });
+  return out;
+}
+
+}  // namespace mopt::quant

@@ -1,0 +1,19 @@
+// Whole-tensor conversions of the quantize pipeline, rows split over a thread pool: a tensor to fp32 rows (optionally
+// reordered) and fp32 rows to a type of the dtype table. The CPU backend's row conversions give the reference
+// conversions' results (backend/cpu/quant.h).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/tensor.h"
+#include "core/thread_pool.h"
+
+namespace mopt::quant {
+
+// t as fp32 [rows, ne[0]]; out row r is t's row perm[r] where perm is given ([rows]).
+std::vector<float> to_f32(const TensorView& t, ThreadPool& pool, const std::vector<int64_t>* perm = nullptr);
+// rows x k fp32 values -> `rows` rows of type `t`, one conversion per row (per-row formats take one scale per row).
+std::vector<uint8_t> from_f32(const float* x, int64_t rows, int64_t k, DType t, ThreadPool& pool);
+
+}  // namespace mopt::quant

@@ -1,0 +1,284 @@
+// The safetensors output path: a Hugging Face folder whose linear layers are in the target's layout
+// (model/hf_quant.h: compressed-tensors fp8 / pack-quantized int8, AutoAWQ GEMM), with the quantization_config
+// vLLM and transformers read, the other tensors in the input's float type (fp16 for AWQ, whose kernels take
+// fp16), and the input's tokenizer and generation files. docs/quantize.md describes the layouts.
+#include <algorithm>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "core/mmap.h"
+#include "core/strfmt.h"
+#include "model/arch.h"
+#include "model/hf_quant.h"
+#include "quant/convert.h"
+#include "quant/hf_save.h"
+#include "quant/pipeline.h"
+#include "quant/safetensors_writer.h"
+
+namespace mopt::quant {
+
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+bool ends_with(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// The weights the layouts quantize: the linear layers of the decoder blocks (the embeddings and the output head stay
+// in float, as llm-compressor's "ignore": ["lm_head"] and AutoAWQ leave them).
+bool is_linear(const std::string& name) {
+  if (!layer_of_tensor(name)) return false;
+  for (const char* s : {"attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight", "ffn_gate.weight",
+                        "ffn_up.weight", "ffn_down.weight"})
+    if (ends_with(name, s)) return true;
+  return false;
+}
+
+// The smallest value of float type t that is >= d (scales rounded up, so no element saturates).
+float round_up_scale(float d, DType t) {
+  float r = d;
+  if (t == DType::BF16) {
+    uint16_t b = fp32_to_bf16(d);
+    if (bf16_to_fp32(b) < d) ++b;
+    r = bf16_to_fp32(b);
+  } else if (t == DType::F16) {
+    uint16_t h = fp32_to_fp16(d);
+    if (fp16_to_fp32(h) < d) ++h;
+    r = fp16_to_fp32(h);
+  }
+  return r;
+}
+
+// One part of the output: a tensor of the safetensors file.
+struct Part {
+  std::string name;
+  DType type;
+  std::vector<int64_t> shape;
+};
+
+// An input tensor and the parts it becomes.
+struct Item {
+  std::string canonical;      // name in the model
+  const TensorView* src;
+  std::string hf;             // Hugging Face name (the module prefix for linears)
+  bool linear;
+  std::vector<Part> parts;
+};
+
+std::vector<int64_t> torch_shape(const TensorView& t) {
+  std::vector<int64_t> s;
+  for (int d = t.n_dims - 1; d >= 0; --d) s.push_back(t.ne[static_cast<size_t>(d)]);
+  return s;
+}
+
+ojson quantization_config(Target t, bool fp8_per_tensor) {
+  if (t == Target::kAwq)
+    return {{"quant_method", "awq"}, {"bits", 4}, {"group_size", 128}, {"zero_point", true}, {"version", "gemm"},
+            {"modules_to_not_convert", nullptr}};
+  const bool fp8 = t == Target::kFp8;
+  ojson weights = {{"num_bits", 8},         {"type", fp8 ? "float" : "int"},
+                   {"symmetric", true},     {"strategy", fp8 && fp8_per_tensor ? "tensor" : "channel"},
+                   {"dynamic", false},      {"group_size", nullptr},
+                   {"block_structure", nullptr}, {"actorder", nullptr},
+                   {"observer", "minmax"},  {"observer_kwargs", ojson::object()}};
+  ojson input = nullptr;
+  if (fp8)
+    input = {{"num_bits", 8},      {"type", "float"},      {"symmetric", true},        {"strategy", "token"},
+             {"dynamic", true},    {"group_size", nullptr}, {"block_structure", nullptr}, {"actorder", nullptr},
+             {"observer", nullptr}, {"observer_kwargs", ojson::object()}};
+  return {{"quant_method", "compressed-tensors"},
+          {"format", fp8 ? "float-quantized" : "pack-quantized"},
+          {"quantization_status", "compressed"},
+          {"config_groups",
+           {{"group_0",
+             {{"targets", {"Linear"}}, {"weights", weights}, {"input_activations", input},
+              {"output_activations", nullptr}}}}},
+          {"ignore", {"lm_head"}},
+          {"kv_cache_scheme", nullptr},
+          {"global_compression_ratio", nullptr},
+          {"sparsity_config", ojson::object()}};
+}
+
+// The parts of a linear weight [N, K] in the target's layout, checked against the layout's size rules.
+Result<std::vector<Part>> linear_parts(Target t, const std::string& p, int64_t N, int64_t K, DType float_type,
+                                       bool fp8_per_tensor) {
+  switch (t) {
+    case Target::kFp8:
+      if (K % kQKRow != 0) break;
+      return std::vector<Part>{{p + ".weight", DType::F8_E4M3, {N, K}},
+                               {p + ".weight_scale", DType::F32, fp8_per_tensor ? std::vector<int64_t>{1}
+                                                                                : std::vector<int64_t>{N, 1}}};
+    case Target::kInt8:
+      if (K % kQKRow != 0) break;
+      return std::vector<Part>{{p + ".weight_packed", DType::I32, {N, K / 4}},
+                               {p + ".weight_scale", float_type, {N, 1}},
+                               {p + ".weight_shape", DType::I64, {2}}};
+    case Target::kAwq:
+      if (K % kQKGroup != 0 || N % 8 != 0) break;
+      return std::vector<Part>{{p + ".qweight", DType::I32, {K, N / 8}},
+                               {p + ".qzeros", DType::I32, {K / kQKGroup, N / 8}},
+                               {p + ".scales", DType::F16, {K / kQKGroup, N}}};
+    default: break;
+  }
+  return error("%s.weight [%lld, %lld] does not fit the %s layout (inputs a multiple of %d%s)", p.c_str(),
+               (long long)N, (long long)K, target_info(t).name, t == Target::kAwq ? kQKGroup : kQKRow,
+               t == Target::kAwq ? ", outputs a multiple of 8" : "");
+}
+
+// The bytes of each part of a linear layer from its fp32 weights x [N, K].
+std::vector<std::vector<uint8_t>> encode_linear(Target t, const float* x, int64_t N, int64_t K, DType float_type,
+                                                bool fp8_per_tensor, ThreadPool& pool) {
+  std::vector<std::vector<uint8_t>> out;
+  auto bytes_of = [](const void* p, size_t n) {
+    const auto* b = static_cast<const uint8_t*>(p);
+    return std::vector<uint8_t>(b, b + n);
+  };
+  const int64_t nb = K / kQKRow;
+  if (t == Target::kFp8) {
+    std::vector<BlockFP8> q(static_cast<size_t>(N * nb));
+    const float tensor_d = fp8_per_tensor ? abs_max(x, static_cast<int>(N * K)) / kE4M3Max : 0.0f;
+    pool.parallel_for(N, [&](int64_t b, int64_t e, int) {
+      for (int64_t n = b; n < e; ++n) {
+        const float d = fp8_per_tensor ? tensor_d : abs_max(x + n * K, static_cast<int>(K)) / kE4M3Max;
+        formats::fp8_quantize_row(x + n * K, d, q.data() + n * nb, K);
+      }
+    });
+    std::vector<uint8_t> codes(static_cast<size_t>(N * K));
+    std::vector<float> scales(static_cast<size_t>(N));
+    for (int64_t n = 0; n < N; ++n) {
+      scales[static_cast<size_t>(n)] = q[static_cast<size_t>(n * nb)].d;
+      for (int64_t i = 0; i < nb; ++i) std::memcpy(&codes[static_cast<size_t>(n * K + i * kQKRow)], q[n * nb + i].qs, kQKRow);
+    }
+    out.push_back(std::move(codes));
+    out.push_back(bytes_of(scales.data(), (fp8_per_tensor ? 1 : scales.size()) * sizeof(float)));
+  } else if (t == Target::kInt8) {
+    std::vector<BlockINT8> q(static_cast<size_t>(N * nb));
+    std::vector<float> scales(static_cast<size_t>(N));
+    pool.parallel_for(N, [&](int64_t b, int64_t e, int) {
+      for (int64_t n = b; n < e; ++n) {
+        const float d = round_up_scale(abs_max(x + n * K, static_cast<int>(K)) / 127.0f, float_type);
+        scales[static_cast<size_t>(n)] = d;
+        formats::int8_quantize_row(x + n * K, d, q.data() + n * nb, K);
+      }
+    });
+    const std::vector<int32_t> packed = int8_pack(q.data(), N, K);
+    std::vector<uint8_t> sc(*row_bytes(float_type, static_cast<uint64_t>(N)));
+    quantize_row_ref(float_type, scales.data(), sc.data(), N);
+    const int64_t shape[2] = {N, K};
+    out.push_back(bytes_of(packed.data(), packed.size() * 4));
+    out.push_back(std::move(sc));
+    out.push_back(bytes_of(shape, sizeof(shape)));
+  } else {
+    const std::vector<uint8_t> q = from_f32(x, N, K, DType::INT4_G128, pool);
+    const AwqPacked p = awq_pack(reinterpret_cast<const BlockINT4_G128*>(q.data()), N, K);
+    out.push_back(bytes_of(p.qweight.data(), p.qweight.size() * 4));
+    out.push_back(bytes_of(p.qzeros.data(), p.qzeros.size() * 4));
+    out.push_back(bytes_of(p.scales.data(), p.scales.size() * 2));
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<QuantizeReport> write_hf(const Model& m, const QuantizeOptions& o, ThreadPool& pool,
+                                const ProgressFn& progress) {
+  const Target t = o.target;
+  const TensorView* embd = m.find("token_embd.weight");
+  const DType float_type = t == Target::kAwq ? DType::F16 : embd->dtype;
+  if (!dtype_traits(float_type).safetensors_name || dtype_traits(float_type).quantized)
+    return error("token_embd.weight is %s; the input must hold float weights (f32, f16, bf16)", dtype_name(float_type));
+
+  // The plan: the architecture's tensors in order, then any other tensor of the input under its own name.
+  std::vector<Item> items;
+  auto add = [&](const TensorView& src, const std::string& canonical) -> Status {
+    Item it{canonical, &src, canonical_to_hf_name(canonical).value_or(canonical), is_linear(canonical), {}};
+    if (it.linear) {
+      it.hf = it.hf.substr(0, it.hf.size() - std::strlen(".weight"));
+      MOPT_ASSIGN_OR_RETURN(it.parts, linear_parts(t, it.hf, src.ne[1], src.ne[0], float_type, o.fp8_per_tensor));
+    } else {
+      DType dt = dtype_traits(src.dtype).quantized ? float_type : src.dtype;
+      if (t == Target::kAwq) dt = DType::F16;
+      it.parts.push_back({it.hf, dt, torch_shape(src)});
+    }
+    items.push_back(std::move(it));
+    return Status::ok();
+  };
+  std::vector<std::string> planned;
+  for (const TensorSpec& s : expected_tensors(m.config)) {
+    MOPT_TRY(add(*m.find(s.name), s.name));
+    planned.push_back(s.name);
+  }
+  for (const TensorView& v : m.tensors)
+    if (std::find(planned.begin(), planned.end(), v.name) == planned.end()) MOPT_TRY(add(v, v.name));
+
+  SafetensorsWriter w;
+  w.set_metadata("format", "pt");
+  for (const Item& it : items)
+    for (const Part& p : it.parts) w.add_tensor(p.name, p.type, p.shape);
+  MOPT_TRY(check_free_space(o.output, w.file_bytes()));
+
+  std::unique_ptr<WeightTransform> awq;
+  if (t == Target::kAwq && o.method != Method::kRtn) {
+    MOPT_ASSIGN_OR_RETURN(awq, make_awq(m, o, pool));
+  }
+
+  QuantizeReport rep;
+  for (const Item& it : items) rep.params += static_cast<uint64_t>(it.src->n_elements());
+  MOPT_ASSIGN_OR_RETURN(std::unique_ptr<OutputDir> dir, OutputDir::create(o.output));
+  MOPT_ASSIGN_OR_RETURN(std::unique_ptr<OutputFile> f, dir->file("model.safetensors"));
+  MOPT_TRY(w.write_header(*f));
+  Progress prog{"quantizing", "", 0, rep.params};
+  size_t part = 0;
+  int layer_begun = -1;
+  for (const Item& it : items) {
+    const std::optional<int> layer = layer_of_tensor(it.canonical);
+    if (awq && layer && *layer != layer_begun) {
+      prog.stage = "calibrating";
+      prog.tensor = strfmt("layer %d/%d", *layer + 1, m.config.n_layer);
+      if (progress) progress(prog);
+      MOPT_TRY(awq->begin_layer(*layer));
+      layer_begun = *layer;
+    }
+    prog.stage = "quantizing";
+    prog.tensor = it.hf;
+    if (progress) progress(prog);
+    const int64_t k = it.src->ne[0], rows = it.src->rows();
+    std::vector<float> x = to_f32(*it.src, pool);
+    if (awq) awq->apply(it.canonical, x.data(), rows, k);
+    std::vector<std::vector<uint8_t>> bytes;
+    if (it.linear) {
+      bytes = encode_linear(t, x.data(), rows, k, float_type, o.fp8_per_tensor, pool);
+    } else {
+      bytes.push_back(from_f32(x.data(), 1, k * rows, it.parts[0].type, pool));
+    }
+    for (const std::vector<uint8_t>& b : bytes) MOPT_TRY(w.write_tensor(*f, part++, b.data(), b.size()));
+    prog.done += static_cast<uint64_t>(k * rows);
+    rep.tensors.push_back({it.hf, it.linear ? target_info(t).name : dtype_name(it.parts[0].type),
+                           static_cast<uint64_t>(k * rows)});
+  }
+  MOPT_TRY(f->commit());
+
+  // config.json with the quantization_config, then the tokenizer and generation files.
+  MOPT_ASSIGN_OR_RETURN(std::string cfg_text, read_file(m.path + "/config.json"));
+  ojson cfg;
+  try {
+    cfg = ojson::parse(cfg_text);
+  } catch (const ojson::exception& e) {
+    return error("%s/config.json: %s", m.path.c_str(), e.what());
+  }
+  cfg["quantization_config"] = quantization_config(t, o.fp8_per_tensor);
+  if (t == Target::kAwq) {  // AutoAWQ's kernels take fp16
+    cfg["torch_dtype"] = "float16";
+    if (cfg.contains("dtype")) cfg["dtype"] = "float16";
+  }
+  MOPT_TRY(dir->write_file("config.json", cfg.dump(2) + "\n"));
+  MOPT_TRY(copy_side_files(m.path, *dir));
+  MOPT_TRY(dir->commit());
+  prog.tensor.clear();
+  if (progress) progress(prog);
+  rep.out_bytes = w.file_bytes();
+  return rep;
+}
+
+}  // namespace mopt::quant

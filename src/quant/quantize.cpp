@@ -1,0 +1,62 @@
+// quantize_model(): option checks, the destination, the model, then the output path of the target (pipeline.h).
+#include "quant/quantize.h"
+
+#include <sys/stat.h>
+
+#include <chrono>
+
+#include "core/strfmt.h"
+#include "quant/output.h"
+#include "quant/pipeline.h"
+
+namespace mopt::quant {
+
+namespace {
+
+// The same file or folder (device and inode), for paths that exist.
+bool same_path(const std::string& a, const std::string& b) {
+  struct stat sa {}, sb {};
+  return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev &&
+         sa.st_ino == sb.st_ino;
+}
+
+std::string gib(uint64_t b) { return strfmt("%.2f GiB", static_cast<double>(b) / (1ull << 30)); }
+
+}  // namespace
+
+Status check_free_space(const std::string& path, uint64_t need) {
+  MOPT_ASSIGN_OR_RETURN(uint64_t free, free_bytes_near(path));
+  const uint64_t margin = 16ull << 20;
+  if (free < need + margin)
+    return error("output %s needs %s but its file system has %s free; free space or choose another -o", path.c_str(),
+                 gib(need).c_str(), gib(free).c_str());
+  return Status::ok();
+}
+
+Result<QuantizeReport> quantize_model(const QuantizeOptions& o, const ProgressFn& progress) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const TargetInfo& ti = target_info(o.target);
+  if (o.method == Method::kAwq && o.target != Target::kAwq)
+    return error("--method awq applies to --to awq only (%s is quantized round-to-nearest)", ti.name);
+  if (!o.calib_path.empty() && (o.target != Target::kAwq || o.method == Method::kRtn))
+    return error("--calib is calibration text for AWQ (--to awq with --method awq); %s does not use it",
+                 o.target == Target::kAwq ? "--method rtn" : ti.name);
+  if (o.fp8_per_tensor && o.target != Target::kFp8)
+    return error("--fp8-scale tensor applies to --to fp8 only");
+  if (same_path(o.input, o.output)) return error("output %s is the input; choose another -o", o.output.c_str());
+  MOPT_TRY(check_destination(o.output, !ti.gguf, o.force));
+  Result<std::unique_ptr<Model>> loaded = load_model(o.input);
+  if (!loaded) return loaded.status().with_context("reading " + o.input);
+  const Model& m = **loaded;
+  if (!ti.gguf && m.format != ModelFormat::kHuggingFace)
+    return error("--to %s writes a Hugging Face folder from a Hugging Face folder (its config.json and tokenizer "
+                 "files are carried over); %s is not one. GGUF targets: q8_0, q4_0, q4_k_m, q5_k_m, q6_k",
+                 ti.name, o.input.c_str());
+  ThreadPool pool(o.threads);
+  Result<QuantizeReport> rep = ti.gguf ? write_gguf(m, o, pool, progress) : write_hf(m, o, pool, progress);
+  if (!rep) return rep;
+  rep->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return rep;
+}
+
+}  // namespace mopt::quant
