@@ -4,6 +4,8 @@
 // own faults are tested without a GPU (tests/unit/backend/plan_cache_test.cpp).
 #include <gtest/gtest.h>
 
+// Without CUDA (the sanitizer builds) there is no runner to warm: the whole file is for CUDA builds.
+#if MOPT_HAVE_CUDA
 #include <unistd.h>
 
 #include <filesystem>
@@ -197,3 +199,4 @@ TEST_F(CudaWarmup, CorruptCacheAndNoCacheFallBackToTuning) {
 
 }  // namespace
 }  // namespace mopt
+#endif  // MOPT_HAVE_CUDA
