@@ -118,7 +118,11 @@ std::variant<Constraint, ApiError> parse_constraint(const json& body) {
         if (!v.is_object() || v.size() != 1)
           return bad_request("'structured_outputs' must be an object with one of json, regex, choice, grammar, "
                              "json_object", p);
-        const auto& [k, x] = *v.items().begin();
+        // The key and value through a named iterator: a structured binding of *v.items().begin() would refer
+        // into a temporary iteration proxy (ASan: stack-use-after-scope).
+        const auto only = v.begin();
+        const std::string k = only.key();
+        const json& x = only.value();
         if (k == "json") return from_schema(x, p + ".json");
         if (k == "regex") return from_regex(x, p + ".regex");
         if (k == "choice") return from_choice(x, p + ".choice");
