@@ -22,7 +22,7 @@ if command -v ccache >/dev/null; then
 fi
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMOPT_CUDA=ON "${launcher[@]}" \
   -DMOPT_TESTS=ON -DMOPT_BENCH=ON -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc" >/dev/null
-targets=(test_backend_cuda bench_gpu_decode bench_gpu_logits bench_gpu_offline)
+targets=(test_backend_cuda bench_gpu_decode bench_gpu_logits bench_gpu_offline bench_structured_output)
 nice ninja -C "$BUILD" -j "$JOBS" mopt_cuda "${targets[@]}"
 # mopt itself needs every module (others' work in progress may not build): optional.
 if ! nice ninja -C "$BUILD" -j "$JOBS" mopt; then
@@ -47,7 +47,7 @@ for bin in "$DEST"/*; do
     esac
   done
 done
-for f in stories260K.gguf; do cp "$MODELS/$f" "$DEST/models/"; done
+for f in stories260K.gguf code-eval.txt; do cp "$MODELS/$f" "$DEST/models/"; done
 # The executables and libmopt_cuda.so travel gzipped (the CUDA fat binary halves): scripts/gpu_env.sh unpacks
 # bin.tgz there.
 bins=()

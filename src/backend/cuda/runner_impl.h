@@ -172,6 +172,7 @@ class CudaRunner final : public CudaModelRunner {
   DeviceBuffer inv_freq_;   // [rope_dim / 2] fp32
   std::vector<Layer> layers_;
   uint64_t weight_bytes_ = 0;
+  PagePrefetcher* prefetch_ = nullptr;  // during upload_weights: told how much of the checkpoint was copied
   int last_sampled_rows_ = 0;  // output rows of the last forward_sample whose logits are still in logits_
 
   // Activations, sized for max_tokens_ rows.
