@@ -207,10 +207,10 @@ void EngineImpl::build_batch(const SchedulerOutput& out) {
   step_rows_.clear();
   for (const ScheduledRequest& s : out.scheduled) {
     const auto& r = *static_cast<const EngineRequest*>(s.req);
-    const int c = r.num_computed_tokens, end = c + s.num_new_tokens;
+    const int c = r.num_computed_tokens, end = c + s.num_new_tokens, n = r.num_tokens();
     const int t0 = static_cast<int>(a.tokens.size());  // batch index of position c
     for (int p = c; p < end; ++p) {
-      a.tokens.push_back(r.tokens[static_cast<size_t>(p)]);
+      a.tokens.push_back(p < n ? r.tokens[static_cast<size_t>(p)] : r.spec_tokens[static_cast<size_t>(p - n)]);
       a.positions.push_back(p);
       a.slot_mapping.push_back(r.block_table[static_cast<size_t>(p / bs)] * bs + p % bs);
     }
@@ -227,9 +227,12 @@ void EngineImpl::build_batch(const SchedulerOutput& out) {
       sr.n_prompt_rows = std::max(0, p1 - p0);
     }
     if (s.needs_logits) {
-      const bool last_is_prompt_row = sr.n_prompt_rows > 0 && sr.prompt_pos + sr.n_prompt_rows == end;
-      if (!last_is_prompt_row) a.logits_indices.push_back(static_cast<int32_t>(a.tokens.size()) - 1);
+      const bool last_is_prompt_row = sr.n_prompt_rows > 0 && sr.prompt_pos + sr.n_prompt_rows == n;
+      if (!last_is_prompt_row) a.logits_indices.push_back(t0 + (n - 1 - c));
       sr.sample_row = static_cast<int>(a.logits_indices.size()) - 1;
+      // Proposal i (position n + i) gives the row that verifies proposal i + 1 (or draws the token after all).
+      for (int i = 0; i < s.num_spec_tokens; ++i) a.logits_indices.push_back(t0 + (n + i - c));
+      sr.n_spec = s.num_spec_tokens;
     }
     step_rows_.push_back(sr);
   }
@@ -245,8 +248,8 @@ void EngineImpl::build_batch(const SchedulerOutput& out) {
 // logprobs, repetition/presence/frequency penalties or banned ids (min_tokens) go to the host, every other row
 // is sampled on the device. A mixed step is still one forward pass: the host rows' logits are fetched from the
 // device afterwards (sampled_logits), the device picks for those rows are ignored. One exception: a device
-// samples at most max_num_seqs rows (the CUDA runner's sampling buffers), so a step whose prompt rows take it
-// past that runs a plain forward pass and samples every row on the host.
+// samples at most max_num_seqs rows (the CUDA runner's sampling buffers), so a step whose prompt rows or
+// speculative verification rows take it past that runs a plain forward pass and samples every row on the host.
 Status EngineImpl::run_forward(const SchedulerOutput& out) {
   build_batch(out);
   const size_t n_out = barr_.logits_indices.size();
@@ -270,11 +273,11 @@ Status EngineImpl::run_forward(const SchedulerOutput& out) {
     n_prompt_rows += static_cast<size_t>(sr.n_prompt_rows);
     auto& r = *static_cast<EngineRequest*>(out.scheduled[k].req);
     if (sr.sample_row >= sr.first_row + sr.n_prompt_rows && !needs_host_sampler(r)) {
-      device_rows[static_cast<size_t>(sr.sample_row)] = &r;
-      ++n_device;
+      for (int i = 0; i <= sr.n_spec; ++i) device_rows[static_cast<size_t>(sr.sample_row + i)] = &r;
+      n_device += static_cast<size_t>(sr.n_spec) + 1;
     }
   }
-  if (n_device == 0 || (n_prompt_rows > 0 && n_out > static_cast<size_t>(cfg_.max_num_seqs))) return all_on_host();
+  if (n_device == 0 || n_out > static_cast<size_t>(cfg_.max_num_seqs)) return all_on_host();
   row_params_.resize(n_out);
   row_tokens_.resize(n_out);
   for (size_t i = 0; i < n_out; ++i) {
@@ -388,6 +391,28 @@ bool EngineImpl::deliver_prompt_rows(EngineRequest& r, const StepRows& sr) {
   return true;
 }
 
+bool EngineImpl::sample_row(EngineRequest& r, int row, SampleResult& sr) {
+  NoToken why = NoToken::kNone;
+  const int32_t host = host_index_[static_cast<size_t>(row)];
+  if (host >= 0) {
+    sr = sample_on_host(r, logits_.data() + static_cast<size_t>(host) * static_cast<size_t>(n_vocab_), why);
+  } else {
+    sr = SampleResult{};
+    sr.token = row_tokens_[static_cast<size_t>(row)];
+  }
+  if (why != NoToken::kNone) {
+    finish_without_token(r, why);
+    return false;
+  }
+  if (sr.token < 0 || sr.token >= n_vocab_) {  // a broken device sampler must not corrupt the request
+    RequestOutput o;
+    finish(r, o, FinishReason::kError, strfmt("the device sampler returned token id %d (vocabulary %d)",
+                                              sr.token, n_vocab_));
+    return false;
+  }
+  return true;
+}
+
 // Appends the chosen token, detokenizes, checks stop conditions and emits the output (finishing if done).
 void EngineImpl::process_token(EngineRequest& r, SampleResult& s) {
   r.tokens.push_back(s.token);
@@ -466,6 +491,10 @@ void EngineImpl::update_stats(const SchedulerOutput* out) {
     while (b < kStepTokenBounds.size() && out->num_tokens > kStepTokenBounds[b]) ++b;
     ++stats_.step_tokens_counts[b];
     stats_.step_tokens_sum += static_cast<uint64_t>(out->num_tokens);
+    stats_.spec_num_drafts += spec_drafts_;
+    stats_.spec_num_draft_tokens += spec_draft_tokens_;
+    stats_.spec_num_accepted_tokens += spec_accepted_;
+    spec_drafts_ = spec_draft_tokens_ = spec_accepted_ = 0;
   }
   stats_.last_step_time_s = monotonic_seconds();  // idle steps count: the loop is alive
   // The runner's figures may cost a driver call (device memory): at most once a second.
@@ -493,6 +522,7 @@ bool EngineImpl::step_locked() {
     update_stats(nullptr);
     return false;
   }
+  propose_drafts();
   SchedulerOutput out = sched_.schedule();
   Status st;
   if (!out.swap_out.empty()) st = runner_->swap_out(out.swap_out);
@@ -522,34 +552,21 @@ bool EngineImpl::step_locked() {
   for (size_t k = 0; k < out.scheduled.size(); ++k) {
     const ScheduledRequest& s = out.scheduled[k];
     Request* req = s.req;
-    // Tokens of this step that were still prompt are counted as prompt; the sampled one as generation.
-    const int start = req->num_computed_tokens - s.num_new_tokens;
+    // Tokens of this step that were still prompt are counted as prompt; the sampled ones as generation.
+    const int start = req->num_computed_tokens - (s.num_new_tokens - s.num_spec_tokens);
     const int prompt_part = std::max(0, std::min(req->num_prompt_tokens, req->num_computed_tokens) - start);
     n_prompt += static_cast<uint64_t>(prompt_part);
     auto& er = *static_cast<EngineRequest*>(req);
     const StepRows& rows = step_rows_[k];
     if (rows.n_prompt_rows > 0 && !deliver_prompt_rows(er, rows)) continue;
     if (!s.needs_logits) continue;
+    if (rows.n_spec > 0) {
+      n_gen += static_cast<uint64_t>(verify_drafts(er, rows));
+      continue;
+    }
     ++n_gen;
     SampleResult sr;
-    NoToken why = NoToken::kNone;
-    const int32_t host = host_index_[static_cast<size_t>(rows.sample_row)];
-    if (host >= 0) {
-      sr = sample_on_host(er, logits_.data() + static_cast<size_t>(host) * static_cast<size_t>(n_vocab_), why);
-    } else {
-      sr.token = row_tokens_[static_cast<size_t>(rows.sample_row)];
-    }
-    if (why != NoToken::kNone) {
-      finish_without_token(er, why);
-      continue;
-    }
-    if (sr.token < 0 || sr.token >= n_vocab_) {  // a broken device sampler must not corrupt the request
-      RequestOutput o;
-      finish(er, o, FinishReason::kError, strfmt("the device sampler returned token id %d (vocabulary %d)",
-                                                 sr.token, n_vocab_));
-      continue;
-    }
-    process_token(er, sr);
+    if (sample_row(er, rows.sample_row, sr)) process_token(er, sr);
   }
   {
     std::lock_guard<std::mutex> slk(stats_mu_);
@@ -612,6 +629,8 @@ Result<std::unique_ptr<Engine>> create_engine_with_runner(std::unique_ptr<ModelR
   if (!(cfg.swap_space_gib >= 0) || cfg.swap_space_gib > 1 << 20)
     return error("--swap-space must be in [0, 1048576] GiB, got %g", cfg.swap_space_gib);
   if (cfg.max_waiting < 0) return error("max_waiting must be >= 0, got %d", cfg.max_waiting);
+  if (std::string e = validate_speculative_config(cfg.speculative); !e.empty())
+    return error("--speculative-config: %s", e.c_str());
 
   KvSizingRequest kreq;
   kreq.device = cfg.runner.device;

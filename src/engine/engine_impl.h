@@ -1,6 +1,6 @@
 // Engine internals: EngineImpl (the Engine), shared by its implementation files (engine.cpp: requests and the
-// step loop; engine_warmup.cpp: the warm-up and late-tuning checks) and engine_create.cpp (model -> runner ->
-// engine).
+// step loop; engine_warmup.cpp: the warm-up and late-tuning checks; speculative/engine_spec.cpp: proposals and
+// their verification) and engine_create.cpp (model -> runner -> engine).
 #pragma once
 
 #include <atomic>
@@ -60,6 +60,7 @@ struct StepRows {
   int prompt_pos = 0;     // position of its first prompt row
   int n_prompt_rows = 0;  // prompt rows: output rows [first_row, first_row + n_prompt_rows), consecutive positions
   int sample_row = -1;    // the row its next token is sampled from (may be the last prompt row); -1: none
+  int n_spec = 0;         // proposals verified: rows sample_row + 1 .. sample_row + n_spec follow proposal i - 1
 };
 
 // Why the host sampler has no token to draw for a grammar-constrained request.
@@ -118,6 +119,14 @@ class EngineImpl final : public Engine {
   void fail_all(const std::string& error);
   void update_stats(const SchedulerOutput* out);
   void check_late_tuning(const SchedulerOutput& out, double step_s);
+  // Draws the token of output row `row` for `r` (host sampler or the device's pick) into `s`. False when the
+  // request finished instead (grammar done or dead end, a bad device pick).
+  bool sample_row(EngineRequest& r, int row, SampleResult& s);
+  // Speculative decoding (speculative/engine_spec.cpp): proposals for the running requests that caught up, before
+  // schedule(); after the forward pass, the verification of a request's proposals (returns the tokens emitted).
+  void propose_drafts();
+  bool can_speculate(const EngineRequest& r) const;
+  int verify_drafts(EngineRequest& r, const StepRows& rows);
 
   std::unique_ptr<ModelRunner> runner_;
   const Tokenizer* tok_;
@@ -163,6 +172,8 @@ class EngineImpl final : public Engine {
   std::vector<float> logits_;            // [n_host, n_vocab] (every row when the runner cannot sample)
   std::vector<float> row_logprobs_;      // [n_vocab] scratch of the prompt logprobs
   RequestOutput token_out_;              // process_token's output, reused (its buffers keep their capacity)
+  std::vector<int32_t> drafts_;          // [num_speculative_tokens] verify_drafts' copy of the proposals
+  uint64_t spec_drafts_ = 0, spec_draft_tokens_ = 0, spec_accepted_ = 0;  // this step's, for update_stats
 };
 
 }  // namespace mopt
