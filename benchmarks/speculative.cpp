@@ -39,6 +39,7 @@ struct Run {
   double decode_s = 0;       // first token -> last token
   double total_s = 0;        // add_request -> last token
   uint64_t drafts = 0, draft_tokens = 0, accepted = 0;
+  uint64_t steps = 0;        // engine steps (prefill included)
   double decode_tps() const { return tokens.size() > 1 ? (tokens.size() - 1) / decode_s : 0; }
 };
 
@@ -67,6 +68,7 @@ Run generate(Engine& eng, const std::vector<int32_t>& prompt, int max_tokens) {
   r.drafts = s1.spec_num_drafts - s0.spec_num_drafts;
   r.draft_tokens = s1.spec_num_draft_tokens - s0.spec_num_draft_tokens;
   r.accepted = s1.spec_num_accepted_tokens - s0.spec_num_accepted_tokens;
+  r.steps = s1.steps - s0.steps;
   return r;
 }
 
@@ -159,8 +161,10 @@ int main(int argc, char** argv) {
   std::printf("speculative decoding: %s on %s (threads %d), %s, %d prompt lines, %d tokens, best of %d\n",
               model_path.c_str(), device_name(engines[0]->config().runner.device), threads, spec_json.c_str(), lines,
               tokens, rounds);
-  std::printf("%-14s %7s %7s %12s %12s %9s %10s %9s\n", "file", "prompt", "output", "plain tok/s", "spec tok/s",
-              "speed-up", "accept len", "accepted");
+  // ms/step: decode time over the steps after the first token's (plain: one token a step; speculative: a
+  // verification step scores up to num_speculative_tokens + 1 positions).
+  std::printf("%-14s %7s %7s %12s %12s %9s %10s %9s %14s\n", "file", "prompt", "output", "plain tok/s", "spec tok/s",
+              "speed-up", "accept len", "accepted", "ms/step p | s");
   double plain_s = 0, spec_s = 0;
   uint64_t plain_n = 0, spec_n = 0, drafts = 0, draft_tokens = 0, accepted = 0;
   int mismatches = 0;
@@ -182,10 +186,11 @@ int main(int argc, char** argv) {
     }
     const Run& p = best[0];
     const Run& s = best[1];
-    std::printf("%-14s %7zu %7zu %12.1f %12.1f %8.2fx %10.2f %8.0f%%\n", name.c_str(), prompt.size(),
+    std::printf("%-14s %7zu %7zu %12.1f %12.1f %8.2fx %10.2f %8.0f%% %6.2f | %5.2f\n", name.c_str(), prompt.size(),
                 p.tokens.size(), p.decode_tps(), s.decode_tps(), s.decode_tps() / p.decode_tps(),
                 s.drafts ? 1.0 + static_cast<double>(s.accepted) / s.drafts : 1.0,
-                s.draft_tokens ? 100.0 * s.accepted / s.draft_tokens : 0.0);
+                s.draft_tokens ? 100.0 * s.accepted / s.draft_tokens : 0.0,
+                1e3 * p.decode_s / std::max<double>(1, p.steps - 1), 1e3 * s.decode_s / std::max<double>(1, s.steps - 1));
     plain_s += p.decode_s;
     spec_s += s.decode_s;
     plain_n += p.tokens.size() - 1;

@@ -217,6 +217,12 @@ int run(RunArgs& a, const CLI::App& cmd) {
                  static_cast<unsigned long long>(st.prefix_cache_hits),
                  static_cast<unsigned long long>(st.prefix_cache_queries));
   }
+  if (const EngineStats st = engine.stats(); st.spec_num_drafts > 0)
+    std::fprintf(stderr, "speculative: %llu of %llu proposed tokens accepted in %llu rounds (mean acceptance "
+                 "length %.2f tokens per round)\n", static_cast<unsigned long long>(st.spec_num_accepted_tokens),
+                 static_cast<unsigned long long>(st.spec_num_draft_tokens),
+                 static_cast<unsigned long long>(st.spec_num_drafts),
+                 1.0 + static_cast<double>(st.spec_num_accepted_tokens) / static_cast<double>(st.spec_num_drafts));
   return failed ? 1 : 0;
 }
 

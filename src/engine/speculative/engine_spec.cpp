@@ -9,6 +9,7 @@
 // sampled with the request's context as it is at that point (the accepted proposals appended), so penalties,
 // min_tokens, grammars and logprobs see what they would have seen without speculation.
 #include <algorithm>
+#include <limits>
 
 #include "engine/engine_impl.h"
 #include "engine/speculative/ngram_proposer.h"
@@ -23,12 +24,18 @@ bool EngineImpl::can_speculate(const EngineRequest& r) const {
 
 void EngineImpl::propose_drafts() {
   const SpeculativeConfig& sc = cfg_.speculative;
+  // A device sampler takes at most max_num_seqs rows a step (else the step is sampled on the host from the full
+  // logits): proposals get the rows that every request's own next token leaves free.
+  int64_t free_rows = std::numeric_limits<int64_t>::max();
+  if (runner_->can_sample())
+    free_rows = static_cast<int64_t>(cfg_.max_num_seqs) - static_cast<int64_t>(requests_.size());
   for (auto& [id, rp] : requests_) {
     EngineRequest& r = *rp;
     r.spec_tokens.clear();
-    if (sc.method == SpecMethod::kNone || !can_speculate(r)) continue;
+    if (sc.method == SpecMethod::kNone || free_rows <= 0 || !can_speculate(r)) continue;
     // Room for the proposals and the token after them within max_tokens (hence within max_model_len).
-    const int k = std::min(sc.num_speculative_tokens, r.params.max_tokens - r.num_output_tokens() - 1);
+    const int k = static_cast<int>(std::min<int64_t>(
+        std::min(sc.num_speculative_tokens, r.params.max_tokens - r.num_output_tokens() - 1), free_rows));
     if (k <= 0) continue;
     switch (sc.method) {
       case SpecMethod::kNgram:
@@ -36,6 +43,7 @@ void EngineImpl::propose_drafts() {
         break;
       case SpecMethod::kNone: break;
     }
+    free_rows -= static_cast<int64_t>(r.spec_tokens.size());
   }
 }
 

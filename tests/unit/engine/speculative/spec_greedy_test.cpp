@@ -1,8 +1,8 @@
 // Speculative decoding, greedy: the output equals non-speculative greedy output token for token, on real models
 // (stories260K GGUF, code-qwen2-25m HF folder) through the CPU runner, for one batch of mixed requests (copying
-// prompts where n-gram proposals are accepted, stop strings, max_tokens, penalties, logprobs, min_tokens), also
-// with a step budget that cuts proposals short and a KV cache small enough to preempt. The oracle is the same
-// engine without --speculative-config.
+// prompts where n-gram proposals are accepted, stop strings, max_tokens, penalties, logprobs, min_tokens, a
+// grammar), also with a step budget that cuts proposals short and a KV cache small enough to preempt. The oracle
+// is the same engine without --speculative-config.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +13,7 @@
 
 #include "core/log.h"
 #include "engine/engine.h"
+#include "engine/grammar/matcher.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 #include "unit/model/test_util.h"
@@ -152,6 +153,12 @@ TEST(SpecGreedy, Stories260KMixedBatch) {
   RequestSpec lp = greedy(tok, "Once upon a time, there was a little girl named Lily. Once upon a time", 40, true);
   lp.params.logprobs = 2;
   specs.push_back(lp);
+  RequestSpec constrained = greedy(tok, "Lily was sad. Lily was sad and", 80, true);
+  auto g = grammar::CompiledGrammar::from_gbnf(R"(root ::= [a-zA-Z ,.]+)",
+                                               grammar::TokenVocab::from_tokenizer(tok, false));
+  ASSERT_TRUE(g) << g.message();
+  constrained.grammar = *g;  // structured output: the mask follows the accepted proposals
+  specs.push_back(constrained);
   RequestSpec minimum = greedy(tok, "Sam had a red ball", 70, true);
   minimum.params.min_tokens = 50;  // end-of-sequence banned for 50 tokens
   specs.push_back(minimum);
