@@ -9,8 +9,9 @@
 // after the first / time after the first token), mean acceptance length (tokens per verification round, 1 +
 // accepted / rounds), acceptance rate (accepted / proposed tokens), and the speed-up. The greedy outputs of both
 // engines must be identical (checked; a difference is an error).
-// Usage: bench_speculative [--model DIR ($MOPT_MODELS_DIR/code-qwen2-25m)] [--eval-text FILE] [--device cpu|cuda] [--threads 0]
-//                          [--speculative-config JSON] [--lines 40] [--tokens 256] [--rounds 2]
+// Usage: bench_speculative [--model DIR ($MOPT_MODELS_DIR/code-qwen2-25m)] [--eval-text FILE]
+//                          [--device cpu|cuda] [--threads 0] [--speculative-config JSON] [--lines 40]
+//                          [--tokens 256] [--rounds 2]
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -190,7 +191,8 @@ int main(int argc, char** argv) {
                 p.tokens.size(), p.decode_tps(), s.decode_tps(), s.decode_tps() / p.decode_tps(),
                 s.drafts ? 1.0 + static_cast<double>(s.accepted) / s.drafts : 1.0,
                 s.draft_tokens ? 100.0 * s.accepted / s.draft_tokens : 0.0,
-                1e3 * p.decode_s / std::max<double>(1, p.steps - 1), 1e3 * s.decode_s / std::max<double>(1, s.steps - 1));
+                1e3 * p.decode_s / std::max<double>(1, p.steps - 1),
+                1e3 * s.decode_s / std::max<double>(1, s.steps - 1));
     plain_s += p.decode_s;
     spec_s += s.decode_s;
     plain_n += p.tokens.size() - 1;

@@ -62,7 +62,7 @@ void add_engine_flags(CLI::App& app, EngineConfig& cfg) {
          "--speculative-config",
          [&cfg](const std::string& text) {
            auto c = parse_speculative_config(text);
-           if (!c) throw CLI::ValidationError("--speculative-config", c.message());
+           if (!c) throw CLI::ValidationError(c.message());  // the message names the flag
            cfg.speculative = c.value();
          },
          "speculative decoding, vLLM's JSON, e.g. '{\"method\":\"ngram\",\"num_speculative_tokens\":4,"

@@ -188,11 +188,11 @@ TEST(SpecGreedy, CodeQwen2MixedBatch) {
       "def gcd(a, b):\n    while b:\n        a, b = b, a % b\n    return a\n\n\n"
       "def lcm(a, b):\n    return a * b // gcd(a, b)\n";
   std::vector<RequestSpec> specs;
-  specs.push_back(greedy(tok, code + "\n\n# The same functions, copied:\n\ndef gcd(a, b):\n", 48, false));
-  RequestSpec stop = greedy(tok, code + "\n\nclass Math:\n    def gcd(self, a, b):\n", 40, false);
+  specs.push_back(greedy(tok, code + "\n\n# The same functions, copied:\n\ndef gcd(a, b):\n", 36, false));
+  RequestSpec stop = greedy(tok, code + "\n\nclass Math:\n    def gcd(self, a, b):\n", 28, false);
   stop.params.stop = {"return"};
   specs.push_back(stop);
-  RequestSpec lp = greedy(tok, "import os\nimport sys\nimport re\nimport os\nimport", 24, false);
+  RequestSpec lp = greedy(tok, "import os\nimport sys\nimport re\nimport os\nimport", 16, false);
   lp.params.logprobs = 1;
   specs.push_back(lp);
   specs.push_back(greedy(tok, "for i in range(10):\n    print(i)\nfor j in range(10):\n", 2, false));
