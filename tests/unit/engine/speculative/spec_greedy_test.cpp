@@ -16,6 +16,7 @@
 #include "engine/grammar/matcher.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
+#include "unit/engine/engine_outputs.h"
 #include "unit/model/test_util.h"
 
 namespace mopt {
@@ -39,12 +40,7 @@ Loaded load(const std::string& rel) {
   return l;
 }
 
-struct Out {
-  std::vector<int32_t> tokens;
-  std::vector<TokenLogprob> logprobs;
-  std::string text;
-  FinishReason reason = FinishReason::kNone;
-};
+using Out = test::EngineRunOutput;
 
 EngineConfig base_config() {
   EngineConfig cfg;
@@ -67,35 +63,7 @@ SpeculativeConfig ngram(int k, int n_min, int n_max) {
 
 std::vector<Out> run(const Loaded& l, const EngineConfig& cfg, const std::vector<RequestSpec>& specs,
                      EngineStats* stats) {
-  auto e = Engine::create(*l.model, *l.tok, cfg);
-  EXPECT_TRUE(e) << e.message();
-  if (!e) return {};
-  Engine& eng = **e;
-  std::map<uint64_t, Out> outs;
-  std::vector<uint64_t> ids;
-  for (const RequestSpec& s : specs) {
-    AddResult r = eng.add_request(s, [&](const RequestOutput& o) {
-      Out& x = outs[o.request_id];
-      x.tokens.insert(x.tokens.end(), o.new_tokens.begin(), o.new_tokens.end());
-      x.logprobs.insert(x.logprobs.end(), o.token_logprobs.begin(), o.token_logprobs.end());
-      x.text += o.text;
-      if (o.finished) x.reason = o.finish_reason;
-    });
-    EXPECT_EQ(r.error, AddError::kNone) << r.message;
-    ids.push_back(r.request_id);
-  }
-  for (int i = 0; eng.has_unfinished(); ++i) {
-    eng.step();
-    if (i > 100000) {
-      ADD_FAILURE() << "no progress";
-      break;
-    }
-  }
-  *stats = eng.stats();
-  EXPECT_EQ(stats->free_blocks, stats->num_blocks) << "blocks leaked";
-  std::vector<Out> res;
-  for (uint64_t id : ids) res.push_back(outs[id]);
-  return res;
+  return test::run_to_completion(*l.model, *l.tok, cfg, specs, stats);
 }
 
 RequestSpec greedy(const Tokenizer& tok, const std::string& prompt, int max_tokens, bool bos) {
