@@ -84,6 +84,14 @@ if [[ -x "$G/bench_gpu_offline" && -z "${MOPT_SKIP_OFFLINE:-}" && -z "${MOPT_GPU
   [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
 fi
 
+# Speculative decoding (issue 20): code-qwen2-25m rewriting the code-eval.txt modules, single stream, n-gram
+# proposals vs plain decoding in the same run (target >= 1.8x); exit 1 when the greedy outputs differ.
+if [[ -x "$G/bench_speculative" && -d "$MOPT_MODELS_DIR/code-qwen2-25m" && -z "${MOPT_GPU_TESTS_ONLY:-}" ]]; then
+  echo "== bench_speculative --device cuda (code-qwen2-25m, n-gram, single stream)"
+  timeout 240 stdbuf -oL -eL "$G/bench_speculative" --device cuda --rounds 3 2>&1 | tee "$O/speculative.log"
+  [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+fi
+
 if [[ -x "$G/mopt" && -z "${MOPT_GPU_TESTS_ONLY:-}" ]]; then
   # mopt run --device auto --prompts: must pick cuda, finish every prompt, exit 0.
   printf '%s\n' "Once upon a time" "The little dog" "Lily and Ben went to the park" "One day, a bird" \

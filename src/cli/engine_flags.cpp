@@ -3,6 +3,8 @@
 #include <map>
 #include <string>
 
+#include "server/speculative_config.h"
+
 namespace mopt {
 
 void add_engine_flags(CLI::App& app, EngineConfig& cfg) {
@@ -56,6 +58,16 @@ void add_engine_flags(CLI::App& app, EngineConfig& cfg) {
                                                       {"float16", KvCacheDtype::kFloat16}};
   enum_option("--kv-cache-dtype", cfg.runner.kv_cache_dtype, kv_dtypes,
               "CPU KV cache element type: auto (fp16), fp16 (values rounded to fp16) or fp32 (twice the memory)");
+  app.add_option_function<std::string>(
+         "--speculative-config",
+         [&cfg](const std::string& text) {
+           auto c = parse_speculative_config(text);
+           if (!c) throw CLI::ValidationError(c.message());  // the message names the flag
+           cfg.speculative = c.value();
+         },
+         "speculative decoding, vLLM's JSON, e.g. '{\"method\":\"ngram\",\"num_speculative_tokens\":4,"
+         "\"prompt_lookup_max\":4,\"prompt_lookup_min\":1}' (n-gram prompt lookup; docs/speculative.md)")
+      ->group(g);
   app.add_flag("--enforce-eager", cfg.runner.enforce_eager, "CUDA: do not capture CUDA graphs")->group(g);
   app.add_flag_callback("--no-plan-cache", [&cfg] { cfg.runner.plan_cache = false; },
                         "CUDA: neither read nor write the plan cache (tuned GEMM plans, kept in "
