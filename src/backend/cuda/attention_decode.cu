@@ -13,8 +13,13 @@
 // consecutive dims (one 16-byte word of K and of V for bf16, two for fp32); the CTA's NSUB = 128 / LANES groups
 // take consecutive tokens (coalesced). K/V stream through a 4-stage cp.async pipeline in shared memory (tiles
 // of U tokens per group, 3 tiles in flight while one is consumed); each thread copies and later reads only its
-// own slots, so the loop needs no barrier. Each group keeps an online-softmax state per head (rescaled once
-// per tile); the NSUB states are combined through shared memory at the end.
+// own slots, so the loop needs no barrier. A token's GT partial dot products (one per query head) are
+// reduce-scattered over its LANES lanes (reduce_scatter: log2(min(GT, LANES)) halving exchanges, then a butterfly
+// over what is left), so each lane finishes the scores and the online softmax of its own heads only (state
+// rescaled once per tile) and hands each head's probabilities to the other lanes with one shuffle: fewer
+// shuffles and exp2 than a butterfly per head (GT = 4, head_dim 128: 9 shuffles and 1 exp2 per token and lane
+// instead of 16 and 4), which matters at large batch, where the loop is nearly issue-bound. The NSUB states are
+// combined through shared memory at the end.
 // Templated on the storage type T of q and out (bf16 or float) and C of the cache (T, or fp8 with T = bf16:
 // 8-byte copies per 8 elements, decoded in registers; k_scale is folded into q and v_scale into the output);
 // softmax and accumulation are fp32.
@@ -68,6 +73,32 @@ struct DecodeTile {
   static constexpr int kBytes = kWords * static_cast<int>(sizeof(Word));
 };
 
+// Reduce-scatter of the GT values v[g] (this lane's partial sums, one per head) over the LANES lanes of a subgroup
+// (sl = lane within it). With R = min(GT, LANES) and NH = GT / R, on exit v[0 .. NH) hold the complete sums of
+// heads blk * NH + j, blk = sl / (LANES / R): each halving step K (partner at offset LANES >> (K + 1)) keeps the
+// upper half of the values when the lane's bit is set, the lower half otherwise, and adds the partner's copy of
+// the kept half; then a butterfly over the offsets below LANES / R completes the NH sums on every lane of a block.
+template <int GT, int LANES, int K = 0>
+__device__ __forceinline__ void reduce_scatter(float (&v)[GT], int sl) {
+  constexpr int R = GT < LANES ? GT : LANES;
+  if constexpr ((1 << K) < R) {
+    constexpr int o = LANES >> (K + 1), half = GT >> (K + 1);
+    const bool up = (sl & o) != 0;
+#pragma unroll
+    for (int i = 0; i < half; ++i) {
+      const float keep = up ? v[i + half] : v[i];
+      const float send = up ? v[i] : v[i + half];
+      v[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+    }
+    reduce_scatter<GT, LANES, K + 1>(v, sl);
+  } else {
+#pragma unroll
+    for (int o = LANES / R / 2; o > 0; o >>= 1)
+#pragma unroll
+      for (int j = 0; j < GT / R; ++j) v[j] += __shfl_xor_sync(0xffffffffu, v[j], o);
+  }
+}
+
 template <class T, class C, int HD, int GT, bool SMALL>
 __global__ void __launch_bounds__(kThreads) decode_attention_kernel(DecodeAttnParamsT<T, C> p, int heads_per_cta,
                                                                     int group) {
@@ -78,6 +109,8 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(DecodeAttnPa
   constexpr int LANES = HD / 8;
   constexpr int NSUB = kThreads / LANES;
   constexpr int kTileTokens = NSUB * U;
+  // After reduce_scatter: NH heads per lane; head g lives on lane (g / NH) * kOwner of each subgroup.
+  constexpr int R = GT < LANES ? GT : LANES, NH = GT / R, kOwner = LANES / R;
   // Shared memory: the K/V pipeline, reused after the loop for combining the NSUB subgroup states
   // (m, l [NSUB][GT] and acc [NSUB][GT][HD] floats).
   constexpr int kPipeBytes = Tile::kBytes;
@@ -112,11 +145,14 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(DecodeAttnPa
     qscale *= p.cache.k_scale[kvh];
     vscale = p.cache.v_scale[kvh];
   }
-  float q[GT][8], acc[GT][8], m[GT], l[GT];
+  float q[GT][8], acc[GT][8], m[NH], l[NH];  // m, l: online-softmax state of this lane's heads
+#pragma unroll
+  for (int j = 0; j < NH; ++j) {
+    m[j] = -INFINITY;
+    l[j] = 0.f;
+  }
 #pragma unroll
   for (int g = 0; g < GT; ++g) {
-    m[g] = -INFINITY;
-    l[g] = 0.f;
 #pragma unroll
     for (int i = 0; i < 8; ++i) acc[g][i] = 0.f;
     if (g < heads_per_cta) {
@@ -129,6 +165,7 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(DecodeAttnPa
     }
   }
 
+  const int owner0 = (threadIdx.x % 32) & ~(LANES - 1);  // this subgroup's first lane in the warp
   const int bs = p.cache.block_size;
   const int32_t* bt = p.block_tables + static_cast<int64_t>(p.token_seq[t]) * p.max_blocks_per_seq;
   const int64_t head_off = static_cast<int64_t>(kvh) * bs * HD + sl * 8;
@@ -175,51 +212,62 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(DecodeAttnPa
     cp_async_commit();
     cp_async_wait<S - 1>();  // groups 0 .. i complete: tile i is in this thread's slots
 
-    // Scores of the tile (log2 domain), complete on every lane after the butterfly.
-    float sc[U][GT];
-    bool valid[U];
+    // Scores of the tile (log2 domain) of this lane's NH heads, complete after the reduce-scatter.
+    float sc[U][NH];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      valid[u] = s0 + i * kTileTokens + u * NSUB + sub < s1;
-      float kf[8];
+      const bool valid = s0 + i * kTileTokens + u * NSUB + sub < s1;
+      float kf[8], d[GT];
       unpack8(read8(stage, u, 0), kf);
 #pragma unroll
       for (int g = 0; g < GT; ++g) {
-        float d = 0.f;
+        d[g] = 0.f;
 #pragma unroll
-        for (int e = 0; e < 8; ++e) d += q[g][e] * kf[e];
-#pragma unroll
-        for (int o = LANES / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
-        sc[u][g] = valid[u] ? d : -INFINITY;
+        for (int e = 0; e < 8; ++e) d[g] += q[g][e] * kf[e];
       }
+      reduce_scatter<GT, LANES>(d, sl);
+#pragma unroll
+      for (int j = 0; j < NH; ++j) sc[u][j] = valid ? d[j] : -INFINITY;
     }
-    // Online softmax, rescaling once per tile.
+    // Online softmax of this lane's heads, rescaling once per tile: sc becomes probabilities.
+    float corr[NH];
 #pragma unroll
-    for (int g = 0; g < GT; ++g) {
-      float m_new = m[g];
+    for (int j = 0; j < NH; ++j) {
+      float m_new = m[j];
 #pragma unroll
-      for (int u = 0; u < U; ++u) m_new = fmaxf(m_new, sc[u][g]);
-      if (m_new == -INFINITY) continue;  // nothing valid yet for this subgroup (uniform within it)
-      const float corr = exp2f(m[g] - m_new);  // m[g] = -inf: 0 (acc and l are 0 then)
-      l[g] *= corr;
+      for (int u = 0; u < U; ++u) m_new = fmaxf(m_new, sc[u][j]);
+      if (m_new == -INFINITY) {  // nothing valid yet for this head in this subgroup (acc and l are still 0)
+        corr[j] = 1.f;
 #pragma unroll
-      for (int e = 0; e < 8; ++e) acc[g][e] *= corr;
-      m[g] = m_new;
+        for (int u = 0; u < U; ++u) sc[u][j] = 0.f;
+        continue;
+      }
+      corr[j] = exp2f(m[j] - m_new);  // m[j] = -inf: 0
+      l[j] *= corr[j];
+      m[j] = m_new;
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        sc[u][g] = exp2f(sc[u][g] - m_new);  // invalid rows: exp2(-inf) = 0
-        l[g] += sc[u][g];
+        sc[u][j] = exp2f(sc[u][j] - m_new);  // invalid rows: exp2(-inf) = 0
+        l[j] += sc[u][j];
       }
+    }
+    // Every lane accumulates all GT heads for its 8 dims: each head's rescale factor and probabilities come from
+    // the lane that owns it.
+#pragma unroll
+    for (int g = 0; g < GT; ++g) {
+      const float c = __shfl_sync(0xffffffffu, corr[g % NH], owner0 + (g / NH) * kOwner);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc[g][e] *= c;
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       float vf[8];
-      unpack8(read8(stage, u, 1), vf);  // zero-filled for invalid rows, so 0 * v stays 0
+      unpack8(read8(stage, u, 1), vf);  // zero-filled for invalid rows, whose probability is 0 anyway
 #pragma unroll
       for (int g = 0; g < GT; ++g) {
-        if (m[g] == -INFINITY) continue;  // sc not turned into probabilities for this head
+        const float pr = __shfl_sync(0xffffffffu, sc[u][g % NH], owner0 + (g / NH) * kOwner);
 #pragma unroll
-        for (int e = 0; e < 8; ++e) acc[g][e] += sc[u][g] * vf[e];
+        for (int e = 0; e < 8; ++e) acc[g][e] += pr * vf[e];
       }
     }
   }
@@ -230,15 +278,17 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(DecodeAttnPa
   float* sm_m = reinterpret_cast<float*>(smem);    // [NSUB][GT]
   float* sm_l = sm_m + NSUB * GT;                  // [NSUB][GT]
   float* sm_acc = sm_l + NSUB * GT;                // [NSUB][GT][HD]
+  if (sl % kOwner == 0)
 #pragma unroll
-  for (int g = 0; g < GT; ++g) {
-    if (sl == 0) {
-      sm_m[sub * GT + g] = m[g];
-      sm_l[sub * GT + g] = l[g];
+    for (int j = 0; j < NH; ++j) {
+      const int g = sl / kOwner * NH + j;
+      sm_m[sub * GT + g] = m[j];
+      sm_l[sub * GT + g] = l[j];
     }
 #pragma unroll
+  for (int g = 0; g < GT; ++g)
+#pragma unroll
     for (int e = 0; e < 8; ++e) sm_acc[(sub * GT + g) * HD + sl * 8 + e] = acc[g][e];
-  }
   __syncthreads();
   // This CTA's state per head: o = A / L (normalized), running max mx (log2 domain) and sum L.
   const int64_t row0 = static_cast<int64_t>(t) * p.n_head + h0;  // first output row [t, h0]

@@ -61,16 +61,26 @@ DecodeAttnParamsT<E, C> CudaRunner::decode_attn_params(const StepShape& s, int l
           .workspace = attn_ws_.as<float>(), .counters = attn_cnt_.as<uint32_t>()};
 }
 
+namespace {
+template <class T>
+struct Tag {
+  using type = T;
+};
+// f(Tag<E>, Tag<C>) for a runner's compute type E and KV cache type C: float / float, bf16 / fp8 or bf16 / bf16.
+template <class F>
+cudaError_t with_kv_types(bool f32, bool kv_fp8, F&& f) {
+  if (f32) return f(Tag<float>{}, Tag<float>{});
+  if (kv_fp8) return f(Tag<bf16>{}, Tag<fp8>{});
+  return f(Tag<bf16>{}, Tag<bf16>{});
+}
+}  // namespace
+
 // q/k-norm + RoPE + cache write of layer `layer`, into a cache of the compute dtype or fp8 (bf16 compute).
 Status CudaRunner::enqueue_rope_cache(int layer, int n_tokens) {
-  cudaError_t e;
-  if (f32_)
-    e = launch_qkv_rope_cache(rope_params<float, float>(layer, n_tokens), stream_);
-  else if (kv_fp8_)
-    e = launch_qkv_rope_cache(rope_params<bf16, fp8>(layer, n_tokens), stream_);
-  else
-    e = launch_qkv_rope_cache(rope_params<bf16, bf16>(layer, n_tokens), stream_);
-  MOPT_CUDA_TRY(e);
+  MOPT_CUDA_TRY(with_kv_types(f32_, kv_fp8_, [&](auto e, auto c) {
+    return launch_qkv_rope_cache(rope_params<typename decltype(e)::type, typename decltype(c)::type>(layer, n_tokens),
+                                 stream_);
+  }));
   return mark("q/k-norm + rope + cache write");
 }
 
@@ -78,29 +88,24 @@ Status CudaRunner::enqueue_rope_cache(int layer, int n_tokens) {
 // float32) or the per-token kernel, on a cache of the compute dtype or fp8.
 Status CudaRunner::enqueue_attention(const StepShape& s, int layer) {
   const ModelConfig& c = cfg_;
-  if (s.use_prefill_kernel) {
-    if (f32_) return error("internal: bf16 prefill kernel in float32");
-    auto run = [&](auto cache) {
-      using C = std::remove_pointer_t<decltype(cache.k)>;
-      const PrefillAttnParamsT<C> ap{.q = q_.as<bf16>(), .out = attn_.as<bf16>(), .positions = d_positions_,
-                                     .tile_start = d_tile_start_, .tile_end = d_tile_end_, .tile_seq = d_tile_seq_,
-                                     .block_tables = d_block_tables_, .max_blocks_per_seq = bt_stride_,
-                                     .cache = cache, .n_tiles = s.n_tiles, .n_head = c.n_head,
-                                     .window = c.sliding_window, .scale = attn_scale(c)};
-      return launch_attention_prefill(ap, stream_);
-    };
-    MOPT_CUDA_TRY(kv_fp8_ ? run(cache_view<fp8>(layer)) : run(cache_view<bf16>(layer)));
-    return mark("attention (prefill)");
-  }
-  cudaError_t e;
-  if (f32_)
-    e = launch_attention_decode(decode_attn_params<float, float>(s, layer), stream_);
-  else if (kv_fp8_)
-    e = launch_attention_decode(decode_attn_params<bf16, fp8>(s, layer), stream_);
-  else
-    e = launch_attention_decode(decode_attn_params<bf16, bf16>(s, layer), stream_);
-  MOPT_CUDA_TRY(e);
-  return mark("attention");
+  if (s.use_prefill_kernel && f32_) return error("internal: bf16 prefill kernel in float32");
+  MOPT_CUDA_TRY(with_kv_types(f32_, kv_fp8_, [&](auto e, auto kv) -> cudaError_t {
+    using E = typename decltype(e)::type;
+    using C = typename decltype(kv)::type;
+    if constexpr (std::is_same_v<E, bf16>) {
+      if (s.use_prefill_kernel) {
+        const PrefillAttnParamsT<C> ap{.q = q_.as<bf16>(), .out = attn_.as<bf16>(), .positions = d_positions_,
+                                       .tile_start = d_tile_start_, .tile_end = d_tile_end_,
+                                       .tile_seq = d_tile_seq_, .block_tables = d_block_tables_,
+                                       .max_blocks_per_seq = bt_stride_, .cache = cache_view<C>(layer),
+                                       .n_tiles = s.n_tiles, .n_head = c.n_head, .window = c.sliding_window,
+                                       .scale = attn_scale(c)};
+        return launch_attention_prefill(ap, stream_);
+      }
+    }
+    return launch_attention_decode(decode_attn_params<E, C>(s, layer), stream_);
+  }));
+  return mark(s.use_prefill_kernel ? "attention (prefill)" : "attention");
 }
 
 // ---- general path (any batch, bf16 or fp32) ---------------------------------------------------------------

@@ -1,11 +1,13 @@
 // The fp8 KV cache's host parts: the E4M3 oracle the GPU tests use (against values from the format's
-// definition) and the per-head scale rule (backend/kv_fp8.h).
+// definition), the per-head scale rule (backend/kv_fp8.h), and the CPU runner's refusal of an fp8 cache.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <vector>
 
+#include "backend/cpu/cpu_runner.h"
 #include "backend/kv_fp8.h"
+#include "model_util.h"
 #include "unit/backend/e4m3_ref.h"
 
 namespace mopt {
@@ -74,6 +76,17 @@ TEST(Fp8KvScales, RefusesBadInput) {
   EXPECT_FALSE(fp8_kv_head_scales(b, 2, 4, false, -1.f));
   b[9] = INFINITY;
   EXPECT_FALSE(fp8_kv_head_scales(b, 2, 4, false, -1.f));
+}
+
+TEST(Fp8KvScales, CpuRunnerRefusesAnFp8Cache) {
+  auto m = load_model(test::models_dir() + "/stories260K.gguf");
+  ASSERT_TRUE(m) << m.message();
+  RunnerOptions o;
+  o.n_threads = 1;
+  o.kv_cache_dtype = KvCacheDtype::kFp8;
+  auto r = CpuRunner::create(**m, o);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.message().find("--kv-cache-dtype fp8"), std::string::npos) << r.message();
 }
 
 }  // namespace
