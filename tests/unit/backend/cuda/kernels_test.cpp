@@ -304,8 +304,11 @@ void run_qkv_rope_cache(std::mt19937& rng) {
       EXPECT_TRUE(all_close(download_f32<T>(dcache), cache_ref, atol, kRtol<T>));
     } else {
       const std::vector<uint8_t> got = dcache.download();
-      std::vector<float> got_k, want_k;  // in units of the head's scale
-      int v_mismatch = 0, sentinel_mismatch = 0;
+      // K: |decode(byte) * scale - ref| <= E4M3's rounding (half a step: 2^-4 relative for normal values, 2^-10
+      // scale for subnormals) + the fp32 GPU-vs-host difference of K itself (2e-5 absolute + 2e-5 relative; the fp32
+      // test holds it to 1e-5 + 1e-5).
+      int k_bad = 0, v_mismatch = 0, sentinel_mismatch = 0;
+      double k_worst = 0;
       for (size_t i = 0; i < got.size(); ++i) {
         const int64_t in_block = static_cast<int64_t>(i) % block_stride;
         const int kv = in_block >= kv_stride ? 1 : 0;
@@ -317,13 +320,15 @@ void run_qkv_rope_cache(std::mt19937& rng) {
           const uint8_t want = e4m3ref::encode(cache_ref[i] / sc);
           v_mismatch += got[i] != want && (got[i] | want) != 0x80;  // +0 and -0 both stand for 0
         } else {
-          got_k.push_back(e4m3ref::decode(got[i]));
-          want_k.push_back(cache_ref[i] / sc);
+          const double err = std::fabs(static_cast<double>(e4m3ref::decode(got[i])) * sc - cache_ref[i]);
+          const double bound = std::fabs(cache_ref[i]) * (1.0 / 16 + 2e-5) + sc * std::ldexp(1.0, -10) + 2e-5;
+          k_bad += !(err <= bound);
+          k_worst = std::max(k_worst, err / bound);
         }
       }
       EXPECT_EQ(sentinel_mismatch, 0) << "bytes of unwritten slots changed";
       EXPECT_EQ(v_mismatch, 0) << "V bytes differ from e4m3ref::encode(v / scale)";
-      EXPECT_TRUE(all_close(got_k, want_k, std::ldexp(1.f, -10) + 1e-6f, 1.f / 16 + 1e-4f));
+      EXPECT_EQ(k_bad, 0) << "K values beyond E4M3's rounding bound (worst at " << k_worst << " of the bound)";
     }
   }
 }
