@@ -698,8 +698,10 @@ int main(int argc, char** argv) {
   std::printf("%-44s %10.0f tok/s\n", "prefill, 64 x 512 in 2,048-token chunks", B * P / batch_prefill_s);
   std::printf("%-44s %10.2f ms   %18.2f ms floor (weights + KV)\n", "decode, 256 seqs ctx 1,500: ms per step",
               large_ms, large_floor_ms);
-  std::printf("%-44s %10.2f ms   %18.2f ms (KV %.1f GB at copy bw)\n", "decode, 256 seqs ctx 1,500: attention",
-              large_attn_us / 1e3, 1e3 * large_kv_bytes / bw, large_kv_bytes / 1e9);
+  const double large_attn_frac = large_attn_us > 0 ? large_kv_bytes / (large_attn_us * 1e-6) / bw : 0.0;
+  std::printf("%-44s %10.2f ms   %18.2f ms (KV %.1f GB at copy bw; %s KV, %.0f%% of copy)\n",
+              "decode, 256 seqs ctx 1,500: attention", large_attn_us / 1e3, 1e3 * large_kv_bytes / bw,
+              large_kv_bytes / 1e9, kv_name, 100.0 * large_attn_frac);
   std::printf("%-44s %10.1f us   %18.1f us (%.0f GB/s, %2.0f%% of copy; %d splits)\n",
               "attention kernel alone, 256 x 1,501, 1 layer", attn_large_s * 1e6, 1e6 * kv_layer_large / bw,
               kv_layer_large / attn_large_s / 1e9, 100.0 * kv_layer_large / attn_large_s / bw, large_splits);
@@ -719,6 +721,8 @@ int main(int argc, char** argv) {
       << ", \"batch64_ms_step_logits\": " << ms_step_logits << ", \"batch64_floor_ms\": " << batch_floor_ms
       << ", \"decode256_ms_step\": " << large_ms << ", \"decode256_floor_ms\": " << large_floor_ms
       << ", \"decode256_attention_ms\": " << large_attn_us / 1e3
+      << ", \"decode256_attention_copy_fraction\": " << large_attn_frac
+      << ", \"attn_alone_256x1501_copy_fraction\": " << kv_layer_large / attn_large_s / bw
       << ", \"attn_alone_256x1501_us\": " << attn_large_s * 1e6
       << ", \"attn_alone_1x650_us\": " << attn_single_s * 1e6
       << ", \"decode_tps_eager\": " << tps_eager << ", \"decode_tps_unfused\": " << tps_unfused << ", \"decode_step_ms_median\": " << 1e3 * median(tg) << "}\n";
