@@ -5,6 +5,8 @@
 // Largest finite 0x7E = 448, smallest normal 0x08 = 2^-6, smallest subnormal 0x01 = 2^-9.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -19,19 +21,25 @@ inline float decode(uint8_t b) {
 }
 
 // Round to nearest, ties to the even code (mantissa bit 0 clear), saturating to +-448; NaN -> 0x7F.
-// By search over the 127 non-negative finite codes, ordered by value.
+// By search over the 127 non-negative finite codes, whose values increase with the code.
 inline uint8_t encode(float x) {
   if (std::isnan(x)) return 0x7F;
+  static const std::array<double, 0x7F> kValues = [] {
+    std::array<double, 0x7F> v{};
+    for (int c = 0; c < 0x7F; ++c) v[static_cast<size_t>(c)] = decode(static_cast<uint8_t>(c));
+    return v;
+  }();
   const uint8_t sign = std::signbit(x) ? 0x80 : 0x00;
   const double a = std::fabs(static_cast<double>(x));
-  int best = 0;
-  double best_err = a;  // code 0 = 0.0
-  for (int c = 1; c <= 0x7E; ++c) {
-    const double err = std::fabs(a - decode(static_cast<uint8_t>(c)));
-    if (err < best_err || (err == best_err && c % 2 == 0)) {
-      best = c;
-      best_err = err;
-    }
+  const int hi = static_cast<int>(std::lower_bound(kValues.begin(), kValues.end(), a) - kValues.begin());
+  int best;
+  if (hi == 0) {
+    best = 0;
+  } else if (hi == 0x7F) {
+    best = 0x7E;  // above 448: saturate
+  } else {
+    const double below = a - kValues[static_cast<size_t>(hi - 1)], above = kValues[static_cast<size_t>(hi)] - a;
+    best = below < above ? hi - 1 : above < below ? hi : (hi % 2 == 0 ? hi : hi - 1);
   }
   return static_cast<uint8_t>(sign | best);
 }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
 #include <vector>
 
 #include "backend/cpu/cpu_runner.h"
@@ -44,6 +45,22 @@ TEST(E4m3Reference, RoundsToNearestEvenAndSaturates) {
   // Relative error of a normal value: at most half a mantissa step, 2^-4.
   for (float x = 0.02f; x < 440.f; x *= 1.013f)
     EXPECT_LE(std::fabs(e4m3ref::decode(e4m3ref::encode(x)) - x), x / 16 * 1.0001f) << x;
+}
+
+// encode() against an exhaustive nearest-code search (ties to the even code) on random magnitudes 2^-12 .. 2^10.
+TEST(E4m3Reference, EncodeIsTheNearestCode) {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<double> exp2(-12, 10);
+  for (int i = 0; i < 20000; ++i) {
+    const float x = static_cast<float>(std::exp2(exp2(rng))) * (i % 2 ? -1.f : 1.f);
+    int best = 0;
+    for (int c = 1; c <= 0x7E; ++c) {
+      const double dc = std::fabs(std::fabs(x) - e4m3ref::decode(static_cast<uint8_t>(c)));
+      const double db = std::fabs(std::fabs(x) - e4m3ref::decode(static_cast<uint8_t>(best)));
+      if (dc < db || (dc == db && c % 2 == 0)) best = c;
+    }
+    ASSERT_EQ(e4m3ref::encode(x), (x < 0 ? 0x80 : 0) | best) << x;
+  }
 }
 
 TEST(Fp8KvScales, PerHeadBoundOver448) {
