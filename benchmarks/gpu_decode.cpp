@@ -18,6 +18,8 @@
 // --profile-window: after the single-stream warm-up, run 2 greedy decode steps between cudaProfilerStart/Stop and
 // exit (for `ncu --profile-from-start off ...`: per-kernel times and DRAM bytes of real decode steps).
 // --attn-sweep: the decode attention kernel alone for one token over contexts x minimum split slices, then exit.
+// --attn-large-sweep: the decode attention kernel alone at 256 x 1,501 over split counts (with --kv-cache-dtype),
+// then exit.
 // --single-only: stop after the single-stream decode figures (prefill and single stream only). With
 //   --recaptures N: then N rounds of (capture the graph again, graph steps, eager steps) on the same runner, the
 //   tuned m = 1 plans and an eager step's time per kernel class, and one step of sequence 0 (KV at the other end
@@ -271,13 +273,14 @@ double time_attention(const ModelConfig& c, int B, int ctx, int n_splits, int mi
 int main(int argc, char** argv) {
   int layers = 32, decode_steps = 256, recaptures = 0, fresh = 0;
   std::string json_path;
-  bool profile_window = false, attn_sweep = false, single_only = false;
+  bool profile_window = false, attn_sweep = false, single_only = false, attn_large_sweep = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--layers") && i + 1 < argc) layers = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--decode-steps") && i + 1 < argc) decode_steps = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
     else if (!std::strcmp(argv[i], "--profile-window")) profile_window = true;
     else if (!std::strcmp(argv[i], "--attn-sweep")) attn_sweep = true;
+    else if (!std::strcmp(argv[i], "--attn-large-sweep")) attn_large_sweep = true;
     else if (!std::strcmp(argv[i], "--single-only")) single_only = true;
     else if (!std::strcmp(argv[i], "--recaptures") && i + 1 < argc) recaptures = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--fresh") && i + 1 < argc) fresh = std::atoi(argv[++i]);
@@ -287,7 +290,7 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr,
                    "usage: %s [--layers N] [--decode-steps N] [--json PATH] [--profile-window] [--attn-sweep] "
-                   "[--single-only] [--recaptures N] [--fresh N] [--kv-cache-dtype bf16|fp8]\n",
+                   "[--single-only] [--recaptures N] [--fresh N] [--kv-cache-dtype bf16|fp8] [--attn-large-sweep]\n",
                    argv[0]);
       return 2;
     }
@@ -307,6 +310,21 @@ int main(int argc, char** argv) {
   std::printf("measured: D2D copy %.0f GB/s (read+write), cuBLASLt bf16 GEMM 8192^3 %.0f TFLOP/s\n", bw / 1e9,
               peak / 1e12);
 
+  if (attn_large_sweep) {
+    // The large-batch shape alone: 256 tokens at context 1,501, Llama-3.1-8B heads, over split counts (the runner
+    // picks choose_decode_splits'), against the KV bytes at copy bandwidth: which split count fills the waves best.
+    const ModelConfig c8 = llama31_8b(1);
+    const double kv = 256.0 * 1501 * c8.kv_bytes_per_token(g_kv_fp8 ? 1 : 2);
+    const int picked = cuda::choose_decode_splits(256 * (c8.n_head / std::min(8, c8.n_head / c8.n_head_kv)), 1501,
+                                                  prop.multiProcessorCount);
+    std::printf("decode attention alone, 256 x 1,501, %s KV (%.0f MB): splits, us, %% of copy (runner picks %d)\n",
+                g_kv_fp8 ? "fp8" : "bf16", kv / 1e6, picked);
+    for (int splits : {1, 2, 3, 4, 6, 8}) {
+      const double t = time_attention(c8, 256, 1501, splits);
+      std::printf("%8d %10.1f %6.1f%%\n", splits, t * 1e6, 100.0 * kv / t / bw);
+    }
+    return 0;
+  }
   if (attn_sweep) {
     const ModelConfig c8 = llama31_8b(1);
     const int slices[] = {32, 64, 128, 256, 512, 1 << 20};
