@@ -21,7 +21,7 @@ status=0
 # A folder with test_backend_cuda alone runs only that.
 if [[ -z "${MOPT_GPU_ENGINE_ONLY:-}" ]]; then
 echo "== test_backend_cuda"
-qwen_test=CudaRunner.CodeQwen2MatchesTransformersTop5
+qwen_test=CudaRunner.CodeQwen2MatchesTransformersTop5:CudaRunner.CodeQwen2Fp8KvCacheAgreesWithBf16Cache
 filter=()
 if [[ ! -d "$MOPT_MODELS_DIR/code-qwen2-25m" ]]; then
   filter=(--gtest_filter="-$qwen_test")

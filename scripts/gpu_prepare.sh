@@ -48,7 +48,7 @@ for bin in "$DEST"/*; do
     esac
   done
 done
-for f in stories260K.gguf code-eval.txt; do cp "$MODELS/$f" "$DEST/models/"; done
+for f in stories260K.gguf; do cp "$MODELS/$f" "$DEST/models/"; done
 # The executables and libmopt_cuda.so travel gzipped (the CUDA fat binary halves): scripts/gpu_env.sh unpacks
 # bin.tgz there.
 bins=()

@@ -7,6 +7,14 @@
 
 namespace mopt {
 
+const std::map<std::string, KvCacheDtype>& kv_cache_dtype_spellings() {
+  static const std::map<std::string, KvCacheDtype> kNames{
+      {"auto", KvCacheDtype::kAuto},    {"fp32", KvCacheDtype::kFloat32}, {"float32", KvCacheDtype::kFloat32},
+      {"fp16", KvCacheDtype::kFloat16}, {"float16", KvCacheDtype::kFloat16}, {"fp8", KvCacheDtype::kFp8},
+      {"fp8_e4m3", KvCacheDtype::kFp8}};
+  return kNames;
+}
+
 void add_engine_flags(CLI::App& app, EngineConfig& cfg) {
   const std::string g = "Engine";
   // An option that takes one of the spellings in `names` (any case) and stores its enum value.
@@ -51,13 +59,10 @@ void add_engine_flags(CLI::App& app, EngineConfig& cfg) {
                                                    {"bfloat16", ComputeDtype::kBFloat16}};
   enum_option("--dtype", cfg.runner.dtype, dtypes,
               "CUDA compute precision: auto (float32 for F32 checkpoints, else bfloat16), float32 or bfloat16");
-  const std::map<std::string, KvCacheDtype> kv_dtypes{{"auto", KvCacheDtype::kAuto},
-                                                      {"fp32", KvCacheDtype::kFloat32},
-                                                      {"float32", KvCacheDtype::kFloat32},
-                                                      {"fp16", KvCacheDtype::kFloat16},
-                                                      {"float16", KvCacheDtype::kFloat16}};
-  enum_option("--kv-cache-dtype", cfg.runner.kv_cache_dtype, kv_dtypes,
-              "CPU KV cache element type: auto (fp16), fp16 (values rounded to fp16) or fp32 (twice the memory)");
+  enum_option("--kv-cache-dtype", cfg.runner.kv_cache_dtype, kv_cache_dtype_spellings(),
+              "KV cache element type. CPU: auto (fp16), fp16 (values rounded to fp16) or fp32 (twice the memory). "
+              "CUDA: auto (the compute dtype) or fp8 (= fp8_e4m3: E4M3 with per-head scales, half the bytes of "
+              "bf16; needs --dtype bfloat16)");
   app.add_option_function<std::string>(
          "--speculative-config",
          [&cfg](const std::string& text) {
