@@ -119,6 +119,8 @@ class EngineImpl final : public Engine {
   void fail_all(const std::string& error);
   void update_stats(const SchedulerOutput* out);
   void check_late_tuning(const SchedulerOutput& out, double step_s);
+  // After the runner's warm-up: one short greedy request run to completion on this thread (engine_warmup.cpp).
+  Status warm_request();
   // Draws the token of output row `row` for `r` (host sampler or the device's pick) into `s`. False when the
   // request finished instead (grammar done or dead end, a bad device pick).
   bool sample_row(EngineRequest& r, int row, SampleResult& s);

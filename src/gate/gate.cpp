@@ -53,7 +53,7 @@ GateRun run_gate(const GateOptions& o) {
     run.samples = soak->samples;
     json samples = json::array();
     for (const auto& m : soak->samples)
-      samples.push_back({{"t_s", m.t_s}, {"rss_bytes", m.rss_bytes},
+      samples.push_back({{"t_s", m.t_s}, {"rss_bytes", m.rss_bytes}, {"anon_bytes", m.anon_bytes},
                          {"device_bytes", std::isfinite(m.device_bytes) ? json(m.device_bytes) : json(nullptr)}});
     json doc = loadgen::results_json(run.config, {soak->run}, loadgen::SloSpec{});
     doc["tool"] = "mopt gate";

@@ -33,13 +33,14 @@ GateResult leak_gate(const SoakResult& s, const Thresholds& t) {
     const char* what;
     std::vector<double> hours, mb;
   };
-  Series rss{"host RSS", {}, {}}, dev{"GPU memory", {}, {}};
+  // Host: anonymous memory (heap, stacks); pages of mapped files are reclaimable and no leak.
+  Series rss{"host anonymous RSS", {}, {}}, dev{"GPU memory", {}, {}};
   // The first leak_settle of the samples is left out: allocators and caches settle after the warm-up.
   const size_t skip = static_cast<size_t>(static_cast<double>(s.samples.size()) * t.leak_settle);
   for (size_t i = skip; i < s.samples.size(); ++i) {
     const MemorySample& m = s.samples[i];
     rss.hours.push_back(m.t_s / 3600);
-    rss.mb.push_back(m.rss_bytes / 1e6);
+    rss.mb.push_back(m.anon_bytes / 1e6);
     if (std::isfinite(m.device_bytes)) {
       dev.hours.push_back(m.t_s / 3600);
       dev.mb.push_back(m.device_bytes / 1e6);

@@ -81,13 +81,14 @@ Result<SoakResult> run_soak(const ServerSpec& s, const tune::LoadPlan& load, dou
       lk.unlock();
       MemorySample m;
       m.t_s = monotonic_s() - t0;
-      auto rss = tune::process_rss_bytes(p.pid());
+      auto mem = tune::process_memory(p.pid());
       if (auto h = loadgen::http_get(p.host(), p.port(), "/metrics", 2.0); h && h->status == 200)
         if (auto snap = loadgen::parse_prometheus(h->body))
           if (const auto* d = snap->find("mopt:device_memory_used_bytes")) m.device_bytes = d->value;
       lk.lock();
-      if (rss) {
-        m.rss_bytes = static_cast<double>(*rss);
+      if (mem) {
+        m.rss_bytes = static_cast<double>(mem->rss);
+        m.anon_bytes = static_cast<double>(mem->anon);
         out.samples.push_back(m);
         out.peak_rss_bytes = std::max(out.peak_rss_bytes, m.rss_bytes);
       }

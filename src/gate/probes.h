@@ -32,6 +32,7 @@ Result<RestartTimes> time_restarts(const ServerSpec& s, int n, const tune::LoadP
 struct MemorySample {
   double t_s = 0;                  // seconds since the soak's measured phase began
   double rss_bytes = 0;            // VmRSS of the server
+  double anon_bytes = 0;           // its RssAnon (tune::ProcessMemory): the leak gate's host series
   double device_bytes = NAN;       // mopt:device_memory_used_bytes from /metrics (NaN: not reported)
 };
 

@@ -19,16 +19,16 @@ std::string overall(const GateRun& r) {
                           std::string(r.strict ? " (--strict: a skip fails too)" : "");
 }
 
-// RSS (and device memory) over the soak, with the leak gate's fitted line.
+// Anonymous RSS (and device memory) over the soak, with the leak gate's fitted line.
 std::string memory_chart(const GateRun& r) {
   if (r.samples.size() < 2) return "";
-  loadgen::Series rss{"host RSS (MB)", {}, true, false, true}, fit{"fitted line", {}, false, true, true},
+  loadgen::Series rss{"host anonymous RSS (MB)", {}, true, false, true}, fit{"fitted line", {}, false, true, true},
       dev{"GPU memory in use (MB)", {}, true, false, true};
   std::vector<double> t, y;
   for (const auto& m : r.samples) {
-    rss.points.emplace_back(m.t_s, m.rss_bytes / 1e6);
+    rss.points.emplace_back(m.t_s, m.anon_bytes / 1e6);
     t.push_back(m.t_s);
-    y.push_back(m.rss_bytes / 1e6);
+    y.push_back(m.anon_bytes / 1e6);
     if (std::isfinite(m.device_bytes)) dev.points.emplace_back(m.t_s, m.device_bytes / 1e6);
   }
   const LineFit f = fit_line(t, y);

@@ -172,13 +172,19 @@ Status ServerProcess::wait_ready(double timeout_s) {
   }
 }
 
-Result<uint64_t> process_rss_bytes(pid_t pid) {
+Result<ProcessMemory> process_memory(pid_t pid) {
   std::ifstream f("/proc/" + std::to_string(pid) + "/status");
   if (!f) return error("cannot read /proc/%d/status (has the process ended?)", static_cast<int>(pid));
+  ProcessMemory m;
+  bool rss = false, anon = false;
   std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("VmRSS:", 0) == 0) return static_cast<uint64_t>(std::strtoull(line.c_str() + 6, nullptr, 10)) * 1024;
-  return error("/proc/%d/status has no VmRSS line", static_cast<int>(pid));
+  auto kib = [&line](size_t skip) { return static_cast<uint64_t>(std::strtoull(line.c_str() + skip, nullptr, 10)) * 1024; };
+  while (std::getline(f, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) m.rss = kib(6), rss = true;
+    if (line.rfind("RssAnon:", 0) == 0) m.anon = kib(8), anon = true;
+  }
+  if (!rss || !anon) return error("/proc/%d/status has no VmRSS or RssAnon line", static_cast<int>(pid));
+  return m;
 }
 
 }  // namespace mopt::tune

@@ -71,8 +71,14 @@ class ServerProcess {
   ExitInfo exit_;
 };
 
-// Resident set size of a process (VmRSS of /proc/PID/status), bytes.
-Result<uint64_t> process_rss_bytes(pid_t pid);
+// A process's resident memory from /proc/PID/status, bytes: all of it (VmRSS), and the part not backed by files
+// (RssAnon: heap, stacks, anonymous mappings; file pages such as a mapped checkpoint or the pages of a shared
+// library first used late are reclaimable by the kernel and no leak).
+struct ProcessMemory {
+  uint64_t rss = 0;
+  uint64_t anon = 0;
+};
+Result<ProcessMemory> process_memory(pid_t pid);
 // Monotonic seconds (CLOCK_MONOTONIC).
 double monotonic_s();
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <vector>
 
 #include "unit/engine/engine_harness.h"
 
@@ -15,6 +16,7 @@ class TuningRunner final : public FakeRunner {
   TuningRunner() : FakeRunner(kVocab, 4096, 1 << 20) {}
   int warm_calls = 0;
   int warm_up_to = 0;  // batch sizes 1..warm_up_to are "tuned" by warmup()
+  std::vector<int> step_tokens;  // tokens of every forward() call
 
   Result<WarmupReport> warmup(const WarmupProgress& progress) override {
     ++warm_calls;
@@ -30,6 +32,7 @@ class TuningRunner final : public FakeRunner {
   }
   TuningCounters tuning_counters() const override { return counters_; }
   Status forward(const ForwardBatch& b, float* logits) override {
+    step_tokens.push_back(b.n_tokens());
     if (seen_.insert(b.n_tokens()).second) {  // a new shape: tuned (and "captured") inside this step
       ++counters_.gemm_tunings;
       ++counters_.graph_captures;
@@ -94,6 +97,32 @@ TEST(EngineWarmup, CountsOnlyTheTuningAfterTheWarmup) {
   EXPECT_EQ(s.captures_after_warmup, 1u);
   w.generate(20);  // tuned once: not again
   EXPECT_EQ(w.engine->stats().tunings_after_warmup, 1u);
+}
+
+TEST(EngineWarmup, ServesOneRequestOfItsOwnThatUsersDoNotSee) {
+  WarmEngine w(8);
+  ASSERT_TRUE(w.engine->warmup({}).is_ok());
+  // A 32-token prompt prefilled, then one decode step for the second token: the path a user's request takes.
+  ASSERT_EQ(w.runner->step_tokens.size(), 2u);
+  EXPECT_EQ(w.runner->step_tokens[0], 32);
+  EXPECT_EQ(w.runner->step_tokens[1], 1);
+  EngineStats s = w.engine->stats();
+  EXPECT_EQ(s.steps, 0u);
+  EXPECT_EQ(s.prompt_tokens, 0u);
+  EXPECT_EQ(s.generation_tokens, 0u);
+  EXPECT_EQ(s.requests_finished, 0u);
+  EXPECT_EQ(s.running + s.waiting, 0);
+  EXPECT_FALSE(w.engine->has_unfinished());
+  EXPECT_EQ(s.tunings_after_warmup, 0u) << "the 32-token shape it tuned was before ready";
+  w.generate(32);  // that prefill shape is warm now
+  EXPECT_EQ(w.engine->stats().tunings_after_warmup, 0u);
+  EXPECT_EQ(w.engine->stats().requests_finished, 1u);
+}
+
+TEST(EngineWarmup, NoWarmRequestWhenTheRunnerWarmedNothing) {
+  WarmEngine w(0);
+  ASSERT_TRUE(w.engine->warmup({}).is_ok());
+  EXPECT_TRUE(w.runner->step_tokens.empty()) << "a CPU-like runner starts serving at once";
 }
 
 TEST(EngineWarmup, WithoutWarmupNothingIsCountedAsLate) {
