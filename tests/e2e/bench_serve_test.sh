@@ -48,7 +48,9 @@ for endpoint in completions chat; do
   ok(s.failed === 0 && s.completed === 24, "24 ok requests, got " + JSON.stringify(s.errors));
   ok(s.usage_reported === 24, "every response reported usage");
   ok(m.available, "metrics scraped: " + m.note);
-  const gen = m.deltas["mopt:generation_tokens_total"], prompt = m.deltas["mopt:prompt_tokens_total"];
+  // The server labels its series with the served model name (model_name, as vLLM does).
+  const series = (n) => m.deltas[n + "{model_name=\"" + process.argv[2] + "\"}"];
+  const gen = series("mopt:generation_tokens_total"), prompt = series("mopt:prompt_tokens_total");
   ok(gen && prompt, "server exports mopt:generation_tokens_total and mopt:prompt_tokens_total");
   console.log(`client: ${s.input_tokens} prompt / ${s.output_tokens} generated tokens; ` +
               `server /metrics: +${prompt.delta} / +${gen.delta}`);
@@ -56,6 +58,6 @@ for endpoint in completions chat; do
   ok(prompt.delta === s.input_tokens, "prompt tokens: client " + s.input_tokens + " vs /metrics " + prompt.delta);
   ok(s.ttft_s.n === 24 && s.ttft_s.p50 > 0, "TTFT measured");
   for (const q of run.requests) ok(q.output_tokens <= q.max_tokens && q.output_tokens >= 1, "tokens within max_tokens");
-  ' "$tmp/$endpoint.json"
+  ' "$tmp/$endpoint.json" "$(basename "$model")"
 done
 echo "PASS"
