@@ -65,6 +65,21 @@ TEST(RandomDataset, PromptsHaveExactlyTheDrawnTokenCount) {
   EXPECT_EQ((*again)[7].prompt, (*items)[7].prompt);
 }
 
+// With no range every prompt has exactly --random-input-len tokens, however the words tokenize.
+TEST(RandomDataset, ExactLengthWithoutRange) {
+  RandomDatasetOptions o;
+  o.input_len = 37;
+  o.output_len = 9;
+  o.num_prompts = 50;
+  auto items = random_prompts(o, count_tokens);
+  ASSERT_TRUE(items) << items.message();
+  for (const WorkItem& w : *items) {
+    EXPECT_EQ(count_tokens(w.prompt).value(), 37) << w.prompt;
+    EXPECT_EQ(w.expected_prompt_tokens, 37);
+    EXPECT_EQ(w.max_tokens, 9);
+  }
+}
+
 TEST(RandomDataset, ServerErrorsPropagate) {
   RandomDatasetOptions o;
   o.num_prompts = 2;
