@@ -33,4 +33,9 @@ std::string access_log_line(const HttpRequest& req, int status, double duration_
   return line;
 }
 
+std::string access_error_line(const std::string& remote, int status, const std::string& message) {
+  return strfmt("access %s - %d error=\"%s\"", remote.empty() ? "-" : escaped(remote, 64).c_str(), status,
+                escaped(message, 300).c_str());
+}
+
 }  // namespace mopt::server

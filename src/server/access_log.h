@@ -4,7 +4,10 @@
 //          ttft=0.021s finish=length
 //
 // Status 499 (as nginx writes it) means the client went away before the response was complete. The fields after
-// the duration are written for generation requests only.
+// the duration are written for generation requests only. An error the HTTP layer answers before routing (400, 408,
+// 411, 413, 431, 505: the request never became one) has its own line:
+//
+//   access 127.0.0.1 - 413 error="request body is 8388608 bytes; the limit is 4194304"
 #pragma once
 
 #include <string>
@@ -26,5 +29,7 @@ struct AccessRecord {
 // The line (no trailing newline). `status`: what was sent (0: nothing); `duration_s`: arrival to the last byte.
 // The path is written as the client sent it, with control characters and quotes escaped.
 std::string access_log_line(const HttpRequest& req, int status, double duration_s, const AccessRecord& rec);
+// The line of an error the HTTP layer answered itself (server/http.h, HttpErrorLog).
+std::string access_error_line(const std::string& remote, int status, const std::string& message);
 
 }  // namespace mopt::server

@@ -112,7 +112,9 @@ Server::Server(ServeOptions opts) : opts_(std::move(opts)), faults_(opts_.test_f
         (status >= 500 ? metrics_.http_errors_5xx : metrics_.http_errors_4xx).fetch_add(1);
         return error_body(status, msg, code);
       },
-      opts_.tls);
+      opts_.tls, [this](const std::string& remote, int status, const std::string& msg) {
+        if (opts_.log_requests) write_access_log(access_error_line(remote, status, msg));
+      });
 }
 
 Server::~Server() = default;
@@ -216,8 +218,11 @@ void Server::handle(const HttpRequest& req, ResponseWriter& w) {
   AccessRecord rec;
   route(req, w, rec);
   if (!opts_.log_requests) return;
-  const std::string line =
-      access_log_line(req, w.status(), std::chrono::duration<double>(Clock::now() - start).count(), rec);
+  write_access_log(
+      access_log_line(req, w.status(), std::chrono::duration<double>(Clock::now() - start).count(), rec));
+}
+
+void Server::write_access_log(const std::string& line) {
   if (opts_.access_log) opts_.access_log(line);
   else MOPT_LOG_INFO("%s", line.c_str());
 }

@@ -105,6 +105,7 @@ class Server {
   const ServedModel* model() const;  // null while loading
 
   void route(const HttpRequest& req, ResponseWriter& w, AccessRecord& rec);
+  void write_access_log(const std::string& line);  // to ServeOptions::access_log, else the log
   void handle_health(const HttpRequest& req, ResponseWriter& w);
   void handle_metrics(const HttpRequest& req, ResponseWriter& w);
   void handle_console(const HttpRequest& req, ResponseWriter& w);

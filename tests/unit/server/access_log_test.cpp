@@ -1,10 +1,15 @@
 // The access log (server/access_log.h): one line per request through Server::handle, off with
 // --disable-log-requests (ServeOptions::log_requests); and the periodic engine-stats line (server/stats_log.h).
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <condition_variable>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "server/access_log.h"
@@ -57,6 +62,45 @@ TEST(AccessLog, OneLinePerRequestUnlessDisabled) {
   Server quiet(o);
   call(quiet, "GET", "/health");
   EXPECT_TRUE(lines.empty());
+}
+
+// Errors the HTTP layer answers before routing (here a 413) get their own line, from the connection's thread.
+TEST(AccessLog, ErrorsAnsweredBeforeRoutingAreLogged) {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::string> lines;
+  ServeOptions o;
+  o.port = 0;
+  o.http.max_body_bytes = 1024;
+  o.access_log = [&](const std::string& l) {
+    std::lock_guard<std::mutex> lk(mu);
+    lines.push_back(l);
+    cv.notify_all();
+  };
+  Server srv(o);
+  ASSERT_TRUE(srv.listen());
+  std::thread serving([&] { srv.serve(); });
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(srv.port()));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  const std::string req = "POST /v1/completions HTTP/1.1\r\nContent-Length: 100000\r\n\r\n";
+  ASSERT_EQ(::send(fd, req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
+  char buf[256];
+  const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+  ASSERT_GT(n, 12);
+  EXPECT_EQ(std::string(buf, 12), "HTTP/1.1 413");
+  {
+    std::unique_lock<std::mutex> lk(mu);
+    ASSERT_TRUE(cv.wait_for(lk, std::chrono::seconds(30), [&] { return !lines.empty(); }));
+    EXPECT_EQ(lines[0].rfind("access 127.0.0.1", 0), 0u) << lines[0];
+    EXPECT_NE(lines[0].find(" - 413 error=\""), std::string::npos) << lines[0];
+  }
+  ::close(fd);
+  srv.begin_drain();
+  serving.join();
 }
 
 TEST(StatsLog, RatesOverTheIntervalAndSilenceWhenIdle) {
