@@ -11,6 +11,7 @@
 // Usage: bench_engine_throughput [--model PATH] [--threads N] [--seqs 64] [--tokens 256] [--repeats 3 (rounds)]
 //                                [--block-size 0 (the runner's: 64 on the CPU)] [--max-num-batched-tokens 2048]
 //                                [--kv-cache-dtype auto|fp32|fp16 (auto: the runner's, fp16 on the CPU)]
+//                                [--speculative-config JSON (vLLM's; both sides speculate; docs/speculative.md)]
 // Both the single stream and the batch use the same KV cache dtype (printed in the header).
 #include <CLI/CLI.hpp>
 
@@ -26,6 +27,7 @@
 #include "core/log.h"
 #include "engine/engine.h"
 #include "model/model.h"
+#include "server/speculative_config.h"
 #include "tokenizer/tokenizer.h"
 
 using namespace mopt;
@@ -107,8 +109,19 @@ int main(int argc, char** argv) {
   std::string kv_dtype = "auto";
   app.add_option("--kv-cache-dtype", kv_dtype, "KV cache element type for both runs (auto: the runner's)")
       ->check(CLI::IsMember({"auto", "fp32", "fp16"}));
+  std::string spec_json;
+  app.add_option("--speculative-config", spec_json, "speculative decoding for both runs (vLLM's JSON)");
   CLI11_PARSE(app, argc, argv);
   set_log_level(LogLevel::kWarn);
+  SpeculativeConfig spec;
+  if (!spec_json.empty()) {
+    auto sc = parse_speculative_config(spec_json);
+    if (!sc) {
+      std::fprintf(stderr, "%s\n", sc.message().c_str());
+      return 1;
+    }
+    spec = sc.value();
+  }
 
   auto m = load_model(model_path);
   if (!m) {
@@ -130,13 +143,15 @@ int main(int argc, char** argv) {
                         static_cast<uint64_t>(std::max(seqs, 1)) + (4u << 20);
   cfg.runner.n_threads = threads;
   cfg.runner.device = DeviceKind::kCpu;  // this benchmark measures the CPU runner
+  cfg.speculative = spec;
   cfg.runner.kv_cache_dtype = kv_dtype == "fp16"   ? KvCacheDtype::kFloat16
                               : kv_dtype == "fp32" ? KvCacheDtype::kFloat32
                                                    : KvCacheDtype::kAuto;
 
   std::printf("engine throughput: %s, %d tokens per sequence, threads %d, block %s, KV cache %s (both runs), "
-              "%d rounds\n", model_path.c_str(), tokens, threads,
-              block_size ? std::to_string(block_size).c_str() : "auto", kv_dtype.c_str(), repeats);
+              "%d rounds%s%s\n", model_path.c_str(), tokens, threads,
+              block_size ? std::to_string(block_size).c_str() : "auto", kv_dtype.c_str(), repeats,
+              spec_json.empty() ? "" : ", speculative ", spec_json.c_str());
   // Rounds of (single stream, N concurrent) back to back: the machine's other load changes from second to
   // second, so each round's ratio compares runs made under the same conditions; the median of the rounds' ratios
   // is the figure least moved by it. The single stream gets its best thread setting in every round: with

@@ -12,10 +12,14 @@
 //   - the decode attention kernel alone (one layer, random KV) at 256 x 1,500 and at 1 x 650 with the 16 splits a
 //     single-stream graph launches: time against KV bytes / copy bandwidth.
 // Usage: bench_gpu_decode [--layers N] [--decode-steps N] [--json PATH] [--profile-window] [--attn-sweep]
-//                         [--single-only [--recaptures N] [--fresh N]]
+//                         [--single-only [--recaptures N] [--fresh N]] [--kv-cache-dtype bf16|fp8]
+// --kv-cache-dtype fp8: every runner and the attention-alone timings use the fp8 (E4M3) KV cache; KV byte counts
+// (floors, the attention's fraction of copy bandwidth) count 1 byte per element.
 // --profile-window: after the single-stream warm-up, run 2 greedy decode steps between cudaProfilerStart/Stop and
 // exit (for `ncu --profile-from-start off ...`: per-kernel times and DRAM bytes of real decode steps).
 // --attn-sweep: the decode attention kernel alone for one token over contexts x minimum split slices, then exit.
+// --attn-large-sweep: the decode attention kernel alone at 256 x 1,501 over split counts (with --kv-cache-dtype),
+// then exit.
 // --single-only: stop after the single-stream decode figures (prefill and single stream only). With
 //   --recaptures N: then N rounds of (capture the graph again, graph steps, eager steps) on the same runner, the
 //   tuned m = 1 plans and an eager step's time per kernel class, and one step of sequence 0 (KV at the other end
@@ -167,20 +171,27 @@ struct Batch : BatchArrays {
   }
 };
 
-// The decode attention kernel alone on one layer of random bf16 KV (Llama-3.1-8B heads): B sequences at context
-// ctx (contiguous blocks of 16), n_splits CTAs per (token, head group), splits of at least min_slice tokens.
+// The decode attention kernel alone on one layer of random KV (Llama-3.1-8B heads), a cache of C (bf16, or fp8
+// with per-head scales): B sequences at context ctx (contiguous blocks of 16), n_splits CTAs per (token, head
+// group), splits of at least min_slice tokens.
 // Returns seconds per launch: the median over 20 timings of `back_to_back` consecutive launches each.
-double time_attention(const ModelConfig& c, int B, int ctx, int n_splits, int min_slice = cuda::kDecodeMinSliceTokens,
-                      int back_to_back = 1, int max_heads_per_cta = 0) {
+template <class C>
+double time_attention_t(const ModelConfig& c, int B, int ctx, int n_splits, int min_slice, int back_to_back,
+                        int max_heads_per_cta) {
   const int bs = 16, nb = (ctx + bs - 1) / bs;
   const int64_t kv_stride = static_cast<int64_t>(c.n_head_kv) * bs * c.head_dim, block_stride = 2 * kv_stride;
   const size_t cache_elems = static_cast<size_t>(B) * nb * block_stride;
   const size_t q_elems = static_cast<size_t>(B) * c.n_head * c.head_dim;
-  cuda::bf16 *cache = nullptr, *q = nullptr, *out = nullptr;
+  C* cache = nullptr;
+  cuda::bf16 *q = nullptr, *out = nullptr;
+  float* scales = nullptr;  // [2][n_head_kv] (fp8)
   int32_t* meta = nullptr;  // positions[B] token_seq[B] block_tables[B, nb]
   float* ws = nullptr;
   uint32_t* cnt = nullptr;
-  CK(cudaMalloc(reinterpret_cast<void**>(&cache), cache_elems * 2));
+  CK(cudaMalloc(reinterpret_cast<void**>(&cache), cache_elems * sizeof(C)));
+  const std::vector<float> hs(2 * static_cast<size_t>(c.n_head_kv), 0.01f);
+  CK(cudaMalloc(reinterpret_cast<void**>(&scales), hs.size() * 4));
+  CK(cudaMemcpy(scales, hs.data(), hs.size() * 4, cudaMemcpyHostToDevice));
   CK(cudaMalloc(reinterpret_cast<void**>(&q), q_elems * 2));
   CK(cudaMalloc(reinterpret_cast<void**>(&out), q_elems * 2));
   CK(cudaMalloc(reinterpret_cast<void**>(&meta), (2 * static_cast<size_t>(B) + static_cast<size_t>(B) * nb) * 4));
@@ -189,7 +200,10 @@ double time_attention(const ModelConfig& c, int B, int ctx, int n_splits, int mi
                 (q_elems * n_splits + static_cast<size_t>(B) * c.n_head * n_splits * 2) * 4));
   CK(cudaMalloc(reinterpret_cast<void**>(&cnt), static_cast<size_t>(B) * c.n_head * 4));
   CK(cudaMemset(cnt, 0, static_cast<size_t>(B) * c.n_head * 4));
-  CK(cuda::launch_fill_random(cache, static_cast<int64_t>(cache_elems), 3, 1.f, 0.f, nullptr));
+  if constexpr (sizeof(C) == 1)
+    CK(cudaMemset(cache, 0x30, cache_elems));  // E4M3 0.5: the values do not change what the kernel reads
+  else
+    CK(cuda::launch_fill_random(cache, static_cast<int64_t>(cache_elems), 3, 1.f, 0.f, nullptr));
   CK(cuda::launch_fill_random(q, static_cast<int64_t>(q_elems), 4, 1.f, 0.f, nullptr));
   std::vector<int32_t> h(2 * static_cast<size_t>(B) + static_cast<size_t>(B) * nb);
   for (int s = 0; s < B; ++s) {
@@ -198,7 +212,7 @@ double time_attention(const ModelConfig& c, int B, int ctx, int n_splits, int mi
     for (int j = 0; j < nb; ++j) h[2 * B + static_cast<size_t>(s) * nb + j] = s * nb + j;
   }
   CK(cudaMemcpy(meta, h.data(), h.size() * 4, cudaMemcpyHostToDevice));
-  cuda::DecodeAttnParams p;
+  cuda::DecodeAttnParamsT<cuda::bf16, C> p;
   p.q = q;
   p.out = out;
   p.positions = meta;
@@ -211,6 +225,8 @@ double time_attention(const ModelConfig& c, int B, int ctx, int n_splits, int mi
   p.cache.block_size = bs;
   p.cache.n_head_kv = c.n_head_kv;
   p.cache.head_dim = c.head_dim;
+  p.cache.k_scale = scales;
+  p.cache.v_scale = scales + c.n_head_kv;
   p.n_tokens = B;
   p.n_head = c.n_head;
   p.scale = 1.f / std::sqrt(static_cast<float>(c.head_dim));
@@ -240,7 +256,16 @@ double time_attention(const ModelConfig& c, int B, int ctx, int n_splits, int mi
   cudaFree(meta);
   cudaFree(ws);
   cudaFree(cnt);
+  cudaFree(scales);
   return median(t);
+}
+
+bool g_kv_fp8 = false;  // --kv-cache-dtype fp8
+
+double time_attention(const ModelConfig& c, int B, int ctx, int n_splits, int min_slice = cuda::kDecodeMinSliceTokens,
+                      int back_to_back = 1, int max_heads_per_cta = 0) {
+  return g_kv_fp8 ? time_attention_t<cuda::fp8>(c, B, ctx, n_splits, min_slice, back_to_back, max_heads_per_cta)
+                  : time_attention_t<cuda::bf16>(c, B, ctx, n_splits, min_slice, back_to_back, max_heads_per_cta);
 }
 
 }  // namespace
@@ -248,24 +273,30 @@ double time_attention(const ModelConfig& c, int B, int ctx, int n_splits, int mi
 int main(int argc, char** argv) {
   int layers = 32, decode_steps = 256, recaptures = 0, fresh = 0;
   std::string json_path;
-  bool profile_window = false, attn_sweep = false, single_only = false;
+  bool profile_window = false, attn_sweep = false, single_only = false, attn_large_sweep = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--layers") && i + 1 < argc) layers = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--decode-steps") && i + 1 < argc) decode_steps = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
     else if (!std::strcmp(argv[i], "--profile-window")) profile_window = true;
     else if (!std::strcmp(argv[i], "--attn-sweep")) attn_sweep = true;
+    else if (!std::strcmp(argv[i], "--attn-large-sweep")) attn_large_sweep = true;
     else if (!std::strcmp(argv[i], "--single-only")) single_only = true;
     else if (!std::strcmp(argv[i], "--recaptures") && i + 1 < argc) recaptures = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--fresh") && i + 1 < argc) fresh = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--kv-cache-dtype") && i + 1 < argc &&
+             (!std::strcmp(argv[i + 1], "bf16") || !std::strcmp(argv[i + 1], "fp8")))
+      g_kv_fp8 = !std::strcmp(argv[++i], "fp8");
     else {
       std::fprintf(stderr,
                    "usage: %s [--layers N] [--decode-steps N] [--json PATH] [--profile-window] [--attn-sweep] "
-                   "[--single-only] [--recaptures N] [--fresh N]\n",
+                   "[--single-only] [--recaptures N] [--fresh N] [--kv-cache-dtype bf16|fp8] [--attn-large-sweep]\n",
                    argv[0]);
       return 2;
     }
   }
+  const int kv_es = g_kv_fp8 ? 1 : 2;  // bytes per KV element
+  const char* kv_name = g_kv_fp8 ? "fp8" : "bf16";
   if (!cuda_device_available()) {
     std::fprintf(stderr, "bench_gpu_decode: no CUDA GPU (or not built with CUDA)\n");
     return 2;
@@ -279,6 +310,21 @@ int main(int argc, char** argv) {
   std::printf("measured: D2D copy %.0f GB/s (read+write), cuBLASLt bf16 GEMM 8192^3 %.0f TFLOP/s\n", bw / 1e9,
               peak / 1e12);
 
+  if (attn_large_sweep) {
+    // The large-batch shape alone: 256 tokens at context 1,501, Llama-3.1-8B heads, over split counts (the runner
+    // picks choose_decode_splits'), against the KV bytes at copy bandwidth: which split count fills the waves best.
+    const ModelConfig c8 = llama31_8b(1);
+    const double kv = 256.0 * 1501 * c8.kv_bytes_per_token(g_kv_fp8 ? 1 : 2);
+    const int picked = cuda::choose_decode_splits(256 * (c8.n_head / std::min(8, c8.n_head / c8.n_head_kv)), 1501,
+                                                  prop.multiProcessorCount);
+    std::printf("decode attention alone, 256 x 1,501, %s KV (%.0f MB): splits, us, %% of copy (runner picks %d)\n",
+                g_kv_fp8 ? "fp8" : "bf16", kv / 1e6, picked);
+    for (int splits : {1, 2, 3, 4, 6, 8}) {
+      const double t = time_attention(c8, 256, 1501, splits);
+      std::printf("%8d %10.1f %6.1f%%\n", splits, t * 1e6, 100.0 * kv / t / bw);
+    }
+    return 0;
+  }
   if (attn_sweep) {
     const ModelConfig c8 = llama31_8b(1);
     const int slices[] = {32, 64, 128, 256, 512, 1 << 20};
@@ -307,6 +353,7 @@ int main(int argc, char** argv) {
   opts.device = DeviceKind::kCuda;
   opts.max_batch_tokens = 2048;
   opts.max_seqs = 64;
+  opts.kv_cache_dtype = g_kv_fp8 ? KvCacheDtype::kFp8 : KvCacheDtype::kAuto;
   CudaRunnerExtras extras;
   extras.random_weights = true;
   const double t_load = now_s();
@@ -555,7 +602,7 @@ int main(int argc, char** argv) {
   }
   const double ms_step_logits = 1e3 * median(tbl);
   // Bytes a batch-64 step must move at least: weights once + the KV of every sequence (avg context P + G/2).
-  const double kv_bytes = static_cast<double>(B) * (P + G / 2.0) * c.kv_bytes_per_token(2);
+  const double kv_bytes = static_cast<double>(B) * (P + G / 2.0) * c.kv_bytes_per_token(kv_es);
   const double batch_floor_ms = 1e3 * (streamed + kv_bytes) / bw;
 
   std::printf("GEMM plans tuned during the run (decode shapes):\n%s", runner->gemm_report().c_str());
@@ -573,7 +620,7 @@ int main(int argc, char** argv) {
   const int LB = 256, LCTX = 1500, lmax_blocks = (LCTX + 1 + bs - 1) / bs;
   std::string large_profile;
   double large_ms = 0, large_floor_ms = 0, large_attn_us = 0;
-  const double large_kv_bytes = static_cast<double>(LB) * (LCTX + 1) * c.kv_bytes_per_token(2);
+  const double large_kv_bytes = static_cast<double>(LB) * (LCTX + 1) * c.kv_bytes_per_token(kv_es);
   {
     RunnerOptions lo = opts;
     lo.max_seqs = LB;
@@ -644,11 +691,11 @@ int main(int argc, char** argv) {
   const int large_splits = cuda::choose_decode_splits(LB * (c.n_head / std::min(8, c.n_head / c.n_head_kv)), LCTX + 1,
                                                       prop.multiProcessorCount);
   const double attn_large_s = time_attention(c, LB, LCTX + 1, large_splits);
-  const double kv_layer_single = 650.0 * c.kv_bytes_per_token(2) / c.n_layer;
+  const double kv_layer_single = 650.0 * c.kv_bytes_per_token(kv_es) / c.n_layer;
   const double attn_single_s = time_attention(c, 1, 650, 16);
 
-  std::printf("\n== Llama-3.1-8B shape, bf16, random weights (%d layers), %s of weights, loaded in %.1f s\n",
-              c.n_layer, format_bytes(weight_bytes).c_str(), load_s);
+  std::printf("\n== Llama-3.1-8B shape, bf16, %s KV cache, random weights (%d layers), %s of weights, loaded in "
+              "%.1f s\n", kv_name, c.n_layer, format_bytes(weight_bytes).c_str(), load_s);
   std::printf("%-44s %14s %24s\n", "figure", "measured", "ceiling / reference");
   std::printf("%-44s %11.1f ms %24s\n", "prefill 2,048 tokens: time to first token", ttft * 1e3, "");
   std::printf("%-44s %9.0f TFLOP/s %15.0f TFLOP/s (%2.0f%%)\n", "prefill 2,048 tokens: achieved", prefill_tflops,
@@ -669,8 +716,10 @@ int main(int argc, char** argv) {
   std::printf("%-44s %10.0f tok/s\n", "prefill, 64 x 512 in 2,048-token chunks", B * P / batch_prefill_s);
   std::printf("%-44s %10.2f ms   %18.2f ms floor (weights + KV)\n", "decode, 256 seqs ctx 1,500: ms per step",
               large_ms, large_floor_ms);
-  std::printf("%-44s %10.2f ms   %18.2f ms (KV %.1f GB at copy bw)\n", "decode, 256 seqs ctx 1,500: attention",
-              large_attn_us / 1e3, 1e3 * large_kv_bytes / bw, large_kv_bytes / 1e9);
+  const double large_attn_frac = large_attn_us > 0 ? large_kv_bytes / (large_attn_us * 1e-6) / bw : 0.0;
+  std::printf("%-44s %10.2f ms   %18.2f ms (KV %.1f GB at copy bw; %s KV, %.0f%% of copy)\n",
+              "decode, 256 seqs ctx 1,500: attention", large_attn_us / 1e3, 1e3 * large_kv_bytes / bw,
+              large_kv_bytes / 1e9, kv_name, 100.0 * large_attn_frac);
   std::printf("%-44s %10.1f us   %18.1f us (%.0f GB/s, %2.0f%% of copy; %d splits)\n",
               "attention kernel alone, 256 x 1,501, 1 layer", attn_large_s * 1e6, 1e6 * kv_layer_large / bw,
               kv_layer_large / attn_large_s / 1e9, 100.0 * kv_layer_large / attn_large_s / bw, large_splits);
@@ -683,13 +732,15 @@ int main(int argc, char** argv) {
   if (!json_path.empty()) {
     std::ofstream f(json_path);
     f << "{\"gpu\": \"" << prop.name << "\", \"copy_bw_gbs\": " << bw / 1e9 << ", \"gemm_peak_tflops\": " << peak / 1e12
-      << ", \"layers\": " << c.n_layer << ", \"weight_bytes\": " << weight_bytes << ", \"ttft_ms\": " << ttft * 1e3
+      << ", \"kv_cache_dtype\": \"" << kv_name << "\", \"layers\": " << c.n_layer << ", \"weight_bytes\": " << weight_bytes << ", \"ttft_ms\": " << ttft * 1e3
       << ", \"prefill_tflops\": " << prefill_tflops << ", \"decode_tps_greedy\": " << tps_greedy
       << ", \"decode_tps_logits\": " << tps_logits << ", \"decode_roofline_tps\": " << roofline_tps
       << ", \"batch64_ms_step\": " << ms_step << ", \"batch64_tps\": " << agg_tps
       << ", \"batch64_ms_step_logits\": " << ms_step_logits << ", \"batch64_floor_ms\": " << batch_floor_ms
       << ", \"decode256_ms_step\": " << large_ms << ", \"decode256_floor_ms\": " << large_floor_ms
       << ", \"decode256_attention_ms\": " << large_attn_us / 1e3
+      << ", \"decode256_attention_copy_fraction\": " << large_attn_frac
+      << ", \"attn_alone_256x1501_copy_fraction\": " << kv_layer_large / attn_large_s / bw
       << ", \"attn_alone_256x1501_us\": " << attn_large_s * 1e6
       << ", \"attn_alone_1x650_us\": " << attn_single_s * 1e6
       << ", \"decode_tps_eager\": " << tps_eager << ", \"decode_tps_unfused\": " << tps_unfused << ", \"decode_step_ms_median\": " << 1e3 * median(tg) << "}\n";

@@ -13,7 +13,8 @@
 //   ceiling = N*G / sum over decode steps of (weights streamed + KV bytes read) / measured D2D copy bandwidth,
 // at the concurrency the KV cache allows, context L + G/2 on average. It ignores prefill and compute, so it
 // is an upper bound, not a target. References: aim 12,000 output tokens/s; TensorRT-LLM publishes 17,744 on
-// an H200 for this shape with FP8 weights.
+// an H200 for this shape with FP8 weights. --kv-cache-dtype fp8: the fp8 (E4M3) KV cache (CUDA; about twice
+// the sequences fit, and the ceiling counts 1 byte per KV element).
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 #include <time.h>
@@ -78,6 +79,7 @@ struct Args {
   double progress_s = 5;
   double max_seconds = 0;  // > 0: stop after this long and report the part that ran (marked incomplete)
   std::string json;
+  std::string kv_cache_dtype = "auto";  // auto (= bf16 on CUDA, fp16 on the CPU) or fp8
 };
 
 // A runner that computes nothing: the engine's host cost per step is then the whole step time. Tokens are a
@@ -213,6 +215,7 @@ Status make_setup(const Args& a, int runner_max_seqs, Setup& s) {
   ro.n_threads = a.threads;
   ro.max_batch_tokens = a.max_num_batched_tokens;
   ro.max_seqs = runner_max_seqs;
+  ro.kv_cache_dtype = a.kv_cache_dtype == "fp8" ? KvCacheDtype::kFp8 : KvCacheDtype::kAuto;
   if (s.fake) {
     ModelConfig c = s.model->config;
     if (s.tokenizer) c.n_vocab = std::min(c.n_vocab, s.tokenizer->n_vocab());
@@ -399,9 +402,11 @@ int run(const Args& a) {
     const double concurrency = std::min<double>({static_cast<double>(cfg.max_num_seqs),
                                                  static_cast<double>(st0.num_blocks / blocks_per_seq),
                                                  static_cast<double>(a.n_prompts)});
-    // Bytes per element of the runner's storage (2 for bf16, 4 for fp32), from its KV block size.
+    // Bytes per weight element of the runner (2 for bf16, 4 for fp32), from its KV block size unless the cache is
+    // fp8 (bf16 weights then).
     const double kv_per_token = static_cast<double>(block_bytes) / a.block_size;
-    const double elem = kv_per_token / static_cast<double>(mc.kv_bytes_per_token(1));
+    const double elem =
+        a.kv_cache_dtype == "fp8" ? 2.0 : kv_per_token / static_cast<double>(mc.kv_bytes_per_token(1));
     // Decode streams every weight once except the embedding table (one row per token).
     const double streamed = static_cast<double>(s.weight_bytes) - static_cast<double>(mc.n_vocab) * mc.n_embd * elem;
     const double seq_steps = static_cast<double>(expect_out);
@@ -424,8 +429,9 @@ int run(const Args& a) {
   std::printf("step time ms: mean / p50 / max      %10.3f / %.3f / %.3f\n", mean_step_ms, p50_ms, max_ms);
   std::printf("step at %4d running: wall / CPU ms %10.3f / %.3f (%d steps; CPU: this thread only)\n", busiest,
               busiest_ms, busiest_cpu_ms, busiest_steps);
-  std::printf("KV capacity                         %10lld tokens (%d blocks of %d), %d sequences at full length\n",
-              static_cast<long long>(kv_tokens), st0.num_blocks, st0.block_size,
+  std::printf("KV capacity (%-4s)                  %10lld tokens (%d blocks of %d), %d sequences at full length\n",
+              a.kv_cache_dtype == "fp8" ? "fp8" : "auto", static_cast<long long>(kv_tokens), st0.num_blocks,
+              st0.block_size,
               static_cast<int>(st0.num_blocks / blocks_per_seq));
   std::printf("preemptions                         %10llu\n", static_cast<unsigned long long>(es.preemptions));
   if (ceiling > 0)
@@ -441,7 +447,7 @@ int run(const Args& a) {
         {"mean_running", mean_running}, {"max_running", busiest}, {"mean_step_ms", mean_step_ms},
         {"p50_step_ms", p50_ms}, {"max_step_ms", max_ms}, {"busiest_step_ms", busiest_ms},
         {"busiest_step_cpu_ms", busiest_cpu_ms}, {"max_num_seqs", cfg.max_num_seqs},
-        {"max_num_batched_tokens", cfg.max_num_batched_tokens}, {"kv_tokens", kv_tokens},
+        {"max_num_batched_tokens", cfg.max_num_batched_tokens}, {"kv_tokens", kv_tokens}, {"kv_cache_dtype", a.kv_cache_dtype},
         {"preemptions", es.preemptions}, {"copy_bw_gbs", bw / 1e9}, {"ceiling_output_tps", ceiling},
         {"aim_output_tps", kAimOutputTps}, {"trtllm_fp8_output_tps", kTrtllmFp8OutputTps},
         {"complete", complete}, {"finished", finished}, {"decode_tps", decode_tps}, {"decode_steps", decode_steps},
@@ -491,6 +497,10 @@ int main(int argc, char** argv) {
   app.add_option("--progress", a.progress_s, "seconds between progress lines (0 = none)")
       ->check(CLI::Range(0.0, 3600.0))->capture_default_str();
   app.add_option("--json", a.json, "write the figures as JSON to this path");
+  app.add_option("--kv-cache-dtype", a.kv_cache_dtype, "KV cache: auto (bf16 on CUDA) or fp8 (E4M3, CUDA)")
+      ->transform([](std::string v) { return v == "bf16" ? std::string("auto") : v; })
+      ->check(CLI::IsMember({"auto", "fp8"}))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   a.config_given = config_opt->count() > 0;
   return run(a);

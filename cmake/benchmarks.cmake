@@ -12,7 +12,7 @@ foreach(src IN LISTS bench_srcs)
   if(bname MATCHES "^gpu_" AND TARGET mopt_cuda)
     target_link_libraries(bench_${bname} PRIVATE mopt_cuda)
     mopt_export_to_cuda_backend(bench_${bname})  # those that build their runner through the loader need it
-  elseif(bname STREQUAL "eval_throughput" OR bname STREQUAL "structured_output")
+  elseif(bname STREQUAL "eval_throughput" OR bname STREQUAL "structured_output" OR bname STREQUAL "speculative")
     mopt_export_to_cuda_backend(bench_${bname})  # --device cuda: the engine loads the backend at run time
   endif()
   target_link_libraries(bench_${bname} PRIVATE mopt_server mopt_loadgen mopt_eval mopt_quant)

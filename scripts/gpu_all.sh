@@ -21,7 +21,7 @@ status=0
 # A folder with test_backend_cuda alone runs only that.
 if [[ -z "${MOPT_GPU_ENGINE_ONLY:-}" ]]; then
 echo "== test_backend_cuda"
-qwen_test=CudaRunner.CodeQwen2MatchesTransformersTop5
+qwen_test=CudaRunner.CodeQwen2MatchesTransformersTop5:CudaRunner.CodeQwen2Fp8KvCacheAgreesWithBf16Cache
 filter=()
 if [[ ! -d "$MOPT_MODELS_DIR/code-qwen2-25m" ]]; then
   filter=(--gtest_filter="-$qwen_test")
@@ -81,6 +81,14 @@ if [[ -x "$G/bench_gpu_offline" && -z "${MOPT_SKIP_OFFLINE:-}" && -z "${MOPT_GPU
   echo "== bench_gpu_offline (1000 x 1000 -> 1000, Llama-3.1-8B bf16, random weights)"
   timeout 300 stdbuf -oL -eL "$G/bench_gpu_offline" --device cuda --max-seconds 270 --json "$O/offline.json" 2>&1 |
     tee "$O/offline.log"
+  [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+fi
+
+# Speculative decoding (issue 20): code-qwen2-25m rewriting the code-eval.txt modules, single stream, n-gram
+# proposals vs plain decoding in the same run (target >= 1.8x); exit 1 when the greedy outputs differ.
+if [[ -x "$G/bench_speculative" && -d "$MOPT_MODELS_DIR/code-qwen2-25m" && -z "${MOPT_GPU_TESTS_ONLY:-}" ]]; then
+  echo "== bench_speculative --device cuda (code-qwen2-25m, n-gram, single stream)"
+  timeout 240 stdbuf -oL -eL "$G/bench_speculative" --device cuda --rounds 3 2>&1 | tee "$O/speculative.log"
   [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
 fi
 

@@ -22,7 +22,8 @@ if command -v ccache >/dev/null; then
 fi
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMOPT_CUDA=ON "${launcher[@]}" \
   -DMOPT_TESTS=ON -DMOPT_BENCH=ON -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc" >/dev/null
-targets=(test_backend_cuda bench_gpu_decode bench_gpu_logits bench_gpu_offline)
+targets=(test_backend_cuda bench_gpu_decode bench_gpu_logits bench_gpu_offline bench_structured_output
+         bench_speculative)
 nice ninja -C "$BUILD" -j "$JOBS" mopt_cuda "${targets[@]}"
 # mopt itself needs every module (others' work in progress may not build): optional.
 if ! nice ninja -C "$BUILD" -j "$JOBS" mopt; then
@@ -63,7 +64,7 @@ if [[ ! -s "$qarch" || -n "$(find "$MODELS/code-qwen2-25m" -newer "$qarch" -prin
   tar -C "$MODELS" -cf - code-qwen2-25m | xz -T0 -6 > "$qarch.tmp"
   mv "$qarch.tmp" "$qarch"
 fi
-cp "$qarch" "$MODELS/code-qwen2-25m.reference.json" "$DEST/models/"
+cp "$qarch" "$MODELS/code-qwen2-25m.reference.json" "$MODELS/code-eval.txt" "$DEST/models/"
 
 du -sh "$DEST"
 total=$(du -sb "$DEST" | cut -f1)

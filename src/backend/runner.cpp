@@ -22,7 +22,8 @@ const char* compute_dtype_name(ComputeDtype d) {
 
 const char* kv_cache_dtype_name(KvCacheDtype d) {
   static constexpr EnumName<KvCacheDtype> kNames[] = {
-      {KvCacheDtype::kAuto, "auto"}, {KvCacheDtype::kFloat32, "fp32"}, {KvCacheDtype::kFloat16, "fp16"}};
+      {KvCacheDtype::kAuto, "auto"}, {KvCacheDtype::kFloat32, "fp32"}, {KvCacheDtype::kFloat16, "fp16"},
+      {KvCacheDtype::kFp8, "fp8"}};
   return name_of(d, kNames);
 }
 

@@ -179,10 +179,11 @@ enum class ComputeDtype { kAuto, kFloat32, kBFloat16 };
 const char* compute_dtype_name(ComputeDtype d);  // the --dtype spelling: "auto", "float32", "bfloat16"
 
 // Element type of the KV cache (vLLM/llama.cpp --kv-cache-dtype). CPU: kAuto = fp16 (values rounded to fp16 when
-// written, widened exactly to fp32 when read; docs/cpu.md "KV cache" says why it is the default). The CUDA runner
-// ignores it: its cache follows --dtype.
-enum class KvCacheDtype { kAuto, kFloat32, kFloat16 };
-const char* kv_cache_dtype_name(KvCacheDtype d);  // the --kv-cache-dtype spelling: "auto", "fp32", "fp16"
+// written, widened exactly to fp32 when read; docs/cpu.md "KV cache" says why it is the default); kFp8 is refused.
+// CUDA: the cache follows --dtype (kAuto, kFloat32 and kFloat16 alike) unless kFp8: E4M3 with per-head scales
+// (bf16 compute only; docs/cuda.md "FP8 KV cache"), one byte per element.
+enum class KvCacheDtype { kAuto, kFloat32, kFloat16, kFp8 };
+const char* kv_cache_dtype_name(KvCacheDtype d);  // the --kv-cache-dtype spelling: "auto", "fp32", "fp16", "fp8"
 
 struct RunnerOptions {
   DeviceKind device = DeviceKind::kAuto;
@@ -191,7 +192,7 @@ struct RunnerOptions {
   int max_seqs = 256;         // largest n_seqs
   bool enforce_eager = false; // CUDA: no graphs
   ComputeDtype dtype = ComputeDtype::kAuto;  // CUDA: compute precision
-  KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;  // CPU: KV cache element type
+  KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;  // CPU: KV cache element type; CUDA: kFp8 or the compute dtype
   // CUDA: the persistent plan cache (backend/plan_cache.h) read and written by warmup(); "" = the default
   // directory (default_plan_cache_dir()). The CPU backend tunes nothing and has no plans to cache.
   bool plan_cache = true;

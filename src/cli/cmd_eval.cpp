@@ -1,7 +1,10 @@
 // mopt eval: perplexity of a model over a text, and its agreement with a reference model (KL divergence, top-1,
 // top-k, delta perplexity), through the serving engine; --gate turns the figures into an exit code.
-//   mopt eval MODEL [--ref REFMODEL] --text FILE [--ctx N] [--stride N] [--top-k K] [--json] [--progress]
-//             [--gate SPEC] [engine flags]
+//   mopt eval MODEL [--ref REFMODEL] [--ref-kv-cache-dtype D] --text FILE [--ctx N] [--stride N] [--top-k K]
+//             [--json] [--progress] [--gate SPEC] [engine flags]
+// --ref-kv-cache-dtype D: the reference engine runs with KV cache dtype D (the model's --kv-cache-dtype
+// otherwise); without --ref the reference is MODEL itself, so e.g. `--kv-cache-dtype fp8 --ref-kv-cache-dtype
+// auto` measures what the fp8 KV cache costs against the default cache.
 // Exit codes: 0 done (and every gate check passed), 1 a gate check failed, 2 any error (bad flags, a malformed
 // gate, unreadable model or text, models that do not share a tokenizer, a failed evaluation).
 #include <cstdio>
@@ -35,6 +38,8 @@ struct EvalArgs {
   std::string gate;
   EngineConfig engine;
   bool max_num_seqs_given = false;
+  KvCacheDtype ref_kv = KvCacheDtype::kAuto;
+  bool ref_kv_given = false;  // --ref-kv-cache-dtype
 };
 
 int fail(const std::string& message) {
@@ -58,10 +63,11 @@ int run_eval(EvalArgs& a) {
     auto g = eval::parse_gate(a.gate);
     if (!g) return fail(g.message());
     gate = std::move(g).value();
-    if (a.ref.empty())
+    if (a.ref.empty() && !a.ref_kv_given)
       for (const eval::GateCheck& c : gate)
         if (eval::gate_needs_reference(c.metric))
-          return fail(strfmt("--gate '%s' compares against a reference model: give --ref", c.text.c_str()));
+          return fail(strfmt("--gate '%s' compares against a reference: give --ref or --ref-kv-cache-dtype",
+                             c.text.c_str()));
   }
   Result<std::string> text = read_file(a.text);
   if (!text) return fail(text.status().with_context("--text").message());
@@ -95,8 +101,15 @@ int run_eval(EvalArgs& a) {
   auto engine = Engine::create(*model->model, *model->tokenizer, a.engine);
   if (!engine) return fail(engine.status().with_context("model").message());
   std::unique_ptr<Engine> ref_engine;
-  if (ref) {
-    auto e = Engine::create(*ref->model, *ref->tokenizer, a.engine);
+  std::string ref_label = a.ref;
+  if (ref || a.ref_kv_given) {
+    EngineConfig rc = a.engine;
+    if (a.ref_kv_given) rc.runner.kv_cache_dtype = a.ref_kv;
+    // Without --ref the reference is the model itself (read-only weights shared by both engines).
+    const LoadedModel& rm = ref ? *ref : *model;
+    if (!ref) ref_label = a.model;
+    if (a.ref_kv_given) ref_label += strfmt(" (--kv-cache-dtype %s)", kv_cache_dtype_name(a.ref_kv));
+    auto e = Engine::create(*rm.model, *rm.tokenizer, rc);
     if (!e) return fail(e.status().with_context("reference").message());
     ref_engine = std::move(e).value();
   }
@@ -114,7 +127,10 @@ int run_eval(EvalArgs& a) {
     if (!o) return fail(o.message());
     outcomes = std::move(o).value();
   }
-  eval::ReportLabels labels{a.model, a.ref, a.text, device_name((*engine)->config().runner.device)};
+  std::string model_label = a.model;
+  if (a.ref_kv_given)
+    model_label += strfmt(" (--kv-cache-dtype %s)", kv_cache_dtype_name(a.engine.runner.kv_cache_dtype));
+  eval::ReportLabels labels{model_label, ref_label, a.text, device_name((*engine)->config().runner.device)};
   const std::string gate_lines = eval::format_gate(outcomes);
   if (a.json) {
     std::printf("%s\n", eval::to_json(*result, labels, gate.empty() ? nullptr : &outcomes).dump(2).c_str());
@@ -135,6 +151,10 @@ Registration reg("eval", 45, [](CLI::App& app) {
   cmd->add_option("model", args->model, "Model: a GGUF file, a Hugging Face folder, or a llama2.c checkpoint")
       ->required();
   cmd->add_option("--ref", args->ref, "Reference model (usually the unquantized one); must share the tokenizer");
+  cmd->add_option("--ref-kv-cache-dtype", args->ref_kv,
+                  "KV cache dtype of the reference engine (same spellings as --kv-cache-dtype); without --ref the "
+                  "reference is MODEL itself, e.g. --kv-cache-dtype fp8 --ref-kv-cache-dtype auto")
+      ->transform(CLI::CheckedTransformer(kv_cache_dtype_spellings(), CLI::ignore_case));
   cmd->add_option("--text", args->text, "Text file to evaluate on (tokenized once, as it is)")->required();
   cmd->add_option("--tokenizer", args->tokenizer, "Tokenizer .bin for a llama2.c checkpoint MODEL");
   cmd->add_option("--ctx", args->opt.ctx, "Tokens per context window")->check(CLI::Range(2, 1 << 24))
@@ -155,6 +175,7 @@ Registration reg("eval", 45, [](CLI::App& app) {
   cmd->get_option("--max-num-seqs")->default_str("16 on the CPU, 256 on CUDA");
   cmd->callback([args, cmd]() {
     args->max_num_seqs_given = cmd->count("--max-num-seqs") > 0;
+    args->ref_kv_given = cmd->count("--ref-kv-cache-dtype") > 0;
     set_exit_code(run_eval(*args));
   });
 });

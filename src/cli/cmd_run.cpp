@@ -45,7 +45,7 @@ Result<std::vector<std::string>> read_prompts(const std::string& path) {
 
 // `run` knows its whole workload before the engine exists, so the engine limits the user did not set are sized to
 // it: one sequence per prompt, the longest prompt + -n positions, one step's tokens for every prompt (at most the
-// engine's default). The KV cache (sized by need on the CPU), the runner's workspaces and the step buffers follow.
+// engine's default, at least a decode step's with its speculative proposals). The KV cache (sized by need on the CPU), the runner's workspaces and the step buffers follow.
 void size_engine_to_workload(const CLI::App& cmd, const std::vector<std::vector<int32_t>>& prompts, int n_predict,
                              int context_length, EngineConfig& cfg) {
   const int n = static_cast<int>(prompts.size());
@@ -55,10 +55,13 @@ void size_engine_to_workload(const CLI::App& cmd, const std::vector<std::vector<
     total += p.size();
   }
   if (cmd.count("--max-num-seqs") == 0) cfg.max_num_seqs = std::min(cfg.max_num_seqs, n);
+  // A decode step takes one token per sequence, and its speculative proposals.
+  const SpeculativeConfig& spec = cfg.speculative;
+  const size_t per_seq = 1 + (spec.method != SpecMethod::kNone ? static_cast<size_t>(spec.num_speculative_tokens) : 0);
   if (cmd.count("--max-num-batched-tokens") == 0)
     cfg.max_num_batched_tokens =
         static_cast<int>(std::max<size_t>(std::min<size_t>(total, static_cast<size_t>(cfg.max_num_batched_tokens)),
-                                          static_cast<size_t>(cfg.max_num_seqs)));
+                                          static_cast<size_t>(cfg.max_num_seqs) * per_seq));
   if (cmd.count("--max-model-len") == 0) {
     const int64_t want = static_cast<int64_t>(longest) + n_predict;
     // A prompt longer than the context keeps the model's limit: the engine then rejects it with its message.
@@ -217,6 +220,12 @@ int run(RunArgs& a, const CLI::App& cmd) {
                  static_cast<unsigned long long>(st.prefix_cache_hits),
                  static_cast<unsigned long long>(st.prefix_cache_queries));
   }
+  if (const EngineStats st = engine.stats(); st.spec_num_drafts > 0)
+    std::fprintf(stderr, "speculative: %llu of %llu proposed tokens accepted in %llu rounds (mean acceptance "
+                 "length %.2f tokens per round)\n", static_cast<unsigned long long>(st.spec_num_accepted_tokens),
+                 static_cast<unsigned long long>(st.spec_num_draft_tokens),
+                 static_cast<unsigned long long>(st.spec_num_drafts),
+                 1.0 + static_cast<double>(st.spec_num_accepted_tokens) / static_cast<double>(st.spec_num_drafts));
   return failed ? 1 : 0;
 }
 

@@ -4,7 +4,17 @@
 #include <map>
 #include <string>
 
+#include "server/speculative_config.h"
+
 namespace mopt {
+
+const std::map<std::string, KvCacheDtype>& kv_cache_dtype_spellings() {
+  static const std::map<std::string, KvCacheDtype> kNames{
+      {"auto", KvCacheDtype::kAuto},    {"fp32", KvCacheDtype::kFloat32}, {"float32", KvCacheDtype::kFloat32},
+      {"fp16", KvCacheDtype::kFloat16}, {"float16", KvCacheDtype::kFloat16}, {"fp8", KvCacheDtype::kFp8},
+      {"fp8_e4m3", KvCacheDtype::kFp8}};
+  return kNames;
+}
 
 void add_engine_flags(CLI::App& app, EngineConfig& cfg) {
   const std::string g = "Engine";
@@ -68,16 +78,23 @@ void add_engine_flags(CLI::App& app, EngineConfig& cfg) {
   enum_option("--dtype", cfg.runner.dtype, dtypes,
               "CUDA compute precision: auto (float32 for F32 checkpoints, else bfloat16), float32 or bfloat16",
               {{"half", no_fp16}, {"float16", no_fp16}, {"fp16", no_fp16}});
-  const std::map<std::string, KvCacheDtype> kv_dtypes{{"auto", KvCacheDtype::kAuto},
-                                                      {"fp32", KvCacheDtype::kFloat32},
-                                                      {"float32", KvCacheDtype::kFloat32},
-                                                      {"fp16", KvCacheDtype::kFloat16},
-                                                      {"float16", KvCacheDtype::kFloat16}};
-  const std::string no_fp8 = "an fp8 KV cache is not implemented; use auto, fp16 or fp32";
-  enum_option("--kv-cache-dtype", cfg.runner.kv_cache_dtype, kv_dtypes,
-              "CPU KV cache element type: auto (fp16), fp16 (values rounded to fp16) or fp32 (twice the memory)",
-              {{"fp8", no_fp8}, {"fp8_e4m3", no_fp8}, {"fp8_e5m2", no_fp8}, {"fp8_inc", no_fp8},
-               {"bfloat16", "a bfloat16 KV cache is not implemented; use auto, fp16 or fp32"}});
+  const std::string no_fp8 = "this fp8 variant is not implemented; fp8 (= fp8_e4m3) is, on CUDA";
+  enum_option("--kv-cache-dtype", cfg.runner.kv_cache_dtype, kv_cache_dtype_spellings(),
+              "KV cache element type. CPU: auto (fp16), fp16 (values rounded to fp16) or fp32 (twice the memory). "
+              "CUDA: auto (the compute dtype) or fp8 (= fp8_e4m3: E4M3 with per-head scales, half the bytes of "
+              "bf16; needs --dtype bfloat16)",
+              {{"fp8_e5m2", no_fp8}, {"fp8_inc", no_fp8},
+               {"bfloat16", "a bfloat16 KV cache is not a choice: auto is the compute dtype (bfloat16 on CUDA)"}});
+  app.add_option_function<std::string>(
+         "--speculative-config",
+         [&cfg](const std::string& text) {
+           auto c = parse_speculative_config(text);
+           if (!c) throw CLI::ValidationError(c.message());  // the message names the flag
+           cfg.speculative = c.value();
+         },
+         "speculative decoding, vLLM's JSON, e.g. '{\"method\":\"ngram\",\"num_speculative_tokens\":4,"
+         "\"prompt_lookup_max\":4,\"prompt_lookup_min\":1}' (n-gram prompt lookup; docs/speculative.md)")
+      ->group(g);
   app.add_flag("--enforce-eager", cfg.runner.enforce_eager, "CUDA: do not capture CUDA graphs")->group(g);
   app.add_flag_callback("--no-plan-cache", [&cfg] { cfg.runner.plan_cache = false; },
                         "CUDA: neither read nor write the plan cache (tuned GEMM plans, kept in "

@@ -4,10 +4,9 @@
 namespace mopt::doctor {
 namespace {
 
-constexpr double kGiB = 1073741824.0;
-constexpr uint64_t kLowMemBytes = uint64_t{2} << 30;
+constexpr const char* kGroup = "CPU";  // this file's findings' group, as printed
 
-std::string gib(uint64_t b) { return strfmt("%.1f GiB", static_cast<double>(b) / kGiB); }
+constexpr uint64_t kLowMemBytes = uint64_t{2} << 30;
 
 void check_features(const HostFacts& h, const BuildInfo& b, std::vector<Finding>& out) {
   const char* t = "CPU instruction sets";
@@ -19,7 +18,7 @@ void check_features(const HostFacts& h, const BuildInfo& b, std::vector<Finding>
   const std::string ev = (h.cpu_model.empty() ? std::string("CPU") : h.cpu_model) + ": " +
                          (have.empty() ? std::string("none of the tracked features") : have);
   if (!lack_build.empty()) {
-    add(out, "cpu.features", kGroupCpu, t, Verdict::kFail, ev + "; this build was compiled for " + lack_build + " too",
+    add(out, "cpu.features", kGroup, t, Verdict::kFail, ev + "; this build was compiled for " + lack_build + " too",
         "This binary stops with 'illegal instruction' on this CPU: rebuild with -DMOPT_PORTABLE=ON (portable "
         "kernels).");
     return;
@@ -28,26 +27,26 @@ void check_features(const HostFacts& h, const BuildInfo& b, std::vector<Finding>
   std::string note;
   if (!h.has_feature("avx_vnni")) note += "; no AVX-VNNI: Q8_0/Q4_0 dot products take the AVX2 kernels";
   if (!h.has_feature("avx512f")) note += "; no AVX-512F: attention and packed fp32 products take the AVX2 kernels";
-  add(out, "cpu.features", kGroupCpu, t, Verdict::kOk, ev + note);
+  add(out, "cpu.features", kGroup, t, Verdict::kOk, ev + note);
 }
 
 void check_memory(const HostFacts& h, uint64_t model_bytes, std::vector<Finding>& out) {
   const char* t = "RAM";
   if (!h.mem_total) {
-    add(out, "cpu.memory", kGroupCpu, t, Verdict::kSkip, "/proc/meminfo not readable");
+    add(out, "cpu.memory", kGroup, t, Verdict::kSkip, "/proc/meminfo not readable");
     return;
   }
   const uint64_t avail = h.mem_available.value_or(0);
   std::string ev = gib(*h.mem_total) + " total, " + gib(avail) + " available";
   if (model_bytes > 0) ev += "; the model's weights take " + gib(model_bytes);
   if (model_bytes > 0 && model_bytes > avail)
-    add(out, "cpu.memory", kGroupCpu, t, Verdict::kWarn, ev,
+    add(out, "cpu.memory", kGroup, t, Verdict::kWarn, ev,
         "The weights do not fit the available RAM: the CPU backend pages them in from disk at every token (very "
         "slow). Free memory, or use a quantized model (mopt quantize) or the GPU.");
   else if (avail < kLowMemBytes)
-    add(out, "cpu.memory", kGroupCpu, t, Verdict::kWarn, ev, "Less than 2 GiB available: close other programs.");
+    add(out, "cpu.memory", kGroup, t, Verdict::kWarn, ev, "Less than 2 GiB available: close other programs.");
   else
-    add(out, "cpu.memory", kGroupCpu, t, Verdict::kOk, ev);
+    add(out, "cpu.memory", kGroup, t, Verdict::kOk, ev);
 }
 
 void check_hugepages(const HostFacts& h, std::vector<Finding>& out) {
@@ -56,11 +55,11 @@ void check_hugepages(const HostFacts& h, std::vector<Finding>& out) {
   if (h.hugepages_total)
     ev += strfmt("; %llu reserved huge pages", static_cast<unsigned long long>(*h.hugepages_total));
   if (h.thp_mode == "never")
-    add(out, "cpu.hugepages", kGroupCpu, t, Verdict::kWarn, ev,
+    add(out, "cpu.hugepages", kGroup, t, Verdict::kWarn, ev,
         "The CPU backend asks for huge pages (madvise) for its KV cache and large buffers; with THP off every 4 KiB "
         "page costs a TLB entry: echo madvise | sudo tee /sys/kernel/mm/transparent_hugepage/enabled.");
   else
-    add(out, "cpu.hugepages", kGroupCpu, t, h.thp_mode.empty() ? Verdict::kSkip : Verdict::kOk, ev);
+    add(out, "cpu.hugepages", kGroup, t, h.thp_mode.empty() ? Verdict::kSkip : Verdict::kOk, ev);
 }
 
 }  // namespace

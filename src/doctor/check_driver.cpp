@@ -7,13 +7,15 @@
 namespace mopt::doctor {
 namespace {
 
+constexpr const char* kGroup = "Driver and CUDA";  // this file's findings' group, as printed
+
 constexpr const char* kContainerFix =
     "In a container, start it with the NVIDIA Container Toolkit (docker run --gpus all, or the nvidia runtime) so "
     "the driver's libraries and /dev/nvidia* are mounted; on the host, reinstall the driver.";
 
 void check_present(const GpuSystem& s, std::vector<Finding>& out) {
   const DriverFacts& f = s.driver;
-  const char* g = kGroupDriver;
+  const char* g = kGroup;
   const char* t = "NVIDIA driver";
   if (!f.nvml_loaded) {
     if (!f.kernel_module_loaded) {
@@ -82,7 +84,7 @@ void check_present(const GpuSystem& s, std::vector<Finding>& out) {
 
 void check_version_match(const GpuSystem& s, std::vector<Finding>& out) {
   const DriverFacts& f = s.driver;
-  const char* g = kGroupDriver;
+  const char* g = kGroup;
   const char* t = "Kernel module vs user-space driver";
   if (!f.kernel_module_loaded && !f.nvml_loaded) {
     add(out, "driver.version_match", g, t, Verdict::kSkip, "no NVIDIA driver");
@@ -108,7 +110,7 @@ void check_version_match(const GpuSystem& s, std::vector<Finding>& out) {
 
 void check_cuda_version(const GpuSystem& s, const BuildInfo& b, std::vector<Finding>& out) {
   const DriverFacts& f = s.driver;
-  const char* g = kGroupDriver;
+  const char* g = kGroup;
   const char* t = "CUDA driver vs runtime";
   const int drv = f.cuda_version ? f.cuda_version : f.nvml_cuda_version;
   if (b.cudart_version == 0) {
@@ -147,28 +149,28 @@ void check_archs(const GpuSystem& s, const BuildInfo& b, std::vector<Finding>& o
     const std::string id = strfmt("gpu%d.arch", gpu.index);
     const std::string t = strfmt("GPU %d compute capability", gpu.index);
     if (gpu.cc_major < 0) {
-      add(out, id, kGroupDriver, t, Verdict::kSkip, "NVML does not report the compute capability");
+      add(out, id, kGroup, t, Verdict::kSkip, "NVML does not report the compute capability");
       continue;
     }
     const std::string cc = strfmt("%d.%d", gpu.cc_major, gpu.cc_minor);
     const std::string ev = gpu.name + ": compute capability " + cc;
     if (gpu.cc_major < 8) {
-      add(out, id, kGroupDriver, t, Verdict::kFail, ev + "; the CUDA backend needs 8.0 or newer (bf16 tensor cores)",
+      add(out, id, kGroup, t, Verdict::kFail, ev + "; the CUDA backend needs 8.0 or newer (bf16 tensor cores)",
           "Use an Ampere or newer GPU, or run on the CPU (--device cpu).");
       continue;
     }
     if (b.cudart_version == 0) {
-      add(out, id, kGroupDriver, t, Verdict::kSkip, ev + "; this mopt was built without CUDA", "");
+      add(out, id, kGroup, t, Verdict::kSkip, ev + "; this mopt was built without CUDA", "");
       continue;
     }
     std::string via;
     switch (arch_support(b.cuda_archs, gpu.cc_major, gpu.cc_minor, &via)) {
       case ArchSupport::kNative:
-        add(out, id, kGroupDriver, t, Verdict::kOk,
+        add(out, id, kGroup, t, Verdict::kOk,
             ev + ": native code compiled in (" + via + " of " + b.cuda_archs + ")");
         break;
       case ArchSupport::kPtxJit:
-        add(out, id, kGroupDriver, t, Verdict::kWarn,
+        add(out, id, kGroup, t, Verdict::kWarn,
             ev + ": no native code in the build (" + b.cuda_archs + "); the driver JIT-compiles the " + via +
                 " PTX at the first start (slow start, cached in ~/.nv/ComputeCache), and Hopper-only kernels are "
                 "absent",
@@ -176,7 +178,7 @@ void check_archs(const GpuSystem& s, const BuildInfo& b, std::vector<Finding>& o
                    b.cuda_archs.c_str()));
         break;
       case ArchSupport::kNone:
-        add(out, id, kGroupDriver, t, Verdict::kFail,
+        add(out, id, kGroup, t, Verdict::kFail,
             ev + ": the build has no code this GPU can run (" + b.cuda_archs + ")",
             strfmt("Rebuild with -DMOPT_CUDA_ARCHS=\"%d%d-real;%s\".", gpu.cc_major, gpu.cc_minor,
                    b.cuda_archs.c_str()));

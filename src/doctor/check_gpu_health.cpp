@@ -8,7 +8,8 @@
 namespace mopt::doctor {
 namespace {
 
-constexpr double kGiB = 1073741824.0;
+constexpr const char* kGroup = "GPU health";  // this file's findings' group, as printed
+
 // Memory other processes may hold before it is worth a warning (the driver itself reserves a few hundred MiB).
 constexpr uint64_t kOthersWarnBytes = uint64_t{1} << 30;
 // Free memory below this fraction of the total: the model and a KV cache cannot fit.
@@ -16,15 +17,13 @@ constexpr double kFreeFailFraction = 0.05;
 // Degrees below the slowdown threshold that count as "close".
 constexpr unsigned kTempMarginC = 5;
 
-std::string gib(uint64_t b) { return strfmt("%.1f GiB", static_cast<double>(b) / kGiB); }
-
 // Where one check reports: its id ("gpu0.ecc") and title ("GPU 0 ECC") are fixed; each outcome gives the verdict,
 // the evidence and the fix.
 struct Emit {
   std::vector<Finding>& out;
   std::string id, title;
   void operator()(Verdict v, std::string evidence, std::string fix = "") const {
-    add(out, id, kGroupGpu, title, v, std::move(evidence), std::move(fix));
+    add(out, id, kGroup, title, v, std::move(evidence), std::move(fix));
   }
 };
 

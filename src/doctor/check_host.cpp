@@ -6,7 +6,8 @@
 namespace mopt::doctor {
 namespace {
 
-constexpr double kGiB = 1073741824.0;
+constexpr const char* kGroup = "Containers and devices";  // this file's findings' group, as printed
+
 // NCCL and multi-process serving put their buffers in /dev/shm; Docker's default is 64 MiB.
 constexpr uint64_t kShmWantBytes = uint64_t{1} << 30;
 // Open files a busy server needs (one socket per connection, plus model shards).
@@ -14,20 +15,18 @@ constexpr uint64_t kNofileWant = 4096;
 // Locked memory NCCL's and RDMA's pinned buffers need across GPUs.
 constexpr uint64_t kMemlockWant = uint64_t{64} << 20;
 
-std::string gib(uint64_t b) { return strfmt("%.1f GiB", static_cast<double>(b) / kGiB); }
-
 void check_dev_nodes(const GpuSystem& s, const HostFacts& h, std::vector<Finding>& out) {
   const char* t = "/dev/nvidia* device nodes";
   const bool gpu_expected = s.driver.kernel_module_loaded || !s.gpus.empty();
   if (h.nvidia_devices.empty()) {
     if (gpu_expected)
-      add(out, "host.dev_nodes", kGroupHost, t, Verdict::kFail,
+      add(out, "host.dev_nodes", kGroup, t, Verdict::kFail,
           "the NVIDIA driver is present but there is no /dev/nvidia* device node",
           "In a container, pass the GPUs in (docker run --gpus all / the NVIDIA Container Toolkit, or "
           "--device /dev/nvidia0 --device /dev/nvidiactl --device /dev/nvidia-uvm); on the host, run "
           "'sudo nvidia-modprobe -u -c=0'.");
     else
-      add(out, "host.dev_nodes", kGroupHost, t, Verdict::kSkip, "no /dev/nvidia* (no GPU)");
+      add(out, "host.dev_nodes", kGroup, t, Verdict::kSkip, "no /dev/nvidia* (no GPU)");
     return;
   }
   std::string ev, blocked, missing;
@@ -44,33 +43,33 @@ void check_dev_nodes(const GpuSystem& s, const HostFacts& h, std::vector<Finding
   for (const GpuFacts& g : s.gpus)
     if (!has(strfmt("/dev/nvidia%d", g.index))) join_to(missing, strfmt("/dev/nvidia%d", g.index));
   if (!blocked.empty()) {
-    add(out, "host.dev_nodes", kGroupHost, t, Verdict::kFail, ev,
+    add(out, "host.dev_nodes", kGroup, t, Verdict::kFail, ev,
         "This user cannot open " + blocked +
             ": add it to the group owning the nodes (often 'video'), or in a "
             "container allow the devices (--gpus, or the device cgroup rule c 195:* rwm).");
   } else if (!missing.empty()) {
-    add(out, "host.dev_nodes", kGroupHost, t, Verdict::kFail, ev + "; missing " + missing,
+    add(out, "host.dev_nodes", kGroup, t, Verdict::kFail, ev + "; missing " + missing,
         "CUDA needs /dev/nvidiactl, /dev/nvidia-uvm and one /dev/nvidiaN per GPU: run 'sudo nvidia-modprobe -u -c=0' "
         "on the host, or pass them into the container.");
   } else {
-    add(out, "host.dev_nodes", kGroupHost, t, Verdict::kOk, ev);
+    add(out, "host.dev_nodes", kGroup, t, Verdict::kOk, ev);
   }
 }
 
 void check_shm(const GpuSystem& s, const HostFacts& h, std::vector<Finding>& out) {
   const char* t = "/dev/shm size";
   if (!h.shm_bytes) {
-    add(out, "host.shm", kGroupHost, t, s.gpus.size() > 1 ? Verdict::kWarn : Verdict::kSkip, "/dev/shm is not mounted",
+    add(out, "host.shm", kGroup, t, s.gpus.size() > 1 ? Verdict::kWarn : Verdict::kSkip, "/dev/shm is not mounted",
         s.gpus.size() > 1 ? "NCCL needs /dev/shm between GPUs: mount it (docker --ipc=host or --shm-size=16g)." : "");
     return;
   }
   const std::string ev = "/dev/shm " + gib(*h.shm_bytes);
   if (*h.shm_bytes < kShmWantBytes && s.gpus.size() > 1)
-    add(out, "host.shm", kGroupHost, t, Verdict::kWarn, ev + " with several GPUs",
+    add(out, "host.shm", kGroup, t, Verdict::kWarn, ev + " with several GPUs",
         "NCCL (tensor parallelism) keeps its buffers in /dev/shm and fails or crawls in Docker's default 64 MiB: run "
         "the container with --ipc=host or --shm-size=16g.");
   else
-    add(out, "host.shm", kGroupHost, t, Verdict::kOk, ev);
+    add(out, "host.shm", kGroup, t, Verdict::kOk, ev);
 }
 
 void check_cgroup(const HostFacts& h, uint64_t model_bytes, std::vector<Finding>& out) {
@@ -78,33 +77,33 @@ void check_cgroup(const HostFacts& h, uint64_t model_bytes, std::vector<Finding>
                                              : std::string("no cgroup limits found");
   const char* tm = "Memory limit";
   if (!h.cgroup_mem_limit) {
-    add(out, "host.cgroup_memory", kGroupHost, tm, Verdict::kOk, where + ": no memory limit");
+    add(out, "host.cgroup_memory", kGroup, tm, Verdict::kOk, where + ": no memory limit");
   } else {
     std::string ev = where + ": memory limit " + gib(*h.cgroup_mem_limit);
     if (h.mem_total) ev += " of " + gib(*h.mem_total) + " RAM";
     if (model_bytes > 0 && static_cast<double>(model_bytes) > 0.9 * static_cast<double>(*h.cgroup_mem_limit))
-      add(out, "host.cgroup_memory", kGroupHost, tm, Verdict::kFail,
+      add(out, "host.cgroup_memory", kGroup, tm, Verdict::kFail,
           ev + "; the model's weights take " + gib(model_bytes),
           "The container is killed (OOM) while loading or running: raise its memory limit (docker --memory) above "
           "the weights plus the KV cache, or use a smaller / quantized model.");
     else
-      add(out, "host.cgroup_memory", kGroupHost, tm, Verdict::kOk, ev);
+      add(out, "host.cgroup_memory", kGroup, tm, Verdict::kOk, ev);
   }
   const char* tc = "CPU quota";
   if (!h.cgroup_cpus) {
-    add(out, "host.cgroup_cpu", kGroupHost, tc, Verdict::kOk,
+    add(out, "host.cgroup_cpu", kGroup, tc, Verdict::kOk,
         strfmt("no CPU quota; %d CPUs online, %d in this process's affinity", h.online_cpus, h.affinity_cpus));
     return;
   }
   const std::string ev = strfmt("CPU quota %.2f CPUs; %d CPUs online, %d in the affinity mask", *h.cgroup_cpus,
                                 h.online_cpus, h.affinity_cpus);
   if (*h.cgroup_cpus + 0.5 < static_cast<double>(h.online_cpus))
-    add(out, "host.cgroup_cpu", kGroupHost, tc, Verdict::kWarn, ev,
+    add(out, "host.cgroup_cpu", kGroup, tc, Verdict::kWarn, ev,
         strfmt("mopt's CPU backend starts one thread per online CPU (%d) but the container may run only %.0f at "
                "once, so threads stall each other: pass --threads %d.",
                h.online_cpus, *h.cgroup_cpus, std::max(1, static_cast<int>(*h.cgroup_cpus))));
   else
-    add(out, "host.cgroup_cpu", kGroupHost, tc, Verdict::kOk, ev);
+    add(out, "host.cgroup_cpu", kGroup, tc, Verdict::kOk, ev);
 }
 
 void check_ulimits(const GpuSystem& s, const HostFacts& h, std::vector<Finding>& out) {
@@ -122,9 +121,9 @@ void check_ulimits(const GpuSystem& s, const HostFacts& h, std::vector<Finding>&
   if (h.memlock_soft && *h.memlock_soft < kMemlockWant && s.gpus.size() > 1)
     fix += "NCCL over RDMA needs locked memory: ulimit -l unlimited (docker --ulimit memlock=-1).";
   if (fix.empty())
-    add(out, "host.ulimits", kGroupHost, t, Verdict::kOk, ev);
+    add(out, "host.ulimits", kGroup, t, Verdict::kOk, ev);
   else
-    add(out, "host.ulimits", kGroupHost, t, Verdict::kWarn, ev, fix);
+    add(out, "host.ulimits", kGroup, t, Verdict::kWarn, ev, fix);
 }
 
 }  // namespace

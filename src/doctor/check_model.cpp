@@ -19,6 +19,8 @@
 namespace mopt::doctor {
 namespace {
 
+constexpr const char* kGroup = "Model";  // this file's findings' group, as printed
+
 constexpr double kMiB = 1048576.0;
 // Bytes read to measure the filesystem (less when the file is smaller).
 constexpr uint64_t kSpeedSampleBytes = uint64_t{256} << 20;
@@ -113,7 +115,7 @@ std::vector<Finding> check_model(const std::string& path, const HostFacts& h, bo
   const char* tf = "Model files readable";
   if (dir_errno != 0 || files.empty()) {
     const bool denied = dir_errno == EACCES;
-    add(out, "model.files", kGroupModel, tf, Verdict::kFail,
+    add(out, "model.files", kGroup, tf, Verdict::kFail,
         path + ": " + (dir_errno ? std::strerror(dir_errno) : "no files"),
         denied ? access_fix(h)
                : "Check the path: -m takes a GGUF file, a Hugging Face folder or a llama2.c checkpoint.");
@@ -139,22 +141,22 @@ std::vector<Finding> check_model(const std::string& path, const HostFacts& h, bo
   if (summary) summary->weight_file_bytes = weights;
   const std::string ev = strfmt("%zu file(s), %.1f MiB (weights %.1f MiB)", files.size(), total / kMiB, weights / kMiB);
   if (!denied.empty())
-    add(out, "model.files", kGroupModel, tf, Verdict::kFail, ev + "; permission denied: " + denied, access_fix(h));
+    add(out, "model.files", kGroup, tf, Verdict::kFail, ev + "; permission denied: " + denied, access_fix(h));
   else if (!other.empty())
-    add(out, "model.files", kGroupModel, tf, Verdict::kFail, ev + "; " + other, "Fix the files named above.");
+    add(out, "model.files", kGroup, tf, Verdict::kFail, ev + "; " + other, "Fix the files named above.");
   else
-    add(out, "model.files", kGroupModel, tf, Verdict::kOk, ev);
+    add(out, "model.files", kGroup, tf, Verdict::kOk, ev);
 
   auto m = load_model(path);
   if (!m) {
-    add(out, "model.parse", kGroupModel, "Model loads", Verdict::kFail, m.message(),
+    add(out, "model.parse", kGroup, "Model loads", Verdict::kFail, m.message(),
         "mopt cannot read this model (see the message); mopt inspect shows what it finds.");
   } else {
     const Model& model = **m;
     uint64_t stored = 0;
     for (const TensorView& t : model.tensors) stored += t.nbytes;
     if (summary) summary->tensor_bytes = stored;
-    add(out, "model.parse", kGroupModel, "Model loads", Verdict::kOk,
+    add(out, "model.parse", kGroup, "Model loads", Verdict::kOk,
         strfmt("%s, %s, %.1fM parameters, %.1f MiB of tensors, context %d", model.config.name.c_str(),
                arch_name(model.config.arch), static_cast<double>(model.n_params()) / 1e6, stored / kMiB,
                model.config.context_length));
@@ -162,7 +164,7 @@ std::vector<Finding> check_model(const std::string& path, const HostFacts& h, bo
 
   const char* ts = "Filesystem read speed";
   if (!measure_speed || largest.empty()) {
-    add(out, "model.read_speed", kGroupModel, ts, Verdict::kSkip,
+    add(out, "model.read_speed", kGroup, ts, Verdict::kSkip,
         measure_speed ? "no readable weight file" : "not measured (--no-read-test)");
     return out;
   }
@@ -170,18 +172,18 @@ std::vector<Finding> check_model(const std::string& path, const HostFacts& h, bo
   const double bps = measure_read_speed(largest, sampled);
   if (summary) summary->read_bytes_per_s = bps;
   if (bps <= 0) {
-    add(out, "model.read_speed", kGroupModel, ts, Verdict::kSkip, "could not read " + largest);
+    add(out, "model.read_speed", kGroup, ts, Verdict::kSkip, "could not read " + largest);
     return out;
   }
   const double load_s = static_cast<double>(weights) / bps;
   const std::string ev2 = strfmt("%.0f MB/s reading %.1f MiB of %s; the weights (%.1f MiB) load in ~%.1f s", bps / 1e6,
                                  sampled / kMiB, largest.c_str(), weights / kMiB, load_s);
   if (bps < kSlowBytesPerSec && load_s > 5)
-    add(out, "model.read_speed", kGroupModel, ts, Verdict::kWarn, ev2,
+    add(out, "model.read_speed", kGroup, ts, Verdict::kWarn, ev2,
         "A slow (often network) filesystem: copy the model to local NVMe, or keep it in the page cache (vmtouch) "
         "so restarts do not pay the read again.");
   else
-    add(out, "model.read_speed", kGroupModel, ts, Verdict::kOk, ev2);
+    add(out, "model.read_speed", kGroup, ts, Verdict::kOk, ev2);
   return out;
 }
 

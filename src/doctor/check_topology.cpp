@@ -7,6 +7,8 @@
 namespace mopt::doctor {
 namespace {
 
+constexpr const char* kGroup = "Topology";  // this file's findings' group, as printed
+
 std::string groups_text(const std::vector<std::vector<int>>& groups) {
   std::string s;
   for (const auto& grp : groups) {
@@ -75,7 +77,7 @@ std::vector<Finding> check_topology(const GpuSystem& s) {
   const size_t n = s.gpus.size();
   const char* t = "GPU interconnect";
   if (n < 2) {
-    add(out, "topology.gpus", kGroupTopology, t, Verdict::kSkip, n == 1 ? "one GPU: no tensor parallelism" : "no GPU");
+    add(out, "topology.gpus", kGroup, t, Verdict::kSkip, n == 1 ? "one GPU: no tensor parallelism" : "no GPU");
     return out;
   }
   // Pairwise description: NVLink, else the closest common PCIe ancestor; plus NUMA nodes.
@@ -109,13 +111,13 @@ std::vector<Finding> check_topology(const GpuSystem& s) {
     ev += strfmt("; no NVLink; groups on one NUMA node / PCIe root: %s", groups_text(near_groups).c_str());
   }
   if (mixed) {
-    add(out, "topology.gpus", kGroupTopology, t, Verdict::kWarn, ev + "; the GPUs are not all the same model/memory",
+    add(out, "topology.gpus", kGroup, t, Verdict::kWarn, ev + "; the GPUs are not all the same model/memory",
         "Tensor parallelism runs at the pace of the slowest GPU and the smallest memory: group identical GPUs.");
   } else if (all_nvlink) {
-    add(out, "topology.gpus", kGroupTopology, t, Verdict::kOk, ev);
+    add(out, "topology.gpus", kGroup, t, Verdict::kOk, ev);
   } else {
     const auto& g = nv_groups[0].size() > 1 ? nv_groups : near_groups;
-    add(out, "topology.gpus", kGroupTopology, t, Verdict::kWarn, ev,
+    add(out, "topology.gpus", kGroup, t, Verdict::kWarn, ev,
         strfmt("Tensor parallelism across GPUs without NVLink all-reduces over PCIe (or across sockets): keep each "
                "tensor-parallel group within %s (tensor-parallel size %zu; mopt plan --tensor-parallel-size sizes it) "
                "and run one replica per group.",

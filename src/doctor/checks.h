@@ -1,6 +1,7 @@
 // Doctor's checks: each turns collected facts into findings (verdict, evidence, fix). Verdict rules are in
 // docs/doctor.md: fail = mopt will not work or results may be wrong; warn = it works, slower or less safely than it
-// could; ok; skip = not applicable here.
+// could; ok; skip = not applicable here. Each check_*.cpp file names the group its findings are printed under
+// (its kGroup).
 #pragma once
 
 #include <cstdint>
@@ -15,14 +16,6 @@
 #include "doctor/kernel_log.h"
 
 namespace mopt::doctor {
-
-// Group names, as printed.
-inline constexpr const char* kGroupDriver = "Driver and CUDA";
-inline constexpr const char* kGroupGpu = "GPU health";
-inline constexpr const char* kGroupTopology = "Topology";
-inline constexpr const char* kGroupHost = "Containers and devices";
-inline constexpr const char* kGroupCpu = "CPU";
-inline constexpr const char* kGroupModel = "Model";
 
 // driver.present, driver.version_match, driver.cuda_version, gpuN.arch.
 std::vector<Finding> check_driver(const GpuSystem& s, const BuildInfo& build);

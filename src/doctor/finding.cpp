@@ -1,6 +1,7 @@
 #include "doctor/finding.h"
 
 #include "core/enum_name.h"
+#include "core/strfmt.h"
 
 namespace mopt::doctor {
 
@@ -30,6 +31,8 @@ Finding& add(std::vector<Finding>& out, std::string id, std::string group, std::
   out.push_back({std::move(id), std::move(group), std::move(title), v, std::move(evidence), std::move(fix)});
   return out.back();
 }
+
+std::string gib(uint64_t bytes) { return strfmt("%.1f GiB", static_cast<double>(bytes) / 1073741824.0); }
 
 void join_to(std::string& list, const std::string& item, const char* sep) {
   if (!list.empty()) list += sep;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,9 @@ struct Report {
 // Appends a finding (helper for the checks).
 Finding& add(std::vector<Finding>& out, std::string id, std::string group, std::string title, Verdict v,
              std::string evidence, std::string fix = "");
+
+// A byte count in GiB with one decimal, as evidence prints it: "79.6 GiB".
+std::string gib(uint64_t bytes);
 
 // Appends `item` to a `sep`-separated list.
 void join_to(std::string& list, const std::string& item, const char* sep = ", ");

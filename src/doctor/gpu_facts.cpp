@@ -219,6 +219,20 @@ nlohmann::ordered_json opt(const std::optional<T>& v) {
   return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json();
 }
 
+// A fact reported with its maximum (PCIe link, clocks): "<name>" and "<name>_max".
+struct WithMax {
+  const char* name;
+  std::optional<unsigned> value, max;
+};
+nlohmann::ordered_json with_max(std::initializer_list<WithMax> facts) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  for (const WithMax& f : facts) {
+    j[f.name] = opt(f.value);
+    j[std::string(f.name) + "_max"] = opt(f.max);
+  }
+  return j;
+}
+
 }  // namespace
 
 std::string parse_kernel_module_version(const std::string& text) {
@@ -284,8 +298,7 @@ nlohmann::ordered_json gpu_system_json(const GpuSystem& s) {
       for (const GpuProcess& p : *g.processes)
         procs.push_back({{"pid", p.pid}, {"name", p.name}, {"used_bytes", p.used_bytes}});
     }
-    // One {key, value} row a fact: the report's schema written out. `duplicates` pairs runs of these rows with
-    // each other by shape; they are data, not logic written twice.
+    // One {key, value} row a fact: the report's schema written out (docs/doctor.md names the fields).
     gpus.push_back({
         {"index", g.index},
         {"name", g.name},
@@ -310,17 +323,9 @@ nlohmann::ordered_json gpu_system_json(const GpuSystem& s) {
           {"remap_pending", opt(g.remap_pending)},
           {"remap_failure", opt(g.remap_failure)}}},
         {"persistence_mode", opt(g.persistence)},
-        {"pcie",
-         {{"gen", opt(g.pcie_gen)},
-          {"gen_max", opt(g.pcie_gen_max)},
-          {"width", opt(g.pcie_width)},
-          {"width_max", opt(g.pcie_width_max)}}},
+        {"pcie", with_max({{"gen", g.pcie_gen, g.pcie_gen_max}, {"width", g.pcie_width, g.pcie_width_max}})},
         {"pstate", opt(g.pstate)},
-        {"clocks_mhz",
-         {{"sm", opt(g.clock_sm)},
-          {"sm_max", opt(g.clock_sm_max)},
-          {"mem", opt(g.clock_mem)},
-          {"mem_max", opt(g.clock_mem_max)}}},
+        {"clocks_mhz", with_max({{"sm", g.clock_sm, g.clock_sm_max}, {"mem", g.clock_mem, g.clock_mem_max}})},
         {"clock_event_reasons", opt(g.throttle)},
         {"temperature_c",
          {{"gpu", opt(g.temp_c)}, {"slowdown", opt(g.temp_slowdown_c)}, {"shutdown", opt(g.temp_shutdown_c)}}},

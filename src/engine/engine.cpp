@@ -3,12 +3,7 @@
 // abort() may be called from any thread and only touch the inbox.
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <limits>
-#include <mutex>
-#include <thread>
-#include <unordered_map>
-#include <unordered_set>
 
 #include "core/log.h"
 #include "core/status.h"
@@ -42,138 +37,7 @@ double monotonic_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-struct EngineRequest : Request {
-  OutputCallback cb;
-  SamplerRng rng;
-  std::unique_ptr<StreamDecoder> decoder;  // null without a tokenizer
-  std::string held_text;                   // decoded, not yet emitted (may be the start of a stop string)
-  std::unique_ptr<grammar::Matcher> matcher;  // structured output: where the output is in its grammar
-
-  // Prompt rows (RequestSpec::prompt_logits, SamplingParams::prompt_logprobs): the logits of prompt positions
-  // [prompt_rows_done, num_prompt_tokens) are still wanted.
-  PromptLogitsCallback prompt_cb;
-  int prompt_cb_from = 0;                  // RequestSpec::prompt_logits_from
-  int prompt_rows_done = 0;                // positions below it were delivered (or are not wanted)
-  std::vector<TokenLogprob> prompt_lp;                // [positions reduced so far] for the first output
-  std::vector<std::vector<TokenLogprob>> prompt_top;  // [positions reduced so far][params.prompt_logprobs]
-  bool prompt_lp_sent = false;
-
-  bool wants_prompt_rows() const {
-    return (prompt_cb || params.prompt_logprobs >= 0) && prompt_rows_done < num_prompt_tokens;
-  }
-};
-
-// A scheduled request's output rows in the step (indices into the batch's logits_indices).
-struct StepRows {
-  int first_row = 0;      // its first output row
-  int prompt_pos = 0;     // position of its first prompt row
-  int n_prompt_rows = 0;  // prompt rows: output rows [first_row, first_row + n_prompt_rows), consecutive positions
-  int sample_row = -1;    // the row its next token is sampled from (may be the last prompt row); -1: none
-};
-
-// Why the host sampler has no token to draw for a grammar-constrained request.
-enum class NoToken { kNone, kGrammarDone, kDeadEnd };
-
-class EngineImpl final : public Engine {
- public:
-  EngineImpl(std::unique_ptr<ModelRunner> runner, const Tokenizer* tok, const EngineConfig& cfg,
-             const SchedulerConfig& scfg, int num_blocks, std::vector<int32_t> eog_ids)
-      : runner_(std::move(runner)),
-        tok_(tok),
-        cfg_(cfg),
-        n_vocab_(runner_->config().n_vocab),
-        kv_(num_blocks, cfg.block_size, cfg.enable_prefix_caching),
-        sched_(scfg, kv_),
-        eog_(eog_ids.begin(), eog_ids.end()),
-        seed_rng_(cfg.seed ? *cfg.seed
-                           : static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count())) {
-    stats_.num_blocks = stats_.free_blocks = num_blocks;
-    stats_.block_size = cfg.block_size;
-  }
-  ~EngineImpl() override { stop(); }
-
-  AddResult add_request(RequestSpec spec, OutputCallback cb) override;
-  void abort(uint64_t request_id) override;
-  Result<WarmupReport> warmup(const WarmupProgress& progress) override;
-  void start() override;
-  void stop() override;
-  bool step() override;
-  bool has_unfinished() const override { return unfinished_.load() > 0; }
-  EngineStats stats() const override {
-    std::lock_guard<std::mutex> lk(stats_mu_);
-    return stats_;
-  }
-  const EngineConfig& config() const override { return cfg_; }
-
-  std::string check_invariants() {
-    std::lock_guard<std::mutex> lk(step_mu_);
-    if (std::string e = sched_.check_invariants(); !e.empty()) return e;
-    if (sched_.all_requests().size() != requests_.size())
-      return strfmt("scheduler holds %zu requests, engine %zu", sched_.all_requests().size(), requests_.size());
-    return {};
-  }
-
- private:
-  bool step_locked();
-  void drain_inbox();
-  void build_batch(const SchedulerOutput& out);
-  Status run_forward(const SchedulerOutput& out);
-  bool needs_host_sampler(const EngineRequest& r) const;
-  SampleResult sample_on_host(EngineRequest& r, float* logits_row, NoToken& why);
-  bool deliver_prompt_rows(EngineRequest& r, const StepRows& sr);
-  void process_token(EngineRequest& r, SampleResult& s);
-  void finish(EngineRequest& r, RequestOutput& o, FinishReason reason, const std::string& error = {});
-  void finish_without_token(EngineRequest& r, NoToken why);
-  void emit(EngineRequest& r, RequestOutput& o);
-  void fail_all(const std::string& error);
-  void update_stats(const SchedulerOutput* out);
-  void check_late_tuning(const SchedulerOutput& out, double step_s);
-
-  std::unique_ptr<ModelRunner> runner_;
-  const Tokenizer* tok_;
-  EngineConfig cfg_;
-  const int n_vocab_;
-  KVCacheManager kv_;
-  Scheduler sched_;
-  std::unordered_set<int32_t> eog_;
-  std::unordered_map<uint64_t, std::unique_ptr<EngineRequest>> requests_;  // engine thread only
-  uint64_t next_arrival_ = 0;
-
-  // Inbox (any thread).
-  std::mutex in_mu_;
-  std::condition_variable in_cv_;
-  std::vector<std::unique_ptr<EngineRequest>> inbox_;
-  std::vector<uint64_t> aborts_;
-  SamplerRng seed_rng_;  // seeds for requests without one (under in_mu_)
-  std::atomic<uint64_t> next_id_{1};
-  std::atomic<int> unfinished_{0};
-  bool stopped_ = false;  // under in_mu_
-
-  std::mutex step_mu_;
-  std::thread thread_;
-  std::atomic<bool> stop_requested_{false};
-
-  mutable std::mutex stats_mu_;
-  EngineStats stats_;
-  double last_runtime_poll_s_ = -1e9;  // under stats_mu_
-  TuningCounters tuning_seen_;  // the runner's counters after the warm-up / the last step (engine thread)
-
-  // Batch buffers, reused across steps.
-  BatchArrays barr_;               // the step's batch
-  ForwardBatch batch_;             // barr_.view()
-  // Output rows [n_out] of the step, in batch order. With device sampling (runner_->can_sample()): the settings
-  // of each row, the token the device picked, and which rows the host needs the logits of (prompt rows, rows
-  // the host sampler finishes).
-  std::vector<StepRows> step_rows_;      // [scheduled] in out.scheduled order
-  std::vector<RowSampling> row_params_;  // [n_out]
-  std::vector<int32_t> row_tokens_;      // [n_out]
-  std::vector<int32_t> host_index_;      // [n_out] row of logits_ holding the row's logits; -1: device-sampled
-  std::vector<EngineRequest*> device_rows_;  // [n_out] the request of a device-sampled row, else null
-  std::vector<int32_t> host_rows_;       // [n_host] output rows whose logits come to the host, increasing
-  std::vector<float> logits_;            // [n_host, n_vocab] (every row when the runner cannot sample)
-  std::vector<float> row_logprobs_;      // [n_vocab] scratch of the prompt logprobs
-  RequestOutput token_out_;              // process_token's output, reused (its buffers keep their capacity)
-};
+}  // namespace
 
 AddResult EngineImpl::add_request(RequestSpec spec, OutputCallback cb) {
   AddResult res;
@@ -343,10 +207,10 @@ void EngineImpl::build_batch(const SchedulerOutput& out) {
   step_rows_.clear();
   for (const ScheduledRequest& s : out.scheduled) {
     const auto& r = *static_cast<const EngineRequest*>(s.req);
-    const int c = r.num_computed_tokens, end = c + s.num_new_tokens;
+    const int c = r.num_computed_tokens, end = c + s.num_new_tokens, n = r.num_tokens();
     const int t0 = static_cast<int>(a.tokens.size());  // batch index of position c
     for (int p = c; p < end; ++p) {
-      a.tokens.push_back(r.tokens[static_cast<size_t>(p)]);
+      a.tokens.push_back(p < n ? r.tokens[static_cast<size_t>(p)] : r.spec_tokens[static_cast<size_t>(p - n)]);
       a.positions.push_back(p);
       a.slot_mapping.push_back(r.block_table[static_cast<size_t>(p / bs)] * bs + p % bs);
     }
@@ -363,9 +227,12 @@ void EngineImpl::build_batch(const SchedulerOutput& out) {
       sr.n_prompt_rows = std::max(0, p1 - p0);
     }
     if (s.needs_logits) {
-      const bool last_is_prompt_row = sr.n_prompt_rows > 0 && sr.prompt_pos + sr.n_prompt_rows == end;
-      if (!last_is_prompt_row) a.logits_indices.push_back(static_cast<int32_t>(a.tokens.size()) - 1);
+      const bool last_is_prompt_row = sr.n_prompt_rows > 0 && sr.prompt_pos + sr.n_prompt_rows == n;
+      if (!last_is_prompt_row) a.logits_indices.push_back(t0 + (n - 1 - c));
       sr.sample_row = static_cast<int>(a.logits_indices.size()) - 1;
+      // Proposal i (position n + i) gives the row that verifies proposal i + 1 (or draws the token after all).
+      for (int i = 0; i < s.num_spec_tokens; ++i) a.logits_indices.push_back(t0 + (n + i - c));
+      sr.n_spec = s.num_spec_tokens;
     }
     step_rows_.push_back(sr);
   }
@@ -381,8 +248,8 @@ void EngineImpl::build_batch(const SchedulerOutput& out) {
 // logprobs, repetition/presence/frequency penalties or banned ids (min_tokens) go to the host, every other row
 // is sampled on the device. A mixed step is still one forward pass: the host rows' logits are fetched from the
 // device afterwards (sampled_logits), the device picks for those rows are ignored. One exception: a device
-// samples at most max_num_seqs rows (the CUDA runner's sampling buffers), so a step whose prompt rows take it
-// past that runs a plain forward pass and samples every row on the host.
+// samples at most max_num_seqs rows (the CUDA runner's sampling buffers), so a step whose prompt rows or
+// speculative verification rows take it past that runs a plain forward pass and samples every row on the host.
 Status EngineImpl::run_forward(const SchedulerOutput& out) {
   build_batch(out);
   const size_t n_out = barr_.logits_indices.size();
@@ -406,11 +273,11 @@ Status EngineImpl::run_forward(const SchedulerOutput& out) {
     n_prompt_rows += static_cast<size_t>(sr.n_prompt_rows);
     auto& r = *static_cast<EngineRequest*>(out.scheduled[k].req);
     if (sr.sample_row >= sr.first_row + sr.n_prompt_rows && !needs_host_sampler(r)) {
-      device_rows[static_cast<size_t>(sr.sample_row)] = &r;
-      ++n_device;
+      for (int i = 0; i <= sr.n_spec; ++i) device_rows[static_cast<size_t>(sr.sample_row + i)] = &r;
+      n_device += static_cast<size_t>(sr.n_spec) + 1;
     }
   }
-  if (n_device == 0 || (n_prompt_rows > 0 && n_out > static_cast<size_t>(cfg_.max_num_seqs))) return all_on_host();
+  if (n_device == 0 || n_out > static_cast<size_t>(cfg_.max_num_seqs)) return all_on_host();
   row_params_.resize(n_out);
   row_tokens_.resize(n_out);
   for (size_t i = 0; i < n_out; ++i) {
@@ -524,6 +391,28 @@ bool EngineImpl::deliver_prompt_rows(EngineRequest& r, const StepRows& sr) {
   return true;
 }
 
+bool EngineImpl::sample_row(EngineRequest& r, int row, SampleResult& sr) {
+  NoToken why = NoToken::kNone;
+  const int32_t host = host_index_[static_cast<size_t>(row)];
+  if (host >= 0) {
+    sr = sample_on_host(r, logits_.data() + static_cast<size_t>(host) * static_cast<size_t>(n_vocab_), why);
+  } else {
+    sr = SampleResult{};
+    sr.token = row_tokens_[static_cast<size_t>(row)];
+  }
+  if (why != NoToken::kNone) {
+    finish_without_token(r, why);
+    return false;
+  }
+  if (sr.token < 0 || sr.token >= n_vocab_) {  // a broken device sampler must not corrupt the request
+    RequestOutput o;
+    finish(r, o, FinishReason::kError, strfmt("the device sampler returned token id %d (vocabulary %d)",
+                                              sr.token, n_vocab_));
+    return false;
+  }
+  return true;
+}
+
 // Appends the chosen token, detokenizes, checks stop conditions and emits the output (finishing if done).
 void EngineImpl::process_token(EngineRequest& r, SampleResult& s) {
   r.tokens.push_back(s.token);
@@ -602,6 +491,10 @@ void EngineImpl::update_stats(const SchedulerOutput* out) {
     while (b < kStepTokenBounds.size() && out->num_tokens > kStepTokenBounds[b]) ++b;
     ++stats_.step_tokens_counts[b];
     stats_.step_tokens_sum += static_cast<uint64_t>(out->num_tokens);
+    stats_.spec_num_drafts += spec_drafts_;
+    stats_.spec_num_draft_tokens += spec_draft_tokens_;
+    stats_.spec_num_accepted_tokens += spec_accepted_;
+    spec_drafts_ = spec_draft_tokens_ = spec_accepted_ = 0;
   }
   stats_.last_step_time_s = monotonic_seconds();  // idle steps count: the loop is alive
   // The runner's figures may cost a driver call (device memory): at most once a second.
@@ -609,45 +502,6 @@ void EngineImpl::update_stats(const SchedulerOutput* out) {
     last_runtime_poll_s_ = stats_.last_step_time_s;
     stats_.runner = runner_->runtime_stats();
   }
-}
-
-Result<WarmupReport> EngineImpl::warmup(const WarmupProgress& progress) {
-  std::lock_guard<std::mutex> lk(step_mu_);
-  uint64_t steps = 0;
-  {
-    std::lock_guard<std::mutex> slk(stats_mu_);
-    steps = stats_.steps;
-  }
-  if (thread_.joinable() || steps > 0 || unfinished_.load() > 0)
-    return error("Engine::warmup: call it before start() and before the first request");
-  MOPT_ASSIGN_OR_RETURN(WarmupReport rep, runner_->warmup(progress));
-  tuning_seen_ = runner_->tuning_counters();
-  std::lock_guard<std::mutex> slk(stats_mu_);
-  stats_.warmed_up = true;
-  return rep;
-}
-
-// After the warm-up, a step that still tunes GEMMs or captures graphs ran them inside users' requests: say so
-// (the step's time includes that work) and count it for /metrics.
-void EngineImpl::check_late_tuning(const SchedulerOutput& out, double step_s) {
-  const TuningCounters now = runner_->tuning_counters();
-  const uint64_t tunings = now.gemm_tunings - tuning_seen_.gemm_tunings;
-  const uint64_t captures = now.graph_captures - tuning_seen_.graph_captures;
-  tuning_seen_ = now;
-  bool warmed = false;
-  {
-    std::lock_guard<std::mutex> lk(stats_mu_);
-    warmed = stats_.warmed_up;
-    if (warmed) {
-      stats_.tunings_after_warmup += tunings;
-      stats_.captures_after_warmup += captures;
-    }
-  }
-  if (warmed && (tunings || captures))
-    MOPT_LOG_WARN("engine: a step of %d tokens (%zu sequences) tuned %llu GEMM shapes and captured %llu CUDA "
-                  "graphs after the warm-up (%.1f ms); the warm-up missed this shape",
-                  out.num_tokens, out.scheduled.size(), static_cast<unsigned long long>(tunings),
-                  static_cast<unsigned long long>(captures), step_s * 1e3);
 }
 
 bool EngineImpl::step() {
@@ -668,6 +522,7 @@ bool EngineImpl::step_locked() {
     update_stats(nullptr);
     return false;
   }
+  propose_drafts();
   SchedulerOutput out = sched_.schedule();
   Status st;
   if (!out.swap_out.empty()) st = runner_->swap_out(out.swap_out);
@@ -697,34 +552,21 @@ bool EngineImpl::step_locked() {
   for (size_t k = 0; k < out.scheduled.size(); ++k) {
     const ScheduledRequest& s = out.scheduled[k];
     Request* req = s.req;
-    // Tokens of this step that were still prompt are counted as prompt; the sampled one as generation.
-    const int start = req->num_computed_tokens - s.num_new_tokens;
+    // Tokens of this step that were still prompt are counted as prompt; the sampled ones as generation.
+    const int start = req->num_computed_tokens - (s.num_new_tokens - s.num_spec_tokens);
     const int prompt_part = std::max(0, std::min(req->num_prompt_tokens, req->num_computed_tokens) - start);
     n_prompt += static_cast<uint64_t>(prompt_part);
     auto& er = *static_cast<EngineRequest*>(req);
     const StepRows& rows = step_rows_[k];
     if (rows.n_prompt_rows > 0 && !deliver_prompt_rows(er, rows)) continue;
     if (!s.needs_logits) continue;
+    if (rows.n_spec > 0) {
+      n_gen += static_cast<uint64_t>(verify_drafts(er, rows));
+      continue;
+    }
     ++n_gen;
     SampleResult sr;
-    NoToken why = NoToken::kNone;
-    const int32_t host = host_index_[static_cast<size_t>(rows.sample_row)];
-    if (host >= 0) {
-      sr = sample_on_host(er, logits_.data() + static_cast<size_t>(host) * static_cast<size_t>(n_vocab_), why);
-    } else {
-      sr.token = row_tokens_[static_cast<size_t>(rows.sample_row)];
-    }
-    if (why != NoToken::kNone) {
-      finish_without_token(er, why);
-      continue;
-    }
-    if (sr.token < 0 || sr.token >= n_vocab_) {  // a broken device sampler must not corrupt the request
-      RequestOutput o;
-      finish(er, o, FinishReason::kError, strfmt("the device sampler returned token id %d (vocabulary %d)",
-                                                 sr.token, n_vocab_));
-      continue;
-    }
-    process_token(er, sr);
+    if (sample_row(er, rows.sample_row, sr)) process_token(er, sr);
   }
   {
     std::lock_guard<std::mutex> slk(stats_mu_);
@@ -767,7 +609,6 @@ void EngineImpl::stop() {
   update_stats(nullptr);
 }
 
-}  // namespace
 
 std::string check_engine_invariants(Engine& engine) {
   auto* impl = dynamic_cast<EngineImpl*>(&engine);
@@ -788,6 +629,8 @@ Result<std::unique_ptr<Engine>> create_engine_with_runner(std::unique_ptr<ModelR
   if (!(cfg.swap_space_gib >= 0) || cfg.swap_space_gib > 1 << 20)
     return error("--swap-space must be in [0, 1048576] GiB, got %g", cfg.swap_space_gib);
   if (cfg.max_waiting < 0) return error("max_waiting must be >= 0, got %d", cfg.max_waiting);
+  if (std::string e = validate_speculative_config(cfg.speculative); !e.empty())
+    return error("--speculative-config: %s", e.c_str());
 
   KvSizingRequest kreq;
   kreq.device = cfg.runner.device;

@@ -30,6 +30,20 @@ class CompiledGrammar;
 enum class SchedulingPolicy { kFcfs, kPriority };
 enum class PreemptionMode { kRecompute, kSwap };
 
+// Speculative decoding (docs/speculative.md; vLLM's --speculative-config fields). kNgram: prompt lookup, the
+// tokens that followed the most recent earlier occurrence of the context's last n tokens (n from
+// prompt_lookup_max down to prompt_lookup_min) are proposed, and the target verifies them in one forward pass.
+enum class SpecMethod { kNone, kNgram };
+struct SpeculativeConfig {
+  SpecMethod method = SpecMethod::kNone;
+  int num_speculative_tokens = 0;  // k: most tokens proposed per sequence and step
+  int prompt_lookup_max = 0;       // n-gram: longest suffix matched
+  int prompt_lookup_min = 0;       // n-gram: shortest suffix matched
+};
+const char* spec_method_name(SpecMethod m);  // "none", "ngram"
+// "" when the config can be used, else what is wrong.
+std::string validate_speculative_config(const SpeculativeConfig& c);
+
 struct EngineConfig {
   int block_size = 0;                    // KV block size in tokens; 0 = the runner's default (CPU 64, CUDA 16)
   uint64_t kv_cache_memory = 0;          // bytes for the KV pool; 0 = derive from gpu_memory_utilization
@@ -45,6 +59,7 @@ struct EngineConfig {
   // Seeds the stream that draws the seeds of requests without one (serve --seed): the same requests in the same
   // order sample the same tokens in every run. Unset: from the clock.
   std::optional<uint64_t> seed;
+  SpeculativeConfig speculative;         // method kNone: off
   RunnerOptions runner;
 };
 
@@ -141,6 +156,11 @@ struct EngineStats {
   bool warmed_up = false;
   uint64_t tunings_after_warmup = 0;   // GEMM shapes timed
   uint64_t captures_after_warmup = 0;  // CUDA graphs captured
+  // Speculative decoding: verification rounds (a sequence's proposal verified in a step), tokens proposed in
+  // them, and proposed tokens accepted. Mean acceptance length = 1 + accepted / drafts (tokens per round).
+  uint64_t spec_num_drafts = 0;
+  uint64_t spec_num_draft_tokens = 0;
+  uint64_t spec_num_accepted_tokens = 0;
 };
 
 class Engine {

@@ -96,6 +96,15 @@ void KVCacheManager::cache_computed_blocks(Request& req) {
   req.num_cached_blocks = full;
 }
 
+void KVCacheManager::trim(Request& req, int64_t num_tokens) {
+  const size_t keep = static_cast<size_t>(blocks_for_tokens(num_tokens));
+  if (req.block_table.size() <= keep) return;
+  MOPT_CHECK(static_cast<int>(keep) >= req.num_cached_blocks, "trimming blocks offered to the prefix cache");
+  std::vector<int32_t> rev(req.block_table.rbegin(), req.block_table.rend() - static_cast<std::ptrdiff_t>(keep));
+  pool_.release(rev);
+  req.block_table.resize(keep);
+}
+
 void KVCacheManager::free(Request& req) {
   std::vector<int32_t> rev(req.block_table.rbegin(), req.block_table.rend());
   pool_.release(rev);

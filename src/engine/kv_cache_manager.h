@@ -44,6 +44,9 @@ class KVCacheManager {
   // Registers the request's full, computed blocks in the prefix cache (call after the forward pass).
   void cache_computed_blocks(Request& req);
 
+  // Releases the request's blocks past the first blocks_for_tokens(num_tokens) (a speculative rollback).
+  void trim(Request& req, int64_t num_tokens);
+
   // Releases every block of the request (tail first, so its tail is evicted before its shared prefix).
   void free(Request& req);
 

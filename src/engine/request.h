@@ -33,6 +33,9 @@ struct Request {
   // logits / prompt logprobs) must be computed.
   int prefix_cache_limit = std::numeric_limits<int>::max();
   std::vector<int32_t> swap_blocks;  // host swap blocks holding block_table's contents while kSwapped
+  // Speculative decoding: tokens proposed to follow `tokens`, set before schedule() and cut to what the scheduler
+  // gave room for; they are not part of `tokens` until verified.
+  std::vector<int32_t> spec_tokens;  // [<= num_speculative_tokens]
 
   // Statistics.
   std::chrono::steady_clock::time_point added_at{};  // add_request()

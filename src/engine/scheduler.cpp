@@ -39,6 +39,7 @@ void Scheduler::preempt(Request* victim, SchedulerOutput& out) {
   ++preemptions_;
   ++out.num_preempted;
   ++victim->num_preemptions;
+  victim->spec_tokens.clear();
   const size_t n = victim->block_table.size();
   if (cfg_.preemption == PreemptionMode::kSwap && n > 0 && free_swap_.size() >= n) {
     victim->swap_blocks.clear();
@@ -112,14 +113,24 @@ SchedulerOutput Scheduler::schedule() {
   size_t i = 0;
   while (i < running_.size() && budget > 0) {
     Request* req = running_[i];
-    const int num_new = std::min(req->num_tokens() - req->num_computed_tokens, budget);
-    MOPT_CHECK(num_new > 0, "running request %llu has nothing to compute",
+    const int num_real = req->num_tokens() - req->num_computed_tokens;
+    MOPT_CHECK(num_real > 0, "running request %llu has nothing to compute",
                static_cast<unsigned long long>(req->id));
+    // Proposals ride along only behind every real token (so the proposals' rows follow the sampled one).
+    const int num_spec = req->spec_tokens.empty() ? 0 : std::clamp(budget - num_real, 0,
+                                                                   static_cast<int>(req->spec_tokens.size()));
+    req->spec_tokens.resize(static_cast<size_t>(num_spec));
+    int num_new = std::min(num_real + num_spec, budget);
     bool scheduled = false;
     for (;;) {
       if (kv_.allocate_slots(*req, num_new)) {
         scheduled = true;
         break;
+      }
+      if (!req->spec_tokens.empty()) {  // drop the proposals before preempting anyone for them
+        req->spec_tokens.clear();
+        num_new = std::min(num_real, budget);
+        continue;
       }
       Request* victim = running_.back();
       running_.pop_back();
@@ -127,7 +138,9 @@ SchedulerOutput Scheduler::schedule() {
       if (victim == req) break;
     }
     if (!scheduled) break;
-    out.scheduled.push_back({req, num_new, req->num_computed_tokens + num_new == req->num_tokens()});
+    const int n_spec = static_cast<int>(req->spec_tokens.size());
+    out.scheduled.push_back(
+        {req, num_new, req->num_computed_tokens + num_new - n_spec == req->num_tokens(), n_spec});
     budget -= num_new;
     ++i;
   }
@@ -157,10 +170,19 @@ void Scheduler::on_step_done(const SchedulerOutput& out) {
   for (const ScheduledRequest& s : out.scheduled) {
     Request* req = s.req;
     if (req->state != RequestState::kRunning) continue;  // finished meanwhile
-    req->num_computed_tokens += s.num_new_tokens;
+    req->num_computed_tokens += s.num_new_tokens - s.num_spec_tokens;  // proposals: accept_spec_tokens()
     MOPT_CHECK(req->num_computed_tokens <= req->num_tokens(), "computed past the tokens");
     kv_.cache_computed_blocks(*req);
   }
+}
+
+void Scheduler::accept_spec_tokens(Request* req, int n_accepted) {
+  MOPT_CHECK(req->state == RequestState::kRunning, "accepting proposals of a request that is not running");
+  req->num_computed_tokens += n_accepted;
+  MOPT_CHECK(req->num_computed_tokens <= req->num_tokens(), "accepted past the tokens");
+  req->spec_tokens.clear();
+  kv_.trim(*req, req->num_tokens());
+  kv_.cache_computed_blocks(*req);
 }
 
 void Scheduler::finish(Request* req) {

@@ -7,6 +7,8 @@
 // host pool) until the request fits or preempts itself. (2) Only if nothing was preempted: swapped requests are
 // swapped back in, then waiting requests admitted (reusing their longest cached prefix) while blocks, the token
 // budget and max_num_seqs allow. The best request by policy always progresses, so every request finishes.
+// A running request that has caught up also gets its speculative proposals (Request::spec_tokens) scheduled when
+// the budget and blocks allow (proposals are dropped before anyone is preempted for them).
 #pragma once
 
 #include <cstdint>
@@ -54,6 +56,9 @@ struct ScheduledRequest {
   Request* req = nullptr;
   int num_new_tokens = 0;   // tokens [num_computed_tokens, +num_new_tokens) go into this step's batch
   bool needs_logits = false;  // the request catches up this step: sample its next token
+  // The last num_spec_tokens of the new tokens are req->spec_tokens (proposed, not yet in req->tokens): their
+  // K/V is written, and they stay computed only once accept_spec_tokens() confirms them.
+  int num_spec_tokens = 0;
 };
 
 struct SchedulerOutput {
@@ -76,6 +81,11 @@ class Scheduler {
   SchedulerOutput schedule();
   // After the forward pass: advances num_computed_tokens of every scheduled request, caches full blocks.
   void on_step_done(const SchedulerOutput& out);
+  // After verification of a scheduled request's num_spec_tokens proposals: its first `n_accepted` proposals were
+  // appended to req->tokens (with the target's own next token after them), so their K/V stays; the K/V of the
+  // rejected ones is rolled back (blocks past req->tokens are freed; none of them was offered to the prefix
+  // cache), and the newly full blocks are cached.
+  void accept_spec_tokens(Request* req, int n_accepted);
   // Removes the request from any queue and frees its device and host blocks (finish or abort).
   void finish(Request* req);
 

@@ -44,6 +44,8 @@ nlohmann::json to_json(const EvalResult& r, const ReportLabels& labels, const st
   j["reference"] = m.has_ref ? nlohmann::json(labels.ref) : nlohmann::json(nullptr);
   j["text"] = labels.text;
   j["device"] = labels.device;
+  // Key by key, as docs/eval.md lists them; `duplicates` pairs this object with plan/plan_report.cpp's "ceilings"
+  // by shape: two different reports, not one piece of logic.
   j["protocol"] = {{"ctx", r.ctx},
                    {"stride", r.stride},
                    {"windows", r.n_windows},

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/strfmt.h"
+#include "core/table.h"
 
 namespace mopt {
 
@@ -65,17 +66,10 @@ TensorSpec spec(std::string name, std::initializer_list<int64_t> ne, bool is_nor
 
 const char* arch_name(Arch a) { return arch_info(a).name; }
 
-const ArchInfo& arch_info(Arch a) {
-  for (const auto& i : kArchs)
-    if (i.arch == a) return i;
-  MOPT_CHECK(false, "arch %d missing from the arch table", static_cast<int>(a));
-  __builtin_unreachable();
-}
+const ArchInfo& arch_info(Arch a) { return table_row(kArchs, &ArchInfo::arch, a); }
 
 std::optional<Arch> arch_from_gguf(std::string_view name) {
-  for (const auto& i : kArchs)
-    if (name == i.gguf_name) return i.arch;
-  return std::nullopt;
+  return table_key(kArchs, &ArchInfo::arch, &ArchInfo::gguf_name, name);
 }
 
 std::optional<Arch> arch_from_hf(std::string_view s) {

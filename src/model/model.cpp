@@ -1,6 +1,7 @@
 // load_model() format detection, finalize_model() validation, Model accessors.
 #include "model/model.h"
 
+#include <algorithm>
 #include <cstring>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -93,6 +94,13 @@ std::string parent_dir(const std::string& p) {
 }
 
 }  // namespace
+
+std::unique_ptr<PagePrefetcher> prefetch_tensors(const Model& m) {
+  std::vector<PagePrefetcher::Range> ranges;
+  for (const TensorView& t : m.tensors) ranges.push_back({t.data, t.nbytes});
+  std::sort(ranges.begin(), ranges.end(), [](const auto& a, const auto& b) { return a.addr < b.addr; });
+  return std::make_unique<PagePrefetcher>(std::move(ranges));
+}
 
 Result<std::unique_ptr<Model>> load_model(const std::string& path, const LoadOptions& opts) {
   if (opts.dummy) return load_dummy_model(path, opts);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/mmap.h"
+#include "core/page_prefetch.h"
 #include "core/status.h"
 #include "core/tensor.h"
 #include "model/config.h"
@@ -72,5 +73,9 @@ Result<std::unique_ptr<Model>> load_model(const std::string& path, const LoadOpt
 
 // Builds the name index and validates tensors against the config (called by every loader).
 Status finalize_model(Model& m);
+
+// Starts reading the tensors' bytes into memory from several threads, in file order (core/page_prefetch.h): a
+// backend that copies the weights elsewhere (the CUDA upload) reports its progress to it with consumed().
+std::unique_ptr<PagePrefetcher> prefetch_tensors(const Model& m);
 
 }  // namespace mopt

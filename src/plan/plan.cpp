@@ -140,7 +140,10 @@ Result<Plan> make_plan(const PlanRequest& req) {
     if (kd != "auto" && kd != "fp16" && kd != "bf16" && kd != "fp32" && kd != "fp8")
       return error("--kv-cache-dtype must be auto, fp16, bf16, fp32 or fp8, got %s", kd.c_str());
     p.kv_elem_bytes = kd == "auto" ? es : kd == "fp32" ? 4 : kd == "fp8" ? 1 : 2;
-    if (p.kv_elem_bytes != es)
+    if (kd == "fp8" && es == 4)
+      p.notes.push_back("mopt's CUDA fp8 KV cache needs --dtype bfloat16: with float32 compute mopt serve refuses "
+                        "--kv-cache-dtype fp8; the fp8 cache is planned here anyway");
+    else if (kd != "fp8" && p.kv_elem_bytes != es)
       p.notes.push_back("mopt's CUDA KV cache follows --dtype (" + std::string(es == 4 ? "fp32" : "bf16") + "): a " +
                         kd + " cache is planned here, not what mopt serve allocates");
   }
@@ -274,6 +277,7 @@ Result<Plan> make_plan(const PlanRequest& req) {
     f += strfmt(" --gpu-memory-utilization %.2f", e.gpu_memory_utilization);
   if (dev == DeviceKind::kCpu) f += p.kv_elem_bytes == 4 ? " --kv-cache-dtype fp32" : " --kv-cache-dtype fp16";
   if (dev == DeviceKind::kCuda) f += es == 4 ? " --dtype float32" : " --dtype bfloat16";
+  if (dev == DeviceKind::kCuda && p.kv_elem_bytes == 1) f += " --kv-cache-dtype fp8";
   if (dev == DeviceKind::kCuda && e.runner.enforce_eager) f += " --enforce-eager";
   p.flags = f;
   if (tp > 1)

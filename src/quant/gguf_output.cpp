@@ -68,15 +68,14 @@ Result<QuantizeReport> write_gguf(const Model& m, const QuantizeOptions& o, Thre
   }
   MOPT_TRY(check_free_space(o.output, w.file_bytes()));
 
-  QuantizeReport rep;
-  for (const Planned& p : plan) rep.params += static_cast<uint64_t>(p.ne[0] * p.ne[1] * p.ne[2] * p.ne[3]);
+  uint64_t params = 0;
+  for (const Planned& p : plan) params += static_cast<uint64_t>(p.ne[0] * p.ne[1] * p.ne[2] * p.ne[3]);
+  OutputLog log(progress, params);
   MOPT_ASSIGN_OR_RETURN(std::unique_ptr<OutputFile> f, OutputFile::create(o.output));
   MOPT_TRY(w.write_header(*f));
-  Progress prog{"quantizing", "", 0, rep.params};
   for (size_t i = 0; i < plan.size(); ++i) {
     const Planned& p = plan[i];
-    prog.tensor = p.name;
-    if (progress) progress(prog);
+    log.begin("quantizing", p.name);
     const int64_t k = p.ne[0], rows = p.ne[1] * p.ne[2] * p.ne[3];
     std::vector<uint8_t> bytes;
     if (p.extra) {
@@ -101,14 +100,10 @@ Result<QuantizeReport> write_gguf(const Model& m, const QuantizeOptions& o, Thre
       }
     }
     MOPT_TRY(w.write_tensor(*f, i, bytes.data(), bytes.size()));
-    prog.done += static_cast<uint64_t>(k * rows);
-    rep.tensors.push_back({p.name, dtype_name(p.type), static_cast<uint64_t>(k * rows)});
+    log.written(p.name, dtype_name(p.type), static_cast<uint64_t>(k * rows));
   }
   MOPT_TRY(f->commit());
-  prog.tensor.clear();
-  if (progress) progress(prog);
-  rep.out_bytes = w.file_bytes();
-  return rep;
+  return log.finish(w.file_bytes());
 }
 
 }  // namespace mopt::quant

@@ -50,61 +50,41 @@ void put_scalar(Bytes& out, ValueType t, const Value& v) {
   MOPT_CHECK(false, "gguf writer: value type %u", static_cast<unsigned>(t));
 }
 
-Value scalar(ValueType t) {
+// The field of a Value that holds a C++ value of each type.
+void store(Value& v, std::string s) { v.s = std::move(s); }
+void store(Value& v, uint32_t x) { v.u = x; }
+void store(Value& v, int32_t x) { v.i = x; }
+void store(Value& v, float x) { v.f = x; }
+void store(Value& v, bool x) { v.u = x ? 1 : 0; }
+
+template <class T>
+Value value_of(ValueType t, T x) {
   Value v;
   v.type = t;
+  store(v, std::move(x));
   return v;
 }
 
-template <class T, class Fill>
-Value array_of(ValueType elem, const std::vector<T>& items, Fill fill) {
-  Value v = scalar(ValueType::kArray);
+template <class T>
+Value array_of(ValueType elem, const std::vector<T>& items) {
+  Value v;
+  v.type = ValueType::kArray;
   v.elem_type = elem;
   v.arr.reserve(items.size());
-  for (const T& x : items) {
-    Value e = scalar(elem);
-    fill(e, x);
-    v.arr.push_back(std::move(e));
-  }
+  for (const T& x : items) v.arr.push_back(value_of(elem, x));
   return v;
 }
 
 }  // namespace
 
-Value gguf_string(std::string s) {
-  Value v = scalar(ValueType::kString);
-  v.s = std::move(s);
-  return v;
-}
-Value gguf_u32(uint32_t x) {
-  Value v = scalar(ValueType::kUint32);
-  v.u = x;
-  return v;
-}
-Value gguf_i32(int32_t x) {
-  Value v = scalar(ValueType::kInt32);
-  v.i = x;
-  return v;
-}
-Value gguf_f32(float x) {
-  Value v = scalar(ValueType::kFloat32);
-  v.f = x;
-  return v;
-}
-Value gguf_bool(bool x) {
-  Value v = scalar(ValueType::kBool);
-  v.u = x ? 1 : 0;
-  return v;
-}
-Value gguf_string_array(const std::vector<std::string>& items) {
-  return array_of(ValueType::kString, items, [](Value& e, const std::string& s) { e.s = s; });
-}
-Value gguf_f32_array(const std::vector<float>& items) {
-  return array_of(ValueType::kFloat32, items, [](Value& e, float x) { e.f = x; });
-}
-Value gguf_i32_array(const std::vector<int32_t>& items) {
-  return array_of(ValueType::kInt32, items, [](Value& e, int32_t x) { e.i = x; });
-}
+Value gguf_string(std::string s) { return value_of(ValueType::kString, std::move(s)); }
+Value gguf_u32(uint32_t x) { return value_of(ValueType::kUint32, x); }
+Value gguf_i32(int32_t x) { return value_of(ValueType::kInt32, x); }
+Value gguf_f32(float x) { return value_of(ValueType::kFloat32, x); }
+Value gguf_bool(bool x) { return value_of(ValueType::kBool, x); }
+Value gguf_string_array(const std::vector<std::string>& items) { return array_of(ValueType::kString, items); }
+Value gguf_f32_array(const std::vector<float>& items) { return array_of(ValueType::kFloat32, items); }
+Value gguf_i32_array(const std::vector<int32_t>& items) { return array_of(ValueType::kInt32, items); }
 
 void GgufWriter::set(const std::string& key, Value v) {
   for (auto& [k, old] : kv_)

@@ -223,26 +223,22 @@ Result<QuantizeReport> write_hf(const Model& m, const QuantizeOptions& o, Thread
     MOPT_ASSIGN_OR_RETURN(awq, make_awq(m, o, pool));
   }
 
-  QuantizeReport rep;
-  for (const Item& it : items) rep.params += static_cast<uint64_t>(it.src->n_elements());
+  uint64_t params = 0;
+  for (const Item& it : items) params += static_cast<uint64_t>(it.src->n_elements());
+  OutputLog log(progress, params);
   MOPT_ASSIGN_OR_RETURN(std::unique_ptr<OutputDir> dir, OutputDir::create(o.output));
   MOPT_ASSIGN_OR_RETURN(std::unique_ptr<OutputFile> f, dir->file("model.safetensors"));
   MOPT_TRY(w.write_header(*f));
-  Progress prog{"quantizing", "", 0, rep.params};
   size_t part = 0;
   int layer_begun = -1;
   for (const Item& it : items) {
     const std::optional<int> layer = layer_of_tensor(it.canonical);
     if (awq && layer && *layer != layer_begun) {
-      prog.stage = "calibrating";
-      prog.tensor = strfmt("layer %d/%d", *layer + 1, m.config.n_layer);
-      if (progress) progress(prog);
+      log.begin("calibrating", strfmt("layer %d/%d", *layer + 1, m.config.n_layer));
       MOPT_TRY(awq->begin_layer(*layer));
       layer_begun = *layer;
     }
-    prog.stage = "quantizing";
-    prog.tensor = it.hf;
-    if (progress) progress(prog);
+    log.begin("quantizing", it.hf);
     const int64_t k = it.src->ne[0], rows = it.src->rows();
     std::vector<float> x = to_f32(*it.src, pool);
     if (awq) awq->apply(it.canonical, x.data(), rows, k);
@@ -253,9 +249,7 @@ Result<QuantizeReport> write_hf(const Model& m, const QuantizeOptions& o, Thread
       bytes.push_back(from_f32(x.data(), 1, k * rows, it.parts[0].type, pool));
     }
     for (const std::vector<uint8_t>& b : bytes) MOPT_TRY(w.write_tensor(*f, part++, b.data(), b.size()));
-    prog.done += static_cast<uint64_t>(k * rows);
-    rep.tensors.push_back({it.hf, it.linear ? target_info(t).name : dtype_name(it.parts[0].type),
-                           static_cast<uint64_t>(k * rows)});
+    log.written(it.hf, it.linear ? target_info(t).name : dtype_name(it.parts[0].type), static_cast<uint64_t>(k * rows));
   }
   MOPT_TRY(f->commit());
 
@@ -275,10 +269,7 @@ Result<QuantizeReport> write_hf(const Model& m, const QuantizeOptions& o, Thread
   MOPT_TRY(dir->write_file("config.json", cfg.dump(2) + "\n"));
   MOPT_TRY(copy_side_files(m.path, *dir));
   MOPT_TRY(dir->commit());
-  prog.tensor.clear();
-  if (progress) progress(prog);
-  rep.out_bytes = w.file_bytes();
-  return rep;
+  return log.finish(w.file_bytes());
 }
 
 }  // namespace mopt::quant

@@ -106,12 +106,15 @@ Result<uint64_t> free_bytes_near(const std::string& path) {
   return static_cast<uint64_t>(vfs.f_bavail) * static_cast<uint64_t>(vfs.f_frsize);
 }
 
+std::string StagedOutput::tmp_template() const {
+  return parent_of(final_path_) + "/." + base_of(final_path_) + ".mopt-tmp-XXXXXX";
+}
+
 // ---- OutputFile ----
 
 Result<std::unique_ptr<OutputFile>> OutputFile::create(const std::string& final_path) {
-  std::unique_ptr<OutputFile> f(new OutputFile());
-  f->final_path_ = final_path;
-  std::string tmpl = parent_of(final_path) + "/." + base_of(final_path) + ".mopt-tmp-XXXXXX";
+  std::unique_ptr<OutputFile> f(new OutputFile(final_path));
+  std::string tmpl = f->tmp_template();
   f->fd_ = ::mkstemp(tmpl.data());
   if (f->fd_ < 0) return error("cannot create a file beside %s: %s", final_path.c_str(), std::strerror(errno));
   f->tmp_path_ = tmpl;
@@ -172,9 +175,8 @@ Status OutputFile::commit() {
 // ---- OutputDir ----
 
 Result<std::unique_ptr<OutputDir>> OutputDir::create(const std::string& final_path) {
-  std::unique_ptr<OutputDir> d(new OutputDir());
-  d->final_path_ = final_path;
-  std::string tmpl = parent_of(final_path) + "/." + base_of(final_path) + ".mopt-tmp-XXXXXX";
+  std::unique_ptr<OutputDir> d(new OutputDir(final_path));
+  std::string tmpl = d->tmp_template();
   if (!::mkdtemp(tmpl.data()))
     return error("cannot create a folder beside %s: %s", final_path.c_str(), std::strerror(errno));
   ::chmod(tmpl.c_str(), 0755);

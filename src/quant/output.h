@@ -20,52 +20,62 @@ Status check_destination(const std::string& path, bool is_dir, bool force);
 // Free bytes on the file system that holds `path`'s parent folder; an error if it cannot be read.
 Result<uint64_t> free_bytes_near(const std::string& path);
 
+// What an output file and an output folder share: the final name, the temporary name beside it (a hidden
+// ".<name>.mopt-tmp-XXXXXX"), and whether the temporary was renamed into place. Not copyable: the destructor of
+// each removes its uncommitted temporary.
+class StagedOutput {
+ public:
+  StagedOutput(const StagedOutput&) = delete;
+  StagedOutput& operator=(const StagedOutput&) = delete;
+  const std::string& final_path() const { return final_path_; }
+  const std::string& tmp_path() const { return tmp_path_; }
+
+ protected:
+  explicit StagedOutput(std::string final_path) : final_path_(std::move(final_path)) {}
+  ~StagedOutput() = default;
+  // The mkstemp / mkdtemp template of the temporary name.
+  std::string tmp_template() const;
+
+  std::string tmp_path_, final_path_;
+  bool committed_ = false;
+};
+
 // A file written sequentially under a temporary name; commit() renames it to its final name. Destroyed without a
 // commit, it removes the temporary file.
-class OutputFile {
+class OutputFile : public StagedOutput {
  public:
   static Result<std::unique_ptr<OutputFile>> create(const std::string& final_path);
   ~OutputFile();
-  OutputFile(const OutputFile&) = delete;
-  OutputFile& operator=(const OutputFile&) = delete;
 
   // Appends n bytes. A failed write (ENOSPC: "no space left on device", EIO, ...) is an error naming the file.
   Status write(const void* data, size_t n);
   // Appends zero bytes up to the next multiple of `alignment`.
   Status pad_to(uint64_t alignment);
   uint64_t offset() const { return offset_; }
-  const std::string& final_path() const { return final_path_; }
   // Flushes to disk and renames into place (replacing an existing file).
   Status commit();
 
  private:
-  OutputFile() = default;
+  using StagedOutput::StagedOutput;
   int fd_ = -1;
   uint64_t offset_ = 0;
-  std::string tmp_path_, final_path_;
-  bool committed_ = false;
 };
 
 // A folder filled under a temporary name; files are created inside it with file(); commit() renames it to its final
 // name (an existing folder of plain files is replaced). Destroyed without a commit, it removes what it wrote.
-class OutputDir {
+class OutputDir : public StagedOutput {
  public:
   static Result<std::unique_ptr<OutputDir>> create(const std::string& final_path);
   ~OutputDir();
-  OutputDir(const OutputDir&) = delete;
-  OutputDir& operator=(const OutputDir&) = delete;
 
   // A file `name` (a plain name) inside the folder; commit it (OutputFile::commit) before the folder's commit.
   Result<std::unique_ptr<OutputFile>> file(const std::string& name);
   // Writes a whole small file.
   Status write_file(const std::string& name, const std::string& content);
-  const std::string& tmp_path() const { return tmp_path_; }
   Status commit();
 
  private:
-  OutputDir() = default;
-  std::string tmp_path_, final_path_;
-  bool committed_ = false;
+  using StagedOutput::StagedOutput;
 };
 
 // Test hook for the full-disk case: once `bytes` more bytes have been written through OutputFile (in this process),

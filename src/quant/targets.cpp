@@ -2,6 +2,7 @@
 #include "quant/targets.h"
 
 #include "core/status.h"
+#include "core/table.h"
 #include "model/arch.h"
 
 namespace mopt::quant {
@@ -34,17 +35,10 @@ bool is_70b(const ModelConfig& c) { return c.n_layer == 80 && c.n_head_kv < c.n_
 
 std::span<const TargetInfo> targets() { return kTargets; }
 
-const TargetInfo& target_info(Target t) {
-  for (const TargetInfo& i : kTargets)
-    if (i.target == t) return i;
-  MOPT_CHECK(false, "target %d missing from the table", static_cast<int>(t));
-  __builtin_unreachable();
-}
+const TargetInfo& target_info(Target t) { return table_row(kTargets, &TargetInfo::target, t); }
 
 std::optional<Target> target_from_name(std::string_view name) {
-  for (const TargetInfo& i : kTargets)
-    if (name == i.name) return i.target;
-  return std::nullopt;
+  return table_key(kTargets, &TargetInfo::target, &TargetInfo::name, name);
 }
 
 std::string target_names() {

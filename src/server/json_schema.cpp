@@ -421,14 +421,15 @@ void SchemaCompiler::check_one_of_disjoint(const json& branches, const std::stri
     }
 }
 
+int64_t SchemaCompiler::count_keyword(const json& s, const char* key, int64_t dflt, const std::string& path) const {
+  if (!s.contains(key)) return dflt;
+  const json& v = s[key];
+  if (!v.is_number_integer() || v.get<int64_t>() < 0) fail(path, strfmt("'%s' must be a non-negative integer", key));
+  return v.get<int64_t>();
+}
+
 std::string SchemaCompiler::compile_string(const json& s, const std::string& path) {
-  auto count = [&](const char* key, int64_t dflt) {
-    if (!s.contains(key)) return dflt;
-    const json& v = s[key];
-    if (!v.is_number_integer() || v.get<int64_t>() < 0) fail(path, strfmt("'%s' must be a non-negative integer", key));
-    return v.get<int64_t>();
-  };
-  const int64_t lo = count("minLength", 0), hi = count("maxLength", -1);
+  const int64_t lo = count_keyword(s, "minLength", 0, path), hi = count_keyword(s, "maxLength", -1, path);
   if (hi >= 0 && lo > hi) fail(path, "'minLength' exceeds 'maxLength': no string can match");
   const bool lengths = s.contains("minLength") || s.contains("maxLength");
   if (s.contains("pattern") || s.contains("format")) {
@@ -572,13 +573,7 @@ std::string SchemaCompiler::compile_object(const json& s, const std::string& pat
 }
 
 std::string SchemaCompiler::compile_array(const json& s, const std::string& path, int depth) {
-  auto count = [&](const char* key, int64_t dflt) {
-    if (!s.contains(key)) return dflt;
-    const json& v = s[key];
-    if (!v.is_number_integer() || v.get<int64_t>() < 0) fail(path, strfmt("'%s' must be a non-negative integer", key));
-    return v.get<int64_t>();
-  };
-  const int64_t min = count("minItems", 0), max = count("maxItems", -1);
+  const int64_t min = count_keyword(s, "minItems", 0, path), max = count_keyword(s, "maxItems", -1, path);
   if (max >= 0 && min > max) fail(path, "'minItems' exceeds 'maxItems': no array can match");
   if (min > 10000 || max > 10000) fail(path, "'minItems'/'maxItems' above 10000 are not supported");
   if (s.contains("uniqueItems") && !(s["uniqueItems"].is_boolean() && !s["uniqueItems"].get<bool>()))

@@ -49,6 +49,8 @@ class SchemaCompiler {
   std::string compile_integer(const json& s, const std::string& path);
   std::string compile_enum(const json& values, const json& s, const std::string& path);
   std::string compile_alternatives(const json& s, const char* key, const std::string& path, int depth);
+  // The value of the count keyword `key` (minLength, maxItems, ...) of `s`; `dflt` when absent.
+  int64_t count_keyword(const json& s, const char* key, int64_t dflt, const std::string& path) const;
   void check_keywords(const json& s, const std::string& path);
   void check_one_of_disjoint(const json& branches, const std::string& path);
   std::string new_rule(const std::string& hint, const std::string& body);

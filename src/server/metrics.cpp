@@ -159,6 +159,16 @@ std::string ServerMetrics::render(const EngineStats& s, const EngineConfig* cfg,
        u(s.generation_tokens)},
       {"num_preemptions_total", "num_preemptions_total", "counter", "Requests preempted by the scheduler.",
        u(s.preemptions)},
+      {"spec_decode_num_drafts_total", "spec_decode_num_drafts_total", "counter",
+       "Speculative decoding: verification rounds (a sequence's proposals verified in one step).",
+       u(s.spec_num_drafts)},
+      {"spec_decode_num_draft_tokens_total", "spec_decode_num_draft_tokens_total", "counter",
+       "Speculative decoding: tokens proposed and verified.", u(s.spec_num_draft_tokens)},
+      {"spec_decode_num_accepted_tokens_total", "spec_decode_num_accepted_tokens_total", "counter",
+       "Speculative decoding: proposed tokens the target model accepted.", u(s.spec_num_accepted_tokens)},
+      {"spec_decode_mean_acceptance_length", nullptr, "gauge",
+       "Speculative decoding: tokens per verification round, 1 + accepted / rounds (0 before the first round).",
+       s.spec_num_drafts ? 1.0 + u(s.spec_num_accepted_tokens) / u(s.spec_num_drafts) : 0.0},
       {"engine_steps_total", nullptr, "counter", "Engine scheduler steps.", u(s.steps)},
       {"warmed_up", nullptr, "gauge", "1 when the engine's warm-up (GEMM tuning, graph capture) has run.",
        s.warmed_up ? 1.0 : 0.0},
@@ -232,11 +242,13 @@ std::string ServerMetrics::render(const EngineStats& s, const EngineConfig* cfg,
       header(out, "mopt:engine_config_info", "gauge", "The engine's resolved settings, as labels (value 1).");
       out += strfmt("mopt:engine_config_info{%s,device=\"%s\",block_size=\"%d\",max_num_seqs=\"%d\","
                     "max_num_batched_tokens=\"%d\",max_model_len=\"%d\",num_blocks=\"%d\",kv_cache_dtype=\"%s\","
-                    "prefix_caching=\"%s\",enforce_eager=\"%s\"} 1\n",
+                    "prefix_caching=\"%s\",enforce_eager=\"%s\",speculative_method=\"%s\","
+                    "num_speculative_tokens=\"%d\"} 1\n",
                     labels.c_str(), device_name(cfg->runner.device), cfg->block_size, cfg->max_num_seqs,
                     cfg->max_num_batched_tokens, cfg->max_model_len, s.num_blocks,
                     kv_cache_dtype_name(cfg->runner.kv_cache_dtype), cfg->enable_prefix_caching ? "true" : "false",
-                    cfg->runner.enforce_eager ? "true" : "false");
+                    cfg->runner.enforce_eager ? "true" : "false", spec_method_name(cfg->speculative.method),
+                    cfg->speculative.num_speculative_tokens);
     }
     header(out, "mopt:http_errors_total", "counter", "HTTP error responses by class.");
     out += series("mopt:http_errors_total", joined(labels, "class=\"4xx\"")) + " " +

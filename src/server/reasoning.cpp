@@ -1,20 +1,11 @@
 #include "server/reasoning.h"
 
-#include <algorithm>
+#include "server/marker_scan.h"
 
 namespace mopt::server {
 namespace {
 
 constexpr std::string_view kOpen = "<think>", kClose = "</think>";
-
-bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-
-// Length of the longest suffix of `s` that is a proper prefix of `tag`.
-size_t partial_suffix(std::string_view s, std::string_view tag) {
-  for (size_t n = std::min(s.size(), tag.size() - 1); n > 0; --n)
-    if (s.substr(s.size() - n) == tag.substr(0, n)) return n;
-  return 0;
-}
 
 }  // namespace
 
@@ -46,24 +37,16 @@ ReasoningParser::ReasoningParser(ReasoningKind kind, bool prompt_in_thinking)
 }
 
 ReasoningDelta ReasoningParser::feed(std::string_view text) {
-  ReasoningDelta out;
-  if (mode_ == Mode::kContent && buf_.empty()) {
-    out.content = text;
-    return out;
-  }
-  buf_ += text;
-  while (step(out)) {
-  }
-  return out;
+  if (mode_ == Mode::kContent && buf_.empty()) return {.content = std::string(text)};
+  return feed_steps<ReasoningDelta>(buf_, text, [this](ReasoningDelta& out) { return step(out); });
 }
 
 bool ReasoningParser::step(ReasoningDelta& out) {
   switch (mode_) {
     case Mode::kLeading: {  // an opening <think> (after whitespace) starts the reasoning
-      size_t i = 0;
-      while (i < buf_.size() && is_ws(buf_[i])) ++i;
+      const size_t i = ws_end(buf_);
       const std::string_view rest = std::string_view(buf_).substr(i);
-      if (rest.size() < kOpen.size() && kOpen.substr(0, rest.size()) == rest) return false;  // undecided
+      if (rest.size() < kOpen.size() && prefix_of(rest, kOpen)) return false;  // undecided
       if (rest.substr(0, kOpen.size()) == kOpen) {
         buf_.erase(0, i + kOpen.size());
         mode_ = Mode::kReasoning;
@@ -73,15 +56,11 @@ bool ReasoningParser::step(ReasoningDelta& out) {
       return true;
     }
     case Mode::kReasoning: {
-      const size_t at = buf_.find(kClose);
-      if (at == std::string::npos) {
-        const size_t keep = partial_suffix(buf_, kClose);
-        out.reasoning += buf_.substr(0, buf_.size() - keep);
-        buf_.erase(0, buf_.size() - keep);
-        return false;
-      }
-      out.reasoning += buf_.substr(0, at);
-      buf_.erase(0, at + kClose.size());
+      const MarkerSplit m = split_at_marker(buf_, kClose);
+      out.reasoning.append(buf_, 0, m.text);
+      buf_.erase(0, m.text);
+      if (!m.found) return false;
+      buf_.erase(0, kClose.size());
       mode_ = Mode::kContent;
       return true;
     }

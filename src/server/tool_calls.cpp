@@ -1,8 +1,11 @@
 #include "server/tool_calls.h"
 
+#include <algorithm>
+#include <array>
 #include <set>
 
 #include "core/strfmt.h"
+#include "core/table.h"
 #include "engine/grammar/expr.h"
 #include "engine/grammar/text_without.h"
 #include "server/json_schema.h"
@@ -14,31 +17,36 @@ namespace {
 constexpr size_t kMaxTools = 128;
 
 bool valid_function_name(const std::string& n) {
-  if (n.empty() || n.size() > 64) return false;
-  for (char c : n)
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-'))
-      return false;
-  return true;
+  auto allowed = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+  };
+  return !n.empty() && n.size() <= 64 && std::all_of(n.begin(), n.end(), allowed);
 }
+
+// One row per tool-call format: its name (vLLM's) and its text markers, the one that starts the calls first.
+struct Format {
+  ToolParserKind kind;
+  const char* name;
+  std::array<const char*, 5> markers;  // nullptr after the last
+};
+constexpr Format kFormats[] = {
+    {ToolParserKind::kNone, "none", {}},
+    {ToolParserKind::kHermes, "hermes", {markers::kHermesOpen, markers::kHermesClose}},
+    {ToolParserKind::kLlama3Json, "llama3_json", {markers::kPythonTag}},
+    {ToolParserKind::kMistral, "mistral", {markers::kMistralCalls}},
+    {ToolParserKind::kDeepSeekV3, "deepseek_v3",
+     {markers::kDsCallsBegin, markers::kDsCallBegin, markers::kDsSep, markers::kDsCallEnd, markers::kDsCallsEnd}},
+};
+
+const Format& format(ToolParserKind k) { return table_row(kFormats, &Format::kind, k); }
 
 }  // namespace
 
-const char* tool_parser_name(ToolParserKind k) {
-  switch (k) {
-    case ToolParserKind::kNone: return "none";
-    case ToolParserKind::kHermes: return "hermes";
-    case ToolParserKind::kLlama3Json: return "llama3_json";
-    case ToolParserKind::kMistral: return "mistral";
-    case ToolParserKind::kDeepSeekV3: return "deepseek_v3";
-  }
-  return "none";
-}
+const char* tool_parser_name(ToolParserKind k) { return format(k).name; }
 
 std::optional<ToolParserKind> tool_parser_from_name(std::string_view name) {
-  for (ToolParserKind k : {ToolParserKind::kHermes, ToolParserKind::kLlama3Json, ToolParserKind::kMistral,
-                           ToolParserKind::kDeepSeekV3})
-    if (name == tool_parser_name(k)) return k;
-  return std::nullopt;
+  if (name == format(ToolParserKind::kNone).name) return std::nullopt;  // the absence of a format, not one
+  return table_key(kFormats, &Format::kind, &Format::name, name);
 }
 
 ToolParserKind detect_tool_parser(std::string_view t) {
@@ -52,27 +60,15 @@ ToolParserKind detect_tool_parser(std::string_view t) {
 }
 
 const char* tool_call_start_marker(ToolParserKind k) {
-  switch (k) {
-    case ToolParserKind::kHermes: return markers::kHermesOpen;
-    case ToolParserKind::kLlama3Json: return markers::kPythonTag;
-    case ToolParserKind::kMistral: return markers::kMistralCalls;
-    case ToolParserKind::kDeepSeekV3: return markers::kDsCallsBegin;
-    case ToolParserKind::kNone: break;
-  }
-  return "";
+  const char* m = format(k).markers[0];
+  return m ? m : "";
 }
 
 std::vector<std::string> tool_parser_markers(ToolParserKind k) {
-  switch (k) {
-    case ToolParserKind::kNone: return {};
-    case ToolParserKind::kHermes: return {markers::kHermesOpen, markers::kHermesClose};
-    case ToolParserKind::kLlama3Json: return {markers::kPythonTag};
-    case ToolParserKind::kMistral: return {markers::kMistralCalls};
-    case ToolParserKind::kDeepSeekV3:
-      return {markers::kDsCallsBegin, markers::kDsCallBegin, markers::kDsSep, markers::kDsCallEnd,
-              markers::kDsCallsEnd};
-  }
-  return {};
+  std::vector<std::string> out;
+  for (const char* m : format(k).markers)
+    if (m) out.push_back(m);
+  return out;
 }
 
 std::optional<ApiError> parse_tools(const json& body, GenerateRequest& r) {

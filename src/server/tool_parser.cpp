@@ -1,7 +1,6 @@
 #include "server/tool_parser.h"
 
-#include <algorithm>
-
+#include "server/marker_scan.h"
 #include "server/tool_markers.h"
 
 namespace mopt::server {
@@ -9,21 +8,7 @@ namespace {
 
 constexpr size_t npos = std::string::npos;
 
-bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-
-bool all_ws(std::string_view s) { return std::all_of(s.begin(), s.end(), is_ws); }
-
-// Length of the longest suffix of `s` that is a proper prefix of `marker` (text that may still become it).
-size_t partial_suffix(std::string_view s, std::string_view marker) {
-  for (size_t n = std::min(s.size(), marker.size() - 1); n > 0; --n)
-    if (s.substr(s.size() - n) == marker.substr(0, n)) return n;
-  return 0;
-}
-
-// `s` is a (possibly complete) prefix of `marker`.
-bool prefix_of(std::string_view s, std::string_view marker) {
-  return s.size() <= marker.size() && marker.substr(0, s.size()) == s;
-}
+bool all_ws(std::string_view s) { return ws_end(s) == s.size(); }
 
 bool decode_string(std::string_view raw, std::string& out) {
   try {
@@ -160,22 +145,14 @@ void ToolCallParser::malformed(ParsedDelta& out) {
 }
 
 ParsedDelta ToolCallParser::feed(std::string_view text) {
-  ParsedDelta out;
-  if (kind_ == ToolParserKind::kNone) {
-    out.content = text;
-    return out;
-  }
-  buf_ += text;
-  while (step(out)) {
-  }
-  return out;
+  if (kind_ == ToolParserKind::kNone) return {.content = std::string(text)};
+  return feed_steps<ParsedDelta>(buf_, text, [this](ParsedDelta& out) { return step(out); });
 }
 
 bool ToolCallParser::step(ParsedDelta& out) {
   switch (mode_) {
     case Mode::kLeading: {  // llama3: does the output open with a JSON object?
-      size_t i = 0;
-      while (i < buf_.size() && is_ws(buf_[i])) ++i;
+      const size_t i = ws_end(buf_);
       if (i == buf_.size()) return false;
       if (buf_[i] == '{') {
         block_ = buf_.substr(0, i);
@@ -188,23 +165,18 @@ bool ToolCallParser::step(ParsedDelta& out) {
     }
     case Mode::kContent: {
       const std::string_view marker = start_marker();
-      const size_t at = buf_.find(marker);
-      if (at == npos) {
-        const size_t keep = partial_suffix(buf_, marker);
-        content(out, std::string_view(buf_).substr(0, buf_.size() - keep));
-        buf_.erase(0, buf_.size() - keep);
-        return false;
-      }
-      content(out, std::string_view(buf_).substr(0, at));
+      const MarkerSplit m = split_at_marker(buf_, marker);
+      content(out, std::string_view(buf_).substr(0, m.text));
+      buf_.erase(0, m.text);
+      if (!m.found) return false;
       block_ = std::string(marker);
-      buf_.erase(0, at + marker.size());
+      buf_.erase(0, marker.size());
       need_list_ = kind_ == ToolParserKind::kMistral;
       mode_ = kind_ == ToolParserKind::kDeepSeekV3 ? Mode::kDsExpect : Mode::kOpen;
       return true;
     }
     case Mode::kOpen: {  // after a marker or a separator: the next call object (mistral: the list first)
-      size_t i = 0;
-      while (i < buf_.size() && is_ws(buf_[i])) ++i;
+      const size_t i = ws_end(buf_);
       block_ += buf_.substr(0, i);
       buf_.erase(0, i);
       if (buf_.empty()) return false;
@@ -227,8 +199,7 @@ bool ToolCallParser::step(ParsedDelta& out) {
     }
     case Mode::kObject: return step_object(out);
     case Mode::kAfterObject: {
-      size_t i = 0;
-      while (i < buf_.size() && is_ws(buf_[i])) ++i;
+      const size_t i = ws_end(buf_);
       if (i == buf_.size()) return false;
       after_calls_ = true;
       if (kind_ == ToolParserKind::kHermes) {
@@ -297,8 +268,7 @@ bool ToolCallParser::step_object(ParsedDelta& out) {
 
 bool ToolCallParser::step_deepseek(ParsedDelta& out) {
   auto skip_ws = [&] {
-    size_t i = 0;
-    while (i < buf_.size() && is_ws(buf_[i])) ++i;
+    const size_t i = ws_end(buf_);
     block_ += buf_.substr(0, i);
     buf_.erase(0, i);
   };
@@ -371,11 +341,10 @@ bool ToolCallParser::step_deepseek(ParsedDelta& out) {
     }
     case Mode::kDsArgs: {
       const std::string end = ds_fenced_ ? std::string("\n```") + markers::kDsCallEnd : markers::kDsCallEnd;
-      const size_t at = buf_.find(end);
-      const size_t n = at != npos ? at : buf_.size() - partial_suffix(buf_, end);
-      if (n > 0) out.calls.push_back({n_calls_ - 1, false, "", buf_.substr(0, n)});
-      buf_.erase(0, n);
-      if (at == npos) return false;
+      const MarkerSplit m = split_at_marker(buf_, end);
+      if (m.text > 0) out.calls.push_back({n_calls_ - 1, false, "", buf_.substr(0, m.text)});
+      buf_.erase(0, m.text);
+      if (!m.found) return false;
       buf_.erase(0, end.size());
       started_ = false;
       mode_ = Mode::kDsExpect;

@@ -50,7 +50,8 @@ Result<int64_t> parse_knob_value(Knob k, const std::string& t) {
     case Knob::kKvCacheDtype:
       if (t == "fp16" || t == "auto") return 0;
       if (t == "fp32") return 1;
-      return error("kv-cache-dtype: '%s' is not fp16 or fp32", t.c_str());
+      if (t == "fp8" || t == "fp8_e4m3") return 2;
+      return error("kv-cache-dtype: '%s' is not auto, fp16, fp32 (CPU) or fp8 (CUDA)", t.c_str());
     case Knob::kKvCacheMemory: {
       if (t == "auto") return 0;
       auto b = loadgen::parse_bytes(t);
@@ -76,7 +77,7 @@ std::string format_knob_value(Knob k, int64_t v, const std::vector<std::string>&
   switch (k) {
     case Knob::kPrefixCaching:
     case Knob::kCudaGraphs: return v ? "on" : "off";
-    case Knob::kKvCacheDtype: return v ? "fp32" : "fp16";
+    case Knob::kKvCacheDtype: return v == 2 ? "fp8" : v ? "fp32" : "fp16";
     case Knob::kKvCacheMemory:
       if (v == 0) return "auto";
       if (v % (1 << 20) == 0) return strfmt("%lldMiB", static_cast<long long>(v >> 20));
@@ -106,6 +107,7 @@ std::vector<std::string> Settings::serve_args(const std::vector<std::string>& mo
                              "--max-num-batched-tokens", std::to_string(s[Knob::kMaxNumBatchedTokens]),
                              "--block-size", std::to_string(s[Knob::kBlockSize])};
   if (!is_cuda) a.insert(a.end(), {"--kv-cache-dtype", s[Knob::kKvCacheDtype] ? "fp32" : "fp16"});
+  if (is_cuda && s[Knob::kKvCacheDtype] == 2) a.insert(a.end(), {"--kv-cache-dtype", "fp8"});
   if (!s[Knob::kPrefixCaching]) a.emplace_back("--no-prefix-caching");
   if (is_cuda && !s[Knob::kCudaGraphs]) a.emplace_back("--enforce-eager");
   if (s[Knob::kKvCacheMemory] > 0) a.insert(a.end(), {"--kv-cache-memory", std::to_string(s[Knob::kKvCacheMemory])});
@@ -121,6 +123,7 @@ std::string Settings::brief(const std::vector<std::string>& models, bool is_cuda
   out += strfmt("seqs=%lld mbt=%lld bs=%lld", static_cast<long long>(s[Knob::kMaxNumSeqs]),
                 static_cast<long long>(s[Knob::kMaxNumBatchedTokens]), static_cast<long long>(s[Knob::kBlockSize]));
   if (!is_cuda) out += std::string(" kv=") + (s[Knob::kKvCacheDtype] ? "fp32" : "fp16");
+  if (is_cuda && s[Knob::kKvCacheDtype] == 2) out += " kv=fp8";
   out += std::string(" pc=") + (s[Knob::kPrefixCaching] ? "on" : "off");
   if (is_cuda) out += std::string(" graphs=") + (s[Knob::kCudaGraphs] ? "on" : "off");
   out += " kvmem=" + format_knob_value(Knob::kKvCacheMemory, s[Knob::kKvCacheMemory], models);
@@ -177,6 +180,7 @@ std::string settings_toml(const Settings& s, const std::vector<std::string>& mod
   out += strfmt("max-num-batched-tokens = %lld\n", static_cast<long long>(s[Knob::kMaxNumBatchedTokens]));
   out += strfmt("block-size = %lld\n", static_cast<long long>(s[Knob::kBlockSize]));
   if (!is_cuda) out += std::string("kv-cache-dtype = \"") + (s[Knob::kKvCacheDtype] ? "fp32" : "fp16") + "\"\n";
+  if (is_cuda && s[Knob::kKvCacheDtype] == 2) out += "kv-cache-dtype = \"fp8\"\n";
   out += std::string("no-prefix-caching = ") + (s[Knob::kPrefixCaching] ? "false" : "true") + "\n";
   if (is_cuda) out += std::string("enforce-eager = ") + (s[Knob::kCudaGraphs] ? "false" : "true") + "\n";
   if (s[Knob::kKvCacheMemory] > 0)

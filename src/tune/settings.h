@@ -33,8 +33,8 @@ struct FixedSettings {
   int max_model_len = 0;        // --max-model-len (0: the model's)
 };
 
-// One candidate: a value per knob. kv-cache-dtype: 0 = fp16, 1 = fp32; switches: 1 = on; kv-cache-memory: bytes,
-// 0 = derived by the engine.
+// One candidate: a value per knob. kv-cache-dtype: 0 = auto (fp16 on the CPU, the compute dtype on CUDA),
+// 1 = fp32 (CPU), 2 = fp8 (CUDA); switches: 1 = on; kv-cache-memory: bytes, 0 = derived by the engine.
 struct Settings {
   std::array<int64_t, kNumKnobs> v{};
   int64_t& operator[](Knob k) { return v[static_cast<size_t>(k)]; }

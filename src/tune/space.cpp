@@ -107,7 +107,11 @@ Result<SearchSpace> build_space(const SpaceInputs& in) {
       {Knob::kMaxNumBatchedTokens, {256, 512, 1024, 2048, 4096, 8192}, true, true},
       {Knob::kBlockSize, in.is_cuda ? std::vector<int64_t>{16, 32, 64} : std::vector<int64_t>{16, 32, 64, 128}, true,
        true},
-      {Knob::kKvCacheDtype, {0, 1}, false, !in.is_cuda},  // the CUDA KV cache follows --dtype
+      // CPU: fp16 / fp32. CUDA: the compute dtype unless --search kv-cache-dtype=auto,fp8 asks (fp8 changes the
+      // numbers, so it is never tried unasked).
+      {Knob::kKvCacheDtype, {0, 1}, false,
+       !in.is_cuda || std::any_of(in.overrides.begin(), in.overrides.end(),
+                                  [](const auto& o) { return o.first == Knob::kKvCacheDtype; })},
       {Knob::kPrefixCaching, {1, 0}, false, true},
       {Knob::kCudaGraphs, {1, 0}, false, in.is_cuda},
       {Knob::kKvCacheMemory, kv_mem, true, true},
@@ -119,8 +123,11 @@ Result<SearchSpace> build_space(const SpaceInputs& in) {
         if (v >= in.n_models) return error("--search model=%lld: there are %d -m variants (0 to %d)",
                                            static_cast<long long>(v), in.n_models, in.n_models - 1);
     if (!in.is_cuda && knob == Knob::kCudaGraphs) return error("--search cuda-graphs: CUDA graphs exist only on CUDA");
-    if (in.is_cuda && knob == Knob::kKvCacheDtype)
-      return error("--search kv-cache-dtype: the CUDA KV cache follows --dtype; the knob is CPU only");
+    if (knob == Knob::kKvCacheDtype)
+      for (int64_t v : vals)
+        if (in.is_cuda ? v == 1 : v == 2)
+          return error(in.is_cuda ? "--search kv-cache-dtype: the CUDA KV cache is auto (the compute dtype) or fp8"
+                                  : "--search kv-cache-dtype: the CPU KV cache is fp16 or fp32 (fp8 is CUDA only)");
   }
   for (const Default& d : defaults) {
     if (!d.used) continue;

@@ -56,6 +56,15 @@ expect_rc 1 "failing perplexity gate"
 grep -q "^gate: FAIL ppl<1" "$tmp/err" || { echo "FAIL: --json gate lines on stderr"; cat "$tmp/err"; exit 1; }
 echo "ok: failing gate exits 1"
 
+# --ref-kv-cache-dtype without --ref: the model itself is the reference, with another KV cache (CPU: fp16 vs fp32):
+# close but not identical, and both labelled with their KV cache dtype.
+ev "$M/stories260K.gguf" --text "$tmp/story.txt" --ctx 100 --ref-kv-cache-dtype fp32 --json --gate 'top1>=0.99'
+expect_rc 0 "--ref-kv-cache-dtype"
+[[ $(json "$tmp/out" "d.reference.endsWith('(--kv-cache-dtype fp32)') && d.model.endsWith('(--kv-cache-dtype auto)') \
+      && d.kl.mean > 0 && d.kl.mean < 1e-3 && d.top1 >= 0.99 && d.gate.passed") == true ]] \
+  || { echo "FAIL: --ref-kv-cache-dtype"; cat "$tmp/out"; exit 1; }
+echo "ok: --ref-kv-cache-dtype compares the model with itself on another KV cache"
+
 # Errors exit 2 with a message that says what is wrong.
 error_case() {  # $1 = label, $2 = expected text in stderr, rest = args
   local label=$1 want=$2; shift 2
@@ -76,6 +85,8 @@ error_case "missing text" "missing.txt" "$M/stories260K.gguf" --text "$tmp/missi
 : > "$tmp/empty.txt"
 error_case "empty text" "is empty" "$M/stories260K.gguf" --text "$tmp/empty.txt"
 error_case "missing model" "nope.gguf" "$tmp/nope.gguf" --text "$tmp/story.txt"
+error_case "fp8 KV cache on the CPU" "fp8 is a CUDA KV cache" "$M/stories260K.gguf" --text "$tmp/story.txt" \
+  --kv-cache-dtype fp8 --ref-kv-cache-dtype auto
 error_case "window beyond the context" "context length 1024" "$M/code-qwen2-25m" --text "$tmp/story.txt" --ctx 2048
 error_case "stride beyond the window" "--stride" "$M/stories260K.gguf" --text "$tmp/story.txt" --ctx 64 --stride 65
 

@@ -121,6 +121,9 @@ Result<std::unique_ptr<CpuRunner>> CpuRunner::create(const Model& model, const R
                  c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.head_dim, c.rope_dim);
   if (c.head_dim > cpu::kMaxTransposedHeadDim)
     return error("head_dim %d is above the CPU attention's limit of %d", c.head_dim, cpu::kMaxTransposedHeadDim);
+  if (opts.kv_cache_dtype == KvCacheDtype::kFp8)
+    return error("--kv-cache-dtype fp8 is a CUDA KV cache; the CPU backend's is fp16 (auto) or fp32: drop "
+                 "--kv-cache-dtype fp8 or use --device cuda");
   r->kv_dtype_ = opts.kv_cache_dtype == KvCacheDtype::kFloat32 ? DType::F32 : DType::F16;  // kAuto: fp16
   r->kv_elem_bytes_ = r->kv_dtype_ == DType::F16 ? 2 : 4;
   r->pool_ = std::make_unique<ThreadPool>(opts.n_threads);

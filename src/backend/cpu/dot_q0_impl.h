@@ -17,13 +17,28 @@ namespace {
 
 inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
 
-// The kernel set of F<R>::fn for R = 1..kDotRows (each instruction set's file names its kernels through it).
-template <template <int> class F>
-constexpr DotSet kSet = {{F<1>::fn, F<2>::fn, F<3>::fn, F<4>::fn}};
+// The kernel set of a kernel family: K::rows<R> handles R activation rows, R = 1..kDotRows (each instruction set's
+// file names its kernels through it).
+static_assert(kDotRows == 4, "kSet lists one kernel per row count");
+template <class K>
+constexpr DotSet kSet = {{K::template rows<1>, K::template rows<2>, K::template rows<3>, K::template rows<4>}};
 
 template <class A, int R>
 inline void row_ptrs(const ActRows& act, const A* (&x)[R]) {
   for (int r = 0; r < R; ++r) x[r] = reinterpret_cast<const A*>(static_cast<const uint8_t*>(act.data) + r * act.stride);
+}
+
+// The frame of a kernel that walks its weight row one block at a time: the R activation rows as A pointers, R fp32
+// accumulators, and their horizontal sums into out[r * os]. block(i, x, acc) adds the products of weight block i
+// (of nb) with the R activation rows x[0..R) to acc[0..R); it is inlined, so the loop compiles as if written out.
+template <class A, int R, class Block>
+[[gnu::always_inline]] inline void block_rows(const ActRows& act, int64_t nb, float* out, int64_t os, Block&& block) {
+  const A* x[R];
+  row_ptrs(act, x);
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) block(i, x, acc);
+  for (int r = 0; r < R; ++r) out[r * os] = hsum_ps(acc[r]);
 }
 
 // 8 s32 partial sums of w . x for 32 s8 weights (|w| precomputed) and 32 s8 activations (sign trick).
@@ -68,39 +83,45 @@ inline __m256i load_q5_codes(const B& b) {
 // Q5_0 codes as s8 in [-16, 15].
 inline __m256i load_q5_0(const BlockQ5_0& b) { return _mm256_sub_epi8(load_q5_codes(b), _mm256_set1_epi8(16)); }
 
-template <class WB, __m256i (*Load)(const WB&), class Dot, int R>
-void dot_q0(const void* wv, const ActRows& act, int64_t K, float* out, int64_t os) {
-  const WB* w = static_cast<const WB*>(wv);
-  const BlockQ8_0* x[R];
-  row_ptrs(act, x);
-  const int64_t nb = K / kQK0;
-  const float* xd[R];  // [R][nb] activation block scales
-  for (int r = 0; r < R; ++r) xd[r] = act.d + r * act.d_stride;
-  __m256 acc0[R], acc1[R];
-  for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 2 <= nb; i += 2) {  // two blocks per step: independent FMA chains
-    const __m256i w0 = Load(w[i]), w1 = Load(w[i + 1]);
-    const __m256i a0 = _mm256_sign_epi8(w0, w0), a1 = _mm256_sign_epi8(w1, w1);
-    const __m256 d0 = _mm256_set1_ps(h2f(w[i].d)), d1 = _mm256_set1_ps(h2f(w[i + 1].d));
-    for (int r = 0; r < R; ++r) {
-      const __m256i p0 = Dot::dot(a0, w0, load_q8_0(x[r][i]));
-      const __m256i p1 = Dot::dot(a1, w1, load_q8_0(x[r][i + 1]));
-      acc0[r] = _mm256_fmadd_ps(_mm256_mul_ps(d0, _mm256_broadcast_ss(xd[r] + i)), _mm256_cvtepi32_ps(p0), acc0[r]);
-      acc1[r] = _mm256_fmadd_ps(_mm256_mul_ps(d1, _mm256_broadcast_ss(xd[r] + i + 1)), _mm256_cvtepi32_ps(p1), acc1[r]);
+// Q8_0 / Q4_0 / Q5_0 weights (blocks WB; Load: __m256i(const WB&), its 32 codes as s8) x Q8_0 activations; Dot:
+// the integer dot policy.
+template <class WB, auto Load, class Dot>
+struct DotQ0 {
+  template <int R>
+  static void rows(const void* wv, const ActRows& act, int64_t K, float* out, int64_t os) {
+    const WB* w = static_cast<const WB*>(wv);
+    const BlockQ8_0* x[R];
+    row_ptrs(act, x);
+    const int64_t nb = K / kQK0;
+    const float* xd[R];  // [R][nb] activation block scales
+    for (int r = 0; r < R; ++r) xd[r] = act.d + r * act.d_stride;
+    __m256 acc0[R], acc1[R];
+    for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {  // two blocks per step: independent FMA chains
+      const __m256i w0 = Load(w[i]), w1 = Load(w[i + 1]);
+      const __m256i a0 = _mm256_sign_epi8(w0, w0), a1 = _mm256_sign_epi8(w1, w1);
+      const __m256 d0 = _mm256_set1_ps(h2f(w[i].d)), d1 = _mm256_set1_ps(h2f(w[i + 1].d));
+      for (int r = 0; r < R; ++r) {
+        const __m256i p0 = Dot::dot(a0, w0, load_q8_0(x[r][i]));
+        const __m256i p1 = Dot::dot(a1, w1, load_q8_0(x[r][i + 1]));
+        acc0[r] = _mm256_fmadd_ps(_mm256_mul_ps(d0, _mm256_broadcast_ss(xd[r] + i)), _mm256_cvtepi32_ps(p0), acc0[r]);
+        acc1[r] =
+            _mm256_fmadd_ps(_mm256_mul_ps(d1, _mm256_broadcast_ss(xd[r] + i + 1)), _mm256_cvtepi32_ps(p1), acc1[r]);
+      }
     }
-  }
-  for (; i < nb; ++i) {
-    const __m256i w0 = Load(w[i]);
-    const __m256i a0 = _mm256_sign_epi8(w0, w0);
-    const __m256 d0 = _mm256_set1_ps(h2f(w[i].d));
-    for (int r = 0; r < R; ++r) {
-      const __m256i p0 = Dot::dot(a0, w0, load_q8_0(x[r][i]));
-      acc0[r] = _mm256_fmadd_ps(_mm256_mul_ps(d0, _mm256_broadcast_ss(xd[r] + i)), _mm256_cvtepi32_ps(p0), acc0[r]);
+    for (; i < nb; ++i) {
+      const __m256i w0 = Load(w[i]);
+      const __m256i a0 = _mm256_sign_epi8(w0, w0);
+      const __m256 d0 = _mm256_set1_ps(h2f(w[i].d));
+      for (int r = 0; r < R; ++r) {
+        const __m256i p0 = Dot::dot(a0, w0, load_q8_0(x[r][i]));
+        acc0[r] = _mm256_fmadd_ps(_mm256_mul_ps(d0, _mm256_broadcast_ss(xd[r] + i)), _mm256_cvtepi32_ps(p0), acc0[r]);
+      }
     }
+    for (int r = 0; r < R; ++r) out[r * os] = hsum_ps(_mm256_add_ps(acc0[r], acc1[r]));
   }
-  for (int r = 0; r < R; ++r) out[r * os] = hsum_ps(_mm256_add_ps(acc0[r], acc1[r]));
-}
+};
 
 }  // namespace
 }  // namespace mopt::cpu

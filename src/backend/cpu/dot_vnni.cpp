@@ -25,16 +25,12 @@ struct DotVnni {
   }
 };
 
-template <int R> struct Q8_0Fn { static constexpr DotFn fn = dot_q0<BlockQ8_0, load_q8_0, DotVnni, R>; };
-template <int R> struct Q4_0Fn { static constexpr DotFn fn = dot_q0<BlockQ4_0, load_q4_0, DotVnni, R>; };
-template <int R> struct Q5_0Fn { static constexpr DotFn fn = dot_q0<BlockQ5_0, load_q5_0, DotVnni, R>; };
-
 }  // namespace
 
 namespace dot_vnni {
-const DotSet q8_0 = kSet<Q8_0Fn>;
-const DotSet q4_0 = kSet<Q4_0Fn>;
-const DotSet q5_0 = kSet<Q5_0Fn>;
+const DotSet q8_0 = kSet<DotQ0<BlockQ8_0, load_q8_0, DotVnni>>;
+const DotSet q4_0 = kSet<DotQ0<BlockQ4_0, load_q4_0, DotVnni>>;
+const DotSet q5_0 = kSet<DotQ0<BlockQ5_0, load_q5_0, DotVnni>>;
 }  // namespace dot_vnni
 
 }  // namespace mopt::cpu

@@ -13,12 +13,20 @@
 // consecutive dims (one 16-byte word of K and of V for bf16, two for fp32); the CTA's NSUB = 128 / LANES groups
 // take consecutive tokens (coalesced). K/V stream through a 4-stage cp.async pipeline in shared memory (tiles
 // of U tokens per group, 3 tiles in flight while one is consumed); each thread copies and later reads only its
-// own slots, so the loop needs no barrier. Each group keeps an online-softmax state per head (rescaled once
-// per tile); the NSUB states are combined through shared memory at the end.
-// Templated on the storage type T of q, out and the cache (bf16 or float); softmax and accumulation are fp32.
+// own slots, so the loop needs no barrier. A token's GT partial dot products (one per query head) are
+// reduce-scattered over its LANES lanes (reduce_scatter: log2(min(GT, LANES)) halving exchanges, then a butterfly
+// over what is left), so each lane finishes the scores and the online softmax of its own heads only (state
+// rescaled once per tile) and hands each head's probabilities to the other lanes with one shuffle: fewer
+// shuffles and exp2 than a butterfly per head (GT = 4, head_dim 128: 9 shuffles and 1 exp2 per token and lane
+// instead of 16 and 4), which matters at large batch, where the loop is nearly issue-bound. The NSUB states are
+// combined through shared memory at the end.
+// Templated on the storage type T of q and out (bf16 or float) and C of the cache (T, or fp8 with T = bf16:
+// 8-byte copies per 8 elements, decoded in registers; k_scale is folded into q and v_scale into the output);
+// softmax and accumulation are fp32.
 // Alignment: every 8-element group starts at a multiple of 8 elements from a 256-byte aligned allocation
-// (head_dim is a multiple of 8), so the 16-byte (bf16) / 32-byte (fp32) copies are aligned.
+// (head_dim is a multiple of 8), so the 8-byte (fp8) / 16-byte (bf16) / 32-byte (fp32) copies are aligned.
 #include <cfloat>
+#include <type_traits>
 
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/launch.cuh"
@@ -31,12 +39,17 @@ constexpr int kThreads = 128;
 constexpr int kMaxHeadsPerCta = 8;
 constexpr float kLog2e = 1.4426950408889634f;
 
-// cp.async (sm_80+): 16 bytes global -> shared, bypassing L1 and registers; with pred false the 16 bytes are
-// zero-filled and nothing is read. A thread's copies are visible to that thread after cp_async_wait.
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool pred) {
+// cp.async (sm_80+): BYTES (16 or 8) global -> shared, bypassing registers (16: also L1); with pred false the
+// bytes are zero-filled and nothing is read. A thread's copies are visible to that thread after cp_async_wait.
+template <int BYTES>
+__device__ __forceinline__ void cp_async(void* smem, const void* gmem, bool pred) {
   const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(pred ? 16 : 0)
-               : "memory");
+  if constexpr (BYTES == 16)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(pred ? 16 : 0)
+                 : "memory");
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(gmem), "r"(pred ? 8 : 0)
+                 : "memory");
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N>
@@ -44,36 +57,69 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-// Pipeline geometry per storage type: a tile is U cached tokens per subgroup (NSUB * U per CTA); kStages tiles
+// Pipeline geometry per cache type C: a tile is U cached tokens per subgroup (NSUB * U per CTA); kStages tiles
 // are in shared memory at once (kStages - 1 in flight while one is consumed). A stage is
-// U * 2 (K, V) * W * kThreads 16-byte words = 8 KiB for both bf16 (U 2, W 1) and fp32 (U 1, W 2).
-// SMALL (DecodeAttnParamsT::small_smem): U 1 and 3 stages, 12 KiB for bf16, so that 2 CTAs fit the 32 KiB
+// U * 2 (K, V) * W * kThreads words (Word: 16 bytes, 8 for fp8) = 8 KiB for bf16 (U 2, W 1), fp32 (U 1, W 2)
+// and fp8 (U 4, W 1 of 8 bytes).
+// SMALL (DecodeAttnParamsT::small_smem): 3 stages of 4 KiB (U 1, fp8 U 2), 12 KiB, so that 2 CTAs fit the 32 KiB
 // configuration of the fused decode step.
-template <class T, bool SMALL>
+template <class C, bool SMALL>
 struct DecodeTile {
-  static constexpr int W = sizeof(T) / 2;      // 16-byte words per 8-element group
-  static constexpr int U = sizeof(T) == 2 && !SMALL ? 2 : 1;
+  using Word = typename Raw8<C>::Word;
+  static constexpr int W = sizeof(C) == 4 ? 2 : 1;  // words per 8-element group
+  static constexpr int U = sizeof(C) == 1 ? (SMALL ? 2 : 4) : sizeof(C) == 2 && !SMALL ? 2 : 1;
   static constexpr int kStages = SMALL ? 3 : 4;
   static constexpr int kWords = kStages * U * 2 * W * kThreads;
+  static constexpr int kBytes = kWords * static_cast<int>(sizeof(Word));
 };
 
-template <class T, int HD, int GT, bool SMALL>
-__global__ void __launch_bounds__(kThreads) decode_attention_kernel(DecodeAttnParamsT<T> p, int heads_per_cta,
+// Reduce-scatter of the GT values v[g] (this lane's partial sums, one per head) over the LANES lanes of a subgroup
+// (sl = lane within it). With R = min(GT, LANES) and NH = GT / R, on exit v[0 .. NH) hold the complete sums of
+// heads blk * NH + j, blk = sl / (LANES / R): each halving step K (partner at offset LANES >> (K + 1)) keeps the
+// upper half of the values when the lane's bit is set, the lower half otherwise, and adds the partner's copy of
+// the kept half; then a butterfly over the offsets below LANES / R completes the NH sums on every lane of a block.
+template <int GT, int LANES, int K = 0>
+__device__ __forceinline__ void reduce_scatter(float (&v)[GT], int sl) {
+  constexpr int R = GT < LANES ? GT : LANES;
+  if constexpr ((1 << K) < R) {
+    constexpr int o = LANES >> (K + 1), half = GT >> (K + 1);
+    const bool up = (sl & o) != 0;
+#pragma unroll
+    for (int i = 0; i < half; ++i) {
+      const float keep = up ? v[i + half] : v[i];
+      const float send = up ? v[i] : v[i + half];
+      v[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+    }
+    reduce_scatter<GT, LANES, K + 1>(v, sl);
+  } else {
+#pragma unroll
+    for (int o = LANES / R / 2; o > 0; o >>= 1)
+#pragma unroll
+      for (int j = 0; j < GT / R; ++j) v[j] += __shfl_xor_sync(0xffffffffu, v[j], o);
+  }
+}
+
+template <class T, class C, int HD, int GT, bool SMALL>
+__global__ void __launch_bounds__(kThreads) decode_attention_kernel(DecodeAttnParamsT<T, C> p, int heads_per_cta,
                                                                     int group) {
-  using Tile = DecodeTile<T, SMALL>;
+  using Tile = DecodeTile<C, SMALL>;
+  using Word = typename Tile::Word;
+  constexpr bool kFp8 = std::is_same_v<C, fp8>;
   constexpr int U = Tile::U, W = Tile::W, S = Tile::kStages;
   constexpr int LANES = HD / 8;
   constexpr int NSUB = kThreads / LANES;
   constexpr int kTileTokens = NSUB * U;
+  // After reduce_scatter: NH heads per lane; head g lives on lane (g / NH) * kOwner of each subgroup.
+  constexpr int R = GT < LANES ? GT : LANES, NH = GT / R, kOwner = LANES / R;
   // Shared memory: the K/V pipeline, reused after the loop for combining the NSUB subgroup states
   // (m, l [NSUB][GT] and acc [NSUB][GT][HD] floats).
-  constexpr int kPipeBytes = Tile::kWords * 16;
+  constexpr int kPipeBytes = Tile::kBytes;
   constexpr int kCombineBytes = NSUB * GT * (HD + 2) * 4;
   constexpr int kSmemBytes = kPipeBytes > kCombineBytes ? kPipeBytes : kCombineBytes;
   __shared__ __align__(16) unsigned char smem[kSmemBytes];
   __shared__ bool is_last;
   __shared__ float sm_wm[GT][kDecodeMaxSplits], sm_wl[GT][kDecodeMaxSplits];  // merge: per head and split
-  uint4* pipe = reinterpret_cast<uint4*>(smem);
+  Word* pipe = reinterpret_cast<Word*>(smem);
   pdl_wait();
   pdl_trigger();
 
@@ -93,23 +139,33 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(DecodeAttnPa
   const int s0 = begin + split * chunk;  // this CTA's slice of cached positions [s0, s1)
   const int s1 = min(begin + len, s0 + chunk);
 
-  float q[GT][8], acc[GT][8], m[GT], l[GT];
+  // fp8: K = stored * k_scale (folded into q), V = stored * v_scale (applied to the CTA's output).
+  float qscale = p.scale * kLog2e, vscale = 1.f;
+  if constexpr (kFp8) {
+    qscale *= p.cache.k_scale[kvh];
+    vscale = p.cache.v_scale[kvh];
+  }
+  float q[GT][8], acc[GT][8], m[NH], l[NH];  // m, l: online-softmax state of this lane's heads
+#pragma unroll
+  for (int j = 0; j < NH; ++j) {
+    m[j] = -INFINITY;
+    l[j] = 0.f;
+  }
 #pragma unroll
   for (int g = 0; g < GT; ++g) {
-    m[g] = -INFINITY;
-    l[g] = 0.f;
 #pragma unroll
     for (int i = 0; i < 8; ++i) acc[g][i] = 0.f;
     if (g < heads_per_cta) {
       unpack8(load8(p.q + (static_cast<int64_t>(t) * p.n_head + h0 + g) * HD + sl * 8), q[g]);
 #pragma unroll
-      for (int i = 0; i < 8; ++i) q[g][i] *= p.scale * kLog2e;
+      for (int i = 0; i < 8; ++i) q[g][i] *= qscale;
     } else {
 #pragma unroll
       for (int i = 0; i < 8; ++i) q[g][i] = 0.f;
     }
   }
 
+  const int owner0 = (threadIdx.x % 32) & ~(LANES - 1);  // this subgroup's first lane in the warp
   const int bs = p.cache.block_size;
   const int32_t* bt = p.block_tables + static_cast<int64_t>(p.token_seq[t]) * p.max_blocks_per_seq;
   const int64_t head_off = static_cast<int64_t>(kvh) * bs * HD + sl * 8;
@@ -117,7 +173,7 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(DecodeAttnPa
   // Token u of tile i for this subgroup: s0 + i * kTileTokens + u * NSUB + sub (consecutive subgroups read
   // consecutive cached rows: coalesced). Each thread copies its own 8 elements of K and V into its own shared
   // slots [stage][u][K|V][w][thread] and later reads only those, so no barrier is needed inside the loop.
-  auto slot = [&](int stage, int u, int kv, int w) -> uint4* {
+  auto slot = [&](int stage, int u, int kv, int w) -> Word* {
     return pipe + (((stage * U + u) * 2 + kv) * W + w) * kThreads + threadIdx.x;
   };
   auto issue = [&](int tile, int stage) {
@@ -130,13 +186,13 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(DecodeAttnPa
                              : 0;
 #pragma unroll
       for (int w = 0; w < W; ++w) {
-        cp_async16(slot(stage, u, 0, w), reinterpret_cast<const uint4*>(p.cache.k + off) + w, ok);
-        cp_async16(slot(stage, u, 1, w), reinterpret_cast<const uint4*>(p.cache.v + off) + w, ok);
+        cp_async<sizeof(Word)>(slot(stage, u, 0, w), reinterpret_cast<const Word*>(p.cache.k + off) + w, ok);
+        cp_async<sizeof(Word)>(slot(stage, u, 1, w), reinterpret_cast<const Word*>(p.cache.v + off) + w, ok);
       }
     }
   };
   auto read8 = [&](int stage, int u, int kv) {
-    Raw8<T> r;
+    Raw8<C> r;
 #pragma unroll
     for (int w = 0; w < W; ++w) r.u[w] = *slot(stage, u, kv, w);
     return r;
@@ -156,51 +212,62 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(DecodeAttnPa
     cp_async_commit();
     cp_async_wait<S - 1>();  // groups 0 .. i complete: tile i is in this thread's slots
 
-    // Scores of the tile (log2 domain), complete on every lane after the butterfly.
-    float sc[U][GT];
-    bool valid[U];
+    // Scores of the tile (log2 domain) of this lane's NH heads, complete after the reduce-scatter.
+    float sc[U][NH];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      valid[u] = s0 + i * kTileTokens + u * NSUB + sub < s1;
-      float kf[8];
+      const bool valid = s0 + i * kTileTokens + u * NSUB + sub < s1;
+      float kf[8], d[GT];
       unpack8(read8(stage, u, 0), kf);
 #pragma unroll
       for (int g = 0; g < GT; ++g) {
-        float d = 0.f;
+        d[g] = 0.f;
 #pragma unroll
-        for (int e = 0; e < 8; ++e) d += q[g][e] * kf[e];
-#pragma unroll
-        for (int o = LANES / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
-        sc[u][g] = valid[u] ? d : -INFINITY;
+        for (int e = 0; e < 8; ++e) d[g] += q[g][e] * kf[e];
       }
+      reduce_scatter<GT, LANES>(d, sl);
+#pragma unroll
+      for (int j = 0; j < NH; ++j) sc[u][j] = valid ? d[j] : -INFINITY;
     }
-    // Online softmax, rescaling once per tile.
+    // Online softmax of this lane's heads, rescaling once per tile: sc becomes probabilities.
+    float corr[NH];
 #pragma unroll
-    for (int g = 0; g < GT; ++g) {
-      float m_new = m[g];
+    for (int j = 0; j < NH; ++j) {
+      float m_new = m[j];
 #pragma unroll
-      for (int u = 0; u < U; ++u) m_new = fmaxf(m_new, sc[u][g]);
-      if (m_new == -INFINITY) continue;  // nothing valid yet for this subgroup (uniform within it)
-      const float corr = exp2f(m[g] - m_new);  // m[g] = -inf: 0 (acc and l are 0 then)
-      l[g] *= corr;
+      for (int u = 0; u < U; ++u) m_new = fmaxf(m_new, sc[u][j]);
+      if (m_new == -INFINITY) {  // nothing valid yet for this head in this subgroup (acc and l are still 0)
+        corr[j] = 1.f;
 #pragma unroll
-      for (int e = 0; e < 8; ++e) acc[g][e] *= corr;
-      m[g] = m_new;
+        for (int u = 0; u < U; ++u) sc[u][j] = 0.f;
+        continue;
+      }
+      corr[j] = exp2f(m[j] - m_new);  // m[j] = -inf: 0
+      l[j] *= corr[j];
+      m[j] = m_new;
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        sc[u][g] = exp2f(sc[u][g] - m_new);  // invalid rows: exp2(-inf) = 0
-        l[g] += sc[u][g];
+        sc[u][j] = exp2f(sc[u][j] - m_new);  // invalid rows: exp2(-inf) = 0
+        l[j] += sc[u][j];
       }
+    }
+    // Every lane accumulates all GT heads for its 8 dims: each head's rescale factor and probabilities come from
+    // the lane that owns it.
+#pragma unroll
+    for (int g = 0; g < GT; ++g) {
+      const float c = __shfl_sync(0xffffffffu, corr[g % NH], owner0 + (g / NH) * kOwner);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc[g][e] *= c;
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       float vf[8];
-      unpack8(read8(stage, u, 1), vf);  // zero-filled for invalid rows, so 0 * v stays 0
+      unpack8(read8(stage, u, 1), vf);  // zero-filled for invalid rows, whose probability is 0 anyway
 #pragma unroll
       for (int g = 0; g < GT; ++g) {
-        if (m[g] == -INFINITY) continue;  // sc not turned into probabilities for this head
+        const float pr = __shfl_sync(0xffffffffu, sc[u][g % NH], owner0 + (g / NH) * kOwner);
 #pragma unroll
-        for (int e = 0; e < 8; ++e) acc[g][e] += sc[u][g] * vf[e];
+        for (int e = 0; e < 8; ++e) acc[g][e] += pr * vf[e];
       }
     }
   }
@@ -211,15 +278,17 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(DecodeAttnPa
   float* sm_m = reinterpret_cast<float*>(smem);    // [NSUB][GT]
   float* sm_l = sm_m + NSUB * GT;                  // [NSUB][GT]
   float* sm_acc = sm_l + NSUB * GT;                // [NSUB][GT][HD]
+  if (sl % kOwner == 0)
 #pragma unroll
-  for (int g = 0; g < GT; ++g) {
-    if (sl == 0) {
-      sm_m[sub * GT + g] = m[g];
-      sm_l[sub * GT + g] = l[g];
+    for (int j = 0; j < NH; ++j) {
+      const int g = sl / kOwner * NH + j;
+      sm_m[sub * GT + g] = m[j];
+      sm_l[sub * GT + g] = l[j];
     }
 #pragma unroll
+  for (int g = 0; g < GT; ++g)
+#pragma unroll
     for (int e = 0; e < 8; ++e) sm_acc[(sub * GT + g) * HD + sl * 8 + e] = acc[g][e];
-  }
   __syncthreads();
   // This CTA's state per head: o = A / L (normalized), running max mx (log2 domain) and sum L.
   const int64_t row0 = static_cast<int64_t>(t) * p.n_head + h0;  // first output row [t, h0]
@@ -237,7 +306,8 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(DecodeAttnPa
         A += sm_acc[(s * GT + g) * HD + d] * w;
       }
     }
-    const float o = L > 0.f ? A / L : 0.f;
+    float o = L > 0.f ? A / L : 0.f;
+    if constexpr (kFp8) o *= vscale;
     if (used == 1) {
       p.out[(row0 + g) * HD + d] = from_f32<T>(o);
     } else {
@@ -297,18 +367,21 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(DecodeAttnPa
   if (threadIdx.x == 0) *counter = 0u;
 }
 
-template <class T, int HD>
-cudaError_t dispatch_heads(const DecodeAttnParamsT<T>& p, int hpc, int group, dim3 grid, cudaStream_t stream) {
+template <class T, class C, int HD>
+cudaError_t dispatch_heads(const DecodeAttnParamsT<T, C>& p, int hpc, int group, dim3 grid, cudaStream_t stream) {
   const dim3 block(kThreads);
   if (p.small_smem && hpc <= 2) {
     if (hpc <= 1)
-      return launch_pdl_decode(decode_attention_kernel<T, HD, 1, true>, grid, block, 0, stream, p, hpc, group);
-    return launch_pdl_decode(decode_attention_kernel<T, HD, 2, true>, grid, block, 0, stream, p, hpc, group);
+      return launch_pdl_decode(decode_attention_kernel<T, C, HD, 1, true>, grid, block, 0, stream, p, hpc, group);
+    return launch_pdl_decode(decode_attention_kernel<T, C, HD, 2, true>, grid, block, 0, stream, p, hpc, group);
   }
-  if (hpc <= 1) return launch_pdl(decode_attention_kernel<T, HD, 1, false>, grid, block, 0, stream, p, hpc, group);
-  if (hpc <= 2) return launch_pdl(decode_attention_kernel<T, HD, 2, false>, grid, block, 0, stream, p, hpc, group);
-  if (hpc <= 4) return launch_pdl(decode_attention_kernel<T, HD, 4, false>, grid, block, 0, stream, p, hpc, group);
-  return launch_pdl(decode_attention_kernel<T, HD, 8, false>, grid, block, 0, stream, p, hpc, group);
+  if (hpc <= 1)
+    return launch_pdl(decode_attention_kernel<T, C, HD, 1, false>, grid, block, 0, stream, p, hpc, group);
+  if (hpc <= 2)
+    return launch_pdl(decode_attention_kernel<T, C, HD, 2, false>, grid, block, 0, stream, p, hpc, group);
+  if (hpc <= 4)
+    return launch_pdl(decode_attention_kernel<T, C, HD, 4, false>, grid, block, 0, stream, p, hpc, group);
+  return launch_pdl(decode_attention_kernel<T, C, HD, 8, false>, grid, block, 0, stream, p, hpc, group);
 }
 
 }  // namespace
@@ -335,29 +408,31 @@ int choose_decode_splits(int n_ctas_without_split, int max_ctx, int n_sms, int m
   return s < 1 ? 1 : s;
 }
 
-template <class T>
-cudaError_t launch_attention_decode(const DecodeAttnParamsT<T>& p, cudaStream_t stream) {
+template <class T, class C>
+cudaError_t launch_attention_decode(const DecodeAttnParamsT<T, C>& p, cudaStream_t stream) {
   if (p.n_tokens <= 0) return cudaSuccess;
   const int hd = p.cache.head_dim;
   if (!decode_attention_supported(hd) || p.cache.n_head_kv <= 0 || p.n_head % p.cache.n_head_kv != 0 ||
       p.n_splits < 1 || p.n_splits > kDecodeMaxSplits || p.min_slice < 1 ||
-      (p.n_splits > 1 && (p.workspace == nullptr || p.counters == nullptr)))
+      (p.n_splits > 1 && (p.workspace == nullptr || p.counters == nullptr)) ||
+      (std::is_same_v<C, fp8> && (p.cache.k_scale == nullptr || p.cache.v_scale == nullptr)))
     return cudaErrorInvalidValue;
   const int group = p.n_head / p.cache.n_head_kv;
   const int hpc = decode_heads_per_cta(group, p.max_heads_per_cta);
   const dim3 grid(p.n_tokens, p.n_head / hpc, p.n_splits);
   cudaError_t err;
   switch (hd) {
-    case 8: err = dispatch_heads<T, 8>(p, hpc, group, grid, stream); break;
-    case 16: err = dispatch_heads<T, 16>(p, hpc, group, grid, stream); break;
-    case 32: err = dispatch_heads<T, 32>(p, hpc, group, grid, stream); break;
-    case 64: err = dispatch_heads<T, 64>(p, hpc, group, grid, stream); break;
-    default: err = dispatch_heads<T, 128>(p, hpc, group, grid, stream); break;
+    case 8: err = dispatch_heads<T, C, 8>(p, hpc, group, grid, stream); break;
+    case 16: err = dispatch_heads<T, C, 16>(p, hpc, group, grid, stream); break;
+    case 32: err = dispatch_heads<T, C, 32>(p, hpc, group, grid, stream); break;
+    case 64: err = dispatch_heads<T, C, 64>(p, hpc, group, grid, stream); break;
+    default: err = dispatch_heads<T, C, 128>(p, hpc, group, grid, stream); break;
   }
   return err;
 }
 
-template cudaError_t launch_attention_decode<bf16>(const DecodeAttnParamsT<bf16>&, cudaStream_t);
-template cudaError_t launch_attention_decode<float>(const DecodeAttnParamsT<float>&, cudaStream_t);
+template cudaError_t launch_attention_decode<bf16, bf16>(const DecodeAttnParamsT<bf16, bf16>&, cudaStream_t);
+template cudaError_t launch_attention_decode<float, float>(const DecodeAttnParamsT<float, float>&, cudaStream_t);
+template cudaError_t launch_attention_decode<bf16, fp8>(const DecodeAttnParamsT<bf16, fp8>&, cudaStream_t);
 
 }  // namespace mopt::cuda

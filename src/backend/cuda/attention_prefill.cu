@@ -11,8 +11,14 @@
 //   C 16x8: c0,c1 = (g, 2c..2c+1)  c2,c3 = (g+8, 2c..2c+1)
 // K^T as B: (k = dim, n = token) is two consecutive dims of one K row: a 32-bit shared load.
 // V as B: (k = token, n = dim) needs a transpose: ldmatrix.trans on rows of V.
+// fp8 cache (C = fp8): the gather loads 8 bytes per 8 elements into registers and stores them to shared memory
+// as bf16 (exact: every E4M3 value is a bf16 value); k_scale is folded into the softmax scale, v_scale into
+// the final normalization.
+#include <type_traits>
+
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/launch.cuh"
+#include "backend/cuda/storage.cuh"
 
 namespace mopt::cuda {
 namespace {
@@ -47,8 +53,22 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&v);
 }
 
-template <int HD>
-__global__ void __launch_bounds__(kWarps * 32) prefill_attention_kernel(PrefillAttnParams p, int group) {
+// 8 E4M3 values (one 8-byte word) as 8 bf16 (one 16-byte word), exactly.
+__device__ __forceinline__ uint4 e4m3x8_to_bf16x8(uint2 w) {
+  const uint32_t in[2] = {w.x, w.y};
+  uint32_t out[4];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const float2 a = e4m3x2_to_float2(in[i] & 0xffffu), b = e4m3x2_to_float2(in[i] >> 16);
+    out[2 * i] = pack_bf16(a.x, a.y);
+    out[2 * i + 1] = pack_bf16(b.x, b.y);
+  }
+  return make_uint4(out[0], out[1], out[2], out[3]);
+}
+
+template <int HD, class C>
+__global__ void __launch_bounds__(kWarps * 32) prefill_attention_kernel(PrefillAttnParamsT<C> p, int group) {
+  constexpr bool kFp8 = std::is_same_v<C, fp8>;
   constexpr int LD = HD + 8;  // padded row (16 bytes) -> conflict-free fragment loads
   constexpr int KSTEPS = HD / 16;
   constexpr int DTILES = HD / 8;
@@ -99,22 +119,53 @@ __global__ void __launch_bounds__(kWarps * 32) prefill_attention_kernel(PrefillA
 #pragma unroll
   for (int i = 0; i < DTILES; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
   float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.f, l_hi = 0.f;
-  const float sc = p.scale * kLog2e;
+  float sc = p.scale * kLog2e, vscale = 1.f;  // fp8: K and V scales of this head
+  if constexpr (kFp8) {
+    sc *= p.cache.k_scale[kvh];
+    vscale = p.cache.v_scale[kvh];
+  }
   const int64_t head_off = static_cast<int64_t>(kvh) * bs * HD;
 
   for (int j0 = kv_begin; j0 < kv_end; j0 += kKvTile) {
     // Gather the K/V tile (zero rows past the end).
-    for (int idx = threadIdx.x; idx < kKvTile * CHUNKS; idx += kWarps * 32) {
-      const int r = idx / CHUNKS, ch = idx % CHUNKS;
-      const int j = j0 + r;
-      if (j < kv_end) {
-        const int64_t off = static_cast<int64_t>(bt[j / bs]) * p.cache.block_stride + head_off +
-                            static_cast<int64_t>(j % bs) * HD + ch * 8;
-        cp_async16(&Ks[r][ch * 8], p.cache.k + off);
-        cp_async16(&Vs[r][ch * 8], p.cache.v + off);
-      } else {
-        *reinterpret_cast<uint4*>(&Ks[r][ch * 8]) = make_uint4(0, 0, 0, 0);
-        *reinterpret_cast<uint4*>(&Vs[r][ch * 8]) = make_uint4(0, 0, 0, 0);
+    if constexpr (kFp8) {
+      // All of this thread's 8-byte loads first, then the conversions and shared stores.
+      constexpr int kIters = kKvTile * CHUNKS / (kWarps * 32);
+      static_assert(kKvTile * CHUNKS % (kWarps * 32) == 0, "whole gather iterations");
+      uint2 kr[kIters], vr[kIters];
+#pragma unroll
+      for (int it = 0; it < kIters; ++it) {
+        const int idx = threadIdx.x + it * kWarps * 32;
+        const int r = idx / CHUNKS, ch = idx % CHUNKS;
+        const int j = j0 + r;
+        kr[it] = vr[it] = make_uint2(0u, 0u);
+        if (j < kv_end) {
+          const int64_t off = static_cast<int64_t>(bt[j / bs]) * p.cache.block_stride + head_off +
+                              static_cast<int64_t>(j % bs) * HD + ch * 8;
+          kr[it] = *reinterpret_cast<const uint2*>(p.cache.k + off);
+          vr[it] = *reinterpret_cast<const uint2*>(p.cache.v + off);
+        }
+      }
+#pragma unroll
+      for (int it = 0; it < kIters; ++it) {
+        const int idx = threadIdx.x + it * kWarps * 32;
+        const int r = idx / CHUNKS, ch = idx % CHUNKS;
+        *reinterpret_cast<uint4*>(&Ks[r][ch * 8]) = e4m3x8_to_bf16x8(kr[it]);
+        *reinterpret_cast<uint4*>(&Vs[r][ch * 8]) = e4m3x8_to_bf16x8(vr[it]);
+      }
+    } else {
+      for (int idx = threadIdx.x; idx < kKvTile * CHUNKS; idx += kWarps * 32) {
+        const int r = idx / CHUNKS, ch = idx % CHUNKS;
+        const int j = j0 + r;
+        if (j < kv_end) {
+          const int64_t off = static_cast<int64_t>(bt[j / bs]) * p.cache.block_stride + head_off +
+                              static_cast<int64_t>(j % bs) * HD + ch * 8;
+          cp_async16(&Ks[r][ch * 8], p.cache.k + off);
+          cp_async16(&Vs[r][ch * 8], p.cache.v + off);
+        } else {
+          *reinterpret_cast<uint4*>(&Ks[r][ch * 8]) = make_uint4(0, 0, 0, 0);
+          *reinterpret_cast<uint4*>(&Vs[r][ch * 8]) = make_uint4(0, 0, 0, 0);
+        }
       }
     }
     asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::);
@@ -201,8 +252,12 @@ __global__ void __launch_bounds__(kWarps * 32) prefill_attention_kernel(PrefillA
     l_lo += __shfl_xor_sync(0xffffffffu, l_lo, off);
     l_hi += __shfl_xor_sync(0xffffffffu, l_hi, off);
   }
-  const float inv_lo = l_lo > 0.f ? 1.f / l_lo : 0.f;
-  const float inv_hi = l_hi > 0.f ? 1.f / l_hi : 0.f;
+  float inv_lo = l_lo > 0.f ? 1.f / l_lo : 0.f;
+  float inv_hi = l_hi > 0.f ? 1.f / l_hi : 0.f;
+  if constexpr (kFp8) {
+    inv_lo *= vscale;
+    inv_hi *= vscale;
+  }
   bf16* olo = p.out + (static_cast<int64_t>(row_lo) * p.n_head + h) * HD;
   bf16* ohi = p.out + (static_cast<int64_t>(row_hi) * p.n_head + h) * HD;
 #pragma unroll
@@ -219,16 +274,21 @@ __global__ void __launch_bounds__(kWarps * 32) prefill_attention_kernel(PrefillA
 
 bool prefill_attention_supported(int head_dim) { return head_dim == 64 || head_dim == 128; }
 
-cudaError_t launch_attention_prefill(const PrefillAttnParams& p, cudaStream_t stream) {
+template <class C>
+cudaError_t launch_attention_prefill(const PrefillAttnParamsT<C>& p, cudaStream_t stream) {
   if (p.n_tiles <= 0) return cudaSuccess;
   if (!prefill_attention_supported(p.cache.head_dim) || p.cache.n_head_kv <= 0 ||
-      p.n_head % p.cache.n_head_kv != 0)
+      p.n_head % p.cache.n_head_kv != 0 ||
+      (std::is_same_v<C, fp8> && (p.cache.k_scale == nullptr || p.cache.v_scale == nullptr)))
     return cudaErrorInvalidValue;
   const int group = p.n_head / p.cache.n_head_kv;
   const dim3 grid(p.n_tiles, p.n_head);
   if (p.cache.head_dim == 64)
-    return launch_pdl(prefill_attention_kernel<64>, grid, dim3(kWarps * 32), 0, stream, p, group);
-  return launch_pdl(prefill_attention_kernel<128>, grid, dim3(kWarps * 32), 0, stream, p, group);
+    return launch_pdl(prefill_attention_kernel<64, C>, grid, dim3(kWarps * 32), 0, stream, p, group);
+  return launch_pdl(prefill_attention_kernel<128, C>, grid, dim3(kWarps * 32), 0, stream, p, group);
 }
+
+template cudaError_t launch_attention_prefill<bf16>(const PrefillAttnParamsT<bf16>&, cudaStream_t);
+template cudaError_t launch_attention_prefill<fp8>(const PrefillAttnParamsT<fp8>&, cudaStream_t);
 
 }  // namespace mopt::cuda

@@ -88,6 +88,12 @@ Result<std::unique_ptr<CudaRunner>> CudaRunner::create(const Model& model, const
   r->device_id_ = extras.device_id;
   r->f32_ = resolve_f32(model, opts.dtype, extras.random_weights);
   r->es_ = r->f32_ ? 4 : 2;
+  // The CUDA cache follows the compute dtype (fp16 / fp32 requests concern the CPU runner) unless fp8 is asked.
+  r->kv_fp8_ = opts.kv_cache_dtype == KvCacheDtype::kFp8;
+  if (r->kv_fp8_ && r->f32_)
+    return error("--kv-cache-dtype fp8 needs the bfloat16 compute dtype on CUDA (its attention kernels are bf16), "
+                 "but this model computes in float32 (--dtype %s): pass --dtype bfloat16 or drop --kv-cache-dtype fp8",
+                 compute_dtype_name(opts.dtype));
   MOPT_CUDA_TRY(cudaSetDevice(r->device_id_));
   cudaDeviceProp prop{};
   MOPT_CUDA_TRY(cudaGetDeviceProperties(&prop, r->device_id_));
@@ -108,6 +114,7 @@ Result<std::unique_ptr<CudaRunner>> CudaRunner::create(const Model& model, const
 
   const auto upload_t0 = std::chrono::steady_clock::now();
   MOPT_TRY(r->upload_weights(model, extras));
+  if (r->kv_fp8_) MOPT_TRY(r->compute_kv_scales());
   const std::vector<float> inv = rope_inv_freq(r->cfg_);
   MOPT_TRY(r->inv_freq_.alloc(inv.size() * 4, "rope table"));
   MOPT_CUDA_TRY(cudaMemcpyAsync(r->inv_freq_.as<float>(), inv.data(), inv.size() * 4, cudaMemcpyHostToDevice,
@@ -140,7 +147,7 @@ Status CudaRunner::init_kv_cache(int n_blocks, int block_size, int n_swap_blocks
   block_size_ = block_size;
   n_swap_blocks_ = n_swap_blocks;
   block_elems_ = static_cast<int64_t>(cfg_.n_layer) * 2 * cfg_.n_head_kv * block_size * cfg_.head_dim;
-  const uint64_t block_bytes = static_cast<uint64_t>(block_elems_) * es_;
+  const uint64_t block_bytes = static_cast<uint64_t>(block_elems_) * kv_es();
   if (block_bytes != kv_block_bytes(block_size)) return error("internal: KV block size mismatch");
   if (static_cast<uint64_t>(n_blocks) > (uint64_t{1} << 62) / block_bytes) return error("KV cache size overflows");
   MOPT_TRY(kv_.alloc(static_cast<size_t>(n_blocks) * block_bytes, "KV cache"));
@@ -168,8 +175,9 @@ Status CudaRunner::init_kv_cache(int n_blocks, int block_size, int n_swap_blocks
   d_block_tables_ = d_tile_seq_ + max_tiles_;
   MOPT_CUDA_TRY(cudaMemsetAsync(meta_dev_.as<void>(), 0, meta_dev_.bytes(), stream_));
   MOPT_CUDA_TRY(cudaStreamSynchronize(stream_));
-  MOPT_LOG_INFO("cuda: KV cache %d blocks x %d tokens (%s), swap %d blocks", n_blocks, block_size,
-                format_bytes(static_cast<double>(kv_.bytes())).c_str(), n_swap_blocks);
+  MOPT_LOG_INFO("cuda: KV cache %d blocks x %d tokens (%s, %s), swap %d blocks", n_blocks, block_size,
+                format_bytes(static_cast<double>(kv_.bytes())).c_str(),
+                kv_fp8_ ? "fp8 e4m3" : (f32_ ? "fp32" : "bf16"), n_swap_blocks);
   return Status::ok();
 }
 
@@ -231,7 +239,7 @@ Status CudaRunner::forward(const ForwardBatch& b, float* logits) {
 
 // pairs are (device, host) blocks when to_host (swap_out), (host, device) otherwise (swap_in).
 Status CudaRunner::copy_blocks(std::span<const std::pair<int32_t, int32_t>> pairs, bool to_host) {
-  const size_t bb = static_cast<size_t>(block_elems_) * es_;
+  const size_t bb = static_cast<size_t>(block_elems_) * kv_es();
   for (auto [from, to] : pairs) {
     const int32_t dev = to_host ? from : to, host = to_host ? to : from;
     if (dev < 0 || dev >= n_blocks_ || host < 0 || host >= n_swap_blocks_)

@@ -5,14 +5,20 @@
 // Storage type: kernels whose parameter struct is a template (`...ParamsT<T>`) exist for T = bf16 (the default)
 // and T = float (the runner's --dtype float32); both are instantiated from one source
 // (arithmetic in fp32 in both, see storage.cuh). The tensor-core prefill and the skinny GEMM are bf16 only.
+// KV cache element type C: the compute type T, or fp8 (E4M3, --kv-cache-dtype fp8) with T = bf16: the
+// cache-write kernel quantizes, the attention kernels dequantize in registers (QkvRopeParamsT<bf16, fp8>,
+// DecodeAttnParamsT<bf16, fp8>, PrefillAttnParamsT<fp8>).
 //
 // Paged KV cache layout (one allocation, block-major so that a block is one contiguous range for swapping):
-//   cache[n_blocks][n_layer][2 (K, V)][n_head_kv][block_size][head_dim]   T
+//   cache[n_blocks][n_layer][2 (K, V)][n_head_kv][block_size][head_dim]   C
 // A kernel of layer l sees `k_cache = cache + l * layer_stride`, `v_cache = k_cache + kv_stride`, and finds
 // token slot s = block * block_size + off at  k_cache + block * block_stride + (h * block_size + off) * head_dim.
+// fp8: the stored byte e of head h stands for K = decode_e4m3(e) * k_scale[h] (V: v_scale[h]); the scales are
+// per layer and KV head (docs/cuda.md "FP8 KV cache": how the runner computes them).
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -20,6 +26,7 @@
 namespace mopt::cuda {
 
 using bf16 = __nv_bfloat16;
+using fp8 = __nv_fp8_e4m3;  // one byte: sign, 4 exponent bits (bias 7), 3 mantissa bits; max 448, no infinity
 
 // Where one layer's K and V live in the paged cache (strides in elements).
 template <class T>
@@ -30,6 +37,8 @@ struct KvCacheViewT {
   int block_size = 0;          // token slots per block
   int n_head_kv = 0;
   int head_dim = 0;
+  const float* k_scale = nullptr;  // [n_head_kv] fp8 caches only: K = stored value * k_scale[h] (> 0)
+  const float* v_scale = nullptr;  // [n_head_kv] fp8 caches only: V = stored value * v_scale[h] (> 0)
 };
 using KvCacheView = KvCacheViewT<bf16>;
 
@@ -63,7 +72,9 @@ cudaError_t launch_rmsnorm(const RmsNormParamsT<T>& p, cudaStream_t stream);
 
 // Per token: optional per-head RMSNorm of q and k (Qwen3), RoPE on q and k, q written to q_out,
 // k and v written into the paged cache at slot_mapping[t] (slot < 0: not written, e.g. batch padding).
-template <class T>
+// C = fp8: each K (V) value x of head h is stored as e4m3(x / k_scale[h]) (IEEE division, round to nearest
+// even, saturating at +-448).
+template <class T, class C = T>
 struct QkvRopeParamsT {
   const T* qkv = nullptr;             // [n_tokens, (n_head + 2 * n_head_kv) * head_dim] q | k | v per row
   T* q_out = nullptr;                 // [n_tokens, n_head * head_dim]
@@ -72,13 +83,13 @@ struct QkvRopeParamsT {
   const float* inv_freq = nullptr;    // [rope_dim / 2] (null: no RoPE)
   const T* q_norm = nullptr;          // [head_dim] or null
   const T* k_norm = nullptr;          // [head_dim] or null
-  KvCacheViewT<T> cache;
+  KvCacheViewT<C> cache;
   int n_tokens = 0, n_head = 0, n_head_kv = 0, head_dim = 0, rope_dim = 0;
   bool neox = false;                  // rotate_half pairs (i, i + rope_dim/2); else (2i, 2i+1)
   float norm_eps = 1e-6f;
 };
-template <class T>
-cudaError_t launch_qkv_rope_cache(const QkvRopeParamsT<T>& p, cudaStream_t stream);
+template <class T, class C>
+cudaError_t launch_qkv_rope_cache(const QkvRopeParamsT<T, C>& p, cudaStream_t stream);
 
 // out[t, j] = silu(gu[t, j]) * gu[t, n_ff + j]
 template <class T>
@@ -101,6 +112,17 @@ cudaError_t launch_read_sweep(const void* p, size_t bytes, cudaStream_t stream);
 template <class T>
 cudaError_t launch_fill_random(T* out, int64_t n, uint64_t seed, float scale, float offset, cudaStream_t stream);
 
+// fp8 KV cache scales (backend/kv_fp8.h): out[r] = sqrt(n_in) * ||w[r, :] * g||_2 + |bias[r]| for the rows of
+// w, a bound on |y_r| of y = W x + b over every RMSNorm output x = z / rms(z) * g. One warp per row.
+struct KvRowBoundParams {
+  const bf16* w = nullptr;     // [n_rows, n_in]
+  const bf16* g = nullptr;     // [n_in] the RMSNorm weight before the projection
+  const bf16* bias = nullptr;  // [n_rows] or null
+  float* out = nullptr;        // [n_rows]
+  int n_rows = 0, n_in = 0;
+};
+cudaError_t launch_kv_row_bounds(const KvRowBoundParams& p, cudaStream_t stream);
+
 // ---- attention ------------------------------------------------------------------------------------------
 
 // Paged attention, one query token per work item (decode, and prefill for head dims without a tensor-core
@@ -121,7 +143,8 @@ constexpr int decode_splits_used(int len, int n_splits, int min_slice = kDecodeM
   const int by_len = (len + min_slice - 1) / min_slice;
   return by_len < 1 ? 1 : (by_len < n_splits ? by_len : n_splits);
 }
-template <class T>
+// C = fp8: dequantized in registers (k_scale folded into q, v_scale into the output).
+template <class T, class C = T>
 struct DecodeAttnParamsT {
   const T* q = nullptr;                 // [n_tokens, n_head, head_dim]
   T* out = nullptr;                     // [n_tokens, n_head, head_dim]
@@ -129,7 +152,7 @@ struct DecodeAttnParamsT {
   const int32_t* token_seq = nullptr;   // [n_tokens] sequence index of each token
   const int32_t* block_tables = nullptr;// [n_seqs, max_blocks_per_seq]
   int max_blocks_per_seq = 0;
-  KvCacheViewT<T> cache;
+  KvCacheViewT<C> cache;
   int n_tokens = 0, n_head = 0;
   int window = 0;
   float scale = 0.f;                    // softmax scale, usually 1/sqrt(head_dim)
@@ -149,15 +172,17 @@ using DecodeAttnParams = DecodeAttnParamsT<bf16>;
 int decode_heads_per_cta(int group, int max_heads_per_cta);
 // True when the decode kernel supports this head_dim (8, 16, 32, 64, 128).
 bool decode_attention_supported(int head_dim);
-template <class T>
-cudaError_t launch_attention_decode(const DecodeAttnParamsT<T>& p, cudaStream_t stream);
+template <class T, class C>
+cudaError_t launch_attention_decode(const DecodeAttnParamsT<T, C>& p, cudaStream_t stream);
 // Number of splits that fills the GPU for n_items (tokens x kv-head groups) CTAs, context up to max_ctx.
 int choose_decode_splits(int n_ctas_without_split, int max_ctx, int n_sms, int min_slice = kDecodeMinSliceTokens);
 
 // Flash-attention prefill over the paged cache (tensor cores, bf16 in, fp32 accumulate), head_dim 64 or 128.
 // Work is a list of query tiles of 64 rows: tile i covers query tokens [tile_start[i], tile_start[i] + 64)
 // clipped to tile_end[i] (exclusive), all belonging to sequence tile_seq[i]. Causal by absolute position.
-struct PrefillAttnParams {
+// Cache C = bf16 or fp8 (converted to bf16 exactly when gathered into shared memory, scales folded in).
+template <class C>
+struct PrefillAttnParamsT {
   const bf16* q = nullptr;               // [n_tokens, n_head, head_dim]
   bf16* out = nullptr;                   // [n_tokens, n_head, head_dim]
   const int32_t* positions = nullptr;    // [n_tokens]
@@ -166,14 +191,16 @@ struct PrefillAttnParams {
   const int32_t* tile_seq = nullptr;     // [n_tiles]
   const int32_t* block_tables = nullptr; // [n_seqs, max_blocks_per_seq]
   int max_blocks_per_seq = 0;
-  KvCacheView cache;
+  KvCacheViewT<C> cache;
   int n_tiles = 0, n_head = 0;
   int window = 0;
   float scale = 0.f;
 };
+using PrefillAttnParams = PrefillAttnParamsT<bf16>;
 inline constexpr int kPrefillTileRows = 64;
 bool prefill_attention_supported(int head_dim);
-cudaError_t launch_attention_prefill(const PrefillAttnParams& p, cudaStream_t stream);
+template <class C>
+cudaError_t launch_attention_prefill(const PrefillAttnParamsT<C>& p, cudaStream_t stream);
 
 // ---- sampling ------------------------------------------------------------------------------------------
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <type_traits>
 #include <vector>
 
 #include "backend/cuda/kernels.h"
@@ -80,8 +81,19 @@ __global__ void rmsnorm_kernel(RmsNormParamsT<T> p) {
 constexpr int kRopeWarps = 4;
 constexpr int kMaxHeadDim = 256;
 
-template <class T>
-__global__ void qkv_rope_cache_kernel(QkvRopeParamsT<T> p) {
+// A K/V value as stored in a cache of element type C (s: the head's fp8 scale, unused otherwise).
+template <class C>
+__device__ __forceinline__ C to_cache(float v, float s) {
+  if constexpr (std::is_same_v<C, fp8>) {
+    return to_e4m3(__fdiv_rn(v, s));
+  } else {
+    (void)s;
+    return from_f32<C>(v);
+  }
+}
+
+template <class T, class C>
+__global__ void qkv_rope_cache_kernel(QkvRopeParamsT<T, C> p) {
   __shared__ float buf[kRopeWarps][kMaxHeadDim];
   __shared__ float cos_t[kMaxHeadDim / 2], sin_t[kMaxHeadDim / 2];
   pdl_wait();
@@ -120,10 +132,12 @@ __global__ void qkv_rope_cache_kernel(QkvRopeParamsT<T> p) {
       for (int d = lane; d < hd; d += 32) x[d] = x[d] * rstd * to_f32(norm_w[d]);
     }
     __syncwarp();
-    // Destination of this head.
-    T* dst;
+    // Destination of this head: q_out (T) or the cache (C).
+    T* qdst = nullptr;
+    C* cdst = nullptr;
+    float cs = 1.f;  // fp8: the head's scale
     if (is_q) {
-      dst = p.q_out + (static_cast<int64_t>(t) * p.n_head + h) * hd;
+      qdst = p.q_out + (static_cast<int64_t>(t) * p.n_head + h) * hd;
     } else {
       if (slot < 0) {
         __syncwarp();
@@ -131,8 +145,9 @@ __global__ void qkv_rope_cache_kernel(QkvRopeParamsT<T> p) {
       }
       const int kvh = is_v ? h - p.n_head - p.n_head_kv : h - p.n_head;
       const int64_t block = slot / p.cache.block_size, off = slot % p.cache.block_size;
-      T* base = is_v ? p.cache.v : p.cache.k;
-      dst = base + block * p.cache.block_stride + (static_cast<int64_t>(kvh) * p.cache.block_size + off) * hd;
+      C* base = is_v ? p.cache.v : p.cache.k;
+      cdst = base + block * p.cache.block_stride + (static_cast<int64_t>(kvh) * p.cache.block_size + off) * hd;
+      if constexpr (std::is_same_v<C, fp8>) cs = is_v ? p.cache.v_scale[kvh] : p.cache.k_scale[kvh];
     }
     const bool rope = !is_v && p.inv_freq != nullptr;
     for (int d = lane; d < hd; d += 32) {
@@ -153,7 +168,10 @@ __global__ void qkv_rope_cache_kernel(QkvRopeParamsT<T> p) {
         const float x0 = x[d0], x1 = x[d1];
         v = (d == d0) ? x0 * c - x1 * s : x1 * c + x0 * s;
       }
-      dst[d] = from_f32<T>(v);
+      if (is_q)
+        qdst[d] = from_f32<T>(v);
+      else
+        cdst[d] = to_cache<C>(v, cs);
     }
     __syncwarp();
   }
@@ -275,15 +293,17 @@ cudaError_t launch_rmsnorm(const RmsNormParamsT<T>& p, cudaStream_t stream) {
   return launch_pdl(rmsnorm_kernel<T>, dim3(p.n_rows_out), dim3(threads), 0, stream, p);
 }
 
-template <class T>
-cudaError_t launch_qkv_rope_cache(const QkvRopeParamsT<T>& p, cudaStream_t stream) {
+template <class T, class C>
+cudaError_t launch_qkv_rope_cache(const QkvRopeParamsT<T, C>& p, cudaStream_t stream) {
   if (p.n_tokens <= 0) return cudaSuccess;
   if (p.head_dim > kMaxHeadDim || p.rope_dim > p.head_dim || p.rope_dim % 2 != 0) return cudaErrorInvalidValue;
+  if (std::is_same_v<C, fp8> && (p.cache.k_scale == nullptr || p.cache.v_scale == nullptr))
+    return cudaErrorInvalidValue;
   const int n_heads_all = p.n_head + 2 * p.n_head_kv;
   // Few tokens (decode): one warp per head across CTAs; many tokens: one CTA per token loops over heads.
   const int head_groups = p.n_tokens >= 256 ? 1 : (n_heads_all + kRopeWarps - 1) / kRopeWarps;
-  return launch_pdl_decode(qkv_rope_cache_kernel<T>, dim3(p.n_tokens, head_groups), dim3(kRopeWarps * 32), 0, stream,
-                    p);
+  return launch_pdl_decode(qkv_rope_cache_kernel<T, C>, dim3(p.n_tokens, head_groups), dim3(kRopeWarps * 32), 0,
+                           stream, p);
 }
 
 template <class T>
@@ -356,15 +376,39 @@ cudaError_t launch_fill_random(T* out, int64_t n, uint64_t seed, float scale, fl
   return cudaGetLastError();
 }
 
+// One warp per row: out[r] = sqrt(n_in) * ||w[r, :] * g||_2 + |bias[r]| (kernels.h, KvRowBoundParams).
+__global__ void kv_row_bounds_kernel(KvRowBoundParams p) {
+  const int r = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (r >= p.n_rows) return;
+  const bf16* w = p.w + static_cast<int64_t>(r) * p.n_in;
+  float ss = 0.f;
+  for (int i = lane; i < p.n_in; i += 32) {
+    const float v = to_f32(w[i]) * to_f32(p.g[i]);
+    ss += v * v;
+  }
+  ss = warp_sum(ss);
+  if (lane == 0)
+    p.out[r] = sqrtf(static_cast<float>(p.n_in)) * sqrtf(ss) + (p.bias ? fabsf(to_f32(p.bias[r])) : 0.f);
+}
+
+cudaError_t launch_kv_row_bounds(const KvRowBoundParams& p, cudaStream_t stream) {
+  if (p.n_rows <= 0) return cudaSuccess;
+  if (p.n_in <= 0 || p.w == nullptr || p.g == nullptr || p.out == nullptr) return cudaErrorInvalidValue;
+  constexpr int kWarps = 4;
+  kv_row_bounds_kernel<<<(p.n_rows + kWarps - 1) / kWarps, kWarps * 32, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
 // The two storage types of every templated launcher.
 #define MOPT_INSTANTIATE_ELEMENTWISE(T)                                                                  \
   template cudaError_t launch_embed<T>(const EmbedParamsT<T>&, cudaStream_t);                           \
   template cudaError_t launch_rmsnorm<T>(const RmsNormParamsT<T>&, cudaStream_t);                       \
-  template cudaError_t launch_qkv_rope_cache<T>(const QkvRopeParamsT<T>&, cudaStream_t);                \
+  template cudaError_t launch_qkv_rope_cache<T, T>(const QkvRopeParamsT<T, T>&, cudaStream_t);          \
   template cudaError_t launch_swiglu<T>(const SwiGluParamsT<T>&, cudaStream_t);                         \
   template cudaError_t launch_fill_random<T>(T*, int64_t, uint64_t, float, float, cudaStream_t);
 MOPT_INSTANTIATE_ELEMENTWISE(bf16)
 MOPT_INSTANTIATE_ELEMENTWISE(float)
 #undef MOPT_INSTANTIATE_ELEMENTWISE
+template cudaError_t launch_qkv_rope_cache<bf16, fp8>(const QkvRopeParamsT<bf16, fp8>&, cudaStream_t);
 
 }  // namespace mopt::cuda

@@ -23,12 +23,15 @@ Status CudaRunner::enqueue_logits(const StepShape& s, int row_offset, int n_rows
   return f32_ ? enqueue_logits_t<float>(s, row_offset, n_rows) : enqueue_logits_t<bf16>(s, row_offset, n_rows);
 }
 
-template <class T>
-KvCacheViewT<T> CudaRunner::cache_view(int layer) const {
+template <class C>
+KvCacheViewT<C> CudaRunner::cache_view(int layer) const {
   const int64_t kv_stride = static_cast<int64_t>(cfg_.n_head_kv) * block_size_ * cfg_.head_dim;
-  T* k = kv_.as<T>() + static_cast<int64_t>(layer) * 2 * kv_stride;
+  C* k = kv_.as<C>() + static_cast<int64_t>(layer) * 2 * kv_stride;
+  // fp8: scales [n_layer][2][n_head_kv]; layer l's K scales at l * 2 * n_head_kv, its V scales n_head_kv later.
+  const float* ks = kv_fp8_ ? kv_scales_.as<float>() + static_cast<int64_t>(layer) * 2 * cfg_.n_head_kv : nullptr;
   return {.k = k, .v = k + kv_stride, .block_stride = block_elems_, .block_size = block_size_,
-          .n_head_kv = cfg_.n_head_kv, .head_dim = cfg_.head_dim};
+          .n_head_kv = cfg_.n_head_kv, .head_dim = cfg_.head_dim, .k_scale = ks,
+          .v_scale = ks ? ks + cfg_.n_head_kv : nullptr};
 }
 
 template <class E>
@@ -37,25 +40,72 @@ EmbedParamsT<E> CudaRunner::embed_params(int n_tokens) const {
           .n_embd = cfg_.n_embd, .n_vocab = cfg_.n_vocab};
 }
 
-template <class E>
-QkvRopeParamsT<E> CudaRunner::rope_params(int layer, int n_tokens) const {
+template <class E, class C>
+QkvRopeParamsT<E, C> CudaRunner::rope_params(int layer, int n_tokens) const {
   const ModelConfig& c = cfg_;
   const Layer& L = layers_[static_cast<size_t>(layer)];
   return {.qkv = qkv_.as<E>(), .q_out = q_.as<E>(), .positions = d_positions_, .slot_mapping = d_slots_,
           .inv_freq = inv_freq_.as<float>(), .q_norm = L.q_norm.as<E>(), .k_norm = L.k_norm.as<E>(),
-          .cache = cache_view<E>(layer), .n_tokens = n_tokens, .n_head = c.n_head, .n_head_kv = c.n_head_kv,
+          .cache = cache_view<C>(layer), .n_tokens = n_tokens, .n_head = c.n_head, .n_head_kv = c.n_head_kv,
           .head_dim = c.head_dim, .rope_dim = c.rope_dim, .neox = c.rope_style == RopeStyle::kNeox,
           .norm_eps = c.norm_eps};
 }
 
-template <class E>
-DecodeAttnParamsT<E> CudaRunner::decode_attn_params(const StepShape& s, int layer) const {
+template <class E, class C>
+DecodeAttnParamsT<E, C> CudaRunner::decode_attn_params(const StepShape& s, int layer) const {
   const ModelConfig& c = cfg_;
   return {.q = q_.as<E>(), .out = attn_.as<E>(), .positions = d_positions_, .token_seq = d_token_seq_,
-          .block_tables = d_block_tables_, .max_blocks_per_seq = bt_stride_, .cache = cache_view<E>(layer),
+          .block_tables = d_block_tables_, .max_blocks_per_seq = bt_stride_, .cache = cache_view<C>(layer),
           .n_tokens = s.n_tokens, .n_head = c.n_head, .window = c.sliding_window, .scale = attn_scale(c),
           .n_splits = s.n_splits, .max_heads_per_cta = s.attn_hpc, .small_smem = s.fused,
           .workspace = attn_ws_.as<float>(), .counters = attn_cnt_.as<uint32_t>()};
+}
+
+namespace {
+template <class T>
+struct Tag {
+  using type = T;
+};
+// f(Tag<E>, Tag<C>) for a runner's compute type E and KV cache type C: float / float, bf16 / fp8 or bf16 / bf16.
+template <class F>
+cudaError_t with_kv_types(bool f32, bool kv_fp8, F&& f) {
+  if (f32) return f(Tag<float>{}, Tag<float>{});
+  if (kv_fp8) return f(Tag<bf16>{}, Tag<fp8>{});
+  return f(Tag<bf16>{}, Tag<bf16>{});
+}
+}  // namespace
+
+// q/k-norm + RoPE + cache write of layer `layer`, into a cache of the compute dtype or fp8 (bf16 compute).
+Status CudaRunner::enqueue_rope_cache(int layer, int n_tokens) {
+  MOPT_CUDA_TRY(with_kv_types(f32_, kv_fp8_, [&](auto e, auto c) {
+    return launch_qkv_rope_cache(rope_params<typename decltype(e)::type, typename decltype(c)::type>(layer, n_tokens),
+                                 stream_);
+  }));
+  return mark("q/k-norm + rope + cache write");
+}
+
+// The attention of layer `layer`: the tensor-core prefill kernel (bf16 compute; run_step never plans it in
+// float32) or the per-token kernel, on a cache of the compute dtype or fp8.
+Status CudaRunner::enqueue_attention(const StepShape& s, int layer) {
+  const ModelConfig& c = cfg_;
+  if (s.use_prefill_kernel && f32_) return error("internal: bf16 prefill kernel in float32");
+  MOPT_CUDA_TRY(with_kv_types(f32_, kv_fp8_, [&](auto e, auto kv) -> cudaError_t {
+    using E = typename decltype(e)::type;
+    using C = typename decltype(kv)::type;
+    if constexpr (std::is_same_v<E, bf16>) {
+      if (s.use_prefill_kernel) {
+        const PrefillAttnParamsT<C> ap{.q = q_.as<bf16>(), .out = attn_.as<bf16>(), .positions = d_positions_,
+                                       .tile_start = d_tile_start_, .tile_end = d_tile_end_,
+                                       .tile_seq = d_tile_seq_, .block_tables = d_block_tables_,
+                                       .max_blocks_per_seq = bt_stride_, .cache = cache_view<C>(layer),
+                                       .n_tiles = s.n_tiles, .n_head = c.n_head, .window = c.sliding_window,
+                                       .scale = attn_scale(c)};
+        return launch_attention_prefill(ap, stream_);
+      }
+    }
+    return launch_attention_decode(decode_attn_params<E, C>(s, layer), stream_);
+  }));
+  return mark(s.use_prefill_kernel ? "attention (prefill)" : "attention");
 }
 
 // ---- general path (any batch, bf16 or fp32) ---------------------------------------------------------------
@@ -81,24 +131,8 @@ Status CudaRunner::enqueue_layers_t(const StepShape& s) {
                        qkvd, d, st));
     MOPT_TRY(mark("qkv GEMM"));
 
-    MOPT_CUDA_TRY(launch_qkv_rope_cache(rope_params<E>(l, T), st));
-    MOPT_TRY(mark("q/k-norm + rope + cache write"));
-
-    const float scale = attn_scale(c);
-    // The tensor-core prefill kernel is bf16 only (run_step never plans it in float32).
-    if (s.use_prefill_kernel && !std::is_same_v<E, bf16>) return error("internal: bf16 prefill kernel in float32");
-    if (s.use_prefill_kernel) {
-      const PrefillAttnParams ap{.q = q_.as<bf16>(), .out = attn_.as<bf16>(), .positions = d_positions_,
-                                 .tile_start = d_tile_start_, .tile_end = d_tile_end_, .tile_seq = d_tile_seq_,
-                                 .block_tables = d_block_tables_, .max_blocks_per_seq = bt_stride_,
-                                 .cache = cache_view<bf16>(l), .n_tiles = s.n_tiles, .n_head = c.n_head,
-                                 .window = c.sliding_window, .scale = scale};
-      MOPT_CUDA_TRY(launch_attention_prefill(ap, st));
-      MOPT_TRY(mark("attention (prefill)"));
-    } else {
-      MOPT_CUDA_TRY(launch_attention_decode(decode_attn_params<E>(s, l), st));
-      MOPT_TRY(mark("attention"));
-    }
+    MOPT_TRY(enqueue_rope_cache(l, T));
+    MOPT_TRY(enqueue_attention(s, l));
     MOPT_TRY(gemm_.run(attn_.as<E>(), L.o.w.as<E>(), nullptr, proj_.as<E>(), false, T, d, c.q_dim(), st));
     MOPT_TRY(mark("o GEMM"));
     // ALL-REDUCE(proj_) under tensor parallelism.
@@ -157,10 +191,8 @@ Status CudaRunner::enqueue_layers_fused(const StepShape& s) {
                        .l2_prefetch_bytes = l2_prefetch_other_};  // qkv_ = rmsnorm(resid) . Wqkv^T + bias
     MOPT_TRY(gemm_.run_fused(g, st));
     MOPT_TRY(mark("qkv GEMM (+rmsnorm)"));
-    MOPT_CUDA_TRY(launch_qkv_rope_cache(rope_params<bf16>(l, T), st));
-    MOPT_TRY(mark("q/k-norm + rope + cache write"));
-    MOPT_CUDA_TRY(launch_attention_decode(decode_attn_params<bf16>(s, l), st));
-    MOPT_TRY(mark("attention"));
+    MOPT_TRY(enqueue_rope_cache(l, T));
+    MOPT_TRY(enqueue_attention(s, l));
 
     // resid += attn_ . Wo^T; the o projection follows the attention, so it takes l2_prefetch_o_.
     SkinnyGemmParams o{.x = attn_.as<bf16>(), .w = L.o.w.as<bf16>(), .y = resid, .m = T, .n = d, .k = c.q_dim(),

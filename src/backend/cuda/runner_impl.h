@@ -7,6 +7,7 @@
 //   runner_sampling.cpp  forward_sample / forward_greedy / sampled_logits (kernels in sampling.cu)
 //   runner_profile.cpp   profile_step: GPU time per kernel class
 //   runner_warmup.cpp    warmup: every decode bucket and timed GEMM shape before serving; the plan cache
+//   runner_kv_fp8.cpp    the fp8 KV cache's per-head scales (bounds on K and V from the weights)
 // Internal to src/backend/cuda; see cuda_runner.h for the API and docs/cuda.md for the design.
 #pragma once
 
@@ -77,7 +78,7 @@ class CudaRunner final : public CudaModelRunner {
   DeviceKind device() const override { return DeviceKind::kCuda; }
   const ModelConfig& config() const override { return cfg_; }
   uint64_t kv_block_bytes(int block_size) const override {
-    return cfg_.kv_bytes_per_token(static_cast<int>(es_)) * static_cast<uint64_t>(block_size);
+    return cfg_.kv_bytes_per_token(static_cast<int>(kv_es())) * static_cast<uint64_t>(block_size);
   }
   uint64_t available_kv_memory(double memory_utilization) const override;
   Status init_kv_cache(int n_blocks, int block_size, int n_swap_blocks) override;
@@ -136,12 +137,20 @@ class CudaRunner final : public CudaModelRunner {
   Status enqueue_logits_fused(int row_offset, int n_rows);
   template <class E>
   EmbedParamsT<E> embed_params(int n_tokens) const;
-  template <class E>
-  QkvRopeParamsT<E> rope_params(int layer, int n_tokens) const;
-  template <class E>
-  DecodeAttnParamsT<E> decode_attn_params(const StepShape& s, int layer) const;
-  template <class T>
-  KvCacheViewT<T> cache_view(int layer) const;
+  template <class E, class C>
+  QkvRopeParamsT<E, C> rope_params(int layer, int n_tokens) const;
+  template <class E, class C>
+  DecodeAttnParamsT<E, C> decode_attn_params(const StepShape& s, int layer) const;
+  template <class C>
+  KvCacheViewT<C> cache_view(int layer) const;
+
+  // runner_forward.cpp: the cache write and the attention of one layer, for the cache type (the compute dtype's,
+  // or fp8); enqueue only.
+  Status enqueue_rope_cache(int layer, int n_tokens);
+  Status enqueue_attention(const StepShape& s, int layer);
+  // runner_kv_fp8.cpp: kv_scales_ from bounds on each layer's K and V computed from its weights (fp8 cache).
+  Status compute_kv_scales();
+  size_t kv_es() const { return kv_fp8_ ? 1 : es_; }  // bytes per KV cache element
 
   // runner_profile.cpp: profile_step takes an event after the kernels enqueued since the last mark.
   Status mark(const char* what);
@@ -172,6 +181,7 @@ class CudaRunner final : public CudaModelRunner {
   DeviceBuffer inv_freq_;   // [rope_dim / 2] fp32
   std::vector<Layer> layers_;
   uint64_t weight_bytes_ = 0;
+  PagePrefetcher* prefetch_ = nullptr;  // during upload_weights: told how much of the checkpoint was copied
   int last_sampled_rows_ = 0;  // output rows of the last forward_sample whose logits are still in logits_
 
   // Activations, sized for max_tokens_ rows.
@@ -198,7 +208,9 @@ class CudaRunner final : public CudaModelRunner {
   PinnedBuffer sample_params_host_;
 
   // KV cache.
-  DeviceBuffer kv_;         // [n_blocks][n_layer][2][n_head_kv][block_size][head_dim] bf16 or fp32
+  bool kv_fp8_ = false;     // --kv-cache-dtype fp8 (E4M3, bf16 compute only)
+  DeviceBuffer kv_scales_;  // [n_layer][2 (K, V)][n_head_kv] fp32: the fp8 cache's per-head scales
+  DeviceBuffer kv_;         // [n_blocks][n_layer][2][n_head_kv][block_size][head_dim] bf16, fp32 or fp8
   PinnedBuffer swap_;       // [n_swap_blocks] blocks of the same layout
   int n_blocks_ = 0, block_size_ = 0, n_swap_blocks_ = 0;
   int64_t block_elems_ = 0; // elements of one block (all layers, K and V)

@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -46,7 +47,9 @@ Status CudaRunner::upload_into(const Model& model, const std::string& name, int6
   if (t->ne[0] != ne0 || t->rows() != ne1)
     return error("tensor '%s' has shape %s, expected [%lld, %lld]", name.c_str(), t->shape_str().c_str(),
                  static_cast<long long>(ne0), static_cast<long long>(ne1));
-  return upload_in_compute_dtype(*t, ne0 * ne1, dst);
+  MOPT_TRY(upload_in_compute_dtype(*t, ne0 * ne1, dst));
+  if (prefetch_) prefetch_->consumed(t->nbytes);
+  return Status::ok();
 }
 
 // Copies the first n elements of t into dst in the compute dtype (bf16: F32/F16 rounded to nearest even; fp32:
@@ -92,6 +95,15 @@ Status CudaRunner::upload_weights(const Model& model, const CudaRunnerExtras& ex
   const int d = c.n_embd, qd = c.q_dim(), kvd = c.kv_dim(), ff = c.n_ff, hd = c.head_dim;
   const bool rnd = extras.random_weights;
   uint64_t seed = extras.random_seed;
+  // The checkpoint's pages are read by several threads ahead of the copies below (a cold disk then streams
+  // with many requests in flight; core/page_prefetch.h), in file order, which is about the upload order.
+  std::unique_ptr<PagePrefetcher> prefetch;
+  if (!rnd) prefetch = prefetch_tensors(model);
+  prefetch_ = prefetch.get();
+  struct Reset {
+    PagePrefetcher*& p;
+    ~Reset() { p = nullptr; }
+  } reset{prefetch_};
   // Random init: uniform with std 1/sqrt(fan_in) for matrices, norms near 1.
   auto fill = [&](DeviceBuffer& b, float scale, float offset) -> Status {
     const int64_t n = static_cast<int64_t>(b.bytes() / es_);

@@ -4,6 +4,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <cstdint>
 
@@ -25,7 +26,14 @@ __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) { retu
 template <class T>
 struct Raw8 {
   static_assert(sizeof(T) == 2 || sizeof(T) == 4, "bf16 or float storage");
+  using Word = uint4;
   uint4 u[sizeof(T) / 2];
+};
+// fp8 (E4M3) KV cache: 8 elements are one 8-byte word.
+template <>
+struct Raw8<__nv_fp8_e4m3> {
+  using Word = uint2;
+  uint2 u[1];
 };
 
 template <class T>
@@ -53,6 +61,31 @@ __device__ __forceinline__ void unpack8(const Raw8<float>& r, float* f) {
     f[4 * i + 2] = __uint_as_float(r.u[i].z);
     f[4 * i + 3] = __uint_as_float(r.u[i].w);
   }
+}
+
+// E4M3 -> fp32 is exact (through fp16, which holds every E4M3 value).
+__device__ __forceinline__ float2 e4m3x2_to_float2(uint32_t two) {
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two), __NV_E4M3);
+  return __half22float2(*reinterpret_cast<const __half2*>(&h));
+}
+
+__device__ __forceinline__ void unpack8(const Raw8<__nv_fp8_e4m3>& r, float* f) {
+  const uint32_t w[2] = {r.u[0].x, r.u[0].y};
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const float2 a = e4m3x2_to_float2(w[i] & 0xffffu), b = e4m3x2_to_float2(w[i] >> 16);
+    f[4 * i] = a.x;
+    f[4 * i + 1] = a.y;
+    f[4 * i + 2] = b.x;
+    f[4 * i + 3] = b.y;
+  }
+}
+
+// fp32 -> E4M3, round to nearest even, saturating to +-448 (NaN stays NaN).
+__device__ __forceinline__ __nv_fp8_e4m3 to_e4m3(float v) {
+  __nv_fp8_e4m3 r;
+  r.__x = __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
+  return r;
 }
 
 __device__ __forceinline__ void unpack8(const Raw8<__nv_bfloat16>& r, float* f) {

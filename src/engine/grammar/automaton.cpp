@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "core/strfmt.h"
+#include "engine/grammar/worklist.h"
 #include "tokenizer/unicode.h"
 
 namespace mopt::grammar {
@@ -366,28 +367,20 @@ class AutomatonBuilder {
     }
     std::vector<int32_t> rule_of_start(np, -1);
     for (size_t r = 0; r < nr; ++r) rule_of_start[static_cast<size_t>(a_.rule_start_[r])] = static_cast<int32_t>(r);
-    std::vector<uint8_t> live(np, 0), productive(nr, 0);
-    std::vector<int32_t> work;
-    auto mark = [&](int32_t p) {
-      if (!live[static_cast<size_t>(p)]) {
-        live[static_cast<size_t>(p)] = 1;
-        work.push_back(p);
-      }
-    };
+    std::vector<uint8_t> productive(nr, 0);
+    Worklist live(np);
     for (size_t p = 0; p < np; ++p)
-      if (a_.accepting_[p]) mark(static_cast<int32_t>(p));
-    while (!work.empty()) {
-      const int32_t q = work.back();
-      work.pop_back();
-      for (int32_t p : pred[static_cast<size_t>(q)]) mark(p);
+      if (a_.accepting_[p]) live.push(static_cast<int32_t>(p));
+    while (!live.empty()) {
+      const int32_t q = live.pop();
+      for (int32_t p : pred[static_cast<size_t>(q)]) live.push(p);
       for (int32_t e : by_ret[static_cast<size_t>(q)])
         if (productive[static_cast<size_t>(call_edges_[static_cast<size_t>(e)].rule)])
-          mark(call_edges_[static_cast<size_t>(e)].pos);
+          live.push(call_edges_[static_cast<size_t>(e)].pos);
       if (int32_t r = rule_of_start[static_cast<size_t>(q)]; r >= 0 && !productive[static_cast<size_t>(r)]) {
         productive[static_cast<size_t>(r)] = 1;
         for (int32_t e : by_rule[static_cast<size_t>(r)])
-          if (live[static_cast<size_t>(call_edges_[static_cast<size_t>(e)].ret)])
-            mark(call_edges_[static_cast<size_t>(e)].pos);
+          if (live.seen(call_edges_[static_cast<size_t>(e)].ret)) live.push(call_edges_[static_cast<size_t>(e)].pos);
       }
     }
     if (!productive[static_cast<size_t>(a_.root_)])
@@ -396,12 +389,10 @@ class AutomatonBuilder {
                        "recursion)"};
     for (size_t p = 0; p < np; ++p)
       for (size_t c = 0; c < nc; ++c)
-        if (int32_t& q = a_.next_[p * nc + c]; q >= 0 && !live[static_cast<size_t>(q)]) q = -1;
+        if (int32_t& q = a_.next_[p * nc + c]; q >= 0 && !live.seen(q)) q = -1;
     std::vector<CallEdge> kept;
     for (const CallEdge& e : call_edges_)
-      if (live[static_cast<size_t>(e.pos)] && productive[static_cast<size_t>(e.rule)] &&
-          live[static_cast<size_t>(e.ret)])
-        kept.push_back(e);
+      if (live.seen(e.pos) && productive[static_cast<size_t>(e.rule)] && live.seen(e.ret)) kept.push_back(e);
     call_edges_ = std::move(kept);
     std::stable_sort(call_edges_.begin(), call_edges_.end(),
                      [](const CallEdge& a, const CallEdge& b) { return a.pos < b.pos; });

@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "engine/grammar/descent.h"
 #include "tokenizer/unicode.h"
 
 namespace mopt::grammar {
@@ -17,9 +18,11 @@ bool word_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
 }
 
-class Parser {
+class Parser : Descent<Parser> {
  public:
-  explicit Parser(std::string_view s) : s_(s) {}
+  static constexpr const char* kWhat = "the grammar";
+
+  explicit Parser(std::string_view s) : Descent(s, kMaxDepth) {}
 
   Grammar parse(std::string_view root) {
     Grammar g;
@@ -47,7 +50,7 @@ class Parser {
   }
 
  private:
-  bool eof() const { return pos_ >= s_.size(); }
+  friend class Descent<Parser>;
 
   size_t line_at(size_t p) const {
     size_t line = 1;
@@ -108,18 +111,6 @@ class Parser {
     return std::string(s_.substr(start, pos_ - start));
   }
 
-  Expr parse_alts(int depth) {
-    if (depth > kMaxDepth) fail("the grammar nests more than 256 levels deep");
-    std::vector<Expr> alts;
-    alts.push_back(parse_seq(depth));
-    while (!eof() && s_[pos_] == '|') {
-      ++pos_;
-      skip_blank(true);
-      alts.push_back(parse_seq(depth));
-    }
-    return Expr::alt(std::move(alts));
-  }
-
   Expr parse_seq(int depth) {
     std::vector<Expr> items;
     while (!eof()) {
@@ -127,7 +118,7 @@ class Parser {
       if (c == '|' || c == ')') break;
       if (depth == 0 && word_char(c) && at_rule_start()) break;
       Expr t = parse_term(depth);
-      t = parse_quantifier(std::move(t));
+      if (auto b = parse_repeat_op()) t = Expr::repeat(std::move(t), b->lo, b->hi);
       items.push_back(std::move(t));
       if (depth > 0) {
         skip_blank(true);
@@ -160,49 +151,6 @@ class Parser {
     fail("unexpected '" + std::string(1, c) + "' (expected a string, a [class], a rule name, '(' or '.')");
   }
 
-  int parse_int() {
-    std::string error;
-    const int n = parse_repeat_count(s_, pos_, error);
-    if (n < 0) fail(error);
-    return n;
-  }
-
-  Expr parse_quantifier(Expr t) {
-    if (eof()) return t;
-    char c = s_[pos_];
-    if (c == '*' || c == '+' || c == '?') {
-      ++pos_;
-      return Expr::repeat(std::move(t), c == '+' ? 1 : 0, c == '?' ? 1 : -1);
-    }
-    if (c != '{') return t;
-    ++pos_;
-    skip_blank(false);
-    int lo = parse_int(), hi = lo;
-    skip_blank(false);
-    if (!eof() && s_[pos_] == ',') {
-      ++pos_;
-      skip_blank(false);
-      hi = (!eof() && s_[pos_] == '}') ? -1 : parse_int();
-      skip_blank(false);
-    }
-    if (eof() || s_[pos_] != '}') fail("expected '}' to close the repetition");
-    ++pos_;
-    if (hi != -1 && hi < lo) fail("repetition {" + std::to_string(lo) + "," + std::to_string(hi) + "}: max < min");
-    return Expr::repeat(std::move(t), lo, hi);
-  }
-
-  uint32_t parse_hex(int n) {
-    uint32_t v = 0;
-    for (int i = 0; i < n; ++i) {
-      if (eof()) fail("unfinished escape");
-      char c = s_[pos_++];
-      const int d = hex_digit(c);
-      if (d < 0) fail("expected a hex digit in the escape");
-      v = v * 16 + static_cast<uint32_t>(d);
-    }
-    return v;
-  }
-
   // One code point of a literal or class (after any escape).
   uint32_t parse_char() {
     if (eof()) fail("unfinished string or class");
@@ -221,13 +169,9 @@ class Parser {
         case 'U': cp = parse_hex(8); break;
         default: --pos_; fail(std::string("unknown escape '\\") + e + "'");
       }
-      if (cp > kMaxCodePoint || (cp >= 0xD800 && cp <= 0xDFFF)) fail("the escape is not a Unicode scalar value");
-      return cp;
+      return scalar_value(cp);
     }
-    uni::Decoded d = uni::decode(s_, pos_);
-    if (!d.valid || d.len == 0) fail("the grammar text is not valid UTF-8");
-    pos_ += d.len;
-    return d.cp;
+    return parse_utf8();
   }
 
   Expr parse_literal() {
@@ -243,12 +187,7 @@ class Parser {
   }
 
   Expr parse_class() {
-    ++pos_;  // [
-    bool negated = false;
-    if (!eof() && s_[pos_] == '^') {
-      negated = true;
-      ++pos_;
-    }
+    const bool negated = open_class();
     CodeSet set;
     while (true) {
       if (eof() || s_[pos_] == '\n') fail("unterminated character class");
@@ -264,9 +203,6 @@ class Parser {
     ++pos_;
     return Expr::cls(negated ? complement(set) : normalize(std::move(set)));
   }
-
-  std::string_view s_;
-  size_t pos_ = 0;
 };
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "engine/grammar/regex.h"
 
 #include "core/strfmt.h"
+#include "engine/grammar/descent.h"
 #include "tokenizer/unicode.h"
 
 namespace mopt::grammar {
@@ -20,9 +21,11 @@ const CodeSet kSpace = {{'\t', '\r'}, {' ', ' '}, {0xA0, 0xA0}, {0x1680, 0x1680}
 // `.`: anything but a line terminator.
 const CodeSet kDot = complement({{'\n', '\n'}, {'\r', '\r'}, {0x2028, 0x2029}});
 
-class RegexParser {
+class RegexParser : Descent<RegexParser> {
  public:
-  RegexParser(std::string_view s, const RegexOptions& o) : s_(s), opts_(o) {}
+  static constexpr const char* kWhat = "the pattern";
+
+  RegexParser(std::string_view s, const RegexOptions& o) : Descent(s, kMaxDepth), opts_(o) {}
 
   Expr parse() {
     bool start_anchor = false, end_anchor = false;
@@ -49,24 +52,15 @@ class RegexParser {
   }
 
  private:
-  bool eof() const { return pos_ >= s_.size(); }
+  friend class Descent<RegexParser>;
+
   [[noreturn]] void fail(const std::string& what) const {
     throw RegexError{strfmt("regex at offset %zu: %s", pos_, what.c_str())};
   }
+  void skip_blank(bool) {}  // every character of a regex counts
 
   // A character set as an Expr (JSON-escaped when the options say so).
   Expr chars(const CodeSet& set) const { return opts_.json_string ? json_string_chars(set) : Expr::cls(set); }
-
-  Expr parse_alts(int depth) {
-    if (depth > kMaxDepth) fail("groups nest too deep");
-    std::vector<Expr> alts;
-    alts.push_back(parse_seq(depth));
-    while (!eof() && s_[pos_] == '|') {
-      ++pos_;
-      alts.push_back(parse_seq(depth));
-    }
-    return Expr::alt(std::move(alts));
-  }
 
   Expr parse_seq(int depth) {
     std::vector<Expr> items;
@@ -119,10 +113,7 @@ class RegexParser {
       if (parse_escape(set, false)) return chars(set);
       return literal(set[0].lo);
     }
-    uni::Decoded d = uni::decode(s_, pos_);
-    if (!d.valid || d.len == 0) fail("the pattern is not valid UTF-8");
-    pos_ += d.len;
-    return literal(d.cp);
+    return literal(parse_utf8());
   }
 
   Expr literal(uint32_t cp) const {
@@ -130,18 +121,6 @@ class RegexParser {
     std::string b;
     uni::append_utf8(b, cp);
     return Expr::literal(std::move(b));
-  }
-
-  uint32_t hex(int n) {
-    uint32_t v = 0;
-    for (int i = 0; i < n; ++i) {
-      if (eof()) fail("unfinished escape");
-      char c = s_[pos_++];
-      const int d = hex_digit(c);
-      if (d < 0) fail("expected a hex digit");
-      v = v * 16 + static_cast<uint32_t>(d);
-    }
-    return v;
   }
 
   // Parses an escape at s_[pos_] == '\\'. Returns true with `set` filled for a class escape (\d ...); false with
@@ -164,16 +143,16 @@ class RegexParser {
       case 'f': cp = '\f'; break;
       case 'v': cp = '\v'; break;
       case '0': cp = 0; break;
-      case 'x': cp = hex(2); break;
+      case 'x': cp = parse_hex(2); break;
       case 'u':
         if (!eof() && s_[pos_] == '{') {
           ++pos_;
           size_t close = s_.find('}', pos_);
           if (close == std::string_view::npos || close == pos_ || close - pos_ > 6) fail("bad \\u{...} escape");
-          cp = hex(static_cast<int>(close - pos_));
+          cp = parse_hex(static_cast<int>(close - pos_));
           ++pos_;
         } else {
-          cp = hex(4);
+          cp = parse_hex(4);
         }
         break;
       case 'b':
@@ -191,18 +170,13 @@ class RegexParser {
         cp = static_cast<uint8_t>(e);
         if (cp >= 0x80) fail("escape of a non-ASCII byte");
     }
-    if (cp > kMaxCodePoint || (cp >= 0xD800 && cp <= 0xDFFF)) fail("the escape is not a Unicode scalar value");
+    scalar_value(cp);
     set = {{cp, cp}};
     return false;
   }
 
   CodeSet parse_class() {
-    ++pos_;  // [
-    bool negated = false;
-    if (!eof() && s_[pos_] == '^') {
-      negated = true;
-      ++pos_;
-    }
+    const bool negated = open_class();
     CodeSet set;
     bool first = true;
     while (true) {
@@ -214,10 +188,8 @@ class RegexParser {
       if (s_[pos_] == '\\') {
         is_class = parse_escape(one, true);
       } else {
-        uni::Decoded d = uni::decode(s_, pos_);
-        if (!d.valid || d.len == 0) fail("the pattern is not valid UTF-8");
-        pos_ += d.len;
-        one = {{d.cp, d.cp}};
+        const uint32_t cp = parse_utf8();
+        one = {{cp, cp}};
       }
       if (!is_class && pos_ + 1 < s_.size() && s_[pos_] == '-' && s_[pos_ + 1] != ']') {
         ++pos_;
@@ -225,10 +197,8 @@ class RegexParser {
         if (s_[pos_] == '\\') {
           if (parse_escape(hi, true)) fail("a class escape cannot end a range");
         } else {
-          uni::Decoded d = uni::decode(s_, pos_);
-          if (!d.valid || d.len == 0) fail("the pattern is not valid UTF-8");
-          pos_ += d.len;
-          hi = {{d.cp, d.cp}};
+          const uint32_t cp = parse_utf8();
+          hi = {{cp, cp}};
         }
         if (hi[0].lo < one[0].lo) fail("character range with its end before its start");
         one = {{one[0].lo, hi[0].lo}};
@@ -239,45 +209,16 @@ class RegexParser {
     return negated ? complement(set) : normalize(std::move(set));
   }
 
-  int number() {
-    std::string error;
-    const int n = parse_repeat_count(s_, pos_, error);
-    if (n < 0) fail(error);
-    return n;
-  }
-
   Expr parse_quantifier(Expr atom) {
-    while (!eof()) {
-      char c = s_[pos_];
-      int lo, hi;
-      if (c == '*' || c == '+' || c == '?') {
-        ++pos_;
-        lo = c == '+' ? 1 : 0;
-        hi = c == '?' ? 1 : -1;
-      } else if (c == '{') {
-        ++pos_;
-        lo = number();
-        hi = lo;
-        if (!eof() && s_[pos_] == ',') {
-          ++pos_;
-          hi = (!eof() && s_[pos_] == '}') ? -1 : number();
-        }
-        if (eof() || s_[pos_] != '}') fail("expected '}'");
-        ++pos_;
-        if (hi != -1 && hi < lo) fail("{m,n} with n < m");
-      } else {
-        break;
-      }
-      if (!eof() && s_[pos_] == '?') ++pos_;  // lazy: same language
-      else if (!eof() && s_[pos_] == '+') fail("possessive quantifiers are not supported");
-      atom = Expr::repeat(std::move(atom), lo, hi);
+    while (auto b = parse_repeat_op()) {
+      if (at('?')) ++pos_;  // lazy: same language
+      else if (at('+')) fail("possessive quantifiers are not supported");
+      atom = Expr::repeat(std::move(atom), b->lo, b->hi);
     }
     return atom;
   }
 
-  std::string_view s_;
   const RegexOptions& opts_;
-  size_t pos_ = 0;
 };
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "core/strfmt.h"
+#include "engine/grammar/worklist.h"
 
 namespace mopt::grammar {
 namespace {
@@ -29,57 +30,41 @@ bool bytes_can_finish(const Automaton& a, const ByteSet& bytes) {
       by_call[static_cast<size_t>(c->ret)].push_back(pos);
     }
   }
-  std::vector<uint8_t> ok(np, 0);
-  std::vector<int32_t> work;
-  auto mark = [&](int32_t p) {
-    if (!ok[static_cast<size_t>(p)]) {
-      ok[static_cast<size_t>(p)] = 1;
-      work.push_back(p);
-    }
-  };
+  Worklist ok(np);  // positions that can finish
   for (size_t p = 0; p < np; ++p)
-    if (a.accepting(static_cast<int32_t>(p))) mark(static_cast<int32_t>(p));
-  while (!work.empty()) {
-    const int32_t q = work.back();
-    work.pop_back();
-    for (int32_t p : by_byte[static_cast<size_t>(q)]) mark(p);
+    if (a.accepting(static_cast<int32_t>(p))) ok.push(static_cast<int32_t>(p));
+  while (!ok.empty()) {
+    const int32_t q = ok.pop();
+    for (int32_t p : by_byte[static_cast<size_t>(q)]) ok.push(p);
     for (int32_t p : by_call[static_cast<size_t>(q)]) {
-      if (ok[static_cast<size_t>(p)]) continue;
+      if (ok.seen(p)) continue;
       for (const Call* c = a.calls_begin(p); c != a.calls_end(p); ++c)
-        if (ok[static_cast<size_t>(a.rule_start(c->rule))] && ok[static_cast<size_t>(c->ret)]) {
-          mark(p);
+        if (ok.seen(a.rule_start(c->rule)) && ok.seen(c->ret)) {
+          ok.push(p);
           break;
         }
     }
   }
-  return ok[static_cast<size_t>(a.rule_start(a.root()))] != 0;
+  return ok.seen(a.rule_start(a.root()));
 }
 
 std::string bytes_missing(const Automaton& a, const ByteSet& bytes, int max) {
   // The bytes read on positions reachable from the start rule (through calls and returns).
   const size_t np = static_cast<size_t>(a.n_positions());
-  std::vector<uint8_t> seen(np, 0);
-  std::vector<int32_t> work{a.rule_start(a.root())};
-  seen[static_cast<size_t>(work[0])] = 1;
+  Worklist reach(np);
+  reach.push(a.rule_start(a.root()));
   ByteSet used{};
-  auto visit = [&](int32_t q) {
-    if (q >= 0 && !seen[static_cast<size_t>(q)]) {
-      seen[static_cast<size_t>(q)] = 1;
-      work.push_back(q);
-    }
-  };
-  while (!work.empty()) {
-    const int32_t p = work.back();
-    work.pop_back();
+  while (!reach.empty()) {
+    const int32_t p = reach.pop();
     for (int b = 0; b < 256; ++b) {
       const int32_t q = a.next(p, static_cast<uint8_t>(b));
       if (q < 0) continue;
       used[static_cast<size_t>(b >> 6)] |= uint64_t{1} << (b & 63);
-      visit(q);
+      reach.push(q);
     }
     for (const Call* c = a.calls_begin(p); c != a.calls_end(p); ++c) {
-      visit(a.rule_start(c->rule));
-      visit(c->ret);
+      reach.push(a.rule_start(c->rule));
+      reach.push(c->ret);
     }
   }
   std::string out;

@@ -75,5 +75,31 @@ TEST(EngineFlags, ParsesAllFlags) {
   EXPECT_THROW(bad.parse(b1), CLI::ValidationError);
 }
 
+TEST(EngineFlags, SpeculativeConfig) {
+  CLI::App app;
+  EngineConfig cfg;
+  add_engine_flags(app, cfg);
+  EXPECT_EQ(cfg.speculative.method, SpecMethod::kNone);  // off by default
+  std::vector<std::string> args{"--speculative-config",
+                                R"({"method":"ngram","num_speculative_tokens":3,"prompt_lookup_max":5})"};
+  std::vector<std::string> rev(args.rbegin(), args.rend());
+  app.parse(rev);
+  EXPECT_EQ(cfg.speculative.method, SpecMethod::kNgram);
+  EXPECT_EQ(cfg.speculative.num_speculative_tokens, 3);
+  EXPECT_EQ(cfg.speculative.prompt_lookup_max, 5);
+  EXPECT_EQ(cfg.speculative.prompt_lookup_min, 5);
+  CLI::App bad;
+  EngineConfig bad_cfg;
+  add_engine_flags(bad, bad_cfg);
+  std::vector<std::string> draft{R"({"method":"draft_model","model":"m","num_speculative_tokens":3})",
+                                 "--speculative-config"};
+  try {
+    bad.parse(draft);
+    ADD_FAILURE() << "a draft model was accepted";
+  } catch (const CLI::ValidationError& e) {
+    EXPECT_NE(std::string(e.what()).find("not implemented"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace mopt

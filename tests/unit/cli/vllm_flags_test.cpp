@@ -68,7 +68,7 @@ TEST(VllmServeFlags, RefusedWithTheReason) {
       {{"a.gguf", "-m", "b.gguf"}, "two models given"},
       {{"m.gguf", "--quantization", "bitsandbytes"}, "mopt quantize"},
       {{"m.gguf", "--dtype", "half"}, "float16 compute is not implemented"},
-      {{"m.gguf", "--kv-cache-dtype", "fp8"}, "fp8 KV cache is not implemented"},
+      {{"m.gguf", "--kv-cache-dtype", "fp8_e5m2"}, "this fp8 variant is not implemented"},
   };
   for (const auto& [args, want] : cases) {
     Serve s;

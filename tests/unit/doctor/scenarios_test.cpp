@@ -112,7 +112,8 @@ TEST_F(DoctorScenario, HealthyH100) {
   const auto& g = r.facts["gpu"]["gpus"][0];
   EXPECT_EQ(g["name"], "NVIDIA H100 80GB HBM3");
   EXPECT_EQ(g["memory"]["total_bytes"], 81559ull << 20);
-  EXPECT_EQ(g["pcie"]["gen"], 5);
+  EXPECT_EQ(g["pcie"].dump(), R"({"gen":5,"gen_max":5,"width":16,"width_max":16})");
+  EXPECT_EQ(g["clocks_mhz"].dump(), R"({"sm":1980,"sm_max":1980,"mem":2619,"mem_max":2619})");
   EXPECT_EQ(r.facts["gpu"]["driver"]["driver_version"], "570.86.15");
   EXPECT_EQ(r.facts["gpu"]["driver"]["cuda_version"], "12.8");
   EXPECT_EQ(r.facts["gpu"]["driver"]["cuda_device_count"], 1);

@@ -14,6 +14,7 @@
 #include "engine/engine.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
+#include "unit/engine/engine_outputs.h"
 
 namespace mopt {
 namespace {
@@ -65,46 +66,12 @@ class EngineModel : public ::testing::Test {
     return cfg;
   }
 
-  struct Out {
-    std::vector<int32_t> tokens;
-    std::string text;
-    FinishReason reason = FinishReason::kNone;
-    int cached = 0;
-  };
+  using Out = test::EngineRunOutput;
 
   // Runs all specs at once; returns the outputs in order.
   static std::vector<Out> run(const EngineConfig& cfg, const std::vector<RequestSpec>& specs,
                               EngineStats* stats = nullptr) {
-    auto e = Engine::create(*model_, *tok_, cfg);
-    EXPECT_TRUE(e) << e.message();
-    if (!e) return {};
-    Engine& eng = **e;
-    std::map<uint64_t, Out> outs;
-    std::vector<uint64_t> ids;
-    for (const RequestSpec& s : specs) {
-      AddResult r = eng.add_request(s, [&](const RequestOutput& o) {
-        Out& x = outs[o.request_id];
-        x.tokens.insert(x.tokens.end(), o.new_tokens.begin(), o.new_tokens.end());
-        x.text += o.text;
-        if (o.finished) x.reason = o.finish_reason;
-        x.cached = o.cached_prompt_tokens;
-      });
-      EXPECT_EQ(r.error, AddError::kNone) << r.message;
-      ids.push_back(r.request_id);
-    }
-    for (int i = 0; eng.has_unfinished(); ++i) {
-      eng.step();
-      if (i > 100000) {
-        ADD_FAILURE() << "no progress";
-        break;
-      }
-    }
-    if (stats) *stats = eng.stats();
-    EngineStats s = eng.stats();
-    EXPECT_EQ(s.free_blocks, s.num_blocks) << "blocks leaked";
-    std::vector<Out> res;
-    for (uint64_t id : ids) res.push_back(outs[id]);
-    return res;
+    return test::run_to_completion(*model_, *tok_, cfg, specs, stats);
   }
 
   // Mixed prompts (story openings, cut at various lengths) and output lengths.

@@ -1,5 +1,5 @@
 // Randomized engine tests over the FakeRunner: many seeds, random configurations (block size, pool size, token
-// budget, policy, preemption mode, prefix caching) and random add / step / abort sequences. After every step the
+// budget, policy, preemption mode, prefix caching, speculative decoding) and random add / step / abort sequences. After every step the
 // engine invariants are checked; every request that was not aborted must produce the oracle's tokens; all requests
 // finish once arrivals stop; and the block pool ends where it started.
 #include <gtest/gtest.h>
@@ -13,7 +13,11 @@
 namespace mopt::test {
 namespace {
 
-void run_seed(uint32_t seed, uint64_t& preemptions, uint64_t& swapped_blocks) {
+struct Totals {
+  uint64_t preemptions = 0, swapped_blocks = 0, spec_drafts = 0, spec_accepted = 0;
+};
+
+void run_seed(uint32_t seed, Totals& totals) {
   std::mt19937 rng(seed);
   auto pick = [&](int lo, int hi) { return lo + static_cast<int>(rng() % static_cast<uint32_t>(hi - lo + 1)); };
   EngineConfig cfg;
@@ -28,9 +32,17 @@ void run_seed(uint32_t seed, uint64_t& preemptions, uint64_t& swapped_blocks) {
   cfg.preemption = rng() % 2 ? PreemptionMode::kRecompute : PreemptionMode::kSwap;
   if (cfg.preemption == PreemptionMode::kSwap) cfg.swap_space_gib = pick(1, nb) * cfg.block_size * 8 / 1073741824.0;
   cfg.enable_prefix_caching = rng() % 4 != 0;
-  SCOPED_TRACE(strfmt("seed %u bs %d blocks %d len %d seqs %d budget %d policy %d mode %d caching %d", seed,
+  std::mt19937 spec_rng(seed + 1000003);  // its own stream: the other choices stay those of each seed
+  if (spec_rng() % 2) {  // n-gram proposals: with the fake model's hashed outputs mostly rejected (rollbacks)
+    cfg.speculative.method = SpecMethod::kNgram;
+    cfg.speculative.num_speculative_tokens = 1 + static_cast<int>(spec_rng() % 5);
+    cfg.speculative.prompt_lookup_min = 1;
+    cfg.speculative.prompt_lookup_max = 1 + static_cast<int>(spec_rng() % 3);
+  }
+  SCOPED_TRACE(strfmt("seed %u bs %d blocks %d len %d seqs %d budget %d policy %d mode %d caching %d spec %d", seed,
                       cfg.block_size, nb, cfg.max_model_len, cfg.max_num_seqs, cfg.max_num_batched_tokens,
-                      static_cast<int>(cfg.policy), static_cast<int>(cfg.preemption), cfg.enable_prefix_caching));
+                      static_cast<int>(cfg.policy), static_cast<int>(cfg.preemption), cfg.enable_prefix_caching,
+                      cfg.speculative.num_speculative_tokens));
   Harness h(cfg);
   ASSERT_TRUE(h.engine) << h.create_error;
   ASSERT_EQ(h.engine->stats().num_blocks, nb);
@@ -88,20 +100,26 @@ void run_seed(uint32_t seed, uint64_t& preemptions, uint64_t& swapped_blocks) {
   EXPECT_EQ(st.free_blocks, nb) << "blocks leaked";
   EXPECT_EQ(st.running + st.waiting + st.swapped, 0);
   EXPECT_FALSE(h.engine->step()) << "idle engine reports work";
-  preemptions += st.preemptions;
-  swapped_blocks += h.runner->swapped_out_blocks;
+  totals.preemptions += st.preemptions;
+  totals.swapped_blocks += h.runner->swapped_out_blocks;
+  totals.spec_drafts += st.spec_num_drafts;
+  totals.spec_accepted += st.spec_num_accepted_tokens;
 }
 
 TEST(EngineRandom, OutputsAndInvariantsOverManySeeds) {
-  uint64_t preemptions = 0, swapped = 0;
+  Totals t;
   for (uint32_t seed = 0; seed < 300; ++seed) {
-    run_seed(seed, preemptions, swapped);
+    run_seed(seed, t);
     if (::testing::Test::HasFatalFailure()) return;
   }
-  EXPECT_GT(preemptions, 100u);
-  EXPECT_GT(swapped, 100u);
-  std::printf("[ engine random ] 300 seeds: %llu preemptions, %llu blocks swapped out\n",
-              static_cast<unsigned long long>(preemptions), static_cast<unsigned long long>(swapped));
+  EXPECT_GT(t.preemptions, 100u);
+  EXPECT_GT(t.swapped_blocks, 100u);
+  EXPECT_GT(t.spec_drafts, 1000u);
+  EXPECT_GT(t.spec_accepted, 0u);
+  std::printf("[ engine random ] 300 seeds: %llu preemptions, %llu blocks swapped out, %llu speculative rounds "
+              "(%llu proposals accepted)\n", static_cast<unsigned long long>(t.preemptions),
+              static_cast<unsigned long long>(t.swapped_blocks), static_cast<unsigned long long>(t.spec_drafts),
+              static_cast<unsigned long long>(t.spec_accepted));
 }
 
 }  // namespace

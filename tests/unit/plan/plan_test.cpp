@@ -156,6 +156,17 @@ TEST(Plan, Llama8bOnH200ByHand) {
   ASSERT_TRUE(p8) << p8.message();
   EXPECT_LT(p8->weight_bytes, p->weight_bytes * 0.51);
   EXPECT_FALSE(p8->notes.empty());  // mopt's CUDA backend runs bf16: said
+  // The fp8 KV cache (what mopt serve --kv-cache-dtype fp8 allocates): 1 byte per element, twice the blocks.
+  req.weight_format = "auto";
+  req.kv_cache_dtype = "fp8";
+  auto pk = make_plan(req);
+  ASSERT_TRUE(pk) << pk.message();
+  EXPECT_EQ(pk->kv_elem_bytes, 1);
+  EXPECT_EQ(pk->kv_bytes_per_token, 65536u);
+  EXPECT_EQ(pk->kv.block_bytes, 1u << 20);
+  EXPECT_EQ(pk->kv.num_blocks, static_cast<int>(static_cast<uint64_t>(budget) / (1u << 20)));
+  EXPECT_NE(pk->flags.find("--kv-cache-dtype fp8"), std::string::npos) << pk->flags;
+  EXPECT_EQ(p->flags.find("--kv-cache-dtype"), std::string::npos) << p->flags;
 }
 
 TEST(Plan, BadInputsSayWhatToChange) {

@@ -256,10 +256,16 @@ TEST(Metrics, RenderHasTheRequiredFamilies) {
   cfg.block_size = 32;
   cfg.runner.device = DeviceKind::kCpu;
   cfg.enable_prefix_caching = false;
+  cfg.speculative.method = SpecMethod::kNgram;
+  cfg.speculative.num_speculative_tokens = 4;
+  s.spec_num_drafts = 4;
+  s.spec_num_draft_tokens = 16;
+  s.spec_num_accepted_tokens = 6;
   std::string out = m.render(s, &cfg, {false, "m"});
   EXPECT_NE(out.find("mopt:engine_config_info{model_name=\"m\",device=\"cpu\",block_size=\"32\",max_num_seqs=\"256\","
                      "max_num_batched_tokens=\"2048\",max_model_len=\"0\",num_blocks=\"0\","
-                     "kv_cache_dtype=\"auto\",prefix_caching=\"false\",enforce_eager=\"false\"} 1\n"),
+                     "kv_cache_dtype=\"auto\",prefix_caching=\"false\",enforce_eager=\"false\","
+                     "speculative_method=\"ngram\",num_speculative_tokens=\"4\"} 1\n"),
             std::string::npos) << out;
   EXPECT_EQ(out.find("mopt:device_memory_used_bytes"), std::string::npos) << "no device: no device memory line";
   EXPECT_EQ(m.render(s, nullptr).find("mopt:engine_config_info{"), std::string::npos) << "no settings while loading";
@@ -272,6 +278,10 @@ TEST(Metrics, RenderHasTheRequiredFamilies) {
         "mopt:request_success_total{model_name=\"m\",finished_reason=\"length\"} 2\n",
         "mopt:model_loaded{model_name=\"m\"} 1\n", "mopt:cuda_graphs_enabled{model_name=\"m\"} 0\n",
         "mopt:cuda_graphs_captured{model_name=\"m\"} 2\n", "mopt:cuda_graph_launches_total{model_name=\"m\"} 0\n",
+        "mopt:spec_decode_num_drafts_total{model_name=\"m\"} 4\n",
+        "mopt:spec_decode_num_draft_tokens_total{model_name=\"m\"} 16\n",
+        "mopt:spec_decode_num_accepted_tokens_total{model_name=\"m\"} 6\n",
+        "mopt:spec_decode_mean_acceptance_length{model_name=\"m\"} 2.5\n",
         "# TYPE mopt:time_to_first_token_seconds histogram\n", "# TYPE mopt:inter_token_latency_seconds histogram\n",
         "# TYPE mopt:e2e_request_latency_seconds histogram\n", "# TYPE mopt:request_queue_time_seconds histogram\n"})
     EXPECT_NE(out.find(needle), std::string::npos) << needle;
@@ -342,6 +352,7 @@ TEST(Metrics, VllmNamesWithModelNameLabel) {
         "# TYPE vllm:request_queue_time_seconds histogram\n", "# TYPE vllm:request_prompt_tokens histogram\n",
         "# TYPE vllm:request_generation_tokens histogram\n", "# TYPE vllm:iteration_tokens_total histogram\n",
         "vllm:prefix_cache_hits_total{" + l + "} 0\n", "vllm:num_preemptions_total{" + l + "} 0\n",
+        "vllm:spec_decode_num_accepted_tokens_total{" + l + "} 0\n",
         "mopt:num_requests_running{" + l + "} 2\n"})
     EXPECT_NE(out.find(needle), std::string::npos) << needle << "\n" << out;
   // Each family has one HELP/TYPE header: no name is written twice.

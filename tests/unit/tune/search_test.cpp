@@ -114,7 +114,26 @@ TEST(Space, ClosedLoopCapsSequencesAndOverridesFixKnobs) {
   EXPECT_FALSE(build_space(in)) << "cuda-graphs on the CPU is refused";
   in.is_cuda = true;
   in.overrides = {{Knob::kKvCacheDtype, {0, 1}}};
-  EXPECT_FALSE(build_space(in)) << "kv-cache-dtype on CUDA is refused";
+  EXPECT_FALSE(build_space(in)) << "kv-cache-dtype fp32 on CUDA is refused";
+  // CUDA: auto vs fp8 only when asked; never searched by default.
+  in.overrides = {};
+  auto plain = build_space(in);
+  ASSERT_TRUE(plain);
+  for (const auto& d : plain->dims) EXPECT_NE(d.knob, Knob::kKvCacheDtype);
+  EXPECT_EQ(plain->base[Knob::kKvCacheDtype], 0);
+  in.overrides = {{Knob::kKvCacheDtype, {0, 2}}};
+  auto fp8 = build_space(in);
+  ASSERT_TRUE(fp8) << fp8.message();
+  bool searched = false;
+  for (const auto& d : fp8->dims)
+    if (d.knob == Knob::kKvCacheDtype) searched = d.values == std::vector<int64_t>{0, 2};
+  EXPECT_TRUE(searched);
+  in.overrides = {{Knob::kKvCacheDtype, {2}}};
+  auto only8 = build_space(in);
+  ASSERT_TRUE(only8);
+  EXPECT_EQ(only8->base[Knob::kKvCacheDtype], 2);
+  in.is_cuda = false;
+  EXPECT_FALSE(build_space(in)) << "fp8 on the CPU is refused";
 }
 
 TEST(Pareto, KeepsOnlyUndominatedPoints) {

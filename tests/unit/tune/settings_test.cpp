@@ -61,6 +61,15 @@ TEST(Settings, ServeArgsAndTomlUseServesFlagNames) {
   EXPECT_EQ(cuda.find("kv-cache-dtype"), std::string::npos);
   const auto cargs = g.serve_args(kModels, fixed, true);
   EXPECT_NE(std::find(cargs.begin(), cargs.end(), "--enforce-eager"), cargs.end());
+  // The CUDA fp8 KV cache (knob value 2) is passed on.
+  g[Knob::kKvCacheDtype] = 2;
+  EXPECT_NE(settings_toml(g, kModels, fixed, true, "").find("kv-cache-dtype = \"fp8\"\n"), std::string::npos);
+  const auto fargs = g.serve_args(kModels, fixed, true);
+  const auto at = std::find(fargs.begin(), fargs.end(), "--kv-cache-dtype");
+  ASSERT_NE(at, fargs.end());
+  ASSERT_NE(at + 1, fargs.end());
+  EXPECT_EQ(*(at + 1), "fp8");
+  EXPECT_NE(g.brief(kModels, true).find("kv=fp8"), std::string::npos);
 }
 
 TEST(Settings, KnobValuesParseAndFormat) {
@@ -68,6 +77,9 @@ TEST(Settings, KnobValuesParseAndFormat) {
   EXPECT_EQ(*parse_knob_value(Knob::kKvCacheMemory, "auto"), 0);
   EXPECT_EQ(*parse_knob_value(Knob::kPrefixCaching, "off"), 0);
   EXPECT_EQ(*parse_knob_value(Knob::kKvCacheDtype, "fp32"), 1);
+  EXPECT_EQ(*parse_knob_value(Knob::kKvCacheDtype, "fp8"), 2);
+  EXPECT_EQ(format_knob_value(Knob::kKvCacheDtype, 2, kModels), "fp8");
+  EXPECT_FALSE(parse_knob_value(Knob::kKvCacheDtype, "int4"));
   EXPECT_FALSE(parse_knob_value(Knob::kBlockSize, "0"));
   EXPECT_FALSE(parse_knob_value(Knob::kBlockSize, "3.5"));
   EXPECT_FALSE(parse_knob_value(Knob::kCudaGraphs, "maybe"));

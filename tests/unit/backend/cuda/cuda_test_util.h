@@ -9,11 +9,13 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "backend/cuda/cuda_runner.h"
 #include "backend/cuda/kernels.h"
 #include "core/dtype.h"
+#include "unit/backend/e4m3_ref.h"
 
 namespace mopt::cudatest {
 
@@ -87,6 +89,13 @@ struct Storage<float> {
   static Host from(float v) { return v; }
   static float to(Host h) { return h; }
 };
+// fp8 KV cache elements (E4M3 bytes, through the independent oracle; scales are applied by the tests).
+template <>
+struct Storage<cuda::fp8> {
+  using Host = uint8_t;
+  static Host from(float v) { return e4m3ref::encode(v); }
+  static float to(Host h) { return e4m3ref::decode(h); }
+};
 template <class T>
 using host_t = typename Storage<T>::Host;
 
@@ -141,6 +150,29 @@ inline ::testing::AssertionResult all_close(const std::vector<float>& got, const
                                        << ": got " << got[worst] << ", want " << ref[worst] << " (atol " << atol
                                        << ", rtol " << rtol << ")";
 }
+
+// Device views of a DevVec holding T's host representation, its download as fp32, and tolerances per T.
+template <class T>
+std::vector<float> download_f32(const DevVec<host_t<T>>& d) {
+  return cudatest::to_f32<T>(d.download());
+}
+
+template <class T>
+const T* dev(const DevVec<host_t<T>>& d) {
+  return reinterpret_cast<const T*>(d.get());
+}
+template <class T>
+T* dev_mut(DevVec<host_t<T>>& d) {
+  return reinterpret_cast<T*>(d.get());
+}
+
+// Tolerance of an output of storage type T: bf16 value for bf16, fp32 value for float.
+template <class T>
+constexpr float tol(float bf16_value, float fp32_value) {
+  return std::is_same_v<T, float> ? fp32_value : bf16_value;
+}
+template <class T>
+constexpr float kRtol = tol<T>(1.f / 128, 1e-5f);
 
 }  // namespace mopt::cudatest
 #endif

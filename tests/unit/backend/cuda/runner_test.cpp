@@ -1,6 +1,7 @@
 // The whole CudaRunner against the CPU runner (fp32) on the real stories260K model, against transformers'
 // fp32 top-5 logits for code-qwen2-25m, CUDA graphs against eager execution, and the no-CUDA answer; in both
-// compute dtypes (bf16: bounds set by bf16 rounding; float32: tight bounds, no near-tie exemptions).
+// compute dtypes (bf16: bounds set by bf16 rounding; float32: tight bounds, no near-tie exemptions); the fp8 KV
+// cache against the bf16 one.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -84,7 +85,7 @@ struct Runners {
 constexpr int kBlocks = 256, kBlockSize = 16, kMaxBlocks = 32;
 
 Runners make_runners(const std::string& path, bool with_cpu, bool eager = false,
-                     ComputeDtype dtype = ComputeDtype::kBFloat16) {
+                     ComputeDtype dtype = ComputeDtype::kBFloat16, KvCacheDtype gpu_kv = KvCacheDtype::kAuto) {
   Runners r;
   auto m = load_model(path);
   EXPECT_TRUE(m.is_ok()) << m.message();
@@ -106,6 +107,7 @@ Runners make_runners(const std::string& path, bool with_cpu, bool eager = false,
     }
   }
   o.device = DeviceKind::kCuda;
+  o.kv_cache_dtype = gpu_kv;
   auto g = create_cuda_runner(*r.model, o);
   EXPECT_TRUE(g.is_ok()) << g.message();
   if (g.is_ok()) {
@@ -312,9 +314,10 @@ TEST(CudaRunner, ProfileStepCoversFusedAndGeneralPaths) {
 
 TEST(CudaRunner, SwapRoundTripAndBadInput) {
   SKIP_WITHOUT_GPU();
-  for (ComputeDtype dt : {ComputeDtype::kBFloat16, ComputeDtype::kFloat32}) {
-  SCOPED_TRACE(dt == ComputeDtype::kFloat32 ? "float32" : "bf16");
-  Runners r = make_runners(models_dir() + "/stories260K.gguf", false, false, dt);
+  for (auto [dt, kv] : {std::pair{ComputeDtype::kBFloat16, KvCacheDtype::kAuto},
+                        {ComputeDtype::kFloat32, KvCacheDtype::kAuto}, {ComputeDtype::kBFloat16, KvCacheDtype::kFp8}}) {
+  SCOPED_TRACE(kv == KvCacheDtype::kFp8 ? "fp8 KV" : dt == ComputeDtype::kFloat32 ? "float32" : "bf16");
+  Runners r = make_runners(models_dir() + "/stories260K.gguf", false, false, dt, kv);
   ASSERT_TRUE(r.gpu);
   const int V = r.gpu->config().n_vocab;
   std::vector<float> l1(static_cast<size_t>(V)), l2(l1.size());
@@ -344,7 +347,8 @@ TEST(CudaRunner, SwapRoundTripAndBadInput) {
   bad.add(0, 0, {V + 5}, false);
   EXPECT_FALSE(r.gpu->forward(bad.batch(), l2.data()).is_ok());
   EXPECT_GT(r.gpu->available_kv_memory(0.9), 0u);
-  EXPECT_EQ(r.gpu->kv_block_bytes(16), r.gpu->config().kv_bytes_per_token(dt == ComputeDtype::kFloat32 ? 4 : 2) * 16);
+  const int es = kv == KvCacheDtype::kFp8 ? 1 : dt == ComputeDtype::kFloat32 ? 4 : 2;
+  EXPECT_EQ(r.gpu->kv_block_bytes(16), r.gpu->config().kv_bytes_per_token(es) * 16);
   }
 }
 
@@ -452,6 +456,81 @@ TEST(CudaRunner, CodeQwen2MatchesTransformersTop5) {
   EXPECT_GE(agree, total * (f32 ? 99 : 97) / 100);
   EXPECT_LT(worst, f32 ? 0.02f : 0.5f);
   }
+}
+
+// --kv-cache-dtype fp8 (E4M3, per-head scales from the weights): refused with float32 compute; one byte per
+// element. On code-qwen2-25m (every reference sequence through the prefill path, the first one also token by
+// token through the decode path) the fp8-KV runner must pick the bf16-KV runner's top-1 at >= 95% of positions
+// and transformers' fp32 top-1 at >= 93%. Why not the 99%: E4M3 keeps 3 mantissa bits, and this model's
+// predictions are close calls (bf16 rounding alone: 97% against fp32, above). The CPU runner with its fp32 cache
+// rounded to 4 significant bits (E4M3's normal numbers; an experiment, not in the tree) agreed with the fp16
+// cache at 97.2% top-1 on 3,732 tokens of code-eval.txt (K alone 97.7%, V alone 98.6%; KL mean 2.5e-3), so no
+// choice of scales reaches 99% here. A broken fp8 path agrees at a few percent.
+TEST(CudaRunner, Fp8KvCacheRefusedInFloat32) {
+  SKIP_WITHOUT_GPU();
+  auto loaded = load_model(models_dir() + "/stories260K.gguf");
+  ASSERT_TRUE(loaded) << loaded.message();
+  RunnerOptions o;
+  o.device = DeviceKind::kCuda;
+  o.dtype = ComputeDtype::kFloat32;
+  o.kv_cache_dtype = KvCacheDtype::kFp8;
+  auto g = create_cuda_runner(**loaded, o);
+  ASSERT_FALSE(g);
+  EXPECT_NE(g.message().find("bfloat16"), std::string::npos) << g.message();
+}
+
+TEST(CudaRunner, CodeQwen2Fp8KvCacheAgreesWithBf16Cache) {
+  SKIP_WITHOUT_GPU();
+  REQUIRE_MODEL(models_dir() + "/code-qwen2-25m");
+  Runners b16 = make_runners(models_dir() + "/code-qwen2-25m", false, false, ComputeDtype::kBFloat16);
+  Runners f8 = make_runners(models_dir() + "/code-qwen2-25m", false, false, ComputeDtype::kBFloat16,
+                            KvCacheDtype::kFp8);
+  ASSERT_TRUE(b16.gpu && f8.gpu);
+  EXPECT_EQ(f8.gpu->kv_block_bytes(16) * 2, b16.gpu->kv_block_bytes(16));
+  std::ifstream f(models_dir() + "/code-qwen2-25m.reference.json");
+  ASSERT_TRUE(f.good()) << "code-qwen2-25m.reference.json not found in " << models_dir();
+  const nlohmann::json ref = nlohmann::json::parse(f);
+  const int V = b16.gpu->config().n_vocab;
+  int agree = 0, agree_hf = 0, total = 0;
+  float worst = 0.f;
+  auto compare = [&](const Batcher& b, const std::vector<int>& hf_top) {
+    std::vector<float> la(static_cast<size_t>(b.n_out()) * V), lb(la.size());
+    const Status sa = b16.gpu->forward(b.batch(), la.data()), sb = f8.gpu->forward(b.batch(), lb.data());
+    ASSERT_TRUE(sa.is_ok()) << sa.message();
+    ASSERT_TRUE(sb.is_ok()) << sb.message();
+    for (int o = 0; o < b.n_out(); ++o, ++total) {
+      const float* ra = la.data() + static_cast<size_t>(o) * V;
+      const float* rb = lb.data() + static_cast<size_t>(o) * V;
+      agree += argmax(ra, V) == argmax(rb, V);
+      if (!hf_top.empty()) agree_hf += argmax(rb, V) == hf_top[static_cast<size_t>(o)];
+      for (int i = 0; i < V; ++i) worst = std::max(worst, std::fabs(ra[i] - rb[i]));
+    }
+  };
+  int hf_total = 0;
+  for (size_t s = 0; s < ref["top5"].size(); ++s) {  // prefill path (tensor-core kernel, head_dim 64)
+    const auto& e = ref["top5"][s];
+    const std::vector<int32_t> ids = e["input_ids"].get<std::vector<int32_t>>();
+    std::vector<int> hf_top;
+    for (size_t i = 0; i < ids.size(); ++i) hf_top.push_back(e["top5_ids"][i][0].get<int>());
+    Batcher b(kBlocks, kBlockSize, kMaxBlocks);
+    b.add(static_cast<int>(s % 4), 0, ids, true);
+    ASSERT_NO_FATAL_FAILURE(compare(b, hf_top));
+    hf_total += static_cast<int>(ids.size());
+  }
+  const int prefill_total = total;
+  {  // decode path: the first sequence again, one token per step (sequence slot 5: fresh blocks)
+    const std::vector<int32_t> ids = ref["top5"][0]["input_ids"].get<std::vector<int32_t>>();
+    for (size_t i = 0; i < ids.size(); ++i) {
+      Batcher b(kBlocks, kBlockSize, kMaxBlocks);
+      b.add(5, static_cast<int>(i), {ids[i]}, false);
+      ASSERT_NO_FATAL_FAILURE(compare(b, {}));
+    }
+  }
+  std::printf("code-qwen2-25m fp8 KV vs bf16 KV: top-1 %d/%d (prefill %d positions), max |logit diff| %.3f; "
+              "fp8 KV vs transformers fp32 top-1 %d/%d\n", agree, total, prefill_total, worst, agree_hf, hf_total);
+  EXPECT_GE(agree * 100, total * 95);
+  EXPECT_GE(agree_hf * 100, hf_total * 93);
+  EXPECT_GT(worst, 0.f) << "the fp8 runner gave bit-identical logits: is its cache really fp8?";
 }
 #endif
 

@@ -1,0 +1,214 @@
+// Speculative decoding speed (issue 20, acceptance 4): single-stream generation of code-qwen2-25m on a
+// code-editing workload, with n-gram prompt lookup vs without, in the same run, through the full engine.
+//
+// Workload: for each module of code-eval.txt (held out from the model's training), the prompt holds the module's
+// first --lines lines and asks for the file again ("# The same file, rewritten:" and its first line); the greedy
+// output repeats much of the file, which is what prompt lookup proposes. Each prompt runs --rounds times through
+// two engines made once (plain, and with --speculative-config), alternating plain / speculative so that both see
+// the same machine load; the faster run of each counts. Reported per file and in total: decode tokens/s (tokens
+// after the first / time after the first token), mean acceptance length (tokens per verification round, 1 +
+// accepted / rounds), acceptance rate (accepted / proposed tokens), and the speed-up. The greedy outputs of both
+// engines must be identical (checked; a difference is an error).
+// Usage: bench_speculative [--model DIR ($MOPT_MODELS_DIR/code-qwen2-25m)] [--eval-text FILE]
+//                          [--device cpu|cuda] [--threads 0] [--speculative-config JSON] [--lines 40]
+//                          [--tokens 256] [--rounds 2]
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/log.h"
+#include "core/strfmt.h"
+#include "engine/engine.h"
+#include "model/model.h"
+#include "server/speculative_config.h"
+#include "tokenizer/tokenizer.h"
+
+using namespace mopt;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Run {
+  std::vector<int32_t> tokens;
+  double decode_s = 0;       // first token -> last token
+  double total_s = 0;        // add_request -> last token
+  uint64_t drafts = 0, draft_tokens = 0, accepted = 0;
+  uint64_t steps = 0;        // engine steps (prefill included)
+  double decode_tps() const { return tokens.size() > 1 ? (tokens.size() - 1) / decode_s : 0; }
+};
+
+Run generate(Engine& eng, const std::vector<int32_t>& prompt, int max_tokens) {
+  const EngineStats s0 = eng.stats();
+  Run r;
+  RequestSpec spec;
+  spec.prompt = prompt;
+  spec.params.temperature = 0;
+  spec.params.max_tokens = max_tokens;
+  Clock::time_point first{};
+  const auto t0 = Clock::now();
+  AddResult ar = eng.add_request(spec, [&](const RequestOutput& o) {
+    if (r.tokens.empty() && !o.new_tokens.empty()) first = Clock::now();
+    r.tokens.insert(r.tokens.end(), o.new_tokens.begin(), o.new_tokens.end());
+  });
+  if (ar.error != AddError::kNone) {
+    std::fprintf(stderr, "add_request: %s\n", ar.message.c_str());
+    std::exit(1);
+  }
+  while (eng.has_unfinished()) eng.step();
+  const auto t1 = Clock::now();
+  r.decode_s = std::chrono::duration<double>(t1 - first).count();
+  r.total_s = std::chrono::duration<double>(t1 - t0).count();
+  const EngineStats s1 = eng.stats();
+  r.drafts = s1.spec_num_drafts - s0.spec_num_drafts;
+  r.draft_tokens = s1.spec_num_draft_tokens - s0.spec_num_draft_tokens;
+  r.accepted = s1.spec_num_accepted_tokens - s0.spec_num_accepted_tokens;
+  r.steps = s1.steps - s0.steps;
+  return r;
+}
+
+// The modules of code-eval.txt: each starts with a line opening its docstring.
+std::vector<std::pair<std::string, std::vector<std::string>>> split_modules(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    std::fprintf(stderr, "cannot read %s\n", path.c_str());
+    std::exit(1);
+  }
+  static const char* starts[][2] = {{"\"\"\"Text wrapping", "textwrap"},
+                                    {"\"\"\"Implementation of JSONDecoder", "json/decoder"},
+                                    {"\"\"\"Heap queue", "heapq"},
+                                    {"\"\"\"Fraction, infinite-precision", "fractions"}};
+  std::vector<std::pair<std::string, std::vector<std::string>>> mods;
+  std::string line;
+  while (std::getline(in, line)) {
+    for (const auto& s : starts)
+      if (line.rfind(s[0], 0) == 0) mods.push_back({s[1], {}});
+    if (!mods.empty()) mods.back().second.push_back(line);
+  }
+  if (mods.size() != 4) {
+    std::fprintf(stderr, "%s: expected the 4 modules of code-eval.txt, found %zu\n", path.c_str(), mods.size());
+    std::exit(1);
+  }
+  return mods;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"speculative decoding (n-gram prompt lookup) vs plain decoding, single stream"};
+  const char* env_dir = std::getenv("MOPT_MODELS_DIR");  // as the tests: overrides the build's models folder
+  const std::string models = env_dir && *env_dir ? env_dir : MOPT_MODELS_DIR;
+  std::string model_path = models + "/code-qwen2-25m";
+  std::string eval_path = models + "/code-eval.txt";
+  std::string device = "cpu";
+  std::string spec_json =
+      R"({"method":"ngram","num_speculative_tokens":4,"prompt_lookup_max":4,"prompt_lookup_min":2})";
+  int threads = 0, lines = 40, tokens = 256, rounds = 2;
+  app.add_option("--model", model_path, "model (file or Hugging Face folder)");
+  app.add_option("--eval-text", eval_path, "code-eval.txt (the files to edit)");
+  app.add_option("--device", device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--threads", threads, "CPU threads (0 = all cores)")->check(CLI::Range(0, 4096));
+  app.add_option("--speculative-config", spec_json, "vLLM's JSON (default: ngram, 4 tokens, lookup 2-4)");
+  app.add_option("--lines", lines, "lines of each module in the prompt")->check(CLI::Range(1, 100000));
+  app.add_option("--tokens", tokens, "tokens generated per request")->check(CLI::Range(2, 100000));
+  app.add_option("--rounds", rounds, "runs of each side per file (the faster counts)")->check(CLI::Range(1, 100));
+  CLI11_PARSE(app, argc, argv);
+  set_log_level(LogLevel::kWarn);
+
+  auto sc = parse_speculative_config(spec_json);
+  if (!sc) {
+    std::fprintf(stderr, "%s\n", sc.message().c_str());
+    return 1;
+  }
+  auto m = load_model(model_path);
+  if (!m) {
+    std::fprintf(stderr, "%s\n", m.message().c_str());
+    return 1;
+  }
+  auto t = Tokenizer::create((*m)->vocab);
+  if (!t) {
+    std::fprintf(stderr, "%s\n", t.message().c_str());
+    return 1;
+  }
+  const Tokenizer& tok = **t;
+  EngineConfig cfg;
+  cfg.max_num_seqs = 4;
+  cfg.max_model_len = std::min((*m)->config.context_length, 4096);
+  cfg.kv_cache_memory = (*m)->config.kv_bytes_per_token(4) * static_cast<uint64_t>(cfg.max_model_len) * 2;
+  cfg.runner.n_threads = threads;
+  cfg.runner.device = device == "cuda" ? DeviceKind::kCuda : DeviceKind::kCpu;
+  EngineConfig scfg = cfg;
+  scfg.speculative = sc.value();
+  std::unique_ptr<Engine> engines[2];
+  for (int i = 0; i < 2; ++i) {
+    auto e = Engine::create(**m, tok, i ? scfg : cfg);
+    if (!e) {
+      std::fprintf(stderr, "engine: %s\n", e.message().c_str());
+      return 1;
+    }
+    engines[i] = std::move(e).value();
+    auto w = engines[i]->warmup([](int, int, const std::string&) {});
+    if (!w) {
+      std::fprintf(stderr, "warm-up: %s\n", w.message().c_str());
+      return 1;
+    }
+  }
+  std::printf("speculative decoding: %s on %s (threads %d), %s, %d prompt lines, %d tokens, best of %d\n",
+              model_path.c_str(), device_name(engines[0]->config().runner.device), threads, spec_json.c_str(), lines,
+              tokens, rounds);
+  // ms/step: decode time over the steps after the first token's (plain: one token a step; speculative: a
+  // verification step scores up to num_speculative_tokens + 1 positions).
+  std::printf("%-14s %7s %7s %12s %12s %9s %10s %9s %14s\n", "file", "prompt", "output", "plain tok/s", "spec tok/s",
+              "speed-up", "accept len", "accepted", "ms/step p | s");
+  double plain_s = 0, spec_s = 0;
+  uint64_t plain_n = 0, spec_n = 0, drafts = 0, draft_tokens = 0, accepted = 0;
+  int mismatches = 0;
+  for (const auto& [name, mod] : split_modules(eval_path)) {
+    std::string file;
+    for (int i = 0; i < lines && i < static_cast<int>(mod.size()); ++i) file += mod[static_cast<size_t>(i)] + "\n";
+    const std::string text =
+        "# " + name + ".py\n" + file + "\n\n# The same file, rewritten:\n# " + name + ".py\n" + mod[0] + "\n";
+    const std::vector<int32_t> prompt = tok.encode(text, false, false);
+    Run best[2];
+    for (int r = 0; r < rounds; ++r)
+      for (int i = 0; i < 2; ++i) {
+        Run x = generate(*engines[i], prompt, tokens);
+        if (r == 0 || x.decode_tps() > best[i].decode_tps()) best[i] = std::move(x);
+      }
+    if (best[0].tokens != best[1].tokens) {
+      ++mismatches;
+      std::fprintf(stderr, "%s: the speculative output differs from the plain greedy output\n", name.c_str());
+    }
+    const Run& p = best[0];
+    const Run& s = best[1];
+    std::printf("%-14s %7zu %7zu %12.1f %12.1f %8.2fx %10.2f %8.0f%% %6.2f | %5.2f\n", name.c_str(), prompt.size(),
+                p.tokens.size(), p.decode_tps(), s.decode_tps(), s.decode_tps() / p.decode_tps(),
+                s.drafts ? 1.0 + static_cast<double>(s.accepted) / s.drafts : 1.0,
+                s.draft_tokens ? 100.0 * s.accepted / s.draft_tokens : 0.0,
+                1e3 * p.decode_s / std::max<double>(1, p.steps - 1),
+                1e3 * s.decode_s / std::max<double>(1, s.steps - 1));
+    plain_s += p.decode_s;
+    spec_s += s.decode_s;
+    plain_n += p.tokens.size() - 1;
+    spec_n += s.tokens.size() - 1;
+    drafts += s.drafts;
+    draft_tokens += s.draft_tokens;
+    accepted += s.accepted;
+  }
+  const double ptps = plain_n / plain_s, stps = spec_n / spec_s;
+  std::printf("%-14s %7s %7llu %12.1f %12.1f %8.2fx %10.2f %8.0f%%\n", "all", "",
+              static_cast<unsigned long long>(plain_n), ptps, stps, stps / ptps,
+              drafts ? 1.0 + static_cast<double>(accepted) / drafts : 1.0,
+              draft_tokens ? 100.0 * accepted / draft_tokens : 0.0);
+  std::printf("single-stream decode speed-up with speculation: %.2fx (mean acceptance length %.2f tokens per "
+              "verification round; target on the H200: >= 1.8x)\n", stps / ptps,
+              drafts ? 1.0 + static_cast<double>(accepted) / drafts : 1.0);
+  if (mismatches) std::fprintf(stderr, "%d files: speculative output != plain output\n", mismatches);
+  return mismatches ? 1 : 0;
+}

@@ -1,0 +1,72 @@
+#include "server/speculative_config.h"
+
+#include <nlohmann/json.hpp>
+
+#include <limits>
+
+namespace mopt {
+
+namespace {
+
+using json = nlohmann::json;
+
+Result<int> int_field(const json& j, const char* name) {
+  const json& v = j.at(name);
+  if (!v.is_number_integer()) return error("--speculative-config: \"%s\" must be an integer", name);
+  const int64_t x = v.get<int64_t>();
+  if (x < std::numeric_limits<int>::min() || x > std::numeric_limits<int>::max())
+    return error("--speculative-config: \"%s\" is out of range", name);
+  return static_cast<int>(x);
+}
+
+}  // namespace
+
+Result<SpeculativeConfig> parse_speculative_config(const std::string& json_text) {
+  json j;
+  try {
+    j = json::parse(json_text);
+  } catch (const std::exception& e) {
+    return error("--speculative-config is not valid JSON (%s); e.g. "
+                 "'{\"method\":\"ngram\",\"num_speculative_tokens\":4,\"prompt_lookup_max\":4}'", e.what());
+  }
+  if (!j.is_object()) return error("--speculative-config must be a JSON object");
+  for (const auto& [key, value] : j.items()) {
+    (void)value;
+    if (key == "method" || key == "num_speculative_tokens" || key == "prompt_lookup_max" ||
+        key == "prompt_lookup_min")
+      continue;
+    if (key == "model")
+      return error("--speculative-config: draft models (\"model\") are not implemented in mopt yet; use "
+                   "\"method\": \"ngram\" (prompt lookup, no second model)");
+    return error("--speculative-config: field \"%s\" is not supported; mopt reads method, "
+                 "num_speculative_tokens, prompt_lookup_max and prompt_lookup_min", key.c_str());
+  }
+  if (!j.contains("method")) return error("--speculative-config needs \"method\" (mopt implements \"ngram\")");
+  if (!j["method"].is_string()) return error("--speculative-config: \"method\" must be a string");
+  const std::string method = j["method"].get<std::string>();
+  if (method == "draft_model" || method == "eagle" || method == "eagle3" || method == "medusa" ||
+      method == "mlp_speculator" || method == "mtp")
+    return error("--speculative-config: method \"%s\" is not implemented in mopt yet; use \"ngram\" (prompt "
+                 "lookup, no second model)", method.c_str());
+  if (method != "ngram")
+    return error("--speculative-config: unknown method \"%s\"; mopt implements \"ngram\"", method.c_str());
+  SpeculativeConfig c;
+  c.method = SpecMethod::kNgram;
+  if (!j.contains("num_speculative_tokens"))
+    return error("--speculative-config needs \"num_speculative_tokens\" (tokens proposed per step, e.g. 4)");
+  MOPT_ASSIGN_OR_RETURN(c.num_speculative_tokens, int_field(j, "num_speculative_tokens"));
+  const bool has_max = j.contains("prompt_lookup_max"), has_min = j.contains("prompt_lookup_min");
+  if (has_max) {
+    MOPT_ASSIGN_OR_RETURN(c.prompt_lookup_max, int_field(j, "prompt_lookup_max"));
+  }
+  if (has_min) {
+    MOPT_ASSIGN_OR_RETURN(c.prompt_lookup_min, int_field(j, "prompt_lookup_min"));
+  }
+  if (!has_max && !has_min) c.prompt_lookup_max = c.prompt_lookup_min = 5;
+  if (!has_min) c.prompt_lookup_min = c.prompt_lookup_max;
+  if (!has_max) c.prompt_lookup_max = c.prompt_lookup_min;
+  if (std::string e = validate_speculative_config(c); !e.empty()) return error("--speculative-config: %s", e.c_str());
+  return c;
+}
+
+}  // namespace mopt

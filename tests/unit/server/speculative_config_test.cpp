@@ -1,0 +1,58 @@
+// --speculative-config: vLLM's JSON read into SpeculativeConfig; what mopt does not implement is refused clearly.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "server/speculative_config.h"
+
+namespace mopt {
+namespace {
+
+TEST(SpeculativeConfig, NgramFields) {
+  auto c = parse_speculative_config(
+      R"({"method":"ngram","num_speculative_tokens":4,"prompt_lookup_max":4,"prompt_lookup_min":1})");
+  ASSERT_TRUE(c) << c.message();
+  EXPECT_EQ(c->method, SpecMethod::kNgram);
+  EXPECT_EQ(c->num_speculative_tokens, 4);
+  EXPECT_EQ(c->prompt_lookup_max, 4);
+  EXPECT_EQ(c->prompt_lookup_min, 1);
+}
+
+TEST(SpeculativeConfig, LookupDefaultsAsVllm) {
+  auto both = parse_speculative_config(R"({"method":"ngram","num_speculative_tokens":3})");
+  ASSERT_TRUE(both) << both.message();
+  EXPECT_EQ(both->prompt_lookup_min, 5);
+  EXPECT_EQ(both->prompt_lookup_max, 5);
+  auto max_only = parse_speculative_config(R"({"method":"ngram","num_speculative_tokens":3,"prompt_lookup_max":7})");
+  ASSERT_TRUE(max_only) << max_only.message();
+  EXPECT_EQ(max_only->prompt_lookup_min, 7);
+  auto min_only = parse_speculative_config(R"({"method":"ngram","num_speculative_tokens":3,"prompt_lookup_min":2})");
+  ASSERT_TRUE(min_only) << min_only.message();
+  EXPECT_EQ(min_only->prompt_lookup_max, 2);
+}
+
+TEST(SpeculativeConfig, RefusesWhatIsNotImplementedOrWrong) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"method":"draft_model","model":"x","num_speculative_tokens":4})", "not implemented"},
+      {R"({"model":"Qwen/Qwen2-0.5B","num_speculative_tokens":4})", "draft models"},
+      {R"({"method":"eagle","num_speculative_tokens":4})", "not implemented"},
+      {R"({"method":"magic","num_speculative_tokens":4})", "unknown method"},
+      {R"({"num_speculative_tokens":4})", "needs \"method\""},
+      {R"({"method":"ngram"})", "num_speculative_tokens"},
+      {R"({"method":"ngram","num_speculative_tokens":0})", "num_speculative_tokens must be in"},
+      {R"({"method":"ngram","num_speculative_tokens":2.5})", "must be an integer"},
+      {R"({"method":"ngram","num_speculative_tokens":4,"prompt_lookup_max":1,"prompt_lookup_min":3})",
+       "prompt_lookup_max must be in"},
+      {R"({"method":"ngram","num_speculative_tokens":4,"disable_by_batch_size":8})", "not supported"},
+      {R"(["ngram"])", "JSON object"},
+      {R"({"method":)", "not valid JSON"},
+  };
+  for (const auto& [json, needle] : cases) {
+    auto c = parse_speculative_config(json);
+    ASSERT_FALSE(c) << json;
+    EXPECT_NE(c.message().find(needle), std::string::npos) << json << ": " << c.message();
+  }
+}
+
+}  // namespace
+}  // namespace mopt
