@@ -3,11 +3,13 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <fstream>
 #include <string>
 
 #include "cli/commands.h"
 #include "cli/load_flags.h"
+#include "core/strings.h"
 #include "loadgen/bench_main.h"
 #include "loadgen/fake_server.h"
 
@@ -23,7 +25,38 @@ struct BenchArgs {
   std::string scrape_interval = "1s";
   std::string progress = "auto";
   bool no_metrics = false, no_gpu = false;
+  // vLLM benchmark_serving's spellings of -o: --save-result [--result-dir D] [--result-filename F].
+  bool save_result = false;
+  std::string result_dir, result_filename;
+  std::string percentile_metrics, metric_percentiles;  // vLLM's: the latency rows; the percentiles asked for
 };
+
+// --metric-percentiles: each asked-for percentile must be a column of the table (which shows them all).
+Status check_metric_percentiles(const std::string& list) {
+  for (const std::string& p : split_nonempty(list, ','))
+    if (p != "50" && p != "90" && p != "95" && p != "99" && p != "99.9")
+      return error("--metric-percentiles: '%s' is not a column of the summary table, which shows P50, P90, P95, P99 "
+                   "and P99.9 (the JSON output has every request, for any other)", p.c_str());
+  return Status::ok();
+}
+
+// The -o path vLLM's --save-result flags name: D/F, F defaulting to mopt-bench-YYYYMMDD-HHMMSS.json (local time).
+Result<std::string> saved_result_path(const BenchArgs& a) {
+  if (!a.save_result) {
+    if (!a.result_dir.empty() || !a.result_filename.empty())
+      return error("--result-dir and --result-filename name the file of --save-result: add --save-result");
+    return a.o.output_json;
+  }
+  if (!a.o.output_json.empty()) return error("give either -o/--output or --save-result, not both");
+  std::string name = a.result_filename;
+  if (name.empty()) {
+    const std::time_t now = std::time(nullptr);
+    char buf[64];
+    std::strftime(buf, sizeof buf, "mopt-bench-%Y%m%d-%H%M%S.json", std::localtime(&now));
+    name = buf;
+  }
+  return a.result_dir.empty() ? name : a.result_dir + "/" + name;
+}
 
 int fail(const Status& s) {
   std::fprintf(stderr, "mopt bench: error: %s\n", s.message().c_str());
@@ -48,6 +81,16 @@ int run_bench_cmd(BenchArgs& a) {
     o.sweep = *l;
   }
   if (o.load.num_requests <= 0 && o.load.duration_s <= 0) o.load.num_requests = 100;
+  if (!a.percentile_metrics.empty()) {
+    auto rows = parse_percentile_metrics(a.percentile_metrics);
+    if (!rows) return fail(rows.status());
+    o.latency_rows = *rows;
+  }
+  if (!a.metric_percentiles.empty())
+    if (Status st = check_metric_percentiles(a.metric_percentiles); !st) return fail(st);
+  auto out_path = saved_result_path(a);
+  if (!out_path) return fail(out_path.status());
+  o.output_json = *out_path;
   auto si = parse_duration(a.scrape_interval, 1);
   if (!si || !(*si >= 0.05)) return fail(error("--scrape-interval '%s': expected a duration >= 50ms", a.scrape_interval.c_str()));
   o.scrape_interval_s = *si;
@@ -132,6 +175,15 @@ Registration reg("bench", 80, [](CLI::App& app) {
       ->capture_default_str();
   sub->add_flag("--no-gpu", a->no_gpu, "Do not sample GPUs through NVML");
   sub->add_option("-o,--output", o.output_json, "Write the JSON results (every request) here");
+  sub->add_flag("--save-result", a->save_result,
+                "vLLM's spelling of -o: write the JSON results to --result-dir/--result-filename "
+                "(default ./mopt-bench-YYYYMMDD-HHMMSS.json)");
+  sub->add_option("--result-dir", a->result_dir, "--save-result: the folder (default: the current one)");
+  sub->add_option("--result-filename", a->result_filename, "--save-result: the file name");
+  sub->add_option("--percentile-metrics", a->percentile_metrics,
+                  "Latency rows of the summary table: ttft,tpot,itl,e2el (default: all)");
+  sub->add_option("--metric-percentiles", a->metric_percentiles,
+                  "Percentiles asked for (vLLM's flag); each must be one the table shows: 50, 90, 95, 99, 99.9");
   sub->add_option("--svg-dir", o.svg_dir, "Write latency_cdf.svg (and sweep.svg) into this directory");
   sub->add_option("--html", o.html, "Write a self-contained HTML report here");
   sub->add_option("--progress", a->progress, "auto, bar, lines or off")->capture_default_str();

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -21,8 +22,10 @@
 #include "loadgen/stats.h"
 #include "plan/memory_fit.h"
 #include "cli/engine_flags.h"
+#include "cli/vllm_serve_flags.h"
 #include "server/model_card.h"
 #include "server/server.h"
+#include "server/stats_log.h"
 
 namespace mopt::cli {
 namespace {
@@ -37,6 +40,7 @@ struct ServeArgs {
   std::string test_fault = "none";
   std::string memory_limit;  // --memory-limit SIZE ("" = the cgroup's limit, if any)
   std::string tool_call_parser, reasoning_parser;
+  VllmServeFlags vllm;
   size_t max_body = 4 * 1024 * 1024;
   size_t max_header = 16 * 1024;
   double read_timeout = 30, idle_timeout = 30, write_timeout = 30;
@@ -69,9 +73,13 @@ Status apply_config_file(CLI::App& cmd, const std::string& path) {
   return Status::ok();
 }
 
-Result<std::string> read_text(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return error("cannot read --chat-template file '%s'", path.c_str());
+// --chat-template: a file, or (as vLLM takes it) the template itself when no such file exists.
+Result<std::string> chat_template_source(const std::string& arg) {
+  std::ifstream f(arg, std::ios::binary);
+  if (!f) {
+    if (arg.find("{{") != std::string::npos || arg.find("{%") != std::string::npos) return arg;
+    return error("cannot read --chat-template file '%s' (give a file, or the Jinja template itself)", arg.c_str());
+  }
   std::stringstream ss;
   ss << f.rdbuf();
   return ss.str();
@@ -139,14 +147,14 @@ int serve(ServeArgs& a) {
   }
   std::optional<ChatTemplate> override_tmpl;
   if (!a.chat_template_file.empty()) {
-    auto src = read_text(a.chat_template_file);
+    auto src = chat_template_source(a.chat_template_file);
     if (!src) {
       std::fprintf(stderr, "mopt serve: %s\n", src.message().c_str());
       return 1;
     }
     auto t = ChatTemplate::compile(*src);
     if (!t) {
-      std::fprintf(stderr, "mopt serve: --chat-template %s: %s\n", a.chat_template_file.c_str(), t.message().c_str());
+      std::fprintf(stderr, "mopt serve: --chat-template: %s\n", t.message().c_str());
       return 1;
     }
     override_tmpl = std::move(*t);
@@ -221,6 +229,10 @@ int serve(ServeArgs& a) {
     return fail(st.message());
   MOPT_LOG_INFO("%s", format_startup(startup).c_str());
   (*engine)->start();
+  std::optional<server::StatsLogger> stats_log;  // vLLM's periodic stats line; --disable-log-stats
+  if (a.vllm.log_stats)
+    stats_log.emplace([e = engine->get()] { return e->stats(); },
+                      [](const std::string& line) { MOPT_LOG_INFO("%s", line.c_str()); }, 10.0);
   sm.engine = engine->get();
   sm.tokenizer = loaded->tokenizer.get();
   sm.max_model_len = (*engine)->config().max_model_len;
@@ -237,6 +249,7 @@ int serve(ServeArgs& a) {
   std::fprintf(stderr, "mopt serve: no longer accepting connections; %d open\n", srv.in_flight());
   bool drained = srv.wait_drained();
   if (!drained) std::fprintf(stderr, "mopt serve: grace period over; aborting the remaining requests\n");
+  stats_log.reset();
   (*engine)->stop();  // aborts whatever is left; their handlers finish with finish_reason "abort"
   // Let the handlers write that abort and [DONE] (each wakes within 50 ms of it), up to 2 s for clients that
   // stopped reading; then cut whatever is still open.
@@ -280,8 +293,8 @@ Registration reg("serve", 30, [](CLI::App& app) {
   cmd->add_option("--ssl-certfile", args->ssl_certfile, "PEM certificate (chain): serve HTTPS (with --ssl-keyfile)")
       ->group(g);
   cmd->add_option("--ssl-keyfile", args->ssl_keyfile, "PEM private key of --ssl-certfile (unencrypted)")->group(g);
-  cmd->add_option("--chat-template", args->chat_template_file, "Jinja chat template file overriding the model's")
-      ->check(CLI::ExistingFile)->group(g);
+  cmd->add_option("--chat-template", args->chat_template_file,
+                  "Jinja chat template overriding the model's: a file, or the template itself")->group(g);
   cmd->add_option("--tool-call-parser", args->tool_call_parser,
                   "tool-call format of the model's output (default: from the chat template's markers)")
       ->check(CLI::IsMember({"hermes", "llama3_json", "mistral", "deepseek_v3"}))->group(g);
@@ -314,6 +327,7 @@ Registration reg("serve", 30, [](CLI::App& app) {
                   "host memory the server must fit in (CPU), e.g. 4GiB; it refuses to start when the planned "
                   "weights + workspace + KV cache do not fit (default: the cgroup's limit, if any)")
       ->group(g);
+  add_vllm_serve_flags(cmd, args->vllm);
   // Hidden: planted defects for mopt gate's tests (src/server/test_fault.h). Never in production.
   cmd->add_option("--test-fault", args->test_fault, "TEST ONLY: plant a defect: none, leak, slow or error")
       ->group("");
@@ -337,8 +351,15 @@ Registration reg("serve", 30, [](CLI::App& app) {
       return;
     }
     args->opts.test_fault = *fault;
+    if (Status st = resolve_vllm_serve_flags(args->vllm, args->model, args->engine); !st) {
+      std::fprintf(stderr, "mopt serve: %s\n", st.message().c_str());
+      set_exit_code(1);
+      return;
+    }
+    args->opts.log_requests = args->vllm.log_requests;
     if (args->model.model.empty()) {
-      std::fprintf(stderr, "mopt serve: --model is required (on the command line or in --config)\n");
+      std::fprintf(stderr, "mopt serve: --model (or a positional MODEL) is required (on the command line or in "
+                   "--config)\n");
       set_exit_code(1);
       return;
     }

@@ -1,5 +1,6 @@
 #include "cli/engine_flags.h"
 
+#include <cctype>
 #include <map>
 #include <string>
 
@@ -17,9 +18,22 @@ const std::map<std::string, KvCacheDtype>& kv_cache_dtype_spellings() {
 
 void add_engine_flags(CLI::App& app, EngineConfig& cfg) {
   const std::string g = "Engine";
-  // An option that takes one of the spellings in `names` (any case) and stores its enum value.
-  auto enum_option = [&app, &g](const char* name, auto& value, const auto& names, const char* help) {
-    app.add_option(name, value, help)->transform(CLI::CheckedTransformer(names, CLI::ignore_case))->group(g);
+  // An option that takes one of the spellings in `names` (any case) and stores its enum value. `refused`: other
+  // tools' spellings (vLLM's) mopt cannot honour, each with the reason given instead of CLI11's list of values.
+  auto enum_option = [&app, &g](const char* name, auto& value, const auto& names, const char* help,
+                                std::map<std::string, std::string> refused = {}) {
+    CLI::Option* opt =
+        app.add_option(name, value, help)->transform(CLI::CheckedTransformer(names, CLI::ignore_case))->group(g);
+    if (refused.empty()) return;
+    // CLI11 runs transforms last-added first: this one sees the spelling before the CheckedTransformer does.
+    opt->transform(CLI::Validator(
+        [refused](std::string& v) {
+          std::string key = v;
+          for (char& c : key) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+          auto it = refused.find(key);
+          return it == refused.end() ? std::string() : "'" + v + "': " + it->second;
+        },
+        "", "refused spellings"));
   };
   app.add_option("--block-size", cfg.block_size,
                  "KV cache block size in tokens (e.g. 16, 32, 64); 0 = the backend's default (CPU 64, CUDA 16)")
@@ -32,8 +46,11 @@ void add_engine_flags(CLI::App& app, EngineConfig& cfg) {
       ->check(CLI::Range(0.0, 1.0))->capture_default_str()->group(g);
   app.add_option("--swap-space", cfg.swap_space_gib, "host swap pool for preempted requests, GiB")
       ->check(CLI::Range(0.0, 1048576.0))->capture_default_str()->group(g);
-  app.add_flag_callback("--no-prefix-caching", [&cfg] { cfg.enable_prefix_caching = false; },
-                        "disable prefix caching")->group(g);
+  app.add_flag_callback("--no-prefix-caching,--no-enable-prefix-caching",
+                        [&cfg] { cfg.enable_prefix_caching = false; },
+                        "disable prefix caching (the second spelling is vLLM's)")->group(g);
+  app.add_flag_callback("--enable-prefix-caching", [&cfg] { cfg.enable_prefix_caching = true; },
+                        "enable prefix caching (the default; vLLM's spelling)")->group(g);
   app.add_option("--max-num-seqs", cfg.max_num_seqs, "most sequences in one step")
       ->check(CLI::Range(1, 1 << 20))->capture_default_str()->group(g);
   app.add_option("--max-num-batched-tokens", cfg.max_num_batched_tokens,
@@ -57,12 +74,17 @@ void add_engine_flags(CLI::App& app, EngineConfig& cfg) {
                                                    {"float32", ComputeDtype::kFloat32},
                                                    {"float", ComputeDtype::kFloat32},
                                                    {"bfloat16", ComputeDtype::kBFloat16}};
+  const std::string no_fp16 = "float16 compute is not implemented; use bfloat16 (same memory, wider range) or auto";
   enum_option("--dtype", cfg.runner.dtype, dtypes,
-              "CUDA compute precision: auto (float32 for F32 checkpoints, else bfloat16), float32 or bfloat16");
+              "CUDA compute precision: auto (float32 for F32 checkpoints, else bfloat16), float32 or bfloat16",
+              {{"half", no_fp16}, {"float16", no_fp16}, {"fp16", no_fp16}});
+  const std::string no_fp8 = "this fp8 variant is not implemented; fp8 (= fp8_e4m3) is, on CUDA";
   enum_option("--kv-cache-dtype", cfg.runner.kv_cache_dtype, kv_cache_dtype_spellings(),
               "KV cache element type. CPU: auto (fp16), fp16 (values rounded to fp16) or fp32 (twice the memory). "
               "CUDA: auto (the compute dtype) or fp8 (= fp8_e4m3: E4M3 with per-head scales, half the bytes of "
-              "bf16; needs --dtype bfloat16)");
+              "bf16; needs --dtype bfloat16)",
+              {{"fp8_e5m2", no_fp8}, {"fp8_inc", no_fp8},
+               {"bfloat16", "a bfloat16 KV cache is not a choice: auto is the compute dtype (bfloat16 on CUDA)"}});
   app.add_option_function<std::string>(
          "--speculative-config",
          [&cfg](const std::string& text) {

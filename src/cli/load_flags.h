@@ -17,7 +17,10 @@ namespace mopt::cli {
 struct LoadFlags {
   int concurrency = 0;
   std::string rate, arrival = "poisson", duration, timeout = "600s";
-  std::string dataset = "synthetic", input_len = "128", output_len;
+  std::string dataset = "synthetic", input_len, output_len;  // "": the defaults (128 words, 128 tokens)
+  // --dataset random (vLLM's spellings); -1: not given.
+  int random_input_len = -1, random_output_len = -1;
+  double random_range_ratio = -1;
 };
 
 // Which of the run-length flags a verb takes: bench both, tune -n (requests per trial), gate neither (--soak).

@@ -56,6 +56,9 @@ struct EngineConfig {
   SchedulingPolicy policy = SchedulingPolicy::kFcfs;
   PreemptionMode preemption = PreemptionMode::kRecompute;
   int max_waiting = 0;                   // 0 = unbounded; add_request fails with kQueueFull beyond it
+  // Seeds the stream that draws the seeds of requests without one (serve --seed): the same requests in the same
+  // order sample the same tokens in every run. Unset: from the clock.
+  std::optional<uint64_t> seed;
   SpeculativeConfig speculative;         // method kNone: off
   RunnerOptions runner;
 };

@@ -77,7 +77,8 @@ class EngineImpl final : public Engine {
         kv_(num_blocks, cfg.block_size, cfg.enable_prefix_caching),
         sched_(scfg, kv_),
         eog_(eog_ids.begin(), eog_ids.end()),
-        seed_rng_(static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count())) {
+        seed_rng_(cfg.seed ? *cfg.seed
+                           : static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count())) {
     stats_.num_blocks = stats_.free_blocks = num_blocks;
     stats_.block_size = cfg.block_size;
   }

@@ -121,9 +121,10 @@ GateResult cuda_graph_gate(const SoakResult& s, bool is_cuda) {
     return g;
   }
   if (!s.metrics_ok) return error_result(g.name, g.threshold, "the server's /metrics could not be read after the soak");
-  auto value = [&](const char* key) {
-    const auto* m = s.final_metrics.find(key);
-    return m ? m->value : NAN;
+  auto value = [&](const char* name) {  // over every label set (model_name: one per served model)
+    bool found = false;
+    const double v = s.final_metrics.sum(name, &found);
+    return found ? v : NAN;
   };
   const double enabled = value("mopt:cuda_graphs_enabled"), captured = value("mopt:cuda_graphs_captured"),
                launches = value("mopt:cuda_graph_launches_total");

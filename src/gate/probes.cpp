@@ -83,8 +83,11 @@ Result<SoakResult> run_soak(const ServerSpec& s, const tune::LoadPlan& load, dou
       m.t_s = monotonic_s() - t0;
       auto mem = tune::process_memory(p.pid());
       if (auto h = loadgen::http_get(p.host(), p.port(), "/metrics", 2.0); h && h->status == 200)
-        if (auto snap = loadgen::parse_prometheus(h->body))
-          if (const auto* d = snap->find("mopt:device_memory_used_bytes")) m.device_bytes = d->value;
+        if (auto snap = loadgen::parse_prometheus(h->body)) {
+          bool found = false;  // summed over label sets (model_name)
+          const double v = snap->sum("mopt:device_memory_used_bytes", &found);
+          if (found) m.device_bytes = v;
+        }
       lk.lock();
       if (mem) {
         m.rss_bytes = static_cast<double>(mem->rss);

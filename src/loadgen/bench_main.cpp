@@ -11,6 +11,7 @@
 #include "loadgen/charts.h"
 #include "loadgen/monitor.h"
 #include "loadgen/net.h"
+#include "loadgen/random_prompts.h"
 
 namespace mopt::loadgen {
 
@@ -52,7 +53,6 @@ Result<std::vector<RunResult>> run_bench(BenchOptions o) {
       return error("--extra-body must be a JSON object, e.g. '{\"temperature\": 0}'");
   }
   MOPT_ASSIGN_OR_RETURN(SloSpec slo, SloSpec::parse(o.slo));
-  MOPT_ASSIGN_OR_RETURN(Workload workload, Workload::create(o.workload));
   if (o.load.num_requests < 0) return error("--num-requests must be >= 0");
 
   // Pre-flight: a clear message when nothing listens there (any HTTP answer, even 404, is fine).
@@ -60,8 +60,8 @@ Result<std::vector<RunResult>> run_bench(BenchOptions o) {
     return error("cannot reach the server at %s: %s (is it running? check --url)", o.url.c_str(), h.message().c_str());
 
   // No --model: ask the server which model it serves (GET /v1/models, the first id), as OpenAI clients do.
+  const std::string base = t.path.substr(0, t.path.rfind("/v1/") == std::string::npos ? 0 : t.path.rfind("/v1/"));
   if (t.model.empty()) {
-    std::string base = t.path.substr(0, t.path.rfind("/v1/") == std::string::npos ? 0 : t.path.rfind("/v1/"));
     if (auto m = http_get(t.host, t.port, base + "/v1/models", 10.0); m && m->status == 200) {
       json j = json::parse(m->body, nullptr, false);
       if (j.is_object() && j.contains("data") && j["data"].is_array() && !j["data"].empty() &&
@@ -69,6 +69,9 @@ Result<std::vector<RunResult>> run_bench(BenchOptions o) {
         t.model = j["data"][0]["id"].get<std::string>();
     }
   }
+  // --dataset random counts its prompts' tokens with the server's tokenizer (POST /tokenize).
+  MOPT_ASSIGN_OR_RETURN(Workload workload,
+                        Workload::create(o.workload, server_token_counter(t.host, t.port, base, t.model)));
   const bool local = is_local_host(t.host);
   json config = {{"url", o.url},
                  {"request_path", t.path},
@@ -147,7 +150,7 @@ Result<std::vector<RunResult>> run_bench(BenchOptions o) {
     if (!r) return r.status().with_context(run.spec.label());
     run.phase = std::move(r).value();
     run.summary = summarize_run(run.phase, run.spec, slo);
-    std::fputs(format_summary(run, slo).c_str(), stdout);
+    std::fputs(format_summary(run, slo, o.latency_rows).c_str(), stdout);
     std::fflush(stdout);
     runs.push_back(std::move(run));
   }

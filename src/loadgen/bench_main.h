@@ -26,6 +26,7 @@ struct BenchOptions {
   double scrape_interval_s = 1.0;
   bool gpu = true;
   std::string output_json, svg_dir, html;
+  unsigned latency_rows = kAllLatencyRows;  // --percentile-metrics: the summary table's latency rows
   ProgressPrinter::Style progress = ProgressPrinter::Style::kAuto;
 };
 

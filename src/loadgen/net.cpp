@@ -114,13 +114,25 @@ Result<int> connect_nonblocking(const ResolvedAddr& addr) {
 }
 
 Result<HttpResponse> http_get(const std::string& host, int port, const std::string& path, double timeout_s) {
+  return http_call(host, port, "GET", path, "", timeout_s);
+}
+
+Result<HttpResponse> http_post_json(const std::string& host, int port, const std::string& path,
+                                    const std::string& json_body, double timeout_s) {
+  return http_call(host, port, "POST", path, json_body, timeout_s);
+}
+
+Result<HttpResponse> http_call(const std::string& host, int port, const std::string& method, const std::string& path,
+                               const std::string& json_body, double timeout_s) {
   MOPT_ASSIGN_OR_RETURN(ResolvedAddr addr, resolve(host, port));
   MOPT_ASSIGN_OR_RETURN(int fd, connect_nonblocking(addr));
   const int64_t deadline = now_ns() + static_cast<int64_t>(timeout_s * 1e9);
   auto wait = [&](short events) -> Status {
     for (;;) {
       const int64_t left_ms = (deadline - now_ns()) / 1000000;
-      if (left_ms <= 0) return error("GET http://%s:%d%s timed out after %.1fs", host.c_str(), port, path.c_str(), timeout_s);
+      if (left_ms <= 0)
+        return error("%s http://%s:%d%s timed out after %.1fs", method.c_str(), host.c_str(), port, path.c_str(),
+                     timeout_s);
       pollfd p{fd, events, 0};
       const int r = poll(&p, 1, static_cast<int>(std::min<int64_t>(left_ms, 1000)));
       if (r > 0) return Status::ok();
@@ -133,8 +145,11 @@ Result<HttpResponse> http_get(const std::string& host, int port, const std::stri
     socklen_t len = sizeof err;
     getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
     if (err) return error("cannot connect to %s:%d: %s", host.c_str(), port, std::strerror(err));
-    const std::string req = "GET " + path + " HTTP/1.1\r\nHost: " + host + ":" + std::to_string(port) +
-                            "\r\nConnection: close\r\nAccept: */*\r\n\r\n";
+    std::string req = method + " " + path + " HTTP/1.1\r\nHost: " + host + ":" + std::to_string(port) +
+                      "\r\nConnection: close\r\nAccept: */*\r\n";
+    if (method != "GET")
+      req += "Content-Type: application/json\r\nContent-Length: " + std::to_string(json_body.size()) + "\r\n";
+    req += "\r\n" + json_body;
     size_t off = 0;
     while (off < req.size()) {
       const ssize_t n = send(fd, req.data() + off, req.size() - off, MSG_NOSIGNAL);

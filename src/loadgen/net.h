@@ -44,5 +44,11 @@ struct HttpResponse {
 };
 // A blocking one-shot HTTP/1.1 GET (used for /metrics and /health polling, not on the load path).
 Result<HttpResponse> http_get(const std::string& host, int port, const std::string& path, double timeout_s);
+// The same with a JSON body (e.g. POST /tokenize while a workload is prepared).
+Result<HttpResponse> http_post_json(const std::string& host, int port, const std::string& path,
+                                    const std::string& json_body, double timeout_s);
+// Either of them: `method` GET (no body) or POST/PUT (`json_body` sent as application/json).
+Result<HttpResponse> http_call(const std::string& host, int port, const std::string& method, const std::string& path,
+                               const std::string& json_body, double timeout_s);
 
 }  // namespace mopt::loadgen

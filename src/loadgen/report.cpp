@@ -105,7 +105,20 @@ std::string latency_row(const char* name, const Summary& s) {
 
 }  // namespace
 
-std::string format_summary(const RunResult& run, const SloSpec& slo) {
+Result<unsigned> parse_percentile_metrics(const std::string& list) {
+  unsigned rows = 0;
+  for (const std::string& name : split_nonempty(list, ',')) {
+    if (name == "ttft") rows |= kRowTtft;
+    else if (name == "tpot") rows |= kRowTpot;
+    else if (name == "itl") rows |= kRowItl;
+    else if (name == "e2el") rows |= kRowE2e;
+    else return error("--percentile-metrics: unknown metric '%s' (use ttft, tpot, itl, e2el)", name.c_str());
+  }
+  if (!rows) return error("--percentile-metrics: name at least one of ttft, tpot, itl, e2el");
+  return rows;
+}
+
+std::string format_summary(const RunResult& run, const SloSpec& slo, unsigned rows) {
   const RunSummary& s = run.summary;
   std::string o;
   o += strfmt("== %s ==\n", s.label.c_str());
@@ -135,10 +148,10 @@ std::string format_summary(const RunResult& run, const SloSpec& slo) {
                 s.completed ? 100.0 * static_cast<double>(s.good) / static_cast<double>(s.completed) : 0.0);
   o += strfmt("  %-6s%10s%10s%10s%10s%10s%10s%10s %9s\n", "ms", "mean", "P50", "P90", "P95", "P99", "P99.9", "max",
               "samples");
-  o += latency_row("TTFT", s.ttft);
-  o += latency_row("TPOT", s.tpot);
-  o += latency_row("ITL", s.itl);
-  o += latency_row("E2E", s.e2e);
+  if (rows & kRowTtft) o += latency_row("TTFT", s.ttft);
+  if (rows & kRowTpot) o += latency_row("TPOT", s.tpot);
+  if (rows & kRowItl) o += latency_row("ITL", s.itl);
+  if (rows & kRowE2e) o += latency_row("E2E", s.e2e);
   if (s.client_lag.n) o += latency_row("lag", s.client_lag);
   const MonitorResult& m = run.monitor;
   if (m.metrics_available) {

@@ -48,8 +48,13 @@ struct RunResult {
   MonitorResult monitor;
 };
 
-// The human summary table of one run (plain text, fixed width).
-std::string format_summary(const RunResult& run, const SloSpec& slo);
+// Latency rows of the summary table (bits; vLLM's --percentile-metrics names: ttft, tpot, itl, e2el).
+enum LatencyRows : unsigned { kRowTtft = 1, kRowTpot = 2, kRowItl = 4, kRowE2e = 8, kAllLatencyRows = 15 };
+// "ttft,tpot,itl" -> the rows; an unknown name is an error listing the known ones.
+Result<unsigned> parse_percentile_metrics(const std::string& list);
+
+// The human summary table of one run (plain text, fixed width), with the latency rows in `rows`.
+std::string format_summary(const RunResult& run, const SloSpec& slo, unsigned rows = kAllLatencyRows);
 // One line per run for sweeps.
 std::string format_sweep_table(const std::vector<RunResult>& runs, const SloSpec& slo);
 

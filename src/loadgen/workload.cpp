@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "loadgen/random_prompts.h"
+
 namespace mopt::loadgen {
 
 const char* const kSyntheticWords[] = {
@@ -105,7 +107,7 @@ Result<std::vector<WorkItem>> load_prompt_file(const WorkloadOptions& o) {
 
 }  // namespace
 
-Result<Workload> Workload::create(const WorkloadOptions& opts) {
+Result<Workload> Workload::create(const WorkloadOptions& opts, const TokenCounter& count) {
   Workload w;
   w.opts_ = opts;
   w.rng_ = Rng(opts.seed ^ 0x5eedf00dull);
@@ -117,6 +119,13 @@ Result<Workload> Workload::create(const WorkloadOptions& opts) {
       if (opts.shared_prefix_len > 0)
         for (int i = 0; i < opts.num_prefixes; ++i) w.prefixes_.push_back(random_words(w.rng_, opts.shared_prefix_len));
       break;
+    case WorkloadOptions::Kind::kRandom: {
+      if (!count) return error("--dataset random needs the server's tokenizer (POST /tokenize)");
+      RandomDatasetOptions r = opts.random;
+      r.seed = opts.seed;
+      MOPT_ASSIGN_OR_RETURN(w.items_, random_prompts(r, count));
+      break;
+    }
     case WorkloadOptions::Kind::kShareGpt: {
       MOPT_ASSIGN_OR_RETURN(w.items_, load_sharegpt(opts));
       break;
@@ -144,7 +153,9 @@ WorkItem Workload::next() {
   } else {
     w = items_[cursor_++ % items_.size()];
   }
-  if (!(opts_.kind == WorkloadOptions::Kind::kShareGpt && opts_.output_len_from_dataset))
+  const bool own_output_len = opts_.kind == WorkloadOptions::Kind::kRandom ||
+                              (opts_.kind == WorkloadOptions::Kind::kShareGpt && opts_.output_len_from_dataset);
+  if (!own_output_len)
     w.max_tokens = clamp_len(opts_.output_len.sample(rng_));
   return w;
 }
@@ -157,6 +168,9 @@ std::string Workload::describe() const {
         s += strfmt(" + shared prefix %d words (%d prefixes)", opts_.shared_prefix_len, opts_.num_prefixes);
       return s + ", output " + opts_.output_len.to_string(false) + " tokens";
     }
+    case WorkloadOptions::Kind::kRandom:
+      return strfmt("random (%zu prompts), input %d tokens, output %d tokens, range ratio %g", items_.size(),
+                    opts_.random.input_len, opts_.random.output_len, opts_.random.range_ratio);
     case WorkloadOptions::Kind::kShareGpt:
       return strfmt("ShareGPT %s (%zu conversations), output ", opts_.path.c_str(), items_.size()) +
              (opts_.output_len_from_dataset ? std::string("from the dataset") : opts_.output_len.to_string(false));

@@ -157,8 +157,12 @@ bool ResponseWriter::client_gone() const {
 // ------------------------------------------------------------------------------------------------ HttpServer
 
 HttpServer::HttpServer(HttpLimits limits, HttpHandler handler, HttpErrorBody error_body,
-                       std::shared_ptr<const TlsContext> tls)
-    : lim_(limits), handler_(std::move(handler)), error_body_(std::move(error_body)), tls_(std::move(tls)) {}
+                       std::shared_ptr<const TlsContext> tls, HttpErrorLog error_log)
+    : lim_(limits),
+      handler_(std::move(handler)),
+      error_body_(std::move(error_body)),
+      error_log_(std::move(error_log)),
+      tls_(std::move(tls)) {}
 
 HttpServer::~HttpServer() {
   stop_accepting();
@@ -318,6 +322,7 @@ void HttpServer::connection(int fd, std::string remote) {
     Headers h{{"Content-Type", "application/json"}};
     if (status == 503) h.emplace_back("Retry-After", "1");
     w.send(status, h, error_body_(status, msg, code));
+    if (error_log_) error_log_(remote, status, msg);
   };
   // Reads until buf holds `want` bytes; returns false on close/timeout (timed_out tells which).
   auto fill = [&](Clock::time_point deadline, size_t want, bool& timed_out) {

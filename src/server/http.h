@@ -97,11 +97,14 @@ using HttpHandler = std::function<void(const HttpRequest&, ResponseWriter&)>;
 // Builds the body of an error the HTTP layer itself answers (400/408/413/431/503/505): status, message, code.
 using HttpErrorBody = std::function<std::string(int status, const std::string& message, const std::string& code)>;
 
+// Told of each such error answered on a connection (the access log): the peer, the status and the message.
+using HttpErrorLog = std::function<void(const std::string& remote, int status, const std::string& message)>;
+
 class HttpServer {
  public:
-  // tls: serve HTTPS with this context (nullptr: plain HTTP).
+  // tls: serve HTTPS with this context (nullptr: plain HTTP). error_log: see HttpErrorLog (unset: none).
   HttpServer(HttpLimits limits, HttpHandler handler, HttpErrorBody error_body,
-             std::shared_ptr<const TlsContext> tls = nullptr);
+             std::shared_ptr<const TlsContext> tls = nullptr, HttpErrorLog error_log = {});
   ~HttpServer();
 
   // Binds and listens (port 0 = any free port; see port()). A clear error when the address is in use.
@@ -129,6 +132,7 @@ class HttpServer {
   HttpLimits lim_;
   HttpHandler handler_;
   HttpErrorBody error_body_;
+  HttpErrorLog error_log_;
   std::shared_ptr<const TlsContext> tls_;
   int listen_fd_ = -1;
   int wake_fd_[2] = {-1, -1};  // self-pipe that wakes serve() on stop_accepting()

@@ -210,11 +210,11 @@ std::string ServerMetrics::render(const EngineStats& s, const EngineConfig* cfg,
   };
   const std::string step_help = "Tokens computed by one engine step.";
 
-  // Writes every series under `prefix` ("mopt:" with no labels, "vllm:" with model_name).
+  // Writes every series under `prefix` ("mopt:" or "vllm:"), each labelled with model_name.
   std::string out;
+  const std::string labels = "model_name=\"" + escape_label_value(compat.model_name) + "\"";
   const auto write = [&](bool vllm) {
     const std::string prefix = vllm ? "vllm:" : "mopt:";
-    const std::string labels = vllm ? "model_name=\"" + escape_label_value(compat.model_name) + "\"" : "";
     for (const Row& r : rows) {
       const char* n = vllm ? r.vllm : r.name;
       if (!n) continue;
@@ -234,24 +234,27 @@ std::string ServerMetrics::render(const EngineStats& s, const EngineConfig* cfg,
     if (s.runner.device_memory_used >= 0) {
       header(out, "mopt:device_memory_used_bytes", "gauge",
              "Memory in use on the GPU, all processes (cudaMemGetInfo: total - free).");
-      out += "mopt:device_memory_used_bytes " + std::to_string(s.runner.device_memory_used) + "\n";
+      out += series("mopt:device_memory_used_bytes", labels) + " " + std::to_string(s.runner.device_memory_used) +
+             "\n";
     }
     if (cfg) {
       // The settings the engine runs with (as vLLM's cache_config_info): what `mopt tune` and `mopt gate` check.
       header(out, "mopt:engine_config_info", "gauge", "The engine's resolved settings, as labels (value 1).");
-      out += strfmt("mopt:engine_config_info{device=\"%s\",block_size=\"%d\",max_num_seqs=\"%d\","
+      out += strfmt("mopt:engine_config_info{%s,device=\"%s\",block_size=\"%d\",max_num_seqs=\"%d\","
                     "max_num_batched_tokens=\"%d\",max_model_len=\"%d\",num_blocks=\"%d\",kv_cache_dtype=\"%s\","
                     "prefix_caching=\"%s\",enforce_eager=\"%s\",speculative_method=\"%s\","
                     "num_speculative_tokens=\"%d\"} 1\n",
-                    device_name(cfg->runner.device), cfg->block_size, cfg->max_num_seqs,
+                    labels.c_str(), device_name(cfg->runner.device), cfg->block_size, cfg->max_num_seqs,
                     cfg->max_num_batched_tokens, cfg->max_model_len, s.num_blocks,
                     kv_cache_dtype_name(cfg->runner.kv_cache_dtype), cfg->enable_prefix_caching ? "true" : "false",
                     cfg->runner.enforce_eager ? "true" : "false", spec_method_name(cfg->speculative.method),
                     cfg->speculative.num_speculative_tokens);
     }
     header(out, "mopt:http_errors_total", "counter", "HTTP error responses by class.");
-    out += "mopt:http_errors_total{class=\"4xx\"} " + std::to_string(http_errors_4xx.load()) + "\n";
-    out += "mopt:http_errors_total{class=\"5xx\"} " + std::to_string(http_errors_5xx.load()) + "\n";
+    out += series("mopt:http_errors_total", joined(labels, "class=\"4xx\"")) + " " +
+           std::to_string(http_errors_4xx.load()) + "\n";
+    out += series("mopt:http_errors_total", joined(labels, "class=\"5xx\"")) + " " +
+           std::to_string(http_errors_5xx.load()) + "\n";
   };
   write(false);
   if (compat.vllm) write(true);

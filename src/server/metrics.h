@@ -1,6 +1,7 @@
-// Prometheus metrics of the server (text exposition format 0.0.4), names prefixed "mopt:". With --metrics-compat
-// vllm the series vLLM exports are written too, under vLLM's names ("vllm:...") with its `model_name` label, so
-// dashboards, alerts and autoscalers written for vLLM read mopt unchanged (docs/serve.md lists them).
+// Prometheus metrics of the server (text exposition format 0.0.4), names prefixed "mopt:", every series labelled
+// with the served model's name (`model_name`, as vLLM's are). With --metrics-compat vllm the series vLLM exports
+// are written too, under vLLM's names ("vllm:..."), so dashboards, alerts and autoscalers written for vLLM read
+// mopt unchanged (docs/serve.md lists them).
 // Counters and histograms recorded by HTTP threads are lock-free or take a short lock; engine gauges
 // (running/waiting/swapped, KV usage, prefix cache, token counters, preemptions, tokens per step) are read from
 // EngineStats when /metrics is scraped.
@@ -34,10 +35,10 @@ class Histogram {
   uint64_t n_ = 0;
 };
 
-// What /metrics writes besides the mopt: series.
+// How /metrics labels its series and what it writes besides the mopt: series.
 struct MetricsCompat {
   bool vllm = false;        // --metrics-compat vllm: vLLM's series too
-  std::string model_name;   // their model_name label (the first served model name)
+  std::string model_name;   // the model_name label of every series (the first served model name)
 };
 
 struct ServerMetrics {

@@ -112,7 +112,9 @@ Server::Server(ServeOptions opts) : opts_(std::move(opts)), faults_(opts_.test_f
         (status >= 500 ? metrics_.http_errors_5xx : metrics_.http_errors_4xx).fetch_add(1);
         return error_body(status, msg, code);
       },
-      opts_.tls);
+      opts_.tls, [this](const std::string& remote, int status, const std::string& msg) {
+        if (opts_.log_requests) write_access_log(access_error_line(remote, status, msg));
+      });
 }
 
 Server::~Server() = default;
@@ -212,6 +214,20 @@ bool Server::model_known(const std::string& name) const {
 // ------------------------------------------------------------------------------------------------ routing
 
 void Server::handle(const HttpRequest& req, ResponseWriter& w) {
+  const auto start = Clock::now();
+  AccessRecord rec;
+  route(req, w, rec);
+  if (!opts_.log_requests) return;
+  write_access_log(
+      access_log_line(req, w.status(), std::chrono::duration<double>(Clock::now() - start).count(), rec));
+}
+
+void Server::write_access_log(const std::string& line) {
+  if (opts_.access_log) opts_.access_log(line);
+  else MOPT_LOG_INFO("%s", line.c_str());
+}
+
+void Server::route(const HttpRequest& req, ResponseWriter& w, AccessRecord& rec) {
   metrics_.http_requests.fetch_add(1);
   struct RouteDef {
     const char* path;
@@ -279,7 +295,7 @@ void Server::handle(const HttpRequest& req, ResponseWriter& w) {
   if (path == "/model_card") return send_json(w, 200, dump(model_.card), req);
   if (path == "/tokenize") return handle_tokenize(req, w);
   if (path == "/detokenize") return handle_detokenize(req, w);
-  handle_generate(req, w, path == "/v1/chat/completions");
+  handle_generate(req, w, path == "/v1/chat/completions", rec);
 }
 
 Result<std::string> Server::render_chat_prompt(const GenerateRequest& g) const {
@@ -400,7 +416,7 @@ void Server::handle_detokenize(const HttpRequest& req, ResponseWriter& w) {
 
 // ------------------------------------------------------------------------------------------------ generation
 
-void Server::handle_generate(const HttpRequest& req, ResponseWriter& w, bool chat) {
+void Server::handle_generate(const HttpRequest& req, ResponseWriter& w, bool chat, AccessRecord& rec) {
   const auto arrival = Clock::now();
   auto parsed = parse_json_body(req.body, opts_.api.max_json_depth);
   if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(w, *e, req);
@@ -461,6 +477,8 @@ void Server::handle_generate(const HttpRequest& req, ResponseWriter& w, bool cha
     min_room = std::min(min_room, max_len - n);
   }
   if (!g.max_tokens_given) g.params.max_tokens = chat ? min_room : std::min(16, min_room);
+  rec.prompt_tokens = 0;
+  for (const auto& p : prompts) rec.prompt_tokens += static_cast<int>(p.ids.size());
 
   if (auto fault = faults_.before_request()) return send_error(w, *fault, req);
   if (g.priority != 0 && engine.config().policy != SchedulingPolicy::kPriority)
@@ -565,6 +583,7 @@ void Server::handle_generate(const HttpRequest& req, ResponseWriter& w, bool cha
                          (rid.empty() ? strfmt("%016llx", static_cast<unsigned long long>(
                                                               response_number()))
                                       : rid);
+  rec.id = id;
   const std::string model_name = g.model;
   const int64_t created = static_cast<int64_t>(std::time(nullptr));
   const char* object = chat ? (g.stream ? "chat.completion.chunk" : "chat.completion")
@@ -652,6 +671,7 @@ void Server::handle_generate(const HttpRequest& req, ResponseWriter& w, bool cha
     }
     if (!stream_ok || w.client_gone()) {
       abort_all();
+      rec.client_gone = true;
       metrics_.client_disconnects.fetch_add(1);
       w.set_close();
       MOPT_LOG_DEBUG("client %s went away; aborted %s", req.remote.c_str(), id.c_str());
@@ -662,6 +682,8 @@ void Server::handle_generate(const HttpRequest& req, ResponseWriter& w, bool cha
       Choice& c = choices[static_cast<size_t>(ev.choice)];
       RequestOutput& o = ev.out;
       if (c.finished) continue;
+      if (rec.ttft_s < 0 && !o.new_tokens.empty())
+        rec.ttft_s = std::chrono::duration<double>(Clock::now() - arrival).count();
       if (g.score_only) drop_generated(o);
       if (g.echo && g.logprobs >= 0 && !c.prompt_scored) {
         c.prompt_scored = true;
@@ -727,8 +749,12 @@ void Server::handle_generate(const HttpRequest& req, ResponseWriter& w, bool cha
     }
     if (g.stream && !out.empty()) stream_ok = w.write_chunk(out);
   }
+  rec.completion_tokens = 0;
+  for (const auto& c : choices) rec.completion_tokens += c.completion_tokens;
+  rec.finish = finish_label(choices[0]);  // streaming: the deltas parsed the tool calls already
   if (g.stream) {
     if (!stream_ok) {
+      rec.client_gone = true;
       metrics_.client_disconnects.fetch_add(1);
       return;
     }
@@ -757,6 +783,7 @@ void Server::handle_generate(const HttpRequest& req, ResponseWriter& w, bool cha
     item["finish_reason"] = finish_label(c);
     arr.push_back(std::move(item));
   }
+  rec.finish = finish_label(choices[0]);  // after message(): tool calls are parsed
   json body = chunk_base();
   body["choices"] = std::move(arr);
   body["usage"] = usage();

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -15,6 +16,7 @@
 
 #include "core/status.h"
 #include "engine/engine.h"
+#include "server/access_log.h"
 #include "server/console.h"
 #include "server/http.h"
 #include "server/metrics.h"
@@ -45,6 +47,9 @@ struct ServeOptions {
   bool metrics_compat_vllm = false;  // --metrics-compat vllm: /metrics also has vLLM's series (server/metrics.h)
   std::optional<ToolParserKind> tool_parser;     // --tool-call-parser; unset: from the chat template
   ReasoningKind reasoning = ReasoningKind::kNone;  // --reasoning-parser
+  bool log_requests = true;  // one access-log line per request (server/access_log.h); --disable-log-requests
+  // Where access-log lines go (tests capture them); unset: the log at level info (stderr).
+  std::function<void(const std::string&)> access_log;
 };
 
 // What the server serves, attached once the model is loaded (until then generation answers 503 + Retry-After).
@@ -84,7 +89,7 @@ class Server {
   void close_connections() { http_->close_all(); }
 
   ServerMetrics& metrics() { return metrics_; }
-  // Routes one request (public for tests).
+  // Routes one request and writes its access-log line (public for tests).
   void handle(const HttpRequest& req, ResponseWriter& w);
 
  private:
@@ -99,13 +104,15 @@ class Server {
   bool model_known(const std::string& name) const;
   const ServedModel* model() const;  // null while loading
 
+  void route(const HttpRequest& req, ResponseWriter& w, AccessRecord& rec);
+  void write_access_log(const std::string& line);  // to ServeOptions::access_log, else the log
   void handle_health(const HttpRequest& req, ResponseWriter& w);
   void handle_metrics(const HttpRequest& req, ResponseWriter& w);
   void handle_console(const HttpRequest& req, ResponseWriter& w);
   void handle_models(const HttpRequest& req, ResponseWriter& w);
   void handle_tokenize(const HttpRequest& req, ResponseWriter& w);
   void handle_detokenize(const HttpRequest& req, ResponseWriter& w);
-  void handle_generate(const HttpRequest& req, ResponseWriter& w, bool chat);
+  void handle_generate(const HttpRequest& req, ResponseWriter& w, bool chat, AccessRecord& rec);
   // The chat prompt of a chat request (its messages, tools and chat_template_kwargs through the template).
   Result<std::string> render_chat_prompt(const GenerateRequest& g) const;
 

@@ -173,10 +173,13 @@ try {
   const [ttft, itl] = [await peak('#chart-ttft'), await peak('#chart-itl')];
   check(ttft[0] > 0 && ttft[1] > 0, `the TTFT chart has samples (peak mean ${ttft[0]?.toFixed(1)} ms)`);
   check(itl[0] > 0, `the ITL chart has samples (peak mean ${itl[0]?.toFixed(2)} ms)`);
+  // The page samples /metrics once a second: wait for the next sample (an event the page reports), not for a
+  // fixed time a loaded machine may overrun.
   const samples = await page.$eval('#chart-requests', (c) => Number(c.dataset.samples));
-  await sleep(1500);
-  check(await page.$eval('#chart-requests', (c) => Number(c.dataset.samples)) > samples,
-        'the charts keep updating (a sample a second)');
+  const updated = await page.waitForFunction(
+    (n) => Number(document.getElementById('chart-requests').dataset.samples) > n, { timeout: 15000 }, samples)
+    .then(() => true, () => false);
+  check(updated, 'the charts keep updating (a sample a second)');
 
   // ---- what the page asked for, and what went wrong in it
   const own = urls.filter((u) => !u.startsWith('/favicon'));

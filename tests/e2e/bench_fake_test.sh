@@ -133,4 +133,22 @@ expect_error "cannot open dataset file" --url "$url" --dataset prompts --dataset
 expect_error "either --concurrency or --rate" --url "$url" -c 2 --rate 5
 expect_error "unknown kind" --url "$url" --input-len zipf:3
 expect_error "extra-body must be a JSON object" --url "$url" --extra-body '[1]'
+expect_error "add --save-result" --url "$url" --result-dir "$tmp"
+expect_error "not both" --url "$url" --save-result -o "$tmp/x.json"
+expect_error "for --dataset random" --url "$url" --random-input-len 8
+expect_error "unknown metric 'ttfb'" --url "$url" --percentile-metrics ttft,ttfb
+expect_error "not a column of the summary table" --url "$url" --metric-percentiles 42
+
+echo "== vLLM's spellings: --num-prompts, --request-rate, --save-result --result-dir --result-filename"
+"$MOPT_BIN" bench --url "$url" --model fake --num-prompts 5 --request-rate inf --input-len 4 --output-len 3 \
+  --save-result --result-dir "$tmp" --result-filename vllm.json --progress off \
+  --percentile-metrics ttft,e2el --metric-percentiles 50,99 >"$tmp/vllm.txt"
+grep -q "^  TTFT " "$tmp/vllm.txt" && grep -q "^  E2E " "$tmp/vllm.txt" && ! grep -q "^  TPOT " "$tmp/vllm.txt" &&
+  ! grep -q "^  ITL " "$tmp/vllm.txt" || fail "--percentile-metrics ttft,e2el: $(cat "$tmp/vllm.txt")"
+node -e '
+const r = JSON.parse(require("fs").readFileSync(process.argv[1]));
+const s = r.runs[0].summary;
+if (!(s.completed === 5 && s.failed === 0 && r.config.mode === "rate")) {
+  console.error("FAIL: --num-prompts 5 --request-rate inf: " + JSON.stringify(s) + " " + r.config.mode); process.exit(1);
+}' "$tmp/vllm.json"
 echo "PASS"

@@ -70,5 +70,38 @@ t1=$(curl -sf "http://127.0.0.1:$PORT/tokenize" -H 'Content-Type: application/js
 t2=$(curl -sf "http://127.0.0.1:$PORT/tokenize" -H 'Content-Type: application/json' -d '{"prompt":"[user]Hi"}')
 [[ "$t1" == "$t2" ]] || fail "--chat-template not used: $t1 vs $t2"
 echo "ok: --chat-template override"
+grep -q 'access .* "POST /tokenize" 200 ' "$tmp/c.log" || fail "no access-log line for /tokenize: $(cat "$tmp/c.log")"
+echo "ok: access log"
 stop "$PID"
+
+# vLLM's spellings: a positional model, an inline --chat-template, --seed (the same unseeded samples from two
+# servers), --disable-log-requests (no access-log lines), -tp 1.
+sample() {
+  curl -sf "http://127.0.0.1:$PORT/v1/completions" -H 'Content-Type: application/json' \
+    -d '{"model":"v","prompt":"Once upon a time","max_tokens":24,"temperature":1.0}' | sed 's/.*"text":"\([^"]*\)".*/\1/'
+}
+samples=()
+for i in 1 2; do
+  start "$tmp/v$i.log" "$M/stories260K.gguf" --seed 11 --disable-log-requests -tp 1 --served-model-name v \
+    --chat-template '{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}'
+  samples+=("$(sample)")
+  t1=$(curl -sf "http://127.0.0.1:$PORT/tokenize" -H 'Content-Type: application/json' \
+         -d '{"messages":[{"role":"user","content":"Hi"}]}')
+  t2=$(curl -sf "http://127.0.0.1:$PORT/tokenize" -H 'Content-Type: application/json' -d '{"prompt":"<user>Hi"}')
+  [[ "$t1" == "$t2" ]] || fail "inline --chat-template not used: $t1 vs $t2"
+  stop "$PID"
+  ! grep -q 'access ' "$tmp/v$i.log" || fail "--disable-log-requests still logs requests: $(cat "$tmp/v$i.log")"
+done
+[[ -n "${samples[0]}" && "${samples[0]}" == "${samples[1]}" ]] ||
+  fail "--seed 11: two servers sampled differently: '${samples[0]}' vs '${samples[1]}'"
+echo "ok: positional model, inline --chat-template, --seed, --disable-log-requests"
+# What mopt cannot honour is refused at startup, naming the flag.
+for case in "-tp 2|tensor-parallel-size" "--generation-config auto|generation-config" \
+            "--quantization fp8|quantization" "--kv-cache-dtype fp8|kv-cache-dtype" "--dtype half|dtype"; do
+  bad=${case%%|*}
+  # shellcheck disable=SC2086
+  set +e; "$MOPT_BIN" serve "$M/stories260K.gguf" --port 0 $bad 2> "$tmp/refused.log"; rc=$?; set -e
+  [[ $rc -ne 0 ]] && grep -q -- "${case#*|}" "$tmp/refused.log" || fail "$bad: rc $rc, $(cat "$tmp/refused.log")"
+done
+echo "ok: vLLM flags mopt cannot honour are refused"
 echo "all checks passed"

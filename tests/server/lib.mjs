@@ -150,13 +150,21 @@ export async function waitMetrics(base, pred, timeoutMs = 20000) {
   }
 }
 
+// /metrics as {key: value}. Every mopt: sample must carry the model_name label (as vLLM's series do); the keys
+// leave it out ('mopt:x{model_name="m",a="b"}' -> 'mopt:x{a="b"}'), as these servers serve one model.
 export async function metrics(base) {
   const text = await (await fetch(base + '/metrics')).text();
   const out = {};
   for (const line of text.split('\n')) {
     if (!line || line.startsWith('#')) continue;
     const i = line.lastIndexOf(' ');
-    out[line.slice(0, i)] = Number(line.slice(i + 1));
+    let key = line.slice(0, i);
+    if (key.startsWith('mopt:')) {
+      const unlabelled = key.replace(/\{model_name="(?:[^"\\]|\\.)*",?/, '{').replace('{}', '');
+      if (unlabelled === key) throw new Error('/metrics: a mopt: sample without the model_name label: ' + line);
+      key = unlabelled;
+    }
+    out[key] = Number(line.slice(i + 1));
   }
   return out;
 }

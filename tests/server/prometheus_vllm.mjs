@@ -41,6 +41,9 @@ const QUERIES = [
   [`sum(increase(vllm:request_success_total{${M}}[1m]))`, positive],
   [`rate(vllm:prefix_cache_queries_total{${M}}[1m])`, positive],
   [`vllm:num_preemptions_total{${M}}`, (v) => v === 0],
+  // mopt's own series carry the same model_name label.
+  [`rate(mopt:generation_tokens_total{${M}}[1m])`, positive],
+  [`histogram_quantile(0.9, sum by(le) (rate(mopt:time_to_first_token_seconds_bucket{${M}}[1m])))`, positive],
 ];
 
 const srv = await startServer(['--served-model-name', 'stories', '--metrics-compat', 'vllm']);

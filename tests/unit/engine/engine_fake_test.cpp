@@ -365,6 +365,29 @@ TEST(EngineFake, SeededSamplingIndependentOfBatch) {
   EXPECT_NE(solo.results[s].tokens, reference_generate(prompt, 40, kVocab, -1));
 }
 
+// EngineConfig::seed (serve --seed): requests without a seed sample the same tokens in two engines with the same
+// engine seed, and other tokens under another one.
+TEST(EngineFake, EngineSeedReproducesUnseededRequests) {
+  EngineConfig cfg;
+  cfg.block_size = 4;
+  cfg.max_model_len = 128;
+  SamplingParams p = seeded_top_k(1.5f, 20, 0, 40);
+  p.seed.reset();
+  const std::vector<int32_t> prompt{5, 6, 7};
+  auto sample = [&](uint64_t engine_seed) {
+    EngineConfig c = cfg;
+    c.seed = engine_seed;
+    Harness h(c);
+    const uint64_t a = h.add(prompt, p).request_id, b = h.add(prompt, p).request_id;
+    h.run();
+    return std::make_pair(h.results[a].tokens, h.results[b].tokens);
+  };
+  const auto first = sample(42), again = sample(42), other = sample(43);
+  EXPECT_EQ(first, again);
+  EXPECT_NE(first.first, first.second) << "two requests draw different seeds from the engine's stream";
+  EXPECT_NE(first, other);
+}
+
 TEST(EngineFake, ForwardFailureFailsOnlyThatStep) {
   EngineConfig cfg;
   cfg.block_size = 4;

@@ -76,7 +76,7 @@ TEST(Health, LoadingThenOkThenStalled) {
   EXPECT_EQ(r.rfind("HTTP/1.1 200", 0), 0u) << r;
 
   r = call(srv, "GET", "/metrics");
-  EXPECT_NE(r.find("mopt:model_loaded 1"), std::string::npos);
+  EXPECT_NE(r.find("mopt:model_loaded{model_name=\"mopt\"} 1"), std::string::npos) << r;
   r = call(srv, "DELETE", "/health");
   EXPECT_EQ(r.rfind("HTTP/1.1 405", 0), 0u) << r;
   r = call(srv, "GET", "/nope");

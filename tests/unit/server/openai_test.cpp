@@ -1,5 +1,6 @@
 // OpenAI request parsing/validation, UTF-8 checks, constant-time compare and the Prometheus rendering.
 #include <algorithm>
+#include <sstream>
 
 #include <gtest/gtest.h>
 
@@ -260,8 +261,8 @@ TEST(Metrics, RenderHasTheRequiredFamilies) {
   s.spec_num_drafts = 4;
   s.spec_num_draft_tokens = 16;
   s.spec_num_accepted_tokens = 6;
-  std::string out = m.render(s, &cfg);
-  EXPECT_NE(out.find("mopt:engine_config_info{device=\"cpu\",block_size=\"32\",max_num_seqs=\"256\","
+  std::string out = m.render(s, &cfg, {false, "m"});
+  EXPECT_NE(out.find("mopt:engine_config_info{model_name=\"m\",device=\"cpu\",block_size=\"32\",max_num_seqs=\"256\","
                      "max_num_batched_tokens=\"2048\",max_model_len=\"0\",num_blocks=\"0\","
                      "kv_cache_dtype=\"auto\",prefix_caching=\"false\",enforce_eager=\"false\","
                      "speculative_method=\"ngram\",num_speculative_tokens=\"4\"} 1\n"),
@@ -269,17 +270,33 @@ TEST(Metrics, RenderHasTheRequiredFamilies) {
   EXPECT_EQ(out.find("mopt:device_memory_used_bytes"), std::string::npos) << "no device: no device memory line";
   EXPECT_EQ(m.render(s, nullptr).find("mopt:engine_config_info{"), std::string::npos) << "no settings while loading";
   for (const char* needle :
-       {"mopt:num_requests_running 3\n", "mopt:num_requests_waiting 2\n", "mopt:num_requests_swapped 0\n",
-        "mopt:kv_cache_usage_perc 0.25\n", "mopt:prefix_cache_hits_total 7\n", "mopt:prefix_cache_queries_total 0\n",
-        "mopt:prompt_tokens_total 0\n", "mopt:generation_tokens_total 0\n", "mopt:num_preemptions_total 0\n",
-        "mopt:request_success_total{finished_reason=\"length\"} 2\n", "mopt:model_loaded 1\n",
-        "mopt:cuda_graphs_enabled 0\n", "mopt:cuda_graphs_captured 2\n", "mopt:cuda_graph_launches_total 0\n",
-        "mopt:spec_decode_num_drafts_total 4\n", "mopt:spec_decode_num_draft_tokens_total 16\n",
-        "mopt:spec_decode_num_accepted_tokens_total 6\n", "mopt:spec_decode_mean_acceptance_length 2.5\n",
+       {"mopt:num_requests_running{model_name=\"m\"} 3\n", "mopt:num_requests_waiting{model_name=\"m\"} 2\n",
+        "mopt:num_requests_swapped{model_name=\"m\"} 0\n", "mopt:kv_cache_usage_perc{model_name=\"m\"} 0.25\n",
+        "mopt:prefix_cache_hits_total{model_name=\"m\"} 7\n", "mopt:prefix_cache_queries_total{model_name=\"m\"} 0\n",
+        "mopt:prompt_tokens_total{model_name=\"m\"} 0\n", "mopt:generation_tokens_total{model_name=\"m\"} 0\n",
+        "mopt:num_preemptions_total{model_name=\"m\"} 0\n",
+        "mopt:request_success_total{model_name=\"m\",finished_reason=\"length\"} 2\n",
+        "mopt:model_loaded{model_name=\"m\"} 1\n", "mopt:cuda_graphs_enabled{model_name=\"m\"} 0\n",
+        "mopt:cuda_graphs_captured{model_name=\"m\"} 2\n", "mopt:cuda_graph_launches_total{model_name=\"m\"} 0\n",
+        "mopt:spec_decode_num_drafts_total{model_name=\"m\"} 4\n",
+        "mopt:spec_decode_num_draft_tokens_total{model_name=\"m\"} 16\n",
+        "mopt:spec_decode_num_accepted_tokens_total{model_name=\"m\"} 6\n",
+        "mopt:spec_decode_mean_acceptance_length{model_name=\"m\"} 2.5\n",
         "# TYPE mopt:time_to_first_token_seconds histogram\n", "# TYPE mopt:inter_token_latency_seconds histogram\n",
         "# TYPE mopt:e2e_request_latency_seconds histogram\n", "# TYPE mopt:request_queue_time_seconds histogram\n"})
     EXPECT_NE(out.find(needle), std::string::npos) << needle;
   EXPECT_EQ(out.find("vllm:"), std::string::npos) << "vLLM's series only with --metrics-compat vllm";
+  // Every sample carries the model_name label, as vLLM's series do (dashboards filter on it).
+  s.runner.device_memory_used = 1024;
+  std::istringstream lines(m.render(s, &cfg, {false, "m"}));
+  int samples = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    ++samples;
+    EXPECT_EQ(line.find("mopt:"), 0u) << line;
+    EXPECT_NE(line.find("{model_name=\"m\""), std::string::npos) << line;
+  }
+  EXPECT_GT(samples, 100);
 }
 
 TEST(Metrics, TokenAndIterationHistograms) {
@@ -295,14 +312,20 @@ TEST(Metrics, TokenAndIterationHistograms) {
   s.step_tokens_counts[2] = 2;
   s.step_tokens_sum = 1 + 12 + 16;
   const EngineConfig cfg;
-  const std::string out = m.render(s, &cfg);
+  const std::string out = m.render(s, &cfg, {false, "m"});
   for (const char* needle :
-       {"mopt:request_prompt_tokens_bucket{le=\"5\"} 0\n", "mopt:request_prompt_tokens_bucket{le=\"10\"} 1\n",
-        "mopt:request_prompt_tokens_sum 7\n", "mopt:request_generation_tokens_bucket{le=\"20\"} 0\n",
-        "mopt:request_generation_tokens_bucket{le=\"50\"} 1\n", "mopt:request_success_total{finished_reason=\"stop\"} 1\n",
-        "mopt:iteration_tokens_total_bucket{le=\"1\"} 1\n", "mopt:iteration_tokens_total_bucket{le=\"8\"} 1\n",
-        "mopt:iteration_tokens_total_bucket{le=\"16\"} 3\n", "mopt:iteration_tokens_total_bucket{le=\"+Inf\"} 3\n",
-        "mopt:iteration_tokens_total_sum 29\n", "mopt:iteration_tokens_total_count 3\n"})
+       {"mopt:request_prompt_tokens_bucket{model_name=\"m\",le=\"5\"} 0\n",
+        "mopt:request_prompt_tokens_bucket{model_name=\"m\",le=\"10\"} 1\n",
+        "mopt:request_prompt_tokens_sum{model_name=\"m\"} 7\n",
+        "mopt:request_generation_tokens_bucket{model_name=\"m\",le=\"20\"} 0\n",
+        "mopt:request_generation_tokens_bucket{model_name=\"m\",le=\"50\"} 1\n",
+        "mopt:request_success_total{model_name=\"m\",finished_reason=\"stop\"} 1\n",
+        "mopt:iteration_tokens_total_bucket{model_name=\"m\",le=\"1\"} 1\n",
+        "mopt:iteration_tokens_total_bucket{model_name=\"m\",le=\"8\"} 1\n",
+        "mopt:iteration_tokens_total_bucket{model_name=\"m\",le=\"16\"} 3\n",
+        "mopt:iteration_tokens_total_bucket{model_name=\"m\",le=\"+Inf\"} 3\n",
+        "mopt:iteration_tokens_total_sum{model_name=\"m\"} 29\n",
+        "mopt:iteration_tokens_total_count{model_name=\"m\"} 3\n"})
     EXPECT_NE(out.find(needle), std::string::npos) << needle << "\n" << out;
 }
 
@@ -330,7 +353,7 @@ TEST(Metrics, VllmNamesWithModelNameLabel) {
         "# TYPE vllm:request_generation_tokens histogram\n", "# TYPE vllm:iteration_tokens_total histogram\n",
         "vllm:prefix_cache_hits_total{" + l + "} 0\n", "vllm:num_preemptions_total{" + l + "} 0\n",
         "vllm:spec_decode_num_accepted_tokens_total{" + l + "} 0\n",
-        "mopt:num_requests_running 2\n"})
+        "mopt:num_requests_running{" + l + "} 2\n"})
     EXPECT_NE(out.find(needle), std::string::npos) << needle << "\n" << out;
   // Each family has one HELP/TYPE header: no name is written twice.
   std::vector<std::string> types;
