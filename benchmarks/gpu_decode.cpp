@@ -12,7 +12,9 @@
 //   - the decode attention kernel alone (one layer, random KV) at 256 x 1,500 and at 1 x 650 with the 16 splits a
 //     single-stream graph launches: time against KV bytes / copy bandwidth.
 // Usage: bench_gpu_decode [--layers N] [--decode-steps N] [--json PATH] [--profile-window] [--attn-sweep]
-//                         [--single-only [--recaptures N] [--fresh N]]
+//                         [--single-only [--recaptures N] [--fresh N]] [--weights FORMAT]
+// --weights bf16|fp8|int8|int4|q8_0|q4_0|q4_k|q6_k: the linear layers' format (random bf16 weights quantized on the
+// GPU; gpu_weights.h); every roofline and floor then uses that format's weight bytes. Absent: bf16, as before.
 // --profile-window: after the single-stream warm-up, run 2 greedy decode steps between cudaProfilerStart/Stop and
 // exit (for `ncu --profile-from-start off ...`: per-kernel times and DRAM bytes of real decode steps).
 // --attn-sweep: the decode attention kernel alone for one token over contexts x minimum split slices, then exit.
@@ -32,12 +34,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "backend/cuda/cuda_runner.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/kernels.h"
+#include "gpu_weights.h"
 #include "model/model.h"
 
 using namespace mopt;
@@ -249,6 +253,8 @@ int main(int argc, char** argv) {
   int layers = 32, decode_steps = 256, recaptures = 0, fresh = 0;
   std::string json_path;
   bool profile_window = false, attn_sweep = false, single_only = false;
+  const char* weights_name = nullptr;  // --weights (absent: bf16, output unchanged)
+  DType weights = DType::BF16;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--layers") && i + 1 < argc) layers = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--decode-steps") && i + 1 < argc) decode_steps = std::atoi(argv[++i]);
@@ -258,10 +264,18 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--single-only")) single_only = true;
     else if (!std::strcmp(argv[i], "--recaptures") && i + 1 < argc) recaptures = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--fresh") && i + 1 < argc) fresh = std::atoi(argv[++i]);
-    else {
+    else if (!std::strcmp(argv[i], "--weights") && i + 1 < argc) {
+      weights_name = argv[++i];
+      const std::optional<DType> t = bench::gpu_weights_dtype(weights_name);
+      if (!t) {
+        std::fprintf(stderr, "--weights %s: not one of %s\n", weights_name, bench::kGpuWeightChoices);
+        return 2;
+      }
+      weights = *t;
+    } else {
       std::fprintf(stderr,
                    "usage: %s [--layers N] [--decode-steps N] [--json PATH] [--profile-window] [--attn-sweep] "
-                   "[--single-only] [--recaptures N] [--fresh N]\n",
+                   "[--single-only] [--recaptures N] [--fresh N] [--weights FORMAT]\n",
                    argv[0]);
       return 2;
     }
@@ -309,11 +323,15 @@ int main(int argc, char** argv) {
   opts.max_seqs = 64;
   CudaRunnerExtras extras;
   extras.random_weights = true;
+  extras.random_weight_dtype = weights;
   const double t_load = now_s();
   auto rr = create_cuda_runner(model, opts, extras);
   check(rr.status(), "create runner");
   auto* runner = dynamic_cast<CudaModelRunner*>(rr.value().get());
   const double load_s = now_s() - t_load;
+  if (weights_name)  // every roofline / floor below uses these weight bytes
+    std::printf("weights: %s linear layers (random, quantized on the GPU), %.2f GiB in all\n", weights_name,
+                static_cast<double>(runner->weight_bytes()) / 1073741824.0);
 
   const int bs = 16;
   const int max_blocks = (2048 + 512) / bs;  // per sequence: up to 2,560 tokens
