@@ -66,10 +66,12 @@ __device__ __forceinline__ float2 load_group(const QuantWeightView& w, int k, in
   return make_float2(__ldg(w.group + g), 0.f);
 }
 
-// int8 codes, 16 inputs per chunk (byte e = input e); w = a * q + b per group.
-struct FmtInt8 {
-  static constexpr WeightFormat kFormat = WeightFormat::kInt8;
-  static constexpr int kElems = 16;
+// Formats with integer codes and per-group parameters: w = a * q + b. Codes::at(words, j, e) is the code of input
+// 8 j + e of the chunk (words: its four 32-bit words, little-endian).
+template <WeightFormat F, int E, class Codes>
+struct FmtGrouped {
+  static constexpr WeightFormat kFormat = F;
+  static constexpr int kElems = E;
   using Group = float2;
   __device__ static Group group(const QuantWeightView& w, int k, int64_t row, int ch) {
     return load_group(w, k, row, ch, kElems);
@@ -77,34 +79,26 @@ struct FmtInt8 {
   __device__ static void piece(const uint4& c, const Group& g, int j, float* out) {
     const uint32_t* u = reinterpret_cast<const uint32_t*>(&c);
 #pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      const int8_t q = static_cast<int8_t>((u[2 * j + e / 4] >> (8 * (e % 4))) & 0xffu);
-      out[e] = fmaf(g.x, static_cast<float>(q), g.y);
-    }
+    for (int e = 0; e < 8; ++e) out[e] = fmaf(g.x, static_cast<float>(Codes::at(u, j, e)), g.y);
   }
 };
 
-// 4-bit codes, 32 inputs per chunk: byte e (e < 16) holds input e in its low nibble and input e + 16 in its high
-// nibble; w = a * q + b per group. Piece j < 2: low nibbles of bytes 8 j .. 8 j + 7; j >= 2: high nibbles of
-// bytes 8 (j - 2) .. 8 (j - 2) + 7.
-struct FmtNib4 {
-  static constexpr WeightFormat kFormat = WeightFormat::kNib4;
-  static constexpr int kElems = 32;
-  using Group = float2;
-  __device__ static Group group(const QuantWeightView& w, int k, int64_t row, int ch) {
-    return load_group(w, k, row, ch, kElems);
-  }
-  __device__ static void piece(const uint4& c, const Group& g, int j, float* out) {
-    const uint32_t* u = reinterpret_cast<const uint32_t*>(&c);
-    const int shift = j >= 2 ? 4 : 0;
-    const int b0 = 8 * (j & 1);  // first byte
-#pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      const int byte = b0 + e;
-      const uint32_t q = (u[byte / 4] >> (8 * (byte % 4) + shift)) & 15u;
-      out[e] = fmaf(g.x, static_cast<float>(q), g.y);
-    }
+// int8 codes, 16 inputs per chunk: byte e = input e.
+struct Int8Codes {
+  __device__ static int at(const uint32_t* u, int j, int e) {
+    return static_cast<int8_t>((u[2 * j + e / 4] >> (8 * (e % 4))) & 0xffu);
   }
 };
+using FmtInt8 = FmtGrouped<WeightFormat::kInt8, 16, Int8Codes>;
+
+// 4-bit codes, 32 inputs per chunk: byte e (e < 16) holds input e in its low nibble and input e + 16 in its high
+// nibble. Piece j < 2: low nibbles of bytes 8 j .. 8 j + 7; j >= 2: high nibbles of bytes 8 (j - 2) .. + 7.
+struct Nib4Codes {
+  __device__ static int at(const uint32_t* u, int j, int e) {
+    const int byte = 8 * (j & 1) + e;
+    return static_cast<int>((u[byte / 4] >> (8 * (byte % 4) + (j >= 2 ? 4 : 0))) & 15u);
+  }
+};
+using FmtNib4 = FmtGrouped<WeightFormat::kNib4, 32, Nib4Codes>;
 
 }  // namespace mopt::cuda

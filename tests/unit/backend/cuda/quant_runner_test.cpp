@@ -8,8 +8,10 @@
 // Tolerance, per logits row, relative to that row's spread (max - min) on the reference: the GPU rounds the
 // activations between kernels to bf16 (2^-9 relative each) and, in prefill, the dequantized weights too; FP8
 // prefill also quantizes the activations to E4M3 per token (3 mantissa bits, as vLLM and mopt's CPU backend do),
-// which moves logits by a few percent of their spread (quantize.md: fp8 is the least accurate 8-bit format).
-// Bounds: 5% (decode), 6% (prefill), 12% (FP8 prefill); a layout or indexing error moves them by O(100%).
+// which moves logits by a few percent of their spread (quantize.md: fp8 is the least accurate 8-bit format), so
+// FP8 prefill is also compared with the CPU runner on the fp8 model itself (the same activation quantization).
+// Bounds: 5% (decode), 6% (prefill; FP8 against the CPU's W8A8), 12% (FP8 prefill against unquantized
+// activations); a layout or indexing error moves them by O(100%).
 #if MOPT_HAVE_CUDA
 #include <gtest/gtest.h>
 
@@ -125,6 +127,15 @@ void check_case(const Model& base, const QuantCase& qc) {
   Status st = (*gpu)->forward(b, lg.data());
   ASSERT_TRUE(st.is_ok()) << st.message();
   EXPECT_LT(worst_relative(lg, lc, c.n_vocab), fp8 ? 0.12 : 0.06) << "prefill";
+  if (fp8) {  // W8A8 prefill: the CPU runner on the fp8 model quantizes its activations per token the same way
+    o.device = DeviceKind::kCpu;
+    auto cpu_q = CpuRunner::create(*q, o);
+    ASSERT_TRUE(cpu_q.is_ok()) << cpu_q.message();
+    ASSERT_TRUE((*cpu_q)->init_kv_cache(kBlocks, kBlockSize, 0).is_ok());
+    std::vector<float> lq(lc.size());
+    ASSERT_TRUE((*cpu_q)->forward(b, lq.data()).is_ok());
+    EXPECT_LT(worst_relative(lg, lq, c.n_vocab), 0.06) << "fp8 prefill against the CPU's W8A8";
+  }
 
   int pos = static_cast<int>(prompt.size());
   int32_t tok = static_cast<int32_t>(std::max_element(lc.end() - c.n_vocab, lc.end()) - (lc.end() - c.n_vocab));
