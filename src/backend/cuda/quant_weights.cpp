@@ -160,9 +160,8 @@ void decompose_row(DType t, const uint8_t* src, int k, bool nib, int* q, float* 
   }
 }
 
-bool same_bits(float x, float y) {
-  return std::memcmp(&x, &y, 4) == 0 || (std::isnan(x) && std::isnan(y));
-}
+// Equal values (+0 == -0: the reference's d * 0 keeps d's sign, a * 0 + b need not), or both NaN.
+bool same_value(float x, float y) { return x == y || (std::isnan(x) && std::isnan(y)); }
 
 }  // namespace
 
@@ -257,7 +256,7 @@ Result<HostQuantMatrix> repack_quantized(std::span<const TensorView* const> part
       const float d = f32_at(src);
       for (int blk = 0; blk < k / 32; ++blk) {
         const uint8_t* b = src + blk * sizeof(BlockFP8);
-        if (!same_bits(f32_at(b), d))
+        if (!same_value(f32_at(b), d))
           return error("tensor '%s' row %lld has more than one fp8 scale; the CUDA backend takes per-channel or "
                        "per-tensor scales (use --device cpu)", t.name.c_str(), static_cast<long long>(tr));
         std::memcpy(codes + 32 * blk, b + 4, 32);
@@ -276,14 +275,14 @@ Result<HostQuantMatrix> repack_quantized(std::span<const TensorView* const> part
     dtype_traits(t.dtype).to_float(src, ref, k);
     for (int i = 0; i < k; ++i) {
       const float x = std::fma(a[i / ng], static_cast<float>(qbuf[i]), b[i / ng]);
-      if (!same_bits(x, ref[i]))
+      if (!same_value(x, ref[i]))
         return error("internal: repacking tensor '%s' (%s) for the GPU disagrees with its reference "
                      "dequantization at row %lld, input %d (%g vs %g)", t.name.c_str(), dtype_name(t.dtype),
                      static_cast<long long>(tr), i, static_cast<double>(x), static_cast<double>(ref[i]));
     }
     if (G == 0) {  // INT8 per channel: one scale per row
       for (int g = 1; g < k / ng; ++g)
-        if (!same_bits(a[g], a[0]))
+        if (!same_value(a[g], a[0]))
           return error("tensor '%s' row %lld has more than one int8 scale; the CUDA backend takes per-channel "
                        "scales (use --device cpu)", t.name.c_str(), static_cast<long long>(tr));
       m.row_scale[static_cast<size_t>(r)] = a[0];

@@ -29,7 +29,8 @@
 // kernel reads (Q8_K activations, I8 / I32 / I64), have no device format: the runner dequantizes those
 // matrices to the compute dtype (a logged fallback).
 // Repacking checks every row against the format's reference dequantization (the dtype table's to_float):
-// the codes and parameters must reproduce it bit for bit, so a repacking bug is a load error, not bad output.
+// the codes and parameters must reproduce it exactly (up to the sign of a zero), so a repacking bug is a load
+// error, not bad output.
 #pragma once
 
 #include <cstdint>
