@@ -13,8 +13,11 @@
 //     single-stream graph launches: time against KV bytes / copy bandwidth.
 // Usage: bench_gpu_decode [--layers N] [--decode-steps N] [--json PATH] [--profile-window] [--attn-sweep]
 //                         [--single-only [--recaptures N] [--fresh N]] [--kv-cache-dtype bf16|fp8]
+//                         [--weights FORMAT]
 // --kv-cache-dtype fp8: every runner and the attention-alone timings use the fp8 (E4M3) KV cache; KV byte counts
 // (floors, the attention's fraction of copy bandwidth) count 1 byte per element.
+// --weights bf16|fp8|int8|int4|q8_0|q4_0|q4_k|q6_k: the linear layers' format (random bf16 weights quantized on the
+// GPU; gpu_weights.h); every roofline and floor then uses that format's weight bytes. Absent: bf16, as before.
 // --profile-window: after the single-stream warm-up, run 2 greedy decode steps between cudaProfilerStart/Stop and
 // exit (for `ncu --profile-from-start off ...`: per-kernel times and DRAM bytes of real decode steps).
 // --attn-sweep: the decode attention kernel alone for one token over contexts x minimum split slices, then exit.
@@ -36,12 +39,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "backend/cuda/cuda_runner.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/kernels.h"
+#include "gpu_weights.h"
 #include "model/model.h"
 
 using namespace mopt;
@@ -274,6 +279,8 @@ int main(int argc, char** argv) {
   int layers = 32, decode_steps = 256, recaptures = 0, fresh = 0;
   std::string json_path;
   bool profile_window = false, attn_sweep = false, single_only = false, attn_large_sweep = false;
+  const char* weights_name = nullptr;  // --weights (absent: bf16, output unchanged)
+  DType weights = DType::BF16;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--layers") && i + 1 < argc) layers = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--decode-steps") && i + 1 < argc) decode_steps = std::atoi(argv[++i]);
@@ -287,10 +294,19 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--kv-cache-dtype") && i + 1 < argc &&
              (!std::strcmp(argv[i + 1], "bf16") || !std::strcmp(argv[i + 1], "fp8")))
       g_kv_fp8 = !std::strcmp(argv[++i], "fp8");
-    else {
+    else if (!std::strcmp(argv[i], "--weights") && i + 1 < argc) {
+      weights_name = argv[++i];
+      const std::optional<DType> t = bench::gpu_weights_dtype(weights_name);
+      if (!t) {
+        std::fprintf(stderr, "--weights %s: not one of %s\n", weights_name, bench::kGpuWeightChoices);
+        return 2;
+      }
+      weights = *t;
+    } else {
       std::fprintf(stderr,
                    "usage: %s [--layers N] [--decode-steps N] [--json PATH] [--profile-window] [--attn-sweep] "
-                   "[--single-only] [--recaptures N] [--fresh N] [--kv-cache-dtype bf16|fp8] [--attn-large-sweep]\n",
+                   "[--single-only] [--recaptures N] [--fresh N] [--kv-cache-dtype bf16|fp8] [--attn-large-sweep] "
+                   "[--weights FORMAT]\n",
                    argv[0]);
       return 2;
     }
@@ -356,11 +372,15 @@ int main(int argc, char** argv) {
   opts.kv_cache_dtype = g_kv_fp8 ? KvCacheDtype::kFp8 : KvCacheDtype::kAuto;
   CudaRunnerExtras extras;
   extras.random_weights = true;
+  extras.random_weight_dtype = weights;
   const double t_load = now_s();
   auto rr = create_cuda_runner(model, opts, extras);
   check(rr.status(), "create runner");
   auto* runner = dynamic_cast<CudaModelRunner*>(rr.value().get());
   const double load_s = now_s() - t_load;
+  if (weights_name)  // every roofline / floor below uses these weight bytes
+    std::printf("weights: %s linear layers (random, quantized on the GPU), %.2f GiB in all\n", weights_name,
+                static_cast<double>(runner->weight_bytes()) / 1073741824.0);
 
   const int bs = 16;
   const int max_blocks = (2048 + 512) / bs;  // per sequence: up to 2,560 tokens

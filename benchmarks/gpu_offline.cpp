@@ -40,6 +40,7 @@
 #include "model/loaders.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
+#include "gpu_weights.h"
 
 #ifdef MOPT_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -76,6 +77,7 @@ struct Args {
   int threads = 0;
   float temperature = 1.0f;
   uint64_t seed = 1;
+  std::string weights;  // --weights: the random GPU weights' linear-layer format (empty: bf16, output unchanged)
   double progress_s = 5;
   double max_seconds = 0;  // > 0: stop after this long and report the part that ran (marked incomplete)
   std::string json;
@@ -181,6 +183,9 @@ Status make_setup(const Args& a, int runner_max_seqs, Setup& s) {
     s.device = resolve_device(kinds.at(a.device));
   }
   const bool gpu_random = !s.fake && s.device == DeviceKind::kCuda && a.model.empty();
+  if (!a.weights.empty() && !gpu_random)
+    return error("--weights %s applies to random weights on the GPU (a CUDA device and no --model); for a "
+                 "quantized file, pass it with --model", a.weights.c_str());
   if (!a.model.empty()) {
     MOPT_ASSIGN_OR_RETURN(s.model, load_model(a.model));
   } else if (gpu_random || s.fake) {  // the architecture only: weights are generated on the GPU (or not needed)
@@ -224,11 +229,15 @@ Status make_setup(const Args& a, int runner_max_seqs, Setup& s) {
     CudaRunnerExtras ex;
     ex.random_weights = true;
     ex.random_seed = a.seed;
+    if (!a.weights.empty()) ex.random_weight_dtype = *bench::gpu_weights_dtype(a.weights);  // checked by the CLI
     MOPT_ASSIGN_OR_RETURN(s.runner, create_cuda_runner(*s.model, ro, ex));
   } else {
     MOPT_ASSIGN_OR_RETURN(s.runner, create_runner(*s.model, ro));
   }
   if (auto* cr = dynamic_cast<CudaModelRunner*>(s.runner.get())) s.weight_bytes = cr->weight_bytes();
+  if (!a.weights.empty())  // the decode ceiling below uses these weight bytes
+    std::printf("weights: %s linear layers (random, quantized on the GPU), %.2f GiB in all\n", a.weights.c_str(),
+                static_cast<double>(s.weight_bytes) / 1073741824.0);
   return Status::ok();
 }
 
@@ -496,6 +505,12 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 1e6))->capture_default_str();
   app.add_option("--progress", a.progress_s, "seconds between progress lines (0 = none)")
       ->check(CLI::Range(0.0, 3600.0))->capture_default_str();
+  app.add_option("--weights", a.weights,
+                 std::string("linear-layer format of the random GPU weights (quantized on the GPU): ") +
+                     bench::kGpuWeightChoices)
+      ->check([](const std::string& v) {
+        return bench::gpu_weights_dtype(v) ? std::string() : "not one of " + std::string(bench::kGpuWeightChoices);
+      });
   app.add_option("--json", a.json, "write the figures as JSON to this path");
   app.add_option("--kv-cache-dtype", a.kv_cache_dtype, "KV cache: auto (bf16 on CUDA) or fp8 (E4M3, CUDA)")
       ->transform([](std::string v) { return v == "bf16" ? std::string("auto") : v; })

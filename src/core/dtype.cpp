@@ -25,24 +25,24 @@ constexpr DTypeTraits kTable[] = {
     {DType::BF16, "bf16", 1, 2, false, true, DType::F32, 30, "BF16", "bfloat16", bf16_to_float, bf16_from_float,
      CudaUpload::kConvert},
     {DType::Q8_0, "q8_0", kQK0, sizeof(BlockQ8_0), true, true, DType::Q8_0, 8, nullptr, nullptr, q8_0_to_float,
-     q8_0_from_float, CudaUpload::kNone},
+     q8_0_from_float, CudaUpload::kRepack},
     {DType::Q4_0, "q4_0", kQK0, sizeof(BlockQ4_0), true, true, DType::Q8_0, 2, nullptr, nullptr, q4_0_to_float,
-     q4_0_from_float, CudaUpload::kNone},
+     q4_0_from_float, CudaUpload::kRepack},
     {DType::Q4_K, "q4_k", kQKK, sizeof(BlockQ4_K), true, true, DType::Q8_K, 12, nullptr, nullptr, q4_k_to_float,
-     q4_k_from_float, CudaUpload::kNone},
+     q4_k_from_float, CudaUpload::kRepack},
     {DType::Q5_K, "q5_k", kQKK, sizeof(BlockQ5_K), true, true, DType::Q8_K, 13, nullptr, nullptr, q5_k_to_float,
-     q5_k_from_float, CudaUpload::kNone},
+     q5_k_from_float, CudaUpload::kRepack},
     {DType::Q6_K, "q6_k", kQKK, sizeof(BlockQ6_K), true, true, DType::Q8_K, 14, nullptr, nullptr, q6_k_to_float,
-     q6_k_from_float, CudaUpload::kNone},
+     q6_k_from_float, CudaUpload::kRepack},
     // Activations only: the K-quant dot products' other operand.
     {DType::Q8_K, "q8_k", kQKK, sizeof(BlockQ8_K), true, false, std::nullopt, 15, nullptr, nullptr, q8_k_to_float,
      q8_k_from_float, CudaUpload::kNone},
     {DType::I8, "i8", 1, 1, false, false, std::nullopt, 24, "I8", nullptr, nullptr, nullptr, CudaUpload::kNone},
     {DType::I32, "i32", 1, 4, false, false, std::nullopt, 26, "I32", nullptr, nullptr, nullptr, CudaUpload::kNone},
     {DType::Q5_0, "q5_0", kQK0, sizeof(BlockQ5_0), true, true, DType::Q8_0, 6, nullptr, nullptr, q5_0_to_float,
-     q5_0_from_float, CudaUpload::kNone},
+     q5_0_from_float, CudaUpload::kRepack},
     {DType::Q5_1, "q5_1", kQK0, sizeof(BlockQ5_1), true, true, DType::Q8_0, 7, nullptr, nullptr, q5_1_to_float,
-     q5_1_from_float, CudaUpload::kNone},
+     q5_1_from_float, CudaUpload::kRepack},
     {DType::I64, "i64", 1, 8, false, false, std::nullopt, 27, "I64", nullptr, nullptr, nullptr, CudaUpload::kNone},
     // fp8 elements: the weights of fp8 checkpoints, multiplied as FP8 rows (with their scales).
     {DType::F8_E4M3, "f8_e4m3", 1, 1, false, false, std::nullopt, -1, "F8_E4M3", "float8_e4m3fn", f8_e4m3_to_float,
@@ -51,11 +51,11 @@ constexpr DTypeTraits kTable[] = {
     // scales): no file stores them as such. FP8 rows multiply FP8 activations (W8A8, a scale per token); INT8 and
     // INT4_G128 are weight-only (fp32 activations).
     {DType::FP8, "fp8", kQKRow, sizeof(BlockFP8), true, true, DType::FP8, -1, nullptr, nullptr, fp8_to_float,
-     fp8_from_float, CudaUpload::kNone},
+     fp8_from_float, CudaUpload::kRepack},
     {DType::INT8, "int8", kQKRow, sizeof(BlockINT8), true, true, DType::F32, -1, nullptr, nullptr, int8_to_float,
-     int8_from_float, CudaUpload::kNone},
+     int8_from_float, CudaUpload::kRepack},
     {DType::INT4_G128, "int4_g128", kQKGroup, sizeof(BlockINT4_G128), true, true, DType::F32, -1, nullptr, nullptr,
-     int4_g128_to_float, int4_g128_from_float, CudaUpload::kNone},
+     int4_g128_to_float, int4_g128_from_float, CudaUpload::kRepack},
 };
 
 static_assert(one_row_per_dtype(kTable), "one row per DType, in DType order");

@@ -33,6 +33,8 @@ using FromFloatFn = void (*)(const float* src, void* dst, int64_t n);
 enum class CudaUpload : uint8_t {
   kNone,     // not on CUDA: the runner refuses the model and names the types it takes
   kConvert,  // a plain float type, copied or converted on the device to the compute dtype (bf16 or fp32)
+  kRepack,   // a block type whose linear-layer weights are repacked into the backend's quantized layouts
+             // (backend/cuda/quant_weights.h); its other tensors (embeddings, LM head) dequantized on upload
 };
 
 struct DTypeTraits {

@@ -52,7 +52,7 @@ Status CudaRunner::alloc_workspace() {
                           "attention workspace"));
   MOPT_TRY(attn_cnt_.alloc(static_cast<size_t>(opts_.max_seqs) * c.n_head * 4, "attention workspace"));
   MOPT_CUDA_TRY(cudaMemsetAsync(attn_cnt_.as<void>(), 0, attn_cnt_.bytes(), stream_));
-  return Status::ok();
+  return alloc_quant_workspace();
 }
 
 Result<std::unique_ptr<CudaRunner>> CudaRunner::create(const Model& model, const RunnerOptions& opts,

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "backend/runner.h"
+#include "core/dtype.h"
 #include "core/status.h"
 
 namespace mopt {
@@ -28,6 +29,10 @@ struct CudaRunnerExtras {
   // (the model then needs a config but no tensors): benchmarks at real sizes without a weight file.
   bool random_weights = false;
   uint64_t random_seed = 1;
+  // With random_weights: the linear layers' format. BF16 (the compute dtype), or a quantized type the backend
+  // repacks (FP8, INT8, INT4_G128, Q8_0, Q4_0, Q4_K, Q6_K, ...): random bf16 weights quantized on the GPU into that
+  // type's device layout (backend/cuda/quant_weights.h); embeddings and the LM head stay bf16.
+  DType random_weight_dtype = DType::BF16;
   int device_id = 0;
   // Decode steps of <= 8 rows (bf16) run the fused path: RMSNorm and SwiGLU as prologues of the skinny GEMMs and
   // the o / down projections adding into the residual stream (6 launches per layer instead of 10). False: the

@@ -198,7 +198,8 @@ static const char* prologue_name(SkinnyPrologue p) {
 
 Result<int> Gemm::fused_variant(const SkinnyGemmParams& p, cudaStream_t stream) {
   const FusedKey key{p.m, p.n, p.k, static_cast<int>(p.prologue), static_cast<int>(p.epilogue), p.y_f32,
-                     p.bias != nullptr};
+                     p.bias != nullptr, static_cast<int>(p.qw.fmt)};
+  const int n_var = skinny_variants(p.qw.fmt);
   auto it = fused_plans_.find(key);
   if (it != fused_plans_.end()) return it->second.variant;
   cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
@@ -235,13 +236,13 @@ Result<int> Gemm::fused_variant(const SkinnyGemmParams& p, cudaStream_t stream) 
   // round (drifting clocks touch them alike), ranked by the median: tilings of one shape are often within a
   // microsecond of each other, and timing single launches between events misranked them (docs/cuda.md).
   constexpr int kRounds = 5, kChain = 8;
-  constexpr int kBase = kSkinnyVariants;  // index of the sweeps-only chain
-  std::vector<cudaEvent_t> ev(2 * (kSkinnyVariants + 1), nullptr);
+  const int kBase = n_var;  // index of the sweeps-only chain
+  std::vector<cudaEvent_t> ev(2 * (n_var + 1), nullptr);
   cudaError_t err = cudaSuccess;
   for (cudaEvent_t& e : ev)
     if (err == cudaSuccess) err = cudaEventCreate(&e);
-  std::vector<std::vector<float>> ms(kSkinnyVariants + 1);
-  for (int v = 0; v < kSkinnyVariants && err == cudaSuccess; ++v) {  // warm-up (and first-launch costs)
+  std::vector<std::vector<float>> ms(n_var + 1);
+  for (int v = 0; v < n_var && err == cudaSuccess; ++v) {  // warm-up (and first-launch costs)
     t.variant = v;
     err = launch_skinny_gemm(t, stream);
   }
@@ -271,13 +272,12 @@ Result<int> Gemm::fused_variant(const SkinnyGemmParams& p, cudaStream_t stream) 
   };
   const float base_ms = median_ms(ms[kBase]);
   FusedPlan best;
-  for (int v = 0; v < kSkinnyVariants; ++v)
-    best.ranked.emplace_back((median_ms(ms[v]) - base_ms) * 1000.f / kChain, v);
+  for (int v = 0; v < n_var; ++v) best.ranked.emplace_back((median_ms(ms[v]) - base_ms) * 1000.f / kChain, v);
   std::sort(best.ranked.begin(), best.ranked.end());
   best.tuned_us = best.ranked[0].first;
   best.variant = best.ranked[0].second;
-  MOPT_LOG_DEBUG("fused gemm %dx%dx%d%s: skinny v%d (%.1f us)", p.m, p.n, p.k, prologue_name(p.prologue),
-                 best.variant, best.tuned_us);
+  MOPT_LOG_DEBUG("fused gemm %dx%dx%d%s (weights %s): skinny v%d (%.1f us)", p.m, p.n, p.k,
+                 prologue_name(p.prologue), weight_format_name(p.qw.fmt), best.variant, best.tuned_us);
   fused_plans_.emplace(key, best);
   ++n_tuned_;
   return best.variant;
@@ -298,7 +298,8 @@ std::vector<Gemm::FusedCandidates> Gemm::fused_candidates(int m, int n_best) con
 Status Gemm::set_fused_variant(const FusedKey& key, int variant) {
   auto it = fused_plans_.find(key);
   if (it == fused_plans_.end()) return error("set_fused_variant: no such fused plan");
-  if (variant < 0 || variant >= kSkinnyVariants) return error("set_fused_variant: variant %d out of range", variant);
+  if (variant < 0 || variant >= skinny_variants(static_cast<WeightFormat>(std::get<7>(key))))
+    return error("set_fused_variant: variant %d out of range", variant);
   it->second.variant = variant;
   for (const auto& [us, v] : it->second.ranked)
     if (v == variant) it->second.tuned_us = us;
@@ -317,10 +318,15 @@ Status Gemm::run_fused(const SkinnyGemmParams& p, cudaStream_t stream) {
   if (!pair_ok) return error("fused GEMM: prologue %d with epilogue %d is not supported", static_cast<int>(pro),
                              static_cast<int>(epi));
   const bool have_x = pro == SkinnyPrologue::kRmsNorm ? p.x_f32 && p.norm_w : p.x != nullptr;
-  if (!have_x || !p.w || !p.y) return error("fused GEMM: missing operand");
+  const bool have_w = p.qw.fmt == WeightFormat::kFloat ? p.w != nullptr : p.qw.codes != nullptr;
+  if (!have_x || !have_w || !p.y) return error("fused GEMM: missing operand");
+  if (p.qw.fmt != WeightFormat::kFloat && p.k % weight_chunk_elems(p.qw.fmt) != 0)
+    return error("fused GEMM: k=%d is not a multiple of %d (%s weights)", p.k, weight_chunk_elems(p.qw.fmt),
+                 weight_format_name(p.qw.fmt));
   if (epi == SkinnyEpilogue::kAddResidual && p.bias) return error("fused GEMM: no bias with the residual epilogue");
   const uintptr_t bits = reinterpret_cast<uintptr_t>(p.x) | reinterpret_cast<uintptr_t>(p.x_f32) |
-                        reinterpret_cast<uintptr_t>(p.norm_w) | reinterpret_cast<uintptr_t>(p.w);
+                        reinterpret_cast<uintptr_t>(p.norm_w) | reinterpret_cast<uintptr_t>(p.w) |
+                        reinterpret_cast<uintptr_t>(p.qw.codes);
   if (bits % 16) return error("fused GEMM: operands must be 16-byte aligned");
   SkinnyGemmParams q = p;
   MOPT_ASSIGN_OR_RETURN(q.variant, fused_variant(p, stream));
@@ -331,15 +337,19 @@ Status Gemm::run_fused(const SkinnyGemmParams& p, cudaStream_t stream) {
 std::string Gemm::describe() const {
   std::string out;
   for (const auto& [key, plan] : fused_plans_) {
-    const auto& [m, n, k, pro, epi, f32, bias] = key;
+    const auto& [m, n, k, pro, epi, f32, bias, fmt] = key;
     const SkinnyPrologue pr = static_cast<SkinnyPrologue>(pro);
-    // Bytes: weights + activations in (fp32 residual, bf16 gate|up or bf16 x) + output (fp32 read+write for +=).
+    const WeightFormat wf = static_cast<WeightFormat>(fmt);
+    // Bytes: weights (codes only for quantized ones) + activations in (fp32 residual, bf16 gate|up or bf16 x) +
+    // output (fp32 read+write for +=).
     const double in_b = (pr == SkinnyPrologue::kNone ? 2.0 : 4.0) * m * k;
     const double out_b = epi ? 8.0 * m * n : (f32 ? 4.0 : 2.0) * m * n;
-    const double bytes = 2.0 * n * k + in_b + out_b;
-    out += strfmt("  gemm m=%-3d n=%-6d k=%-5d %-12s %8.1f us %7.0f GB/s  fused%s%s, cold L2\n", m, n, k,
+    const double w_b = wf == WeightFormat::kFloat ? 2.0 : wf == WeightFormat::kNib4 ? 0.5 : 1.0;
+    const double bytes = w_b * n * k + in_b + out_b;
+    out += strfmt("  gemm m=%-3d n=%-6d k=%-5d %-12s %8.1f us %7.0f GB/s  fused%s%s%s%s, cold L2\n", m, n, k,
                   strfmt("skinny v%d", plan.variant).c_str(), plan.tuned_us, bytes / (plan.tuned_us * 1e3),
-                  prologue_name(pr), epi ? "+residual" : "");
+                  prologue_name(pr), epi ? "+residual" : "", wf == WeightFormat::kFloat ? "" : ", weights ",
+                  wf == WeightFormat::kFloat ? "" : weight_format_name(wf));
   }
   for (const auto& [key, plan] : plans_) {
     const auto& [m, n, k, f32, bias, align, in_f32] = key;
@@ -401,7 +411,8 @@ std::vector<PlanRecord> Gemm::export_plans() const {
   for (const auto& [key, h] : hints_)  // imported plans of shapes not used in this process: kept
     if (!plans_.count(key)) gemm_record(key, h.skinny, h.skinny_variant, h.tuned_us, h.algo);
   for (const auto& [key, plan] : fused_plans_) {
-    const auto& [m, n, k, pro, epi, y_f32, bias] = key;
+    const auto& [m, n, k, pro, epi, y_f32, bias, fmt] = key;
+    if (fmt != static_cast<int>(WeightFormat::kFloat)) continue;  // quantized: tuned in each process
     PlanRecord r{"fused", {m, n, k, pro, epi, y_f32, bias, plan.variant, to_ns(plan.tuned_us)}, {}};
     for (const auto& [us, v] : plan.ranked) {
       r.ints.push_back(to_ns(us));
@@ -454,7 +465,7 @@ Status Gemm::import_plans(std::span<const PlanRecord> records) {
         seen[var] = true;
         p.ranked.emplace_back(static_cast<float>(ns) / 1000.f, static_cast<int>(var));
       }
-      fused[FusedKey{m, n, k, static_cast<int>(v[3]), static_cast<int>(v[4]), v[5] != 0, v[6] != 0}] = p;
+      fused[FusedKey{m, n, k, static_cast<int>(v[3]), static_cast<int>(v[4]), v[5] != 0, v[6] != 0, 0}] = p;
     }
   }
   hints_ = std::move(hints);

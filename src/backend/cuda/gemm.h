@@ -59,11 +59,21 @@ class Gemm {
   // Like run(): a shape's first call must happen outside stream capture.
   Status run_fused(const SkinnyGemmParams& p, cudaStream_t stream);
 
+  // FP8 W8A8 (gemm_fp8.cpp): y[m, n] bf16 = xs[i] ws[j] sum_k xq[i, k] wq[j, k] (+ bias[j] bf16) with E4M3
+  // operands xq [m, k] (per-token scales xs [m]) and wq [n, k] (per-channel scales ws [n]), fp32 accumulation:
+  // cuBLASLt with outer-vector scaling (CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F on A and B). fp8_ready() plans
+  // the shape (outside stream capture on first use) and says whether cuBLASLt has an algorithm for it on this GPU;
+  // run_fp8() needs a ready shape. k a multiple of 16, operands 16-byte aligned.
+  Result<bool> fp8_ready(int m, int n, int k, bool has_bias, cudaStream_t stream);
+  Status run_fp8(const uint8_t* xq, const float* xs, const uint8_t* wq, const float* ws, const bf16* bias, bf16* y,
+                 int m, int n, int k, cudaStream_t stream);
+
   // Fused plans tuned so far for m rows, each with its skinny variants ranked by their isolated (cold-L2) time,
   // fastest first, at most n_best of them: the candidates CudaRunner re-times inside the decode step it is part
   // of (neighbouring kernels overlap through PDL there, which an isolated timing does not see).
-  // m, n, k, prologue, epilogue, y_f32, has_bias
-  using FusedKey = std::tuple<int, int, int, int, int, bool, bool>;
+  // m, n, k, prologue, epilogue, y_f32, has_bias, weight format (WeightFormat; only kFloat plans go to the plan
+  // cache: quantized ones are tuned in each process)
+  using FusedKey = std::tuple<int, int, int, int, int, bool, bool, int>;
   struct FusedCandidates {
     FusedKey key;
     int current = 0;  // the variant in use
@@ -125,6 +135,15 @@ class Gemm {
   size_t scratch_bytes_ = 0;
   void* flush_ = nullptr;    // read between timed fused launches to evict the L2
   bool flush_failed_ = false;
+
+  struct Fp8Plan {
+    bool ok = false;  // false: cuBLASLt has no FP8 algorithm for the shape (the caller falls back)
+    cublasLtMatmulDesc_t op = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+    ~Fp8Plan();  // gemm_fp8.cpp
+  };
+  std::map<std::tuple<int, int, int, bool>, std::unique_ptr<Fp8Plan>> fp8_plans_;  // m, n, k, has_bias
 
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;

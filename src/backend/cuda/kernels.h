@@ -227,10 +227,56 @@ struct SampleParams {
 };
 cudaError_t launch_sample(const SampleParams& p, cudaStream_t stream);
 
+// ---- quantized weights (device layouts: quant_weights.h) -----------------------------------------------------
+
+// How a linear layer's weight matrix [n outputs, k inputs] is stored on the device.
+//   kFloat: the compute dtype (bf16 or fp32), [n, k] row-major
+//   kFp8:   E4M3 codes [n, k] (1 byte each), fp32 row_scale [n]                      w = row_scale[n] * e4m3(q)
+//   kInt8:  int8 codes [n, k], row_scale [n] (per channel) and / or groups:          w = (a * q + b) * row_scale
+//   kNib4:  4-bit codes, 16 bytes per 32 consecutive inputs (byte j: input j in the low nibble, input j + 16 in
+//           the high one), [n, k / 2] bytes; groups (a, b) always affine:            w = a * q + b
+// Groups: `group` holds, per row n and group g of group_size consecutive inputs, a (affine: a and b, interleaved)
+// as fp32: [n, k / group_size] or [n, k / group_size, 2]. Every GGUF / AWQ / INT8 block format maps onto one of
+// these exactly (quant_weights.h).
+enum class WeightFormat : int { kFloat = 0, kFp8 = 1, kInt8 = 2, kNib4 = 3 };
+inline constexpr int kNumWeightFormats = 4;
+constexpr const char* weight_format_name(WeightFormat f) {
+  return f == WeightFormat::kFp8 ? "fp8" : f == WeightFormat::kInt8 ? "int8" : f == WeightFormat::kNib4 ? "4-bit"
+                                                                                                        : "float";
+}
+// Inputs covered by one 16-byte chunk of codes: k must be a multiple of it (and of group_size).
+constexpr int weight_chunk_elems(WeightFormat f) {
+  return f == WeightFormat::kNib4 ? 32 : f == WeightFormat::kFloat ? 8 : 16;
+}
+struct QuantWeightView {
+  WeightFormat fmt = WeightFormat::kFloat;
+  const void* codes = nullptr;       // see above; 16-byte aligned
+  const float* row_scale = nullptr;  // [n] or null
+  const float* group = nullptr;      // [n, k / group_size (, 2)] or null (kNib4: required)
+  int group_size = 0;                // inputs per group, a multiple of weight_chunk_elems(fmt); 0 without groups
+  bool affine = false;               // groups hold (a, b); kNib4: always true
+};
+
+// out[n, k] = the dequantized weights, rounded to bf16 (the prefill path's workspace for cuBLASLt).
+cudaError_t launch_dequant_weights_bf16(const QuantWeightView& w, int n, int k, bf16* out, cudaStream_t stream);
+// Per-token FP8 activations (vLLM's dynamic per-token scheme, as the CPU backend's FP8 dot products): for each
+// row r of x [m, k]: scale[r] = max_j |x[r, j]| / 448, q[r, j] = e4m3(x[r, j] * (1 / scale[r])) rounded to
+// nearest even and saturated (a zero row: scale 0, codes 0). q [m, k] 16-byte aligned rows (k % 16 == 0).
+cudaError_t launch_quantize_rows_fp8(const bf16* x, int m, int k, uint8_t* q, float* scale, cudaStream_t stream);
+
+// Quantizes bf16 weights w [n, k] into a device layout (benchmarks: random weights in a format without a file):
+// kFp8 as launch_quantize_rows_fp8 (params = row scales [n]); kInt8 symmetric with codes in [-qmax, qmax] and
+// params = one scale per group of group_size inputs ([n, k / group_size]) or per row (group_size 0); kNib4
+// affine per group (params [n, k / group_size, 2], codes 0..15; group_size a multiple of 32).
+cudaError_t launch_quantize_weights(const bf16* w, int n, int k, WeightFormat fmt, int group_size, int qmax,
+                                    uint8_t* codes, float* params, cudaStream_t stream);
+
 // ---- skinny GEMM ----------------------------------------------------------------------------------------
 
 // y[m, n] = sum_k x[m, k] * w[n, k] (+ bias[n]) for m <= 8: one pass over the weights (bandwidth bound).
-// k must be a multiple of 8 and the pointers 16-byte aligned.
+// k must be a multiple of 8 and the pointers 16-byte aligned. The weights are bf16 (w) or quantized (qw); the
+// activations and the arithmetic are the same for every format (fp32 accumulation; the activations are not
+// quantized, also with FP8 weights: the prologues produce them inside the kernel).
 //
 // Fused decode variants (compile-time prologue / epilogue of the same kernel; the prologue's operand stays in
 // fp32 where the unfused kernels round their outputs to bf16). r = x_rows ? x_rows[i] : i:
@@ -259,9 +305,14 @@ struct SkinnyGemmParams {
   // Weight bytes (spread over the rows) asked into L2 before griddepcontrol.wait, beyond the first register loads:
   // worth it when the kernel before is latency-bound (DRAM otherwise idle); 0: none.
   uint32_t l2_prefetch_bytes = 0;
+  // Quantized weights (qw.fmt != kFloat): used instead of w, dequantized in registers; k a multiple of
+  // weight_chunk_elems(qw.fmt) and of qw.group_size.
+  QuantWeightView qw;
 };
 inline constexpr int kSkinnyMaxRows = 8;
 inline constexpr int kSkinnyVariants = 10;
+// Tilings instantiated for a weight format (bf16: kSkinnyVariants; quantized formats: fewer, see gemm_skinny.cuh).
+int skinny_variants(WeightFormat f);
 cudaError_t launch_skinny_gemm(const SkinnyGemmParams& p, cudaStream_t stream);
 
 }  // namespace mopt::cuda

@@ -114,7 +114,7 @@ template <class E>
 Status CudaRunner::enqueue_layers_t(const StepShape& s) {
   const ModelConfig& c = cfg_;
   const int T = s.n_tokens;
-  const int d = c.n_embd, qkvd = c.q_dim() + 2 * c.kv_dim();
+  const int d = c.n_embd;
   cudaStream_t st = stream_;
 
   MOPT_CUDA_TRY(launch_embed(embed_params<E>(T), st));
@@ -127,26 +127,24 @@ Status CudaRunner::enqueue_layers_t(const StepShape& s) {
                          .eps = c.norm_eps};
     MOPT_CUDA_TRY(launch_rmsnorm(np, st));
     MOPT_TRY(mark("add + rmsnorm"));
-    MOPT_TRY(gemm_.run(normed_.as<E>(), L.qkv.w.as<E>(), L.qkv.bias.as<E>(), qkv_.as<E>(), false, T,
-                       qkvd, d, st));
+    MOPT_TRY(run_linear(L.qkv, normed_.as<E>(), qkv_.as<E>(), T));
     MOPT_TRY(mark("qkv GEMM"));
 
     MOPT_TRY(enqueue_rope_cache(l, T));
     MOPT_TRY(enqueue_attention(s, l));
-    MOPT_TRY(gemm_.run(attn_.as<E>(), L.o.w.as<E>(), nullptr, proj_.as<E>(), false, T, d, c.q_dim(), st));
+    MOPT_TRY(run_linear(L.o, attn_.as<E>(), proj_.as<E>(), T));
     MOPT_TRY(mark("o GEMM"));
     // ALL-REDUCE(proj_) under tensor parallelism.
     np.add = proj_.as<E>();
     np.weight = L.ffn_norm.as<E>();
     MOPT_CUDA_TRY(launch_rmsnorm(np, st));
     MOPT_TRY(mark("add + rmsnorm"));
-    MOPT_TRY(gemm_.run(normed_.as<E>(), L.gate_up.w.as<E>(), nullptr, gu_.as<E>(), false, T, 2 * c.n_ff, d,
-                       st));
+    MOPT_TRY(run_linear(L.gate_up, normed_.as<E>(), gu_.as<E>(), T));
     MOPT_TRY(mark("gate|up GEMM"));
     const SwiGluParamsT<E> sp{.gate_up = gu_.as<E>(), .out = act_.as<E>(), .n_tokens = T, .n_ff = c.n_ff};
     MOPT_CUDA_TRY(launch_swiglu(sp, st));
     MOPT_TRY(mark("swiglu"));
-    MOPT_TRY(gemm_.run(act_.as<E>(), L.down.w.as<E>(), nullptr, proj_.as<E>(), false, T, d, c.n_ff, st));
+    MOPT_TRY(run_linear(L.down, act_.as<E>(), proj_.as<E>(), T));
     MOPT_TRY(mark("down GEMM"));
     // ALL-REDUCE(proj_) under tensor parallelism.
   }
@@ -188,7 +186,7 @@ Status CudaRunner::enqueue_layers_fused(const StepShape& s) {
     SkinnyGemmParams g{.w = L.qkv.w.as<bf16>(), .bias = L.qkv.bias.as<bf16>(), .y = qkv_.as<bf16>(), .m = T,
                        .n = L.qkv.n_out, .k = d, .prologue = SkinnyPrologue::kRmsNorm, .x_f32 = resid,
                        .norm_w = L.attn_norm.as<bf16>(), .norm_eps = c.norm_eps,
-                       .l2_prefetch_bytes = l2_prefetch_other_};  // qkv_ = rmsnorm(resid) . Wqkv^T + bias
+                       .l2_prefetch_bytes = l2_prefetch_other_, .qw = L.qkv.qw};  // qkv_ = rmsnorm(resid) . Wqkv^T + b
     MOPT_TRY(gemm_.run_fused(g, st));
     MOPT_TRY(mark("qkv GEMM (+rmsnorm)"));
     MOPT_TRY(enqueue_rope_cache(l, T));
@@ -196,12 +194,14 @@ Status CudaRunner::enqueue_layers_fused(const StepShape& s) {
 
     // resid += attn_ . Wo^T; the o projection follows the attention, so it takes l2_prefetch_o_.
     SkinnyGemmParams o{.x = attn_.as<bf16>(), .w = L.o.w.as<bf16>(), .y = resid, .m = T, .n = d, .k = c.q_dim(),
-                       .epilogue = SkinnyEpilogue::kAddResidual, .l2_prefetch_bytes = l2_prefetch_o_};
+                       .epilogue = SkinnyEpilogue::kAddResidual, .l2_prefetch_bytes = l2_prefetch_o_,
+                       .qw = L.o.qw};
     MOPT_TRY(gemm_.run_fused(o, st));
     MOPT_TRY(mark("o GEMM (+residual)"));
 
     g.norm_w = L.ffn_norm.as<bf16>();  // gu_ = rmsnorm(resid) . Wgu^T
     g.w = L.gate_up.w.as<bf16>();
+    g.qw = L.gate_up.qw;
     g.bias = nullptr;
     g.y = gu_.as<bf16>();
     g.n = 2 * c.n_ff;
@@ -213,6 +213,7 @@ Status CudaRunner::enqueue_layers_fused(const StepShape& s) {
     dn.l2_prefetch_bytes = l2_prefetch_other_;
     dn.x = gu_.as<bf16>();
     dn.w = L.down.w.as<bf16>();
+    dn.qw = L.down.qw;
     dn.k = c.n_ff;
     MOPT_TRY(gemm_.run_fused(dn, st));
     MOPT_TRY(mark("down GEMM (+swiglu +residual)"));
@@ -228,7 +229,7 @@ Status CudaRunner::enqueue_logits_fused(int row_offset, int n_rows) {
                            .y = logits_.as<float>(), .y_f32 = true, .m = n_rows, .n = c.n_vocab, .k = c.n_embd,
                            .prologue = SkinnyPrologue::kRmsNorm, .x_f32 = resid_.as<float>(),
                            .norm_w = out_norm_.as<bf16>(), .norm_eps = c.norm_eps,
-                           .x_rows = d_logit_rows_ + row_offset, .l2_prefetch_bytes = l2_prefetch_other_};
+                           .x_rows = d_logit_rows_ + row_offset, .l2_prefetch_bytes = l2_prefetch_other_, .qw = {}};
   MOPT_TRY(gemm_.run_fused(g, stream_));
   return mark("final norm + LM head");
 }

@@ -27,6 +27,7 @@
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/memory.h"
+#include "backend/cuda/quant_weights.h"
 #include "model/model.h"
 
 namespace mopt::cuda {
@@ -37,11 +38,15 @@ constexpr int kMaxSplits = kDecodeMaxSplits / 2;
 // Softmax scale of the attention kernels.
 inline float attn_scale(const ModelConfig& c) { return 1.0f / std::sqrt(static_cast<float>(c.head_dim)); }
 
-// A linear layer y = x W^T + b, W stored [n_out, n_in] row-major in the compute dtype (bf16 or fp32).
+// A linear layer y = x W^T + b: W [n_out, n_in] row-major in the compute dtype (bf16 or fp32), or quantized
+// (qw.fmt != kFloat: w holds the codes, scale / group the parameters; layouts in quant_weights.h).
 struct Linear {
-  DeviceBuffer w;     // [n_out, n_in]
-  DeviceBuffer bias;  // [n_out] or empty
+  DeviceBuffer w;      // [n_out, n_in] compute dtype, or the codes of qw.fmt
+  DeviceBuffer scale;  // quantized: row scales [n_out] fp32, or empty
+  DeviceBuffer group;  // quantized: group parameters [n_out, n_in / G (, 2)] fp32, or empty
+  DeviceBuffer bias;   // [n_out] compute dtype, or empty
   int n_out = 0, n_in = 0;
+  QuantWeightView qw;  // fmt kFloat, or the quantized view of w / scale / group
 };
 
 struct Layer {
@@ -114,6 +119,12 @@ class CudaRunner final : public CudaModelRunner {
                      bool optional, bool* found);
   Status upload_in_compute_dtype(const TensorView& t, int64_t n, void* dst);
   Status alloc_linear(Linear& lin, int n_out, int n_in, bool bias, const char* what);
+  // runner_quant.cpp: quantized linear layers (upload, and y = x W^T + b on any number of rows)
+  Status upload_quantized(Linear& lin, std::span<const TensorView* const> parts, const QuantPlan& plan);
+  Status random_quantized(Linear& lin, DType t, uint64_t seed);
+  Status alloc_quant_workspace();
+  template <class E>
+  Status run_linear(const Linear& lin, const E* x, E* y, int m);
 
   // runner_plan.cpp
   Status check_batch(const ForwardBatch& b) const;
@@ -198,6 +209,11 @@ class CudaRunner final : public CudaModelRunner {
   DeviceBuffer logits_;     // [logit_rows, n_vocab] fp32
   DeviceBuffer attn_ws_;    // [max_seqs, n_head, kMaxSplits, head_dim + 2] fp32 split-K partials
   DeviceBuffer attn_cnt_;   // [max_seqs, n_head] uint32 split-merge tickets, zeroed once (kernels leave them 0)
+  // Quantized weights (runner_quant.cpp), allocated only when a linear layer is quantized:
+  DeviceBuffer wdeq_;       // [max n_out * n_in] bf16: one layer's weights dequantized for a GEMM of > 8 rows
+  DeviceBuffer xq_;         // [max_tokens, max n_in] E4M3 activations of an FP8 GEMM
+  DeviceBuffer xq_scale_;   // [max_tokens] fp32 their per-token scales
+  size_t max_quant_elems_ = 0, max_quant_k_ = 0;  // the largest quantized matrix (elements) and input width
   PinnedBuffer logits_host_;// [logit_rows, n_vocab] fp32
   DeviceBuffer sampled_;    // [logit_rows] int32 token ids chosen on the GPU
   DeviceBuffer argmax_scratch_;  // argmax_scratch_bytes(logit_rows), zeroed once (kernels leave it 0)

@@ -1,15 +1,19 @@
 // CudaRunner's weights (runner_impl.h): the compute dtype, upload of the model's tensors converted to it
 // (upload_in_compute_dtype is the one place that knows which weight formats the CUDA backend takes), the fused
-// qkv and gate|up matrices, and seeded random weights generated on the GPU for benchmarks.
+// qkv and gate|up matrices (quantized ones repacked by runner_quant.cpp), and seeded random weights generated on
+// the GPU for benchmarks.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "backend/cuda/runner_impl.h"
 #include "core/dtype.h"
+#include "core/log.h"
 
 namespace mopt::cuda {
 
@@ -36,12 +40,17 @@ Status CudaRunner::alloc_linear(Linear& lin, int n_out, int n_in, bool bias, con
   return Status::ok();
 }
 
-// Copies tensor `name` (shape [ne0, ne1] in ne order; ne1 = 1 for vectors) into dst in the compute dtype.
-Status CudaRunner::upload_into(const Model& model, const std::string& name, int64_t ne0, int64_t ne1, void* dst,
-                               bool optional, bool* found) {
+static const TensorView* find_tensor(const Model& model, const std::string& name) {
   const TensorView* t = nullptr;
   for (const TensorView& tv : model.tensors)
     if (tv.name == name) t = &tv;
+  return t;
+}
+
+// Copies tensor `name` (shape [ne0, ne1] in ne order; ne1 = 1 for vectors) into dst in the compute dtype.
+Status CudaRunner::upload_into(const Model& model, const std::string& name, int64_t ne0, int64_t ne1, void* dst,
+                               bool optional, bool* found) {
+  const TensorView* t = find_tensor(model, name);
   if (found) *found = t != nullptr;
   if (!t) return optional ? Status::ok() : error("model has no tensor '%s' (needed by the CUDA backend)", name.c_str());
   if (t->ne[0] != ne0 || t->rows() != ne1)
@@ -53,10 +62,26 @@ Status CudaRunner::upload_into(const Model& model, const std::string& name, int6
 }
 
 // Copies the first n elements of t into dst in the compute dtype (bf16: F32/F16 rounded to nearest even; fp32:
-// F16/BF16 widened exactly); other formats are refused.
+// F16/BF16 widened exactly). Block types the backend repacks (kRepack) are dequantized on the host by their
+// reference conversion first (embeddings, the LM head, matrices without a device format); others are refused.
 Status CudaRunner::upload_in_compute_dtype(const TensorView& t, int64_t n, void* dst) {
   const std::string& name = t.name;
-  if (dtype_traits(t.dtype).cuda_upload != CudaUpload::kConvert) {
+  const DTypeTraits& tr = dtype_traits(t.dtype);
+  if (tr.cuda_upload == CudaUpload::kRepack) {
+    const std::optional<uint64_t> rb = row_bytes(t.dtype, static_cast<uint64_t>(t.ne[0]));
+    if (!rb || n % t.ne[0] != 0 || t.nbytes < *rb * static_cast<uint64_t>(n / t.ne[0]))
+      return error("tensor '%s' (%s) is truncated or not whole blocks", name.c_str(), tr.name);
+    std::vector<float> f(static_cast<size_t>(n));
+    for (int64_t r = 0; r < n / t.ne[0]; ++r)
+      tr.to_float(static_cast<const uint8_t*>(t.data) + static_cast<uint64_t>(r) * *rb, f.data() + r * t.ne[0],
+                  t.ne[0]);
+    TensorView ft = t;
+    ft.dtype = DType::F32;
+    ft.data = f.data();
+    ft.nbytes = f.size() * sizeof(float);
+    return upload_in_compute_dtype(ft, n, dst);
+  }
+  if (tr.cuda_upload != CudaUpload::kConvert) {
     const std::string takes =
         dtype_list([](const DTypeTraits& r) { return r.weight && r.cuda_upload != CudaUpload::kNone; });
     return error("tensor '%s' has dtype %s, which the CUDA backend does not run yet (it takes %s): use such a "
@@ -121,15 +146,50 @@ Status CudaRunner::upload_weights(const Model& model, const CudaRunnerExtras& ex
                       const std::vector<std::string>& bias_names) -> Status {
     int n_out = 0;
     for (int r : rows) n_out += r;
-    MOPT_TRY(alloc_linear(lin, n_out, n_in, !bias_names.empty(), "weights"));
+    // Quantized parts: repacked into a device format (runner_quant.cpp), or dequantized when they have none.
+    std::vector<const TensorView*> parts;
+    std::vector<DType> dtypes;
+    for (size_t i = 0; i < names.size() && !rnd; ++i) {
+      const TensorView* t = find_tensor(model, names[i]);
+      if (!t) return error("model has no tensor '%s' (needed by the CUDA backend)", names[i].c_str());
+      if (t->ne[0] != n_in || t->rows() != rows[i])
+        return error("tensor '%s' has shape %s, expected [%d, %d]", names[i].c_str(), t->shape_str().c_str(), n_in,
+                     rows[i]);
+      parts.push_back(t);
+      dtypes.push_back(t->dtype);
+    }
+    const bool quantized = std::any_of(dtypes.begin(), dtypes.end(), [](DType t) {
+      return dtype_traits(t).cuda_upload == CudaUpload::kRepack;
+    });
+    if (quantized && f32_)
+      return error("tensor '%s' is quantized (%s): the CUDA backend runs quantized weights in bfloat16; drop "
+                   "--dtype float32 (or use --device cpu)", names[0].c_str(), dtype_name(dtypes[0]));
+    const std::optional<QuantPlan> plan = quantized ? plan_quantized(dtypes) : std::nullopt;
+    if (quantized && !plan)
+      MOPT_LOG_WARN("cuda: %s (%s) and the other parts of its matrix have no common quantized GPU layout; "
+                    "dequantized to bfloat16", names[0].c_str(), dtype_name(dtypes[0]));
+    const bool rnd_quant = rnd && extras.random_weight_dtype != DType::BF16;
+    if (plan || rnd_quant) {
+      lin.n_out = n_out;
+      lin.n_in = n_in;
+      if (!bias_names.empty()) {
+        MOPT_TRY(lin.bias.alloc(static_cast<size_t>(n_out) * es_, "weights"));
+        weight_bytes_ += lin.bias.bytes();
+      }
+      if (rnd_quant) MOPT_TRY(random_quantized(lin, extras.random_weight_dtype, seed++));
+      else MOPT_TRY(upload_quantized(lin, parts, *plan));
+    } else {
+      MOPT_TRY(alloc_linear(lin, n_out, n_in, !bias_names.empty(), "weights"));
+    }
     if (rnd) {
-      MOPT_TRY(fill(lin.w, std::sqrt(3.0f / static_cast<float>(n_in)), 0.f));
+      if (!rnd_quant) MOPT_TRY(fill(lin.w, std::sqrt(3.0f / static_cast<float>(n_in)), 0.f));
       if (!bias_names.empty()) MOPT_TRY(fill(lin.bias, 0.02f, 0.f));
       return Status::ok();
     }
     int64_t row0 = 0;
     for (size_t i = 0; i < names.size(); ++i) {
-      MOPT_TRY(upload_into(model, names[i], n_in, rows[i], lin.w.as<char>() + row0 * n_in * es_, false, nullptr));
+      if (!plan)
+        MOPT_TRY(upload_into(model, names[i], n_in, rows[i], lin.w.as<char>() + row0 * n_in * es_, false, nullptr));
       if (!bias_names.empty())
         MOPT_TRY(upload_into(model, bias_names[i], rows[i], 1, lin.bias.as<char>() + row0 * es_, false, nullptr));
       row0 += rows[i];

@@ -72,6 +72,9 @@ TEST(DType, RowsAreConsistent) {
     if (r.cuda_upload == CudaUpload::kConvert) {
       EXPECT_TRUE(r.weight && !r.quantized) << r.name;
     }
+    if (r.cuda_upload == CudaUpload::kRepack) {
+      EXPECT_TRUE(r.weight && r.quantized && r.to_float) << r.name;
+    }
   }
 }
 

@@ -1,0 +1,306 @@
+// The skinny GEMM kernel, templated on the weight format (gemm_skinny.cu validates and launches it).
+// Skinny GEMM for decode: y[m, n] = x[m, k] . w[n, k]^T (+ bias) with m <= 8 rows. Decode is bound by reading
+// the weights once, so the kernel streams each weight row exactly once with 16-byte loads, several in flight
+// per lane, and applies it to all m activation rows (which stay in L1/L2).
+//
+// Tiling: a CTA of 8 warps is split into 8 / KW row groups of KW warps; a group owns R consecutive output
+// features and its KW warps share the k-reduction (lane l of warp w of the group reads the 16-byte chunks
+// c = it * 32 * KW * U + u * 32 * KW + w * 32 + l, so each warp reads 512 contiguous bytes per weight row and
+// unroll step); lanes finish with shuffles, the KW warps of a group through shared memory (fixed order, so the
+// result is deterministic). The first U chunks of every weight row are loaded before griddepcontrol.wait, and
+// optionally (SkinnyGemmParams::l2_prefetch_bytes) a further part is prefetched into L2: weights are never
+// written by a kernel, so with PDL the weight stream starts while the previous kernel (attention, RoPE, another
+// GEMM) is still running. The kernel triggers its
+// dependent first thing, so consecutive GEMMs (o -> gate|up -> down -> next qkv) overlap their ramps.
+//
+// Fused prologues / epilogue (see kernels.h): with kRmsNorm the operand is the fp32 residual times the norm
+// weight and each warp accumulates the row's sum of squares from the same loads (every group sees all of k),
+// so 1/rms scales the finished dot product: no extra pass over the residual. kSwiGlu computes
+// silu(gate) * up from the bf16 gate|up rows while streaming. kAddResidual adds into the fp32 residual.
+// Both prologues stay in fp32 (the unfused path rounds the normalized / SwiGLU activations to bf16).
+//
+// Weight formats: the kernel is templated on a dequantization functor F (quant_formats.cuh). A lane's 16-byte
+// load is one chunk of F::kElems inputs (8 bf16, 16 fp8 / int8, 32 4-bit codes): the chunk indexing above
+// counts those chunks, the loads stay 16 bytes (full bandwidth at 1 or 0.5 byte per weight), and each chunk is
+// applied as kElems / 8 pieces of 8 inputs against the activations. Group parameters are read once per chunk
+// and row (L1/L2 hits); a per-row scale (fp8, int8 per channel) multiplies the finished dot product.
+#pragma once
+
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/launch.cuh"
+#include "backend/cuda/quant_formats.cuh"
+
+namespace mopt::cuda {
+namespace skinny_detail {
+
+constexpr int kWarpsPerCta = 8;
+constexpr int kPlain = static_cast<int>(SkinnyPrologue::kNone);
+constexpr int kNorm = static_cast<int>(SkinnyPrologue::kRmsNorm);
+constexpr int kSwiGlu = static_cast<int>(SkinnyPrologue::kSwiGlu);
+constexpr int kStore = static_cast<int>(SkinnyEpilogue::kStore);
+constexpr int kAddRes = static_cast<int>(SkinnyEpilogue::kAddResidual);
+
+// Asynchronous read of [p, p + bytes) into L2 (sm_90 bulk prefetch; p and bytes multiples of 16).
+__device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+#endif
+}
+
+__device__ __forceinline__ uint4 load_stream(const void* p) {
+  uint4 r;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+               : "l"(p));
+  return r;
+}
+
+// silu(g) = g / (1 + e^-g) with the fast exp and divide (two MUFU ops; ~2 ulp; 0 for g -> -inf).
+__device__ __forceinline__ float silu_fast(float g) { return __fdividef(g, 1.f + __expf(-g)); }
+
+// The 8 operand values of input row `row` at chunk ch (elements [8 ch, 8 ch + 8)) after the prologue.
+// nw: the norm weight of the chunk (kNorm only); ss accumulates the row's sum of squares (kNorm only).
+template <int PRO>
+__device__ __forceinline__ void load_x(const SkinnyGemmParams& p, int row32, int ch, const float* nw, float* xf,
+                                       float& ss) {
+  const int64_t row = row32;
+  if constexpr (PRO == kNorm) {
+    const float4* src = reinterpret_cast<const float4*>(p.x_f32 + row * p.k + ch * 8);
+    const float4 a = __ldg(src), b = __ldg(src + 1);
+    const float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      ss = fmaf(v[e], v[e], ss);
+      xf[e] = v[e] * nw[e];
+    }
+  } else if constexpr (PRO == kSwiGlu) {
+    const bf16* src = p.x + row * 2 * p.k + ch * 8;  // gate | up, each k wide
+    float g[8], u[8];
+    unpack8_bf16(__ldg(reinterpret_cast<const uint4*>(src)), g);
+    unpack8_bf16(__ldg(reinterpret_cast<const uint4*>(src + p.k)), u);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) xf[e] = silu_fast(g[e]) * u[e];
+  } else {
+    unpack8_bf16(__ldg(reinterpret_cast<const uint4*>(p.x + row * p.k + ch * 8)), xf);
+  }
+}
+
+// M: activation rows (padded up), R: output features per row group, U: 16-byte loads per lane and weight row
+// in flight, KW: warps per row group sharing the k-reduction. PRO / EPI: SkinnyPrologue / SkinnyEpilogue.
+template <class F, int M, int R, int U, int KW, int PRO, int EPI>
+__global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_gemm_kernel(SkinnyGemmParams p) {
+  constexpr int kGroups = kWarpsPerCta / KW;
+  constexpr int kStep = 32 * KW;  // chunks between consecutive unroll steps of one lane
+  constexpr int kPieces = F::kElems / 8;  // 8-input pieces per 16-byte weight chunk
+  __shared__ float s_red[KW > 1 ? kWarpsPerCta : 1][M][R + 1];  // per warp: acc[i][0..R), ss[i] at [R]
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int group = warp / KW, kw = warp % KW;
+  const int n0 = (blockIdx.x * kGroups + group) * R;
+  const int chunks = n0 < p.n ? p.k / F::kElems : 0;  // groups past the end stream nothing (but reach every barrier)
+  const int c_first = kw * 32 + lane;
+  const char* wbase = F::kFormat == WeightFormat::kFloat ? static_cast<const char*>(static_cast<const void*>(p.w))
+                                                         : static_cast<const char*>(p.qw.codes);
+  const int64_t row_bytes = static_cast<int64_t>(p.k / F::kElems) * 16;
+
+  const uint4* wrow[R];
+  int64_t wrow_i[R];  // the weight row (clamped) of each of the group's R outputs
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    wrow_i[r] = min(n0 + r, p.n - 1);
+    wrow[r] = reinterpret_cast<const uint4*>(wbase + wrow_i[r] * row_bytes);
+  }
+  uint4 wv[U][R];
+  auto load_w = [&](int c0) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int ch = c0 + u * kStep;
+#pragma unroll
+      for (int r = 0; r < R; ++r) wv[u][r] = ch < chunks ? load_stream(wrow[r] + ch) : make_uint4(0, 0, 0, 0);
+    }
+  };
+  // The dependent kernel may launch now: it waits (griddepcontrol.wait) for this grid's completion before it
+  // reads anything this grid writes, and meanwhile a dependent GEMM starts its own weight stream below.
+  pdl_trigger();
+  // Weights only before the wait (no kernel writes them): the first U chunks per lane into registers, and the
+  // next part of each row of the group (its share of l2_prefetch_bytes) into L2.
+  load_w(c_first);
+  if (kw == 0 && lane < R && n0 + lane < p.n) {
+    const uint32_t rb = static_cast<uint32_t>(row_bytes);
+    const uint32_t start = min(rb, 16u * kStep * U);
+    const uint32_t len = min(p.l2_prefetch_bytes / static_cast<uint32_t>(p.n), rb - start) & ~15u;
+    if (len > 0) prefetch_l2(wbase + static_cast<int64_t>(n0 + lane) * row_bytes + start, len);
+  }
+  pdl_wait();
+
+  int xrow[M];
+#pragma unroll
+  for (int i = 0; i < M; ++i) xrow[i] = i < p.m ? (p.x_rows ? p.x_rows[i] : i) : 0;
+  float acc[M][R], ss[M];
+#pragma unroll
+  for (int i = 0; i < M; ++i) {
+    ss[i] = 0.f;
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[i][r] = 0.f;
+  }
+
+  for (int c0 = c_first; c0 < chunks; c0 += kStep * U) {
+    if (c0 != c_first) load_w(c0);
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int ch = c0 + u * kStep;
+      if (ch >= chunks) break;
+      typename F::Group g[R];
+#pragma unroll
+      for (int r = 0; r < R; ++r) g[r] = F::group(p.qw, p.k, wrow_i[r], ch);
+#pragma unroll
+      for (int j = 0; j < kPieces; ++j) {
+        const int xch = ch * kPieces + j;  // 8-input chunk of the activations
+        float wf[R][8];
+#pragma unroll
+        for (int r = 0; r < R; ++r) F::piece(wv[u][r], g[r], j, wf[r]);
+        float nw[8];
+        if constexpr (PRO == kNorm) unpack8_bf16(__ldg(reinterpret_cast<const uint4*>(p.norm_w + xch * 8)), nw);
+#pragma unroll
+        for (int i = 0; i < M; ++i) {
+          if (i >= p.m) break;
+          float xf[8];
+          load_x<PRO>(p, xrow[i], xch, nw, xf, ss[i]);
+#pragma unroll
+          for (int r = 0; r < R; ++r)
+#pragma unroll
+            for (int e = 0; e < 8; ++e) acc[i][r] = fmaf(xf[e], wf[r][e], acc[i][r]);
+        }
+      }
+    }
+  }
+
+#pragma unroll
+  for (int i = 0; i < M; ++i) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+#pragma unroll
+      for (int r = 0; r < R; ++r) acc[i][r] += __shfl_xor_sync(0xffffffffu, acc[i][r], o);
+      if constexpr (PRO == kNorm) ss[i] += __shfl_xor_sync(0xffffffffu, ss[i], o);
+    }
+  }
+  if constexpr (KW > 1) {
+    if (lane == 0) {
+#pragma unroll
+      for (int i = 0; i < M; ++i) {
+#pragma unroll
+        for (int r = 0; r < R; ++r) s_red[warp][i][r] = acc[i][r];
+        s_red[warp][i][R] = ss[i];
+      }
+    }
+    __syncthreads();
+    if (kw == 0 && lane == 0) {
+#pragma unroll
+      for (int i = 0; i < M; ++i)
+        for (int w = 1; w < KW; ++w) {
+#pragma unroll
+          for (int r = 0; r < R; ++r) acc[i][r] += s_red[warp + w][i][r];
+          ss[i] += s_red[warp + w][i][R];
+        }
+    }
+  }
+  if (kw != 0 || lane != 0) return;
+#pragma unroll
+  for (int i = 0; i < M; ++i) {
+    if (i >= p.m) break;
+    float scale = 1.f;
+    if constexpr (PRO == kNorm) scale = rsqrtf(ss[i] / static_cast<float>(p.k) + p.norm_eps);
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int n = n0 + r;
+      if (n >= p.n) break;
+      const int64_t at = static_cast<int64_t>(i) * p.n + n;
+      float v = acc[i][r] * scale;
+      if constexpr (F::kFormat != WeightFormat::kFloat)
+        if (p.qw.row_scale) v *= __ldg(p.qw.row_scale + n);
+      if constexpr (EPI == kAddRes) {
+        float* y = static_cast<float*>(p.y) + at;  // L2 only: the residual never sits in a stale L1 line
+        __stcg(y, __ldcg(y) + v);
+      } else {
+        const float b = p.bias ? __bfloat162float(p.bias[n]) : 0.f;
+        if (p.y_f32) static_cast<float*>(p.y)[at] = v + b;
+        else static_cast<bf16*>(p.y)[at] = __float2bfloat16(v + b);
+      }
+    }
+  }
+}
+
+template <class F, int M, int R, int U, int KW, int PRO, int EPI>
+cudaError_t launch_one(const SkinnyGemmParams& p, cudaStream_t stream) {
+  const int rows_per_cta = kWarpsPerCta / KW * R;
+  const dim3 grid((p.n + rows_per_cta - 1) / rows_per_cta);
+  return launch_pdl_decode(skinny_gemm_kernel<F, M, R, U, KW, PRO, EPI>, grid, dim3(kWarpsPerCta * 32), 0, stream,
+                           p);
+}
+
+// Variants (rows per group R, unroll U, warps per group KW), bf16 weights:
+//   0 = (2, 4, 1), 1 = (1, 8, 1), 2 = (4, 4, 1), 3 = (1, 4, 1)    one warp per row group
+//   4 = (2, 4, 2), 5 = (1, 4, 4), 6 = (2, 4, 8), 7 = (4, 2, 4)    split-k inside the CTA (long k, short n)
+//   8 = (4, 4, 4), 9 = (8, 2, 8)    16 loads per lane: k = 4096 rows of a CTA in one round trip (short GEMMs)
+// Quantized weights (a chunk holds 16 or 32 inputs, so a row has 2-4x fewer chunks): 4 tilings, to bound the
+// instantiations (formats x rows x prologue pairs x tilings):
+//   0 = (2, 4, 1), 1 = (1, 4, 4), 2 = (4, 2, 4), 3 = (2, 4, 2)
+inline constexpr int kQuantSkinnyVariants = 4;
+template <class F, int M, int PRO, int EPI>
+cudaError_t dispatch_variant(const SkinnyGemmParams& p, cudaStream_t stream) {
+  if constexpr (F::kFormat == WeightFormat::kFloat) {
+    switch (p.variant) {
+      case 0: return launch_one<F, M, 2, 4, 1, PRO, EPI>(p, stream);
+      case 1: return launch_one<F, M, 1, 8, 1, PRO, EPI>(p, stream);
+      case 2: return launch_one<F, M, 4, 4, 1, PRO, EPI>(p, stream);
+      case 3: return launch_one<F, M, 1, 4, 1, PRO, EPI>(p, stream);
+      case 4: return launch_one<F, M, 2, 4, 2, PRO, EPI>(p, stream);
+      case 5: return launch_one<F, M, 1, 4, 4, PRO, EPI>(p, stream);
+      case 6: return launch_one<F, M, 2, 4, 8, PRO, EPI>(p, stream);
+      case 7: return launch_one<F, M, 4, 2, 4, PRO, EPI>(p, stream);
+      case 8: return launch_one<F, M, 4, 4, 4, PRO, EPI>(p, stream);
+      default: return launch_one<F, M, 8, 2, 8, PRO, EPI>(p, stream);
+    }
+  } else {
+    switch (p.variant) {
+      case 0: return launch_one<F, M, 2, 4, 1, PRO, EPI>(p, stream);
+      case 1: return launch_one<F, M, 1, 4, 4, PRO, EPI>(p, stream);
+      case 2: return launch_one<F, M, 4, 2, 4, PRO, EPI>(p, stream);
+      default: return launch_one<F, M, 2, 4, 2, PRO, EPI>(p, stream);
+    }
+  }
+}
+
+template <class F, int PRO, int EPI>
+cudaError_t dispatch_rows(const SkinnyGemmParams& p, cudaStream_t stream) {
+  if (p.m == 1) return dispatch_variant<F, 1, PRO, EPI>(p, stream);
+  if (p.m == 2) return dispatch_variant<F, 2, PRO, EPI>(p, stream);
+  if (p.m <= 4) return dispatch_variant<F, 4, PRO, EPI>(p, stream);
+  return dispatch_variant<F, 8, PRO, EPI>(p, stream);
+}
+
+}  // namespace skinny_detail
+
+// The skinny GEMM for weight format F, p already validated by launch_skinny_gemm (gemm_skinny.cu). Instantiated
+// once per format, each in its own translation unit (gemm_skinny.cu, gemm_skinny_quant_*.cu) so they compile in
+// parallel.
+template <class F>
+cudaError_t launch_skinny_fmt(const SkinnyGemmParams& p, cudaStream_t stream) {
+  using namespace skinny_detail;
+  const SkinnyPrologue pro = p.prologue;
+  const SkinnyEpilogue epi = p.epilogue;
+  if (pro == SkinnyPrologue::kNone && epi == SkinnyEpilogue::kStore) return dispatch_rows<F, kPlain, kStore>(p, stream);
+  if (pro == SkinnyPrologue::kNone && epi == SkinnyEpilogue::kAddResidual)
+    return dispatch_rows<F, kPlain, kAddRes>(p, stream);
+  if (pro == SkinnyPrologue::kRmsNorm && epi == SkinnyEpilogue::kStore)
+    return dispatch_rows<F, kNorm, kStore>(p, stream);
+  if (pro == SkinnyPrologue::kSwiGlu && epi == SkinnyEpilogue::kAddResidual)
+    return dispatch_rows<F, kSwiGlu, kAddRes>(p, stream);
+  return cudaErrorInvalidValue;  // pair not instantiated (see kernels.h)
+}
+
+extern template cudaError_t launch_skinny_fmt<FmtBf16>(const SkinnyGemmParams&, cudaStream_t);
+extern template cudaError_t launch_skinny_fmt<FmtFp8>(const SkinnyGemmParams&, cudaStream_t);
+extern template cudaError_t launch_skinny_fmt<FmtInt8>(const SkinnyGemmParams&, cudaStream_t);
+extern template cudaError_t launch_skinny_fmt<FmtNib4>(const SkinnyGemmParams&, cudaStream_t);
+
+}  // namespace mopt::cuda

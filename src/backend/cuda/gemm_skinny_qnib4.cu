@@ -1,0 +1,6 @@
+// The skinny GEMM (gemm_skinny.cuh) for nib4 weights: one translation unit per format, so they compile in parallel.
+#include "backend/cuda/gemm_skinny.cuh"
+
+namespace mopt::cuda {
+template cudaError_t launch_skinny_fmt<FmtNib4>(const SkinnyGemmParams&, cudaStream_t);
+}  // namespace mopt::cuda

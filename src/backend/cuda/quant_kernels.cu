@@ -1,0 +1,171 @@
+// Quantized-weight kernels besides the skinny GEMM (kernels.h): dequantization of a weight matrix to bf16 (the
+// prefill path's workspace for cuBLASLt), per-token FP8 quantization of activations (the FP8 W8A8 GEMM's input),
+// and quantization of random bf16 weights into a device layout (benchmarks without a weight file). Formats and layouts: kernels.h WeightFormat, quant_formats.cuh, quant_weights.h.
+#include <cuda_fp8.h>
+
+#include <algorithm>
+
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/quant_formats.cuh"
+
+namespace mopt::cuda {
+namespace {
+
+// One thread per 16-byte chunk of codes: F::kElems consecutive weights of one row, written as bf16.
+template <class F>
+__global__ void dequant_kernel(QuantWeightView w, int n, int k, bf16* out) {
+  const int chunks_per_row = k / F::kElems;
+  const int64_t total = static_cast<int64_t>(n) * chunks_per_row;
+  for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < total;
+       c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t row = c / chunks_per_row;
+    const int ch = static_cast<int>(c % chunks_per_row);
+    const uint4 code = __ldg(reinterpret_cast<const uint4*>(w.codes) + c);
+    const typename F::Group g = F::group(w, k, row, ch);
+    const float rs = w.row_scale ? __ldg(w.row_scale + row) : 1.f;
+    bf16* dst = out + row * k + static_cast<int64_t>(ch) * F::kElems;
+#pragma unroll
+    for (int j = 0; j < F::kElems / 8; ++j) {
+      float f[8];
+      F::piece(code, g, j, f);
+      __align__(16) bf16 h[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) h[e] = __float2bfloat16(f[e] * rs);
+      *reinterpret_cast<uint4*>(dst + 8 * j) = *reinterpret_cast<const uint4*>(h);
+    }
+  }
+}
+
+template <class F>
+cudaError_t launch_dequant(const QuantWeightView& w, int n, int k, bf16* out, cudaStream_t stream) {
+  const int64_t total = static_cast<int64_t>(n) * (k / F::kElems);
+  constexpr int kThreads = 256;
+  const int64_t blocks = std::min<int64_t>((total + kThreads - 1) / kThreads, 65536);
+  dequant_kernel<F><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(w, n, k, out);
+  return cudaGetLastError();
+}
+
+// One CTA per row: the row's max |x| (block reduction), then the codes. 8 inputs per thread and step.
+constexpr int kQuantThreads = 256;
+__global__ void __launch_bounds__(kQuantThreads) quantize_rows_fp8_kernel(const bf16* x, int k, uint8_t* q,
+                                                                          float* scale) {
+  const int64_t row = blockIdx.x;
+  const bf16* xr = x + row * k;
+  uint8_t* qr = q + row * k;
+  float amax = 0.f;
+  for (int c = threadIdx.x; c < k / 8; c += kQuantThreads) {
+    float f[8];
+    unpack8_bf16(__ldg(reinterpret_cast<const uint4*>(xr) + c), f);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) amax = fmaxf(amax, fabsf(f[e]));
+  }
+  __shared__ float s_max[kQuantThreads / 32];
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  if (threadIdx.x % 32 == 0) s_max[threadIdx.x / 32] = amax;
+  __syncthreads();
+  amax = 0.f;
+#pragma unroll
+  for (int w = 0; w < kQuantThreads / 32; ++w) amax = fmaxf(amax, s_max[w]);
+  // As the CPU backend (core/formats fp8_from_float): d = amax / 448, codes of x * (1 / d), IEEE division.
+  const float d = amax / 448.0f;
+  const float id = d != 0.f ? 1.0f / d : 0.f;
+  if (threadIdx.x == 0) scale[row] = d;
+  for (int c = threadIdx.x; c < k / 8; c += kQuantThreads) {
+    float f[8];
+    unpack8_bf16(__ldg(reinterpret_cast<const uint4*>(xr) + c), f);
+    uint32_t word[2] = {0, 0};
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const uint32_t code = __nv_cvt_float_to_fp8(f[e] * id, __NV_SATFINITE, __NV_E4M3);
+      word[e / 4] |= code << (8 * (e % 4));
+    }
+    *reinterpret_cast<uint2*>(qr + 8 * c) = make_uint2(word[0], word[1]);
+  }
+}
+
+// Benchmark weights: one thread per group of L consecutive inputs of a row (L = k: per-row scales), round to
+// nearest. kInt8: a = max |x| / qmax, q = clamp(round(x / a), -qmax, qmax) -> params[group] = a.
+// kNib4: [lo, hi] = [min(0, min x), max(0, max x)], a = (hi - lo) / 15, b = lo, q = clamp(round((x - b) / a), 0, 15)
+// -> params[2 group] = a, params[2 group + 1] = b, codes in the 32-input chunk layout (kernels.h).
+template <bool kNib>
+__global__ void quantize_groups_kernel(const bf16* w, int n, int k, int L, int qmax, uint8_t* codes, float* params) {
+  const int per_row = k / L;
+  const int64_t gi = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (gi >= static_cast<int64_t>(n) * per_row) return;
+  const int64_t row = gi / per_row;
+  const int g0 = static_cast<int>(gi % per_row) * L;  // first input of the group
+  const bf16* src = w + row * k + g0;
+  float lo = 0.f, hi = 0.f;
+  for (int i = 0; i < L; ++i) {
+    const float x = __bfloat162float(src[i]);
+    lo = fminf(lo, x);
+    hi = fmaxf(hi, x);
+  }
+  if constexpr (kNib) {
+    const float a = (hi - lo) / 15.f, inv = a > 0.f ? 1.f / a : 0.f;
+    params[2 * gi] = a;
+    params[2 * gi + 1] = lo;
+    uint8_t* row_codes = codes + row * (k / 2);
+    for (int i = 0; i < L; ++i) {
+      const int e = g0 + i, j = e % 32;
+      const int q = min(15, max(0, __float2int_rn((__bfloat162float(src[i]) - lo) * inv)));
+      uint8_t& byte = row_codes[16 * (e / 32) + j % 16];
+      byte = j < 16 ? static_cast<uint8_t>((byte & 0xf0) | q) : static_cast<uint8_t>((byte & 0x0f) | (q << 4));
+    }
+  } else {
+    const float a = fmaxf(-lo, hi) / static_cast<float>(qmax), inv = a > 0.f ? 1.f / a : 0.f;
+    params[gi] = a;
+    for (int i = 0; i < L; ++i) {
+      const int q = min(qmax, max(-qmax, __float2int_rn(__bfloat162float(src[i]) * inv)));
+      codes[row * k + g0 + i] = static_cast<uint8_t>(static_cast<int8_t>(q));
+    }
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_quantize_weights(const bf16* w, int n, int k, WeightFormat fmt, int group_size, int qmax,
+                                    uint8_t* codes, float* params, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  if (fmt == WeightFormat::kFp8) return launch_quantize_rows_fp8(w, n, k, codes, params, stream);
+  const int L = group_size > 0 ? group_size : k;
+  if (!w || !codes || !params || k <= 0 || (L % 32 != 0 && fmt == WeightFormat::kNib4) || k % L != 0 ||
+      (fmt != WeightFormat::kInt8 && fmt != WeightFormat::kNib4) || qmax <= 0 || qmax > 127)
+    return cudaErrorInvalidValue;
+  const int64_t groups = static_cast<int64_t>(n) * (k / L);
+  constexpr int kThreads = 128;
+  const unsigned blocks = static_cast<unsigned>((groups + kThreads - 1) / kThreads);
+  if (fmt == WeightFormat::kNib4)
+    quantize_groups_kernel<true><<<blocks, kThreads, 0, stream>>>(w, n, k, L, qmax, codes, params);
+  else
+    quantize_groups_kernel<false><<<blocks, kThreads, 0, stream>>>(w, n, k, L, qmax, codes, params);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_dequant_weights_bf16(const QuantWeightView& w, int n, int k, bf16* out, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  if (!w.codes || !out || k <= 0 || k % weight_chunk_elems(w.fmt) != 0) return cudaErrorInvalidValue;
+  if (w.group && (w.group_size <= 0 || w.group_size % weight_chunk_elems(w.fmt) != 0 || k % w.group_size != 0))
+    return cudaErrorInvalidValue;
+  switch (w.fmt) {
+    case WeightFormat::kFp8: return launch_dequant<FmtFp8>(w, n, k, out, stream);
+    case WeightFormat::kInt8: return launch_dequant<FmtInt8>(w, n, k, out, stream);
+    case WeightFormat::kNib4:
+      if (!w.group || !w.affine) return cudaErrorInvalidValue;
+      return launch_dequant<FmtNib4>(w, n, k, out, stream);
+    case WeightFormat::kFloat: return cudaErrorInvalidValue;
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t launch_quantize_rows_fp8(const bf16* x, int m, int k, uint8_t* q, float* scale, cudaStream_t stream) {
+  if (m <= 0) return cudaSuccess;
+  if (!x || !q || !scale || k <= 0 || k % 16 != 0 || reinterpret_cast<uintptr_t>(x) % 16 ||
+      reinterpret_cast<uintptr_t>(q) % 16)
+    return cudaErrorInvalidValue;
+  quantize_rows_fp8_kernel<<<m, kQuantThreads, 0, stream>>>(x, k, q, scale);
+  return cudaGetLastError();
+}
+
+}  // namespace mopt::cuda

@@ -1,0 +1,124 @@
+// CudaRunner's quantized linear layers (runner_impl.h): upload of a repacked matrix (quant_weights.h), the
+// workspaces of the prefill path, and run_linear, the one place that picks how y = x W^T + b runs:
+//   float weights                  cuBLASLt or the skinny kernel (Gemm::run), as before
+//   quantized, m <= kSkinnyMaxRows the skinny kernel dequantizing in registers (Gemm::run_fused, tuned per shape)
+//   FP8, more rows                 activations quantized per token (E4M3), cuBLASLt FP8 with per-channel x
+//                                  per-token scales (W8A8, as vLLM's fp8 path and mopt's CPU backend compute)
+//   other formats, more rows       the weights dequantized to bf16 into wdeq_ (one matrix at a time, reused),
+//                                  then the bf16 GEMM; also FP8 when cuBLASLt has no FP8 algorithm for the shape
+// The fused decode path (runner_forward.cpp) passes Linear::qw to its skinny GEMMs directly.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <type_traits>
+
+#include "backend/cuda/runner_impl.h"
+
+namespace mopt::cuda {
+
+Status CudaRunner::upload_quantized(Linear& lin, std::span<const TensorView* const> parts, const QuantPlan& plan) {
+  MOPT_ASSIGN_OR_RETURN(HostQuantMatrix hm, repack_quantized(parts, lin.n_in, plan));
+  if (hm.n != lin.n_out) return error("internal: repacked %d rows, expected %d", hm.n, lin.n_out);
+  auto upload = [&](DeviceBuffer& buf, const void* src, size_t bytes) -> Status {
+    if (bytes == 0) return Status::ok();
+    MOPT_TRY(buf.alloc(bytes, "quantized weights"));
+    weight_bytes_ += buf.bytes();
+    MOPT_CUDA_TRY(cudaMemcpyAsync(buf.as<void>(), src, bytes, cudaMemcpyHostToDevice, stream_));
+    return Status::ok();
+  };
+  MOPT_TRY(upload(lin.w, hm.codes.data(), hm.codes.size()));
+  MOPT_TRY(upload(lin.scale, hm.row_scale.data(), hm.row_scale.size() * sizeof(float)));
+  MOPT_TRY(upload(lin.group, hm.group.data(), hm.group.size() * sizeof(float)));
+  MOPT_CUDA_TRY(cudaStreamSynchronize(stream_));  // the host vectors die here
+  lin.qw = QuantWeightView{.fmt = plan.fmt, .codes = lin.w.as<void>(),
+                           .row_scale = lin.scale.bytes() ? lin.scale.as<float>() : nullptr,
+                           .group = lin.group.bytes() ? lin.group.as<float>() : nullptr,
+                           .group_size = plan.group_size, .affine = plan.affine};
+  max_quant_elems_ = std::max(max_quant_elems_, static_cast<size_t>(lin.n_out) * lin.n_in);
+  max_quant_k_ = std::max(max_quant_k_, static_cast<size_t>(lin.n_in));
+  return Status::ok();
+}
+
+// Benchmarks: random weights (uniform, std 1/sqrt(n_in) as the bf16 ones) quantized on the GPU into t's layout.
+// lin.n_out / n_in set.
+Status CudaRunner::random_quantized(Linear& lin, DType t, uint64_t seed) {
+  const std::optional<QuantPlan> plan =
+      dtype_traits(t).cuda_upload == CudaUpload::kRepack ? plan_quantized(std::span<const DType>(&t, 1))
+                                                         : std::nullopt;
+  if (!plan) return error("random weights in %s: not a quantized type the CUDA backend runs", dtype_name(t));
+  if (f32_) return error("random %s weights run in bfloat16 (not with --dtype float32)", dtype_name(t));
+  const int n = lin.n_out, k = lin.n_in;
+  if (k % weight_chunk_elems(plan->fmt) != 0 || (plan->group_size && k % plan->group_size != 0))
+    return error("random %s weights: %d inputs per row is no multiple of the format's block", dtype_name(t), k);
+  const size_t nk = static_cast<size_t>(n) * k;
+  DeviceBuffer tmp;
+  MOPT_TRY(tmp.alloc(nk * sizeof(bf16), "random weights"));
+  MOPT_CUDA_TRY(launch_fill_random(tmp.as<bf16>(), static_cast<int64_t>(nk), seed,
+                                   std::sqrt(3.0f / static_cast<float>(k)), 0.f, stream_));
+  const uint64_t bytes = quant_matrix_bytes(*plan, n, k);
+  const size_t code_bytes = plan->fmt == WeightFormat::kNib4 ? nk / 2 : nk;
+  MOPT_TRY(lin.w.alloc(code_bytes, "quantized weights"));
+  DeviceBuffer& params = plan->group_size ? lin.group : lin.scale;
+  MOPT_TRY(params.alloc(bytes - code_bytes, "quantized weights"));
+  weight_bytes_ += lin.w.bytes() + params.bytes();
+  // Symmetric integer range of the type's codes (Q6_K: 6 bits).
+  const int qmax = t == DType::Q6_K ? 31 : 127;
+  MOPT_CUDA_TRY(launch_quantize_weights(tmp.as<bf16>(), n, k, plan->fmt, plan->group_size, qmax,
+                                        lin.w.as<uint8_t>(), params.as<float>(), stream_));
+  MOPT_CUDA_TRY(cudaStreamSynchronize(stream_));  // tmp is freed here
+  lin.qw = QuantWeightView{.fmt = plan->fmt, .codes = lin.w.as<void>(),
+                           .row_scale = lin.scale.bytes() ? lin.scale.as<float>() : nullptr,
+                           .group = lin.group.bytes() ? lin.group.as<float>() : nullptr,
+                           .group_size = plan->group_size, .affine = plan->affine};
+  max_quant_elems_ = std::max(max_quant_elems_, nk);
+  max_quant_k_ = std::max(max_quant_k_, static_cast<size_t>(k));
+  return Status::ok();
+}
+
+// After upload_weights and the activation workspaces: the dequantization workspace (the largest quantized
+// matrix in bf16) and, with FP8 weights, the per-token E4M3 activations and their scales.
+Status CudaRunner::alloc_quant_workspace() {
+  if (max_quant_elems_ == 0) return Status::ok();
+  MOPT_TRY(wdeq_.alloc(max_quant_elems_ * sizeof(bf16), "dequantized-weight workspace"));
+  bool fp8 = false;
+  for (const Layer& L : layers_)
+    for (const Linear* lin : {&L.qkv, &L.o, &L.gate_up, &L.down}) fp8 = fp8 || lin->qw.fmt == WeightFormat::kFp8;
+  if (fp8) {
+    MOPT_TRY(xq_.alloc(static_cast<size_t>(max_tokens_) * max_quant_k_, "fp8 activations"));
+    MOPT_TRY(xq_scale_.alloc(static_cast<size_t>(max_tokens_) * sizeof(float), "fp8 activations"));
+  }
+  return Status::ok();
+}
+
+template <class E>
+Status CudaRunner::run_linear(const Linear& lin, const E* x, E* y, int m) {
+  if (lin.qw.fmt == WeightFormat::kFloat)
+    return gemm_.run(x, lin.w.as<E>(), lin.bias.as<E>(), y, false, m, lin.n_out, lin.n_in, stream_);
+  if constexpr (!std::is_same_v<E, bf16>) {
+    return error("internal: quantized weights in a float32 step");
+  } else {
+    const int n = lin.n_out, k = lin.n_in;
+    const bf16* bias = lin.bias.bytes() ? lin.bias.as<bf16>() : nullptr;
+    if (m <= kSkinnyMaxRows) {
+      const SkinnyGemmParams p{.x = x, .bias = bias, .y = y, .m = m, .n = n, .k = k, .qw = lin.qw};
+      return gemm_.run_fused(p, stream_);
+    }
+    if (lin.qw.fmt == WeightFormat::kFp8) {
+      MOPT_ASSIGN_OR_RETURN(const bool ready, gemm_.fp8_ready(m, n, k, bias != nullptr, stream_));
+      if (ready) {
+        MOPT_CUDA_TRY(launch_quantize_rows_fp8(x, m, k, xq_.as<uint8_t>(), xq_scale_.as<float>(), stream_));
+        return gemm_.run_fp8(xq_.as<uint8_t>(), xq_scale_.as<float>(), static_cast<const uint8_t*>(lin.qw.codes),
+                             lin.qw.row_scale, bias, y, m, n, k, stream_);
+      }
+    }
+    MOPT_CUDA_TRY(launch_dequant_weights_bf16(lin.qw, n, k, wdeq_.as<bf16>(), stream_));
+    return gemm_.run(x, wdeq_.as<bf16>(), bias, y, false, m, n, k, stream_);
+  }
+}
+
+template Status CudaRunner::run_linear<bf16>(const Linear&, const bf16*, bf16*, int);
+template Status CudaRunner::run_linear<float>(const Linear&, const float*, float*, int);
+
+}  // namespace mopt::cuda

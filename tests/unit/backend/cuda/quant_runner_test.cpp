@@ -1,0 +1,180 @@
+// The CUDA runner on quantized checkpoints: a small random Llama (hidden 256, MLP 512, 2 layers, GQA) whose
+// linear layers are quantized by the CPU path (tests' requantize: cpu::quantize_row) into each format the GPU
+// takes, run on the GPU (bf16 compute) and on the CPU runner fed the same weights decoded by the tests' oracle
+// (fp32, unquantized activations): a 37-token prefill (every position's logits: the dequantize-to-bf16 or FP8
+// cuBLASLt path) and 4 decode steps (the fused skinny path, weights dequantized in registers). Also the weight
+// bytes the runner reports (the KV cache is sized from them) against the device layouts' sizes.
+//
+// Tolerance, per logits row, relative to that row's spread (max - min) on the reference: the GPU rounds the
+// activations between kernels to bf16 (2^-9 relative each) and, in prefill, the dequantized weights too; FP8
+// prefill also quantizes the activations to E4M3 per token (3 mantissa bits, as vLLM and mopt's CPU backend do),
+// which moves logits by a few percent of their spread (quantize.md: fp8 is the least accurate 8-bit format), so
+// FP8 prefill is also compared with the CPU runner on the fp8 model itself (the same activation quantization).
+// Bounds: 5% (decode), 6% (prefill; FP8 against the CPU's W8A8), 12% (FP8 prefill against unquantized
+// activations); a layout or indexing error moves them by O(100%).
+#if MOPT_HAVE_CUDA
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "backend/cpu/cpu_runner.h"
+#include "backend/cuda/cuda_runner.h"
+#include "backend/cuda/quant_weights.h"
+#include "unit/backend/cuda/cuda_test_util.h"
+#include "unit/backend/model_util.h"
+
+namespace mopt {
+namespace {
+
+constexpr const char* kLlama = R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+  "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2, "num_attention_heads": 4,
+  "num_key_value_heads": 2, "vocab_size": 320, "max_position_embeddings": 512, "rms_norm_eps": 1e-5,
+  "rope_theta": 10000.0, "tie_word_embeddings": false})";
+
+constexpr int kBlocks = 64, kBlockSize = 16;
+
+// Sequence 0's tokens [start, start + n) with blocks 0.. in order; logits for every token.
+ForwardBatch make_batch(BatchArrays& a, const std::vector<int32_t>& toks, int start) {
+  a.clear();
+  a.max_blocks_per_seq = kBlocks;
+  for (size_t i = 0; i < toks.size(); ++i) {
+    const int pos = start + static_cast<int>(i);
+    a.logits_indices.push_back(static_cast<int32_t>(i));
+    a.tokens.push_back(toks[i]);
+    a.positions.push_back(pos);
+    a.slot_mapping.push_back(pos);
+  }
+  a.query_start.push_back(static_cast<int32_t>(toks.size()));
+  a.seq_lens.push_back(start + static_cast<int>(toks.size()));
+  for (int j = 0; j < kBlocks; ++j) a.block_tables.push_back(j);
+  return a.view();
+}
+
+// max over rows of max_j |got - ref| / (max ref - min ref) of that row.
+double worst_relative(const std::vector<float>& got, const std::vector<float>& ref, int n_vocab) {
+  double worst = 0;
+  for (size_t r = 0; r < ref.size() / n_vocab; ++r) {
+    const float* g = got.data() + r * n_vocab;
+    const float* c = ref.data() + r * n_vocab;
+    const auto [lo, hi] = std::minmax_element(c, c + n_vocab);
+    double d = 0;
+    for (int j = 0; j < n_vocab; ++j) d = std::max(d, std::fabs(static_cast<double>(g[j]) - c[j]));
+    worst = std::max(worst, std::isnan(d) ? 1e9 : d / std::max(1e-6f, *hi - *lo));
+  }
+  return worst;
+}
+
+struct QuantCase {
+  const char* name;
+  DType t;          // every linear layer
+  DType attn_v;     // blk.N.attn_v.weight (a q4_k_m-style mix when it differs)
+};
+
+void check_case(const Model& base, const QuantCase& qc) {
+  SCOPED_TRACE(qc.name);
+  auto q = test::converted_copy(base, [&](const TensorView& v, TensorView& nv, std::vector<uint8_t>& buf) {
+    const bool is_emb = v.name == "token_embd.weight" || v.name == "output.weight";
+    if (v.n_dims != 2 || is_emb) return false;
+    const DType t = v.name.find("attn_v") != std::string::npos ? qc.attn_v : qc.t;
+    const int64_t K = v.ne[0], N = v.rows();
+    const uint64_t rb = *row_bytes(t, static_cast<uint64_t>(K));
+    buf.resize(rb * N);
+    for (int64_t r = 0; r < N; ++r)
+      quantize_row_ref(t, static_cast<const float*>(v.data) + r * K, buf.data() + r * rb, K);
+    nv.dtype = t;
+    return true;
+  });
+  auto ref_model = test::oracle_f32_copy(*q);
+  RunnerOptions o;
+  o.max_batch_tokens = 256;
+  o.max_seqs = 4;
+  o.n_threads = 2;
+  o.kv_cache_dtype = KvCacheDtype::kFloat32;
+  auto cpu = CpuRunner::create(*ref_model, o);
+  ASSERT_TRUE(cpu.is_ok()) << cpu.message();
+  ASSERT_TRUE((*cpu)->init_kv_cache(kBlocks, kBlockSize, 0).is_ok());
+  o.device = DeviceKind::kCuda;
+  o.dtype = ComputeDtype::kBFloat16;
+  auto gpu = create_cuda_runner(*q, o);
+  ASSERT_TRUE(gpu.is_ok()) << gpu.message();
+  ASSERT_TRUE((*gpu)->init_kv_cache(kBlocks, kBlockSize, 0).is_ok());
+
+  // Weight bytes: the float tensors in bf16 plus each linear layer's device layout.
+  const ModelConfig& c = q->config;
+  const std::vector<DType> qkv_types{qc.t, qc.t, qc.attn_v}, one{qc.t};
+  const auto qkv_plan = cuda::plan_quantized(qkv_types), plan = cuda::plan_quantized(one);
+  ASSERT_TRUE(qkv_plan && plan);
+  const uint64_t d = c.n_embd, ff = c.n_ff, qkv_rows = c.q_dim() + 2 * c.kv_dim();
+  const uint64_t floats = 2 * (2 * c.n_vocab * d + d + c.n_layer * 2 * d);
+  const uint64_t linears = c.n_layer * (cuda::quant_matrix_bytes(*qkv_plan, qkv_rows, d) +
+                                        cuda::quant_matrix_bytes(*plan, d, c.q_dim()) +
+                                        cuda::quant_matrix_bytes(*plan, 2 * ff, d) +
+                                        cuda::quant_matrix_bytes(*plan, d, ff));
+  auto* cg = dynamic_cast<CudaModelRunner*>(gpu->get());
+  ASSERT_NE(cg, nullptr);
+  EXPECT_EQ(cg->weight_bytes(), floats + linears);
+
+  const bool fp8 = qc.t == DType::FP8;
+  std::vector<int32_t> prompt(37);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((i * 37 + 11) % c.n_vocab);
+  BatchArrays a;
+  std::vector<float> lc(prompt.size() * c.n_vocab), lg(lc.size());
+  ForwardBatch b = make_batch(a, prompt, 0);
+  ASSERT_TRUE((*cpu)->forward(b, lc.data()).is_ok());
+  Status st = (*gpu)->forward(b, lg.data());
+  ASSERT_TRUE(st.is_ok()) << st.message();
+  EXPECT_LT(worst_relative(lg, lc, c.n_vocab), fp8 ? 0.12 : 0.06) << "prefill";
+  if (fp8) {  // W8A8 prefill: the CPU runner on the fp8 model quantizes its activations per token the same way
+    o.device = DeviceKind::kCpu;
+    auto cpu_q = CpuRunner::create(*q, o);
+    ASSERT_TRUE(cpu_q.is_ok()) << cpu_q.message();
+    ASSERT_TRUE((*cpu_q)->init_kv_cache(kBlocks, kBlockSize, 0).is_ok());
+    std::vector<float> lq(lc.size());
+    ASSERT_TRUE((*cpu_q)->forward(b, lq.data()).is_ok());
+    EXPECT_LT(worst_relative(lg, lq, c.n_vocab), 0.06) << "fp8 prefill against the CPU's W8A8";
+  }
+
+  int pos = static_cast<int>(prompt.size());
+  int32_t tok = static_cast<int32_t>(std::max_element(lc.end() - c.n_vocab, lc.end()) - (lc.end() - c.n_vocab));
+  std::vector<float> dc(c.n_vocab), dg(c.n_vocab);
+  for (int step = 0; step < 4; ++step, ++pos) {
+    b = make_batch(a, {tok}, pos);
+    ASSERT_TRUE((*cpu)->forward(b, dc.data()).is_ok());
+    st = (*gpu)->forward(b, dg.data());
+    ASSERT_TRUE(st.is_ok()) << st.message();
+    EXPECT_LT(worst_relative(dg, dc, c.n_vocab), 0.05) << "decode step " << step;
+    tok = static_cast<int32_t>(std::max_element(dc.begin(), dc.end()) - dc.begin());
+  }
+}
+
+TEST(CudaQuantRunner, LogitsMatchCpuOnEveryFormat) {
+  SKIP_WITHOUT_GPU();
+  auto base = test::dummy_model(kLlama, 5);
+  ASSERT_NE(base, nullptr);
+  for (const QuantCase& qc : {QuantCase{"fp8", DType::FP8, DType::FP8}, QuantCase{"int8", DType::INT8, DType::INT8},
+                              QuantCase{"awq int4", DType::INT4_G128, DType::INT4_G128},
+                              QuantCase{"q8_0", DType::Q8_0, DType::Q8_0}, QuantCase{"q4_0", DType::Q4_0, DType::Q4_0},
+                              QuantCase{"q4_k", DType::Q4_K, DType::Q4_K}, QuantCase{"q6_k", DType::Q6_K, DType::Q6_K},
+                              QuantCase{"q4_k + q6_k attn_v", DType::Q4_K, DType::Q6_K}})
+    check_case(*base, qc);
+}
+
+TEST(CudaQuantRunner, Float32IsRefusedForQuantizedWeights) {
+  SKIP_WITHOUT_GPU();
+  auto base = test::dummy_model(kLlama, 5);
+  ASSERT_NE(base, nullptr);
+  auto q = test::requantize(*base, DType::Q8_0);
+  RunnerOptions o;
+  o.device = DeviceKind::kCuda;
+  o.dtype = ComputeDtype::kFloat32;
+  auto gpu = create_cuda_runner(*q, o);
+  ASSERT_FALSE(gpu.is_ok());
+  EXPECT_NE(gpu.message().find("bfloat16"), std::string::npos) << gpu.message();
+}
+
+}  // namespace
+}  // namespace mopt
+#endif

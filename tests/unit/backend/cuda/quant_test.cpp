@@ -1,0 +1,387 @@
+// Quantized weights on the GPU (backend/cuda/quant_weights.h, quant_formats.cuh, quant_kernels.cu, gemm_fp8.cpp):
+//   - the host repacking of every block format, decoded by this file from the documented device layouts, equals
+//     the tests' independent dequantization oracle bit for bit (runs without a GPU);
+//   - the skinny GEMM on each device format (every tiling, m = 1..8, the fused prologues / epilogue), the
+//     dequantize-to-bf16 kernel, the per-token FP8 activation quantizer and the cuBLASLt FP8 GEMM against fp64
+//     products of the oracle's weights (or the CPU's quantizer, bit for bit).
+// Shapes: n = 88 outputs and k = 768 inputs (3 K-quant super-blocks, 6 AWQ groups; neither a power of two).
+//
+// Tolerances. The GPU dequantizes exactly (quant_weights.h), so the skinny GEMM differs from the fp64 product
+// only by fp32 summation (k = 768 products of |x| <= 1, |w| <= ~1: far below 1e-3 + 1e-3 |ref|). The FP8 GEMM's
+// products of E4M3 codes are exact and summed in fp32; its bf16 output adds 2^-9 relative: 1e-3 + 1/128 |ref|.
+#if MOPT_HAVE_CUDA
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/gemm.h"
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/quant_weights.h"
+#include "core/dtype.h"
+#include "core/formats/formats.h"
+#include "unit/backend/cuda/cuda_test_util.h"
+#include "unit/backend/dequant_oracle.h"
+
+namespace mopt {
+namespace {
+
+using cuda::bf16;
+using cuda::HostQuantMatrix;
+using cuda::QuantPlan;
+using cuda::WeightFormat;
+using cudatest::all_close;
+using cudatest::DevVec;
+
+constexpr int kN = 88, kK = 768;
+
+// A quantized tensor [rows, k] of type t from random weights (rows of different magnitudes), and its values as the
+// oracle decodes them. per_tensor_fp8: one fp8 scale for every row (compressed-tensors' tensor strategy).
+struct QTensor {
+  std::vector<uint8_t> bytes;
+  std::vector<float> ref;  // [rows, k]
+  TensorView view;
+};
+QTensor make_tensor(DType t, int rows, int k, uint32_t seed, const std::string& name, bool per_tensor_fp8 = false) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<float> w(static_cast<size_t>(rows) * k);
+  for (int r = 0; r < rows; ++r) {
+    const float mag = 0.25f + 0.75f * static_cast<float>(r % 7) / 6.f;
+    for (int i = 0; i < k; ++i) w[static_cast<size_t>(r) * k + i] = mag * u(rng);
+  }
+  QTensor q;
+  const uint64_t rb = *row_bytes(t, static_cast<uint64_t>(k));
+  q.bytes.resize(rb * rows);
+  float amax = 0.f;
+  for (float v : w) amax = std::max(amax, std::fabs(v));
+  for (int r = 0; r < rows; ++r) {
+    const float* src = w.data() + static_cast<size_t>(r) * k;
+    uint8_t* dst = q.bytes.data() + rb * r;
+    if (per_tensor_fp8) formats::fp8_quantize_row(src, amax / kE4M3Max, reinterpret_cast<BlockFP8*>(dst), k);
+    else quantize_row_ref(t, src, dst, k);
+  }
+  q.ref.resize(w.size());
+  for (int r = 0; r < rows; ++r)
+    test::oracle::dequantize(t, q.bytes.data() + rb * r, q.ref.data() + static_cast<size_t>(r) * k, k);
+  q.view.name = name;
+  q.view.dtype = t;
+  q.view.n_dims = 2;
+  q.view.ne = {k, rows, 1, 1};
+  q.view.data = q.bytes.data();
+  q.view.nbytes = q.bytes.size();
+  return q;
+}
+
+// Weight (r, i) of a repacked matrix, decoded from the layouts documented in quant_weights.h.
+double decode(const HostQuantMatrix& m, int r, int i) {
+  const size_t k = static_cast<size_t>(m.k);
+  double a = 1, b = 0;
+  if (!m.group.empty()) {
+    const size_t ng = k / static_cast<size_t>(m.plan.group_size), g = static_cast<size_t>(r) * ng + i / m.plan.group_size;
+    a = m.plan.affine ? m.group[2 * g] : m.group[g];
+    b = m.plan.affine ? m.group[2 * g + 1] : 0.0;
+  }
+  double v = 0;
+  switch (m.plan.fmt) {
+    case WeightFormat::kFp8: v = test::oracle::e4m3(m.codes[r * k + i]); break;
+    case WeightFormat::kInt8: v = a * static_cast<int8_t>(m.codes[r * k + i]) + b; break;
+    case WeightFormat::kNib4: {
+      const int j = i % 32;
+      const uint8_t byte = m.codes[r * k / 2 + 16 * (i / 32) + j % 16];
+      v = a * (j < 16 ? byte & 15 : byte >> 4) + b;
+      break;
+    }
+    case WeightFormat::kFloat: ADD_FAILURE() << "float plan"; break;
+  }
+  if (!m.row_scale.empty()) v *= m.row_scale[r];
+  return v;
+}
+
+// Repacks parts (stacked) with plan_quantized's choice, checks the expected format and every weight.
+HostQuantMatrix repack_and_check(const std::vector<const QTensor*>& parts, WeightFormat want, int want_group) {
+  std::vector<DType> types;
+  std::vector<const TensorView*> views;
+  for (const QTensor* p : parts) {
+    types.push_back(p->view.dtype);
+    views.push_back(&p->view);
+  }
+  const std::optional<QuantPlan> plan = cuda::plan_quantized(types);
+  EXPECT_TRUE(plan.has_value());
+  if (!plan) return {};
+  EXPECT_EQ(plan->fmt, want);
+  EXPECT_EQ(plan->group_size, want_group);
+  auto m = cuda::repack_quantized(views, kK, *plan);
+  EXPECT_TRUE(m.is_ok()) << m.message();
+  if (!m.is_ok()) return {};
+  int row0 = 0, bad = 0;
+  for (const QTensor* p : parts) {
+    const int rows = static_cast<int>(p->view.rows());
+    for (int r = 0; r < rows; ++r)
+      for (int i = 0; i < kK; ++i) {
+        const float got = static_cast<float>(decode(*m, row0 + r, i)), ref = p->ref[static_cast<size_t>(r) * kK + i];
+        if (got != ref && bad++ < 3) ADD_FAILURE() << p->view.name << " row " << r << " input " << i << ": " << got
+                                                   << " vs " << ref;
+      }
+    row0 += rows;
+  }
+  EXPECT_EQ(bad, 0);
+  EXPECT_EQ(m->codes.size() + 4 * (m->row_scale.size() + m->group.size()),
+            cuda::quant_matrix_bytes(*plan, m->n, m->k));
+  return std::move(m).value();
+}
+
+struct Case {
+  DType t;
+  WeightFormat fmt;
+  int group;
+  bool per_tensor = false;
+};
+const std::vector<Case>& cases() {
+  static const std::vector<Case> c = {
+      {DType::FP8, WeightFormat::kFp8, 0},       {DType::FP8, WeightFormat::kFp8, 0, true},
+      {DType::INT8, WeightFormat::kInt8, 0},     {DType::Q8_0, WeightFormat::kInt8, 32},
+      {DType::Q6_K, WeightFormat::kInt8, 16},    {DType::Q5_0, WeightFormat::kInt8, 32},
+      {DType::Q5_1, WeightFormat::kInt8, 32},    {DType::Q5_K, WeightFormat::kInt8, 32},
+      {DType::Q4_0, WeightFormat::kNib4, 32},    {DType::Q4_K, WeightFormat::kNib4, 32},
+      {DType::INT4_G128, WeightFormat::kNib4, 128}};
+  return c;
+}
+std::string case_name(const Case& c) { return std::string(dtype_name(c.t)) + (c.per_tensor ? " per-tensor" : ""); }
+
+TEST(CudaQuantRepack, EveryFormatDecodesToTheOracle) {  // host only: runs without a GPU
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(case_name(c));
+    const QTensor q = make_tensor(c.t, kN, kK, 11, "w", c.per_tensor);
+    repack_and_check({&q}, c.fmt, c.group);
+  }
+}
+
+TEST(CudaQuantRepack, MixedPartsShareOneLayout) {
+  // q4_k_m's qkv: Q4_K q / k, Q6_K v -> int8 codes, groups of 16 with offsets (Q4_K's mins).
+  const QTensor q = make_tensor(DType::Q4_K, 48, kK, 1, "q"), k = make_tensor(DType::Q4_K, 16, kK, 2, "k"),
+                v = make_tensor(DType::Q6_K, 16, kK, 3, "v");
+  const HostQuantMatrix m = repack_and_check({&q, &k, &v}, WeightFormat::kInt8, 16);
+  EXPECT_TRUE(m.plan.affine);
+  // 4-bit parts of different group sizes stay 4-bit; FP8 with anything else has no layout.
+  const QTensor a = make_tensor(DType::INT4_G128, 16, kK, 4, "a"), b = make_tensor(DType::Q4_0, 16, kK, 5, "b");
+  repack_and_check({&a, &b}, WeightFormat::kNib4, 32);
+  EXPECT_FALSE(cuda::plan_quantized(std::vector<DType>{DType::FP8, DType::Q8_0}).has_value());
+  EXPECT_FALSE(cuda::plan_quantized(std::vector<DType>{DType::Q8_K}).has_value());
+}
+
+TEST(CudaQuantRepack, RefusesTruncatedTensors) {
+  QTensor q = make_tensor(DType::Q8_0, 4, kK, 1, "blk.0.attn_q.weight");
+  q.view.nbytes -= 1;
+  const TensorView* v = &q.view;
+  auto m = cuda::repack_quantized(std::span<const TensorView* const>(&v, 1), kK,
+                                  *cuda::plan_quantized(std::vector<DType>{DType::Q8_0}));
+  ASSERT_FALSE(m.is_ok());
+  EXPECT_NE(m.message().find("blk.0.attn_q.weight"), std::string::npos) << m.message();
+}
+
+// The repacked matrix on the device, viewed as kernels.h's QuantWeightView.
+struct DevQuant {
+  DevVec<uint8_t> codes;
+  DevVec<float> scale, group;
+  cuda::QuantWeightView view;
+  explicit DevQuant(const HostQuantMatrix& m)
+      : codes(m.codes), scale(m.row_scale.empty() ? std::vector<float>{0.f} : m.row_scale),
+        group(m.group.empty() ? std::vector<float>{0.f} : m.group) {
+    view = {.fmt = m.plan.fmt, .codes = codes.get(), .row_scale = m.row_scale.empty() ? nullptr : scale.get(),
+            .group = m.group.empty() ? nullptr : group.get(), .group_size = m.plan.group_size,
+            .affine = m.plan.affine};
+  }
+};
+
+std::vector<float> random_floats(std::mt19937& rng, size_t n, float lo, float hi) {
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+// Skinny GEMM on quantized weights: every tiling for m = 1..8 without prologue, then through Gemm::run_fused
+// (tuned) with the RMSNorm prologue and with SwiGLU + residual, against fp64 on the oracle's weights.
+TEST(CudaQuantGemm, SkinnyMatchesReferenceOnEveryFormat) {
+  SKIP_WITHOUT_GPU();
+  cuda::Gemm gemm;
+  ASSERT_TRUE(gemm.init().is_ok());
+  std::mt19937 rng(5);
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(case_name(c));
+    const QTensor q = make_tensor(c.t, kN, kK, 17, "w", c.per_tensor);
+    const HostQuantMatrix hm = repack_and_check({&q}, c.fmt, c.group);
+    DevQuant dq(hm);
+    const int rows_in = 8;
+    std::vector<uint16_t> xb;
+    std::vector<float> xv;
+    cudatest::random_bf16(rng, static_cast<size_t>(rows_in) * 2 * kK, -1.f, 1.f, xb, xv);  // [8, 2k] (gate|up)
+    DevVec<uint16_t> x(xb);
+    DevVec<float> y(static_cast<size_t>(8) * kN);
+    auto dot = [&](const float* a, int r) {
+      double s = 0;
+      for (int i = 0; i < kK; ++i) s += static_cast<double>(a[i]) * q.ref[static_cast<size_t>(r) * kK + i];
+      return s;
+    };
+    for (int m = 1; m <= cuda::kSkinnyMaxRows; ++m) {
+      std::vector<float> ref(static_cast<size_t>(m) * kN);
+      for (int i = 0; i < m; ++i)
+        for (int r = 0; r < kN; ++r) ref[static_cast<size_t>(i) * kN + r] = static_cast<float>(dot(xv.data() + i * kK, r));
+      for (int v = 0; v < cuda::skinny_variants(c.fmt); ++v) {
+        SCOPED_TRACE(testing::Message() << "m " << m << " variant " << v);
+        y.poison();
+        cuda::SkinnyGemmParams p{.x = reinterpret_cast<const bf16*>(x.get()), .y = y.get(), .y_f32 = true, .m = m,
+                                 .n = kN, .k = kK, .variant = v, .qw = dq.view};
+        CUDA_OK(cuda::launch_skinny_gemm(p, nullptr));
+        std::vector<float> got = y.download();
+        got.resize(ref.size());
+        EXPECT_TRUE(all_close(got, ref, 1e-3f, 1e-3f));
+      }
+    }
+    // RMSNorm prologue (m = 3, fp32 residual rows) through the tuner.
+    {
+      const int m = 3;
+      const std::vector<float> resid = random_floats(rng, static_cast<size_t>(m) * kK, -2.f, 2.f);
+      const std::vector<float> nw_f = random_floats(rng, kK, 0.5f, 1.5f);
+      std::vector<uint16_t> nwb(kK);
+      std::vector<float> nwv(kK);
+      for (int i = 0; i < kK; ++i) nwv[i] = bf16_to_fp32(nwb[i] = fp32_to_bf16(nw_f[i]));
+      DevVec<float> dr(resid);
+      DevVec<uint16_t> dnw(nwb);
+      const float eps = 1e-5f;
+      std::vector<float> ref(static_cast<size_t>(m) * kN), a(kK);
+      for (int i = 0; i < m; ++i) {
+        double ss = 0;
+        for (int j = 0; j < kK; ++j) ss += static_cast<double>(resid[i * kK + j]) * resid[i * kK + j];
+        const double rs = 1.0 / std::sqrt(ss / kK + eps);
+        for (int j = 0; j < kK; ++j) a[j] = static_cast<float>(resid[i * kK + j] * rs * nwv[j]);
+        for (int r = 0; r < kN; ++r) ref[static_cast<size_t>(i) * kN + r] = static_cast<float>(dot(a.data(), r));
+      }
+      cuda::SkinnyGemmParams p{.y = y.get(), .y_f32 = true, .m = m, .n = kN, .k = kK,
+                               .prologue = cuda::SkinnyPrologue::kRmsNorm, .x_f32 = dr.get(),
+                               .norm_w = reinterpret_cast<const bf16*>(dnw.get()), .norm_eps = eps, .qw = dq.view};
+      ASSERT_TRUE(gemm.run_fused(p, nullptr).is_ok());
+      std::vector<float> got = y.download();
+      got.resize(ref.size());
+      EXPECT_TRUE(all_close(got, ref, 1e-3f, 1e-3f)) << "rmsnorm prologue";
+    }
+    // SwiGLU prologue + residual epilogue (m = 8): x is gate|up [8, 2k], y the fp32 residual.
+    {
+      const int m = 8;
+      std::vector<float> y0 = random_floats(rng, static_cast<size_t>(m) * kN, -1.f, 1.f), ref = y0, a(kK);
+      for (int i = 0; i < m; ++i) {
+        for (int j = 0; j < kK; ++j) {
+          const double g = xv[static_cast<size_t>(i) * 2 * kK + j], u = xv[static_cast<size_t>(i) * 2 * kK + kK + j];
+          a[j] = static_cast<float>(g / (1.0 + std::exp(-g)) * u);
+        }
+        for (int r = 0; r < kN; ++r) ref[static_cast<size_t>(i) * kN + r] += static_cast<float>(dot(a.data(), r));
+      }
+      y.upload(y0);
+      cuda::SkinnyGemmParams p{.x = reinterpret_cast<const bf16*>(x.get()), .y = y.get(), .m = m, .n = kN, .k = kK,
+                               .prologue = cuda::SkinnyPrologue::kSwiGlu,
+                               .epilogue = cuda::SkinnyEpilogue::kAddResidual, .qw = dq.view};
+      ASSERT_TRUE(gemm.run_fused(p, nullptr).is_ok());
+      EXPECT_TRUE(all_close(y.download(), ref, 1e-3f, 1e-3f)) << "swiglu prologue + residual";
+    }
+  }
+}
+
+// The prefill path's dequantization: every weight is the oracle's value rounded to bf16, bit for bit.
+TEST(CudaQuantGemm, DequantToBf16IsExact) {
+  SKIP_WITHOUT_GPU();
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(case_name(c));
+    const QTensor q = make_tensor(c.t, kN, kK, 23, "w", c.per_tensor);
+    DevQuant dq(repack_and_check({&q}, c.fmt, c.group));
+    DevVec<uint16_t> out(static_cast<size_t>(kN) * kK);
+    out.poison();
+    CUDA_OK(cuda::launch_dequant_weights_bf16(dq.view, kN, kK, reinterpret_cast<bf16*>(out.get()), nullptr));
+    const std::vector<uint16_t> got = out.download();
+    int bad = 0;
+    for (size_t i = 0; i < got.size(); ++i)
+      if (got[i] != fp32_to_bf16(q.ref[i]) && bad++ < 3)
+        ADD_FAILURE() << "element " << i << ": " << bf16_to_fp32(got[i]) << " vs " << q.ref[i];
+    EXPECT_EQ(bad, 0);
+  }
+}
+
+// Per-token FP8 activations: the same scales and codes as the CPU backend's quantizer (formats::fp8_from_float).
+TEST(CudaQuantGemm, Fp8ActivationQuantizerMatchesCpu) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(9);
+  const int m = 37;
+  std::vector<uint16_t> xb;
+  std::vector<float> xv;
+  cudatest::random_bf16(rng, static_cast<size_t>(m) * kK, -3.f, 3.f, xb, xv);
+  for (int j = 0; j < kK; ++j) xb[5 * kK + j] = 0, xv[5 * kK + j] = 0.f;  // a zero row: scale 0, codes 0
+  for (int j = 0; j < kK; ++j) xv[7 * kK + j] = bf16_to_fp32(xb[7 * kK + j] = fp32_to_bf16(xv[7 * kK + j] * 1e-3f));
+  DevVec<uint16_t> x(xb);
+  DevVec<uint8_t> q(static_cast<size_t>(m) * kK);
+  DevVec<float> s(m);
+  CUDA_OK(cuda::launch_quantize_rows_fp8(reinterpret_cast<const bf16*>(x.get()), m, kK, q.get(), s.get(), nullptr));
+  const std::vector<uint8_t> gq = q.download();
+  const std::vector<float> gs = s.download();
+  std::vector<BlockFP8> blocks(kK / kQKRow);
+  int bad = 0;
+  for (int r = 0; r < m; ++r) {
+    formats::fp8_from_float(xv.data() + static_cast<size_t>(r) * kK, blocks.data(), kK);
+    EXPECT_EQ(gs[r], blocks[0].d) << "row " << r;
+    for (int j = 0; j < kK; ++j)
+      if (gq[static_cast<size_t>(r) * kK + j] != blocks[j / kQKRow].qs[j % kQKRow] && bad++ < 3)
+        ADD_FAILURE() << "row " << r << " input " << j;
+  }
+  EXPECT_EQ(bad, 0);
+}
+
+// W8A8 through cuBLASLt (per-channel x per-token scales) at prefill sizes, against fp64 of the same codes.
+TEST(CudaQuantGemm, Fp8CublasLtMatchesReference) {
+  SKIP_WITHOUT_GPU();
+  cuda::Gemm gemm;
+  ASSERT_TRUE(gemm.init().is_ok());
+  const QTensor w = make_tensor(DType::FP8, kN, kK, 31, "w");
+  const HostQuantMatrix hm = repack_and_check({&w}, WeightFormat::kFp8, 0);
+  DevQuant dq(hm);
+  std::mt19937 rng(3);
+  for (int m : {37, 128}) {
+    SCOPED_TRACE(testing::Message() << "m " << m);
+    const std::vector<float> xf = random_floats(rng, static_cast<size_t>(m) * kK, -2.f, 2.f);
+    std::vector<uint8_t> xq(xf.size());
+    std::vector<float> xs(static_cast<size_t>(m));
+    std::vector<BlockFP8> blocks(kK / kQKRow);
+    for (int r = 0; r < m; ++r) {
+      formats::fp8_from_float(xf.data() + static_cast<size_t>(r) * kK, blocks.data(), kK);
+      xs[r] = blocks[0].d;
+      for (int j = 0; j < kK; ++j) xq[static_cast<size_t>(r) * kK + j] = blocks[j / kQKRow].qs[j % kQKRow];
+    }
+    std::vector<uint16_t> bias_b(kN);
+    std::vector<float> bias_v(kN), ref(static_cast<size_t>(m) * kN);
+    for (int r = 0; r < kN; ++r) bias_v[r] = bf16_to_fp32(bias_b[r] = fp32_to_bf16(0.1f * (r % 5) - 0.2f));
+    for (int i = 0; i < m; ++i)
+      for (int r = 0; r < kN; ++r) {
+        double sum = 0;
+        for (int j = 0; j < kK; ++j)
+          sum += test::oracle::e4m3(xq[static_cast<size_t>(i) * kK + j]) *
+                 test::oracle::e4m3(hm.codes[static_cast<size_t>(r) * kK + j]);
+        ref[static_cast<size_t>(i) * kN + r] = static_cast<float>(sum * xs[i] * hm.row_scale[r] + bias_v[r]);
+      }
+    DevVec<uint8_t> dx(xq);
+    DevVec<float> ds(xs);
+    DevVec<uint16_t> db(bias_b), dy(static_cast<size_t>(m) * kN);
+    auto ready = gemm.fp8_ready(m, kN, kK, true, nullptr);
+    ASSERT_TRUE(ready.is_ok()) << ready.message();
+    ASSERT_TRUE(*ready) << "cuBLASLt offers no outer-vector-scaled FP8 GEMM on this GPU";
+    dy.poison();
+    const Status st = gemm.run_fp8(dx.get(), ds.get(), static_cast<const uint8_t*>(dq.view.codes), dq.view.row_scale,
+                                   reinterpret_cast<const bf16*>(db.get()), reinterpret_cast<bf16*>(dy.get()), m, kN,
+                                   kK, nullptr);
+    ASSERT_TRUE(st.is_ok()) << st.message();
+    EXPECT_TRUE(all_close(cudatest::bf16_to_f32(dy.download()), ref, 1e-3f, 1.f / 128));
+  }
+}
+
+}  // namespace
+}  // namespace mopt
+#endif
