@@ -53,7 +53,7 @@ if [[ $cpu == 1 ]]; then
   tune_c=4; tune_n=24; tune_in=64; tune_out=16; tune_slo=ttft_p99=5s,tpot_p99=200ms,error_rate=0
   dev_args=(--device cpu --threads 1 --max-model-len 1024)
 else
-  source scripts/gpu_env.sh  # unpacks .gpu/bin.tgz, sets LD_LIBRARY_PATH
+  source scripts/gpu_env.sh  # unpacks .gpu/bin.txz, sets LD_LIBRARY_PATH
   MOPT=$G/mopt
   [[ -x $MOPT ]] || { echo "gate_tune_gpu: $MOPT missing: scripts/gpu_prepare.sh did not build mopt" >&2; exit 1; }
   note "gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -n 1)"

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 G=$PWD/.gpu
 O=${OUT:-/tmp/mopt-gpu-out}
 mkdir -p "$O"
-source scripts/gpu_env.sh  # unpacks .gpu/bin.tgz, sets LD_LIBRARY_PATH and MOPT_MODELS_DIR
+source scripts/gpu_env.sh  # unpacks .gpu/bin.txz, sets LD_LIBRARY_PATH and MOPT_MODELS_DIR
 export PYTHONUNBUFFERED=1
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem,temperature.gpu,power.draw \

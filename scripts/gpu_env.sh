@@ -1,10 +1,12 @@
 # Sourced THERE, on the GPU machine, from the repo root by scripts/gpu_all.sh and scripts/gpu_profile.sh: unpacks what
 # scripts/gpu_prepare.sh shipped in $MOPT_GPU_DIR (default .gpu): the
-# executables and libmopt_cuda.so in bin.tgz and any model packed as models/*.tar.xz, and points the loader at
+# executables, libmopt_cuda.so and lib/ in bin.txz and any model packed as models/*.tar.xz, and points the loader at
 # cuBLAS, the directory and its lib/ (the tests and benchmarks link libmopt_cuda.so; mopt finds it beside itself).
 G=${MOPT_GPU_DIR:-.gpu}
 [[ "$G" == /* ]] || G=$PWD/$G
-[[ -f "$G/bin.tgz" ]] && tar -C "$G" -xzf "$G/bin.tgz"  # scripts/gpu_prepare.sh ships the executables gzipped
+# scripts/gpu_prepare.sh ships the executables and lib/ in bin.txz (xz; Python's tarfile reads it everywhere).
+[[ -f "$G/bin.txz" ]] && python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2], filter="data")' \
+  "$G/bin.txz" "$G"
 for f in test_backend_cuda libmopt_cuda.so; do
   [[ -x "$G/$f" ]] || { echo "gpu_env: $G/$f missing: run scripts/gpu_prepare.sh first" >&2; exit 1; }
 done

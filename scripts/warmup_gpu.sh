@@ -18,7 +18,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 O=${OUT:-/tmp/mopt-warmup-out}
 mkdir -p "$O"
-source scripts/gpu_env.sh  # unpacks .gpu/bin.tgz, sets LD_LIBRARY_PATH; G = the .gpu folder
+source scripts/gpu_env.sh  # unpacks .gpu/bin.txz, sets LD_LIBRARY_PATH; G = the .gpu folder
 M=$G/mopt
 # The checkpoint scripts/gate_tune_gpu.sh writes, when it ran first in this machine's life (16 GB not written twice).
 CK=${MOPT_WARMUP_CKPT:-${MOPT_GT_DIR:-/tmp/mopt-gate-tune}/llama-3.1-8b-random}

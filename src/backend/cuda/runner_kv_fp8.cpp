@@ -28,14 +28,23 @@ Status CudaRunner::compute_kv_scales() {
   if (f32_) return error("internal: fp8 KV scales with float32 weights");
   DeviceBuffer bounds;
   MOPT_TRY(bounds.alloc(static_cast<size_t>(c.n_layer) * 2 * kvd * 4, "fp8 KV scales"));
+  DeviceBuffer dequant;  // quantized qkv weights, dequantized to bf16 [q_dim + 2 kv_dim, n_embd] one layer at a time
   for (int l = 0; l < c.n_layer; ++l) {
     const Layer& L = layers_[static_cast<size_t>(l)];
-    // The bound reads bf16 [q_dim + 2 kv_dim, n_embd] qkv weights; other weight formats have no bound here yet.
-    if (L.qkv.n_in != n || L.qkv.w.bytes() != static_cast<size_t>(qd + 2 * kvd) * n * 2)
-      return error("--kv-cache-dtype fp8: layer %d's qkv weights are not bf16 [%lld, %d]; the fp8 KV scales are "
-                   "computed from bf16 weights only: use the default KV cache with this model", l,
+    // The bound reads bf16 [q_dim + 2 kv_dim, n_embd] qkv weights: quantized ones are dequantized first.
+    const size_t bf16_bytes = static_cast<size_t>(qd + 2 * kvd) * n * 2;
+    const bf16* w = L.qkv.w.as<bf16>();
+    if (L.qkv.n_in != n || L.qkv.n_out != qd + 2 * kvd)
+      return error("internal: layer %d's qkv weights are [%d, %d], expected [%lld, %d]", l, L.qkv.n_out, L.qkv.n_in,
                    static_cast<long long>(qd + 2 * kvd), n);
-    const KvRowBoundParams p{.w = L.qkv.w.as<bf16>() + qd * n, .g = L.attn_norm.as<bf16>(),
+    if (L.qkv.qw.fmt != WeightFormat::kFloat) {
+      if (dequant.bytes() == 0) MOPT_TRY(dequant.alloc(bf16_bytes, "fp8 KV scales (dequantized qkv weights)"));
+      MOPT_CUDA_TRY(launch_dequant_weights_bf16(L.qkv.qw, L.qkv.n_out, n, dequant.as<bf16>(), stream_));
+      w = dequant.as<bf16>();
+    } else if (L.qkv.w.bytes() != bf16_bytes) {
+      return error("internal: layer %d's qkv weights are not bf16", l);
+    }
+    const KvRowBoundParams p{.w = w + qd * n, .g = L.attn_norm.as<bf16>(),
                              .bias = L.qkv.bias.bytes() ? L.qkv.bias.as<bf16>() + qd : nullptr,
                              .out = bounds.as<float>() + static_cast<int64_t>(l) * 2 * kvd,
                              .n_rows = static_cast<int>(2 * kvd), .n_in = n};
