@@ -439,8 +439,12 @@ TEST(CudaRunner, ForwardSampleHonoursTokenMasks) {
   const int V = r.gpu->config().n_vocab;
   const size_t W = static_cast<size_t>((V + 63) / 64);
   constexpr int kRows = 8;  // make_runners' max_seqs
+  std::vector<float> logits(static_cast<size_t>(kRows) * V);  // [kRows, V]
+  Batcher prefill(kBlocks, kBlockSize, kMaxBlocks);  // then every forward_sample below is a decode step (a graph)
+  for (int s = 0; s < kRows; ++s) prefill.add(s, 0, {1, 40 + 3 * s}, false);
+  ASSERT_TRUE(r.gpu->forward(prefill.batch(), logits.data()).is_ok());
   Batcher b(kBlocks, kBlockSize, kMaxBlocks);
-  for (int s = 0; s < kRows; ++s) b.add(s, 0, {1, 40 + 3 * s, 90 + s}, false);
+  for (int s = 0; s < kRows; ++s) b.add(s, 2, {90 + s}, false);
   std::mt19937 rng(77);
   std::vector<std::vector<uint64_t>> masks(kRows, std::vector<uint64_t>(W));  // [rows][W]
   auto random_mask = [&](std::vector<uint64_t>& m, double density) {
@@ -459,7 +463,6 @@ TEST(CudaRunner, ForwardSampleHonoursTokenMasks) {
   };
   std::vector<int32_t> all_rows(kRows);
   for (int i = 0; i < kRows; ++i) all_rows[static_cast<size_t>(i)] = i;
-  std::vector<float> logits(static_cast<size_t>(kRows) * V);  // [kRows, V]
   std::vector<int32_t> tok(kRows), again(kRows), plain(kRows);
   for (int trial = 0; trial < 12; ++trial) {
     SCOPED_TRACE(testing::Message() << "trial " << trial);
@@ -513,6 +516,7 @@ TEST(CudaRunner, ForwardSampleHonoursTokenMasks) {
     EXPECT_EQ(plain[3], tok[3]);
     EXPECT_EQ(plain[4], tok[4]);
   }
+  EXPECT_GT(r.gpu->runtime_stats().cuda_graph_launches, 0u) << "the decode steps were meant to replay graphs";
   std::vector<RowSampling> bad(kRows);
   const std::vector<uint64_t> short_mask(W - 1, ~uint64_t{0}), none(W, 0);
   bad[1].allowed = short_mask;
