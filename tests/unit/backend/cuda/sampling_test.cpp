@@ -52,6 +52,35 @@ std::vector<double> kept_probs(const std::vector<float>& l, const Filter& f) {
   return p;
 }
 
+// One filter's settings for all R rows on the device (seed of row r: seed_mul * r + seed_add), and the launch
+// parameters over them: logits [R, V], tokens [R].
+struct DeviceRows {
+  DevVec<float> temp, top_p, min_p;
+  DevVec<int32_t> top_k, tokens;
+  DevVec<uint64_t> seeds;
+  DeviceRows(const Filter& f, int R, uint64_t seed_mul, uint64_t seed_add)
+      : temp(std::vector<float>(R, f.temp)), top_p(std::vector<float>(R, f.top_p)),
+        min_p(std::vector<float>(R, f.min_p)), top_k(std::vector<int32_t>(R, f.top_k)), tokens(R),
+        seeds(R) {
+    std::vector<uint64_t> s(R);
+    for (int r = 0; r < R; ++r) s[static_cast<size_t>(r)] = seed_mul * r + seed_add;
+    seeds.upload(s);
+  }
+  cuda::SampleParams params(const float* logits, int V) const {
+    cuda::SampleParams p;
+    p.logits = logits;
+    p.tokens = tokens.get();
+    p.temperature = temp.get();
+    p.top_k = top_k.get();
+    p.top_p = top_p.get();
+    p.min_p = min_p.get();
+    p.seeds = seeds.get();
+    p.n_rows = static_cast<int>(tokens.size());
+    p.n_vocab = V;
+    return p;
+  }
+};
+
 TEST(CudaSampling, GreedyAndFiltersMatchHostDistribution) {
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(21);
@@ -67,23 +96,9 @@ TEST(CudaSampling, GreedyAndFiltersMatchHostDistribution) {
   for (const Filter& f : filters) {
     SCOPED_TRACE(testing::Message() << "temp " << f.temp << " top_k " << f.top_k << " top_p " << f.top_p
                                     << " min_p " << f.min_p);
-    std::vector<float> temp(R, f.temp), tp(R, f.top_p), mp(R, f.min_p);
-    std::vector<int32_t> tk(R, f.top_k);
-    std::vector<uint64_t> seeds(R);
-    for (int r = 0; r < R; ++r) seeds[r] = 1000003ull * r + 17;
-    DevVec<float> dt(temp), dtp(tp), dmp(mp);
-    DevVec<int32_t> dtk(tk), dout(R);
-    DevVec<uint64_t> ds(seeds);
-    cuda::SampleParams p;
-    p.logits = dl.get();
-    p.tokens = dout.get();
-    p.temperature = dt.get();
-    p.top_k = dtk.get();
-    p.top_p = dtp.get();
-    p.min_p = dmp.get();
-    p.seeds = ds.get();
-    p.n_rows = R;
-    p.n_vocab = V;
+    DeviceRows rows(f, R, 1000003ull, 17);
+    const DevVec<int32_t>& dout = rows.tokens;
+    const cuda::SampleParams p = rows.params(dl.get(), V);
     CUDA_OK(cuda::launch_sample(p, nullptr));
     const auto got = dout.download();
     const int amax = static_cast<int>(std::max_element(l.begin(), l.end()) - l.begin());
@@ -199,27 +214,13 @@ TEST(CudaSampling, TokenMasksMatchHostMaskedDistribution) {
       const int k = r % 8;
       mask_row[static_cast<size_t>(r)] = k < 5 ? 0 : k == 5 ? 1 : k == 6 ? 2 : -1;
     }
-    std::vector<float> temp(R, f.temp), tp(R, f.top_p), mp(R, f.min_p);
-    std::vector<int32_t> tk(R, f.top_k);
-    std::vector<uint64_t> seeds(R);
-    for (int r = 0; r < R; ++r) seeds[static_cast<size_t>(r)] = 7919ull * r + 3;
-    DevVec<float> dt(temp), dtp(tp), dmp(mp);
-    DevVec<int32_t> dtk(tk), dmr(mask_row), dout(R);
-    DevVec<uint64_t> ds(seeds);
-    cuda::SampleParams p;
-    p.logits = dl.get();
-    p.tokens = dout.get();
-    p.temperature = dt.get();
-    p.top_k = dtk.get();
-    p.top_p = dtp.get();
-    p.min_p = dmp.get();
-    p.seeds = ds.get();
+    DeviceRows rows(f, R, 7919ull, 3);
+    DevVec<int32_t> dmr(mask_row);
+    cuda::SampleParams p = rows.params(dl.get(), V);
     p.mask_row = dmr.get();
     p.masks = dm.get();
-    p.n_rows = R;
-    p.n_vocab = V;
     CUDA_OK(cuda::launch_sample(p, nullptr));
-    const auto got = dout.download();
+    const auto got = rows.tokens.download();
     const bool greedy = f.temp == 0.f;  // kept_probs needs a temperature
     const std::vector<double> p_masked = greedy ? std::vector<double>() : kept_probs(lm, f);
     const std::vector<double> p_plain = greedy ? std::vector<double>() : kept_probs(l, f);
