@@ -433,7 +433,8 @@ TEST(CudaRunner, SampledLogitsAreTheRowsForwardReturns) {
 // their settings; empty and all-ones masks change nothing; seeded rows repeat; bad masks are refused.
 TEST(CudaRunner, ForwardSampleHonoursTokenMasks) {
   SKIP_WITHOUT_GPU();
-  Runners r = make_runners(models_dir() + "/stories260K.gguf", false, false);  // graphs on
+  // Graphs on, float32 (the checkpoint's, as the engine runs it with --dtype auto).
+  Runners r = make_runners(models_dir() + "/stories260K.gguf", false, false, ComputeDtype::kAuto);
   ASSERT_TRUE(r.gpu);
   ASSERT_TRUE(r.gpu->can_sample_masked());
   const int V = r.gpu->config().n_vocab;
@@ -445,6 +446,9 @@ TEST(CudaRunner, ForwardSampleHonoursTokenMasks) {
   ASSERT_TRUE(r.gpu->forward(prefill.batch(), logits.data()).is_ok());
   Batcher b(kBlocks, kBlockSize, kMaxBlocks);
   for (int s = 0; s < kRows; ++s) b.add(s, 2, {90 + s}, false);
+  std::vector<int32_t> warm(kRows);
+  for (int i = 0; i < 2; ++i)  // first use runs eagerly (GEMM tuning), the second captures: then plain replays
+    ASSERT_TRUE(r.gpu->forward_sample(b.batch(), {}, warm.data()).is_ok());
   std::mt19937 rng(77);
   std::vector<std::vector<uint64_t>> masks(kRows, std::vector<uint64_t>(W));  // [rows][W]
   auto random_mask = [&](std::vector<uint64_t>& m, double density) {
