@@ -92,6 +92,11 @@ struct RowSampling {
   float top_p = 1.f;        // >= 1: off
   float min_p = 0.f;        // 0: off
   uint64_t seed = 0;        // per row and step: the draw is a pure function of (logits, settings, seed)
+  // Allowed ids (a grammar's mask): empty = every id; else [ceil(n_vocab / 64)] words, bit t%64 of word t/64 set
+  // = id t may be drawn. The other ids are treated as -inf logits before every filter (greedy included). Must
+  // allow at least one id. Only for runners whose can_sample_masked() is true. Points into caller memory that
+  // must stay valid for the forward_sample call.
+  std::span<const uint64_t> allowed;
 };
 
 // What a backend reports about itself while it runs, for monitoring (/metrics, `mopt gate`). Read on the
@@ -147,6 +152,8 @@ class ModelRunner {
   // True when forward_sample() also draws rows with temperature > 0 (top-k/top-p/min-p, seeds); false: it picks
   // greedy rows only, and the caller samples the others on the host from sampled_logits().
   virtual bool can_sample_random() const { return can_sample(); }
+  // True when forward_sample() honours RowSampling::allowed (token masks); false: it refuses rows with a mask.
+  virtual bool can_sample_masked() const { return false; }
   // One forward pass that picks the next token of every output row on the device and returns only the ids:
   // tokens [n_out]; params [n_out] (empty = greedy for all). Saves forward()'s [n_out, n_vocab] logits copy.
   virtual Status forward_sample(const ForwardBatch& batch, std::span<const RowSampling> params, int32_t* tokens);

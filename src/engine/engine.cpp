@@ -267,12 +267,15 @@ Status EngineImpl::run_forward(const SchedulerOutput& out) {
   // Which sample rows the device takes.
   std::vector<EngineRequest*>& device_rows = device_rows_;
   device_rows.assign(n_out, nullptr);
+  row_allowed_.assign(n_out, {});
+  mask_copies_.resize(n_out * static_cast<size_t>((n_vocab_ + 63) / 64));  // no reallocation below
   size_t n_device = 0, n_prompt_rows = 0;
   for (size_t k = 0; k < out.scheduled.size(); ++k) {
     const StepRows& sr = step_rows_[k];
     n_prompt_rows += static_cast<size_t>(sr.n_prompt_rows);
     auto& r = *static_cast<EngineRequest*>(out.scheduled[k].req);
-    if (sr.sample_row >= sr.first_row + sr.n_prompt_rows && !needs_host_sampler(r)) {
+    if (sr.sample_row >= sr.first_row + sr.n_prompt_rows && !needs_host_sampler(r) &&
+        (!r.matcher || (sr.n_spec == 0 && stage_device_mask(r, static_cast<size_t>(sr.sample_row))))) {
       for (int i = 0; i <= sr.n_spec; ++i) device_rows[static_cast<size_t>(sr.sample_row + i)] = &r;
       n_device += static_cast<size_t>(sr.n_spec) + 1;
     }
@@ -294,6 +297,7 @@ Status EngineImpl::run_forward(const SchedulerOutput& out) {
     rp.top_p = r->params.top_p;
     rp.min_p = r->params.min_p;
     rp.seed = r->rng.next();  // one draw of the request's own stream per device-sampled token
+    rp.allowed = row_allowed_[i];
   }
   MOPT_TRY(runner_->forward_sample(batch_, row_params_, row_tokens_.data()));
   if (host_rows_.empty()) return Status::ok();
@@ -301,11 +305,48 @@ Status EngineImpl::run_forward(const SchedulerOutput& out) {
   return runner_->sampled_logits(host_rows_, logits_.data());
 }
 
+// For a grammar-constrained row that the device samples: its mask as the host sampler would apply it (the
+// grammar's allowed ids less the ids banned below, see grammar_banned_ids), in row_allowed_[row]: the grammar's
+// own mask when nothing is banned from it, else a copy in mask_copies_. False when no id is left: the host then
+// takes the row and ends the request (sample_on_host's "nothing to draw").
+bool EngineImpl::stage_device_mask(EngineRequest& r, size_t row) {
+  const grammar::TokenMask& mask = r.matcher->allowed();
+  grammar_banned_ids(r, device_banned_);
+  int left = mask.n_allowed;
+  for (int32_t id : device_banned_)
+    if (id >= 0 && id < n_vocab_ && mask.allows(id)) --left;
+  if (left <= 0) return false;
+  if (left == mask.n_allowed) {
+    row_allowed_[row] = mask.bits;
+    return true;
+  }
+  const size_t W = mask.bits.size();
+  uint64_t* copy = mask_copies_.data() + row * W;
+  std::copy(mask.bits.begin(), mask.bits.end(), copy);
+  for (int32_t id : device_banned_)
+    if (id >= 0 && id < n_vocab_) copy[static_cast<size_t>(id) >> 6] &= ~(uint64_t{1} << (id & 63));
+  row_allowed_[row] = std::span<const uint64_t>(copy, W);
+  return true;
+}
+
+// Ids a grammar-constrained request must not draw beyond its mask, sorted and unique: end-of-generation ids carry
+// no text, so with ignore_eos (where they would not end the request) they are not drawn; stop ids end it, so they
+// are drawn only where the text may end.
+void EngineImpl::grammar_banned_ids(const EngineRequest& r, std::vector<int32_t>& banned) const {
+  banned.clear();
+  if (r.params.ignore_eos) banned.insert(banned.end(), eog_.begin(), eog_.end());
+  if (!r.matcher->accepting())
+    banned.insert(banned.end(), r.params.stop_token_ids.begin(), r.params.stop_token_ids.end());
+  std::sort(banned.begin(), banned.end());
+  banned.erase(std::unique(banned.begin(), banned.end()), banned.end());
+}
+
 // What the device sampler cannot do: logprobs, penalties over the context, banned ids before min_tokens, grammar
-// masks, and draws at temperature > 0 on a runner that picks greedy rows only (the CPU runner).
+// masks on a runner without them (can_sample_masked), and draws at temperature > 0 on a runner that picks greedy
+// rows only (the CPU runner).
 bool EngineImpl::needs_host_sampler(const EngineRequest& r) const {
   const SamplingParams& p = r.params;
-  if (r.matcher) return true;
+  if (r.matcher && !runner_->can_sample_masked()) return true;
   if (p.logprobs >= 0 || p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f)
     return true;
   if (p.temperature > 0 && p.top_k != 1 && !runner_->can_sample_random()) return true;
@@ -327,10 +368,9 @@ SampleResult EngineImpl::sample_on_host(EngineRequest& r, float* logits_row, NoT
     const grammar::TokenMask& mask = r.matcher->allowed();
     allowed = mask.bits;
     const bool accepting = r.matcher->accepting();
-    // End-of-generation ids carry no text: with ignore_eos they would not end the request, so they are not drawn;
-    // stop ids end it, so only where the text may end.
-    if (r.params.ignore_eos) banned.insert(banned.end(), eog_.begin(), eog_.end());
-    if (!accepting) banned.insert(banned.end(), r.params.stop_token_ids.begin(), r.params.stop_token_ids.end());
+    std::vector<int32_t> grammar_banned;
+    grammar_banned_ids(r, grammar_banned);
+    banned.insert(banned.end(), grammar_banned.begin(), grammar_banned.end());
     int left = mask.n_allowed;
     std::sort(banned.begin(), banned.end());
     banned.erase(std::unique(banned.begin(), banned.end()), banned.end());

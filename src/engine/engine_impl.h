@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
@@ -111,6 +112,8 @@ class EngineImpl final : public Engine {
   void build_batch(const SchedulerOutput& out);
   Status run_forward(const SchedulerOutput& out);
   bool needs_host_sampler(const EngineRequest& r) const;
+  bool stage_device_mask(EngineRequest& r, size_t row);
+  void grammar_banned_ids(const EngineRequest& r, std::vector<int32_t>& banned) const;
   SampleResult sample_on_host(EngineRequest& r, float* logits_row, NoToken& why);
   bool deliver_prompt_rows(EngineRequest& r, const StepRows& sr);
   void process_token(EngineRequest& r, SampleResult& s);
@@ -171,6 +174,9 @@ class EngineImpl final : public Engine {
   std::vector<int32_t> row_tokens_;      // [n_out]
   std::vector<int32_t> host_index_;      // [n_out] row of logits_ holding the row's logits; -1: device-sampled
   std::vector<EngineRequest*> device_rows_;  // [n_out] the request of a device-sampled row, else null
+  std::vector<std::span<const uint64_t>> row_allowed_;  // [n_out] a device row's token mask (empty: none)
+  std::vector<uint64_t> mask_copies_;    // [n_out, ceil(n_vocab / 64)] masks less banned ids (stage_device_mask)
+  std::vector<int32_t> device_banned_;   // stage_device_mask's scratch
   std::vector<int32_t> host_rows_;       // [n_host] output rows whose logits come to the host, increasing
   std::vector<float> logits_;            // [n_host, n_vocab] (every row when the runner cannot sample)
   std::vector<float> row_logprobs_;      // [n_vocab] scratch of the prompt logprobs

@@ -300,6 +300,10 @@ Status CpuRunner::forward_sample(const ForwardBatch& b, std::span<const RowSampl
     if (params[i].temperature > 0 && params[i].top_k != 1)
       return error("forward_sample: row %zu has temperature %g: the CPU runner picks greedy rows only (sample the "
                    "others from sampled_logits())", i, params[i].temperature);
+  for (size_t i = 0; i < params.size(); ++i)
+    if (!params[i].allowed.empty())
+      return error("forward_sample: row %zu has a token mask: the CPU runner does not apply masks (can_sample_masked() "
+                   "is false; sample the row from sampled_logits())", i);
   sample_logits_.resize(static_cast<size_t>(b.n_out()) * cfg_.n_vocab);
   MOPT_TRY(forward_impl(b, sample_logits_.data(), tokens));
   sampled_rows_ = b.n_out();

@@ -46,8 +46,8 @@ Status CudaRunner::alloc_workspace() {
   MOPT_TRY(argmax_scratch_.alloc(argmax_scratch_bytes(logit_rows_), "argmax scratch"));
   MOPT_CUDA_TRY(cudaMemsetAsync(argmax_scratch_.as<void>(), 0, argmax_scratch_.bytes(), stream_));
   MOPT_TRY(sampled_host_.alloc(static_cast<size_t>(logit_rows_) * 4, "sampled tokens"));
-  MOPT_TRY(sample_params_.alloc(static_cast<size_t>(logit_rows_) * 24, "sampling settings"));
-  MOPT_TRY(sample_params_host_.alloc(static_cast<size_t>(logit_rows_) * 24, "sampling settings"));
+  MOPT_TRY(sample_params_.alloc(sample_params_bytes(), "sampling settings"));
+  MOPT_TRY(sample_params_host_.alloc(sample_params_bytes(), "sampling settings"));
   MOPT_TRY(attn_ws_.alloc(static_cast<size_t>(opts_.max_seqs) * c.n_head * kMaxSplits * (c.head_dim + 2) * 4,
                           "attention workspace"));
   MOPT_TRY(attn_cnt_.alloc(static_cast<size_t>(opts_.max_seqs) * c.n_head * 4, "attention workspace"));

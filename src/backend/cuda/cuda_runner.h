@@ -89,6 +89,8 @@ class CudaModelRunner : public ModelRunner {
   virtual Status forward_greedy(const ForwardBatch& batch, int32_t* tokens) = 0;
   // forward_sample (ModelRunner): like forward_greedy, sampling each output row on the GPU with its settings.
   bool can_sample() const override { return true; }
+  // Token masks (RowSampling::allowed) are applied in the sampling kernel.
+  bool can_sample_masked() const override { return true; }
   // Bytes of weights resident on the GPU.
   virtual uint64_t weight_bytes() const = 0;
   // The GEMM plans tuned so far (shape, choice, time, bandwidth), for benchmark reports.

@@ -223,6 +223,10 @@ struct SampleParams {
   const float* top_p = nullptr;        // [n_rows] or null
   const float* min_p = nullptr;        // [n_rows] or null
   const uint64_t* seeds = nullptr;     // [n_rows] (required with temperature)
+  // Token masks: mask_row[r] < 0: every id allowed; else row r may draw id t only where bit t%64 of word t/64 of
+  // masks[mask_row[r] * mask_words ..] is set (the others count as -inf logits, greedy included).
+  const int32_t* mask_row = nullptr;   // [n_rows] or null (no masks)
+  const uint64_t* masks = nullptr;     // [n_masks, mask_words], mask_words = ceil(n_vocab / 64)
   int n_rows = 0, n_vocab = 0;
 };
 cudaError_t launch_sample(const SampleParams& p, cudaStream_t stream);

@@ -219,7 +219,11 @@ class CudaRunner final : public CudaModelRunner {
   DeviceBuffer argmax_scratch_;  // argmax_scratch_bytes(logit_rows), zeroed once (kernels leave it 0)
   PinnedBuffer sampled_host_;
   // Sampling settings, struct-of-arrays [logit_rows] each: temperature f32 | top_k i32 | top_p f32 | min_p f32
-  // | seed u64, staged in pinned memory and copied with one H2D copy.
+  // | seed u64 | mask_row i32 | (pad 4 bytes), then the masks [n_masked <= logit_rows, ceil(n_vocab / 64)] u64
+  // of the rows that have one; staged in pinned memory and copied with one H2D copy (only the masks used).
+  size_t sample_params_bytes() const {
+    return static_cast<size_t>(logit_rows_) * (32 + 8 * static_cast<size_t>((cfg_.n_vocab + 63) / 64));
+  }
   DeviceBuffer sample_params_;
   PinnedBuffer sample_params_host_;
 

@@ -194,7 +194,7 @@ Result<WarmupReport> CudaRunner::warmup(const WarmupProgress& progress) {
     const ForwardBatch b = w.arr.view();
     params.assign(w.graph ? static_cast<size_t>(b.n_out()) : 0, GpuSampling{});
     if (!params.empty()) params[0] = GpuSampling{.temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f,
-                                                 .seed = 1};
+                                                 .seed = 1, .allowed = {}};
     const auto t0 = Clock::now();
     MOPT_TRY(forward_sample(b, params, tokens.data()).with_context("warm-up: " + w.what));
     rep.tuning_s += secs_since(t0);

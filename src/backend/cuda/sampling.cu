@@ -6,6 +6,8 @@
 // thresholds). Thresholds for top-k/top-p are found by bisection (32 steps: resolution ~1e-8 in z), so exact
 // ties at the boundary keep all tied tokens. The token is then drawn by inverse CDF over the kept set in
 // vocabulary order, with u from a counter-based hash of the row's seed (reproducible, independent of launch).
+// A row's token mask (a grammar's allowed ids) makes the disallowed ids -inf logits before all of this, so the
+// filters and greedy see only allowed ids.
 #include "backend/cuda/kernels.h"
 
 namespace mopt::cuda {
@@ -52,15 +54,21 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleParams p) {
   const int V = p.n_vocab;
   const float temp = p.temperature ? p.temperature[row] : 0.f;
   const int top_k = p.top_k ? p.top_k[row] : 0;
+  // The row's mask (null: every id allowed); a disallowed id reads as a -inf logit everywhere below.
+  const int mask_at = p.mask_row ? p.mask_row[row] : -1;
+  const uint64_t* mask = mask_at >= 0 ? p.masks + static_cast<int64_t>(mask_at) * ((V + 63) / 64) : nullptr;
+  auto lv = [&](int i) { return !mask || ((mask[i >> 6] >> (i & 63)) & 1ull) ? l[i] : -INFINITY; };
 
   // Max (and its lowest index, for greedy).
   float mx = -INFINITY;
   int arg = 0x7fffffff;
-  for (int i = threadIdx.x; i < V; i += kThreads)
-    if (l[i] > mx) {
-      mx = l[i];
+  for (int i = threadIdx.x; i < V; i += kThreads) {
+    const float v = lv(i);
+    if (v > mx) {
+      mx = v;
       arg = i;
     }
+  }
   const float gmax = block_reduce(mx, true, scratch);
   __shared__ int s_arg;
   if (threadIdx.x == 0) s_arg = 0x7fffffff;
@@ -72,7 +80,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleParams p) {
     return;
   }
   const float inv_t = 1.f / temp;
-  auto z_of = [&](int i) { return (l[i] - gmax) * inv_t; };
+  auto z_of = [&](int i) { return (lv(i) - gmax) * inv_t; };
 
   float tau = kZFloor;
   const float min_p = p.min_p ? p.min_p[row] : 0.f;
@@ -150,7 +158,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleParams p) {
 
 cudaError_t launch_sample(const SampleParams& p, cudaStream_t stream) {
   if (p.n_rows <= 0) return cudaSuccess;
-  if (p.n_vocab <= 0 || (p.temperature && !p.seeds)) return cudaErrorInvalidValue;
+  if (p.n_vocab <= 0 || (p.temperature && !p.seeds) || (p.mask_row && !p.masks)) return cudaErrorInvalidValue;
   sample_kernel<<<p.n_rows, kThreads, 0, stream>>>(p);
   return cudaGetLastError();
 }

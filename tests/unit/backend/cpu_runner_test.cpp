@@ -290,6 +290,13 @@ void check_batched_matches_single(KvCacheDtype kv) {
   EXPECT_NE(st.message().find("greedy rows only"), std::string::npos) << st.message();
   params[1].top_k = 1;  // top-k 1 is greedy at any temperature
   EXPECT_TRUE((*r)->forward_sample(b, params, picks.data()).is_ok());
+  // Token masks are not applied by the CPU runner (can_sample_masked() is false): refused, not ignored.
+  EXPECT_FALSE((*r)->can_sample_masked());
+  const std::vector<uint64_t> mask(8, ~uint64_t{0});  // [512 / 64]
+  params[0].allowed = mask;
+  const Status masked = (*r)->forward_sample(b, params, picks.data());
+  ASSERT_FALSE(masked.is_ok());
+  EXPECT_NE(masked.message().find("token mask"), std::string::npos) << masked.message();
 }
 
 TEST(CpuRunner, BatchedSequencesMatchSingle) { check_batched_matches_single(KvCacheDtype::kFloat32); }

@@ -77,6 +77,7 @@ inline int32_t fake_device_sample(std::span<const float> logits, const RowSampli
       keep = i;
       break;
     }
+  while (keep > 1 && p[static_cast<size_t>(keep - 1)] == 0) --keep;  // masked-out ids (-inf) are never drawn
   double mass = 0;
   for (int i = 0; i < keep; ++i) {  // top-p: the smallest prefix holding top_p of the mass
     mass += p[static_cast<size_t>(i)] / sum;
@@ -186,6 +187,8 @@ class FakeRunner : public ModelRunner {
   // Device sampling (when device_sampling is set): the same forward, then each row is sampled "on the device"
   // by fake_device_sample() from its settings; the logits stay available to sampled_logits() until the next call.
   bool can_sample() const override { return device_sampling; }
+  // With device_masks: token masks (RowSampling::allowed) are applied before the fake device sampler; else refused.
+  bool can_sample_masked() const override { return device_sampling && device_masks; }
   Status forward_sample(const ForwardBatch& b, std::span<const RowSampling> params, int32_t* tokens) override {
     if (!device_sampling) return error("FakeRunner: device sampling is off");
     if (!params.empty() && static_cast<int>(params.size()) != b.n_out())
@@ -197,8 +200,18 @@ class FakeRunner : public ModelRunner {
     sample_rows_total += static_cast<uint64_t>(b.n_out());
     for (int i = 0; i < b.n_out(); ++i) {
       const RowSampling rs = params.empty() ? RowSampling{} : params[static_cast<size_t>(i)];
-      tokens[i] = fake_device_sample(
-          std::span<const float>(device_logits_).subspan(static_cast<size_t>(i) * cfg_.n_vocab, cfg_.n_vocab), rs);
+      std::span<const float> row =
+          std::span<const float>(device_logits_).subspan(static_cast<size_t>(i) * cfg_.n_vocab, cfg_.n_vocab);
+      if (!rs.allowed.empty()) {
+        if (!device_masks) return error("FakeRunner: a token mask without device_masks");
+        if (rs.allowed.size() != static_cast<size_t>((cfg_.n_vocab + 63) / 64)) return error("FakeRunner: mask size");
+        masked_row_.assign(row.begin(), row.end());
+        for (int t = 0; t < cfg_.n_vocab; ++t)
+          if (!((rs.allowed[static_cast<size_t>(t) >> 6] >> (t & 63)) & 1)) masked_row_[static_cast<size_t>(t)] = -INFINITY;
+        row = masked_row_;
+        ++masked_rows_sampled;
+      }
+      tokens[i] = fake_device_sample(row, rs);
       if (bad_token_at_call > 0 && forward_calls == bad_token_at_call) tokens[i] = cfg_.n_vocab + 5;
     }
     last_sample_rows_ = b.n_out();
@@ -229,6 +242,8 @@ class FakeRunner : public ModelRunner {
   }
 
   bool device_sampling = false;  // can_sample()
+  bool device_masks = false;     // can_sample_masked() (with device_sampling)
+  uint64_t masked_rows_sampled = 0;  // forward_sample rows drawn under a token mask
   int forward_calls = 0;
   int fail_at_call = 0;       // >0: that forward() call fails
   int bad_token_at_call = 0;  // >0: forward_sample() of that forward call returns out-of-vocabulary ids
@@ -262,6 +277,7 @@ class FakeRunner : public ModelRunner {
   std::vector<int32_t> cache_tok_, cache_pos_;  // [n_blocks * block_size]
   std::vector<int32_t> swap_tok_, swap_pos_;    // [n_swap_blocks * block_size]
   std::vector<float> device_logits_;            // [n_out, n_vocab] of the last forward_sample
+  std::vector<float> masked_row_;               // [n_vocab] a masked row's logits (-inf where disallowed)
   int last_sample_rows_ = -1;
 };
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_runner.h"
+#include "core/argmax.h"
 #include "model/model.h"
 
 #if MOPT_HAVE_CUDA
@@ -352,6 +353,17 @@ TEST(CudaRunner, SwapRoundTripAndBadInput) {
   }
 }
 
+// Settings of a drawn row (no token mask).
+RowSampling drawn(float temperature, int top_k, float top_p, float min_p, uint64_t seed) {
+  RowSampling rs;
+  rs.temperature = temperature;
+  rs.top_k = top_k;
+  rs.top_p = top_p;
+  rs.min_p = min_p;
+  rs.seed = seed;
+  return rs;
+}
+
 // GPU sampling through the runner: greedy equals the argmax of forward()'s logits; top-k = 3 draws stay in
 // the top 3 of those logits; the same seeds give the same tokens.
 TEST(CudaRunner, ForwardSampleAgreesWithLogits) {
@@ -369,7 +381,7 @@ TEST(CudaRunner, ForwardSampleAgreesWithLogits) {
   ASSERT_TRUE(g->forward_greedy(b.batch(), tok.data()).is_ok());
   for (int s = 0; s < 4; ++s) EXPECT_EQ(tok[s], argmax(logits.data() + s * V, V));
   std::vector<GpuSampling> sp(4);
-  for (int s = 0; s < 4; ++s) sp[s] = GpuSampling{1.0f, 3, 1.0f, 0.0f, 99u + s};
+  for (int s = 0; s < 4; ++s) sp[s] = drawn(1.0f, 3, 1.0f, 0.0f, 99u + s);
   ASSERT_TRUE(g->forward_sample(b.batch(), sp, tok.data()).is_ok());
   ASSERT_TRUE(g->forward_sample(b.batch(), sp, tok2.data()).is_ok());
   EXPECT_EQ(tok, tok2);
@@ -399,7 +411,7 @@ TEST(CudaRunner, SampledLogitsAreTheRowsForwardReturns) {
   const std::vector<int32_t> rows{3, 1};
   EXPECT_FALSE(r.gpu->sampled_logits(rows, got.data()).is_ok()) << "accepted after forward()";
   std::vector<RowSampling> sp(4);
-  sp[2] = RowSampling{0.8f, 0, 0.9f, 0.05f, 7};
+  sp[2] = drawn(0.8f, 0, 0.9f, 0.05f, 7);
   std::vector<int32_t> tok(4);
   ASSERT_TRUE(r.gpu->forward_sample(b.batch(), sp, tok.data()).is_ok());
   const Status st = r.gpu->sampled_logits(rows, got.data());
@@ -413,6 +425,108 @@ TEST(CudaRunner, SampledLogitsAreTheRowsForwardReturns) {
   }
   const std::vector<int32_t> bad{4};
   EXPECT_FALSE(r.gpu->sampled_logits(bad, got.data()).is_ok());
+}
+
+// Token masks (a grammar's allowed ids) in forward_sample, through CUDA graph replays: every row only ever gets an
+// allowed id; greedy rows get exactly the host sampler's greedy choice under the same mask (disallowed logits set
+// to -inf, then argmax_first, on the logits sampled_logits hands back); rows with one allowed id get it whatever
+// their settings; empty and all-ones masks change nothing; seeded rows repeat; bad masks are refused.
+TEST(CudaRunner, ForwardSampleHonoursTokenMasks) {
+  SKIP_WITHOUT_GPU();
+  // Graphs on, float32 (the checkpoint's, as the engine runs it with --dtype auto).
+  Runners r = make_runners(models_dir() + "/stories260K.gguf", false, false, ComputeDtype::kAuto);
+  ASSERT_TRUE(r.gpu);
+  ASSERT_TRUE(r.gpu->can_sample_masked());
+  const int V = r.gpu->config().n_vocab;
+  const size_t W = static_cast<size_t>((V + 63) / 64);
+  constexpr int kRows = 8;  // make_runners' max_seqs
+  std::vector<float> logits(static_cast<size_t>(kRows) * V);  // [kRows, V]
+  Batcher prefill(kBlocks, kBlockSize, kMaxBlocks);  // then every forward_sample below is a decode step (a graph)
+  for (int s = 0; s < kRows; ++s) prefill.add(s, 0, {1, 40 + 3 * s}, false);
+  ASSERT_TRUE(r.gpu->forward(prefill.batch(), logits.data()).is_ok());
+  Batcher b(kBlocks, kBlockSize, kMaxBlocks);
+  for (int s = 0; s < kRows; ++s) b.add(s, 2, {90 + s}, false);
+  std::vector<int32_t> warm(kRows);
+  for (int i = 0; i < 2; ++i)  // first use runs eagerly (GEMM tuning), the second captures: then plain replays
+    ASSERT_TRUE(r.gpu->forward_sample(b.batch(), {}, warm.data()).is_ok());
+  std::mt19937 rng(77);
+  std::vector<std::vector<uint64_t>> masks(kRows, std::vector<uint64_t>(W));  // [rows][W]
+  auto random_mask = [&](std::vector<uint64_t>& m, double density) {
+    std::bernoulli_distribution on(density);
+    std::fill(m.begin(), m.end(), 0);
+    for (int t = 0; t < V; ++t)
+      if (on(rng)) m[static_cast<size_t>(t) >> 6] |= uint64_t{1} << (t & 63);
+    m[0] |= 1;  // never empty
+  };
+  auto single = [&](std::vector<uint64_t>& m, int t) {
+    std::fill(m.begin(), m.end(), 0);
+    m[static_cast<size_t>(t) >> 6] = uint64_t{1} << (t & 63);
+  };
+  auto allows = [](const std::vector<uint64_t>& m, int t) {
+    return ((m[static_cast<size_t>(t) >> 6] >> (t & 63)) & 1) != 0;
+  };
+  std::vector<int32_t> all_rows(kRows);
+  for (int i = 0; i < kRows; ++i) all_rows[static_cast<size_t>(i)] = i;
+  std::vector<int32_t> tok(kRows), again(kRows), plain(kRows);
+  for (int trial = 0; trial < 12; ++trial) {
+    SCOPED_TRACE(testing::Message() << "trial " << trial);
+    std::vector<RowSampling> sp(kRows);
+    std::uniform_int_distribution<int> any_id(0, V - 1);
+    // 0: greedy, dense mask   1: greedy, sparse   2: greedy, one id   3: greedy, all-ones mask   4: greedy, none
+    // 5: T=1 one id, top-k 5   6: T=0.9 top-k 8 top-p 0.9, sparse   7: T=1.3 min-p 0.02, dense
+    random_mask(masks[0], 0.5);
+    random_mask(masks[1], 0.03);
+    const int only2 = any_id(rng), only5 = trial == 0 ? V - 1 : any_id(rng);
+    single(masks[2], only2);
+    std::fill(masks[3].begin(), masks[3].end(), ~uint64_t{0});
+    single(masks[5], only5);
+    random_mask(masks[6], 0.05);
+    random_mask(masks[7], 0.5);
+    sp[5] = drawn(1.0f, 5, 1.0f, 0.0f, 500u + static_cast<uint64_t>(trial));
+    sp[6] = drawn(0.9f, 8, 0.9f, 0.0f, 600u + static_cast<uint64_t>(trial));
+    sp[7] = drawn(1.3f, 0, 1.0f, 0.02f, 700u + static_cast<uint64_t>(trial));
+    for (int i = 0; i < kRows; ++i)
+      if (i != 4) sp[static_cast<size_t>(i)].allowed = masks[static_cast<size_t>(i)];
+    const Status st = r.gpu->forward_sample(b.batch(), sp, tok.data());
+    ASSERT_TRUE(st.is_ok()) << st.message();
+    ASSERT_TRUE(r.gpu->sampled_logits(all_rows, logits.data()).is_ok());
+    for (int i = 0; i < kRows; ++i) {
+      SCOPED_TRACE(testing::Message() << "row " << i);
+      const int t = tok[static_cast<size_t>(i)];
+      ASSERT_GE(t, 0);
+      ASSERT_LT(t, V);
+      if (i != 4) {
+        EXPECT_TRUE(allows(masks[static_cast<size_t>(i)], t));
+      }
+      std::vector<float> row(logits.begin() + static_cast<ptrdiff_t>(i) * V,
+                             logits.begin() + static_cast<ptrdiff_t>(i + 1) * V);
+      for (int id = 0; id < V; ++id)  // the host sampler's mask (apply_token_mask)
+        if (i != 4 && !allows(masks[static_cast<size_t>(i)], id)) row[static_cast<size_t>(id)] = -INFINITY;
+      if (sp[static_cast<size_t>(i)].temperature <= 0.f) {
+        EXPECT_EQ(t, argmax_first(row.data(), V));
+      }
+      if (i == 6) {  // top-k 8 among the allowed ids
+        int above = 0;
+        for (int id = 0; id < V; ++id) above += row[static_cast<size_t>(id)] > row[static_cast<size_t>(t)];
+        EXPECT_LT(above, 8);
+      }
+    }
+    EXPECT_EQ(tok[2], only2);  // one allowed id: it, whatever the logits
+    EXPECT_EQ(tok[5], only5);
+    // Same settings and seeds: the same tokens; without masks the greedy rows 3 and 4 are the plain argmax.
+    ASSERT_TRUE(r.gpu->forward_sample(b.batch(), sp, again.data()).is_ok());
+    EXPECT_EQ(again, tok);
+    ASSERT_TRUE(r.gpu->forward_sample(b.batch(), {}, plain.data()).is_ok());
+    EXPECT_EQ(plain[3], tok[3]);
+    EXPECT_EQ(plain[4], tok[4]);
+  }
+  EXPECT_GT(r.gpu->runtime_stats().cuda_graph_launches, 0u) << "the decode steps were meant to replay graphs";
+  std::vector<RowSampling> bad(kRows);
+  const std::vector<uint64_t> short_mask(W - 1, ~uint64_t{0}), none(W, 0);
+  bad[1].allowed = short_mask;
+  EXPECT_FALSE(r.gpu->forward_sample(b.batch(), bad, tok.data()).is_ok()) << "a mask of the wrong size";
+  bad[1].allowed = none;
+  EXPECT_FALSE(r.gpu->forward_sample(b.batch(), bad, tok.data()).is_ok()) << "a mask allowing nothing";
 }
 
 // code-qwen2-25m (Qwen2: QKV bias, tied embeddings, NeoX RoPE, head_dim 64 -> tensor-core prefill) against
