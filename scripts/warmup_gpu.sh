@@ -144,8 +144,8 @@ c.request("GET", "/metrics")
 metrics = c.getresponse().read().decode()
 for name in ("mopt:warmed_up", "mopt:gemm_tunings_after_warmup_total", "mopt:graph_captures_after_warmup_total"):
     for line in metrics.splitlines():
-        if line.startswith(name + " "):
-            res[name.split(":")[1]] = float(line.split()[1])
+        if line.startswith(name + " ") or line.startswith(name + "{"):  # with or without labels (model_name)
+            res[name.split(":")[1]] = float(line.split()[-1])
 json.dump(res, open(out, "w"), indent=1)
 print(json.dumps(res, indent=1))
 PY

@@ -53,20 +53,17 @@ Status EngineImpl::warm_request() {
     if (!step()) break;
   if (!done) return error("the warm-up request did not finish");
   if (!failure.empty()) return error("the warm-up request failed: %s", failure.c_str());
-  // Its tokens and steps are not users': the counters start from zero, the live figures stay.
+  // Its tokens and steps are not users': the statistics start again from those of a new engine, then the live
+  // figures (queue, blocks in use, the runner's) are read again.
+  {
+    std::lock_guard<std::mutex> slk(stats_mu_);
+    const int num_blocks = stats_.num_blocks, block_size = stats_.block_size;
+    stats_ = EngineStats{};
+    stats_.num_blocks = num_blocks;
+    stats_.block_size = block_size;
+    last_runtime_poll_s_ = -1e9;  // the next update reads the runner's figures again
+  }
   update_stats(nullptr);
-  std::lock_guard<std::mutex> slk(stats_mu_);
-  EngineStats fresh;
-  fresh.running = stats_.running;
-  fresh.waiting = stats_.waiting;
-  fresh.swapped = stats_.swapped;
-  fresh.num_blocks = stats_.num_blocks;
-  fresh.free_blocks = stats_.free_blocks;
-  fresh.block_size = stats_.block_size;
-  fresh.kv_usage = stats_.kv_usage;
-  fresh.last_step_time_s = stats_.last_step_time_s;
-  fresh.runner = stats_.runner;
-  stats_ = fresh;
   return Status::ok();
 }
 

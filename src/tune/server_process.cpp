@@ -178,7 +178,9 @@ Result<ProcessMemory> process_memory(pid_t pid) {
   ProcessMemory m;
   bool rss = false, anon = false;
   std::string line;
-  auto kib = [&line](size_t skip) { return static_cast<uint64_t>(std::strtoull(line.c_str() + skip, nullptr, 10)) * 1024; };
+  auto kib = [&line](size_t skip) {
+    return static_cast<uint64_t>(std::strtoull(line.c_str() + skip, nullptr, 10)) * 1024;
+  };
   while (std::getline(f, line)) {
     if (line.rfind("VmRSS:", 0) == 0) m.rss = kib(6), rss = true;
     if (line.rfind("RssAnon:", 0) == 0) m.anon = kib(8), anon = true;

@@ -1,4 +1,5 @@
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/gemm_desc.h"
 
 #include <algorithm>
 #include <cstring>
@@ -39,6 +40,25 @@ struct Gemm::Plan {
     if (op) cublasLtMatmulDescDestroy(op);
   }
 };
+
+Status create_matmul_desc(const MatmulDesc& out, cudaDataType_t in_type, cudaDataType_t out_type, int m, int n, int k,
+                          bool has_bias, cudaDataType_t bias_type) {
+  cublasLtMatmulDesc_t& op = *out.op;
+  MOPT_CUBLAS_TRY(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  MOPT_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+  MOPT_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  if (has_bias) {
+    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    MOPT_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+    MOPT_CUBLAS_TRY(
+        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
+  }
+  MOPT_CUBLAS_TRY(cublasLtMatrixLayoutCreate(out.a, in_type, k, n, k));
+  MOPT_CUBLAS_TRY(cublasLtMatrixLayoutCreate(out.b, in_type, k, m, k));
+  MOPT_CUBLAS_TRY(cublasLtMatrixLayoutCreate(out.d, out_type, n, m, n));
+  return Status::ok();
+}
 
 Gemm::Gemm() = default;
 
@@ -101,21 +121,10 @@ Result<Gemm::Plan*> Gemm::plan_for(const void* x, const void* w, const void* bia
   const cudaDataType_t out_type = y_f32 ? CUDA_R_32F : CUDA_R_16BF;
   const cudaDataType_t in_type = in_f32 ? CUDA_R_32F : CUDA_R_16BF;
   const char* type_name = in_f32 ? "fp32" : "bf16";
-  MOPT_CUBLAS_TRY(cublasLtMatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-  MOPT_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-  MOPT_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-  if (bias) {
-    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-    const cudaDataType_t bias_type = in_type;
-    MOPT_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
-    MOPT_CUBLAS_TRY(
-        cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
+  MOPT_TRY(create_matmul_desc({&plan->op, &plan->a, &plan->b, &plan->d}, in_type, out_type, m, n, k, bias != nullptr,
+                              in_type));
+  if (bias)
     MOPT_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
-  }
-  MOPT_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&plan->a, in_type, k, n, k));  // W as col-major [k, n]
-  MOPT_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&plan->b, in_type, k, m, k));  // X as col-major [k, m]
-  MOPT_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&plan->d, out_type, n, m, n));     // Y as col-major [n, m]
 
   cublasLtMatmulPreference_t pref = nullptr;
   MOPT_CUBLAS_TRY(cublasLtMatmulPreferenceCreate(&pref));

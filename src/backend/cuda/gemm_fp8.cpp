@@ -9,6 +9,7 @@
 // bf16 bias (CUBLASLT_EPILOGUE_BIAS). When cuBLASLt offers no algorithm for a shape (older library, another
 // GPU), fp8_ready() says so and the runner dequantizes the weights to bf16 instead (runner_quant.cpp).
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/gemm_desc.h"
 #include "core/log.h"
 
 namespace mopt::cuda {
@@ -31,23 +32,11 @@ Result<bool> Gemm::fp8_ready(int m, int n, int k, bool has_bias, cudaStream_t st
     return error("fp8 GEMM %dx%dx%d: first call inside stream capture (run the shape eagerly first)", m, n, k);
 
   auto plan = std::make_unique<Fp8Plan>();
-  MOPT_CUBLAS_TRY(cublasLtMatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-  MOPT_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-  MOPT_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  MOPT_TRY(create_matmul_desc({&plan->op, &plan->a, &plan->b, &plan->d}, CUDA_R_8F_E4M3, CUDA_R_16BF, m, n, k,
+                              has_bias, CUDA_R_16BF));
   const int32_t outer = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
   MOPT_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &outer, sizeof(outer)));
   MOPT_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &outer, sizeof(outer)));
-  if (has_bias) {
-    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-    const cudaDataType_t bias_type = CUDA_R_16BF;
-    MOPT_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
-    MOPT_CUBLAS_TRY(
-        cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
-  }
-  MOPT_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&plan->a, CUDA_R_8F_E4M3, k, n, k));  // W as col-major [k, n]
-  MOPT_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&plan->b, CUDA_R_8F_E4M3, k, m, k));  // X as col-major [k, m]
-  MOPT_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&plan->d, CUDA_R_16BF, n, m, n));     // Y as col-major [n, m]
 
   cublasLtMatmulPreference_t pref = nullptr;
   MOPT_CUBLAS_TRY(cublasLtMatmulPreferenceCreate(&pref));

@@ -53,34 +53,24 @@ void decompose_row(DType t, const uint8_t* src, int k, bool nib, int* q, float* 
       }
       return;
     case DType::Q4_0:
-      for (int blk = 0; blk < k / 32; ++blk, src += sizeof(BlockQ4_0)) {
-        const float d = f16(u16_at(src));
-        const int off = nib ? 0 : 8;
-        a[blk] = d;
-        b[blk] = nib ? -8.f * d : 0.f;
-        for (int i = 0; i < 16; ++i) {
-          q[32 * blk + i] = (src[2 + i] & 15) - off;
-          q[32 * blk + 16 + i] = (src[2 + i] >> 4) - off;
-        }
-      }
-      return;
     case DType::Q5_0:
     case DType::Q5_1: {
-      const bool q51 = t == DType::Q5_1;
-      const size_t bs = q51 ? sizeof(BlockQ5_1) : sizeof(BlockQ5_0);
+      // 32 codes a block: low nibbles are inputs 0..15, high ones 16..31; Q5_* add a fifth bit from qh (Q4_0: 0).
+      const bool q4 = t == DType::Q4_0, q51 = t == DType::Q5_1;
+      const size_t bs = q4 ? sizeof(BlockQ4_0) : q51 ? sizeof(BlockQ5_1) : sizeof(BlockQ5_0);
+      const int off = q4 ? (nib ? 0 : 8) : q51 ? 0 : 16;
       for (int blk = 0; blk < k / 32; ++blk, src += bs) {
         const float d = f16(u16_at(src));
         a[blk] = d;
-        b[blk] = q51 ? f16(u16_at(src + 2)) : 0.f;
+        b[blk] = q51 ? f16(u16_at(src + 2)) : (q4 && nib) ? -8.f * d : 0.f;
         const uint8_t* qhp = src + (q51 ? 4 : 2);
-        const uint32_t qh = static_cast<uint32_t>(qhp[0]) | static_cast<uint32_t>(qhp[1]) << 8 |
-                            static_cast<uint32_t>(qhp[2]) << 16 | static_cast<uint32_t>(qhp[3]) << 24;
-        const uint8_t* qs = qhp + 4;
+        const uint32_t qh = q4 ? 0u
+                               : static_cast<uint32_t>(qhp[0]) | static_cast<uint32_t>(qhp[1]) << 8 |
+                                     static_cast<uint32_t>(qhp[2]) << 16 | static_cast<uint32_t>(qhp[3]) << 24;
+        const uint8_t* qs = q4 ? qhp : qhp + 4;
         for (int i = 0; i < 16; ++i) {
-          const int lo = (qs[i] & 15) | static_cast<int>((qh >> i) & 1) << 4;
-          const int hi = (qs[i] >> 4) | static_cast<int>((qh >> (i + 16)) & 1) << 4;
-          q[32 * blk + i] = q51 ? lo : lo - 16;
-          q[32 * blk + 16 + i] = q51 ? hi : hi - 16;
+          q[32 * blk + i] = ((qs[i] & 15) | static_cast<int>((qh >> i) & 1) << 4) - off;
+          q[32 * blk + 16 + i] = ((qs[i] >> 4) | static_cast<int>((qh >> (i + 16)) & 1) << 4) - off;
         }
       }
       return;
