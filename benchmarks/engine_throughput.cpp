@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_model.h"
 #include "cpu_time.h"
 #include "core/log.h"
 #include "engine/engine.h"
@@ -123,22 +124,14 @@ int main(int argc, char** argv) {
     spec = sc.value();
   }
 
-  auto m = load_model(model_path);
-  if (!m) {
-    std::fprintf(stderr, "%s\n", m.message().c_str());
-    return 1;
-  }
-  auto t = Tokenizer::create((*m)->vocab);
-  if (!t) {
-    std::fprintf(stderr, "%s\n", t.message().c_str());
-    return 1;
-  }
+  const bench::BenchModel bm = bench::load_model_or_exit(model_path);
+  const Model& model = *bm.model;
   EngineConfig cfg;
   cfg.block_size = block_size;
   cfg.max_num_batched_tokens = budget;
   cfg.max_num_seqs = std::max(seqs, 1);
-  cfg.max_model_len = std::min((*m)->config.context_length, tokens + 16);
-  const uint64_t per_token = (*m)->config.kv_bytes_per_token(4);  // fp32: enough for either dtype
+  cfg.max_model_len = std::min(model.config.context_length, tokens + 16);
+  const uint64_t per_token = model.config.kv_bytes_per_token(4);  // fp32: enough for either dtype
   cfg.kv_cache_memory = per_token * static_cast<uint64_t>(cfg.max_model_len + std::max(block_size, 128)) *
                         static_cast<uint64_t>(std::max(seqs, 1)) + (4u << 20);
   cfg.runner.n_threads = threads;
@@ -164,13 +157,13 @@ int main(int argc, char** argv) {
   int one_threads = threads;
   std::vector<double> ratios;
   for (int r = 0; r < repeats; ++r) {
-    Figures o = run_once(**m, **t, cfg, 1, tokens);
+    Figures o = run_once(model, *bm.tokenizer, cfg, 1, tokens);
     int o_threads = threads;
     if (threads == 0) {
-      const Figures o1 = run_once(**m, **t, c1, 1, tokens);
+      const Figures o1 = run_once(model, *bm.tokenizer, c1, 1, tokens);
       if (o1.decode_tps > o.decode_tps) o = o1, o_threads = 1;
     }
-    const Figures n = faster(run_once(**m, **t, cfg, seqs, tokens), run_once(**m, **t, cfg, seqs, tokens));
+    const Figures n = faster(run_once(model, *bm.tokenizer, cfg, seqs, tokens), run_once(model, *bm.tokenizer, cfg, seqs, tokens));
     ratios.push_back(n.decode_tps / o.decode_tps);
     std::printf("round %d: single %.0f tok/s (thr %d), %d concurrent %.0f tok/s: %.2fx\n", r + 1, o.decode_tps,
                 o_threads, seqs, n.decode_tps, ratios.back());

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_model.h"
 #include "core/log.h"
 #include "core/strfmt.h"
 #include "engine/engine.h"
@@ -126,28 +127,20 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", sc.message().c_str());
     return 1;
   }
-  auto m = load_model(model_path);
-  if (!m) {
-    std::fprintf(stderr, "%s\n", m.message().c_str());
-    return 1;
-  }
-  auto t = Tokenizer::create((*m)->vocab);
-  if (!t) {
-    std::fprintf(stderr, "%s\n", t.message().c_str());
-    return 1;
-  }
-  const Tokenizer& tok = **t;
+  const bench::BenchModel bm = bench::load_model_or_exit(model_path);
+  const Model& model = *bm.model;
+  const Tokenizer& tok = *bm.tokenizer;
   EngineConfig cfg;
   cfg.max_num_seqs = 4;
-  cfg.max_model_len = std::min((*m)->config.context_length, 4096);
-  cfg.kv_cache_memory = (*m)->config.kv_bytes_per_token(4) * static_cast<uint64_t>(cfg.max_model_len) * 2;
+  cfg.max_model_len = std::min(model.config.context_length, 4096);
+  cfg.kv_cache_memory = model.config.kv_bytes_per_token(4) * static_cast<uint64_t>(cfg.max_model_len) * 2;
   cfg.runner.n_threads = threads;
   cfg.runner.device = device == "cuda" ? DeviceKind::kCuda : DeviceKind::kCpu;
   EngineConfig scfg = cfg;
   scfg.speculative = sc.value();
   std::unique_ptr<Engine> engines[2];
   for (int i = 0; i < 2; ++i) {
-    auto e = Engine::create(**m, tok, i ? scfg : cfg);
+    auto e = Engine::create(model, tok, i ? scfg : cfg);
     if (!e) {
       std::fprintf(stderr, "engine: %s\n", e.message().c_str());
       return 1;
