@@ -3,7 +3,8 @@
 // which is true fp32 arithmetic (TF32 would need CUBLAS_COMPUTE_32F_FAST_TF32; no skinny kernel for fp32).
 // cuBLASLt does the work, with the algorithm chosen once per shape and cached: for small m (decode) the
 // candidates from cuBLASLt's heuristic and the skinny-GEMM kernel are timed once on the real operands and the
-// fastest is kept; for larger m cuBLASLt's first heuristic choice is used.
+// fastest is kept; for larger m cuBLASLt's first heuristic choice for the row bucket (gemm_row_bucket) is used,
+// so the runner's warm-up, which runs each bucket once, leaves no heuristic query or kernel load to a request.
 // Nothing here allocates or synchronizes after a shape's first call, so calls can be captured into a graph
 // (a shape's first call must happen outside capture; CudaRunner warms each decode bucket eagerly first).
 #pragma once
@@ -15,6 +16,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <tuple>
@@ -28,6 +30,10 @@
 namespace mopt::cuda {
 
 std::string cublas_error_string(cublasStatus_t s);
+
+// Row counts above Gemm::autotune_max_m share the cuBLASLt algorithm of their bucket's upper bound: multiples of
+// 64 up to 512 rows, of 256 up to 2048, then of 1024.
+int gemm_row_bucket(int m);
 
 // MOPT_CUDA_TRY's counterpart for cuBLAS calls (check.h).
 #define MOPT_CUBLAS_TRY(expr)                                                                             \
@@ -94,6 +100,8 @@ class Gemm {
   // Plans timed / taken from imported records so far.
   uint64_t n_tuned() const { return n_tuned_.load(); }
   uint64_t n_from_cache() const { return n_from_cache_.load(); }
+  // Shapes planned by cuBLASLt's heuristic without timing (new row buckets, and shapes no bucket algorithm fits).
+  uint64_t n_searched() const { return n_searched_.load(); }
 
   // Largest m for which candidates are timed (others use the heuristic's first choice).
   int autotune_max_m = 64;
@@ -112,6 +120,15 @@ class Gemm {
                          int n, int k, cudaStream_t stream);
   Status launch(Plan& plan, const void* x, const void* w, const void* bias, void* y, int m, int n, int k,
                 cudaStream_t stream);
+  // cuBLASLt's heuristic for the descriptors, with this workspace and operand alignment: up to max_results
+  // algorithms, best first.
+  cublasStatus_t heuristic(cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+                           cublasLtMatrixLayout_t d, int align, int max_results, cublasLtMatmulHeuristicResult_t* out,
+                           int* n_out);
+  // The heuristic's first algorithm for the shape of key with m rounded up to its gemm_row_bucket, queried once per
+  // bucket; nullptr when cuBLASLt has none.
+  Result<const cublasLtMatmulAlgo_t*> bucket_algo(const Key& key);
+  std::map<Key, std::optional<cublasLtMatmulAlgo_t>> bucket_algos_;
 
   struct Hint {  // an imported "gemm" record
     bool skinny = false;
@@ -122,7 +139,7 @@ class Gemm {
   // Applies the hint for `key` to a fresh plan; false (after a warning) when it does not fit the shape.
   bool apply_hint(const Key& key, Plan& plan, bool skinny_ok);
   std::map<Key, Hint> hints_;
-  std::atomic<uint64_t> n_tuned_{0}, n_from_cache_{0};
+  std::atomic<uint64_t> n_tuned_{0}, n_from_cache_{0}, n_searched_{0};
 
   struct FusedPlan {
     int variant = 0;

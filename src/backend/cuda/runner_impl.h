@@ -100,7 +100,7 @@ class CudaRunner final : public CudaModelRunner {
   RunnerRuntimeStats runtime_stats() const override;
   Result<WarmupReport> warmup(const WarmupProgress& progress) override;
   TuningCounters tuning_counters() const override {
-    return {gemm_.n_tuned(), captures_.load()};
+    return {gemm_.n_tuned() + gemm_.n_searched(), captures_.load()};
   }
 
  private:

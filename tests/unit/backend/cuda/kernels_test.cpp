@@ -367,7 +367,8 @@ struct GemmShape {
 // Includes k and n not multiples of 8 (stories260K's n_ff = 172: bf16 rows only 8-byte aligned).
 const std::vector<GemmShape> kGemmShapes = {{1, 64, 64},    {1, 1000, 4096}, {3, 200, 512}, {8, 1024, 1024},
                                             {17, 96, 4096}, {128, 512, 256}, {300, 64, 1408}, {1, 64, 172},
-                                            {5, 344, 64},   {70, 64, 172},   {2, 37, 64}};
+                                            {5, 344, 64},   {70, 64, 172},   {2, 37, 64},
+                                            {520, 96, 256}, {2100, 64, 128}};  // m > 64: row-bucket algorithms
 
 TEST(CudaGemm, MatchesHostFp32) {
   SKIP_WITHOUT_GPU();
