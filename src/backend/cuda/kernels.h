@@ -268,6 +268,13 @@ cudaError_t launch_dequant_weights_bf16(const QuantWeightView& w, int n, int k, 
 // nearest even and saturated (a zero row: scale 0, codes 0). q [m, k] 16-byte aligned rows (k % 16 == 0).
 cudaError_t launch_quantize_rows_fp8(const bf16* x, int m, int k, uint8_t* q, float* scale, cudaStream_t stream);
 
+// The scales of an FP8 W8A8 GEMM computed without them (Gemm::run_fp8's kTensorScaled path: cuBLASLt's unscaled
+// E4M3 x E4M3 product d): y[i, j] = bf16(row_scale[i] * col_scale[j] * d[i, j] + bias[j]), arithmetic in fp32.
+// d and y [m, n] bf16 and may be the same buffer (in place); row_scale [m] (per token), col_scale [n] (per
+// channel) fp32; bias [n] bf16 or null. 16 bytes per thread when n % 8 == 0 and d, y are 16-byte aligned.
+cudaError_t launch_fp8_scale_epilogue(const bf16* d, const float* row_scale, const float* col_scale,
+                                      const bf16* bias, bf16* y, int m, int n, cudaStream_t stream);
+
 // Quantizes bf16 weights w [n, k] into a device layout (benchmarks: random weights in a format without a file):
 // kFp8 as launch_quantize_rows_fp8 (params = row scales [n]); kInt8 symmetric with codes in [-qmax, qmax] and
 // params = one scale per group of group_size inputs ([n, k / group_size]) or per row (group_size 0); kNib4

@@ -1,11 +1,13 @@
 // Quantized-weight kernels besides the skinny GEMM (kernels.h): dequantization of a weight matrix to bf16 (the
 // prefill path's workspace for cuBLASLt), per-token FP8 quantization of activations (the FP8 W8A8 GEMM's input),
-// and quantization of random bf16 weights into a device layout (benchmarks without a weight file). Formats and layouts: kernels.h WeightFormat, quant_formats.cuh, quant_weights.h.
+// the per-token x per-channel scale epilogue of an FP8 GEMM computed without scales, and quantization of random
+// bf16 weights into a device layout (benchmarks without a weight file). Formats and layouts: kernels.h WeightFormat, quant_formats.cuh, quant_weights.h.
 #include <cuda_fp8.h>
 
 #include <algorithm>
 
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/quant_formats.cuh"
 
 namespace mopt::cuda {
@@ -84,6 +86,64 @@ __global__ void __launch_bounds__(kQuantThreads) quantize_rows_fp8_kernel(const 
   }
 }
 
+// FP8 GEMM epilogue (kernels.h launch_fp8_scale_epilogue). Vectorized: a thread owns 8 consecutive columns (16
+// bytes of bf16) of kEpiRows consecutive rows: the column scales and bias are loaded once for those rows, and the
+// rows' loads are issued before any store (independent, in flight together). d may alias y: each element is read
+// once, before its own thread writes it (so no __ldg / __restrict__ on them).
+constexpr int kEpiThreads = 128, kEpiRows = 4;
+__global__ void __launch_bounds__(kEpiThreads) fp8_scale_epilogue_vec_kernel(const bf16* d, const float* row_scale,
+                                                                             const float* col_scale,
+                                                                             const bf16* bias, bf16* y, int m,
+                                                                             int n) {
+  pdl_wait();
+  pdl_trigger();
+  const int c = blockIdx.x * kEpiThreads + threadIdx.x;  // column chunk: columns [8c, 8c + 8)
+  if (c >= n / 8) return;
+  const int col = 8 * c, row0 = blockIdx.y * kEpiRows;
+  float cs[8], b[8];
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    cs[e] = __ldg(col_scale + col + e);
+    b[e] = bias ? __bfloat162float(bias[col + e]) : 0.f;
+  }
+  uint4 v[kEpiRows];
+  float rs[kEpiRows];
+#pragma unroll
+  for (int r = 0; r < kEpiRows; ++r) {
+    v[r] = make_uint4(0, 0, 0, 0);
+    rs[r] = 0.f;
+    if (row0 + r < m) {
+      v[r] = *reinterpret_cast<const uint4*>(d + static_cast<int64_t>(row0 + r) * n + col);
+      rs[r] = __ldg(row_scale + row0 + r);
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kEpiRows; ++r) {
+    if (row0 + r >= m) continue;
+    float f[8];
+    unpack8_bf16(v[r], f);
+    __align__(16) bf16 h[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) h[e] = __float2bfloat16(fmaf(rs[r] * cs[e], f[e], b[e]));
+    *reinterpret_cast<uint4*>(y + static_cast<int64_t>(row0 + r) * n + col) = *reinterpret_cast<const uint4*>(h);
+  }
+}
+
+// Any n or alignment: one element per thread and step.
+__global__ void fp8_scale_epilogue_kernel(const bf16* d, const float* row_scale, const float* col_scale,
+                                          const bf16* bias, bf16* y, int m, int n) {
+  pdl_wait();
+  pdl_trigger();
+  const int64_t total = static_cast<int64_t>(m) * n;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t row = i / n;
+    const int j = static_cast<int>(i % n);
+    const float b = bias ? __bfloat162float(bias[j]) : 0.f;
+    y[i] = __float2bfloat16(fmaf(__ldg(row_scale + row) * __ldg(col_scale + j), __bfloat162float(d[i]), b));
+  }
+}
+
 // Benchmark weights: one thread per group of L consecutive inputs of a row (L = k: per-row scales), round to
 // nearest. kInt8: a = max |x| / qmax, q = clamp(round(x / a), -qmax, qmax) -> params[group] = a.
 // kNib4: [lo, hi] = [min(0, min x), max(0, max x)], a = (hi - lo) / 15, b = lo, q = clamp(round((x - b) / a), 0, 15)
@@ -157,6 +217,24 @@ cudaError_t launch_dequant_weights_bf16(const QuantWeightView& w, int n, int k, 
     case WeightFormat::kFloat: return cudaErrorInvalidValue;
   }
   return cudaErrorInvalidValue;
+}
+
+cudaError_t launch_fp8_scale_epilogue(const bf16* d, const float* row_scale, const float* col_scale,
+                                      const bf16* bias, bf16* y, int m, int n, cudaStream_t stream) {
+  if (m <= 0) return cudaSuccess;
+  if (!d || !row_scale || !col_scale || !y || n <= 0) return cudaErrorInvalidValue;
+  const bool vec = n % 8 == 0 && (reinterpret_cast<uintptr_t>(d) | reinterpret_cast<uintptr_t>(y)) % 16 == 0;
+  const int64_t row_blocks = (static_cast<int64_t>(m) + kEpiRows - 1) / kEpiRows;
+  if (vec && row_blocks <= 65535) {
+    const unsigned col_blocks = static_cast<unsigned>((n / 8 + kEpiThreads - 1) / kEpiThreads);
+    return launch_pdl(fp8_scale_epilogue_vec_kernel, dim3(col_blocks, static_cast<unsigned>(row_blocks)),
+                      dim3(kEpiThreads), 0, stream, d, row_scale, col_scale, bias, y, m, n);
+  }
+  constexpr int kThreads = 256;
+  const int64_t total = static_cast<int64_t>(m) * n;
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((total + kThreads - 1) / kThreads, 65536));
+  return launch_pdl(fp8_scale_epilogue_kernel, dim3(blocks), dim3(kThreads), 0, stream, d, row_scale, col_scale,
+                    bias, y, m, n);
 }
 
 cudaError_t launch_quantize_rows_fp8(const bf16* x, int m, int k, uint8_t* q, float* scale, cudaStream_t stream) {

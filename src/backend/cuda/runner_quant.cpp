@@ -2,10 +2,14 @@
 // workspaces of the prefill path, and run_linear, the one place that picks how y = x W^T + b runs:
 //   float weights                  cuBLASLt or the skinny kernel (Gemm::run), as before
 //   quantized, m <= kSkinnyMaxRows the skinny kernel dequantizing in registers (Gemm::run_fused, tuned per shape)
-//   FP8, more rows                 activations quantized per token (E4M3), cuBLASLt FP8 with per-channel x
-//                                  per-token scales (W8A8, as vLLM's fp8 path and mopt's CPU backend compute)
+//   FP8, more rows                 activations quantized per token (E4M3), then an FP8 tensor-core GEMM with
+//                                  per-channel x per-token scales (W8A8, as vLLM's fp8 path and mopt's CPU backend
+//                                  compute; Gemm::run_fp8): cuBLASLt's outer-vector scaling where it has it, else
+//                                  (sm_90) its unscaled FP8 GEMM plus a scale epilogue (gemm_fp8.cpp)
 //   other formats, more rows       the weights dequantized to bf16 into wdeq_ (one matrix at a time, reused),
 //                                  then the bf16 GEMM; also FP8 when cuBLASLt has no FP8 algorithm for the shape
+// Every shape is first run eagerly (warm-up, or a graph bucket's eager step) before it is captured into a graph:
+// fp8_ready() plans (and run_fp8() times) a shape only outside capture.
 // The fused decode path (runner_forward.cpp) passes Linear::qw to its skinny GEMMs directly.
 #include <cuda_runtime_api.h>
 

@@ -13,11 +13,14 @@
 // Bounds: 5% (decode), 6% (prefill; FP8 against the CPU's W8A8), 12% (FP8 prefill against unquantized
 // activations); a layout or indexing error moves them by O(100%).
 #if MOPT_HAVE_CUDA
+#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "backend/cpu/cpu_runner.h"
@@ -160,6 +163,83 @@ TEST(CudaQuantRunner, LogitsMatchCpuOnEveryFormat) {
                               QuantCase{"q4_k", DType::Q4_K, DType::Q4_K}, QuantCase{"q6_k", DType::Q6_K, DType::Q6_K},
                               QuantCase{"q4_k + q6_k attn_v", DType::Q4_K, DType::Q6_K}})
     check_case(*base, qc);
+}
+
+// FP8 batches of more than kSkinnyMaxRows rows run on FP8 tensor cores (Gemm::run_fp8), not by dequantizing the
+// weights: 16 sequences' prompts in one 80-row step, then three 16-sequence decode steps (graph bucket 16: the
+// eager step that plans the GEMMs, the step that captures the graph, a replay), each step's logits against the CPU
+// runner on the same fp8 model (W8A8 with the same per-token activation quantization; 6% of each row's logit
+// spread, as in LogitsMatchCpuOnEveryFormat), and the GEMM report (gemm_report(): one line per FP8 plan with the
+// way it runs). On compute capability 9.x no shape may fall back to dequantization.
+TEST(CudaQuantRunner, Fp8BatchesRunOnFp8TensorCores) {
+  SKIP_WITHOUT_GPU();
+  auto base = test::dummy_model(kLlama, 5);
+  ASSERT_NE(base, nullptr);
+  auto q = test::requantize(*base, DType::FP8);
+  RunnerOptions o;
+  o.max_batch_tokens = 256;
+  o.max_seqs = 16;
+  o.n_threads = 2;
+  o.kv_cache_dtype = KvCacheDtype::kFloat32;
+  auto cpu = CpuRunner::create(*q, o);
+  ASSERT_TRUE(cpu.is_ok()) << cpu.message();
+  ASSERT_TRUE((*cpu)->init_kv_cache(kBlocks, kBlockSize, 0).is_ok());
+  o.device = DeviceKind::kCuda;
+  o.dtype = ComputeDtype::kBFloat16;
+  auto gpu = create_cuda_runner(*q, o);
+  ASSERT_TRUE(gpu.is_ok()) << gpu.message();
+  ASSERT_TRUE((*gpu)->init_kv_cache(kBlocks, kBlockSize, 0).is_ok());
+  const int n_vocab = q->config.n_vocab, S = 16, P = 5;
+
+  // Sequence s owns block s; every token's logits (prefill), one row per sequence (decode).
+  BatchArrays a;
+  auto step = [&](int start, int len, const std::vector<int32_t>& first_tok) {
+    a.clear();
+    a.max_blocks_per_seq = 1;
+    for (int s = 0; s < S; ++s) {
+      for (int i = 0; i < len; ++i) {
+        a.logits_indices.push_back(static_cast<int32_t>(a.tokens.size()));
+        a.tokens.push_back(i == 0 ? first_tok[s] : (first_tok[s] + 7 * i) % n_vocab);
+        a.positions.push_back(start + i);
+        a.slot_mapping.push_back(s * kBlockSize + start + i);
+      }
+      a.query_start.push_back(static_cast<int32_t>(a.tokens.size()));
+      a.seq_lens.push_back(start + len);
+      a.block_tables.push_back(s);
+    }
+    return a.view();
+  };
+  std::vector<int32_t> toks(S);
+  for (int s = 0; s < S; ++s) toks[s] = (s * 29 + 3) % n_vocab;
+  std::vector<float> lc(static_cast<size_t>(S) * P * n_vocab), lg(lc.size());
+  ForwardBatch b = step(0, P, toks);
+  ASSERT_TRUE((*cpu)->forward(b, lc.data()).is_ok());
+  Status st = (*gpu)->forward(b, lg.data());
+  ASSERT_TRUE(st.is_ok()) << st.message();
+  EXPECT_LT(worst_relative(lg, lc, n_vocab), 0.06) << "80-row prefill";
+  lc.resize(static_cast<size_t>(S) * n_vocab);
+  lg.resize(lc.size());
+  for (int g = 0; g < 3; ++g) {
+    for (int s = 0; s < S; ++s) toks[s] = (toks[s] + 11 * g + 1) % n_vocab;
+    b = step(P + g, 1, toks);
+    ASSERT_TRUE((*cpu)->forward(b, lc.data()).is_ok());
+    st = (*gpu)->forward(b, lg.data());
+    ASSERT_TRUE(st.is_ok()) << st.message();
+    EXPECT_LT(worst_relative(lg, lc, n_vocab), 0.06) << "16-sequence decode step " << g;
+  }
+  auto* cg = dynamic_cast<CudaModelRunner*>(gpu->get());
+  ASSERT_NE(cg, nullptr);
+  EXPECT_GE(cg->runtime_stats().cuda_graph_launches, 1u) << "the 16-sequence step never ran as a graph";
+  const std::string rep = cg->gemm_report();
+  std::printf("%s", rep.c_str());
+  EXPECT_NE(rep.find("fp8 gemm m=80 "), std::string::npos) << rep;
+  EXPECT_NE(rep.find("fp8 gemm m=16 "), std::string::npos) << rep;
+  int dev = 0, major = 0;
+  ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), cudaSuccess);
+  if (major == 9) {
+    EXPECT_EQ(rep.find("dequantized"), std::string::npos) << "an FP8 shape fell back on sm_90:\n" << rep;
+  }
 }
 
 TEST(CudaQuantRunner, Float32IsRefusedForQuantizedWeights) {
