@@ -13,44 +13,51 @@
 namespace mopt::cuda {
 namespace {
 
-// One thread per 16-byte chunk of codes: F::kElems consecutive weights of one row, written as bf16.
+// One thread per piece of 8 consecutive outputs (16 bytes of bf16): piece p of the matrix is out[8 p, 8 p + 8),
+// inside code chunk c = p / kPieces (F::kElems inputs of one row, 16 bytes of codes). Consecutive threads write
+// consecutive 16 bytes (every store instruction of a warp covers 512 contiguous bytes) and read their chunk with
+// one 16-byte load that the kPieces threads sharing it get from the same request.
 template <class F>
 __global__ void dequant_kernel(QuantWeightView w, int n, int k, bf16* out) {
+  constexpr int kPieces = F::kElems / 8;
   const int chunks_per_row = k / F::kElems;
-  const int64_t total = static_cast<int64_t>(n) * chunks_per_row;
-  for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < total;
-       c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  const int64_t total = static_cast<int64_t>(n) * chunks_per_row * kPieces;
+  for (int64_t p = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; p < total;
+       p += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t c = p / kPieces;
+    const int j = static_cast<int>(p % kPieces);
     const int64_t row = c / chunks_per_row;
     const int ch = static_cast<int>(c % chunks_per_row);
     const uint4 code = __ldg(reinterpret_cast<const uint4*>(w.codes) + c);
     const typename F::Group g = F::group(w, k, row, ch);
     const float rs = w.row_scale ? __ldg(w.row_scale + row) : 1.f;
-    bf16* dst = out + row * k + static_cast<int64_t>(ch) * F::kElems;
+    float f[8] = {};
 #pragma unroll
-    for (int j = 0; j < F::kElems / 8; ++j) {
-      float f[8];
-      F::piece(code, g, j, f);
-      __align__(16) bf16 h[8];
+    for (int jj = 0; jj < kPieces; ++jj)  // a compile-time piece index: the chunk stays in registers
+      if (jj == j) F::piece(code, g, jj, f);
+    __align__(16) bf16 h[8];
 #pragma unroll
-      for (int e = 0; e < 8; ++e) h[e] = __float2bfloat16(f[e] * rs);
-      *reinterpret_cast<uint4*>(dst + 8 * j) = *reinterpret_cast<const uint4*>(h);
-    }
+    for (int e = 0; e < 8; ++e) h[e] = __float2bfloat16(f[e] * rs);
+    *reinterpret_cast<uint4*>(out + 8 * p) = *reinterpret_cast<const uint4*>(h);
   }
 }
 
 template <class F>
 cudaError_t launch_dequant(const QuantWeightView& w, int n, int k, bf16* out, cudaStream_t stream) {
-  const int64_t total = static_cast<int64_t>(n) * (k / F::kElems);
+  const int64_t total = static_cast<int64_t>(n) * (k / 8);  // pieces of 8 outputs
   constexpr int kThreads = 256;
   const int64_t blocks = std::min<int64_t>((total + kThreads - 1) / kThreads, 65536);
   dequant_kernel<F><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(w, n, k, out);
   return cudaGetLastError();
 }
 
-// One CTA per row: the row's max |x| (block reduction), then the codes. 8 inputs per thread and step.
+// One CTA per row: the row's max |x| (block reduction), then the codes. 8 inputs per thread and step. Launched
+// with PDL (launch.cuh): in a decode step it follows a norm / attention / SwiGLU kernel.
 constexpr int kQuantThreads = 256;
 __global__ void __launch_bounds__(kQuantThreads) quantize_rows_fp8_kernel(const bf16* x, int k, uint8_t* q,
                                                                           float* scale) {
+  pdl_wait();
+  pdl_trigger();
   const int64_t row = blockIdx.x;
   const bf16* xr = x + row * k;
   uint8_t* qr = q + row * k;
@@ -242,8 +249,7 @@ cudaError_t launch_quantize_rows_fp8(const bf16* x, int m, int k, uint8_t* q, fl
   if (!x || !q || !scale || k <= 0 || k % 16 != 0 || reinterpret_cast<uintptr_t>(x) % 16 ||
       reinterpret_cast<uintptr_t>(q) % 16)
     return cudaErrorInvalidValue;
-  quantize_rows_fp8_kernel<<<m, kQuantThreads, 0, stream>>>(x, k, q, scale);
-  return cudaGetLastError();
+  return launch_pdl(quantize_rows_fp8_kernel, dim3(m), dim3(kQuantThreads), 0, stream, x, k, q, scale);
 }
 
 }  // namespace mopt::cuda
