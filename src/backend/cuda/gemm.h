@@ -70,11 +70,12 @@ class Gemm {
   // algorithm on this GPU (false: the caller dequantizes the weights instead); run_fp8() needs a ready shape.
   // For m <= autotune_max_m the first run_fp8() outside capture times cuBLASLt's candidates on the real operands
   // (y is written by the call itself afterwards). k a multiple of 16, operands 16-byte aligned, y [m, n] not
-  // aliasing the inputs.
+  // aliasing the inputs. defer_scales (no bias): on the kTensorScaled way, y is left unscaled (D_raw) for the
+  // kernel that reads it to apply xs[i] ws[j] (SwiGluParamsT's scales); on kOuterVec it changes nothing.
   enum class Fp8Path : int { kNone = 0, kOuterVec = 1, kTensorScaled = 2 };
   Result<bool> fp8_ready(int m, int n, int k, bool has_bias, cudaStream_t stream);
   Status run_fp8(const uint8_t* xq, const float* xs, const uint8_t* wq, const float* ws, const bf16* bias, bf16* y,
-                 int m, int n, int k, cudaStream_t stream);
+                 int m, int n, int k, cudaStream_t stream, bool defer_scales = false);
   // The way a planned shape runs (kNone also for a shape not planned yet).
   Fp8Path fp8_path(int m, int n, int k, bool has_bias) const;
   // false: plan kTensorScaled even where cuBLASLt has outer-vector scaling (tests, comparisons). Set before the

@@ -170,10 +170,11 @@ Status Gemm::fp8_time_candidates(Fp8Plan& plan, const uint8_t* xq, const uint8_t
 }
 
 Status Gemm::run_fp8(const uint8_t* xq, const float* xs, const uint8_t* wq, const float* ws, const bf16* bias,
-                     bf16* y, int m, int n, int k, cudaStream_t stream) {
+                     bf16* y, int m, int n, int k, cudaStream_t stream, bool defer_scales) {
   auto it = fp8_plans_.find(std::make_tuple(m, n, k, bias != nullptr));
   if (it == fp8_plans_.end() || it->second->path == Fp8Path::kNone)
     return error("internal: fp8 GEMM %dx%dx%d not ready", m, n, k);
+  if (defer_scales && bias) return error("internal: fp8 GEMM with a bias cannot defer its scales");
   Fp8Plan& plan = *it->second;
   const bool outer = plan.path == Fp8Path::kOuterVec;
   if (outer) {
@@ -193,7 +194,7 @@ Status Gemm::run_fp8(const uint8_t* xq, const float* xs, const uint8_t* wq, cons
   // Column-major: D[n, m] = op(W)[n, k] x X^T[k, m], i.e. row-major y[m, n] (= D_raw for kTensorScaled).
   MOPT_CUBLAS_TRY(cublasLtMatmul(handle_, plan.op, &alpha, wq, plan.a, xq, plan.b, &beta, y, plan.d, y, plan.d,
                                  &plan.algo, workspace_, workspace_bytes_, stream));
-  if (!outer) MOPT_CUDA_TRY(launch_fp8_scale_epilogue(y, xs, ws, bias, y, m, n, stream));
+  if (!outer && !defer_scales) MOPT_CUDA_TRY(launch_fp8_scale_epilogue(y, xs, ws, bias, y, m, n, stream));
   return Status::ok();
 }
 

@@ -91,12 +91,17 @@ struct QkvRopeParamsT {
 template <class T, class C>
 cudaError_t launch_qkv_rope_cache(const QkvRopeParamsT<T, C>& p, cudaStream_t stream);
 
-// out[t, j] = silu(gu[t, j]) * gu[t, n_ff + j]
+// out[t, j] = silu(g) * u with g = gu[t, j], u = gu[t, n_ff + j]; with scales (the unscaled output of an FP8
+// GEMM, Gemm::run_fp8 with defer_scales) g = row_scale[t] * col_scale[j] * gu[t, j] and
+// u = row_scale[t] * col_scale[n_ff + j] * gu[t, n_ff + j] in fp32, as launch_fp8_scale_epilogue would compute them
+// (without its bf16 rounding).
 template <class T>
 struct SwiGluParamsT {
   const T* gate_up = nullptr;     // [n_tokens, 2 * n_ff] gate | up
   T* out = nullptr;               // [n_tokens, n_ff]
   int n_tokens = 0, n_ff = 0;
+  const float* row_scale = nullptr;  // [n_tokens] or null (then col_scale is ignored)
+  const float* col_scale = nullptr;  // [2 * n_ff] (with row_scale)
 };
 template <class T>
 cudaError_t launch_swiglu(const SwiGluParamsT<T>& p, cudaStream_t stream);

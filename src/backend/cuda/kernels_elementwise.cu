@@ -186,8 +186,13 @@ __global__ void swiglu_kernel(SwiGluParamsT<T> p) {
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t t = i / p.n_ff, j = i % p.n_ff;
     const T* row = p.gate_up + t * 2 * p.n_ff;
-    const float g = to_f32(row[j]);
-    const float u = to_f32(row[p.n_ff + j]);
+    float g = to_f32(row[j]);
+    float u = to_f32(row[p.n_ff + j]);
+    if (p.row_scale) {  // an FP8 GEMM's unscaled output: the scales of launch_fp8_scale_epilogue, same order
+      const float r = p.row_scale[t];
+      g *= r * p.col_scale[j];
+      u *= r * p.col_scale[p.n_ff + j];
+    }
     // bf16 keeps the fast exp (its output rounding dominates); fp32 uses the accurate one, like the CPU.
     const float e = sizeof(T) == 2 ? __expf(-g) : expf(-g);
     p.out[i] = from_f32<T>(g / (1.f + e) * u);
@@ -310,6 +315,7 @@ template <class T>
 cudaError_t launch_swiglu(const SwiGluParamsT<T>& p, cudaStream_t stream) {
   const int64_t n = static_cast<int64_t>(p.n_tokens) * p.n_ff;
   if (n <= 0) return cudaSuccess;
+  if (p.row_scale && !p.col_scale) return cudaErrorInvalidValue;
   return launch_pdl(swiglu_kernel<T>, dim3(grid_for(n)), dim3(kThreads), 0, stream, p);
 }
 

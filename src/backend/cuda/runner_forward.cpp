@@ -139,9 +139,12 @@ Status CudaRunner::enqueue_layers_t(const StepShape& s) {
     np.weight = L.ffn_norm.as<E>();
     MOPT_CUDA_TRY(launch_rmsnorm(np, st));
     MOPT_TRY(mark("add + rmsnorm"));
-    MOPT_TRY(run_linear(L.gate_up, normed_.as<E>(), gu_.as<E>(), T));
+    // FP8 weights on sm_90: gu_ may be left unscaled, the SwiGLU kernel applying the scales (no epilogue pass).
+    DeferredScales gu_scales;
+    MOPT_TRY(run_linear(L.gate_up, normed_.as<E>(), gu_.as<E>(), T, &gu_scales));
     MOPT_TRY(mark("gate|up GEMM"));
-    const SwiGluParamsT<E> sp{.gate_up = gu_.as<E>(), .out = act_.as<E>(), .n_tokens = T, .n_ff = c.n_ff};
+    const SwiGluParamsT<E> sp{.gate_up = gu_.as<E>(), .out = act_.as<E>(), .n_tokens = T, .n_ff = c.n_ff,
+                              .row_scale = gu_scales.row, .col_scale = gu_scales.col};
     MOPT_CUDA_TRY(launch_swiglu(sp, st));
     MOPT_TRY(mark("swiglu"));
     MOPT_TRY(run_linear(L.down, act_.as<E>(), proj_.as<E>(), T));

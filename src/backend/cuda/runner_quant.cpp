@@ -5,7 +5,8 @@
 //   FP8, more rows                 activations quantized per token (E4M3), then an FP8 tensor-core GEMM with
 //                                  per-channel x per-token scales (W8A8, as vLLM's fp8 path and mopt's CPU backend
 //                                  compute; Gemm::run_fp8): cuBLASLt's outer-vector scaling where it has it, else
-//                                  (sm_90) its unscaled FP8 GEMM plus a scale epilogue (gemm_fp8.cpp)
+//                                  (sm_90) its unscaled FP8 GEMM plus a scale epilogue (gemm_fp8.cpp), or, where
+//                                  the caller passes `deferred` (gate|up: the SwiGLU kernel), no epilogue
 //   other formats, more rows       the weights dequantized to bf16 into wdeq_ (one matrix at a time, reused),
 //                                  then the bf16 GEMM; also FP8 when cuBLASLt has no FP8 algorithm for the shape
 // Every shape is first run eagerly (warm-up, or a graph bucket's eager step) before it is captured into a graph:
@@ -97,7 +98,8 @@ Status CudaRunner::alloc_quant_workspace() {
 }
 
 template <class E>
-Status CudaRunner::run_linear(const Linear& lin, const E* x, E* y, int m) {
+Status CudaRunner::run_linear(const Linear& lin, const E* x, E* y, int m, DeferredScales* deferred) {
+  if (deferred) *deferred = {};
   if (lin.qw.fmt == WeightFormat::kFloat)
     return gemm_.run(x, lin.w.as<E>(), lin.bias.as<E>(), y, false, m, lin.n_out, lin.n_in, stream_);
   if constexpr (!std::is_same_v<E, bf16>) {
@@ -113,8 +115,12 @@ Status CudaRunner::run_linear(const Linear& lin, const E* x, E* y, int m) {
       MOPT_ASSIGN_OR_RETURN(const bool ready, gemm_.fp8_ready(m, n, k, bias != nullptr, stream_));
       if (ready) {
         MOPT_CUDA_TRY(launch_quantize_rows_fp8(x, m, k, xq_.as<uint8_t>(), xq_scale_.as<float>(), stream_));
-        return gemm_.run_fp8(xq_.as<uint8_t>(), xq_scale_.as<float>(), static_cast<const uint8_t*>(lin.qw.codes),
-                             lin.qw.row_scale, bias, y, m, n, k, stream_);
+        const bool defer = deferred && !bias &&
+                           gemm_.fp8_path(m, n, k, false) == Gemm::Fp8Path::kTensorScaled;
+        MOPT_TRY(gemm_.run_fp8(xq_.as<uint8_t>(), xq_scale_.as<float>(), static_cast<const uint8_t*>(lin.qw.codes),
+                               lin.qw.row_scale, bias, y, m, n, k, stream_, defer));
+        if (defer) *deferred = {.row = xq_scale_.as<float>(), .col = lin.qw.row_scale};
+        return Status::ok();
       }
     }
     MOPT_CUDA_TRY(launch_dequant_weights_bf16(lin.qw, n, k, wdeq_.as<bf16>(), stream_));
@@ -122,7 +128,7 @@ Status CudaRunner::run_linear(const Linear& lin, const E* x, E* y, int m) {
   }
 }
 
-template Status CudaRunner::run_linear<bf16>(const Linear&, const bf16*, bf16*, int);
-template Status CudaRunner::run_linear<float>(const Linear&, const float*, float*, int);
+template Status CudaRunner::run_linear<bf16>(const Linear&, const bf16*, bf16*, int, DeferredScales*);
+template Status CudaRunner::run_linear<float>(const Linear&, const float*, float*, int, DeferredScales*);
 
 }  // namespace mopt::cuda

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <random>
 #include <tuple>
 #include <type_traits>
 
@@ -118,29 +119,44 @@ TYPED_TEST(CudaKernelsT, RmsNormWithResidualAddAndRowGather) {
   }
 }
 
-// bf16 1e-3 + 1/128 relative; fp32 1e-6 + 1e-5 relative.
+// bf16 1e-3 + 1/128 relative; fp32 1e-6 + 1e-5 relative. With scales (an FP8 GEMM's unscaled gate|up): the
+// reference scales in fp32 first, in the kernel's order, then runs the same SwiGLU.
 TYPED_TEST(CudaKernelsT, SwiGlu) {
   using T = TypeParam;
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(3);
-  for (int n_ff : {8, 172, 14336}) {
-    const int T_ = 5;
-    std::vector<host_t<T>> gb;
-    std::vector<float> gv;
-    random_vals<T>(rng, static_cast<size_t>(T_) * 2 * n_ff, -6.f, 6.f, gb, gv);
-    DevVec<host_t<T>> dg(gb), dout(static_cast<size_t>(T_) * n_ff);
-    dout.poison();
-    cuda::SwiGluParamsT<T> p;
-    p.gate_up = dev<T>(dg);
-    p.out = dev_mut<T>(dout);
-    p.n_tokens = T_;
-    p.n_ff = n_ff;
-    CUDA_OK(cuda::launch_swiglu(p, nullptr));
-    std::vector<float> ref(static_cast<size_t>(T_) * n_ff);
-    for (int t = 0; t < T_; ++t)
-      cpu::swiglu(ref.data() + static_cast<size_t>(t) * n_ff, gv.data() + static_cast<size_t>(t) * 2 * n_ff,
-                  gv.data() + static_cast<size_t>(t) * 2 * n_ff + n_ff, n_ff);
-    EXPECT_TRUE(all_close(download_f32<T>(dout), ref, tol<T>(1e-3f, 1e-6f), kRtol<T>)) << "n_ff " << n_ff;
+  for (bool scaled : {false, true}) {
+    for (int n_ff : {8, 172, 14336}) {
+      const int T_ = 5;
+      std::vector<host_t<T>> gb;
+      std::vector<float> gv;
+      random_vals<T>(rng, static_cast<size_t>(T_) * 2 * n_ff, -6.f, 6.f, gb, gv);
+      std::vector<float> rs(T_), cs(static_cast<size_t>(2) * n_ff);
+      std::uniform_real_distribution<float> u(0.2f, 1.f);
+      for (float& x : rs) x = u(rng);       // products rs cs in [0.1, 2]: gate / up values O(1) to 12
+      for (float& x : cs) x = 2.f * u(rng);
+      DevVec<host_t<T>> dg(gb), dout(static_cast<size_t>(T_) * n_ff);
+      DevVec<float> drs(rs), dcs(cs);
+      dout.poison();
+      cuda::SwiGluParamsT<T> p;
+      p.gate_up = dev<T>(dg);
+      p.out = dev_mut<T>(dout);
+      p.n_tokens = T_;
+      p.n_ff = n_ff;
+      if (scaled) {
+        p.row_scale = drs.get();
+        p.col_scale = dcs.get();
+        for (int t = 0; t < T_; ++t)
+          for (int j = 0; j < 2 * n_ff; ++j) gv[static_cast<size_t>(t) * 2 * n_ff + j] *= rs[t] * cs[j];
+      }
+      CUDA_OK(cuda::launch_swiglu(p, nullptr));
+      std::vector<float> ref(static_cast<size_t>(T_) * n_ff);
+      for (int t = 0; t < T_; ++t)
+        cpu::swiglu(ref.data() + static_cast<size_t>(t) * n_ff, gv.data() + static_cast<size_t>(t) * 2 * n_ff,
+                    gv.data() + static_cast<size_t>(t) * 2 * n_ff + n_ff, n_ff);
+      EXPECT_TRUE(all_close(download_f32<T>(dout), ref, tol<T>(1e-3f, 1e-6f), kRtol<T>))
+          << "n_ff " << n_ff << (scaled ? " with scales" : "");
+    }
   }
 }
 
