@@ -66,6 +66,10 @@ struct RmsNormParamsT {
   const int32_t* rows = nullptr;  // [n_rows_out] rows of `residual` to normalize (null: identity)
   int n_rows_out = 0, n = 0;
   float eps = 1e-5f;
+  // With add: add[i, j] stands for add_row_scale[i] * add_col_scale[j] * add[i, j] (an FP8 GEMM's unscaled output,
+  // Gemm::run_fp8 with defer_scales), computed in fp32 as launch_fp8_scale_epilogue would, without its bf16 rounding.
+  const float* add_row_scale = nullptr;  // [n_rows_in] or null (then add_col_scale is ignored)
+  const float* add_col_scale = nullptr;  // [n]
 };
 template <class T>
 cudaError_t launch_rmsnorm(const RmsNormParamsT<T>& p, cudaStream_t stream);
@@ -87,6 +91,10 @@ struct QkvRopeParamsT {
   int n_tokens = 0, n_head = 0, n_head_kv = 0, head_dim = 0, rope_dim = 0;
   bool neox = false;                  // rotate_half pairs (i, i + rope_dim/2); else (2i, 2i+1)
   float norm_eps = 1e-6f;
+  // qkv[t, c] stands for row_scale[t] * col_scale[c] * qkv[t, c] (an FP8 GEMM's unscaled output, as for
+  // RmsNormParamsT's add scales). Null: qkv as is.
+  const float* row_scale = nullptr;   // [n_tokens] or null (then col_scale is ignored)
+  const float* col_scale = nullptr;   // [(n_head + 2 * n_head_kv) * head_dim]
 };
 template <class T, class C>
 cudaError_t launch_qkv_rope_cache(const QkvRopeParamsT<T, C>& p, cudaStream_t stream);

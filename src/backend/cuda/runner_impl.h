@@ -134,6 +134,10 @@ class CudaRunner final : public CudaModelRunner {
   // DeferredScales; empty when y is final).
   template <class E>
   Status run_linear(const Linear& lin, const E* x, E* y, int m, DeferredScales* deferred = nullptr);
+  // The scales run_linear leaves to a caller that asks, for lin at m rows: those of an FP8 GEMM without bias on
+  // the kTensorScaled way (its shape already planned); empty otherwise. A function of the shape, so
+  // enqueue_logits_t finds the last layer's again.
+  DeferredScales fp8_deferred(const Linear& lin, int m) const;
 
   // runner_plan.cpp
   Status check_batch(const ForwardBatch& b) const;
@@ -166,7 +170,7 @@ class CudaRunner final : public CudaModelRunner {
 
   // runner_forward.cpp: the cache write and the attention of one layer, for the cache type (the compute dtype's,
   // or fp8); enqueue only.
-  Status enqueue_rope_cache(int layer, int n_tokens);
+  Status enqueue_rope_cache(int layer, int n_tokens, const DeferredScales& qkv_scales = {});
   Status enqueue_attention(const StepShape& s, int layer);
   // runner_kv_fp8.cpp: kv_scales_ from bounds on each layer's K and V computed from its weights (fp8 cache).
   Status compute_kv_scales();

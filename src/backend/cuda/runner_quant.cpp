@@ -6,7 +6,8 @@
 //                                  per-channel x per-token scales (W8A8, as vLLM's fp8 path and mopt's CPU backend
 //                                  compute; Gemm::run_fp8): cuBLASLt's outer-vector scaling where it has it, else
 //                                  (sm_90) its unscaled FP8 GEMM plus a scale epilogue (gemm_fp8.cpp), or, where
-//                                  the caller passes `deferred` (gate|up: the SwiGLU kernel), no epilogue
+//                                  the caller passes `deferred`, no epilogue: the kernel that reads y applies the
+//                                  scales (qkv: RoPE + cache write; o, down: add + RMSNorm; gate|up: SwiGLU)
 //   other formats, more rows       the weights dequantized to bf16 into wdeq_ (one matrix at a time, reused),
 //                                  then the bf16 GEMM; also FP8 when cuBLASLt has no FP8 algorithm for the shape
 // Every shape is first run eagerly (warm-up, or a graph bucket's eager step) before it is captured into a graph:
@@ -115,17 +116,22 @@ Status CudaRunner::run_linear(const Linear& lin, const E* x, E* y, int m, Deferr
       MOPT_ASSIGN_OR_RETURN(const bool ready, gemm_.fp8_ready(m, n, k, bias != nullptr, stream_));
       if (ready) {
         MOPT_CUDA_TRY(launch_quantize_rows_fp8(x, m, k, xq_.as<uint8_t>(), xq_scale_.as<float>(), stream_));
-        const bool defer = deferred && !bias &&
-                           gemm_.fp8_path(m, n, k, false) == Gemm::Fp8Path::kTensorScaled;
+        const DeferredScales ds = deferred ? fp8_deferred(lin, m) : DeferredScales{};
         MOPT_TRY(gemm_.run_fp8(xq_.as<uint8_t>(), xq_scale_.as<float>(), static_cast<const uint8_t*>(lin.qw.codes),
-                               lin.qw.row_scale, bias, y, m, n, k, stream_, defer));
-        if (defer) *deferred = {.row = xq_scale_.as<float>(), .col = lin.qw.row_scale};
+                               lin.qw.row_scale, bias, y, m, n, k, stream_, ds.row != nullptr));
+        if (deferred) *deferred = ds;
         return Status::ok();
       }
     }
     MOPT_CUDA_TRY(launch_dequant_weights_bf16(lin.qw, n, k, wdeq_.as<bf16>(), stream_));
     return gemm_.run(x, wdeq_.as<bf16>(), bias, y, false, m, n, k, stream_);
   }
+}
+
+DeferredScales CudaRunner::fp8_deferred(const Linear& lin, int m) const {
+  if (lin.qw.fmt != WeightFormat::kFp8 || m <= kSkinnyMaxRows || lin.bias.bytes() != 0) return {};
+  if (gemm_.fp8_path(m, lin.n_out, lin.n_in, false) != Gemm::Fp8Path::kTensorScaled) return {};
+  return {.row = xq_scale_.as<float>(), .col = lin.qw.row_scale};
 }
 
 template Status CudaRunner::run_linear<bf16>(const Linear&, const bf16*, bf16*, int, DeferredScales*);
