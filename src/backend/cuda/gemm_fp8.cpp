@@ -25,6 +25,7 @@
 // (another GPU or library), fp8_ready() says so and the runner dequantizes the weights to bf16 (runner_quant.cpp).
 // Which way runs is logged once per way.
 #include <algorithm>
+#include <cstdint>
 
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/gemm_desc.h"
@@ -175,6 +176,9 @@ Status Gemm::run_fp8(const uint8_t* xq, const float* xs, const uint8_t* wq, cons
   if (it == fp8_plans_.end() || it->second->path == Fp8Path::kNone)
     return error("internal: fp8 GEMM %dx%dx%d not ready", m, n, k);
   if (defer_scales && bias) return error("internal: fp8 GEMM with a bias cannot defer its scales");
+  // The plans leave cuBLASLt's alignment preferences at their default, 256 bytes (cudaMalloc'd buffers).
+  if ((reinterpret_cast<uintptr_t>(xq) | reinterpret_cast<uintptr_t>(wq) | reinterpret_cast<uintptr_t>(y)) % 256)
+    return error("internal: fp8 GEMM %dx%dx%d operands not 256-byte aligned", m, n, k);
   Fp8Plan& plan = *it->second;
   const bool outer = plan.path == Fp8Path::kOuterVec;
   if (outer) {
