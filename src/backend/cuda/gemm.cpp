@@ -417,7 +417,7 @@ std::string Gemm::describe() const {
                                : (in_f32 ? "cublasLt f32" : "cublasLt"),
                   plan->tuned_us, bytes / (plan->tuned_us * 1e3));
   }
-  return out;
+  return out + describe_fp8();
 }
 
 Status Gemm::run_any(const void* x, const void* w, const void* bias, void* y, bool in_f32, bool y_f32, int m,

@@ -66,13 +66,27 @@ class Gemm {
   Status run_fused(const SkinnyGemmParams& p, cudaStream_t stream);
 
   // FP8 W8A8 (gemm_fp8.cpp): y[m, n] bf16 = xs[i] ws[j] sum_k xq[i, k] wq[j, k] (+ bias[j] bf16) with E4M3
-  // operands xq [m, k] (per-token scales xs [m]) and wq [n, k] (per-channel scales ws [n]), fp32 accumulation:
-  // cuBLASLt with outer-vector scaling (CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F on A and B). fp8_ready() plans
-  // the shape (outside stream capture on first use) and says whether cuBLASLt has an algorithm for it on this GPU;
-  // run_fp8() needs a ready shape. k a multiple of 16, operands 16-byte aligned.
+  // operands xq [m, k] (per-token scales xs [m]) and wq [n, k] (per-channel scales ws [n]), fp32 accumulation.
+  // Two ways, tried in this order when a shape is first planned (Fp8Path; gemm_fp8.cpp says why):
+  //   kOuterVec:     cuBLASLt applies both scale vectors itself (CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F);
+  //   kTensorScaled: cuBLASLt computes the unscaled E4M3 x E4M3 product into y (bf16), then
+  //                  launch_fp8_scale_epilogue applies xs, ws and the bias in place (sm_90 with cuBLASLt 13.0
+  //                  has no outer-vector-scaled algorithm; this one it has).
+  // fp8_ready() plans the shape (outside stream capture on first use) and says whether either way has an
+  // algorithm on this GPU (false: the caller dequantizes the weights instead); run_fp8() needs a ready shape.
+  // For m <= autotune_max_m the first run_fp8() outside capture times cuBLASLt's candidates on the real operands
+  // (y is written by the call itself afterwards). k a multiple of 16, xq, wq and y 256-byte aligned (as cudaMalloc
+  // returns them), y [m, n] not aliasing the inputs. defer_scales (no bias): on the kTensorScaled way, y is left unscaled (D_raw) for the
+  // kernel that reads it to apply xs[i] ws[j] (SwiGluParamsT's scales); on kOuterVec it changes nothing.
+  enum class Fp8Path : int { kNone = 0, kOuterVec = 1, kTensorScaled = 2 };
   Result<bool> fp8_ready(int m, int n, int k, bool has_bias, cudaStream_t stream);
   Status run_fp8(const uint8_t* xq, const float* xs, const uint8_t* wq, const float* ws, const bf16* bias, bf16* y,
-                 int m, int n, int k, cudaStream_t stream);
+                 int m, int n, int k, cudaStream_t stream, bool defer_scales = false);
+  // The way a planned shape runs (kNone also for a shape not planned yet).
+  Fp8Path fp8_path(int m, int n, int k, bool has_bias) const;
+  // false: plan kTensorScaled even where cuBLASLt has outer-vector scaling (tests, comparisons). Set before the
+  // first fp8_ready().
+  bool fp8_outer_vec = true;
 
   // Fused plans tuned so far for m rows, each with its skinny variants ranked by their isolated (cold-L2) time,
   // fastest first, at most n_best of them: the candidates CudaRunner re-times inside the decode step it is part
@@ -106,8 +120,10 @@ class Gemm {
   // Largest m for which candidates are timed (others use the heuristic's first choice).
   int autotune_max_m = 64;
   size_t n_cached_plans() const { return plans_.size() + fused_plans_.size(); }
-  // One line per tuned plan: shape, choice, time, achieved bandwidth (for benchmarks).
+  // One line per tuned plan: shape, choice, time, achieved bandwidth (for benchmarks); then one line per FP8
+  // plan (describe_fp8, gemm_fp8.cpp): its shape, time when timed, and which way it runs ("fp8 gemm m=...").
   std::string describe() const;
+  std::string describe_fp8() const;
 
  private:
   struct Plan;
@@ -154,13 +170,21 @@ class Gemm {
   bool flush_failed_ = false;
 
   struct Fp8Plan {
-    bool ok = false;  // false: cuBLASLt has no FP8 algorithm for the shape (the caller falls back)
+    Fp8Path path = Fp8Path::kNone;  // kNone: no FP8 algorithm for the shape (the caller falls back)
     cublasLtMatmulDesc_t op = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
-    cublasLtMatmulAlgo_t algo{};
-    ~Fp8Plan();  // gemm_fp8.cpp
+    std::vector<cublasLtMatmulAlgo_t> candidates;  // cuBLASLt's heuristic, best first
+    cublasLtMatmulAlgo_t algo{};                   // the one in use
+    bool timed = false;     // candidates timed (or nothing to time)
+    float tuned_us = 0.f;   // the GEMM's measured time (0: heuristic choice, not timed)
+    void release();         // destroys the descriptors (gemm_fp8.cpp)
+    ~Fp8Plan() { release(); }
   };
+  // Creates plan's descriptors for `path` and asks for candidates; false when cuBLASLt has none (a message in why).
+  Result<bool> fp8_plan_path(Fp8Plan& plan, Fp8Path path, int m, int n, int k, bool has_bias, std::string& why);
+  Status fp8_time_candidates(Fp8Plan& plan, const uint8_t* xq, const uint8_t* wq, bf16* y, cudaStream_t stream);
   std::map<std::tuple<int, int, int, bool>, std::unique_ptr<Fp8Plan>> fp8_plans_;  // m, n, k, has_bias
+  unsigned fp8_logged_ = 0;  // bit per Fp8Path already announced in the log
 
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
