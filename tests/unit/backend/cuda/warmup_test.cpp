@@ -151,6 +151,8 @@ TEST_F(CudaWarmup, NothingTunesAfterItAndTheCacheSkipsTuning) {
   EXPECT_GT(rep_b->plans_from_cache, 0u);
   EXPECT_EQ(rep_b->graphs, 4);
   EXPECT_EQ(plans_without_times(*b), plans_without_times(*a));
+  // The row buckets' heuristic queries (not in the cache) happen in b's warm-up, none after it.
+  const TuningCounters b_after = b->tuning_counters();
   std::vector<int32_t> tok_b;
   for (const BatchArrays& s : serving_steps()) {
     std::vector<int32_t> t(static_cast<size_t>(s.view().n_out()));
@@ -158,7 +160,7 @@ TEST_F(CudaWarmup, NothingTunesAfterItAndTheCacheSkipsTuning) {
     tok_b.insert(tok_b.end(), t.begin(), t.end());
   }
   EXPECT_EQ(tok_b, tok_a);
-  EXPECT_EQ(b->tuning_counters().gemm_tunings, 0u);
+  EXPECT_EQ(b->tuning_counters().gemm_tunings, b_after.gemm_tunings);
 }
 
 TEST_F(CudaWarmup, CorruptCacheAndNoCacheFallBackToTuning) {
