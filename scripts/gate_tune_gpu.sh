@@ -26,7 +26,10 @@
 # Timeline of one call on the H200 (estimates: the first run measures them; the summary prints each step's time):
 #     unpack .gpu                                                    ~5 s
 #     synth, 16 GB bf16                                              ~30 s
-#     quantize to FP8 (16 cores; ~X s here for the 8B shape, see below) beside the plan-cache start   ~30 s
+#     quantize to FP8 beside the plan-cache serve start (~25 s to ready with a warm page cache)  ~25 s
+#       (measured on the development machine, 2 cores shared with other jobs: the 8B shape with 1 and 2 decoder
+#       layers took 9 and 16 CPU-s (29 s and 45 s wall), so ~7 CPU-s a layer: ~230 CPU-s for 32 layers, in
+#       parallel loops but for the 8.5 GB written: ~15-25 s on 16 free cores)
 #     accuracy gate (two engines, ~10k tokens)                       ~25 s     (killed at 150 s)
 #     sync, drop the page cache                                      ~5 s
 #     gate: 3 restarts (~13 s cold disk, ~4 s, ~4 s), soak start and 48 warm-up requests, 300 s soak   ~340 s
@@ -60,7 +63,7 @@ t_start=$SECONDS
 deadline=${MOPT_GT_DEADLINE:-$([[ $cpu == 1 ]] && echo 240 || echo 575)}
 status=0
 summary=()
-note() { summary+=("$1"); echo "$1"; }
+note() { summary+=("$*"); echo "$*"; }
 left() { echo $((deadline - (SECONDS - t_start))); }
 # The plan cache of every server and engine below (docs/warmup.md): warmed in step 2, read by the gate and tune.
 export XDG_CACHE_HOME=$W/cache
