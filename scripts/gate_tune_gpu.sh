@@ -13,7 +13,7 @@
 #      starts and stops, so the plan cache ($W/cache, docs/warmup.md) holds the GEMM plans a restarted deployment
 #      reads: the gate's restarts then time a restart, not the first start on a new machine (tuning + capture ~20 s);
 #   3. gate, accuracy only (`mopt gate -m FP8 --baseline BF16 --gates accuracy`): both models in one process on
-#      the GPU, KL / top-1 / top-5 over an eval text (the docs' first 8 KB, ~1 token per byte with synth's
+#      the GPU, KL / top-1 / top-5 over an eval text (the docs' first 8 KB, ~0.8 tokens a byte with synth's
 #      tokenizer); threshold kl<=0.05 (why not top-1 on random weights: docs/gate.md);
 #   4. gate, every other gate, on the bf16 checkpoint: 5-minute soak at 16 requests in flight, 512-word prompts,
 #      128 tokens out; restart measured from that checkpoint (process start to the first completion, 3 times)
@@ -30,7 +30,7 @@
 #       (measured on the development machine, 2 cores shared with other jobs: the 8B shape with 1 and 2 decoder
 #       layers took 9 and 16 CPU-s (29 s and 45 s wall), so ~7 CPU-s a layer: ~230 CPU-s for 32 layers, in
 #       parallel loops but for the 8.5 GB written: ~15-25 s on 16 free cores)
-#     accuracy gate (two engines, ~10k tokens)                       ~25 s     (killed at 150 s)
+#     accuracy gate (two engines, ~6.5k tokens)                      ~25 s     (killed at 150 s)
 #     sync, drop the page cache                                      ~5 s
 #     gate: 3 restarts (~13 s cold disk, ~4 s, ~4 s), soak start and 48 warm-up requests, 300 s soak   ~340 s
 #     tune: what is left before 575 s (~140 s): a search budget of that less 90 s for the last search trial
