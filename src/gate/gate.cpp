@@ -70,7 +70,8 @@ GateRun run_gate(const GateOptions& o) {
       doc["memory_samples"] = samples;
       if (Status st = write_file(o.server.log_dir + "/soak.json", doc.dump(1)); !st)
         std::fprintf(stderr, "mopt gate: %s\n", st.message().c_str());
-      soak_gates = {leak_gate(*soak, th), tail_gate(*soak, th), error_gate(*soak, th), cuda_graph_gate(*soak, o.is_cuda)};
+      soak_gates = {leak_gate(*soak, th), tail_gate(*soak, th), error_gate(*soak, th),
+                    cuda_graph_gate(*soak, o.is_cuda)};
     } else {
       const std::string why = "the soak could not run: " + s.message();
       soak_gates = {error_result("leak", strfmt("< %g MB/h", th.leak_mb_per_hour), why),

@@ -91,7 +91,7 @@ echo "== --gates: only the named gates run, and only their probes"
 cat "$tmp/only_acc.txt"
 [[ $(grep -cE '^(leak|tail|errors|cuda_graphs|accuracy|resources|restart) ' "$tmp/only_acc.txt") == 1 ]] ||
   fail "--gates accuracy must report one gate"
-grep -q "^accuracy     pass .*top-1 100.00%" "$tmp/only_acc.txt" || fail "the accuracy row (the model against itself)"
+grep -qE "^accuracy +pass .*top-1 100.00%" "$tmp/only_acc.txt" || fail "the accuracy row (the model against itself)"
 grep -q "^PASSED.*(1 of 7 gates run, --gates: accuracy)" "$tmp/only_acc.txt" || fail "the verdict must say which gates ran"
 [[ ! -e $tmp/only_acc/soak.json && ! -e $tmp/only_acc/restart-1.server.log ]] || fail "--gates accuracy ran a soak or a restart"
 grep -q '"gates": \[' "$tmp/only_acc/gate.json" || fail "gate.json does not record the selection"
