@@ -8,8 +8,9 @@
 #   1. mopt synth writes a random-weight bf16 checkpoint of tests/gpu/llama-3.1-8b/config.json (16 GB of
 #      safetensors shards and a tokenizer) to local disk ($MOPT_GT_DIR, default /tmp/mopt-gate-tune);
 #   2. mopt quantize --to fp8 writes its FP8 variant beside it (compressed-tensors E4M3, per-channel weight
-#      scales, dynamic per-token activations: W8A8 on CUDA; ~8.5 GB). It streams: one tensor in fp32 at a time
-#      (the largest, the 1 GB embedding, is 2 GB in fp32). While it runs, one `mopt serve` of the bf16 checkpoint
+#      scales, dynamic per-token activations: W8A8 on CUDA; ~8.5 GB). It streams: one linear layer at a time in
+#      fp32 in reused buffers (the largest, 14336 x 4096, is 235 MB), the embeddings and norms copied from the
+#      mapped input as they are, 16 threads (docs/quantize.md). While it runs, one `mopt serve` of the bf16 checkpoint
 #      starts and stops, so the plan cache ($W/cache, docs/warmup.md) holds the GEMM plans a restarted deployment
 #      reads: the gate's restarts then time a restart, not the first start on a new machine (tuning + capture ~20 s);
 #   3. gate, accuracy only (`mopt gate -m FP8 --baseline BF16 --gates accuracy`): both models in one process on
@@ -43,7 +44,7 @@
 # logs, trials, quantize and synth logs).
 #
 # Here, without a GPU, `bash scripts/gate_tune_gpu.sh --cpu` runs the same flow on a tiny Llama-3-vocabulary
-# config with build/mopt on the CPU (20 s soak, short tune: about 4 minutes), to check the script itself.
+# config with build/mopt on the CPU (20 s soak, the tune until 240 s: 2.5-4 minutes), to check the script itself.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 mode=all
