@@ -5,7 +5,7 @@
 #include "backend/cpu/qgemm_impl.h"
 
 namespace mopt::cpu::qgemm_avx2 {
-const QGemmSet q4_0 = make_set<V256<false>, FmtQ4>(8, std::make_integer_sequence<int, 4>{});
-const QGemmSet q8_0 = make_set<V256<false>, FmtQ8>(0, std::make_integer_sequence<int, 4>{});
+const QGemmSet q4_0 = make_set<V256<false>, FmtQ4>(8, std::make_integer_sequence<int, 3>{});
+const QGemmSet q8_0 = make_set<V256<false>, FmtQ8>(0, std::make_integer_sequence<int, 3>{});
 }  // namespace mopt::cpu::qgemm_avx2
 #endif

@@ -15,8 +15,8 @@ namespace mopt::cpu {
 namespace {
 
 // V: I (integer register), F (fp32 register), L (lanes = rows per register), load (4 bytes of each of L rows),
-// bcast (4 activation codes to every lane), lo / hi (nibbles), dot4 (acc += 4-code dots, codes <= 15), prep8 / dot8
-// (the same for 8-bit codes stored + 128), scales (L fp16 -> fp32), store (the first n lanes).
+// bcast (4 activation codes to every lane), lo / hi (nibbles), dot4 / finish4 (acc += 4-code dots of codes <= 15,
+// then the block's sums as s32), prep8 / dot8 (the same for 8-bit codes stored + 128, s32 sums), scales (L fp16 -> fp32), store (the first n lanes).
 
 // Q4_0 group-blocks: 8 registers of codes per half, t = 0..3 low nibbles of chunk t, 4..7 high nibbles of chunk t-4.
 struct FmtQ4 {
@@ -28,6 +28,8 @@ struct FmtQ4 {
   }
   template <class V, class W>
   static typename V::I dot(typename V::I acc, const W& w, typename V::I x) { return V::dot4(acc, w, x); }
+  template <class V>
+  static typename V::I finish(typename V::I acc) { return V::finish4(acc); }
 };
 
 // Q8_0 group-blocks: chunk t holds codes 4t..4t+3 (+ 128).
@@ -37,10 +39,12 @@ struct FmtQ8 {
   static auto codes(const uint8_t* q, int t) { return V::prep8(V::load(q + 64 * t)); }
   template <class V, class W>
   static typename V::I dot(typename V::I acc, const W& w, typename V::I x) { return V::dot8(acc, w, x); }
+  template <class V>
+  static typename V::I finish(typename V::I acc) { return acc; }
 };
 
-// R tokens x one group (16 rows), the whole row: per block, each half of V::L rows takes its 8 code registers
-// against the R tokens' broadcast codes, then the fp32 epilogue of qgemm.h.
+// R tokens x one group (16 rows), the whole row. Per block, for each of the 8 code registers of each half of V::L
+// rows, one broadcast of 4 codes per token serves both halves; then the fp32 epilogue of qgemm.h per half and token.
 template <class V, class Fmt, int R>
 void tile(const uint8_t* g, const QAct& a, int64_t m, float* y, int64_t ldy, int valid) {
   using I = typename V::I;
@@ -58,18 +62,25 @@ void tile(const uint8_t* g, const QAct& a, int64_t m, float* y, int64_t ldy, int
     xo[r] = a.o + (m + r) * a.nb;
   }
   for (int64_t i = 0; i < a.nb; ++i, g += Fmt::kBytes) {
+    const uint8_t* q = g + 2 * kQGroup;
+    I iacc[H][R];
+    for (int h = 0; h < H; ++h)
+      for (int r = 0; r < R; ++r) iacc[h][r] = V::zero();
+#pragma GCC unroll 8
+    for (int t = 0; t < 8; ++t) {
+      decltype(Fmt::template codes<V>(q, t)) w[H];
+      for (int h = 0; h < H; ++h) w[h] = Fmt::template codes<V>(q + 4 * V::L * h, t);
+      for (int r = 0; r < R; ++r) {
+        const I b = V::bcast(x[r] + 32 * i + 4 * t);
+        for (int h = 0; h < H; ++h) iacc[h][r] = Fmt::template dot<V>(iacc[h][r], w[h], b);
+      }
+    }
     for (int h = 0; h < H; ++h) {
       const F dw = V::scales(g + 2 * V::L * h);
-      const uint8_t* q = g + 2 * kQGroup + 4 * V::L * h;
-      I iacc[R];
-      for (int r = 0; r < R; ++r) iacc[r] = V::zero();
-#pragma GCC unroll 8
-      for (int t = 0; t < 8; ++t) {
-        const auto w = Fmt::template codes<V>(q, t);
-        for (int r = 0; r < R; ++r) iacc[r] = Fmt::template dot<V>(iacc[r], w, V::bcast(x[r] + 32 * i + 4 * t));
+      for (int r = 0; r < R; ++r) {
+        const F dot = V::cvt(Fmt::template finish<V>(iacc[h][r]));
+        acc[h][r] = V::fmadd(dw, V::fmadd(V::set1(xd[r][i]), dot, V::set1(xo[r][i])), acc[h][r]);
       }
-      for (int r = 0; r < R; ++r)
-        acc[h][r] = V::fmadd(dw, V::fmadd(V::set1(xd[r][i]), V::cvt(iacc[r]), V::set1(xo[r][i])), acc[h][r]);
     }
   }
   for (int h = 0; h < H; ++h) {
@@ -105,11 +116,19 @@ struct V256 {
   }
   static I lo(I v) { return _mm256_and_si256(v, _mm256_set1_epi8(0x0F)); }
   static I hi(I v) { return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F)); }
+  // VNNI: s32 sums. Else s16 sums, widened by finish4: a block's 8 registers add at most 8 * 2 * 15 * 127 = 30480.
   static I dot4(I acc, I u, I x) {
     if constexpr (kVnni) {
       return _mm256_dpbusd_avx_epi32(acc, u, x);
-    } else {  // |pair sums| <= 2 * 15 * 127: no s16 saturation
-      return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), _mm256_set1_epi16(1)));
+    } else {
+      return _mm256_add_epi16(acc, _mm256_maddubs_epi16(u, x));
+    }
+  }
+  static I finish4(I acc) {
+    if constexpr (kVnni) {
+      return acc;
+    } else {
+      return _mm256_madd_epi16(acc, _mm256_set1_epi16(1));
     }
   }
   struct W8 {  // VNNI: the unsigned codes; else |w| and w as s8

@@ -13,8 +13,8 @@
 #include "backend/cpu/qgemm_impl.h"
 
 namespace mopt::cpu::qgemm_vnni {
-const QGemmSet q4_0 = make_set<V256<true>, FmtQ4>(8, std::make_integer_sequence<int, 4>{});
-const QGemmSet q8_0 = make_set<V256<true>, FmtQ8>(128, std::make_integer_sequence<int, 4>{});
+const QGemmSet q4_0 = make_set<V256<true>, FmtQ4>(8, std::make_integer_sequence<int, 3>{});
+const QGemmSet q8_0 = make_set<V256<true>, FmtQ8>(128, std::make_integer_sequence<int, 3>{});
 }  // namespace mopt::cpu::qgemm_vnni
 
 #if defined(__GNUC__) && !defined(__clang__)
