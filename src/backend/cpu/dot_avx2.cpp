@@ -60,7 +60,8 @@ struct DotK45 {
       const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mn8, mn8));
       const float d = h2f(d16), dmin = h2f(dmin16);
       // The 8 scales as s16 in both 128-bit lanes; scale k is broadcast from there by one byte shuffle.
-      const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc))));
+      const __m128i sc8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc));
+      const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sc8));
       __m256i hbits = _mm256_setzero_si256();
       if constexpr (kQ5) hbits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh));
       __m256i sumi[R];
@@ -113,7 +114,10 @@ struct DotQ6_K {
         const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r][i].bsums));
         sumi[r] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(bs, sc16), 5));
       }
+      const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sc));
       for (int h = 0; h < 2; ++h) {
+        // Scales 8h..8h+7 as s16 in both 128-bit lanes; each part's pair is picked from there by one byte shuffle.
+        const __m256i sch = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(h ? _mm_srli_si128(sc8, 8) : sc8));
         const uint8_t* ql = w[i].ql + 64 * h;
         const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
         const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
@@ -126,7 +130,9 @@ struct DotQ6_K {
                                _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
         for (int p = 0; p < 4; ++p) {
           // Elements 0..15 of the part use scale sc[8h+2p], 16..31 use sc[8h+2p+1] (128-bit lanes of the s16 sums).
-          const __m256i s = _mm256_set_m128i(_mm_set1_epi16(sc[8 * h + 2 * p + 1]), _mm_set1_epi16(sc[8 * h + 2 * p]));
+          const __m128i pick_lo = _mm_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * 2 * p));
+          const __m128i pick_hi = _mm_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * (2 * p + 1)));
+          const __m256i s = _mm256_shuffle_epi8(sch, _mm256_set_m128i(pick_hi, pick_lo));
           for (int r = 0; r < R; ++r) {
             const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r][i].qs + 128 * h + 32 * p));
             sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(_mm256_maddubs_epi16(q[p], xv), s));
