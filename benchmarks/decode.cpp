@@ -186,8 +186,8 @@ int main(int argc, char** argv) {
     else if (s == "--no-1b") a.big = false;
     else if (s == "--no-stories") a.stories = false;
     else if (s == "--prompt") a.prompt = std::atoi(next().c_str());
-    else if (s == "--dtypes") a.dtypes = parse_list<DType>(next(), [](const std::string& n) { return dtype_from_name(n); }, "dtype");
-    else if (s == "--isas") a.isas = parse_list<cpu::DotIsa>(next(), [](const std::string& n) { return cpu::isa_from_name(n); }, "path");
+    else if (s == "--dtypes") a.dtypes = parse_list<DType>(next(), dtype_from_name, "dtype");
+    else if (s == "--isas") a.isas = parse_list<cpu::DotIsa>(next(), cpu::isa_from_name, "path");
     else {
       std::fprintf(stderr, "usage: bench_decode [--models DIR] [--threads N] [--tokens N] [--no-1b] [--no-stories] "
                            "[--dtypes LIST] [--isas LIST] [--prompt N]\n");
@@ -253,7 +253,8 @@ int main(int argc, char** argv) {
       std::sort(runs.begin(), runs.end());
       std::sort(prompts.begin(), prompts.end());
       const double tps = runs.back();
-      std::printf("  %-5s %-7s decode %6.2f tokens/s -> %6.2f GB/s = %3.0f%% of read bandwidth; prompt %7.2f tokens/s\n",
+      std::printf("  %-5s %-7s decode %6.2f tokens/s -> %6.2f GB/s = %3.0f%% of read bandwidth; "
+                  "prompt %7.2f tokens/s\n",
                   dtype_name(t), cpu::isa_name(isa), tps, tps * wbytes / 1e9, 100.0 * tps * wbytes / bw,
                   prompts.empty() ? 0.0 : prompts.back());
     }

@@ -18,7 +18,9 @@ namespace {
 
 constexpr int64_t kTileTokens = 64;  // tokens per work item: a group's row is reused by all of them from L1/L2
 
-int64_t group_block_bytes(DType t) { return t == DType::Q4_0 ? 2 * kQGroup + kQGroup * 16 : 2 * kQGroup + kQGroup * 32; }
+int64_t group_block_bytes(DType t) {
+  return t == DType::Q4_0 ? 2 * kQGroup + kQGroup * 16 : 2 * kQGroup + kQGroup * 32;
+}
 
 // ---- portable kernels: the SIMD kernels' arithmetic lane by lane (same integer dots, same fma chain) ----
 

@@ -16,7 +16,8 @@ namespace {
 
 // V: I (integer register), F (fp32 register), L (lanes = rows per register), load (4 bytes of each of L rows),
 // bcast (4 activation codes to every lane), lo / hi (nibbles), dot4 / finish4 (acc += 4-code dots of codes <= 15,
-// then the block's sums as s32), prep8 / dot8 (the same for 8-bit codes stored + 128, s32 sums), scales (L fp16 -> fp32), store (the first n lanes).
+// then the block's sums as s32), prep8 / dot8 (the same for 8-bit codes stored + 128, s32 sums), scales (L fp16 ->
+// fp32), store (the first n lanes).
 
 // Q4_0 group-blocks: 8 registers of codes per half, t = 0..3 low nibbles of chunk t, 4..7 high nibbles of chunk t-4.
 struct FmtQ4 {
@@ -146,8 +147,8 @@ struct V256 {
     if constexpr (kVnni) {
       return _mm256_dpbusd_avx_epi32(acc, w.a, x);
     } else {  // |pair sums| <= 2 * 127 * 127
-      return _mm256_add_epi32(acc,
-                              _mm256_madd_epi16(_mm256_maddubs_epi16(w.a, _mm256_sign_epi8(x, w.s)), _mm256_set1_epi16(1)));
+      const I p16 = _mm256_maddubs_epi16(w.a, _mm256_sign_epi8(x, w.s));
+      return _mm256_add_epi32(acc, _mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
     }
   }
   static F scales(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
