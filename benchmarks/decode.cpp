@@ -6,7 +6,8 @@
 //     implies, and the speed of one 64-token prompt; the bandwidth is measured by this program in the same run,
 //     right before each format's figures.
 // Usage: bench_decode [--models DIR] [--threads N] [--tokens N] [--no-1b] [--no-stories] [--dtypes q8_0,q4_0,...]
-//                     [--isas avx2,avxvnni,avx512] [--prompt N]
+//                     [--isas avx2,avxvnni,avx512] [--prompt N] [--baseline]
+// --baseline adds, per format, the best path on the row kernels over the file's own blocks (no repacking at load).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -19,6 +20,7 @@
 #include "backend/cpu/cpu_runner.h"
 #include "backend/cpu/isa.h"
 #include "backend/cpu/membw.h"
+#include "backend/cpu/qgemm.h"
 #include "backend/cpu/quant.h"
 #include "core/thread_pool.h"
 #include "model/model.h"
@@ -34,6 +36,7 @@ struct Args {
   int tokens = 256;
   bool big = true;
   bool stories = true;
+  bool baseline = false;  // also the row kernels without repacking (the kernels before the interleaved ones)
   int prompt = 64;
   std::vector<DType> dtypes = {DType::Q8_0, DType::Q4_0};
   std::vector<cpu::DotIsa> isas = {cpu::DotIsa::kAvx2, cpu::DotIsa::kAvxVnni, cpu::DotIsa::kAvx512};
@@ -185,12 +188,13 @@ int main(int argc, char** argv) {
     else if (s == "--tokens") a.tokens = std::atoi(next().c_str());
     else if (s == "--no-1b") a.big = false;
     else if (s == "--no-stories") a.stories = false;
+    else if (s == "--baseline") a.baseline = true;
     else if (s == "--prompt") a.prompt = std::atoi(next().c_str());
     else if (s == "--dtypes") a.dtypes = parse_list<DType>(next(), dtype_from_name, "dtype");
     else if (s == "--isas") a.isas = parse_list<cpu::DotIsa>(next(), cpu::isa_from_name, "path");
     else {
       std::fprintf(stderr, "usage: bench_decode [--models DIR] [--threads N] [--tokens N] [--no-1b] [--no-stories] "
-                           "[--dtypes LIST] [--isas LIST] [--prompt N]\n");
+                           "[--dtypes LIST] [--isas LIST] [--prompt N] [--baseline]\n");
       return 2;
     }
   }
@@ -234,30 +238,48 @@ int main(int argc, char** argv) {
   }
   ro.max_batch_tokens = std::max(1, a.prompt);
   ThreadPool bw_pool(a.threads);
-  std::printf("== llama-1.1B (generated), %d threads; decode: best of 3 x 32 tokens; prompt: best of 3 x %d tokens\n",
+  std::printf("== llama-1.1B (generated), %d threads; 3 rounds over the configurations, best of each: decode 32 "
+              "tokens, prompt %d tokens\n",
               bw_pool.size(), a.prompt);
   for (DType t : a.dtypes) {
     uint64_t wbytes = 0;
     auto big = synth_llama_1b(t, &wbytes);
-    auto r = CpuRunner::create(*big, ro);
-    if (!r || !(*r)->init_kv_cache((std::max(32, a.prompt) + 16) / 16 + 2, 16, 0)) return 1;
-    const double bw = cpu::measure_read_bandwidth(bw_pool, size_t(1) << 30, 5);
-    std::printf("%-5s: %.2f GB weights/token; memory read bandwidth now %.2f GB/s (1 GiB, best of 5)\n", dtype_name(t),
-                wbytes / 1e9, bw / 1e9);
-    for (cpu::DotIsa isa : isas) {
-      cpu::ScopedIsa on(isa);
-      decode_tps(**r, 4, 1);  // warm-up (page in)
-      std::vector<double> runs, prompts;
-      for (int rep = 0; rep < 3; ++rep) runs.push_back(decode_tps(**r, 32, 1));
-      for (int rep = 0; a.prompt > 0 && rep < 3; ++rep) prompts.push_back(prompt_tps(**r, a.prompt));
-      std::sort(runs.begin(), runs.end());
-      std::sort(prompts.begin(), prompts.end());
-      const double tps = runs.back();
-      std::printf("  %-5s %-7s decode %6.2f tokens/s -> %6.2f GB/s = %3.0f%% of read bandwidth; "
-                  "prompt %7.2f tokens/s\n",
-                  dtype_name(t), cpu::isa_name(isa), tps, tps * wbytes / 1e9, 100.0 * tps * wbytes / bw,
-                  prompts.empty() ? 0.0 : prompts.back());
+    const double bw0 = cpu::measure_read_bandwidth(bw_pool, size_t(1) << 30, 5);
+    // Each path on the repacked weights, then (--baseline) the best path on the row kernels over the file's blocks.
+    // Rounds alternate between them (best of each kept), so that a change in the machine's load hits every one.
+    struct Config {
+      cpu::DotIsa isa;
+      bool repack;
+      double decode = 0, prompt = 0;
+    };
+    std::vector<Config> configs;
+    for (cpu::DotIsa isa : isas) configs.push_back({isa, true});
+    if (a.baseline && !isas.empty() && cpu::pack_q_supports(t, 2048)) configs.push_back({isas.back(), false});
+    std::unique_ptr<CpuRunner> runners[2];  // [repack]
+    for (const Config& c : configs) {
+      if (runners[c.repack]) continue;
+      RunnerOptions o = ro;
+      o.cpu_repack = c.repack;
+      auto r = CpuRunner::create(*big, o);
+      if (!r || !(*r)->init_kv_cache((std::max(32, a.prompt) + 16) / 16 + 2, 16, 0)) return 1;
+      runners[c.repack] = std::move(*r);
+      decode_tps(*runners[c.repack], 4, 1);  // warm-up (page in)
     }
+    for (int round = 0; round < 3; ++round)
+      for (Config& c : configs) {
+        cpu::ScopedIsa on(c.isa);
+        CpuRunner& rr = *runners[c.repack];
+        c.decode = std::max(c.decode, decode_tps(rr, 32, 1));
+        if (a.prompt > 0) c.prompt = std::max(c.prompt, prompt_tps(rr, a.prompt));
+      }
+    const double bw = std::max(bw0, cpu::measure_read_bandwidth(bw_pool, size_t(1) << 30, 5));
+    std::printf("%-5s: %.2f GB weights/token; memory read bandwidth %.2f GB/s (1 GiB, best of 5 before and after)\n",
+                dtype_name(t), wbytes / 1e9, bw / 1e9);
+    for (const Config& c : configs)
+      std::printf("  %-5s %-7s%s decode %6.2f tokens/s -> %6.2f GB/s = %3.0f%% of read bandwidth; "
+                  "prompt %7.2f tokens/s\n",
+                  dtype_name(t), cpu::isa_name(c.isa), c.repack ? "" : " rows", c.decode, c.decode * wbytes / 1e9,
+                  100.0 * c.decode * wbytes / bw, c.prompt);
   }
   return 0;
 }

@@ -208,7 +208,7 @@ Result<std::unique_ptr<CpuRunner>> CpuRunner::create(const Model& model, const R
     }
     const cpu::PackSource out[] = {pack_source(*r->output_)};
     r->output_packed_ = cpu::pack_f32(out);
-  } else {  // Q4_0 / Q8_0 matrices into interleaved groups, fused where the parts share a type
+  } else if (opts.cpu_repack) {  // Q4_0 / Q8_0 matrices into interleaved groups, fused where the parts share a type
     auto pack_q = [](std::initializer_list<const TensorView*> parts) {
       const DType t = (*parts.begin())->dtype;
       std::vector<cpu::PackQSource> src;
