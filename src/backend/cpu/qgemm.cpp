@@ -8,6 +8,10 @@
 #include <cstring>
 #include <vector>
 
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
+
 #include "backend/cpu/quant.h"
 #include "core/formats/formats.h"
 #include "core/status.h"
@@ -126,9 +130,16 @@ PackedQ pack_q(DType t, std::span<const PackQSource> parts) {
   }
   const int64_t nb = K / kQK0, gbb = group_block_bytes(t), groups = (out.N + kQGroup - 1) / kQGroup;
   out.group_bytes = static_cast<uint64_t>(nb * gbb);
-  const size_t bytes = (static_cast<size_t>(groups) * out.group_bytes + 63) / 64 * 64;
-  out.data = {static_cast<uint8_t*>(std::aligned_alloc(64, bytes)), &std::free};
+  // 2 MiB-aligned and, where the kernel has transparent huge pages on request, backed by them: decode streams the
+  // whole buffer once per token, and with 4 KiB pages every page crossed is a TLB miss the prefetchers stop at.
+  constexpr size_t kHuge = size_t(2) << 20;
+  const size_t used = static_cast<size_t>(groups) * out.group_bytes;
+  const size_t align = used >= kHuge ? kHuge : 64, bytes = (used + align - 1) / align * align;
+  out.data = {static_cast<uint8_t*>(std::aligned_alloc(align, bytes)), &std::free};
   MOPT_CHECK(out.data != nullptr, "pack_q: cannot allocate %zu bytes", bytes);
+#ifdef __linux__
+  if (align == kHuge) madvise(out.data.get(), bytes, MADV_HUGEPAGE);  // a hint: 4 KiB pages where refused
+#endif
   std::memset(out.data.get(), 0, bytes);
   const bool q4 = t == DType::Q4_0;
   const uint64_t src_row = *row_bytes(t, static_cast<uint64_t>(K));
