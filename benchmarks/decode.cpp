@@ -172,6 +172,7 @@ std::unique_ptr<Model> synth_llama_1b(DType t, uint64_t* weight_bytes) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each figure as it is measured, also into a file
   Args a;
   if (const char* e = std::getenv("MOPT_MODELS_DIR")) a.models = e;
   for (int i = 1; i < argc; ++i) {
