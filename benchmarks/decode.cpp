@@ -1,9 +1,13 @@
-// Single-stream greedy decode speed on the CPU (issue: foundation, acceptance 6).
+// Single-stream greedy decode and prompt speed on the CPU, per instruction-set path.
 //  1. stories260K: tokens/s for 256 greedy tokens from BOS, through the CPU runner (best of several runs).
-//  2. A generated 1.1B-parameter Llama-shaped model (d 2048, ff 5632, 22 layers, 32/4 heads, vocab 32000) in
-//     Q8_0 and Q4_0: tokens/s, the weight bytes read per token, and the fraction of the machine's memory read
-//     bandwidth that implies — the bandwidth is measured by this program in the same run.
-// Usage: bench_decode [--models DIR] [--threads N] [--tokens N] [--no-1b] [--dtypes q8_0,q4_0]
+//  2. A generated 1.1B-parameter Llama-shaped model (d 2048, ff 5632, 22 layers, 32/4 heads, vocab 32000) per
+//     weight format: for every instruction-set path this CPU runs (cpu/isa.h; the others are named as skipped),
+//     decode tokens/s, the weight bytes read per token, the fraction of the machine's memory read bandwidth that
+//     implies, and the speed of one 64-token prompt; the bandwidth is measured by this program in the same run,
+//     right before each format's figures.
+// Usage: bench_decode [--models DIR] [--threads N] [--tokens N] [--no-1b] [--no-stories] [--dtypes q8_0,q4_0,...]
+//                     [--isas avx2,avxvnni,avx512] [--prompt N] [--baseline]
+// --baseline adds, per format, the best path on the row kernels over the file's own blocks (no repacking at load).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -14,7 +18,9 @@
 #include <vector>
 
 #include "backend/cpu/cpu_runner.h"
+#include "backend/cpu/isa.h"
 #include "backend/cpu/membw.h"
+#include "backend/cpu/qgemm.h"
 #include "backend/cpu/quant.h"
 #include "core/thread_pool.h"
 #include "model/model.h"
@@ -29,35 +35,79 @@ struct Args {
   int threads = 0;
   int tokens = 256;
   bool big = true;
+  bool stories = true;
+  bool baseline = false;  // also the row kernels without repacking (the kernels before the interleaved ones)
+  int prompt = 64;
   std::vector<DType> dtypes = {DType::Q8_0, DType::Q4_0};
+  std::vector<cpu::DotIsa> isas = {cpu::DotIsa::kAvx2, cpu::DotIsa::kAvxVnni, cpu::DotIsa::kAvx512};
 };
+
+// Comma-separated names through `parse`, which returns nullopt for an unknown one (the program then stops).
+template <class T, class Parse>
+std::vector<T> parse_list(const std::string& list, Parse parse, const char* what) {
+  std::vector<T> out;
+  for (size_t p = 0; p <= list.size();) {
+    size_t q = list.find(',', p);
+    if (q == std::string::npos) q = list.size();
+    const auto v = parse(list.substr(p, q - p));
+    if (!v) {
+      std::fprintf(stderr, "unknown %s '%s'\n", what, list.substr(p, q - p).c_str());
+      std::exit(2);
+    }
+    out.push_back(*v);
+    p = q + 1;
+  }
+  return out;
+}
+
+// One forward step of one sequence over positions [p0, p0 + n): tokens `toks`, logits of the last one.
+void step(ModelRunner& r, std::vector<int32_t>& table, const int32_t* toks, int p0, int n, float* logits) {
+  std::vector<int32_t> pos(n), slot(n);
+  for (int i = 0; i < n; ++i) pos[i] = slot[i] = p0 + i;
+  int32_t qs[2] = {0, n}, len = p0 + n, idx = n - 1;
+  ForwardBatch b;
+  b.tokens = {toks, static_cast<size_t>(n)};
+  b.positions = pos;
+  b.slot_mapping = slot;
+  b.query_start = {qs, 2};
+  b.seq_lens = {&len, 1};
+  b.block_tables = table;
+  b.max_blocks_per_seq = static_cast<int>(table.size());
+  b.logits_indices = {&idx, 1};
+  Status s = r.forward(b, logits);
+  if (!s) {
+    std::fprintf(stderr, "forward failed: %s\n", s.message().c_str());
+    std::exit(1);
+  }
+}
+
+std::vector<int32_t> block_table(int positions) {
+  std::vector<int32_t> table(positions / 16 + 2);
+  for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
+  return table;
+}
 
 // Decodes n tokens greedily from BOS (token 1) with one sequence; returns tokens/s of the decode loop.
 double decode_tps(ModelRunner& r, int n, int bos) {
-  const int V = r.config().n_vocab, bs = 16;
-  std::vector<int32_t> table((n + bs) / bs + 1);
-  for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
-  std::vector<float> logits(V);
+  auto table = block_table(n);
+  std::vector<float> logits(r.config().n_vocab);
   int32_t tok = bos;
   const auto t0 = Clock::now();
   for (int p = 0; p < n; ++p) {
-    int32_t pos = p, slot = p, qs[2] = {0, 1}, len = p + 1, idx = 0;
-    ForwardBatch b;
-    b.tokens = {&tok, 1};
-    b.positions = {&pos, 1};
-    b.slot_mapping = {&slot, 1};
-    b.query_start = {qs, 2};
-    b.seq_lens = {&len, 1};
-    b.block_tables = table;
-    b.max_blocks_per_seq = static_cast<int>(table.size());
-    b.logits_indices = {&idx, 1};
-    Status s = r.forward(b, logits.data());
-    if (!s) {
-      std::fprintf(stderr, "forward failed: %s\n", s.message().c_str());
-      std::exit(1);
-    }
+    step(r, table, &tok, p, 1, logits.data());
     tok = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
   }
+  return n / std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// One prompt of n tokens in one forward step; returns prompt tokens/s.
+double prompt_tps(ModelRunner& r, int n) {
+  auto table = block_table(n);
+  std::vector<float> logits(r.config().n_vocab);
+  std::vector<int32_t> toks(n);
+  for (int i = 0; i < n; ++i) toks[i] = 1 + (i * 7919) % (r.config().n_vocab - 1);
+  const auto t0 = Clock::now();
+  step(r, table, toks.data(), 0, n, logits.data());
   return n / std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
@@ -122,6 +172,7 @@ std::unique_ptr<Model> synth_llama_1b(DType t, uint64_t* weight_bytes) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each figure as it is measured, also into a file
   Args a;
   if (const char* e = std::getenv("MOPT_MODELS_DIR")) a.models = e;
   for (int i = 1; i < argc; ++i) {
@@ -137,22 +188,14 @@ int main(int argc, char** argv) {
     else if (s == "--threads") a.threads = std::atoi(next().c_str());
     else if (s == "--tokens") a.tokens = std::atoi(next().c_str());
     else if (s == "--no-1b") a.big = false;
-    else if (s == "--dtypes") {
-      a.dtypes.clear();
-      std::string list = next();
-      for (size_t p = 0; p <= list.size();) {
-        size_t q = list.find(',', p);
-        if (q == std::string::npos) q = list.size();
-        auto dt = dtype_from_name(list.substr(p, q - p));
-        if (!dt) {
-          std::fprintf(stderr, "unknown dtype '%s'\n", list.substr(p, q - p).c_str());
-          return 2;
-        }
-        a.dtypes.push_back(*dt);
-        p = q + 1;
-      }
-    } else {
-      std::fprintf(stderr, "usage: bench_decode [--models DIR] [--threads N] [--tokens N] [--no-1b] [--dtypes LIST]\n");
+    else if (s == "--no-stories") a.stories = false;
+    else if (s == "--baseline") a.baseline = true;
+    else if (s == "--prompt") a.prompt = std::atoi(next().c_str());
+    else if (s == "--dtypes") a.dtypes = parse_list<DType>(next(), dtype_from_name, "dtype");
+    else if (s == "--isas") a.isas = parse_list<cpu::DotIsa>(next(), cpu::isa_from_name, "path");
+    else {
+      std::fprintf(stderr, "usage: bench_decode [--models DIR] [--threads N] [--tokens N] [--no-1b] [--no-stories] "
+                           "[--dtypes LIST] [--isas LIST] [--prompt N] [--baseline]\n");
       return 2;
     }
   }
@@ -162,43 +205,82 @@ int main(int argc, char** argv) {
   ro.max_seqs = 1;
 
   // 1. stories260K
-  auto m = load_model(a.models + "/stories260K.gguf");
-  if (!m) {
-    std::fprintf(stderr, "%s\n", m.message().c_str());
-    return 1;
-  }
-  std::printf("== single-stream greedy decode, %d tokens from BOS\n", a.tokens);
-  for (int threads : {1, 2}) {
-    RunnerOptions o = ro;
-    o.n_threads = a.threads ? a.threads : threads;
-    auto r = CpuRunner::create(**m, o);
-    if (!r || !(*r)->init_kv_cache(a.tokens / 16 + 2, 16, 0)) return 1;
-    std::vector<double> runs;
-    for (int rep = 0; rep < 7; ++rep) runs.push_back(decode_tps(**r, a.tokens, 1));
-    std::sort(runs.begin(), runs.end());
-    std::printf("stories260K   threads %d: %9.0f tokens/s best, %9.0f median (7 runs)\n", o.n_threads, runs.back(),
-                runs[runs.size() / 2]);
-    if (a.threads) break;
+  if (a.stories) {
+    auto m = load_model(a.models + "/stories260K.gguf");
+    if (!m) {
+      std::fprintf(stderr, "%s\n", m.message().c_str());
+      return 1;
+    }
+    std::printf("== single-stream greedy decode, %d tokens from BOS (path %s)\n", a.tokens,
+                cpu::isa_name(cpu::isa_active()));
+    for (int threads : {1, 2}) {
+      RunnerOptions o = ro;
+      o.n_threads = a.threads ? a.threads : threads;
+      auto r = CpuRunner::create(**m, o);
+      if (!r || !(*r)->init_kv_cache(a.tokens / 16 + 2, 16, 0)) return 1;
+      std::vector<double> runs;
+      for (int rep = 0; rep < 7; ++rep) runs.push_back(decode_tps(**r, a.tokens, 1));
+      std::sort(runs.begin(), runs.end());
+      std::printf("stories260K   threads %d: %9.0f tokens/s best, %9.0f median (7 runs)\n", o.n_threads, runs.back(),
+                  runs[runs.size() / 2]);
+      if (a.threads) break;
+    }
   }
   if (!a.big) return 0;
 
-  // 2. 1.1B Llama shape, memory-bound: compare with measured read bandwidth.
+  // 2. 1.1B Llama shape, memory-bound decode against the measured read bandwidth, and one prompt, per path.
+  std::vector<cpu::DotIsa> isas;
+  for (cpu::DotIsa isa : a.isas) {
+    if (cpu::isa_supported(isa)) {
+      isas.push_back(isa);
+    } else {
+      std::printf("path %s: skipped (this CPU or build does not run it)\n", cpu::isa_name(isa));
+    }
+  }
+  ro.max_batch_tokens = std::max(1, a.prompt);
   ThreadPool bw_pool(a.threads);
-  const double bw = cpu::measure_read_bandwidth(bw_pool, size_t(1) << 30, 5);
-  std::printf("memory read bandwidth (%d threads, 1 GiB buffer, best of 5): %.2f GB/s\n", bw_pool.size(), bw / 1e9);
+  std::printf("== llama-1.1B (generated), %d threads; 3 rounds over the configurations, best of each: decode 32 "
+              "tokens, prompt %d tokens\n",
+              bw_pool.size(), a.prompt);
   for (DType t : a.dtypes) {
     uint64_t wbytes = 0;
     auto big = synth_llama_1b(t, &wbytes);
-    auto r = CpuRunner::create(*big, ro);
-    if (!r || !(*r)->init_kv_cache(16, 16, 0)) return 1;
-    decode_tps(**r, 4, 1);  // warm-up (page in)
-    std::vector<double> runs;
-    for (int rep = 0; rep < 3; ++rep) runs.push_back(decode_tps(**r, 32, 1));
-    std::sort(runs.begin(), runs.end());
-    const double tps = runs.back();
-    std::printf("llama-1.1B %-5s: %6.2f tokens/s (best of 3 x 32 tokens), %.2f GB weights/token -> %.2f GB/s = %.0f%% "
-                "of measured read bandwidth\n",
-                dtype_name(t), tps, wbytes / 1e9, tps * wbytes / 1e9, 100.0 * tps * wbytes / bw);
+    const double bw0 = cpu::measure_read_bandwidth(bw_pool, size_t(1) << 30, 5);
+    // Each path on the repacked weights, then (--baseline) the best path on the row kernels over the file's blocks.
+    // Rounds alternate between them (best of each kept), so that a change in the machine's load hits every one.
+    struct Config {
+      cpu::DotIsa isa;
+      bool repack;
+      double decode = 0, prompt = 0;
+    };
+    std::vector<Config> configs;
+    for (cpu::DotIsa isa : isas) configs.push_back({isa, true});
+    if (a.baseline && !isas.empty() && cpu::pack_q_supports(t, 2048)) configs.push_back({isas.back(), false});
+    std::unique_ptr<CpuRunner> runners[2];  // [repack]
+    for (const Config& c : configs) {
+      if (runners[c.repack]) continue;
+      RunnerOptions o = ro;
+      o.cpu_repack = c.repack;
+      auto r = CpuRunner::create(*big, o);
+      if (!r || !(*r)->init_kv_cache((std::max(32, a.prompt) + 16) / 16 + 2, 16, 0)) return 1;
+      runners[c.repack] = std::move(*r);
+      decode_tps(*runners[c.repack], 4, 1);  // warm-up (page in)
+    }
+    for (int round = 0; round < 3; ++round)
+      for (Config& c : configs) {
+        cpu::ScopedIsa on(c.isa);
+        CpuRunner& rr = *runners[c.repack];
+        c.decode = std::max(c.decode, decode_tps(rr, 32, 1));
+        if (a.prompt > 0) c.prompt = std::max(c.prompt, prompt_tps(rr, a.prompt));
+      }
+    const double bw = std::max(bw0, cpu::measure_read_bandwidth(bw_pool, size_t(1) << 30, 5));
+    std::printf("%-5s: %.2f GB weights/token; memory read bandwidth %.2f GB/s (1 GiB, best of 5 before and after)\n",
+                dtype_name(t), wbytes / 1e9, bw / 1e9);
+    for (const Config& c : configs)
+      std::printf("  %-5s %-7s%s decode %6.2f tokens/s -> %6.2f GB/s = %3.0f%% of read bandwidth; "
+                  "prompt %7.2f tokens/s\n",
+                  dtype_name(t), cpu::isa_name(c.isa), c.repack ? "" : " rows", c.decode, c.decode * wbytes / 1e9,
+                  100.0 * c.decode * wbytes / bw, c.prompt);
   }
   return 0;
 }

@@ -204,6 +204,9 @@ struct RunnerOptions {
   // directory (default_plan_cache_dir()). The CPU backend tunes nothing and has no plans to cache.
   bool plan_cache = true;
   std::string plan_cache_dir;
+  // CPU: repack Q4_0 / Q8_0 matrices into interleaved row groups at load (backend/cpu/qgemm.h; a second copy of
+  // those weights in memory). false keeps the row kernels on the file's own blocks (bench_decode's baseline).
+  bool cpu_repack = true;
 };
 
 // kAuto -> kCuda when cuda_device_available(), else kCpu; other kinds unchanged.

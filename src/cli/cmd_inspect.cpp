@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/isa.h"
 #include "cli/commands.h"
 #include "core/enum_name.h"
 #include "core/strfmt.h"
@@ -134,6 +135,8 @@ nlohmann::ordered_json build_report(const Model& m) {
   wb["stored"] = stored;
   for (const WeightSize& w : weight_sizes()) wb[w.names] = weight_bytes_at(m, w.type);
   r["weight_bytes"] = wb;
+  // The CPU backend's instruction-set path on this machine (backend/cpu/isa.h) and what chose it.
+  r["cpu_path"] = {{"isa", cpu::isa_name(cpu::isa_active())}, {"chosen_by", cpu::isa_source()}};
   if (!m.vocab_only)
     r["kv_bytes_per_token"] = {{"f32", c.kv_bytes_per_token(4)}, {"f16/bf16", c.kv_bytes_per_token(2)},
                                {"fp8/int8", c.kv_bytes_per_token(1)}};
@@ -174,6 +177,7 @@ void print_text(const nlohmann::ordered_json& r, bool show_tensors) {
     const uint64_t b = it.value().get<uint64_t>();
     std::printf("  %-10s %14" PRIu64 "  %s\n", it.key().c_str(), b, format_bytes(static_cast<double>(b)).c_str());
   }
+  std::printf("\nCPU path:     %s (chosen by %s)\n", s(r["cpu_path"]["isa"]).c_str(), s(r["cpu_path"]["chosen_by"]).c_str());
   if (r.contains("kv_bytes_per_token")) {
     std::printf("\nKV cache bytes per token:\n");
     for (auto it = r["kv_bytes_per_token"].begin(); it != r["kv_bytes_per_token"].end(); ++it) {

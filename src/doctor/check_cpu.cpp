@@ -1,6 +1,8 @@
 // CPU: the instruction sets the build needs and the CPU backend's kernels use, RAM, huge pages.
 #include "doctor/checks.h"
 
+#include <cstdlib>
+
 namespace mopt::doctor {
 namespace {
 
@@ -23,10 +25,14 @@ void check_features(const HostFacts& h, const BuildInfo& b, std::vector<Finding>
         "kernels).");
     return;
   }
-  // What the CPU backend selects at run time (backend/cpu: dot_avx2.cpp, attention.cpp, matmul_packed.cpp).
-  std::string note;
-  if (!h.has_feature("avx_vnni")) note += "; no AVX-VNNI: Q8_0/Q4_0 dot products take the AVX2 kernels";
-  if (!h.has_feature("avx512f")) note += "; no AVX-512F: attention and packed fp32 products take the AVX2 kernels";
+  // The path the CPU backend selects at start-up from these features (backend/cpu/isa.h), and what lowers it.
+  const bool avx512 = h.has_feature("avx512f") && h.has_feature("avx512bw") && h.has_feature("avx512_vnni");
+  const char* path = avx512 ? "avx512" : h.has_feature("avx_vnni") ? "avxvnni" : "avx2";
+  std::string note = std::string("; CPU kernel path: ") + path;
+  if (!avx512) note += " (no AVX-512 F/BW/VNNI: matrix products, attention and packed fp32 products take 256-bit kernels)";
+  if (!avx512 && !h.has_feature("avx_vnni")) note += " (no VNNI: int8 dot products take maddubs + madd)";
+  if (const char* env = std::getenv("MOPT_CPU_ISA"); env && *env)
+    note += std::string("; MOPT_CPU_ISA=") + env + " forces that path instead";
   add(out, "cpu.features", kGroup, t, Verdict::kOk, ev + note);
 }
 

@@ -30,6 +30,15 @@ echo "ok: gguf text"
 [[ $(jget "$tmp/g.json" "d.weight_bytes.stored == d.weight_bytes.f32 && d.weight_bytes.f32 == 4 * d.n_params") == true ]] || fail "f32 bytes"
 echo "ok: gguf json"
 
+# The CPU kernel path: the best this CPU runs (cpuid), or the one MOPT_CPU_ISA forces; a bad name is refused.
+[[ $(jget "$tmp/g.json" "['avx2', 'avxvnni', 'avx512'].includes(d.cpu_path.isa) && d.cpu_path.chosen_by == 'cpuid'") == true ]] \
+  || fail "cpu_path $(jget "$tmp/g.json" "JSON.stringify(d.cpu_path)")"
+MOPT_CPU_ISA=avx2 "$MOPT_BIN" inspect "$M/stories260K.gguf" --json > "$tmp/g2.json"
+[[ $(jget "$tmp/g2.json" "d.cpu_path.isa + ' ' + d.cpu_path.chosen_by") == "avx2 MOPT_CPU_ISA=avx2" ]] || fail "MOPT_CPU_ISA=avx2"
+set +e; MOPT_CPU_ISA=avx3 "$MOPT_BIN" inspect "$M/stories260K.gguf" > /dev/null 2> "$tmp/err.txt"; rc=$?; set -e
+[[ $rc -ne 0 ]] && grep -qF "MOPT_CPU_ISA=avx3 is not a CPU path" "$tmp/err.txt" || { cat "$tmp/err.txt"; fail "bad MOPT_CPU_ISA"; }
+echo "ok: cpu path"
+
 # llama2.c: same parameters minus the stored output copy; tokenizer found beside the model or by flag.
 "$MOPT_BIN" inspect "$M/stories260K.bin" --tokenizer "$M/tok512.bin" --json > "$tmp/b.json"
 [[ $(jget "$tmp/b.json" "d['format']") == llama2.c ]] || fail "llama2.c format"

@@ -208,7 +208,26 @@ Result<std::unique_ptr<CpuRunner>> CpuRunner::create(const Model& model, const R
     }
     const cpu::PackSource out[] = {pack_source(*r->output_)};
     r->output_packed_ = cpu::pack_f32(out);
+  } else if (opts.cpu_repack) {  // Q4_0 / Q8_0 matrices into interleaved groups, fused where the parts share a type
+    auto pack_q = [](std::initializer_list<const TensorView*> parts) {
+      const DType t = (*parts.begin())->dtype;
+      std::vector<cpu::PackQSource> src;
+      for (const TensorView* w : parts) {
+        if (w->dtype != t || w->n_dims != 2 || !cpu::pack_q_supports(t, w->ne[0])) return cpu::PackedQ{};
+        src.push_back({w->data, w->ne[1], w->ne[0]});
+      }
+      return cpu::pack_q(t, src);
+    };
+    for (Layer& L : r->layers_) {
+      L.qkv_q = pack_q({L.wq, L.wk, L.wv});
+      L.gate_up_q = pack_q({L.w_gate, L.w_up});
+      L.o_q = pack_q({L.wo});
+      L.down_q = pack_q({L.w_down});
+    }
+    r->output_q_ = pack_q({r->output_});
   }
+  r->fused_ = r->packed_;
+  for (const Layer& L : r->layers_) r->fused_ = r->fused_ || L.fused_qkv() || L.fused_gate_up();
   r->work_.resize(static_cast<size_t>(std::max(1, r->pool_->size())));
   r->ensure_scratch(r->work_[0], std::max(1, opts.max_batch_tokens), std::max(1, opts.max_seqs));
   return r;
@@ -267,7 +286,7 @@ void CpuRunner::ensure_scratch(Work& w, int n_tokens, int n_out) {
     w.up.resize(T * cfg_.n_ff);
     w.rope_cs.resize(T * static_cast<size_t>(cfg_.rope_dim / 2));
     w.rope_sn.resize(T * static_cast<size_t>(cfg_.rope_dim / 2));
-    if (packed_) {
+    if (fused_) {
       w.qkv.resize(T * (cfg_.q_dim() + 2 * cfg_.kv_dim()));
       w.gu.resize(T * 2 * cfg_.n_ff);
     }
@@ -457,6 +476,8 @@ void CpuRunner::run(const ForwardBatch& b, Work& w, ThreadPool* pool, float* log
     const int qkv_w = qd + 2 * kvd;  // row width of the fused Q/K/V product
     if (packed_) {  // one pass for Q, K and V: rows [q | k | v], split below
       cpu::matmul_packed(L.qkv, xb, T, w.qkv.data(), pool);
+    } else if (L.fused_qkv()) {
+      cpu::matmul_q(L.qkv_q, xb, T, w.qkv.data(), pool);
     } else {
       cpu::matmul(*L.wq, xb, T, w.q.data(), pool);
       cpu::matmul(*L.wk, xb, T, w.k.data(), pool);
@@ -469,7 +490,7 @@ void CpuRunner::run(const ForwardBatch& b, Work& w, ThreadPool* pool, float* log
       float* qt = w.q.data() + static_cast<size_t>(t) * qd;
       float* kt = w.k.data() + static_cast<size_t>(t) * kvd;
       float* vt = w.v.data() + static_cast<size_t>(t) * kvd;
-      if (packed_) {
+      if (L.fused_qkv()) {
         const float* row = w.qkv.data() + static_cast<size_t>(t) * qkv_w;
         std::memcpy(qt, row, sizeof(float) * qd);
         std::memcpy(kt, row + qd, sizeof(float) * kvd);
@@ -513,7 +534,7 @@ void CpuRunner::run(const ForwardBatch& b, Work& w, ThreadPool* pool, float* log
     a.kv_dtype = kv_dtype_;
     a.k_transposed = a.v_transposed = true;
     cpu::paged_attention(a, pool);
-    mm(*L.wo, L.o, w.att.data(), T, xb, pool);
+    mm(*L.wo, L.o, L.o_q, w.att.data(), T, xb, pool);
     for_tokens(pool, T, [&](int t) {  // residual, then the FFN norm
       float* xt = x + static_cast<size_t>(t) * d;
       cpu::add(xt, xb + static_cast<size_t>(t) * d, d);
@@ -522,20 +543,22 @@ void CpuRunner::run(const ForwardBatch& b, Work& w, ThreadPool* pool, float* log
 
     if (packed_) {
       cpu::matmul_packed(L.gate_up, xb, T, w.gu.data(), pool);  // rows [gate | up]
+    } else if (L.fused_gate_up()) {
+      cpu::matmul_q(L.gate_up_q, xb, T, w.gu.data(), pool);
     } else {
       cpu::matmul(*L.w_gate, xb, T, w.gate.data(), pool);
       cpu::matmul(*L.w_up, xb, T, w.up.data(), pool);
     }
     for_tokens(pool, T, [&](int t) {  // gate_[t] = silu(gate) * up, one call per token (same path whatever T)
       float* g = w.gate.data() + static_cast<size_t>(t) * ff;
-      if (packed_) {
+      if (L.fused_gate_up()) {
         const float* row = w.gu.data() + static_cast<size_t>(t) * 2 * ff;
         cpu::swiglu(g, row, row + ff, ff);
       } else {
         cpu::swiglu(g, g, w.up.data() + static_cast<size_t>(t) * ff, ff);
       }
     });
-    mm(*L.w_down, L.down, w.gate.data(), T, xb, pool);
+    mm(*L.w_down, L.down, L.down_q, w.gate.data(), T, xb, pool);
     const float* next_norm = l + 1 < c.n_layer ? layers_[static_cast<size_t>(l + 1)].attn_norm.data() : nullptr;
     for_tokens(pool, T, [&](int t) {  // residual, then the next layer's attention norm
       float* xt = x + static_cast<size_t>(t) * d;
@@ -547,13 +570,15 @@ void CpuRunner::run(const ForwardBatch& b, Work& w, ThreadPool* pool, float* log
   for (int i = 0; i < n_out; ++i)
     cpu::rmsnorm(w.xo.data() + static_cast<size_t>(i) * d, x + static_cast<size_t>(b.logits_indices[i]) * d,
                  out_norm_.data(), d, c.norm_eps);
-  if (n_out > 0) mm(*output_, output_packed_, w.xo.data(), n_out, logits, pool);
+  if (n_out > 0) mm(*output_, output_packed_, output_q_, w.xo.data(), n_out, logits, pool);
 }
 
-void CpuRunner::mm(const TensorView& w, const cpu::PackedF32& packed, const float* x, int T, float* y,
-                   ThreadPool* pool) {
+void CpuRunner::mm(const TensorView& w, const cpu::PackedF32& packed, const cpu::PackedQ& packed_q, const float* x,
+                   int T, float* y, ThreadPool* pool) {
   if (packed_) {
     cpu::matmul_packed(packed, x, T, y, pool);
+  } else if (!packed_q.empty()) {
+    cpu::matmul_q(packed_q, x, T, y, pool);
   } else {
     cpu::matmul(w, x, T, y, pool);
   }

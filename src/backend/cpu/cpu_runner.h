@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/qgemm.h"
 #include "backend/runner.h"
 #include "core/tensor.h"
 
@@ -54,9 +55,15 @@ class CpuRunner : public ModelRunner {
     std::vector<float> q_norm, k_norm;       // [head_dim]; empty without Q/K norm
     // fp32 models: the matrices packed for batched products (empty otherwise); Q/K/V and gate/up fused.
     cpu::PackedF32 qkv, o, gate_up, down;    // outputs [q_dim + 2 kv_dim], [n_embd], [2 n_ff], [n_embd]
+    // Q4_0 / Q8_0 matrices repacked into interleaved row groups (cpu/qgemm.h), the same fusions; empty where a
+    // matrix (or one part of a fused pair or triple) has another type.
+    cpu::PackedQ qkv_q, o_q, gate_up_q, down_q;
+    bool fused_qkv() const { return !qkv.data.empty() || !qkv_q.empty(); }
+    bool fused_gate_up() const { return !gate_up.data.empty() || !gate_up_q.empty(); }
   };
-  // y[T, N] = x[T, K] · W^T through the packed copy when there is one (same arithmetic for every T).
-  void mm(const TensorView& w, const cpu::PackedF32& packed, const float* x, int T, float* y, ThreadPool* pool);
+  // y[T, N] = x[T, K] · W^T through a packed copy when there is one (same arithmetic for every T).
+  void mm(const TensorView& w, const cpu::PackedF32& packed, const cpu::PackedQ& packed_q, const float* x, int T,
+          float* y, ThreadPool* pool);
   Status check_batch(const ForwardBatch& b) const;
   // forward() and forward_sample(): logits [n_out, n_vocab]; tokens [n_out] the argmax of each row, or nullptr.
   Status forward_impl(const ForwardBatch& b, float* logits, int32_t* tokens);
@@ -88,7 +95,9 @@ class CpuRunner : public ModelRunner {
   std::vector<Layer> layers_;
   double matrix_elems_ = 0;                // multiply-adds per token in the weight matrices
   bool packed_ = false;                    // every matrix is fp32 and packed (see Layer)
+  bool fused_ = false;                     // some layer multiplies Q/K/V or gate/up as one (Work::qkv, Work::gu)
   cpu::PackedF32 output_packed_;           // [n_vocab] outputs when packed_
+  cpu::PackedQ output_q_;                  // [n_vocab] outputs where the classifier is Q4_0 / Q8_0
 
   // Paged cache: [n_layer, 2 (K,V), n_blocks, kv_dim, block_size] of kv_dtype_ (anonymous mmap, touched lazily).
   DType kv_dtype_ = DType::F32;            // F32 or F16
@@ -108,8 +117,8 @@ class CpuRunner : public ModelRunner {
     std::vector<float> q, att;             // [n_tokens, q_dim]
     std::vector<float> k, v;               // [n_tokens, kv_dim]
     std::vector<float> gate, up;           // [n_tokens, n_ff]
-    std::vector<float> qkv;                // [n_tokens, q_dim + 2 kv_dim] (packed_ only)
-    std::vector<float> gu;                 // [n_tokens, 2 n_ff] (packed_ only)
+    std::vector<float> qkv;                // [n_tokens, q_dim + 2 kv_dim] (fused_ only)
+    std::vector<float> gu;                 // [n_tokens, 2 n_ff] (fused_ only)
     std::vector<float> rope_cs, rope_sn;   // [n_tokens, rope_dim / 2] cos / sin of each token's angles
     std::vector<float> xo;                 // [n_out, n_embd]
     std::vector<float> logits;             // [n_out, n_vocab] (sequence groups whose rows are not contiguous)

@@ -20,13 +20,6 @@ namespace mopt::cpu {
 
 namespace {
 
-inline int hsum_epi32(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
-  return _mm_cvtsi128_si32(s);
-}
-
 // ---- Q4_K / Q5_K x Q8_K ----
 
 // The 8 6-bit scales and mins of a Q4_K/Q5_K super-block (see scale_min_k4), 4 bytes at a time.
@@ -50,8 +43,8 @@ struct DotK45 {
     const uint8_t* wb = static_cast<const uint8_t*>(wv);
     constexpr size_t kBytes = kQ5 ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
     const __m256i m4 = _mm256_set1_epi8(0x0F);
-    float acc_min[R];  // the mins' part, subtracted at the end
-    for (int r = 0; r < R; ++r) acc_min[r] = 0.0f;
+    __m256 acc_min[R];  // the mins' part (8 partial sums per row), subtracted at the end
+    for (int r = 0; r < R; ++r) acc_min[r] = _mm256_setzero_ps();
     block_rows<BlockQ8_K, R>(act, K / kQKK, out, os, [&](int64_t i, const auto& x, auto& acc) {
       const uint8_t* blk = wb + i * kBytes;
       uint16_t d16, dmin16;
@@ -66,6 +59,9 @@ struct DotK45 {
       const __m128i mn8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn));
       const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mn8, mn8));
       const float d = h2f(d16), dmin = h2f(dmin16);
+      // The 8 scales as s16 in both 128-bit lanes; scale k is broadcast from there by one byte shuffle.
+      const __m128i sc8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc));
+      const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sc8));
       __m256i hbits = _mm256_setzero_si256();
       if constexpr (kQ5) hbits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh));
       __m256i sumi[R];
@@ -81,7 +77,9 @@ struct DotK45 {
           lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hbits, blo), blo), sixteen));
           hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hbits, bhi), bhi), sixteen));
         }
-        const __m256i s_lo = _mm256_set1_epi16(sc[2 * c]), s_hi = _mm256_set1_epi16(sc[2 * c + 1]);
+        const __m256i s_lo = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * 2 * c)));
+        const __m256i s_hi =
+            _mm256_shuffle_epi8(sc16, _mm256_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * (2 * c + 1))));
         for (int r = 0; r < R; ++r) {
           const __m256i xl = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r][i].qs + 64 * c));
           const __m256i xh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r][i].qs + 64 * c + 32));
@@ -92,12 +90,12 @@ struct DotK45 {
       }
       for (int r = 0; r < R; ++r) {
         const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r][i].bsums));
-        const int msum = hsum_epi32(_mm256_madd_epi16(bs, mins16));
+        const __m256 msum = _mm256_cvtepi32_ps(_mm256_madd_epi16(bs, mins16));
         acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d * x[r][i].d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
-        acc_min[r] += dmin * x[r][i].d * static_cast<float>(msum);
+        acc_min[r] = _mm256_fmadd_ps(_mm256_set1_ps(dmin * x[r][i].d), msum, acc_min[r]);
       }
     });
-    for (int r = 0; r < R; ++r) out[r * os] -= acc_min[r];
+    for (int r = 0; r < R; ++r) out[r * os] -= hsum_ps(acc_min[r]);
   }
 };
 
@@ -116,7 +114,10 @@ struct DotQ6_K {
         const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r][i].bsums));
         sumi[r] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(bs, sc16), 5));
       }
+      const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sc));
       for (int h = 0; h < 2; ++h) {
+        // Scales 8h..8h+7 as s16 in both 128-bit lanes; each part's pair is picked from there by one byte shuffle.
+        const __m256i sch = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(h ? _mm_srli_si128(sc8, 8) : sc8));
         const uint8_t* ql = w[i].ql + 64 * h;
         const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
         const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
@@ -129,7 +130,9 @@ struct DotQ6_K {
                                _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
         for (int p = 0; p < 4; ++p) {
           // Elements 0..15 of the part use scale sc[8h+2p], 16..31 use sc[8h+2p+1] (128-bit lanes of the s16 sums).
-          const __m256i s = _mm256_set_m128i(_mm_set1_epi16(sc[8 * h + 2 * p + 1]), _mm_set1_epi16(sc[8 * h + 2 * p]));
+          const __m128i pick_lo = _mm_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * 2 * p));
+          const __m128i pick_hi = _mm_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * (2 * p + 1)));
+          const __m256i s = _mm256_shuffle_epi8(sch, _mm256_set_m128i(pick_hi, pick_lo));
           for (int r = 0; r < R; ++r) {
             const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r][i].qs + 128 * h + 32 * p));
             sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(_mm256_maddubs_epi16(q[p], xv), s));

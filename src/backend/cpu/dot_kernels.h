@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "backend/cpu/isa.h"
 #include "core/dtype.h"
 
 namespace mopt::cpu {
@@ -28,16 +29,14 @@ struct DotSet {
   DotFn rows[kDotRows];
 };
 
-// Instruction sets with dot kernels. kAvxVnni covers Q8_0/Q4_0/Q5_0 only (vpdpbusd replaces maddubs + madd); it is
-// compiled for that target inside an AVX2 build and chosen at run time when the CPU has AVX-VNNI.
-enum class DotIsa { kScalar, kAvx2, kAvxVnni };
-inline constexpr int kNumDotIsa = 3;
+// Row kernels exist per instruction set (isa.h) where a set helps: kAvxVnni covers Q8_0/Q4_0/Q5_0 only (vpdpbusd
+// replaces maddubs + madd), compiled for that target inside an AVX2 build and chosen at run time.
 
-// The best kernels for weight dtype t on this CPU (entry R-1 handles R rows); nullptr for unsupported dtypes.
+// The best kernels for weight dtype t on the active path (isa_active(): the best of this CPU unless lowered), entry
+// R-1 handling R rows; nullptr for unsupported dtypes.
 const DotFn* dot_kernels(DType t);
 // Kernels of one instruction set, nullptr where this build, this CPU or t lacks them (tests run every variant).
 const DotFn* dot_kernels_isa(DType t, DotIsa isa);
-bool cpu_has_avx_vnni();
 
 // The kernel sets each instruction set's file defines (formats.cpp puts them in the rows of the CPU table).
 namespace dot_scalar {  // dot_scalar.cpp: plain C++, every build

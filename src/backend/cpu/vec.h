@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "backend/cpu/isa.h"
+
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 // GCC 12 reports the AVX-512 intrinsics' internal _mm512_undefined_*() operands as "(may be) used uninitialized"
 // once they are inlined into exp16_ps and friends (GCC bug 105593, fixed in GCC 13): a false positive.
@@ -81,10 +83,8 @@ inline __m256 exp2_nonpos_ps(__m256 x) { return lanes8::exp2_nonpos_lanes(x); }
 #if defined(MOPT_CPU_AVX2) && defined(__GNUC__)
 #define MOPT_CPU_AVX512_PATHS 1
 // True where the CPU (and OS) support AVX-512F; kernels with 512-bit variants pick them at run time.
-inline bool cpu_has_avx512f() {
-  static const bool has = __builtin_cpu_supports("avx512f");
-  return has;
-}
+// The AVX-512 path (isa.h) is active: the CPU has it and MOPT_CPU_ISA / set_isa() did not lower the path.
+inline bool cpu_has_avx512f() { return isa_active() >= DotIsa::kAvx512; }
 
 #define MOPT_AVX512 __attribute__((target("avx512f"), always_inline))
 // The operations of vec_exp.inc on 16 lanes (AVX-512F): lane for lane the IEEE operations of Lanes8. p * 2^n is

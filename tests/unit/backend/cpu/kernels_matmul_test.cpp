@@ -131,7 +131,7 @@ TEST(KernelsMatmul, EveryTypeWithKernelsHasCases) {
   }
 }
 
-// Every SIMD variant this machine runs (AVX2, AVX-VNNI) against the portable scalar kernels, row by row,
+// Every SIMD variant this machine runs (AVX2, AVX-VNNI, AVX-512) against the portable scalar kernels, row by row,
 // for every group size. (The matmul tests above cover the variant dot_kernels() picks.)
 // A variant missing here (not built, not run by this CPU, or not provided for a dtype) is named in the output; with
 // none at all the test is skipped, saying so.
@@ -156,10 +156,10 @@ TEST(KernelsMatmul, SimdMatchesScalarKernels) {
       if (const ActScalesFn scales = cpu_format(at).act_scales) scales(act.data() + r * arow, K, act_d.data() + r * nbs);
     }
     const ActRows rows{act.data(), arow, act_d.data(), nbs};
-    for (DotIsa isa : {DotIsa::kAvx2, DotIsa::kAvxVnni}) {
+    for (DotIsa isa : {DotIsa::kAvx2, DotIsa::kAvxVnni, DotIsa::kAvx512}) {
       const DotFn* fns = dot_kernels_isa(t, isa);
       if (!fns) {  // not built / not supported by this CPU / not provided for this dtype
-        missing += std::string(missing.empty() ? "" : ", ") + dtype_name(t) + (isa == DotIsa::kAvx2 ? "/AVX2" : "/AVX-VNNI");
+        missing += std::string(missing.empty() ? "" : ", ") + dtype_name(t) + "/" + isa_name(isa);
         continue;
       }
       ++compared;

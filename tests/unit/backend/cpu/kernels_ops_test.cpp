@@ -192,7 +192,7 @@ __attribute__((target("avx512f"))) void exp16_sweep(const float* x, float* y) {
   _mm512_storeu_ps(y, exp16_ps(_mm512_loadu_ps(x)));
 }
 TEST(KernelsOps, Exp16MatchesExpPsBitForBit) {
-  if (!cpu_has_avx512f()) GTEST_SKIP() << "no AVX-512F on this CPU";
+  if (!cpu_has_avx512f()) GTEST_SKIP() << "path avx512 not active (this CPU lacks it, or MOPT_CPU_ISA lowers the path)";
   alignas(64) float x[16];
   int n = 0;
   auto check = [&] {
@@ -219,7 +219,7 @@ __attribute__((target("avx512f"))) void exp2_16_sweep(const float* x, float* y) 
   _mm512_storeu_ps(y, exp2_nonpos16_ps(_mm512_loadu_ps(x)));
 }
 TEST(KernelsOps, Exp2Nonpos16MatchesAvx2BitForBit) {
-  if (!cpu_has_avx512f()) GTEST_SKIP() << "no AVX-512F on this CPU";
+  if (!cpu_has_avx512f()) GTEST_SKIP() << "path avx512 not active (this CPU lacks it, or MOPT_CPU_ISA lowers the path)";
   alignas(64) float x[16];
   int n = 0;
   auto check = [&] {

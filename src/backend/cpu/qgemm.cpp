@@ -1,0 +1,228 @@
+// Packing into the interleaved layout of qgemm.h, the activation side (Q8_0 codes, scales and offset terms), the
+// portable kernels (the same arithmetic lane by lane), and the driver that splits the product over threads.
+#include "backend/cpu/qgemm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
+
+#include "backend/cpu/quant.h"
+#include "core/formats/formats.h"
+#include "core/status.h"
+
+namespace mopt::cpu {
+
+namespace {
+
+constexpr int64_t kTileTokens = 64;  // tokens per work item: a group's row is reused by all of them from L1/L2
+
+int64_t group_block_bytes(DType t) {
+  return t == DType::Q4_0 ? 2 * kQGroup + kQGroup * 16 : 2 * kQGroup + kQGroup * 32;
+}
+
+// ---- portable kernels: the SIMD kernels' arithmetic lane by lane (same integer dots, same fma chain) ----
+
+// Code c (unsigned, offset included) of element e of row j in group-block g.
+template <bool kQ4>
+inline int code(const uint8_t* g, int j, int e) {
+  const uint8_t* q = g + 2 * kQGroup;
+  if constexpr (kQ4) {
+    const int l = e & 15;  // source byte l: elements l (low nibble) and l + 16 (high nibble)
+    const uint8_t byte = q[64 * (l >> 2) + 4 * j + (l & 3)];
+    return e < 16 ? byte & 15 : byte >> 4;
+  } else {
+    return q[64 * (e >> 2) + 4 * j + (e & 3)];
+  }
+}
+
+template <bool kQ4, int R>
+void tile_scalar(const uint8_t* g, const QAct& a, int64_t m, float* y, int64_t ldy, int valid) {
+  const int64_t gb = kQ4 ? 2 * kQGroup + kQGroup * 16 : 2 * kQGroup + kQGroup * 32;
+  for (int j = 0; j < valid; ++j)
+    for (int r = 0; r < R; ++r) {
+      const int8_t* x = a.qs + (m + r) * a.K;
+      float acc = 0.0f;
+      for (int64_t i = 0; i < a.nb; ++i) {
+        const uint8_t* b = g + i * gb;
+        uint16_t h;
+        std::memcpy(&h, b + 2 * j, 2);
+        int32_t dot = 0;
+        for (int e = 0; e < kQK0; ++e) dot += code<kQ4>(b, j, e) * x[kQK0 * i + e];
+        const float t = std::fma(a.d[(m + r) * a.nb + i], static_cast<float>(dot), a.o[(m + r) * a.nb + i]);
+        acc = std::fma(fp16_to_fp32(h), t, acc);
+      }
+      y[r * ldy + j] = acc;
+    }
+}
+
+template <bool kQ4>
+constexpr QGemmSet scalar_set() {
+  QGemmSet s{};
+  s.fn[0] = tile_scalar<kQ4, 1>;
+  s.fn[1] = tile_scalar<kQ4, 2>;
+  s.fn[2] = tile_scalar<kQ4, 3>;
+  s.fn[3] = tile_scalar<kQ4, 4>;
+  s.max_tokens = 4;
+  s.offset = kQ4 ? 8 : 128;
+  return s;
+}
+
+// Activations of one matmul_q call, reused across calls on the same thread.
+struct ActScratch {
+  std::vector<int8_t> qs;  // [M, K]
+  std::vector<float> d, o; // [M, nb]
+};
+ActScratch& act_scratch() {
+  static thread_local ActScratch s;
+  return s;
+}
+
+}  // namespace
+
+namespace qgemm_scalar {
+const QGemmSet q4_0 = scalar_set<true>();
+const QGemmSet q8_0 = scalar_set<false>();
+}  // namespace qgemm_scalar
+
+const QGemmSet* qgemm_set(DType t, DotIsa isa) {
+  if (!isa_supported(isa) || (t != DType::Q4_0 && t != DType::Q8_0)) return nullptr;
+  const bool q4 = t == DType::Q4_0;
+  switch (isa) {
+    case DotIsa::kScalar:
+      return q4 ? &qgemm_scalar::q4_0 : &qgemm_scalar::q8_0;
+#ifdef __AVX2__
+    case DotIsa::kAvx2:
+      return q4 ? &qgemm_avx2::q4_0 : &qgemm_avx2::q8_0;
+    case DotIsa::kAvxVnni:
+      return q4 ? &qgemm_vnni::q4_0 : &qgemm_vnni::q8_0;
+    case DotIsa::kAvx512:
+      return q4 ? &qgemm_avx512::q4_0 : &qgemm_avx512::q8_0;
+#else
+    case DotIsa::kAvx2:
+    case DotIsa::kAvxVnni:
+    case DotIsa::kAvx512:
+      return nullptr;
+#endif
+  }
+  return nullptr;
+}
+
+bool pack_q_supports(DType t, int64_t K) { return (t == DType::Q4_0 || t == DType::Q8_0) && K > 0 && K % kQK0 == 0; }
+
+PackedQ pack_q(DType t, std::span<const PackQSource> parts) {
+  MOPT_CHECK(!parts.empty(), "pack_q: no matrices");
+  const int64_t K = parts[0].K;
+  MOPT_CHECK(pack_q_supports(t, K), "pack_q: %s rows of %lld elements have no interleaved kernels", dtype_name(t),
+             static_cast<long long>(K));
+  PackedQ out;
+  out.type = t;
+  out.K = K;
+  for (const PackQSource& s : parts) {
+    MOPT_CHECK(s.K == K && s.N > 0 && s.w, "pack_q: matrices must share K (got %lld, %lld) and have rows",
+               static_cast<long long>(s.K), static_cast<long long>(K));
+    out.N += s.N;
+  }
+  const int64_t nb = K / kQK0, gbb = group_block_bytes(t), groups = (out.N + kQGroup - 1) / kQGroup;
+  out.group_bytes = static_cast<uint64_t>(nb * gbb);
+  // 2 MiB-aligned and, where the kernel has transparent huge pages on request, backed by them: decode streams the
+  // whole buffer once per token, and with 4 KiB pages every page crossed is a TLB miss the prefetchers stop at.
+  constexpr size_t kHuge = size_t(2) << 20;
+  const size_t used = static_cast<size_t>(groups) * out.group_bytes;
+  const size_t align = used >= kHuge ? kHuge : 64, bytes = (used + align - 1) / align * align;
+  out.data = {static_cast<uint8_t*>(std::aligned_alloc(align, bytes)), &std::free};
+  MOPT_CHECK(out.data != nullptr, "pack_q: cannot allocate %zu bytes", bytes);
+#ifdef __linux__
+  if (align == kHuge) madvise(out.data.get(), bytes, MADV_HUGEPAGE);  // a hint: 4 KiB pages where refused
+#endif
+  std::memset(out.data.get(), 0, bytes);
+  const bool q4 = t == DType::Q4_0;
+  const uint64_t src_row = *row_bytes(t, static_cast<uint64_t>(K));
+  int64_t n = 0;  // output row in the concatenation
+  for (const PackQSource& s : parts)
+    for (int64_t r = 0; r < s.N; ++r, ++n) {
+      const uint8_t* src = static_cast<const uint8_t*>(s.w) + static_cast<uint64_t>(r) * src_row;
+      const int j = static_cast<int>(n % kQGroup);
+      uint8_t* dst = out.data.get() + static_cast<uint64_t>(n / kQGroup) * out.group_bytes;
+      for (int64_t i = 0; i < nb; ++i, dst += gbb) {
+        uint8_t* q = dst + 2 * kQGroup;
+        if (q4) {
+          const auto& b = reinterpret_cast<const BlockQ4_0*>(src)[i];
+          std::memcpy(dst + 2 * j, &b.d, 2);
+          for (int p = 0; p < 4; ++p) std::memcpy(q + 64 * p + 4 * j, b.qs + 4 * p, 4);
+        } else {
+          const auto& b = reinterpret_cast<const BlockQ8_0*>(src)[i];
+          std::memcpy(dst + 2 * j, &b.d, 2);
+          for (int e = 0; e < kQK0; ++e)
+            q[64 * (e >> 2) + 4 * j + (e & 3)] = static_cast<uint8_t>(static_cast<uint8_t>(b.qs[e]) ^ 0x80u);
+        }
+      }
+    }
+  return out;
+}
+
+bool matmul_q_isa(const PackedQ& w, const float* x, int64_t M, float* y, ThreadPool* pool, DotIsa isa) {
+  MOPT_CHECK(!w.empty() && M >= 0, "matmul_q: empty weights or negative M");
+  const QGemmSet* set = qgemm_set(w.type, isa);
+  if (!set) return false;
+  if (M == 0) return true;
+  const int64_t K = w.K, N = w.N, nb = K / kQK0;
+
+  // Activations: Q8_0 codes per row, the fp32 scale and the offset term o = -d * off * sum(codes) per block.
+  ActScratch& s = act_scratch();
+  if (s.qs.size() < static_cast<size_t>(M * K)) s.qs.resize(static_cast<size_t>(M * K));
+  if (s.d.size() < static_cast<size_t>(M * nb)) s.d.resize(static_cast<size_t>(M * nb)), s.o.resize(s.d.size());
+  const float off = static_cast<float>(set->offset);
+  auto quant_rows = [&](int64_t b, int64_t e, int) {
+    for (int64_t m = b; m < e; ++m)
+      for (int64_t i = 0; i < nb; ++i) {
+        BlockQ8_0 blk;
+        quantize_row(DType::Q8_0, x + m * K + i * kQK0, &blk, kQK0);
+        std::memcpy(s.qs.data() + m * K + i * kQK0, blk.qs, kQK0);
+        int32_t sum = 0;
+        for (int e = 0; e < kQK0; ++e) sum += blk.qs[e];
+        const float d = fp16_to_fp32(blk.d);
+        s.d[static_cast<size_t>(m * nb + i)] = d;
+        s.o[static_cast<size_t>(m * nb + i)] = -(d * (off * static_cast<float>(sum)));  // off * sum: exact
+      }
+  };
+  if (pool && M >= 4) {
+    pool->parallel_for(M, quant_rows);
+  } else {
+    quant_rows(0, M, 0);
+  }
+  const QAct act{s.qs.data(), s.d.data(), s.o.data(), K, nb};
+
+  // Work items: a run of groups x a tile of tokens; each group's row is read from memory once per tile.
+  const int64_t groups = (N + kQGroup - 1) / kQGroup;
+  const int64_t nt = pool ? std::max(1, pool->size()) : 1;
+  const int64_t gchunk = std::clamp<int64_t>(groups / (8 * nt), 1, 8);
+  const int64_t chunks = (groups + gchunk - 1) / gchunk, tiles = (M + kTileTokens - 1) / kTileTokens;
+  parallel_items(pool, chunks * tiles, [&](int64_t item, int) {
+    const int64_t c = item % chunks, tm = item / chunks;
+    const int64_t g1 = std::min(groups, (c + 1) * gchunk), m1 = std::min(M, (tm + 1) * kTileTokens);
+    for (int64_t g = c * gchunk; g < g1; ++g) {
+      const uint8_t* wg = w.data.get() + static_cast<uint64_t>(g) * w.group_bytes;
+      const int valid = static_cast<int>(std::min<int64_t>(kQGroup, N - g * kQGroup));
+      for (int64_t m = tm * kTileTokens; m < m1;) {
+        const int r = static_cast<int>(std::min<int64_t>(set->max_tokens, m1 - m));
+        set->fn[r - 1](wg, act, m, y + m * N + g * kQGroup, N, valid);
+        m += r;
+      }
+    }
+  });
+  return true;
+}
+
+void matmul_q(const PackedQ& w, const float* x, int64_t M, float* y, ThreadPool* pool) {
+  for (int i = static_cast<int>(isa_active()); i >= 0; --i)
+    if (matmul_q_isa(w, x, M, y, pool, static_cast<DotIsa>(i))) return;
+  MOPT_CHECK(false, "matmul_q: no kernels for %s", dtype_name(w.type));
+}
+
+}  // namespace mopt::cpu

@@ -1,0 +1,82 @@
+// Quantized weights repacked at load into row-interleaved groups, and the matrix products over them (decode and
+// prompt processing alike): y[M, N] = x[M, K] · W^T for Q4_0 and Q8_0 weights.
+//
+// Layout: the N rows in groups of kQGroup = 16 (the last one zero-padded), each group's K/32 blocks one after the
+// other, one group-block holding the 16 rows' block i:
+//   [16 fp16 scales (row j at j)] then the codes as 32-bit lanes, lane j = 4 consecutive codes of row j:
+//   Q4_0: 4 chunks p of 64 bytes, byte 64p + 4j + b = row j's byte 4p + b (low nibble: element 4p + b, high nibble:
+//         element 16 + 4p + b) -> 288 bytes, the same bytes as the 16 source blocks;
+//   Q8_0: 8 chunks t of 64 bytes, byte 64t + 4j + b = row j's code 4t + b, stored + 128 (as u8) -> 544 bytes.
+// One load then holds 4 codes of each of 16 rows (or 8 rows on 256 bits), multiplied against 4 activation codes
+// broadcast to every lane (vpdpbusd, or maddubs + madd): each lane accumulates its own row, so no horizontal sums,
+// the 16 scales of a block convert in one instruction, and a weight load serves every token of a tile.
+//
+// Unsigned codes (Q4_0 c = q + 8, Q8_0 c = q + 128) times signed Q8_0 activations x: the products carry an offset
+// sum(x) * off that the activation side removes, with one fp32 per (token, block): o = -d_x * off * sum(x). Per lane
+// and block: t = fma(d_x, float(int dot), o); acc = fma(d_w, t, acc). The AVX2 path without VNNI multiplies Q8_0
+// through the sign trick (off = 0). Numerics as matmul (kernels.h): exact integer dots, activations rounded to Q8_0.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "backend/cpu/isa.h"
+#include "core/dtype.h"
+#include "core/thread_pool.h"
+
+namespace mopt::cpu {
+
+inline constexpr int kQGroup = 16;  // rows per interleaved group
+
+struct PackedQ {
+  DType type = DType::F32;  // the source type, Q4_0 or Q8_0; F32 while empty
+  int64_t N = 0, K = 0;     // outputs (all parts together), inputs
+  uint64_t group_bytes = 0; // bytes of one group: K/32 group-blocks
+  std::unique_ptr<uint8_t[], void (*)(void*)> data{nullptr, nullptr};  // [ceil(N/16), K/32, group-block], 64-aligned
+  bool empty() const { return N == 0; }
+};
+
+struct PackQSource {
+  const void* w;  // [N, K] rows of the source type
+  int64_t N, K;
+};
+
+// True where t has interleaved kernels and rows of K elements fit them (K a multiple of 32).
+bool pack_q_supports(DType t, int64_t K);
+// Packs several matrices of type t with the same K as one (their outputs concatenated, as pack_f32 does).
+PackedQ pack_q(DType t, std::span<const PackQSource> parts);
+// y[M, N] = x[M, K] · W^T over the active path's kernels (isa_active()). Results do not depend on M, the thread count
+// or the tiling (each output is the same chain of operations); they can differ between paths by fp32 rounding only.
+void matmul_q(const PackedQ& w, const float* x, int64_t M, float* y, ThreadPool* pool);
+// The same on one given path (tests compare paths); false where the path is not supported here.
+bool matmul_q_isa(const PackedQ& w, const float* x, int64_t M, float* y, ThreadPool* pool, DotIsa isa);
+
+// ---- kernel interface (qgemm_impl.h, one instantiation per instruction set) ----
+
+// Activations of a tile: Q8_0 codes and, per block, the scale d and the offset term o (see above).
+struct QAct {
+  const int8_t* qs;  // [M, K]
+  const float* d;    // [M, nb]
+  const float* o;    // [M, nb]
+  int64_t K, nb;
+};
+inline constexpr int kQMaxTokens = 8;  // tokens per kernel call, at most
+// y[r * ldy + j] = row j of the group (j < valid) times token m + r, for r < R (entry R-1 of QGemmSet::fn).
+using QTileFn = void (*)(const uint8_t* group, const QAct& a, int64_t m, float* y, int64_t ldy, int valid);
+struct QGemmSet {
+  QTileFn fn[kQMaxTokens];  // nullptr above max_tokens
+  int max_tokens;           // tokens per call this path's registers hold
+  int offset;               // the code offset its dots leave in (8, 128, or 0 for signed Q8_0 dots)
+};
+// The kernels of type t (Q4_0 / Q8_0) on one path, nullptr where not built or not run by this CPU.
+const QGemmSet* qgemm_set(DType t, DotIsa isa);
+
+namespace qgemm_scalar { extern const QGemmSet q4_0, q8_0; }
+#ifdef __AVX2__
+namespace qgemm_avx2 { extern const QGemmSet q4_0, q8_0; }
+namespace qgemm_vnni { extern const QGemmSet q4_0, q8_0; }
+namespace qgemm_avx512 { extern const QGemmSet q4_0, q8_0; }
+#endif
+
+}  // namespace mopt::cpu

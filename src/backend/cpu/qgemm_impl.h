@@ -1,0 +1,166 @@
+// The interleaved Q4_0 / Q8_0 tile kernels of qgemm.h, written once over a vector policy V and instantiated per
+// instruction set (qgemm_avx2.cpp: V256<false>, qgemm_vnni.cpp: V256<true>, qgemm_avx512.cpp: V512), each file
+// compiling it for its own target. Everything here has internal linkage and calls no out-of-line library code, so
+// no instruction-set variant can be merged into another at link time.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstring>
+#include <utility>
+
+#include "backend/cpu/qgemm.h"
+
+namespace mopt::cpu {
+namespace {
+
+// V: I (integer register), F (fp32 register), L (lanes = rows per register), load (4 bytes of each of L rows),
+// bcast (4 activation codes to every lane), lo / hi (nibbles), dot4 / finish4 (acc += 4-code dots of codes <= 15,
+// then the block's sums as s32), prep8 / dot8 (the same for 8-bit codes stored + 128, s32 sums), scales (L fp16 ->
+// fp32), store (the first n lanes).
+
+// Q4_0 group-blocks: 8 registers of codes per half, t = 0..3 low nibbles of chunk t, 4..7 high nibbles of chunk t-4.
+struct FmtQ4 {
+  static constexpr int64_t kBytes = 2 * kQGroup + kQGroup * 16;
+  template <class V>
+  static auto codes(const uint8_t* q, int t) {
+    const typename V::I v = V::load(q + 64 * (t & 3));
+    return t < 4 ? V::lo(v) : V::hi(v);
+  }
+  template <class V, class W>
+  static typename V::I dot(typename V::I acc, const W& w, typename V::I x) { return V::dot4(acc, w, x); }
+  template <class V>
+  static typename V::I finish(typename V::I acc) { return V::finish4(acc); }
+};
+
+// Q8_0 group-blocks: chunk t holds codes 4t..4t+3 (+ 128).
+struct FmtQ8 {
+  static constexpr int64_t kBytes = 2 * kQGroup + kQGroup * 32;
+  template <class V>
+  static auto codes(const uint8_t* q, int t) { return V::prep8(V::load(q + 64 * t)); }
+  template <class V, class W>
+  static typename V::I dot(typename V::I acc, const W& w, typename V::I x) { return V::dot8(acc, w, x); }
+  template <class V>
+  static typename V::I finish(typename V::I acc) { return acc; }
+};
+
+// R tokens x one group (16 rows), the whole row. Per block, for each of the 8 code registers of each half of V::L
+// rows, one broadcast of 4 codes per token serves both halves; then the fp32 epilogue of qgemm.h per half and token.
+template <class V, class Fmt, int R>
+void tile(const uint8_t* g, const QAct& a, int64_t m, float* y, int64_t ldy, int valid) {
+  using I = typename V::I;
+  using F = typename V::F;
+  constexpr int H = kQGroup / V::L;
+  F acc[H][R];
+  for (int h = 0; h < H; ++h)
+    for (int r = 0; r < R; ++r) acc[h][r] = V::fzero();
+  const int8_t* x[R];
+  const float* xd[R];
+  const float* xo[R];
+  for (int r = 0; r < R; ++r) {
+    x[r] = a.qs + (m + r) * a.K;
+    xd[r] = a.d + (m + r) * a.nb;
+    xo[r] = a.o + (m + r) * a.nb;
+  }
+  for (int64_t i = 0; i < a.nb; ++i, g += Fmt::kBytes) {
+    const uint8_t* q = g + 2 * kQGroup;
+    I iacc[H][R];
+    for (int h = 0; h < H; ++h)
+      for (int r = 0; r < R; ++r) iacc[h][r] = V::zero();
+#pragma GCC unroll 8
+    for (int t = 0; t < 8; ++t) {
+      decltype(Fmt::template codes<V>(q, t)) w[H];
+      for (int h = 0; h < H; ++h) w[h] = Fmt::template codes<V>(q + 4 * V::L * h, t);
+      for (int r = 0; r < R; ++r) {
+        const I b = V::bcast(x[r] + 32 * i + 4 * t);
+        for (int h = 0; h < H; ++h) iacc[h][r] = Fmt::template dot<V>(iacc[h][r], w[h], b);
+      }
+    }
+    for (int h = 0; h < H; ++h) {
+      const F dw = V::scales(g + 2 * V::L * h);
+      for (int r = 0; r < R; ++r) {
+        const F dot = V::cvt(Fmt::template finish<V>(iacc[h][r]));
+        acc[h][r] = V::fmadd(dw, V::fmadd(V::set1(xd[r][i]), dot, V::set1(xo[r][i])), acc[h][r]);
+      }
+    }
+  }
+  for (int h = 0; h < H; ++h) {
+    const int n = valid - V::L * h;
+    if (n <= 0) break;
+    for (int r = 0; r < R; ++r) V::store(y + r * ldy + V::L * h, acc[h][r], n);
+  }
+}
+
+template <class V, class Fmt, int... Rs>
+constexpr QGemmSet make_set(int offset, std::integer_sequence<int, Rs...>) {
+  QGemmSet s{};
+  ((s.fn[Rs] = tile<V, Fmt, Rs + 1>), ...);
+  s.max_tokens = static_cast<int>(sizeof...(Rs));
+  s.offset = offset;
+  return s;
+}
+
+// 256-bit lanes: 8 rows per register, two halves per group. kVnni: vpdpbusd (AVX-VNNI); else maddubs + madd, and
+// Q8_0 through the sign trick (its codes back to s8 once per register: |w| and sign(x, w)).
+template <bool kVnni>
+struct V256 {
+  using I = __m256i;
+  using F = __m256;
+  static constexpr int L = 8;
+  static I zero() { return _mm256_setzero_si256(); }
+  static F fzero() { return _mm256_setzero_ps(); }
+  static I load(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+  static I bcast(const int8_t* p) {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+  }
+  static I lo(I v) { return _mm256_and_si256(v, _mm256_set1_epi8(0x0F)); }
+  static I hi(I v) { return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F)); }
+  // VNNI: s32 sums. Else s16 sums, widened by finish4: a block's 8 registers add at most 8 * 2 * 15 * 127 = 30480.
+  static I dot4(I acc, I u, I x) {
+    if constexpr (kVnni) {
+      return _mm256_dpbusd_avx_epi32(acc, u, x);
+    } else {
+      return _mm256_add_epi16(acc, _mm256_maddubs_epi16(u, x));
+    }
+  }
+  static I finish4(I acc) {
+    if constexpr (kVnni) {
+      return acc;
+    } else {
+      return _mm256_madd_epi16(acc, _mm256_set1_epi16(1));
+    }
+  }
+  struct W8 {  // VNNI: the unsigned codes; else |w| and w as s8
+    I a, s;
+  };
+  static W8 prep8(I u) {
+    if constexpr (kVnni) {
+      return {u, u};
+    } else {
+      const I s = _mm256_xor_si256(u, _mm256_set1_epi8(static_cast<char>(0x80)));
+      return {_mm256_abs_epi8(s), s};
+    }
+  }
+  static I dot8(I acc, const W8& w, I x) {
+    if constexpr (kVnni) {
+      return _mm256_dpbusd_avx_epi32(acc, w.a, x);
+    } else {  // |pair sums| <= 2 * 127 * 127
+      const I p16 = _mm256_maddubs_epi16(w.a, _mm256_sign_epi8(x, w.s));
+      return _mm256_add_epi32(acc, _mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
+    }
+  }
+  static F scales(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  static F set1(float v) { return _mm256_set1_ps(v); }
+  static F cvt(I v) { return _mm256_cvtepi32_ps(v); }
+  static F fmadd(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+  static void store(float* y, F v, int n) {
+    if (n >= L) return _mm256_storeu_ps(y, v);
+    const I mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    _mm256_maskstore_ps(y, mask, v);
+  }
+};
+
+}  // namespace
+}  // namespace mopt::cpu

@@ -1,0 +1,25 @@
+// The interleaved Q4_0 / Q8_0 kernels (qgemm.h) on AVX-VNNI: vpdpbusd on 256 bits, compiled for that target inside
+// the AVX2 build and taken only where the CPU has it (isa.h).
+#include "backend/cpu/qgemm.h"
+
+#ifdef __AVX2__
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC push_options
+#pragma GCC target("avxvnni")
+#elif defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avxvnni"))), apply_to = function)
+#endif
+
+#include "backend/cpu/qgemm_impl.h"
+
+namespace mopt::cpu::qgemm_vnni {
+const QGemmSet q4_0 = make_set<V256<true>, FmtQ4>(8, std::make_integer_sequence<int, 3>{});
+const QGemmSet q8_0 = make_set<V256<true>, FmtQ8>(128, std::make_integer_sequence<int, 3>{});
+}  // namespace mopt::cpu::qgemm_vnni
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC pop_options
+#elif defined(__clang__)
+#pragma clang attribute pop
+#endif
+#endif  // __AVX2__
