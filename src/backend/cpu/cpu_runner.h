@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/moe.h"
 #include "backend/runner.h"
 #include "core/tensor.h"
 
@@ -48,7 +49,9 @@ class CpuRunner : public ModelRunner {
  private:
   CpuRunner() = default;
   struct Layer {
-    const TensorView *wq, *wk, *wv, *wo, *w_gate, *w_up, *w_down;
+    const TensorView *wq, *wk, *wv, *wo;
+    const TensorView *w_gate = nullptr, *w_up = nullptr, *w_down = nullptr;  // dense MLP; null in MoE models
+    cpu::MoeLayer moe;                       // MoE models: router and experts
     std::vector<float> attn_norm, ffn_norm;  // [n_embd]
     std::vector<float> bq, bk, bv;           // [q_dim], [kv_dim], [kv_dim]; empty without QKV bias
     std::vector<float> q_norm, k_norm;       // [head_dim]; empty without Q/K norm
@@ -110,6 +113,8 @@ class CpuRunner : public ModelRunner {
     std::vector<float> gate, up;           // [n_tokens, n_ff]
     std::vector<float> qkv;                // [n_tokens, q_dim + 2 kv_dim] (packed_ only)
     std::vector<float> gu;                 // [n_tokens, 2 n_ff] (packed_ only)
+    std::vector<float> moe_out;            // [n_tokens, n_embd] (MoE models)
+    cpu::MoeScratch moe;                   // MoE routing and expert products
     std::vector<float> rope_cs, rope_sn;   // [n_tokens, rope_dim / 2] cos / sin of each token's angles
     std::vector<float> xo;                 // [n_out, n_embd]
     std::vector<float> logits;             // [n_out, n_vocab] (sequence groups whose rows are not contiguous)
