@@ -19,7 +19,7 @@ models=()
 for cfg in tests/data/moe/*.json; do
   case "$cfg" in *.ref.json) continue ;; esac
   name=$(basename "$cfg" .json)
-  "$MOPT_BIN" synth --config "$cfg" -o "$work/$name" --dtype f32 --seed "$SEED" > /dev/null
+  "$MOPT_BIN" synth --config "$cfg" -o "$work/$name" --dtype f32 --seed "$SEED" --no-words > /dev/null
   models+=("$work/$name")
 done
 mkdir -p "$OUT"
