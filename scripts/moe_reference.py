@@ -70,7 +70,13 @@ def selection_from_router_output(out, top_k, n_expert, norm_topk):
 
 def run_one(folder, out_dir, device):
     name = os.path.basename(os.path.normpath(folder))
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager")
+    model, info = AutoModelForCausalLM.from_pretrained(
+        folder, dtype=torch.float32, attn_implementation="eager", output_loading_info=True)
+    # A checkpoint tensor transformers did not take, or a parameter it had to initialize itself, would make the
+    # reference the output of other weights than the test's: stop instead.
+    problems = {k: v for k, v in (info or {}).items() if v and k in ("missing_keys", "unexpected_keys", "mismatched_keys")}
+    if problems:
+        raise SystemExit(f"{name}: transformers did not load the checkpoint as written: {problems}")
     model.to(device).eval()
     cfg = model.config
     n_expert = getattr(cfg, "num_local_experts", None) or cfg.num_experts

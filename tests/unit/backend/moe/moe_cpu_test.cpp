@@ -95,14 +95,19 @@ void expect_close(const std::vector<float>& a, const std::vector<float>& ref, in
   EXPECT_EQ(d.top1_agree, d.rows) << what;
 }
 
+// The fp32 reference's logits of one sequence (empty, and the test failed, when it cannot build the model).
+std::vector<float> reference_logits(const Model& m, const std::vector<int32_t>& tokens) {
+  auto ref = ReferenceModel::create(m);
+  EXPECT_TRUE(ref.is_ok()) << ref.message();
+  return ref.is_ok() ? ref->forward(tokens) : std::vector<float>();
+}
+
 TEST(MoeModel, CpuRunnerMatchesReferencePrefillChunkedAndDecode) {
   for (const std::string& name : moe_config_names()) {
     SCOPED_TRACE(name);
     auto m = synth_moe(name);
     ASSERT_NE(m, nullptr);
-    auto ref = ReferenceModel::create(*m);
-    ASSERT_TRUE(ref.is_ok()) << ref.message();
-    const std::vector<float> want = ref->forward(kRefTokens);
+    const std::vector<float> want = reference_logits(*m, kRefTokens);
     auto r = cpu_runner(*m);
     ASSERT_NE(r, nullptr);
     const int V = m->config.n_vocab;
@@ -165,9 +170,12 @@ TEST(MoeModel, QuantizedExpertsUseTheCpuKernels) {
     SCOPED_TRACE(name);
     auto m = synth_moe(name);
     ASSERT_NE(m, nullptr);
-    // Every matrix but the embeddings to Q8_0, the stacked experts included.
+    // Every matrix to Q8_0, the stacked experts included, but the embeddings and the router (llama.cpp's quantize keeps
+    // ffn_gate_inp in F32 too: routing on rounded activations would flip near-tied experts, a jump no tolerance fits).
     auto q = converted_copy(*m, [](const TensorView& v, TensorView& nv, std::vector<uint8_t>& buf) {
-      if (v.n_dims < 2 || v.name == "token_embd.weight" || v.name == "output.weight") return false;
+      if (v.n_dims < 2 || v.name == "token_embd.weight" || v.name == "output.weight" ||
+          v.name.find("ffn_gate_inp") != std::string::npos)
+        return false;
       const int64_t K = v.ne[0], N = v.rows();
       buf.resize(static_cast<size_t>(*row_bytes(DType::Q8_0, K) * N));
       for (int64_t r = 0; r < N; ++r)
@@ -186,7 +194,7 @@ TEST(MoeModel, QuantizedExpertsUseTheCpuKernels) {
     auto r = cpu_runner(*q);
     ASSERT_NE(r, nullptr);
     const LogitDiff d = diff_logits(run_sequence(*r, kRefTokens, 24), want, q->config.n_vocab);
-    EXPECT_LT(d.max_abs, 2e-2 * std::max(1.0, d.max_ref)) << d.max_abs;
+    EXPECT_LT(d.max_abs, 2e-2 * std::max(1.0, d.max_ref)) << d.max_abs << " (max |logit| " << d.max_ref << ")";
     EXPECT_GE(d.top1_agree, d.rows - 1);
   }
 }
@@ -198,9 +206,7 @@ TEST(MoeModel, WrongRoutingBreaksTheComparison) {
     SCOPED_TRACE(name);
     auto m = synth_moe(name);
     ASSERT_NE(m, nullptr);
-    auto ref = ReferenceModel::create(*m);
-    ASSERT_TRUE(ref.is_ok()) << ref.message();
-    const std::vector<float> want = ref->forward(kRefTokens);
+    const std::vector<float> want = reference_logits(*m, kRefTokens);
     for (int mutation = 0; mutation < 2; ++mutation) {
       auto bad = converted_copy(*m, [](const TensorView&, TensorView&, std::vector<uint8_t>&) { return false; });
       if (mutation == 0) bad->config.expert_norm_topk = !bad->config.expert_norm_topk;
