@@ -32,8 +32,8 @@ done
 [[ $(jget "$tmp/mixtral.json" 'd.hyperparameters.n_expert_used') == 2 ]] || fail "n_expert_used"
 "$MOPT_BIN" inspect "$tmp/qwen2_moe" >"$tmp/q2.txt" || fail "inspect qwen2_moe"
 grep -q "^active: .*per token" "$tmp/q2.txt" || { cat "$tmp/q2.txt"; fail "inspect prints no active count"; }
-grep -q "^blk.1.ffn_down_shexp.weight .*\[128, 64\]" "$tmp/q2.txt" || fail "no shared expert tensor"
-grep -q "^blk.1.ffn_down_exps.weight .*\[32, 64, 8\]" "$tmp/q2.txt" || fail "no stacked experts"
+grep -q "^blk.1.ffn_down_shexp.weight .*\[128,64\]" "$tmp/q2.txt" || fail "no shared expert tensor"
+grep -q "^blk.1.ffn_down_exps.weight .*\[32,64,8\]" "$tmp/q2.txt" || fail "no stacked experts"
 
 "$MOPT_BIN" plan -m "$tmp/mixtral" --device cpu --no-measure --max-num-seqs 4 >"$tmp/plan.txt" || fail "plan"
 grep -q "0.39M parameters (0.17M active per token: 2 of 8 experts)" "$tmp/plan.txt" || { cat "$tmp/plan.txt"; fail "plan"; }

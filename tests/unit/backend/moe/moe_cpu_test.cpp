@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <random>
 
 #include "backend/cpu/moe.h"
@@ -194,8 +195,12 @@ TEST(MoeModel, QuantizedExpertsUseTheCpuKernels) {
     auto r = cpu_runner(*q);
     ASSERT_NE(r, nullptr);
     const LogitDiff d = diff_logits(run_sequence(*r, kRefTokens, 24), want, q->config.n_vocab);
-    EXPECT_LT(d.max_abs, 2e-2 * std::max(1.0, d.max_ref)) << d.max_abs << " (max |logit| " << d.max_ref << ")";
-    EXPECT_GE(d.top1_agree, d.rows - 1);
+    // The budget of tests/unit/backend/cpu_runner_test.cpp (QuantizedWeightsMatchReference): Q8_0 activations are off
+    // by 1.17e-2 of their RMS per layer, 2 layers: 2.34e-2 of the logit range.
+    EXPECT_LT(d.max_abs, 2.34e-2 * d.max_ref) << d.max_abs << " (max |logit| " << d.max_ref << ")";
+    EXPECT_EQ(d.top1_agree, d.rows);
+    std::printf("%s, Q8_0: max |delta logit| %.3g (max |logit| %.3g), top-1 agreement %d/%d\n", name, d.max_abs,
+                d.max_ref, d.top1_agree, d.rows);
   }
 }
 
@@ -215,6 +220,9 @@ TEST(MoeModel, WrongRoutingBreaksTheComparison) {
       ASSERT_NE(r, nullptr);
       const LogitDiff d = diff_logits(run_sequence(*r, kRefTokens, 24), want, m->config.n_vocab);
       EXPECT_GT(d.max_abs, 1e-3) << (mutation == 0 ? "flipped norm_topk_prob" : "one expert fewer");
+      std::printf("%s, %s: max |delta logit| %.3g (max |logit| %.3g), top-1 agreement %d/%d\n", name.c_str(),
+                  mutation == 0 ? "flipped norm_topk_prob" : "one expert fewer", d.max_abs, d.max_ref, d.top1_agree,
+                  d.rows);
     }
   }
 }
