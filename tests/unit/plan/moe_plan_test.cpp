@@ -6,9 +6,10 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 
-#include "plan/gpu_specs.h"
+#include "plan/hardware.h"
 #include "plan/plan.h"
 
 namespace mopt::plan {
@@ -42,7 +43,9 @@ TEST(PlanMoe, Mixtral8x7bByHand) {
   for (const std::string& n : p->notes) said = said || n.find("2 of 8 experts") != std::string::npos;
   EXPECT_TRUE(said) << "the plan does not say what its decode figures count";
   EXPECT_NE(plan_table(req, *p).find("12.88B active per token"), std::string::npos) << plan_table(req, *p);
-  EXPECT_NE(plan_json(req, *p).find("\"n_active_params\":12879925248"), std::string::npos);
+  const auto j = nlohmann::json::parse(plan_json(req, *p));
+  EXPECT_EQ(j["model"]["n_active_params"].get<uint64_t>(), 12879925248ull);
+  EXPECT_EQ(j["model"]["n_params"].get<uint64_t>(), 46702792704ull);
 }
 
 }  // namespace
