@@ -105,6 +105,11 @@ uint64_t cpu_workspace(const ModelConfig& c, const EngineConfig& e, bool packed)
                  kv = static_cast<uint64_t>(c.kv_dim()), ff = static_cast<uint64_t>(c.n_ff);
   uint64_t per_token = 2 * d + 2 * q + 2 * kv + 2 * ff + static_cast<uint64_t>(c.rope_dim);
   if (packed) per_token += q + 2 * kv + 2 * ff;
+  if (c.is_moe()) {  // cpu::MoeScratch: router probabilities, then per (token, pick) input, gate, up and output rows
+    const uint64_t k = static_cast<uint64_t>(c.n_expert_used), fe = static_cast<uint64_t>(c.n_ff_exp),
+                   sh = static_cast<uint64_t>(c.n_ff_shexp);
+    per_token += static_cast<uint64_t>(c.n_expert) + 4 * k + k * (2 * d + 2 * fe) + 2 * sh + 2 * d;
+  }
   return 4 * (T * per_token + S * d + S * static_cast<uint64_t>(c.n_vocab));  // + output rows, logits
 }
 
