@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Mixture-of-experts models end to end (a few seconds): mopt synth writes the Mixtral and Qwen2-MoE test configs
 # (tests/data/moe), inspect counts total and active parameters and the bytes a token reads (worked out by hand below),
-# plan shows the active count, run generates on the CPU, and DeepSeek-V2 is refused naming MLA.
+# plan shows the active count, run generates on the CPU; quantize (not written for MoE yet) and DeepSeek-V2 (MLA) are
+# refused with their reasons.
 # (Forward-pass correctness: tests/unit/backend/moe; loaders: tests/unit/model/moe_load_test.cpp.)
 set -euo pipefail
 : "${MOPT_BIN:?set MOPT_BIN to the mopt binary}" "${MOPT_SOURCE_DIR:?}"
@@ -42,6 +43,9 @@ for name in mixtral qwen2_moe; do
   "$MOPT_BIN" run -m "$tmp/$name" --device cpu -p "hello" -n 8 --temp 0 --ignore-eos >"$tmp/run.txt" 2>"$tmp/run.err" ||
     { cat "$tmp/run.err"; fail "run $name"; }
 done
+
+set +e; "$MOPT_BIN" quantize "$tmp/mixtral" -o "$tmp/q.gguf" --to q8_0 >/dev/null 2>"$tmp/q.err"; rc=$?; set -e
+[[ $rc != 0 ]] && grep -q "mixture-of-experts model" "$tmp/q.err" || { cat "$tmp/q.err"; fail "quantize not refused"; }
 
 cat >"$tmp/deepseek.json" <<'JSON'
 {"architectures": ["DeepseekV2ForCausalLM"], "vocab_size": 512, "hidden_size": 64, "intermediate_size": 128,
