@@ -121,8 +121,8 @@ struct WarmupReport {
 // Progress of a warm-up: `done` of `total` steps, the current one described by `what`.
 using WarmupProgress = std::function<void(int done, int total, const std::string& what)>;
 
-// Work a runner does inside steps that should have happened before serving: GEMM shapes timed and CUDA graphs
-// captured so far (monotonic, thread-safe).
+// Work a runner does inside steps that should have happened before serving: GEMM shapes planned (timed, or
+// searched by cuBLASLt's heuristic) and CUDA graphs captured so far (monotonic, thread-safe).
 struct TuningCounters {
   uint64_t gemm_tunings = 0;
   uint64_t graph_captures = 0;

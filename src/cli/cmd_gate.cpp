@@ -22,7 +22,7 @@ struct GateArgs {
   LoadFlags load;
   std::string model, config, device = "auto", thresholds_file, soak = "5m", sample_interval = "1s";
   std::string startup_timeout = "300s", memory_limit, progress = "auto";
-  std::string markdown, html;
+  std::string markdown, html, gates;
   std::vector<std::string> serve_args;
   int threads = 0, max_model_len = 0, warmup = -1;
   bool json = false;
@@ -78,6 +78,15 @@ int run_gate_cmd(GateArgs& a) {
   else return fail(error("--progress must be auto, bar, lines or off"));
   if (!o.baseline.empty() && o.eval_text.empty())
     return fail(error("--baseline needs --eval-text FILE (the text both models are evaluated on)"));
+  if (!a.gates.empty()) {
+    auto sel = gate::parse_gate_selection(a.gates);
+    if (!sel) return fail(sel.status());
+    o.gates = *sel;
+    // Asked for by name, the accuracy gate must be measurable (by default it is a skip without a baseline).
+    if (o.gates.has("accuracy") && o.baseline.empty())
+      return fail(error("--gates accuracy needs --baseline MODEL and --eval-text FILE (the reference model and the "
+                        "text both are evaluated on)"));
+  }
 
   const std::string device = a.device == "auto" ? device_name(resolve_device(DeviceKind::kAuto)) : a.device;
   o.is_cuda = device == "cuda";
@@ -129,6 +138,9 @@ Registration reg("gate", 86, [](CLI::App& app) {
   sub->add_option("--baseline", o.baseline, "Accuracy: the reference model the served one is compared with");
   sub->add_option("--eval-text", o.eval_text, "Accuracy: the text both models are evaluated on")->check(CLI::ExistingFile);
   sub->add_option("--startup-timeout", a->startup_timeout, "A server must be ready within this")->capture_default_str();
+  sub->add_option("--gates", a->gates, "Only these gates, comma-separated (default: all): leak, tail, errors, "
+                                      "cuda_graphs, accuracy, resources, restart; e.g. --gates accuracy checks a "
+                                      "variant against --baseline without a soak");
   sub->add_flag("--strict", o.strict, "A gate that does not apply here (skip) fails the run");
   sub->add_option("-o,--output-dir", o.server.log_dir, "Server logs, soak evidence (soak.json) and gate.json")
       ->capture_default_str();

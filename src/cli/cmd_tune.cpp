@@ -111,7 +111,9 @@ Registration reg("tune", 85, [](CLI::App& app) {
   auto a = std::make_shared<TuneArgs>();
   tune::TuneOptions& o = a->o;
   auto* sub = app.add_subcommand("tune", "Search serve's settings for the highest goodput under an SLA");
-  sub->add_option("-m,--model", o.models, "Model (GGUF, Hugging Face folder); repeat for variants (weight formats)")
+  sub->add_option("-m,--model", o.models, "Model (GGUF, Hugging Face folder); repeat for variants of one model "
+                                          "(weight formats, e.g. -m llama-bf16 -m llama-fp8): the first is serve's "
+                                          "defaults' model, the others are searched as the model knob")
       ->required();
   sub->add_option("--device", o.fixed.device, "auto, cpu or cuda (every trial)")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))->capture_default_str();
@@ -131,7 +133,8 @@ Registration reg("tune", 85, [](CLI::App& app) {
   sub->add_option("--time-budget", a->time_budget, "Start no search trial after this long (e.g. 10m)");
   sub->add_option("--search", a->search, "KNOB=V1,V2,...: the values to try (one value fixes the knob); knobs: "
                                          "model, max-num-seqs, max-num-batched-tokens, block-size, kv-cache-dtype, "
-                                         "prefix-caching, cuda-graphs, kv-cache-memory");
+                                         "prefix-caching, cuda-graphs, kv-cache-memory (model: -m variants by index, path or "
+                                         "file name)");
   sub->add_option("--min-gain", o.min_gain, "A move must raise goodput by this fraction")
       ->check(CLI::Range(0.0, 1.0))->capture_default_str();
   sub->add_option("--early-stop-ratio", o.trial.worse_ratio,

@@ -154,7 +154,7 @@ struct EngineStats {
   // Engine::warmup: done, and the tuning the runner still did afterwards (inside requests' steps; a warm-up that
   // covers every shape leaves both 0; docs/warmup.md).
   bool warmed_up = false;
-  uint64_t tunings_after_warmup = 0;   // GEMM shapes timed
+  uint64_t tunings_after_warmup = 0;   // GEMM shapes timed or searched
   uint64_t captures_after_warmup = 0;  // CUDA graphs captured
   // Speculative decoding: verification rounds (a sequence's proposal verified in a step), tokens proposed in
   // them, and proposed tokens accepted. Mean acceptance length = 1 + accepted / drafts (tokens per round).

@@ -81,11 +81,18 @@ GateResult accuracy_gate(const GateOptions& opt) {
       g.detail += (g.detail.empty() ? "" : "; ") + o.check.text + " does not hold";
     }
   }
-  g.measured += strfmt(" (%lld tokens, ppl %.3f vs %.3f)", static_cast<long long>(r->metrics.n_scored),
-                       r->metrics.ppl, r->metrics.ref_ppl);
-  g.data["tokens"] = r->metrics.n_scored;
-  g.data["ppl"] = r->metrics.ppl;
-  g.data["baseline_ppl"] = r->metrics.ref_ppl;
+  // Every agreement figure, whichever the expression checks (a KL-only gate still shows the top-1 agreement).
+  const eval::EvalMetrics& m = r->metrics;
+  g.measured += strfmt(" (%lld tokens: top-1 %.2f%%, top-%d %.2f%%, KL mean %.4g / P99 %.4g, ppl %.3f vs %.3f)",
+                       static_cast<long long>(m.n_scored), m.top1 * 100, m.top_k, m.topk * 100, m.kl_mean, m.kl_p99,
+                       m.ppl, m.ref_ppl);
+  g.data["tokens"] = m.n_scored;
+  g.data["ppl"] = m.ppl;
+  g.data["baseline_ppl"] = m.ref_ppl;
+  g.data["metrics"] = {{"top1", m.top1}, {"topk", m.topk}, {"top_k", m.top_k}, {"kl", m.kl_mean}, {"kl_p99", m.kl_p99},
+                   {"kl_max", m.kl_max}, {"ppl_ratio", m.ppl_ratio}};
+  g.data["baseline"] = opt.baseline;
+  g.detail += std::string(g.detail.empty() ? "" : "; ") + "baseline " + opt.baseline;
   return g;
 }
 

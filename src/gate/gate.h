@@ -12,6 +12,7 @@
 
 #include "gate/gates.h"
 #include "gate/probes.h"
+#include "gate/selection.h"
 #include "gate/thresholds.h"
 #include "tune/drive.h"
 
@@ -28,6 +29,7 @@ struct GateOptions {
   std::string baseline;              // accuracy: the reference model ("" skips the gate)
   std::string eval_text;             // accuracy: the text evaluated
   bool strict = false;               // a skipped gate fails the run
+  GateSelection gates;               // the gates measured (--gates); the others are neither run nor reported
   loadgen::ProgressPrinter::Style progress = loadgen::ProgressPrinter::Style::kOff;
 };
 
@@ -39,7 +41,7 @@ struct GateRun {
   bool passed() const;               // no FAIL or ERROR (and no skip under --strict)
 };
 
-// Runs every gate; a gate that cannot be measured is an ERROR result, not an error of the run.
+// Runs the selected gates; a gate that cannot be measured is an ERROR result, not an error of the run.
 GateRun run_gate(const GateOptions& opt);
 
 // The accuracy and resource gates (accuracy.cpp, resources.cpp).

@@ -14,9 +14,16 @@ using loadgen::html_escape;
 namespace {
 
 std::string overall(const GateRun& r) {
-  return r.passed() ? "PASSED: every gate passed" + std::string(r.strict ? "" : " or does not apply here (skip)")
-                    : "FAILED: at least one gate failed or could not be measured" +
-                          std::string(r.strict ? " (--strict: a skip fails too)" : "");
+  // A run of some gates only (--gates) says which ran: its verdict covers those alone.
+  std::string only;
+  if (r.gates.size() < kGateNames.size()) {
+    for (const auto& g : r.gates) only += (only.empty() ? "" : ", ") + g.name;
+    only = strfmt(" (%zu of %zu gates run, --gates: %s)", r.gates.size(), kGateNames.size(), only.c_str());
+  }
+  return (r.passed() ? "PASSED: every gate passed" + std::string(r.strict ? "" : " or does not apply here (skip)")
+                     : "FAILED: at least one gate failed or could not be measured" +
+                           std::string(r.strict ? " (--strict: a skip fails too)" : "")) +
+         only;
 }
 
 // Anonymous RSS (and device memory) over the soak, with the leak gate's fitted line.

@@ -19,6 +19,17 @@ std::vector<float> to_f32(const TensorView& t, ThreadPool& pool, const std::vect
   return out;
 }
 
+void to_f32_into(const TensorView& t, ThreadPool& pool, std::vector<float>& out) {
+  const int64_t k = t.ne[0], rows = t.rows();
+  const uint64_t rb = *row_bytes(t.dtype, static_cast<uint64_t>(k));
+  out.resize(static_cast<size_t>(rows * k));
+  const auto* src = static_cast<const uint8_t*>(t.data);
+  pool.parallel_for(rows, [&](int64_t b, int64_t e, int) {
+    for (int64_t r = b; r < e; ++r)
+      cpu::dequantize_row(t.dtype, src + static_cast<uint64_t>(r) * rb, out.data() + r * k, k);
+  });
+}
+
 std::vector<uint8_t> from_f32(const float* x, int64_t rows, int64_t k, DType t, ThreadPool& pool) {
   const uint64_t rb = *row_bytes(t, static_cast<uint64_t>(k));
   std::vector<uint8_t> out(rb * static_cast<uint64_t>(rows));

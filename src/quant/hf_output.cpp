@@ -126,7 +126,27 @@ Result<std::vector<Part>> linear_parts(Target t, const std::string& p, int64_t N
                t == Target::kAwq ? ", outputs a multiple of 8" : "");
 }
 
-// The bytes of each part of a linear layer from its fp32 weights x [N, K].
+// FP8 codes [N, K] and weight scales ([N], or [1] per tensor) of x [N, K], into buffers reused tensor after tensor
+// (fresh ones would be zero-filled and faulted in on one thread for every linear layer).
+void encode_fp8(const float* x, int64_t N, int64_t K, bool per_tensor, ThreadPool& pool, std::vector<uint8_t>& codes,
+                std::vector<float>& scales) {
+  const int64_t nb = K / kQKRow;
+  codes.resize(static_cast<size_t>(N * K));
+  scales.resize(per_tensor ? 1 : static_cast<size_t>(N));
+  const float tensor_d = per_tensor ? abs_max(x, static_cast<int>(N * K)) / kE4M3Max : 0.0f;
+  pool.parallel_for(N, [&](int64_t b, int64_t e, int) {
+    std::vector<BlockFP8> row(static_cast<size_t>(nb));  // one row's blocks: 32 codes and the row's scale each
+    for (int64_t n = b; n < e; ++n) {
+      const float d = per_tensor ? tensor_d : abs_max(x + n * K, static_cast<int>(K)) / kE4M3Max;
+      formats::fp8_quantize_row(x + n * K, d, row.data(), K);
+      if (!per_tensor || n == 0) scales[per_tensor ? 0 : static_cast<size_t>(n)] = row[0].d;
+      for (int64_t i = 0; i < nb; ++i)
+        std::memcpy(&codes[static_cast<size_t>(n * K + i * kQKRow)], row[static_cast<size_t>(i)].qs, kQKRow);
+    }
+  });
+}
+
+// The bytes of each part of a linear layer from its fp32 weights x [N, K] (int8 and AWQ; fp8: encode_fp8).
 std::vector<std::vector<uint8_t>> encode_linear(Target t, const float* x, int64_t N, int64_t K, DType float_type,
                                                 bool fp8_per_tensor, ThreadPool& pool) {
   std::vector<std::vector<uint8_t>> out;
@@ -135,24 +155,7 @@ std::vector<std::vector<uint8_t>> encode_linear(Target t, const float* x, int64_
     return std::vector<uint8_t>(b, b + n);
   };
   const int64_t nb = K / kQKRow;
-  if (t == Target::kFp8) {
-    std::vector<BlockFP8> q(static_cast<size_t>(N * nb));
-    const float tensor_d = fp8_per_tensor ? abs_max(x, static_cast<int>(N * K)) / kE4M3Max : 0.0f;
-    pool.parallel_for(N, [&](int64_t b, int64_t e, int) {
-      for (int64_t n = b; n < e; ++n) {
-        const float d = fp8_per_tensor ? tensor_d : abs_max(x + n * K, static_cast<int>(K)) / kE4M3Max;
-        formats::fp8_quantize_row(x + n * K, d, q.data() + n * nb, K);
-      }
-    });
-    std::vector<uint8_t> codes(static_cast<size_t>(N * K));
-    std::vector<float> scales(static_cast<size_t>(N));
-    for (int64_t n = 0; n < N; ++n) {
-      scales[static_cast<size_t>(n)] = q[static_cast<size_t>(n * nb)].d;
-      for (int64_t i = 0; i < nb; ++i) std::memcpy(&codes[static_cast<size_t>(n * K + i * kQKRow)], q[n * nb + i].qs, kQKRow);
-    }
-    out.push_back(std::move(codes));
-    out.push_back(bytes_of(scales.data(), (fp8_per_tensor ? 1 : scales.size()) * sizeof(float)));
-  } else if (t == Target::kInt8) {
+  if (t == Target::kInt8) {
     std::vector<BlockINT8> q(static_cast<size_t>(N * nb));
     std::vector<float> scales(static_cast<size_t>(N));
     pool.parallel_for(N, [&](int64_t b, int64_t e, int) {
@@ -231,6 +234,9 @@ Result<QuantizeReport> write_hf(const Model& m, const QuantizeOptions& o, Thread
   MOPT_TRY(w.write_header(*f));
   size_t part = 0;
   int layer_begun = -1;
+  std::vector<float> x;           // [rows, k]: the tensor being written, in fp32
+  std::vector<uint8_t> codes;     // [N, K]: fp8 codes of a linear layer
+  std::vector<float> scales;      // [N] or [1]: its weight scales
   for (const Item& it : items) {
     const std::optional<int> layer = layer_of_tensor(it.canonical);
     if (awq && layer && *layer != layer_begun) {
@@ -240,8 +246,22 @@ Result<QuantizeReport> write_hf(const Model& m, const QuantizeOptions& o, Thread
     }
     log.begin("quantizing", it.hf);
     const int64_t k = it.src->ne[0], rows = it.src->rows();
-    std::vector<float> x = to_f32(*it.src, pool);
+    if (!it.linear && !awq && it.parts[0].type == it.src->dtype) {
+      // Written in the input's own float type: its bytes as they are (the fp32 round trip is exact for f32, f16
+      // and bf16), straight from the mapped file.
+      MOPT_TRY(w.write_tensor(*f, part++, it.src->data, it.src->nbytes));
+      log.written(it.hf, dtype_name(it.parts[0].type), static_cast<uint64_t>(k * rows));
+      continue;
+    }
+    to_f32_into(*it.src, pool, x);
     if (awq) awq->apply(it.canonical, x.data(), rows, k);
+    if (it.linear && t == Target::kFp8) {
+      encode_fp8(x.data(), rows, k, o.fp8_per_tensor, pool, codes, scales);
+      MOPT_TRY(w.write_tensor(*f, part++, codes.data(), codes.size()));
+      MOPT_TRY(w.write_tensor(*f, part++, scales.data(), scales.size() * sizeof(float)));
+      log.written(it.hf, target_info(t).name, static_cast<uint64_t>(k * rows));
+      continue;
+    }
     std::vector<std::vector<uint8_t>> bytes;
     if (it.linear) {
       bytes = encode_linear(t, x.data(), rows, k, float_type, o.fp8_per_tensor, pool);

@@ -1,6 +1,7 @@
 #include "tune/settings.h"
 
 #include <cstdlib>
+#include <filesystem>
 
 #include "core/strfmt.h"
 #include "core/strings.h"
@@ -71,6 +72,36 @@ Result<int64_t> parse_knob_value(Knob k, const std::string& t) {
     }
   }
   return error("unknown knob");
+}
+
+Result<int64_t> parse_model_value(const std::string& t, const std::vector<std::string>& models) {
+  std::string list;
+  for (size_t i = 0; i < models.size(); ++i) list += strfmt("%s%zu = %s", i ? ", " : "", i, models[i].c_str());
+  // A whole number is an index (as before names were taken), whatever the files are called.
+  auto num = loadgen::parse_number(t);
+  if (num && *num == static_cast<double>(static_cast<int64_t>(*num))) {
+    if (*num >= 0 && *num < static_cast<double>(models.size())) return static_cast<int64_t>(*num);
+    return error("model: there is no -m variant %s (the variants: %s)", t.c_str(), list.c_str());
+  }
+  auto normal = [](const std::string& p) {
+    std::error_code ec;
+    const std::filesystem::path a = std::filesystem::absolute(p, ec);
+    std::string n = (ec ? std::filesystem::path(p) : a).lexically_normal().string();
+    while (n.size() > 1 && n.back() == '/') n.pop_back();
+    return n;
+  };
+  std::vector<int64_t> by_path, by_name;
+  for (size_t i = 0; i < models.size(); ++i) {
+    if (normal(models[i]) == normal(t)) by_path.push_back(static_cast<int64_t>(i));
+    if (base_name(models[i]) == t) by_name.push_back(static_cast<int64_t>(i));
+  }
+  if (by_path.size() == 1) return by_path[0];
+  if (by_path.empty() && by_name.size() == 1) return by_name[0];
+  if (by_path.size() + by_name.size() > 1)
+    return error("model: '%s' names more than one -m variant (%s): give its index or its path", t.c_str(),
+                 list.c_str());
+  return error("model: '%s' is not one of the -m variants (an index, a path or a file name: %s)", t.c_str(),
+               list.c_str());
 }
 
 std::string format_knob_value(Knob k, int64_t v, const std::vector<std::string>& models) {

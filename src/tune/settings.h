@@ -23,6 +23,9 @@ Result<Knob> knob_from_name(const std::string& name);
 // Parses a value of a knob as written on the command line: numbers (sizes with suffixes for kv-cache-memory,
 // "auto" = 0), on/off for the switches, fp16/fp32 for the KV dtype, the variant's index for the model.
 Result<int64_t> parse_knob_value(Knob k, const std::string& text);
+// A --search model= value: the index of a -m variant (from 0), its path as given to -m, or its file name
+// ("llama-fp8" for /models/llama-fp8); an unknown or ambiguous name is an error that lists the variants.
+Result<int64_t> parse_model_value(const std::string& text, const std::vector<std::string>& models);
 // The value as a person reads it: "64", "on", "fp16", "512MiB", "auto", the model's file name.
 std::string format_knob_value(Knob k, int64_t v, const std::vector<std::string>& models);
 

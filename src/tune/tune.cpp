@@ -86,6 +86,10 @@ Result<PlanLimits> plan_limits(const std::vector<std::string>& models, const Fix
 
 Result<TuneOutcome> run_tune(const TuneOptions& opt) {
   if (opt.models.empty()) return error("give the model to tune with -m (several -m: variants to choose among)");
+  for (size_t i = 0; i < opt.models.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (opt.models[i] == opt.models[j])
+        return error("-m %s is given twice: each variant once", opt.models[i].c_str());
   if (opt.max_trials <= 0 && opt.time_budget_s <= 0) return error("give a budget: --trials N and/or --time-budget");
   if (opt.confirm_runs < 0) return error("--confirm-runs must be >= 0");
   if (opt.max_trials > 0 && opt.max_trials < 2 + 2 * opt.confirm_runs)
@@ -116,7 +120,7 @@ Result<TuneOutcome> run_tune(const TuneOptions& opt) {
     MOPT_ASSIGN_OR_RETURN(Knob k, knob_from_name(name));
     std::vector<int64_t> vals;
     for (const std::string& item : split_nonempty(values, ',')) {
-      auto v = parse_knob_value(k, item);
+      auto v = k == Knob::kModel ? parse_model_value(item, opt.models) : parse_knob_value(k, item);
       if (!v) return v.status().with_context("--search " + name);
       vals.push_back(*v);
     }
@@ -266,10 +270,15 @@ Result<TuneOutcome> run_tune(const TuneOptions& opt) {
       if (b > 0) return strfmt("%+.0f%%", (a / b - 1) * 100);
       return a > 0 ? strfmt("+%.2f req/s over a goodput of 0", a) : std::string("n/a (both 0)");
     };
+    // The winner by its settings (with its -m variant when there are several).
+    const std::string first_model =
+        opt.models.size() > 1 ? " with " + format_knob_value(Knob::kModel, 0, opt.models) : std::string();
     if (w.role == "defaults")
-      rep.margin = strfmt("serve's defaults are the best measured: goodput %.2f req/s", w.goodput);
+      rep.margin = strfmt("serve's defaults%s are the best measured: goodput %.2f req/s", first_model.c_str(),
+                          w.goodput);
     else
-      rep.margin = strfmt("trial %d: goodput %.2f req/s", w.index, w.goodput);
+      rep.margin = strfmt("trial %d (%s): goodput %.2f req/s", w.index, ws.brief(opt.models, is_cuda).c_str(),
+                          w.goodput);
     if (base && base->measured() && w.role != "defaults")
       rep.margin += strfmt(" vs %.2f with serve's defaults (%s%s)", base->goodput, vs(w.goodput, base->goodput).c_str(),
                            base->feasible ? "" : "; the defaults missed the SLA");

@@ -85,6 +85,32 @@ grep -q "not applicable: the server runs on the CPU" "$tmp/strict.txt" || fail "
 grep -q "^accuracy     FAIL .*top1 1 " "$tmp/strict.txt" || fail "the accuracy gate must fail top1>=1.01"
 grep -q "^FAILED.*--strict" "$tmp/strict.txt" || fail "no overall verdict"
 
+echo "== --gates: only the named gates run, and only their probes"
+"$MOPT_BIN" "${base[@]}" --gates accuracy --baseline "$model" --eval-text "$tmp/text.txt" -o "$tmp/only_acc" \
+  >"$tmp/only_acc.txt" 2>"$tmp/only_acc.err" || { cat "$tmp/only_acc.err" "$tmp/only_acc.txt"; fail "--gates accuracy: exit $?"; }
+cat "$tmp/only_acc.txt"
+[[ $(grep -cE '^(leak|tail|errors|cuda_graphs|accuracy|resources|restart) ' "$tmp/only_acc.txt") == 1 ]] ||
+  fail "--gates accuracy must report one gate"
+grep -qE "^accuracy +pass .*top-1 100.00%" "$tmp/only_acc.txt" || fail "the accuracy row (the model against itself)"
+grep -q "^PASSED.*(1 of 7 gates run, --gates: accuracy)" "$tmp/only_acc.txt" || fail "the verdict must say which gates ran"
+[[ ! -e $tmp/only_acc/soak.json && ! -e $tmp/only_acc/restart-1.server.log ]] || fail "--gates accuracy ran a soak or a restart"
+grep -q '"gates": \[' "$tmp/only_acc/gate.json" || fail "gate.json does not record the selection"
+printf 'restarts = 2\nrestart = "1ms"\n' >"$tmp/fast.toml"
+set +e
+"$MOPT_BIN" "${base[@]}" --gates restart,tail --soak 2s --thresholds "$tmp/fast.toml" -o "$tmp/only_rt" --json \
+  >"$tmp/only_rt.json" 2>"$tmp/only_rt.err"
+rc=$?
+set -e
+node -e '
+const r = JSON.parse(require("fs").readFileSync(process.argv[1]));
+const names = r.gates.map(g => g.name).join(",");
+if (names !== "tail,restart") { console.error("FAIL: gates " + names + ", expected tail,restart"); process.exit(1); }
+const rt = r.gates[1];
+if (rt.verdict !== "fail" || rt.data.seconds.length !== 2) { console.error("FAIL: restart " + JSON.stringify(rt)); process.exit(1); }
+' "$tmp/only_rt.json" || { cat "$tmp/only_rt.err"; fail "--gates restart,tail"; }
+[[ $rc == 1 ]] || fail "--gates restart,tail with a 1 ms restart threshold should exit 1, got $rc"
+[[ -s $tmp/only_rt/soak.json && -s $tmp/only_rt/restart-2.server.log ]] || fail "--gates restart,tail: evidence missing"
+
 echo "== bad input"
 expect_error() {  # message, args...
   local msg=$1; shift
@@ -103,4 +129,7 @@ expect_error "expected a duration" gate -m "$model" --thresholds "$tmp/bad2.toml
 expect_error "not expected:.* -n" gate -m "$model" -n 100
 expect_error "needs --eval-text" gate -m "$model" --baseline "$model"
 expect_error "expected a size" gate -m "$model" --memory-limit lots
+expect_error "unknown gate 'latency' (the gates: leak, tail" gate -m "$model" --gates tail,latency
+expect_error "named twice" gate -m "$model" --gates tail,tail
+expect_error "--gates accuracy needs --baseline" gate -m "$model" --gates accuracy
 echo "PASS"

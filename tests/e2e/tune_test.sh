@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # mopt tune end to end on stories260K (CPU): a short study (5 trials at most) writes best.toml, the reports and the trial
 # log; `mopt serve --config best.toml` runs with exactly those settings (its /metrics says so); --resume replays
-# the log without new trials; a second run into the same directory without --resume is refused; bad input gets
+# the log without new trials; two weight variants (-m twice) are searched as the model knob and the winner's variant
+# is named; a second run into the same directory without --resume is refused; bad input gets
 # clear errors. (The search's logic is unit-tested in tests/unit/tune; acceptance figures are in docs/tune.md.)
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
@@ -64,6 +65,35 @@ grep -q "^\[trial" "$tmp/resume.err" && fail "resume ran trials again"
 [[ $(wc -l <"$tmp/out/trials.jsonl") == "$lines" ]] || fail "resume changed the log"
 cmp <(sed -n 's/^winner: //p' "$tmp/tune.txt") <(sed -n 's/^winner: //p' "$tmp/resume.txt") || fail "resume found another winner"
 
+echo "== weight variants: -m twice, the model knob named by file name, the winner's variant in the report"
+"$MOPT_BIN" quantize "$model" -o "$tmp/s260k-q8.gguf" --to q8_0 >/dev/null || fail "quantize to q8_0"
+vargs=(tune -m "$model" -m "$tmp/s260k-q8.gguf" --device cpu --threads 1 --max-model-len 256 -c 4 -n 24
+       --input-len 12 --output-len 16 --ignore-eos --warmup 4 --slo ttft_p99=2s,tpot_p99=200ms,error_rate=0
+       --trials 5 --progress off --search model=stories260K.gguf,s260k-q8.gguf --search max-num-seqs=4
+       --search max-num-batched-tokens=2048 --search block-size=64 --search kv-cache-dtype=fp16
+       --search prefix-caching=on --search kv-cache-memory=auto -o "$tmp/variants")
+"$MOPT_BIN" "${vargs[@]}" >"$tmp/variants.txt" 2>"$tmp/variants.err" ||
+  { cat "$tmp/variants.txt" "$tmp/variants.err"; fail "tune with two variants failed"; }
+cat "$tmp/variants.txt"
+grep -q "model: .*\[stories260K.gguf\] s260k-q8.gguf" "$tmp/variants.err" ||
+  { cat "$tmp/variants.err"; fail "the search space does not list both variants"; }
+node -e '
+const fs = require("fs");
+const lines = fs.readFileSync(process.argv[1], "utf8").trim().split("\n").map(JSON.parse);
+const ok = (c, m) => { if (!c) { console.error("FAIL: " + m); process.exit(1); } };
+ok(lines[0].study.models.length === 2, "the study names both variants");
+const t = lines.slice(1);
+const models = new Set(t.filter(x => x.role === "search").map(x => x.settings.model.replace(/.*\//, "")));
+ok(models.has("stories260K.gguf") && models.has("s260k-q8.gguf"), "the search tried both variants: " + [...models]);
+ok(t.filter(x => x.role === "defaults").every(x => x.serve_args[1].endsWith("stories260K.gguf")),
+   "the defaults serve the first -m");
+const toml = fs.readFileSync(process.argv[2], "utf8");
+const model = /^model = "(.*)"$/m.exec(toml)[1];
+const win = fs.readFileSync(process.argv[3], "utf8").match(/^winner: (.*)$/m)[1];
+const name = model.replace(/.*\//, "");
+ok(win.includes(name), "the winner line names its variant " + name + ": " + win);
+' "$tmp/variants/trials.jsonl" "$tmp/variants/best.toml" "$tmp/variants.txt"
+
 echo "== refusals"
 expect_error() {  # message, args...
   local msg=$1; shift
@@ -78,4 +108,8 @@ expect_error "not a whole number" tune -m "$model" --device cpu --search block-s
 expect_error "not expected:.* --duration" tune -m "$model" --device cpu --duration 5s -o "$tmp/x"
 expect_error "too few" tune -m "$model" --device cpu --trials 2 -o "$tmp/x"
 expect_error "$tmp/missing.gguf" tune -m "$tmp/missing.gguf" --device cpu -o "$tmp/x"
+expect_error "given twice" tune -m "$model" -m "$model" --device cpu -o "$tmp/x"
+expect_error "not one of the -m variants" tune -m "$model" -m "$tmp/s260k-q8.gguf" --device cpu \
+  --search model=stories260K.gguf,other.gguf -o "$tmp/x"
+expect_error "no -m variant 2" tune -m "$model" -m "$tmp/s260k-q8.gguf" --device cpu --search model=0,2 -o "$tmp/x"
 echo "PASS"

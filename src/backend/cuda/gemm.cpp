@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "core/log.h"
@@ -103,6 +104,47 @@ Status Gemm::launch(Plan& plan, const void* x, const void* w, const void* bias, 
   return Status::ok();
 }
 
+int gemm_row_bucket(int m) {
+  auto up = [m](int q) { return (m + q - 1) / q * q; };
+  return m <= 512 ? up(64) : m <= 2048 ? up(256) : up(1024);
+}
+
+cublasStatus_t Gemm::heuristic(cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+                               cublasLtMatrixLayout_t d, int align, int max_results,
+                               cublasLtMatmulHeuristicResult_t* out, int* n_out) {
+  *n_out = 0;
+  cublasLtMatmulPreference_t pref = nullptr;
+  if (const cublasStatus_t s = cublasLtMatmulPreferenceCreate(&pref); s != CUBLAS_STATUS_SUCCESS) return s;
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,
+                                       sizeof(workspace_bytes_));
+  const uint32_t al = static_cast<uint32_t>(align);
+  for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+    cublasLtMatmulPreferenceSetAttribute(pref, attr, &al, sizeof(al));
+  const cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(handle_, op, a, b, d, d, pref, max_results, out, n_out);
+  cublasLtMatmulPreferenceDestroy(pref);
+  return s;
+}
+
+Result<const cublasLtMatmulAlgo_t*> Gemm::bucket_algo(const Key& key) {
+  const auto& [m, n, k, y_f32, bias, align, in_f32] = key;
+  const Key bkey{gemm_row_bucket(m), n, k, y_f32, bias, align, in_f32};
+  auto it = bucket_algos_.find(bkey);
+  if (it == bucket_algos_.end()) {
+    Plan tmp;  // the bucket's descriptors (its destructor frees them)
+    const cudaDataType_t in_type = in_f32 ? CUDA_R_32F : CUDA_R_16BF;
+    MOPT_TRY(create_matmul_desc({&tmp.op, &tmp.a, &tmp.b, &tmp.d}, in_type, y_f32 ? CUDA_R_32F : CUDA_R_16BF,
+                                std::get<0>(bkey), n, k, bias, in_type));
+    cublasLtMatmulHeuristicResult_t heur{};
+    int n_heur = 0;
+    const bool ok = heuristic(tmp.op, tmp.a, tmp.b, tmp.d, align, 1, &heur, &n_heur) == CUBLAS_STATUS_SUCCESS &&
+                    n_heur > 0;
+    it = bucket_algos_.emplace(bkey, ok ? std::optional(heur.algo) : std::nullopt).first;
+    ++n_searched_;
+  }
+  return it->second ? &*it->second : nullptr;
+}
+
 Result<Gemm::Plan*> Gemm::plan_for(const void* x, const void* w, const void* bias, void* y, bool in_f32, bool y_f32,
                                    int m, int n, int k, cudaStream_t stream) {
   // Largest power-of-two alignment (<= 256 bytes) that every operand pointer and row stride has.
@@ -126,20 +168,24 @@ Result<Gemm::Plan*> Gemm::plan_for(const void* x, const void* w, const void* bia
   if (bias)
     MOPT_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
 
-  cublasLtMatmulPreference_t pref = nullptr;
-  MOPT_CUBLAS_TRY(cublasLtMatmulPreferenceCreate(&pref));
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,
-                                       sizeof(workspace_bytes_));
-  const uint32_t al = static_cast<uint32_t>(align);
-  for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
-    cublasLtMatmulPreferenceSetAttribute(pref, attr, &al, sizeof(al));
+  // More rows than are timed: the algorithm cuBLASLt picks for the row bucket's upper bound, when it accepts
+  // this shape too (one heuristic query per bucket, which the warm-up makes, instead of one per row count).
+  if (m > autotune_max_m && !hints_.count(key)) {
+    MOPT_ASSIGN_OR_RETURN(const cublasLtMatmulAlgo_t* algo, bucket_algo(key));
+    cublasLtMatmulHeuristicResult_t check{};
+    if (algo && cublasLtMatmulAlgoCheck(handle_, plan->op, plan->a, plan->b, plan->d, plan->d, algo, &check) ==
+                    CUBLAS_STATUS_SUCCESS && check.workspaceSize <= workspace_bytes_) {
+      plan->algo = *algo;
+      Plan* raw = plan.get();
+      plans_.emplace(key, std::move(plan));
+      return raw;
+    }
+  }
+
   constexpr int kMaxCandidates = 8;
   cublasLtMatmulHeuristicResult_t heur[kMaxCandidates];
   int n_heur = 0;
-  const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(handle_, plan->op, plan->a, plan->b, plan->d, plan->d,
-                                                           pref, kMaxCandidates, heur, &n_heur);
-  cublasLtMatmulPreferenceDestroy(pref);
+  const cublasStatus_t hs = heuristic(plan->op, plan->a, plan->b, plan->d, align, kMaxCandidates, heur, &n_heur);
   const bool skinny_ok = !in_f32 && m <= kSkinnyMaxRows && k % 8 == 0 &&
                          ((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(w)) % 16) == 0;
   if ((hs != CUBLAS_STATUS_SUCCESS || n_heur == 0) && !skinny_ok)
@@ -152,6 +198,7 @@ Result<Gemm::Plan*> Gemm::plan_for(const void* x, const void* w, const void* bia
   if (hints_.count(key) && apply_hint(key, *plan, skinny_ok)) {
     ++n_from_cache_;
   } else if (!tune) {
+    ++n_searched_;
     if (n_heur > 0) plan->algo = heur[0].algo;
     else plan->skinny = true;
   } else {
@@ -370,7 +417,7 @@ std::string Gemm::describe() const {
                                : (in_f32 ? "cublasLt f32" : "cublasLt"),
                   plan->tuned_us, bytes / (plan->tuned_us * 1e3));
   }
-  return out;
+  return out + describe_fp8();
 }
 
 Status Gemm::run_any(const void* x, const void* w, const void* bias, void* y, bool in_f32, bool y_f32, int m,

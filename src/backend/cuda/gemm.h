@@ -3,7 +3,8 @@
 // which is true fp32 arithmetic (TF32 would need CUBLAS_COMPUTE_32F_FAST_TF32; no skinny kernel for fp32).
 // cuBLASLt does the work, with the algorithm chosen once per shape and cached: for small m (decode) the
 // candidates from cuBLASLt's heuristic and the skinny-GEMM kernel are timed once on the real operands and the
-// fastest is kept; for larger m cuBLASLt's first heuristic choice is used.
+// fastest is kept; for larger m cuBLASLt's first heuristic choice for the row bucket (gemm_row_bucket) is used,
+// so the runner's warm-up, which runs each bucket once, leaves no heuristic query or kernel load to a request.
 // Nothing here allocates or synchronizes after a shape's first call, so calls can be captured into a graph
 // (a shape's first call must happen outside capture; CudaRunner warms each decode bucket eagerly first).
 #pragma once
@@ -15,6 +16,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <tuple>
@@ -28,6 +30,10 @@
 namespace mopt::cuda {
 
 std::string cublas_error_string(cublasStatus_t s);
+
+// Row counts above Gemm::autotune_max_m share the cuBLASLt algorithm of their bucket's upper bound: multiples of
+// 64 up to 512 rows, of 256 up to 2048, then of 1024.
+int gemm_row_bucket(int m);
 
 // MOPT_CUDA_TRY's counterpart for cuBLAS calls (check.h).
 #define MOPT_CUBLAS_TRY(expr)                                                                             \
@@ -60,13 +66,27 @@ class Gemm {
   Status run_fused(const SkinnyGemmParams& p, cudaStream_t stream);
 
   // FP8 W8A8 (gemm_fp8.cpp): y[m, n] bf16 = xs[i] ws[j] sum_k xq[i, k] wq[j, k] (+ bias[j] bf16) with E4M3
-  // operands xq [m, k] (per-token scales xs [m]) and wq [n, k] (per-channel scales ws [n]), fp32 accumulation:
-  // cuBLASLt with outer-vector scaling (CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F on A and B). fp8_ready() plans
-  // the shape (outside stream capture on first use) and says whether cuBLASLt has an algorithm for it on this GPU;
-  // run_fp8() needs a ready shape. k a multiple of 16, operands 16-byte aligned.
+  // operands xq [m, k] (per-token scales xs [m]) and wq [n, k] (per-channel scales ws [n]), fp32 accumulation.
+  // Two ways, tried in this order when a shape is first planned (Fp8Path; gemm_fp8.cpp says why):
+  //   kOuterVec:     cuBLASLt applies both scale vectors itself (CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F);
+  //   kTensorScaled: cuBLASLt computes the unscaled E4M3 x E4M3 product into y (bf16), then
+  //                  launch_fp8_scale_epilogue applies xs, ws and the bias in place (sm_90 with cuBLASLt 13.0
+  //                  has no outer-vector-scaled algorithm; this one it has).
+  // fp8_ready() plans the shape (outside stream capture on first use) and says whether either way has an
+  // algorithm on this GPU (false: the caller dequantizes the weights instead); run_fp8() needs a ready shape.
+  // For m <= autotune_max_m the first run_fp8() outside capture times cuBLASLt's candidates on the real operands
+  // (y is written by the call itself afterwards). k a multiple of 16, xq, wq and y 256-byte aligned (as cudaMalloc
+  // returns them), y [m, n] not aliasing the inputs. defer_scales (no bias): on the kTensorScaled way, y is left unscaled (D_raw) for the
+  // kernel that reads it to apply xs[i] ws[j] (SwiGluParamsT's scales); on kOuterVec it changes nothing.
+  enum class Fp8Path : int { kNone = 0, kOuterVec = 1, kTensorScaled = 2 };
   Result<bool> fp8_ready(int m, int n, int k, bool has_bias, cudaStream_t stream);
   Status run_fp8(const uint8_t* xq, const float* xs, const uint8_t* wq, const float* ws, const bf16* bias, bf16* y,
-                 int m, int n, int k, cudaStream_t stream);
+                 int m, int n, int k, cudaStream_t stream, bool defer_scales = false);
+  // The way a planned shape runs (kNone also for a shape not planned yet).
+  Fp8Path fp8_path(int m, int n, int k, bool has_bias) const;
+  // false: plan kTensorScaled even where cuBLASLt has outer-vector scaling (tests, comparisons). Set before the
+  // first fp8_ready().
+  bool fp8_outer_vec = true;
 
   // Fused plans tuned so far for m rows, each with its skinny variants ranked by their isolated (cold-L2) time,
   // fastest first, at most n_best of them: the candidates CudaRunner re-times inside the decode step it is part
@@ -94,12 +114,16 @@ class Gemm {
   // Plans timed / taken from imported records so far.
   uint64_t n_tuned() const { return n_tuned_.load(); }
   uint64_t n_from_cache() const { return n_from_cache_.load(); }
+  // Shapes planned by cuBLASLt's heuristic without timing (new row buckets, and shapes no bucket algorithm fits).
+  uint64_t n_searched() const { return n_searched_.load(); }
 
   // Largest m for which candidates are timed (others use the heuristic's first choice).
   int autotune_max_m = 64;
   size_t n_cached_plans() const { return plans_.size() + fused_plans_.size(); }
-  // One line per tuned plan: shape, choice, time, achieved bandwidth (for benchmarks).
+  // One line per tuned plan: shape, choice, time, achieved bandwidth (for benchmarks); then one line per FP8
+  // plan (describe_fp8, gemm_fp8.cpp): its shape, time when timed, and which way it runs ("fp8 gemm m=...").
   std::string describe() const;
+  std::string describe_fp8() const;
 
  private:
   struct Plan;
@@ -112,6 +136,15 @@ class Gemm {
                          int n, int k, cudaStream_t stream);
   Status launch(Plan& plan, const void* x, const void* w, const void* bias, void* y, int m, int n, int k,
                 cudaStream_t stream);
+  // cuBLASLt's heuristic for the descriptors, with this workspace and operand alignment: up to max_results
+  // algorithms, best first.
+  cublasStatus_t heuristic(cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+                           cublasLtMatrixLayout_t d, int align, int max_results, cublasLtMatmulHeuristicResult_t* out,
+                           int* n_out);
+  // The heuristic's first algorithm for the shape of key with m rounded up to its gemm_row_bucket, queried once per
+  // bucket; nullptr when cuBLASLt has none.
+  Result<const cublasLtMatmulAlgo_t*> bucket_algo(const Key& key);
+  std::map<Key, std::optional<cublasLtMatmulAlgo_t>> bucket_algos_;
 
   struct Hint {  // an imported "gemm" record
     bool skinny = false;
@@ -122,7 +155,7 @@ class Gemm {
   // Applies the hint for `key` to a fresh plan; false (after a warning) when it does not fit the shape.
   bool apply_hint(const Key& key, Plan& plan, bool skinny_ok);
   std::map<Key, Hint> hints_;
-  std::atomic<uint64_t> n_tuned_{0}, n_from_cache_{0};
+  std::atomic<uint64_t> n_tuned_{0}, n_from_cache_{0}, n_searched_{0};
 
   struct FusedPlan {
     int variant = 0;
@@ -137,13 +170,21 @@ class Gemm {
   bool flush_failed_ = false;
 
   struct Fp8Plan {
-    bool ok = false;  // false: cuBLASLt has no FP8 algorithm for the shape (the caller falls back)
+    Fp8Path path = Fp8Path::kNone;  // kNone: no FP8 algorithm for the shape (the caller falls back)
     cublasLtMatmulDesc_t op = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
-    cublasLtMatmulAlgo_t algo{};
-    ~Fp8Plan();  // gemm_fp8.cpp
+    std::vector<cublasLtMatmulAlgo_t> candidates;  // cuBLASLt's heuristic, best first
+    cublasLtMatmulAlgo_t algo{};                   // the one in use
+    bool timed = false;     // candidates timed (or nothing to time)
+    float tuned_us = 0.f;   // the GEMM's measured time (0: heuristic choice, not timed)
+    void release();         // destroys the descriptors (gemm_fp8.cpp)
+    ~Fp8Plan() { release(); }
   };
+  // Creates plan's descriptors for `path` and asks for candidates; false when cuBLASLt has none (a message in why).
+  Result<bool> fp8_plan_path(Fp8Plan& plan, Fp8Path path, int m, int n, int k, bool has_bias, std::string& why);
+  Status fp8_time_candidates(Fp8Plan& plan, const uint8_t* xq, const uint8_t* wq, bf16* y, cudaStream_t stream);
   std::map<std::tuple<int, int, int, bool>, std::unique_ptr<Fp8Plan>> fp8_plans_;  // m, n, k, has_bias
+  unsigned fp8_logged_ = 0;  // bit per Fp8Path already announced in the log
 
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;

@@ -1,30 +1,98 @@
-// FP8 W8A8 GEMMs through cuBLASLt (gemm.h: Gemm::fp8_ready / run_fp8), the prefill path of FP8 checkpoints.
+// FP8 W8A8 GEMMs through cuBLASLt (gemm.h: Gemm::fp8_ready / run_fp8), the path of FP8 checkpoints for more
+// than kSkinnyMaxRows rows (prefill, decode batches of 9+ sequences).
 //
 // Scaling: compressed-tensors FP8 checkpoints have one scale per output channel (or per tensor, repeated per
-// channel at upload) and vLLM quantizes activations per token; cuBLASLt (CUDA 12.9+, sm_90) applies exactly that as
-// "outer vector" scaling: D[i, j] = scaleA[i] * scaleB[j] * sum_k A[i, k] B[k, j] with fp32 vectors over the rows of
-// op(A) and the columns of B. In the column-major view used throughout (gemm.cpp), A = W (op T: [n, k]) and B = X^T
-// ([k, m]), so scaleA = the weights' channel scales [n] and scaleB = the activations' token scales [m]. Fast
-// accumulation stays off (fp32 accumulation promoted as cuBLASLt does by default). Output bf16 with an optional
-// bf16 bias (CUBLASLT_EPILOGUE_BIAS). When cuBLASLt offers no algorithm for a shape (older library, another
-// GPU), fp8_ready() says so and the runner dequantizes the weights to bf16 instead (runner_quant.cpp).
+// channel at upload) and vLLM quantizes activations per token, so y[i, j] = xs[i] ws[j] sum_k xq[i, k] wq[j, k].
+// In the column-major view used throughout (gemm.cpp, gemm_desc.h), A = W (op T: [n, k]) and B = X^T ([k, m]):
+// FP8 on Hopper needs exactly this "TN" layout (A transposed, B not), which create_matmul_desc sets up. Two ways:
+//   kOuterVec      cuBLASLt's "outer vector" scaling (CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F) applies the
+//                  scales itself: scaleA = the weights' channel scales [n], scaleB = the token scales [m], and
+//                  the bias in its epilogue. Tried first: one kernel. cuBLASLt 13.0 offers no such algorithm on
+//                  sm_90 (the H200); newer libraries / Blackwell may.
+//   kTensorScaled  cuBLASLt's per-tensor FP8 GEMM with no scales at all (alpha = 1, unit A/B scales, which every
+//                  FP8 GPU supports): D_raw[i, j] = sum_k xq[i, k] wq[j, k] into y in bf16, then
+//                  launch_fp8_scale_epilogue (quant_kernels.cu) rewrites y in place as
+//                  bf16(xs[i] ws[j] D_raw[i, j] + bias[j]), an elementwise pass over m x n bf16 (a small cost next
+//                  to the GEMM: the GEMM reads n x k weight bytes, the pass 4 m n bytes; no bias in cuBLASLt's
+//                  epilogue, since it would be added before the scales).
+//                  Precision: the same as scaling inside, up to one rounding. The accumulation is fp32 either
+//                  way; D_raw in bf16 keeps 8 significant bits (rounding error <= 2^-8 relative), exactly as many
+//                  as the scaled bf16 output keeps, and scaling by xs ws (fp32, exact to 2^-23) moves no bits; the
+//                  only difference is the second, final bf16 rounding: <= 2 x 2^-8 relative instead of 2^-8, far
+//                  below the 2^-4 step of the E4M3 activations themselves. (D_raw cannot overflow bf16:
+//                  |D_raw| <= k 448^2.) An fp32 D_raw would double the pass's bytes for no visible gain.
+// Fast accumulation stays off (cuBLASLt's default: fp32 accumulation promoted). When neither way has an algorithm
+// (another GPU or library), fp8_ready() says so and the runner dequantizes the weights to bf16 (runner_quant.cpp).
+// Which way runs is logged once per way.
+#include <algorithm>
+#include <cstdint>
+
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/gemm_desc.h"
 #include "core/log.h"
 
 namespace mopt::cuda {
 
-Gemm::Fp8Plan::~Fp8Plan() {
+namespace {
+const char* fp8_path_text(Gemm::Fp8Path p) {
+  switch (p) {
+    case Gemm::Fp8Path::kNone: return "no cuBLASLt FP8 algorithm: weights dequantized to bf16";
+    case Gemm::Fp8Path::kOuterVec: return "cuBLASLt FP8, per-channel x per-token scales inside";
+    case Gemm::Fp8Path::kTensorScaled: return "cuBLASLt FP8 unscaled + scale epilogue";
+  }
+  return "?";
+}
+}  // namespace
+
+void Gemm::Fp8Plan::release() {
   if (d) cublasLtMatrixLayoutDestroy(d);
   if (b) cublasLtMatrixLayoutDestroy(b);
   if (a) cublasLtMatrixLayoutDestroy(a);
   if (op) cublasLtMatmulDescDestroy(op);
+  op = nullptr;
+  a = b = d = nullptr;
+  candidates.clear();
+}
+
+Result<bool> Gemm::fp8_plan_path(Fp8Plan& plan, Fp8Path path, int m, int n, int k, bool has_bias,
+                                 std::string& why) {
+  plan.release();
+  const bool outer = path == Fp8Path::kOuterVec;
+  // kTensorScaled: no bias in cuBLASLt (it would precede the scales); the scale epilogue adds it.
+  MOPT_TRY(create_matmul_desc({&plan.op, &plan.a, &plan.b, &plan.d}, CUDA_R_8F_E4M3, CUDA_R_16BF, m, n, k,
+                              outer && has_bias, CUDA_R_16BF));
+  if (outer) {
+    const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+    MOPT_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof(mode)));
+    MOPT_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof(mode)));
+  }
+  // kTensorScaled leaves the A / B scale pointers unset: unit scales (D = alpha A B with alpha = 1).
+  cublasLtMatmulPreference_t pref = nullptr;
+  MOPT_CUBLAS_TRY(cublasLtMatmulPreferenceCreate(&pref));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,
+                                       sizeof(workspace_bytes_));
+  constexpr int kMaxCandidates = 8;
+  cublasLtMatmulHeuristicResult_t heur[kMaxCandidates];
+  int n_heur = 0;
+  const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(handle_, plan.op, plan.a, plan.b, plan.d, plan.d, pref,
+                                                           kMaxCandidates, heur, &n_heur);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (hs != CUBLAS_STATUS_SUCCESS || n_heur <= 0) {
+    why += strfmt("%s%s: %s", why.empty() ? "" : "; ", outer ? "outer-vector scales" : "per-tensor",
+                  hs != CUBLAS_STATUS_SUCCESS ? cublas_error_string(hs).c_str() : "no algorithm");
+    plan.release();
+    return false;
+  }
+  for (int i = 0; i < n_heur; ++i) plan.candidates.push_back(heur[i].algo);
+  plan.algo = plan.candidates[0];
+  plan.path = path;
+  return true;
 }
 
 Result<bool> Gemm::fp8_ready(int m, int n, int k, bool has_bias, cudaStream_t stream) {
   const auto key = std::make_tuple(m, n, k, has_bias);
   auto it = fp8_plans_.find(key);
-  if (it != fp8_plans_.end()) return it->second->ok;
+  if (it != fp8_plans_.end()) return it->second->path != Fp8Path::kNone;
   if (m <= 0 || n <= 0 || k <= 0 || k % 16 != 0) return false;
   cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
   MOPT_CUDA_TRY(cudaStreamIsCapturing(stream, &cap));
@@ -32,45 +100,121 @@ Result<bool> Gemm::fp8_ready(int m, int n, int k, bool has_bias, cudaStream_t st
     return error("fp8 GEMM %dx%dx%d: first call inside stream capture (run the shape eagerly first)", m, n, k);
 
   auto plan = std::make_unique<Fp8Plan>();
-  MOPT_TRY(create_matmul_desc({&plan->op, &plan->a, &plan->b, &plan->d}, CUDA_R_8F_E4M3, CUDA_R_16BF, m, n, k,
-                              has_bias, CUDA_R_16BF));
-  const int32_t outer = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
-  MOPT_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &outer, sizeof(outer)));
-  MOPT_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &outer, sizeof(outer)));
-
-  cublasLtMatmulPreference_t pref = nullptr;
-  MOPT_CUBLAS_TRY(cublasLtMatmulPreferenceCreate(&pref));
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,
-                                       sizeof(workspace_bytes_));
-  cublasLtMatmulHeuristicResult_t heur{};
-  int n_heur = 0;
-  const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(handle_, plan->op, plan->a, plan->b, plan->d, plan->d,
-                                                           pref, 1, &heur, &n_heur);
-  cublasLtMatmulPreferenceDestroy(pref);
-  plan->ok = hs == CUBLAS_STATUS_SUCCESS && n_heur > 0;
-  if (plan->ok) plan->algo = heur.algo;
-  else
-    MOPT_LOG_WARN("cuBLASLt has no FP8 (per-channel x per-token scaled) algorithm for a %dx%dx%d GEMM (%s); its "
-                  "weights are dequantized to bf16 instead", m, n, k, cublas_error_string(hs).c_str());
-  const bool ok = plan->ok;
+  std::string why;
+  bool ok = false;
+  if (fp8_outer_vec) {
+    MOPT_ASSIGN_OR_RETURN(ok, fp8_plan_path(*plan, Fp8Path::kOuterVec, m, n, k, has_bias, why));
+  }
+  if (!ok) {
+    MOPT_ASSIGN_OR_RETURN(ok, fp8_plan_path(*plan, Fp8Path::kTensorScaled, m, n, k, has_bias, why));
+  }
+  if (!ok) plan->path = Fp8Path::kNone;
+  const unsigned bit = 1u << static_cast<int>(plan->path);
+  if (!(fp8_logged_ & bit)) {  // once per way, with the shape that first took it
+    fp8_logged_ |= bit;
+    if (plan->path == Fp8Path::kNone)
+      MOPT_LOG_WARN("cuda: FP8 GEMMs of more than %d rows: %s (first: %dx%dx%d; %s)", kSkinnyMaxRows,
+                    fp8_path_text(plan->path), m, n, k, why.c_str());
+    else
+      MOPT_LOG_INFO("cuda: FP8 GEMMs of more than %d rows: %s (first: %dx%dx%d%s%s)", kSkinnyMaxRows,
+                    fp8_path_text(plan->path), m, n, k, why.empty() ? "" : "; not available: ", why.c_str());
+  }
+  plan->timed = m > autotune_max_m || plan->candidates.size() <= 1;
   fp8_plans_.emplace(key, std::move(plan));
   return ok;
 }
 
-Status Gemm::run_fp8(const uint8_t* xq, const float* xs, const uint8_t* wq, const float* ws, const bf16* bias,
-                     bf16* y, int m, int n, int k, cudaStream_t stream) {
-  auto it = fp8_plans_.find(std::make_tuple(m, n, k, bias != nullptr));
-  if (it == fp8_plans_.end() || !it->second->ok) return error("internal: fp8 GEMM %dx%dx%d not ready", m, n, k);
-  Fp8Plan& plan = *it->second;
-  // Per-call pointers (host-side attributes: a captured graph keeps the values of its capture).
-  MOPT_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &ws, sizeof(ws)));
-  MOPT_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &xs, sizeof(xs)));
-  if (bias)
-    MOPT_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+Gemm::Fp8Path Gemm::fp8_path(int m, int n, int k, bool has_bias) const {
+  auto it = fp8_plans_.find(std::make_tuple(m, n, k, has_bias));
+  return it == fp8_plans_.end() ? Fp8Path::kNone : it->second->path;
+}
+
+// Times each candidate GEMM on the real operands (it writes y, which the caller's call then overwrites) and keeps
+// the fastest; the shape's first run_fp8 outside capture, m <= autotune_max_m.
+Status Gemm::fp8_time_candidates(Fp8Plan& plan, const uint8_t* xq, const uint8_t* wq, bf16* y,
+                                 cudaStream_t stream) {
+  cudaEvent_t ev[2] = {nullptr, nullptr};
+  cudaError_t err = cudaEventCreate(&ev[0]);
+  if (err == cudaSuccess) err = cudaEventCreate(&ev[1]);
   const float alpha = 1.f, beta = 0.f;
+  float best = 1e30f;
+  size_t best_idx = 0;
+  constexpr int kReps = 5;
+  for (size_t c = 0; c < plan.candidates.size() && err == cudaSuccess; ++c) {
+    auto launch = [&] {
+      return cublasLtMatmul(handle_, plan.op, &alpha, wq, plan.a, xq, plan.b, &beta, y, plan.d, y, plan.d,
+                            &plan.candidates[c], workspace_, workspace_bytes_, stream);
+    };
+    if (launch() != CUBLAS_STATUS_SUCCESS) continue;  // warm-up; a candidate that fails is skipped
+    err = cudaEventRecord(ev[0], stream);
+    bool ran = true;
+    for (int r = 0; r < kReps && ran && err == cudaSuccess; ++r) ran = launch() == CUBLAS_STATUS_SUCCESS;
+    if (err == cudaSuccess) err = cudaEventRecord(ev[1], stream);
+    if (err == cudaSuccess) err = cudaEventSynchronize(ev[1]);
+    float ms = 0.f;
+    if (err == cudaSuccess) err = cudaEventElapsedTime(&ms, ev[0], ev[1]);
+    if (err == cudaSuccess && ran && ms < best) {
+      best = ms;
+      best_idx = c;
+    }
+  }
+  for (cudaEvent_t e : ev)
+    if (e) cudaEventDestroy(e);
+  MOPT_CUDA_TRY(err);
+  plan.timed = true;
+  if (best < 1e30f) {
+    plan.algo = plan.candidates[best_idx];
+    plan.tuned_us = best * 1000.f / kReps;
+    ++n_tuned_;
+  }
+  return Status::ok();
+}
+
+Status Gemm::run_fp8(const uint8_t* xq, const float* xs, const uint8_t* wq, const float* ws, const bf16* bias,
+                     bf16* y, int m, int n, int k, cudaStream_t stream, bool defer_scales) {
+  auto it = fp8_plans_.find(std::make_tuple(m, n, k, bias != nullptr));
+  if (it == fp8_plans_.end() || it->second->path == Fp8Path::kNone)
+    return error("internal: fp8 GEMM %dx%dx%d not ready", m, n, k);
+  if (defer_scales && bias) return error("internal: fp8 GEMM with a bias cannot defer its scales");
+  // The plans leave cuBLASLt's alignment preferences at their default, 256 bytes (cudaMalloc'd buffers).
+  if ((reinterpret_cast<uintptr_t>(xq) | reinterpret_cast<uintptr_t>(wq) | reinterpret_cast<uintptr_t>(y)) % 256)
+    return error("internal: fp8 GEMM %dx%dx%d operands not 256-byte aligned", m, n, k);
+  Fp8Plan& plan = *it->second;
+  const bool outer = plan.path == Fp8Path::kOuterVec;
+  if (outer) {
+    // Per-call pointers (host-side attributes: a captured graph keeps the values of its capture).
+    MOPT_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &ws, sizeof(ws)));
+    MOPT_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &xs, sizeof(xs)));
+    if (bias)
+      MOPT_CUBLAS_TRY(
+          cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+  }
+  if (!plan.timed) {
+    cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+    MOPT_CUDA_TRY(cudaStreamIsCapturing(stream, &cap));
+    if (cap == cudaStreamCaptureStatusNone) MOPT_TRY(fp8_time_candidates(plan, xq, wq, y, stream));
+  }
+  const float alpha = 1.f, beta = 0.f;
+  // Column-major: D[n, m] = op(W)[n, k] x X^T[k, m], i.e. row-major y[m, n] (= D_raw for kTensorScaled).
   MOPT_CUBLAS_TRY(cublasLtMatmul(handle_, plan.op, &alpha, wq, plan.a, xq, plan.b, &beta, y, plan.d, y, plan.d,
                                  &plan.algo, workspace_, workspace_bytes_, stream));
+  if (!outer && !defer_scales) MOPT_CUDA_TRY(launch_fp8_scale_epilogue(y, xs, ws, bias, y, m, n, stream));
   return Status::ok();
+}
+
+std::string Gemm::describe_fp8() const {
+  std::string out;
+  for (const auto& [key, plan] : fp8_plans_) {
+    const auto& [m, n, k, bias] = key;
+    // Bytes of the GEMM itself: E4M3 weights and activations, bf16 output.
+    const double bytes = 1.0 * n * k + 1.0 * m * k + 2.0 * m * n;
+    const std::string t = plan->tuned_us > 0.f
+                              ? strfmt("%8.1f us %7.0f GB/s", plan->tuned_us, bytes / (plan->tuned_us * 1e3))
+                              : std::string(25, ' ');
+    out += strfmt("  fp8 gemm m=%-4d n=%-6d k=%-5d %s  %s%s\n", m, n, k, t.c_str(), fp8_path_text(plan->path),
+                  bias ? ", bias" : "");
+  }
+  return out;
 }
 
 }  // namespace mopt::cuda

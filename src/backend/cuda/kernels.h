@@ -66,6 +66,10 @@ struct RmsNormParamsT {
   const int32_t* rows = nullptr;  // [n_rows_out] rows of `residual` to normalize (null: identity)
   int n_rows_out = 0, n = 0;
   float eps = 1e-5f;
+  // With add: add[i, j] stands for add_row_scale[i] * add_col_scale[j] * add[i, j] (an FP8 GEMM's unscaled output,
+  // Gemm::run_fp8 with defer_scales), computed in fp32 as launch_fp8_scale_epilogue would, without its bf16 rounding.
+  const float* add_row_scale = nullptr;  // [n_rows_in] or null (then add_col_scale is ignored)
+  const float* add_col_scale = nullptr;  // [n]
 };
 template <class T>
 cudaError_t launch_rmsnorm(const RmsNormParamsT<T>& p, cudaStream_t stream);
@@ -87,16 +91,25 @@ struct QkvRopeParamsT {
   int n_tokens = 0, n_head = 0, n_head_kv = 0, head_dim = 0, rope_dim = 0;
   bool neox = false;                  // rotate_half pairs (i, i + rope_dim/2); else (2i, 2i+1)
   float norm_eps = 1e-6f;
+  // qkv[t, c] stands for row_scale[t] * col_scale[c] * qkv[t, c] (an FP8 GEMM's unscaled output, as for
+  // RmsNormParamsT's add scales). Null: qkv as is.
+  const float* row_scale = nullptr;   // [n_tokens] or null (then col_scale is ignored)
+  const float* col_scale = nullptr;   // [(n_head + 2 * n_head_kv) * head_dim]
 };
 template <class T, class C>
 cudaError_t launch_qkv_rope_cache(const QkvRopeParamsT<T, C>& p, cudaStream_t stream);
 
-// out[t, j] = silu(gu[t, j]) * gu[t, n_ff + j]
+// out[t, j] = silu(g) * u with g = gu[t, j], u = gu[t, n_ff + j]; with scales (the unscaled output of an FP8
+// GEMM, Gemm::run_fp8 with defer_scales) g = row_scale[t] * col_scale[j] * gu[t, j] and
+// u = row_scale[t] * col_scale[n_ff + j] * gu[t, n_ff + j] in fp32, as launch_fp8_scale_epilogue would compute them
+// (without its bf16 rounding).
 template <class T>
 struct SwiGluParamsT {
   const T* gate_up = nullptr;     // [n_tokens, 2 * n_ff] gate | up
   T* out = nullptr;               // [n_tokens, n_ff]
   int n_tokens = 0, n_ff = 0;
+  const float* row_scale = nullptr;  // [n_tokens] or null (then col_scale is ignored)
+  const float* col_scale = nullptr;  // [2 * n_ff] (with row_scale)
 };
 template <class T>
 cudaError_t launch_swiglu(const SwiGluParamsT<T>& p, cudaStream_t stream);
@@ -267,6 +280,13 @@ cudaError_t launch_dequant_weights_bf16(const QuantWeightView& w, int n, int k, 
 // row r of x [m, k]: scale[r] = max_j |x[r, j]| / 448, q[r, j] = e4m3(x[r, j] * (1 / scale[r])) rounded to
 // nearest even and saturated (a zero row: scale 0, codes 0). q [m, k] 16-byte aligned rows (k % 16 == 0).
 cudaError_t launch_quantize_rows_fp8(const bf16* x, int m, int k, uint8_t* q, float* scale, cudaStream_t stream);
+
+// The scales of an FP8 W8A8 GEMM computed without them (Gemm::run_fp8's kTensorScaled path: cuBLASLt's unscaled
+// E4M3 x E4M3 product d): y[i, j] = bf16(row_scale[i] * col_scale[j] * d[i, j] + bias[j]), arithmetic in fp32.
+// d and y [m, n] bf16 and may be the same buffer (in place); row_scale [m] (per token), col_scale [n] (per
+// channel) fp32; bias [n] bf16 or null. 16 bytes per thread when n % 8 == 0 and d, y are 16-byte aligned.
+cudaError_t launch_fp8_scale_epilogue(const bf16* d, const float* row_scale, const float* col_scale,
+                                      const bf16* bias, bf16* y, int m, int n, cudaStream_t stream);
 
 // Quantizes bf16 weights w [n, k] into a device layout (benchmarks: random weights in a format without a file):
 // kFp8 as launch_quantize_rows_fp8 (params = row scales [n]); kInt8 symmetric with codes in [-qmax, qmax] and

@@ -63,11 +63,14 @@ __global__ void rmsnorm_kernel(RmsNormParamsT<T> p) {
   const int64_t i = p.rows ? p.rows[r] : r;
   float* res = p.residual + i * p.n;
   const T* add = p.add ? p.add + i * p.n : nullptr;
+  const float add_rs = add && p.add_row_scale ? p.add_row_scale[i] : 0.f;
   float ss = 0.f;
   for (int j = threadIdx.x; j < p.n; j += blockDim.x) {
     float v = res[j];
     if (add) {
-      v += to_f32(add[j]);
+      float a = to_f32(add[j]);
+      if (p.add_row_scale) a *= add_rs * p.add_col_scale[j];  // an FP8 GEMM's scales, epilogue order
+      v += a;
       res[j] = v;
     }
     ss += v * v;
@@ -105,6 +108,7 @@ __global__ void qkv_rope_cache_kernel(QkvRopeParamsT<T, C> p) {
   const int row_len = n_heads_all * hd;
   const int pos = p.positions[t];
   const int slot = p.slot_mapping[t];
+  const float row_scale = p.row_scale ? p.row_scale[t] : 0.f;
   float* x = buf[warp];
   // cos/sin of pos * inv_freq once per token; the angle in double as the CPU backend does (large positions).
   if (p.inv_freq)
@@ -120,9 +124,11 @@ __global__ void qkv_rope_cache_kernel(QkvRopeParamsT<T, C> p) {
     const T* src = p.qkv + static_cast<int64_t>(t) * row_len + static_cast<int64_t>(h) * hd;
     const bool is_q = h < p.n_head;
     const bool is_v = h >= p.n_head + p.n_head_kv;
+    const float* col_scale = p.row_scale ? p.col_scale + static_cast<int64_t>(h) * hd : nullptr;
     float ss = 0.f;
     for (int d = lane; d < hd; d += 32) {
-      const float v = to_f32(src[d]);
+      float v = to_f32(src[d]);
+      if (col_scale) v *= row_scale * col_scale[d];  // an FP8 GEMM's scales, epilogue order
       x[d] = v;
       ss += v * v;
     }
@@ -186,8 +192,13 @@ __global__ void swiglu_kernel(SwiGluParamsT<T> p) {
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t t = i / p.n_ff, j = i % p.n_ff;
     const T* row = p.gate_up + t * 2 * p.n_ff;
-    const float g = to_f32(row[j]);
-    const float u = to_f32(row[p.n_ff + j]);
+    float g = to_f32(row[j]);
+    float u = to_f32(row[p.n_ff + j]);
+    if (p.row_scale) {  // an FP8 GEMM's unscaled output: the scales of launch_fp8_scale_epilogue, same order
+      const float r = p.row_scale[t];
+      g *= r * p.col_scale[j];
+      u *= r * p.col_scale[p.n_ff + j];
+    }
     // bf16 keeps the fast exp (its output rounding dominates); fp32 uses the accurate one, like the CPU.
     const float e = sizeof(T) == 2 ? __expf(-g) : expf(-g);
     p.out[i] = from_f32<T>(g / (1.f + e) * u);
@@ -289,6 +300,7 @@ cudaError_t launch_embed(const EmbedParamsT<T>& p, cudaStream_t stream) {
 template <class T>
 cudaError_t launch_rmsnorm(const RmsNormParamsT<T>& p, cudaStream_t stream) {
   if (p.n_rows_out <= 0) return cudaSuccess;
+  if (p.add_row_scale && !p.add_col_scale) return cudaErrorInvalidValue;
   const int threads = p.n >= 2048 ? 512 : (p.n >= 512 ? 256 : 64);
   return launch_pdl(rmsnorm_kernel<T>, dim3(p.n_rows_out), dim3(threads), 0, stream, p);
 }
@@ -297,6 +309,7 @@ template <class T, class C>
 cudaError_t launch_qkv_rope_cache(const QkvRopeParamsT<T, C>& p, cudaStream_t stream) {
   if (p.n_tokens <= 0) return cudaSuccess;
   if (p.head_dim > kMaxHeadDim || p.rope_dim > p.head_dim || p.rope_dim % 2 != 0) return cudaErrorInvalidValue;
+  if (p.row_scale && !p.col_scale) return cudaErrorInvalidValue;
   if (std::is_same_v<C, fp8> && (p.cache.k_scale == nullptr || p.cache.v_scale == nullptr))
     return cudaErrorInvalidValue;
   const int n_heads_all = p.n_head + 2 * p.n_head_kv;
@@ -310,6 +323,7 @@ template <class T>
 cudaError_t launch_swiglu(const SwiGluParamsT<T>& p, cudaStream_t stream) {
   const int64_t n = static_cast<int64_t>(p.n_tokens) * p.n_ff;
   if (n <= 0) return cudaSuccess;
+  if (p.row_scale && !p.col_scale) return cudaErrorInvalidValue;
   return launch_pdl(swiglu_kernel<T>, dim3(grid_for(n)), dim3(kThreads), 0, stream, p);
 }
 

@@ -1,54 +1,63 @@
 // Quantized-weight kernels besides the skinny GEMM (kernels.h): dequantization of a weight matrix to bf16 (the
 // prefill path's workspace for cuBLASLt), per-token FP8 quantization of activations (the FP8 W8A8 GEMM's input),
-// and quantization of random bf16 weights into a device layout (benchmarks without a weight file). Formats and layouts: kernels.h WeightFormat, quant_formats.cuh, quant_weights.h.
+// the per-token x per-channel scale epilogue of an FP8 GEMM computed without scales, and quantization of random
+// bf16 weights into a device layout (benchmarks without a weight file). Formats and layouts: kernels.h WeightFormat, quant_formats.cuh, quant_weights.h.
 #include <cuda_fp8.h>
 
 #include <algorithm>
 
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/quant_formats.cuh"
 
 namespace mopt::cuda {
 namespace {
 
-// One thread per 16-byte chunk of codes: F::kElems consecutive weights of one row, written as bf16.
+// One thread per piece of 8 consecutive outputs (16 bytes of bf16): piece p of the matrix is out[8 p, 8 p + 8),
+// inside code chunk c = p / kPieces (F::kElems inputs of one row, 16 bytes of codes). Consecutive threads write
+// consecutive 16 bytes (every store instruction of a warp covers 512 contiguous bytes) and read their chunk with
+// one 16-byte load that the kPieces threads sharing it get from the same request.
 template <class F>
 __global__ void dequant_kernel(QuantWeightView w, int n, int k, bf16* out) {
+  constexpr int kPieces = F::kElems / 8;
   const int chunks_per_row = k / F::kElems;
-  const int64_t total = static_cast<int64_t>(n) * chunks_per_row;
-  for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < total;
-       c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  const int64_t total = static_cast<int64_t>(n) * chunks_per_row * kPieces;
+  for (int64_t p = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; p < total;
+       p += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t c = p / kPieces;
+    const int j = static_cast<int>(p % kPieces);
     const int64_t row = c / chunks_per_row;
     const int ch = static_cast<int>(c % chunks_per_row);
     const uint4 code = __ldg(reinterpret_cast<const uint4*>(w.codes) + c);
     const typename F::Group g = F::group(w, k, row, ch);
     const float rs = w.row_scale ? __ldg(w.row_scale + row) : 1.f;
-    bf16* dst = out + row * k + static_cast<int64_t>(ch) * F::kElems;
+    float f[8] = {};
 #pragma unroll
-    for (int j = 0; j < F::kElems / 8; ++j) {
-      float f[8];
-      F::piece(code, g, j, f);
-      __align__(16) bf16 h[8];
+    for (int jj = 0; jj < kPieces; ++jj)  // a compile-time piece index: the chunk stays in registers
+      if (jj == j) F::piece(code, g, jj, f);
+    __align__(16) bf16 h[8];
 #pragma unroll
-      for (int e = 0; e < 8; ++e) h[e] = __float2bfloat16(f[e] * rs);
-      *reinterpret_cast<uint4*>(dst + 8 * j) = *reinterpret_cast<const uint4*>(h);
-    }
+    for (int e = 0; e < 8; ++e) h[e] = __float2bfloat16(f[e] * rs);
+    *reinterpret_cast<uint4*>(out + 8 * p) = *reinterpret_cast<const uint4*>(h);
   }
 }
 
 template <class F>
 cudaError_t launch_dequant(const QuantWeightView& w, int n, int k, bf16* out, cudaStream_t stream) {
-  const int64_t total = static_cast<int64_t>(n) * (k / F::kElems);
+  const int64_t total = static_cast<int64_t>(n) * (k / 8);  // pieces of 8 outputs
   constexpr int kThreads = 256;
   const int64_t blocks = std::min<int64_t>((total + kThreads - 1) / kThreads, 65536);
   dequant_kernel<F><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(w, n, k, out);
   return cudaGetLastError();
 }
 
-// One CTA per row: the row's max |x| (block reduction), then the codes. 8 inputs per thread and step.
+// One CTA per row: the row's max |x| (block reduction), then the codes. 8 inputs per thread and step. Launched
+// with PDL (launch.cuh): in a decode step it follows a norm / attention / SwiGLU kernel.
 constexpr int kQuantThreads = 256;
 __global__ void __launch_bounds__(kQuantThreads) quantize_rows_fp8_kernel(const bf16* x, int k, uint8_t* q,
                                                                           float* scale) {
+  pdl_wait();
+  pdl_trigger();
   const int64_t row = blockIdx.x;
   const bf16* xr = x + row * k;
   uint8_t* qr = q + row * k;
@@ -81,6 +90,64 @@ __global__ void __launch_bounds__(kQuantThreads) quantize_rows_fp8_kernel(const 
       word[e / 4] |= code << (8 * (e % 4));
     }
     *reinterpret_cast<uint2*>(qr + 8 * c) = make_uint2(word[0], word[1]);
+  }
+}
+
+// FP8 GEMM epilogue (kernels.h launch_fp8_scale_epilogue). Vectorized: a thread owns 8 consecutive columns (16
+// bytes of bf16) of kEpiRows consecutive rows: the column scales and bias are loaded once for those rows, and the
+// rows' loads are issued before any store (independent, in flight together). d may alias y: each element is read
+// once, before its own thread writes it (so no __ldg / __restrict__ on them).
+constexpr int kEpiThreads = 128, kEpiRows = 4;
+__global__ void __launch_bounds__(kEpiThreads) fp8_scale_epilogue_vec_kernel(const bf16* d, const float* row_scale,
+                                                                             const float* col_scale,
+                                                                             const bf16* bias, bf16* y, int m,
+                                                                             int n) {
+  pdl_wait();
+  pdl_trigger();
+  const int c = blockIdx.x * kEpiThreads + threadIdx.x;  // column chunk: columns [8c, 8c + 8)
+  if (c >= n / 8) return;
+  const int col = 8 * c, row0 = blockIdx.y * kEpiRows;
+  float cs[8], b[8];
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    cs[e] = __ldg(col_scale + col + e);
+    b[e] = bias ? __bfloat162float(bias[col + e]) : 0.f;
+  }
+  uint4 v[kEpiRows];
+  float rs[kEpiRows];
+#pragma unroll
+  for (int r = 0; r < kEpiRows; ++r) {
+    v[r] = make_uint4(0, 0, 0, 0);
+    rs[r] = 0.f;
+    if (row0 + r < m) {
+      v[r] = *reinterpret_cast<const uint4*>(d + static_cast<int64_t>(row0 + r) * n + col);
+      rs[r] = __ldg(row_scale + row0 + r);
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kEpiRows; ++r) {
+    if (row0 + r >= m) continue;
+    float f[8];
+    unpack8_bf16(v[r], f);
+    __align__(16) bf16 h[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) h[e] = __float2bfloat16(fmaf(rs[r] * cs[e], f[e], b[e]));
+    *reinterpret_cast<uint4*>(y + static_cast<int64_t>(row0 + r) * n + col) = *reinterpret_cast<const uint4*>(h);
+  }
+}
+
+// Any n or alignment: one element per thread and step.
+__global__ void fp8_scale_epilogue_kernel(const bf16* d, const float* row_scale, const float* col_scale,
+                                          const bf16* bias, bf16* y, int m, int n) {
+  pdl_wait();
+  pdl_trigger();
+  const int64_t total = static_cast<int64_t>(m) * n;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t row = i / n;
+    const int j = static_cast<int>(i % n);
+    const float b = bias ? __bfloat162float(bias[j]) : 0.f;
+    y[i] = __float2bfloat16(fmaf(__ldg(row_scale + row) * __ldg(col_scale + j), __bfloat162float(d[i]), b));
   }
 }
 
@@ -159,13 +226,30 @@ cudaError_t launch_dequant_weights_bf16(const QuantWeightView& w, int n, int k, 
   return cudaErrorInvalidValue;
 }
 
+cudaError_t launch_fp8_scale_epilogue(const bf16* d, const float* row_scale, const float* col_scale,
+                                      const bf16* bias, bf16* y, int m, int n, cudaStream_t stream) {
+  if (m <= 0) return cudaSuccess;
+  if (!d || !row_scale || !col_scale || !y || n <= 0) return cudaErrorInvalidValue;
+  const bool vec = n % 8 == 0 && (reinterpret_cast<uintptr_t>(d) | reinterpret_cast<uintptr_t>(y)) % 16 == 0;
+  const int64_t row_blocks = (static_cast<int64_t>(m) + kEpiRows - 1) / kEpiRows;
+  if (vec && row_blocks <= 65535) {
+    const unsigned col_blocks = static_cast<unsigned>((n / 8 + kEpiThreads - 1) / kEpiThreads);
+    return launch_pdl(fp8_scale_epilogue_vec_kernel, dim3(col_blocks, static_cast<unsigned>(row_blocks)),
+                      dim3(kEpiThreads), 0, stream, d, row_scale, col_scale, bias, y, m, n);
+  }
+  constexpr int kThreads = 256;
+  const int64_t total = static_cast<int64_t>(m) * n;
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((total + kThreads - 1) / kThreads, 65536));
+  return launch_pdl(fp8_scale_epilogue_kernel, dim3(blocks), dim3(kThreads), 0, stream, d, row_scale, col_scale,
+                    bias, y, m, n);
+}
+
 cudaError_t launch_quantize_rows_fp8(const bf16* x, int m, int k, uint8_t* q, float* scale, cudaStream_t stream) {
   if (m <= 0) return cudaSuccess;
   if (!x || !q || !scale || k <= 0 || k % 16 != 0 || reinterpret_cast<uintptr_t>(x) % 16 ||
       reinterpret_cast<uintptr_t>(q) % 16)
     return cudaErrorInvalidValue;
-  quantize_rows_fp8_kernel<<<m, kQuantThreads, 0, stream>>>(x, k, q, scale);
-  return cudaGetLastError();
+  return launch_pdl(quantize_rows_fp8_kernel, dim3(m), dim3(kQuantThreads), 0, stream, x, k, q, scale);
 }
 
 }  // namespace mopt::cuda

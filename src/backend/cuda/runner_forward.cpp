@@ -76,10 +76,12 @@ cudaError_t with_kv_types(bool f32, bool kv_fp8, F&& f) {
 }  // namespace
 
 // q/k-norm + RoPE + cache write of layer `layer`, into a cache of the compute dtype or fp8 (bf16 compute).
-Status CudaRunner::enqueue_rope_cache(int layer, int n_tokens) {
+Status CudaRunner::enqueue_rope_cache(int layer, int n_tokens, const DeferredScales& qkv_scales) {
   MOPT_CUDA_TRY(with_kv_types(f32_, kv_fp8_, [&](auto e, auto c) {
-    return launch_qkv_rope_cache(rope_params<typename decltype(e)::type, typename decltype(c)::type>(layer, n_tokens),
-                                 stream_);
+    auto p = rope_params<typename decltype(e)::type, typename decltype(c)::type>(layer, n_tokens);
+    p.row_scale = qkv_scales.row;
+    p.col_scale = qkv_scales.col;
+    return launch_qkv_rope_cache(p, stream_);
   }));
   return mark("q/k-norm + rope + cache write");
 }
@@ -120,31 +122,40 @@ Status CudaRunner::enqueue_layers_t(const StepShape& s) {
   MOPT_CUDA_TRY(launch_embed(embed_params<E>(T), st));
   MOPT_TRY(mark("step metadata H2D + embedding"));
 
+  // FP8 weights on sm_90 (run_linear's `deferred`): a GEMM may leave its output unscaled, the kernel reading it
+  // applying the per-token x per-channel scales (no epilogue pass): qkv_ -> RoPE + cache write, proj_ -> add +
+  // RMSNorm (the next layer's, or the final norm: enqueue_logits_t), gu_ -> SwiGLU.
+  DeferredScales proj_scales;
   for (int l = 0; l < c.n_layer; ++l) {
     const Layer& L = layers_[static_cast<size_t>(l)];
     RmsNormParamsT<E> np{.residual = resid_.as<float>(), .add = l == 0 ? nullptr : proj_.as<E>(),
                          .weight = L.attn_norm.as<E>(), .out = normed_.as<E>(), .n_rows_out = T, .n = d,
-                         .eps = c.norm_eps};
+                         .eps = c.norm_eps, .add_row_scale = proj_scales.row, .add_col_scale = proj_scales.col};
     MOPT_CUDA_TRY(launch_rmsnorm(np, st));
     MOPT_TRY(mark("add + rmsnorm"));
-    MOPT_TRY(run_linear(L.qkv, normed_.as<E>(), qkv_.as<E>(), T));
+    DeferredScales qkv_scales;
+    MOPT_TRY(run_linear(L.qkv, normed_.as<E>(), qkv_.as<E>(), T, &qkv_scales));
     MOPT_TRY(mark("qkv GEMM"));
 
-    MOPT_TRY(enqueue_rope_cache(l, T));
+    MOPT_TRY(enqueue_rope_cache(l, T, qkv_scales));
     MOPT_TRY(enqueue_attention(s, l));
-    MOPT_TRY(run_linear(L.o, attn_.as<E>(), proj_.as<E>(), T));
+    MOPT_TRY(run_linear(L.o, attn_.as<E>(), proj_.as<E>(), T, &proj_scales));
     MOPT_TRY(mark("o GEMM"));
-    // ALL-REDUCE(proj_) under tensor parallelism.
+    // ALL-REDUCE(proj_) under tensor parallelism (of the scaled values: no deferral then).
     np.add = proj_.as<E>();
+    np.add_row_scale = proj_scales.row;
+    np.add_col_scale = proj_scales.col;
     np.weight = L.ffn_norm.as<E>();
     MOPT_CUDA_TRY(launch_rmsnorm(np, st));
     MOPT_TRY(mark("add + rmsnorm"));
-    MOPT_TRY(run_linear(L.gate_up, normed_.as<E>(), gu_.as<E>(), T));
+    DeferredScales gu_scales;
+    MOPT_TRY(run_linear(L.gate_up, normed_.as<E>(), gu_.as<E>(), T, &gu_scales));
     MOPT_TRY(mark("gate|up GEMM"));
-    const SwiGluParamsT<E> sp{.gate_up = gu_.as<E>(), .out = act_.as<E>(), .n_tokens = T, .n_ff = c.n_ff};
+    const SwiGluParamsT<E> sp{.gate_up = gu_.as<E>(), .out = act_.as<E>(), .n_tokens = T, .n_ff = c.n_ff,
+                              .row_scale = gu_scales.row, .col_scale = gu_scales.col};
     MOPT_CUDA_TRY(launch_swiglu(sp, st));
     MOPT_TRY(mark("swiglu"));
-    MOPT_TRY(run_linear(L.down, act_.as<E>(), proj_.as<E>(), T));
+    MOPT_TRY(run_linear(L.down, act_.as<E>(), proj_.as<E>(), T, &proj_scales));
     MOPT_TRY(mark("down GEMM"));
     // ALL-REDUCE(proj_) under tensor parallelism.
   }
@@ -156,9 +167,12 @@ Status CudaRunner::enqueue_layers_t(const StepShape& s) {
 template <class E>
 Status CudaRunner::enqueue_logits_t(const StepShape& s, int row_offset, int n_rows) {
   const ModelConfig& c = cfg_;
+  // The last down GEMM's deferred scales (enqueue_layers_t; its token scales stay in xq_scale_ until the next
+  // step's first FP8 GEMM, also for the later logits chunks of forward()).
+  const DeferredScales ds = layers_.empty() ? DeferredScales{} : fp8_deferred(layers_.back().down, s.n_tokens);
   const RmsNormParamsT<E> np{.residual = resid_.as<float>(), .add = proj_.as<E>(), .weight = out_norm_.as<E>(),
                              .out = normed_.as<E>(), .rows = d_logit_rows_ + row_offset, .n_rows_out = n_rows,
-                             .n = c.n_embd, .eps = c.norm_eps};
+                             .n = c.n_embd, .eps = c.norm_eps, .add_row_scale = ds.row, .add_col_scale = ds.col};
   MOPT_CUDA_TRY(launch_rmsnorm(np, stream_));
   MOPT_TRY(mark("final norm"));
   const E* w = output_.bytes() ? output_.as<E>() : tok_embd_.as<E>();

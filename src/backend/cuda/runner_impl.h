@@ -49,6 +49,13 @@ struct Linear {
   QuantWeightView qw;  // fmt kFloat, or the quantized view of w / scale / group
 };
 
+// Scales an FP8 GEMM left to the kernel that reads its output (run_linear's `deferred`; Gemm::run_fp8 with
+// defer_scales): y[i, j] stands for row[i] * col[j] * y[i, j]. Both null: y is final.
+struct DeferredScales {
+  const float* row = nullptr;  // [m] per-token scales (xq_scale_: valid until the next FP8 linear layer runs)
+  const float* col = nullptr;  // [n_out] per-channel scales
+};
+
 struct Layer {
   DeviceBuffer attn_norm, ffn_norm;  // [n_embd]
   DeviceBuffer q_norm, k_norm;       // [head_dim] (Qwen3) or empty
@@ -100,7 +107,7 @@ class CudaRunner final : public CudaModelRunner {
   RunnerRuntimeStats runtime_stats() const override;
   Result<WarmupReport> warmup(const WarmupProgress& progress) override;
   TuningCounters tuning_counters() const override {
-    return {gemm_.n_tuned(), captures_.load()};
+    return {gemm_.n_tuned() + gemm_.n_searched(), captures_.load()};
   }
 
  private:
@@ -123,8 +130,14 @@ class CudaRunner final : public CudaModelRunner {
   Status upload_quantized(Linear& lin, std::span<const TensorView* const> parts, const QuantPlan& plan);
   Status random_quantized(Linear& lin, DType t, uint64_t seed);
   Status alloc_quant_workspace();
+  // deferred: when given, an FP8 GEMM without bias may leave its scales to the caller's next kernel (see
+  // DeferredScales; empty when y is final).
   template <class E>
-  Status run_linear(const Linear& lin, const E* x, E* y, int m);
+  Status run_linear(const Linear& lin, const E* x, E* y, int m, DeferredScales* deferred = nullptr);
+  // The scales run_linear leaves to a caller that asks, for lin at m rows: those of an FP8 GEMM without bias on
+  // the kTensorScaled way (its shape already planned); empty otherwise. A function of the shape, so
+  // enqueue_logits_t finds the last layer's again.
+  DeferredScales fp8_deferred(const Linear& lin, int m) const;
 
   // runner_plan.cpp
   Status check_batch(const ForwardBatch& b) const;
@@ -157,7 +170,7 @@ class CudaRunner final : public CudaModelRunner {
 
   // runner_forward.cpp: the cache write and the attention of one layer, for the cache type (the compute dtype's,
   // or fp8); enqueue only.
-  Status enqueue_rope_cache(int layer, int n_tokens);
+  Status enqueue_rope_cache(int layer, int n_tokens, const DeferredScales& qkv_scales = {});
   Status enqueue_attention(const StepShape& s, int layer);
   // runner_kv_fp8.cpp: kv_scales_ from bounds on each layer's K and V computed from its weights (fp8 cache).
   Status compute_kv_scales();

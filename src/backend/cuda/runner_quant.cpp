@@ -2,10 +2,16 @@
 // workspaces of the prefill path, and run_linear, the one place that picks how y = x W^T + b runs:
 //   float weights                  cuBLASLt or the skinny kernel (Gemm::run), as before
 //   quantized, m <= kSkinnyMaxRows the skinny kernel dequantizing in registers (Gemm::run_fused, tuned per shape)
-//   FP8, more rows                 activations quantized per token (E4M3), cuBLASLt FP8 with per-channel x
-//                                  per-token scales (W8A8, as vLLM's fp8 path and mopt's CPU backend compute)
+//   FP8, more rows                 activations quantized per token (E4M3), then an FP8 tensor-core GEMM with
+//                                  per-channel x per-token scales (W8A8, as vLLM's fp8 path and mopt's CPU backend
+//                                  compute; Gemm::run_fp8): cuBLASLt's outer-vector scaling where it has it, else
+//                                  (sm_90) its unscaled FP8 GEMM plus a scale epilogue (gemm_fp8.cpp), or, where
+//                                  the caller passes `deferred`, no epilogue: the kernel that reads y applies the
+//                                  scales (qkv: RoPE + cache write; o, down: add + RMSNorm; gate|up: SwiGLU)
 //   other formats, more rows       the weights dequantized to bf16 into wdeq_ (one matrix at a time, reused),
 //                                  then the bf16 GEMM; also FP8 when cuBLASLt has no FP8 algorithm for the shape
+// Every shape is first run eagerly (warm-up, or a graph bucket's eager step) before it is captured into a graph:
+// fp8_ready() plans (and run_fp8() times) a shape only outside capture.
 // The fused decode path (runner_forward.cpp) passes Linear::qw to its skinny GEMMs directly.
 #include <cuda_runtime_api.h>
 
@@ -93,7 +99,8 @@ Status CudaRunner::alloc_quant_workspace() {
 }
 
 template <class E>
-Status CudaRunner::run_linear(const Linear& lin, const E* x, E* y, int m) {
+Status CudaRunner::run_linear(const Linear& lin, const E* x, E* y, int m, DeferredScales* deferred) {
+  if (deferred) *deferred = {};
   if (lin.qw.fmt == WeightFormat::kFloat)
     return gemm_.run(x, lin.w.as<E>(), lin.bias.as<E>(), y, false, m, lin.n_out, lin.n_in, stream_);
   if constexpr (!std::is_same_v<E, bf16>) {
@@ -109,8 +116,11 @@ Status CudaRunner::run_linear(const Linear& lin, const E* x, E* y, int m) {
       MOPT_ASSIGN_OR_RETURN(const bool ready, gemm_.fp8_ready(m, n, k, bias != nullptr, stream_));
       if (ready) {
         MOPT_CUDA_TRY(launch_quantize_rows_fp8(x, m, k, xq_.as<uint8_t>(), xq_scale_.as<float>(), stream_));
-        return gemm_.run_fp8(xq_.as<uint8_t>(), xq_scale_.as<float>(), static_cast<const uint8_t*>(lin.qw.codes),
-                             lin.qw.row_scale, bias, y, m, n, k, stream_);
+        const DeferredScales ds = deferred ? fp8_deferred(lin, m) : DeferredScales{};
+        MOPT_TRY(gemm_.run_fp8(xq_.as<uint8_t>(), xq_scale_.as<float>(), static_cast<const uint8_t*>(lin.qw.codes),
+                               lin.qw.row_scale, bias, y, m, n, k, stream_, ds.row != nullptr));
+        if (deferred) *deferred = ds;
+        return Status::ok();
       }
     }
     MOPT_CUDA_TRY(launch_dequant_weights_bf16(lin.qw, n, k, wdeq_.as<bf16>(), stream_));
@@ -118,7 +128,13 @@ Status CudaRunner::run_linear(const Linear& lin, const E* x, E* y, int m) {
   }
 }
 
-template Status CudaRunner::run_linear<bf16>(const Linear&, const bf16*, bf16*, int);
-template Status CudaRunner::run_linear<float>(const Linear&, const float*, float*, int);
+DeferredScales CudaRunner::fp8_deferred(const Linear& lin, int m) const {
+  if (lin.qw.fmt != WeightFormat::kFp8 || m <= kSkinnyMaxRows || lin.bias.bytes() != 0) return {};
+  if (gemm_.fp8_path(m, lin.n_out, lin.n_in, false) != Gemm::Fp8Path::kTensorScaled) return {};
+  return {.row = xq_scale_.as<float>(), .col = lin.qw.row_scale};
+}
+
+template Status CudaRunner::run_linear<bf16>(const Linear&, const bf16*, bf16*, int, DeferredScales*);
+template Status CudaRunner::run_linear<float>(const Linear&, const float*, float*, int, DeferredScales*);
 
 }  // namespace mopt::cuda

@@ -4,6 +4,8 @@
 //     captures the graph (and, on the fused path, re-times the fused GEMMs' tilings inside it);
 //   - each row count 1 .. autotune_max_m of the eagerly run general path (prefill chunks, mixed steps): GEMMs
 //     with that many rows, and the output projection for as many logits rows, are timed on first use;
+//   - above that, one step per GEMM row bucket up to the batch token limit: larger row counts take the cuBLASLt
+//     algorithm of their bucket (gemm.h), so a long prompt finds its heuristic answered and its kernels loaded;
 //   - with --enforce-eager, each decode batch of 1 .. kSkinnyMaxRows rows of the fused path.
 // Plans come from the plan cache (backend/plan_cache.h) when it holds them, and the cache is written afterwards.
 #include <dlfcn.h>
@@ -145,8 +147,14 @@ Result<WarmupReport> CudaRunner::warmup(const WarmupProgress& progress) {
     for (int n = 1; n <= std::min(kSkinnyMaxRows, opts_.max_seqs); ++n) decode_step(n, opts_.enforce_eager, false);
   // One sequence of m prompt tokens, every position's logits (at most a chunk of logit_rows_). m = 1 is a decode
   // step: bucket 1's graph again, or under --enforce-eager the general path's m = 1 GEMMs (no fused path).
-  const int max_m = std::min({gemm_.autotune_max_m, max_tokens_, slots, bt_stride_ * block_size_});
-  for (int m = 1; m <= max_m; ++m) {
+  // Above autotune_max_m, one step per row bucket (gemm_row_bucket): its cuBLASLt algorithms and their kernels.
+  const int max_rows = std::min({max_tokens_, slots, bt_stride_ * block_size_});
+  const int max_m = std::min(gemm_.autotune_max_m, max_rows);
+  std::vector<int> row_counts;
+  for (int m = 1; m <= max_m; ++m) row_counts.push_back(m);
+  for (int m = max_m + 1; m <= max_rows; m = gemm_row_bucket(m) + 1)
+    row_counts.push_back(std::min(gemm_row_bucket(m), max_rows));
+  for (int m : row_counts) {
     WarmStep w;
     w.what = strfmt("eager step, %d tokens", m);
     BatchArrays& a = w.arr;

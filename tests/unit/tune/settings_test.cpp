@@ -88,6 +88,34 @@ TEST(Settings, KnobValuesParseAndFormat) {
   EXPECT_EQ(format_knob_value(Knob::kModel, 1, kModels), "b q8.gguf");
 }
 
+TEST(Settings, ModelVariantsAreNamedByIndexPathOrFileName) {
+  const std::vector<std::string> m = {"/ckpt/llama-bf16", "/ckpt/llama-fp8", "/other/llama-fp8", "/ckpt/3"};
+  EXPECT_EQ(*parse_model_value("0", m), 0);
+  EXPECT_EQ(*parse_model_value("2", m), 2);
+  EXPECT_EQ(*parse_model_value("/ckpt/llama-fp8", m), 1);
+  EXPECT_EQ(*parse_model_value("/ckpt/llama-fp8/", m), 1);       // a trailing slash
+  EXPECT_EQ(*parse_model_value("/ckpt/./x/../llama-fp8", m), 1);  // the same path, not normalized
+  EXPECT_EQ(*parse_model_value("llama-bf16", m), 0);              // the file name alone, when it is unique
+  EXPECT_EQ(*parse_model_value("3", m), 3);
+  auto ambiguous = parse_model_value("llama-fp8", m);
+  ASSERT_FALSE(ambiguous);
+  EXPECT_NE(ambiguous.message().find("more than one"), std::string::npos) << ambiguous.message();
+  EXPECT_NE(ambiguous.message().find("1 = /ckpt/llama-fp8"), std::string::npos) << ambiguous.message();
+  auto missing = parse_model_value("llama-int4", m);
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.message().find("not one of the -m variants"), std::string::npos) << missing.message();
+  EXPECT_FALSE(parse_model_value("4", m));
+  EXPECT_FALSE(parse_model_value("-1", m));
+  EXPECT_FALSE(parse_model_value("1.5", m));
+  // A whole number is always an index, even where a variant's file name is a number.
+  const std::vector<std::string> numbered = {"/a/1", "/b/x"};
+  EXPECT_EQ(*parse_model_value("1", numbered), 1);
+  EXPECT_EQ(*parse_model_value("/a/1", numbered), 0);
+  auto out_of_range = parse_model_value("2", numbered);
+  ASSERT_FALSE(out_of_range);
+  EXPECT_NE(out_of_range.message().find("no -m variant 2"), std::string::npos) << out_of_range.message();
+}
+
 class TrialLogTest : public ::testing::Test {
  protected:
   void SetUp() override {

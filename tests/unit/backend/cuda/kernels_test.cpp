@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <random>
 #include <tuple>
 #include <type_traits>
 
@@ -76,7 +77,7 @@ TYPED_TEST(CudaKernelsT, RmsNormWithResidualAddAndRowGather) {
   std::mt19937 rng(2);
   for (int n : {64, 100, 4096}) {
     for (int rows : {1, 7, 33}) {
-      for (int mode = 0; mode < 3; ++mode) {  // 0 plain, 1 add, 2 add + gather rows
+      for (int mode = 0; mode < 4; ++mode) {  // 0 plain, 1 add, 2 add + gather rows, 3 as 2 with add scales
         SCOPED_TRACE(testing::Message() << "n " << n << " rows " << rows << " mode " << mode);
         std::vector<float> resid(static_cast<size_t>(rows) * n);
         std::uniform_real_distribution<float> u(-3.f, 3.f);
@@ -87,7 +88,14 @@ TYPED_TEST(CudaKernelsT, RmsNormWithResidualAddAndRowGather) {
         random_vals<T>(rng, n, 0.5f, 1.5f, wb, wv);
         std::vector<int32_t> idx;
         for (int r = rows - 1; r >= 0; r -= 2) idx.push_back(r);  // reversed, every other row
-        const int n_out = mode == 2 ? static_cast<int>(idx.size()) : rows;
+        const bool gather = mode >= 2, scaled = mode == 3;
+        const int n_out = gather ? static_cast<int>(idx.size()) : rows;
+        // Mode 3: add is an FP8 GEMM's unscaled output, add_row_scale [rows] x add_col_scale [n] (products 0.25..2).
+        std::vector<float> ars(static_cast<size_t>(rows)), acs(static_cast<size_t>(n));
+        std::uniform_real_distribution<float> us(0.5f, 1.5f);
+        for (float& v : ars) v = us(rng);
+        for (float& v : acs) v = us(rng);
+        DevVec<float> dars(ars), dacs(acs);
         DevVec<float> dres(resid);
         DevVec<host_t<T>> dadd(ab), dw(wb), dout(static_cast<size_t>(n_out) * n);
         DevVec<int32_t> didx(idx);
@@ -97,18 +105,21 @@ TYPED_TEST(CudaKernelsT, RmsNormWithResidualAddAndRowGather) {
         p.add = mode >= 1 ? dev<T>(dadd) : nullptr;
         p.weight = dev<T>(dw);
         p.out = dev_mut<T>(dout);
-        p.rows = mode == 2 ? didx.get() : nullptr;
+        p.rows = gather ? didx.get() : nullptr;
         p.n_rows_out = n_out;
         p.n = n;
         p.eps = 1e-5f;
+        p.add_row_scale = scaled ? dars.get() : nullptr;
+        p.add_col_scale = scaled ? dacs.get() : nullptr;
         CUDA_OK(cuda::launch_rmsnorm(p, nullptr));
         // Reference: residual += add (only the rows read), then cpu::rmsnorm.
         std::vector<float> res_ref = resid, out_ref(static_cast<size_t>(n_out) * n);
         for (int r = 0; r < n_out; ++r) {
-          const int i = mode == 2 ? idx[static_cast<size_t>(r)] : r;
+          const int i = gather ? idx[static_cast<size_t>(r)] : r;
           float* x = res_ref.data() + static_cast<size_t>(i) * n;
           if (mode >= 1)
-            for (int j = 0; j < n; ++j) x[j] += av[static_cast<size_t>(i) * n + j];
+            for (int j = 0; j < n; ++j)
+              x[j] += (scaled ? ars[i] * acs[j] : 1.f) * av[static_cast<size_t>(i) * n + j];
           cpu::rmsnorm(out_ref.data() + static_cast<size_t>(r) * n, x, wv.data(), n, 1e-5f);
         }
         EXPECT_TRUE(all_close(download_f32<T>(dout), out_ref, tol<T>(1e-3f, 1e-6f), kRtol<T>));
@@ -118,29 +129,44 @@ TYPED_TEST(CudaKernelsT, RmsNormWithResidualAddAndRowGather) {
   }
 }
 
-// bf16 1e-3 + 1/128 relative; fp32 1e-6 + 1e-5 relative.
+// bf16 1e-3 + 1/128 relative; fp32 1e-6 + 1e-5 relative. With scales (an FP8 GEMM's unscaled gate|up): the
+// reference scales in fp32 first, in the kernel's order, then runs the same SwiGLU.
 TYPED_TEST(CudaKernelsT, SwiGlu) {
   using T = TypeParam;
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(3);
-  for (int n_ff : {8, 172, 14336}) {
-    const int T_ = 5;
-    std::vector<host_t<T>> gb;
-    std::vector<float> gv;
-    random_vals<T>(rng, static_cast<size_t>(T_) * 2 * n_ff, -6.f, 6.f, gb, gv);
-    DevVec<host_t<T>> dg(gb), dout(static_cast<size_t>(T_) * n_ff);
-    dout.poison();
-    cuda::SwiGluParamsT<T> p;
-    p.gate_up = dev<T>(dg);
-    p.out = dev_mut<T>(dout);
-    p.n_tokens = T_;
-    p.n_ff = n_ff;
-    CUDA_OK(cuda::launch_swiglu(p, nullptr));
-    std::vector<float> ref(static_cast<size_t>(T_) * n_ff);
-    for (int t = 0; t < T_; ++t)
-      cpu::swiglu(ref.data() + static_cast<size_t>(t) * n_ff, gv.data() + static_cast<size_t>(t) * 2 * n_ff,
-                  gv.data() + static_cast<size_t>(t) * 2 * n_ff + n_ff, n_ff);
-    EXPECT_TRUE(all_close(download_f32<T>(dout), ref, tol<T>(1e-3f, 1e-6f), kRtol<T>)) << "n_ff " << n_ff;
+  for (bool scaled : {false, true}) {
+    for (int n_ff : {8, 172, 14336}) {
+      const int T_ = 5;
+      std::vector<host_t<T>> gb;
+      std::vector<float> gv;
+      random_vals<T>(rng, static_cast<size_t>(T_) * 2 * n_ff, -6.f, 6.f, gb, gv);
+      std::vector<float> rs(T_), cs(static_cast<size_t>(2) * n_ff);
+      std::uniform_real_distribution<float> u(0.2f, 1.f);
+      for (float& x : rs) x = u(rng);       // products rs cs in [0.1, 2]: gate / up values O(1) to 12
+      for (float& x : cs) x = 2.f * u(rng);
+      DevVec<host_t<T>> dg(gb), dout(static_cast<size_t>(T_) * n_ff);
+      DevVec<float> drs(rs), dcs(cs);
+      dout.poison();
+      cuda::SwiGluParamsT<T> p;
+      p.gate_up = dev<T>(dg);
+      p.out = dev_mut<T>(dout);
+      p.n_tokens = T_;
+      p.n_ff = n_ff;
+      if (scaled) {
+        p.row_scale = drs.get();
+        p.col_scale = dcs.get();
+        for (int t = 0; t < T_; ++t)
+          for (int j = 0; j < 2 * n_ff; ++j) gv[static_cast<size_t>(t) * 2 * n_ff + j] *= rs[t] * cs[j];
+      }
+      CUDA_OK(cuda::launch_swiglu(p, nullptr));
+      std::vector<float> ref(static_cast<size_t>(T_) * n_ff);
+      for (int t = 0; t < T_; ++t)
+        cpu::swiglu(ref.data() + static_cast<size_t>(t) * n_ff, gv.data() + static_cast<size_t>(t) * 2 * n_ff,
+                    gv.data() + static_cast<size_t>(t) * 2 * n_ff + n_ff, n_ff);
+      EXPECT_TRUE(all_close(download_f32<T>(dout), ref, tol<T>(1e-3f, 1e-6f), kRtol<T>))
+          << "n_ff " << n_ff << (scaled ? " with scales" : "");
+    }
   }
 }
 
@@ -195,8 +221,10 @@ TEST(CudaKernels, ConvertAndRandomFill) {
 // fp8: per-head scales chosen from the reference so that stored values reach ~400 (and, every other head, E4M3's
 // subnormals); V (no norm, no RoPE) must be stored byte for byte as e4m3ref::encode(v / scale), K (computed in
 // fp32 in a different order) within E4M3's rounding bound of the reference: 2^-4 relative, 2^-10 absolute).
+// scaled: qkv is an FP8 GEMM's unscaled output with per-token x per-column scales (QkvRopeParamsT::row_scale /
+// col_scale); the reference scales the inputs in fp32 first, in the kernel's order, so the bounds stay the same.
 template <class T, class C>
-void run_qkv_rope_cache(std::mt19937& rng) {
+void run_qkv_rope_cache(std::mt19937& rng, bool scaled = false) {
   constexpr bool kFp8 = std::is_same_v<C, cuda::fp8>;
   struct Case { int hd, rope_dim, n_head, n_kv, bs; RopeStyle style; bool qk_norm; RopeScaling scaling; };
   const Case cases[] = {
@@ -226,6 +254,14 @@ void run_qkv_rope_cache(std::mt19937& rng) {
     random_vals<T>(rng, static_cast<size_t>(T_) * row, -2.f, 2.f, xb, xv);
     random_vals<T>(rng, c.hd, 0.5f, 1.5f, qnb, qnv);
     random_vals<T>(rng, c.hd, 0.5f, 1.5f, knb, knv);
+    std::vector<float> rs(T_), cs(static_cast<size_t>(row));
+    std::uniform_real_distribution<float> us(0.5f, 1.5f);
+    for (float& x : rs) x = us(rng);
+    for (float& x : cs) x = us(rng);
+    if (scaled)
+      for (int t = 0; t < T_; ++t)
+        for (int j = 0; j < row; ++j) xv[static_cast<size_t>(t) * row + j] *= rs[t] * cs[j];
+    DevVec<float> drs(rs), dcs(cs);
     const int64_t kv_stride = static_cast<int64_t>(c.n_kv) * c.bs * c.hd;  // one layer, K then V per block
     const int64_t block_stride = 2 * kv_stride;
     // Slots not written must keep the sentinel (-512: exact in bf16, far outside the outputs' range; fp8: NaN).
@@ -258,6 +294,8 @@ void run_qkv_rope_cache(std::mt19937& rng) {
     p.rope_dim = c.rope_dim;
     p.neox = c.style == RopeStyle::kNeox;
     p.norm_eps = 1e-6f;
+    p.row_scale = scaled ? drs.get() : nullptr;
+    p.col_scale = scaled ? dcs.get() : nullptr;
     // Reference.
     std::vector<float> q_ref, cache_ref(sentinel.size(), kSentinel);
     for (int t = 0; t < T_; ++t) {
@@ -337,6 +375,8 @@ TYPED_TEST(CudaKernelsT, QkvRopeCache) {
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(4);
   run_qkv_rope_cache<TypeParam, TypeParam>(rng);
+  SCOPED_TRACE("with an FP8 GEMM's scales");
+  run_qkv_rope_cache<TypeParam, TypeParam>(rng, true);
 }
 
 TEST(CudaKernels, QkvRopeCacheFp8) {
@@ -367,7 +407,8 @@ struct GemmShape {
 // Includes k and n not multiples of 8 (stories260K's n_ff = 172: bf16 rows only 8-byte aligned).
 const std::vector<GemmShape> kGemmShapes = {{1, 64, 64},    {1, 1000, 4096}, {3, 200, 512}, {8, 1024, 1024},
                                             {17, 96, 4096}, {128, 512, 256}, {300, 64, 1408}, {1, 64, 172},
-                                            {5, 344, 64},   {70, 64, 172},   {2, 37, 64}};
+                                            {5, 344, 64},   {70, 64, 172},   {2, 37, 64},
+                                            {520, 96, 256}, {2100, 64, 128}};  // m > 64: row-bucket algorithms
 
 TEST(CudaGemm, MatchesHostFp32) {
   SKIP_WITHOUT_GPU();

@@ -13,11 +13,14 @@
 // Bounds: 5% (decode), 6% (prefill; FP8 against the CPU's W8A8), 12% (FP8 prefill against unquantized
 // activations); a layout or indexing error moves them by O(100%).
 #if MOPT_HAVE_CUDA
+#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "backend/cpu/cpu_runner.h"
@@ -67,6 +70,45 @@ double worst_relative(const std::vector<float>& got, const std::vector<float>& r
   return worst;
 }
 
+// The runners' options: the CPU runner's (fp32 KV cache); make_runners turns them into the GPU's (bf16).
+RunnerOptions runner_options(int max_seqs) {
+  RunnerOptions o;
+  o.max_batch_tokens = 256;
+  o.max_seqs = max_seqs;
+  o.n_threads = 2;
+  o.kv_cache_dtype = KvCacheDtype::kFloat32;
+  return o;
+}
+
+// A CPU runner on cpu_model and a CUDA runner (bf16 compute) on gpu_model, each with kBlocks blocks of kBlockSize;
+// both null after a test failure when one cannot be made.
+struct Runners {
+  std::unique_ptr<ModelRunner> cpu, gpu;
+};
+Runners make_runners(const Model& cpu_model, const Model& gpu_model, RunnerOptions o) {
+  Runners r;
+  auto cpu = CpuRunner::create(cpu_model, o);
+  if (!cpu.is_ok()) {
+    ADD_FAILURE() << "CPU runner: " << cpu.message();
+    return {};
+  }
+  o.device = DeviceKind::kCuda;
+  o.dtype = ComputeDtype::kBFloat16;
+  auto gpu = create_cuda_runner(gpu_model, o);
+  if (!gpu.is_ok()) {
+    ADD_FAILURE() << "CUDA runner: " << gpu.message();
+    return {};
+  }
+  r.cpu = std::move(cpu).value();
+  r.gpu = std::move(gpu).value();
+  for (ModelRunner* m : {r.cpu.get(), r.gpu.get()})
+    if (Status st = m->init_kv_cache(kBlocks, kBlockSize, 0); !st) {
+      ADD_FAILURE() << "init_kv_cache: " << st.message();
+      return {};
+    }
+  return r;
+}
+
 struct QuantCase {
   const char* name;
   DType t;          // every linear layer
@@ -88,19 +130,11 @@ void check_case(const Model& base, const QuantCase& qc) {
     return true;
   });
   auto ref_model = test::oracle_f32_copy(*q);
-  RunnerOptions o;
-  o.max_batch_tokens = 256;
-  o.max_seqs = 4;
-  o.n_threads = 2;
-  o.kv_cache_dtype = KvCacheDtype::kFloat32;
-  auto cpu = CpuRunner::create(*ref_model, o);
-  ASSERT_TRUE(cpu.is_ok()) << cpu.message();
-  ASSERT_TRUE((*cpu)->init_kv_cache(kBlocks, kBlockSize, 0).is_ok());
-  o.device = DeviceKind::kCuda;
-  o.dtype = ComputeDtype::kBFloat16;
-  auto gpu = create_cuda_runner(*q, o);
-  ASSERT_TRUE(gpu.is_ok()) << gpu.message();
-  ASSERT_TRUE((*gpu)->init_kv_cache(kBlocks, kBlockSize, 0).is_ok());
+  RunnerOptions o = runner_options(4);
+  Runners rs = make_runners(*ref_model, *q, o);
+  ASSERT_TRUE(rs.cpu && rs.gpu);
+  ModelRunner* cpu = rs.cpu.get();
+  ModelRunner* gpu = rs.gpu.get();
 
   // Weight bytes: the float tensors in bf16 plus each linear layer's device layout.
   const ModelConfig& c = q->config;
@@ -113,7 +147,7 @@ void check_case(const Model& base, const QuantCase& qc) {
                                         cuda::quant_matrix_bytes(*plan, d, c.q_dim()) +
                                         cuda::quant_matrix_bytes(*plan, 2 * ff, d) +
                                         cuda::quant_matrix_bytes(*plan, d, ff));
-  auto* cg = dynamic_cast<CudaModelRunner*>(gpu->get());
+  auto* cg = dynamic_cast<CudaModelRunner*>(gpu);
   ASSERT_NE(cg, nullptr);
   EXPECT_EQ(cg->weight_bytes(), floats + linears);
 
@@ -123,13 +157,12 @@ void check_case(const Model& base, const QuantCase& qc) {
   BatchArrays a;
   std::vector<float> lc(prompt.size() * c.n_vocab), lg(lc.size());
   ForwardBatch b = make_batch(a, prompt, 0);
-  ASSERT_TRUE((*cpu)->forward(b, lc.data()).is_ok());
-  Status st = (*gpu)->forward(b, lg.data());
+  ASSERT_TRUE(cpu->forward(b, lc.data()).is_ok());
+  Status st = gpu->forward(b, lg.data());
   ASSERT_TRUE(st.is_ok()) << st.message();
   EXPECT_LT(worst_relative(lg, lc, c.n_vocab), fp8 ? 0.12 : 0.06) << "prefill";
   if (fp8) {  // W8A8 prefill: the CPU runner on the fp8 model quantizes its activations per token the same way
-    o.device = DeviceKind::kCpu;
-    auto cpu_q = CpuRunner::create(*q, o);
+    auto cpu_q = CpuRunner::create(*q, o);  // o: the CPU runner's options
     ASSERT_TRUE(cpu_q.is_ok()) << cpu_q.message();
     ASSERT_TRUE((*cpu_q)->init_kv_cache(kBlocks, kBlockSize, 0).is_ok());
     std::vector<float> lq(lc.size());
@@ -142,8 +175,8 @@ void check_case(const Model& base, const QuantCase& qc) {
   std::vector<float> dc(c.n_vocab), dg(c.n_vocab);
   for (int step = 0; step < 4; ++step, ++pos) {
     b = make_batch(a, {tok}, pos);
-    ASSERT_TRUE((*cpu)->forward(b, dc.data()).is_ok());
-    st = (*gpu)->forward(b, dg.data());
+    ASSERT_TRUE(cpu->forward(b, dc.data()).is_ok());
+    st = gpu->forward(b, dg.data());
     ASSERT_TRUE(st.is_ok()) << st.message();
     EXPECT_LT(worst_relative(dg, dc, c.n_vocab), 0.05) << "decode step " << step;
     tok = static_cast<int32_t>(std::max_element(dc.begin(), dc.end()) - dc.begin());
@@ -160,6 +193,74 @@ TEST(CudaQuantRunner, LogitsMatchCpuOnEveryFormat) {
                               QuantCase{"q4_k", DType::Q4_K, DType::Q4_K}, QuantCase{"q6_k", DType::Q6_K, DType::Q6_K},
                               QuantCase{"q4_k + q6_k attn_v", DType::Q4_K, DType::Q6_K}})
     check_case(*base, qc);
+}
+
+// FP8 batches of more than kSkinnyMaxRows rows run on FP8 tensor cores (Gemm::run_fp8), not by dequantizing the
+// weights: 16 sequences' prompts in one 80-row step, then three 16-sequence decode steps (graph bucket 16: the
+// eager step that plans the GEMMs, the step that captures the graph, a replay), each step's logits against the CPU
+// runner on the same fp8 model (W8A8 with the same per-token activation quantization; 6% of each row's logit
+// spread, as in LogitsMatchCpuOnEveryFormat), and the GEMM report (gemm_report(): one line per FP8 plan with the
+// way it runs). On compute capability 9.x no shape may fall back to dequantization.
+TEST(CudaQuantRunner, Fp8BatchesRunOnFp8TensorCores) {
+  SKIP_WITHOUT_GPU();
+  auto base = test::dummy_model(kLlama, 5);
+  ASSERT_NE(base, nullptr);
+  auto q = test::requantize(*base, DType::FP8);
+  Runners rs = make_runners(*q, *q, runner_options(16));
+  ASSERT_TRUE(rs.cpu && rs.gpu);
+  ModelRunner* cpu = rs.cpu.get();
+  ModelRunner* gpu = rs.gpu.get();
+  const int n_vocab = q->config.n_vocab, S = 16, P = 5;
+
+  // Sequence s owns block s; every token's logits (prefill), one row per sequence (decode).
+  BatchArrays a;
+  auto step = [&](int start, int len, const std::vector<int32_t>& first_tok) {
+    a.clear();
+    a.max_blocks_per_seq = 1;
+    for (int s = 0; s < S; ++s) {
+      for (int i = 0; i < len; ++i) {
+        a.logits_indices.push_back(static_cast<int32_t>(a.tokens.size()));
+        a.tokens.push_back(i == 0 ? first_tok[s] : (first_tok[s] + 7 * i) % n_vocab);
+        a.positions.push_back(start + i);
+        a.slot_mapping.push_back(s * kBlockSize + start + i);
+      }
+      a.query_start.push_back(static_cast<int32_t>(a.tokens.size()));
+      a.seq_lens.push_back(start + len);
+      a.block_tables.push_back(s);
+    }
+    return a.view();
+  };
+  std::vector<int32_t> toks(S);
+  for (int s = 0; s < S; ++s) toks[s] = (s * 29 + 3) % n_vocab;
+  std::vector<float> lc(static_cast<size_t>(S) * P * n_vocab), lg(lc.size());
+  ForwardBatch b = step(0, P, toks);
+  ASSERT_TRUE(cpu->forward(b, lc.data()).is_ok());
+  Status st = gpu->forward(b, lg.data());
+  ASSERT_TRUE(st.is_ok()) << st.message();
+  EXPECT_LT(worst_relative(lg, lc, n_vocab), 0.06) << "80-row prefill";
+  lc.resize(static_cast<size_t>(S) * n_vocab);
+  lg.resize(lc.size());
+  for (int g = 0; g < 3; ++g) {
+    for (int s = 0; s < S; ++s) toks[s] = (toks[s] + 11 * g + 1) % n_vocab;
+    b = step(P + g, 1, toks);
+    ASSERT_TRUE(cpu->forward(b, lc.data()).is_ok());
+    st = gpu->forward(b, lg.data());
+    ASSERT_TRUE(st.is_ok()) << st.message();
+    EXPECT_LT(worst_relative(lg, lc, n_vocab), 0.06) << "16-sequence decode step " << g;
+  }
+  auto* cg = dynamic_cast<CudaModelRunner*>(gpu);
+  ASSERT_NE(cg, nullptr);
+  EXPECT_GE(cg->runtime_stats().cuda_graph_launches, 1u) << "the 16-sequence step never ran as a graph";
+  const std::string rep = cg->gemm_report();
+  std::printf("%s", rep.c_str());
+  EXPECT_NE(rep.find("fp8 gemm m=80 "), std::string::npos) << rep;
+  EXPECT_NE(rep.find("fp8 gemm m=16 "), std::string::npos) << rep;
+  int dev = 0, major = 0;
+  ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), cudaSuccess);
+  if (major == 9) {
+    EXPECT_EQ(rep.find("dequantized"), std::string::npos) << "an FP8 shape fell back on sm_90:\n" << rep;
+  }
 }
 
 TEST(CudaQuantRunner, Float32IsRefusedForQuantizedWeights) {
