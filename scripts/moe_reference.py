@@ -9,8 +9,8 @@ attention, TF32 off), runs one fixed sequence of token ids and writes into --out
                       weights), versions, and the tensor names and shapes of the same model saved back by
                       save_pretrained (how this transformers version lays experts out on disk);
   <name>.logits.f32   logits of every position, float32 little-endian, [n_tokens, vocab_size] row-major;
-  resaved/<name>/     the model as save_pretrained writes it (+ the synth folder's tokenizer files), so that mopt's
-                      loader can be checked on the layout transformers itself writes.
+  resaved/<name>/     the model as save_pretrained writes it (+ the synth folder's tokenizer files), for looking at
+                      by hand or loading with mopt; the .ref.json's saved_layout lists its tensors for the tests.
 
 Usage: python3 scripts/moe_reference.py --out DIR MODEL_DIR [MODEL_DIR ...] [--device cpu|cuda]
 """

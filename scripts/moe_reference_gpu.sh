@@ -3,7 +3,7 @@
 # run where torch and transformers are installed (the GPU machine; no network needed). For each config
 # tests/data/moe/<name>.json it writes a random-weight checkpoint with `mopt synth` (f32, seed below: the tests
 # regenerate the same weights) and then runs transformers on it. Results go to $OUT (default: ./moe_reference_out):
-#   <name>.ref.json, <name>.logits.f32, resaved/<name>/ — commit the first two (and resaved/) into tests/data/moe/.
+#   <name>.ref.json, <name>.logits.f32 (commit these into tests/data/moe/) and resaved/<name>/ (not needed there).
 # Usage: [MOPT_BIN=build/mopt] [OUT=dir] [DEVICE=cpu|cuda] scripts/moe_reference_gpu.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."

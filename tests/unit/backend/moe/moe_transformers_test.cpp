@@ -3,12 +3,13 @@
 // Each test model is regenerated here with the same seed (the per-tensor weight sums prove it is the same), then:
 //   the CPU runner's logits (prefill and token-by-token decode) and the fp32 reference's: top-1 agreement on >= 99.9% of
 //   positions and max |delta logit| < 1e-3; the reference's router picks the same experts with the same weights at
-//   every layer and token; and the checkpoint transformers saved back (tests/data/moe/resaved/<name>, its own layout
-//   of the experts) loads into the same logits.
+//   every layer and token; the checkpoint transformers saved back has synth's tensor names and shapes; and a wrong
+//   routing (flipped renormalization, one expert fewer) fails the comparison.
 // Without the reference files the tests skip and say how to make them.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -16,6 +17,7 @@
 #include "backend/reference/reference.h"
 #include "model/safetensors.h"
 #include "moe_test_util.h"
+#include "unit/backend/model_util.h"
 
 namespace mopt::test {
 namespace {
@@ -66,6 +68,8 @@ void expect_same_weights(const Model& m, const nlohmann::json& sums) {
 void expect_matches_transformers(const std::vector<float>& got, const TransformersRef& ref, int n_vocab,
                                  const std::string& what) {
   const LogitDiff d = diff_logits(got, ref.logits, n_vocab);
+  std::printf("%s, %s: max |delta logit| %.3g (max |logit| %.3g), top-1 agreement %d/%d\n",
+              ref.meta["model"].get<std::string>().c_str(), what.c_str(), d.max_abs, d.max_ref, d.top1_agree, d.rows);
   EXPECT_GE(d.top1_agree, static_cast<int>(std::ceil(0.999 * d.rows))) << what << ": top-1 agreement";
   EXPECT_LT(d.max_abs, 1e-3) << what << ": max |delta logit| (max |logit| " << d.max_ref << ")";
   EXPECT_GT(d.max_ref, 1e-2) << what << ": the reference logits are too small for the comparison to mean much";
@@ -115,17 +119,44 @@ TEST_P(MoeVsTransformers, LogitsAndRouting) {
   EXPECT_EQ(mismatches, 0);
 }
 
-TEST_P(MoeVsTransformers, CheckpointSavedByTransformersLoads) {
+// transformers' save_pretrained wrote the model back (moe_reference.py lists the tensors): the same names and shapes
+// as mopt synth's checkpoint, the per-expert layout the loader reads (transformers 5.17 reverses its fused modules on
+// save).
+TEST_P(MoeVsTransformers, SavePretrainedWritesTheLayoutSynthWrites) {
   std::string why;
   const std::optional<TransformersRef> ref = read_ref(GetParam(), why);
   if (!ref) GTEST_SKIP() << why;
-  const std::string dir = moe_data_dir() + "/resaved/" + GetParam();
-  if (!std::filesystem::exists(dir + "/config.json")) GTEST_SKIP() << dir << " is absent";
-  auto m = load_model(dir);
-  ASSERT_TRUE(m.is_ok()) << m.message();
-  auto r = cpu_runner(**m);
-  ASSERT_NE(r, nullptr);
-  expect_matches_transformers(run_sequence(*r, kRefTokens, 24), *ref, (*m)->config.n_vocab, "saved by transformers");
+  auto m = synth_moe(GetParam());
+  ASSERT_NE(m, nullptr);
+  auto set = safetensors::open_dir(m->path);
+  ASSERT_TRUE(set.is_ok()) << set.message();
+  const auto& saved = ref->meta["saved_layout"];
+  EXPECT_EQ(saved.size(), set->tensors.size());
+  for (const TensorView& t : set->tensors) {
+    std::vector<int64_t> shape;
+    for (int d = t.n_dims; d-- > 0;) shape.push_back(t.ne[static_cast<size_t>(d)]);
+    ASSERT_TRUE(saved.contains(t.name)) << t.name << " is not what save_pretrained writes";
+    EXPECT_EQ(saved[t.name].get<std::vector<int64_t>>(), shape) << t.name;
+  }
+}
+
+// The comparison with transformers fails on a wrong routing: the same model with the top-k renormalization flipped,
+// or one expert fewer, is far outside the 1e-3.
+TEST_P(MoeVsTransformers, WrongRoutingFailsAgainstTransformers) {
+  std::string why;
+  const std::optional<TransformersRef> ref = read_ref(GetParam(), why);
+  if (!ref) GTEST_SKIP() << why;
+  auto m = synth_moe(GetParam());
+  ASSERT_NE(m, nullptr);
+  for (int mutation = 0; mutation < 2; ++mutation) {
+    auto bad = converted_copy(*m, [](const TensorView&, TensorView&, std::vector<uint8_t>&) { return false; });
+    if (mutation == 0) bad->config.expert_norm_topk = !bad->config.expert_norm_topk;
+    if (mutation == 1) bad->config.n_expert_used -= 1;
+    auto r = cpu_runner(*bad);
+    ASSERT_NE(r, nullptr);
+    const LogitDiff d = diff_logits(run_sequence(*r, kRefTokens, 24), ref->logits, m->config.n_vocab);
+    EXPECT_GT(d.max_abs, 1e-3) << (mutation == 0 ? "flipped norm_topk_prob" : "one expert fewer");
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Configs, MoeVsTransformers, ::testing::ValuesIn(moe_config_names()),
