@@ -437,7 +437,7 @@ void CpuRunner::run_group(const ForwardBatch& b, int s0, int s1, Work& w, float*
 void CpuRunner::run(const ForwardBatch& b, Work& w, ThreadPool* pool, float* logits) {
   const ModelConfig& c = cfg_;
   const int T = b.n_tokens(), n_out = b.n_out();
-  const int d = c.n_embd, qd = c.q_dim(), kvd = c.kv_dim(), ff = c.n_ff, hd = c.head_dim;
+  const int d = c.n_embd, qd = c.q_dim(), kvd = c.kv_dim(), hd = c.head_dim;
   ensure_scratch(w, T, n_out);
   float* x = w.x.data();    // [T, d] residual stream
   float* xb = w.xb.data();  // [T, d]
@@ -529,26 +529,13 @@ void CpuRunner::run(const ForwardBatch& b, Work& w, ThreadPool* pool, float* log
       cpu::rmsnorm(xb + static_cast<size_t>(t) * d, xt, L.ffn_norm.data(), d, c.norm_eps);
     });
 
-    const float* ffn_out = xb;  // [T, d]
+    const float* ffn_out = xb;  // [T, d] the MLP's output
     if (c.is_moe()) {
       cpu::moe_ffn(c, L.moe, xb, T, w.moe_out.data(), w.moe, pool);
       ffn_out = w.moe_out.data();
-    } else if (packed_) {
-      cpu::matmul_packed(L.gate_up, xb, T, w.gu.data(), pool);  // rows [gate | up]
     } else {
-      cpu::matmul(*L.w_gate, xb, T, w.gate.data(), pool);
-      cpu::matmul(*L.w_up, xb, T, w.up.data(), pool);
+      dense_mlp(L, w, T, pool);  // in place in xb
     }
-    if (!c.is_moe()) for_tokens(pool, T, [&](int t) {  // gate_[t] = silu(gate) * up, one call per token (same path whatever T)
-      float* g = w.gate.data() + static_cast<size_t>(t) * ff;
-      if (packed_) {
-        const float* row = w.gu.data() + static_cast<size_t>(t) * 2 * ff;
-        cpu::swiglu(g, row, row + ff, ff);
-      } else {
-        cpu::swiglu(g, g, w.up.data() + static_cast<size_t>(t) * ff, ff);
-      }
-    });
-    if (!c.is_moe()) mm(*L.w_down, L.down, w.gate.data(), T, xb, pool);
     const float* next_norm = l + 1 < c.n_layer ? layers_[static_cast<size_t>(l + 1)].attn_norm.data() : nullptr;
     for_tokens(pool, T, [&](int t) {  // residual, then the next layer's attention norm
       float* xt = x + static_cast<size_t>(t) * d;
@@ -561,6 +548,27 @@ void CpuRunner::run(const ForwardBatch& b, Work& w, ThreadPool* pool, float* log
     cpu::rmsnorm(w.xo.data() + static_cast<size_t>(i) * d, x + static_cast<size_t>(b.logits_indices[i]) * d,
                  out_norm_.data(), d, c.norm_eps);
   if (n_out > 0) mm(*output_, output_packed_, w.xo.data(), n_out, logits, pool);
+}
+
+void CpuRunner::dense_mlp(const Layer& L, Work& w, int T, ThreadPool* pool) {
+  const int ff = cfg_.n_ff;
+  float* xb = w.xb.data();
+  if (packed_) {
+    cpu::matmul_packed(L.gate_up, xb, T, w.gu.data(), pool);  // rows [gate | up]
+  } else {
+    cpu::matmul(*L.w_gate, xb, T, w.gate.data(), pool);
+    cpu::matmul(*L.w_up, xb, T, w.up.data(), pool);
+  }
+  for_tokens(pool, T, [&](int t) {  // gate_[t] = silu(gate) * up, one call per token (same path whatever T)
+    float* g = w.gate.data() + static_cast<size_t>(t) * ff;
+    if (packed_) {
+      const float* row = w.gu.data() + static_cast<size_t>(t) * 2 * ff;
+      cpu::swiglu(g, row, row + ff, ff);
+    } else {
+      cpu::swiglu(g, g, w.up.data() + static_cast<size_t>(t) * ff, ff);
+    }
+  });
+  mm(*L.w_down, L.down, w.gate.data(), T, xb, pool);
 }
 
 void CpuRunner::mm(const TensorView& w, const cpu::PackedF32& packed, const float* x, int T, float* y,

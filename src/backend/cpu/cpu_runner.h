@@ -123,6 +123,8 @@ class CpuRunner : public ModelRunner {
   void ensure_scratch(Work& w, int n_tokens, int n_out);
   // The forward pass of batch b with scratch w, kernels split over `pool` (nullptr: this thread alone).
   void run(const ForwardBatch& b, Work& w, ThreadPool* pool, float* logits);
+  // The dense SwiGLU MLP of layer L over w.xb [T, n_embd], in place.
+  void dense_mlp(const Layer& L, Work& w, int T, ThreadPool* pool);
   // Sequences [s0, s1) of b as a batch of their own (arrays rebased into w), logits to their rows of `logits`
   // (and, with tokens, each row's argmax to its entry of tokens).
   void run_group(const ForwardBatch& b, int s0, int s1, Work& w, float* logits, int32_t* tokens);

@@ -112,8 +112,9 @@ TEST_P(MoeVsTransformers, LogitsAndRouting) {
         mismatches += !same;
         EXPECT_TRUE(same) << "layer " << l << " token " << t << " rank " << j << ": mopt " << mine[j].expert
                           << ", transformers " << experts[l][t][j].get<int>();
-        if (!weights[l].is_null())  // null: transformers' router output held no weights (moe_reference.py)
+        if (!weights[l].is_null()) {  // null: transformers' router output held no weights (moe_reference.py)
           EXPECT_NEAR(mine[j].weight, weights[l][t][j].get<double>(), 1e-5) << "layer " << l << " token " << t;
+        }
       }
     }
   EXPECT_EQ(mismatches, 0);
