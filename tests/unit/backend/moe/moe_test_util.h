@@ -17,6 +17,7 @@
 #include "core/argmax.h"
 #include "model/model.h"
 #include "model/random_checkpoint.h"
+#include "unit/backend/model_util.h"
 #include "unit/backend/seq_driver.h"
 
 namespace mopt::test {
@@ -103,6 +104,18 @@ inline LogitDiff diff_logits(const std::vector<float>& a, const std::vector<floa
     d.top1_agree += argmax_first(a.data() + static_cast<size_t>(r) * n_vocab, n_vocab) ==
                     argmax_first(b.data() + static_cast<size_t>(r) * n_vocab, n_vocab);
   return d;
+}
+
+// Routing that is wrong on purpose, to show that a comparison can fail: kRoutingMutations[i] names mutation i.
+inline constexpr const char* kRoutingMutations[2] = {"flipped norm_topk_prob", "one expert fewer"};
+
+// The CPU runner's logits of kRefTokens (one prefill) for a copy of m with routing mutation i.
+inline std::vector<float> wrong_routing_logits(const Model& m, int mutation) {
+  auto bad = converted_copy(m, [](const TensorView&, TensorView&, std::vector<uint8_t>&) { return false; });
+  if (mutation == 0) bad->config.expert_norm_topk = !bad->config.expert_norm_topk;
+  if (mutation == 1) bad->config.n_expert_used -= 1;
+  auto r = cpu_runner(*bad);
+  return r ? run_sequence(*r, kRefTokens, 24) : std::vector<float>();
 }
 
 }  // namespace mopt::test
