@@ -107,6 +107,13 @@ nlohmann::ordered_json build_report(const Model& m) {
         {"qkv_bias", c.qkv_bias},        {"qk_norm", c.qk_norm},
         {"tied_embeddings", c.tied_embeddings}, {"sliding_window", c.sliding_window},
     };
+    if (c.is_moe()) {
+      r["hyperparameters"]["n_expert"] = c.n_expert;
+      r["hyperparameters"]["n_expert_used"] = c.n_expert_used;
+      r["hyperparameters"]["n_ff_exp"] = c.n_ff_exp;
+      r["hyperparameters"]["n_ff_shexp"] = c.n_ff_shexp;
+      r["hyperparameters"]["expert_norm_topk"] = c.expert_norm_topk;
+    }
     if (c.rope_scaling != RopeScaling::kNone) r["hyperparameters"]["rope_scale_factor"] = shortest(c.rope_scale_factor);
     if (c.rope_scaling == RopeScaling::kLlama3) {
       r["hyperparameters"]["rope_low_freq_factor"] = shortest(c.rope_low_freq_factor);
@@ -131,6 +138,10 @@ nlohmann::ordered_json build_report(const Model& m) {
   r["tensors"] = tensors;
   r["n_tensors"] = m.tensors.size();
   r["n_params"] = m.n_params();
+  if (!m.vocab_only) {
+    r["n_active_params"] = m.n_active_params();  // per token: a MoE router's picks only
+    r["bytes_read_per_token"] = m.bytes_read_per_token();
+  }
   json wb;
   wb["stored"] = stored;
   for (const WeightSize& w : weight_sizes()) wb[w.names] = weight_bytes_at(m, w.type);
@@ -172,6 +183,14 @@ void print_text(const nlohmann::ordered_json& r, bool show_tensors) {
   const uint64_t n_params = r["n_params"].get<uint64_t>();
   std::printf("\ntensors:      %s\nparameters:   %" PRIu64 " (%.3f M)\n", s(r["n_tensors"]).c_str(), n_params,
               static_cast<double>(n_params) / 1e6);
+  if (r.contains("n_active_params")) {
+    const uint64_t active = r["n_active_params"].get<uint64_t>(), read = r["bytes_read_per_token"].get<uint64_t>();
+    if (active != n_params)
+      std::printf("active:       %" PRIu64 " (%.3f M) per token (the experts the router picks)\n", active,
+                  static_cast<double>(active) / 1e6);
+    std::printf("read/token:   %" PRIu64 " bytes (%s) of weights as stored, per decoded token\n", read,
+                format_bytes(static_cast<double>(read)).c_str());
+  }
   std::printf("\nweight bytes (matrices at each dtype; 1-D tensors f32):\n");
   for (auto it = r["weight_bytes"].begin(); it != r["weight_bytes"].end(); ++it) {
     const uint64_t b = it.value().get<uint64_t>();

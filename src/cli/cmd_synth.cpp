@@ -16,11 +16,13 @@ namespace {
 struct SynthArgs {
   RandomCheckpointOptions opt;
   std::string dtype = "bf16";
+  bool no_words = false;
 };
 
 int run_synth(SynthArgs& a) {
   a.opt.dtype = *dtype_from_name(a.dtype);  // the option's check allows only known names
-  a.opt.words.assign(loadgen::kSyntheticWords, loadgen::kSyntheticWords + loadgen::kNumSyntheticWords);
+  if (!a.no_words)
+    a.opt.words.assign(loadgen::kSyntheticWords, loadgen::kSyntheticWords + loadgen::kNumSyntheticWords);
   const auto t0 = std::chrono::steady_clock::now();
   auto r = write_random_checkpoint(a.opt);
   if (!r) {
@@ -47,6 +49,9 @@ Registration reg("synth", 14, [](CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--seed", a->opt.seed, "Seed of the random weights (seed 0: the weights --load-format dummy loads)")
       ->capture_default_str();
+  cmd->add_flag("--no-words", a->no_words,
+                "Tokenizer of the 256 byte tokens only (no word tokens): for vocabularies too small to hold the words "
+                "(test models of a few hundred ids)");
   cmd->add_option("--max-shard-size", a->opt.max_shard_bytes, "Largest shard (a larger tensor gets its own)")
       ->transform(CLI::AsSizeValue(false))
       ->check(CLI::Range(uint64_t{1} << 20, uint64_t{1} << 50));

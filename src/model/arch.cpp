@@ -1,5 +1,6 @@
 #include "model/arch.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 
@@ -16,6 +17,10 @@ const ArchInfo kArchs[] = {
     {Arch::kMistral, "mistral", "mistral", "MistralForCausalLM", "mistral", RopeStyle::kInterleaved, false, false},
     {Arch::kQwen2, "qwen2", "qwen2", "Qwen2ForCausalLM", "qwen2", RopeStyle::kNeox, true, false},
     {Arch::kQwen3, "qwen3", "qwen3", "Qwen3ForCausalLM", "qwen3", RopeStyle::kNeox, false, true},
+    // GGUF files of Mixtral say "llama" (with llama.expert_count > 0): config_from_gguf tells them apart.
+    {Arch::kMixtral, "mixtral", "llama", "MixtralForCausalLM", "mixtral", RopeStyle::kInterleaved, false, false},
+    {Arch::kQwen2Moe, "qwen2moe", "qwen2moe", "Qwen2MoeForCausalLM", "qwen2_moe", RopeStyle::kNeox, true, false},
+    {Arch::kQwen3Moe, "qwen3moe", "qwen3moe", "Qwen3MoeForCausalLM", "qwen3_moe", RopeStyle::kNeox, false, true},
 };
 
 // Per-layer Hugging Face suffix -> canonical suffix (after "model.layers.N." / "blk.N.").
@@ -38,6 +43,14 @@ const NamePair kLayerNames[] = {
     {"mlp.gate_proj.weight", "ffn_gate.weight"},
     {"mlp.up_proj.weight", "ffn_up.weight"},
     {"mlp.down_proj.weight", "ffn_down.weight"},
+    // Mixture of experts: the router and Qwen2-MoE's shared expert. The experts themselves are separate tensors per
+    // expert (or fused 3-D tensors) in Hugging Face checkpoints; model/hf_experts.h stacks them.
+    {"mlp.gate.weight", "ffn_gate_inp.weight"},
+    {"block_sparse_moe.gate.weight", "ffn_gate_inp.weight"},  // Mixtral's original spelling (before transformers 5)
+    {"mlp.shared_expert.gate_proj.weight", "ffn_gate_shexp.weight"},
+    {"mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight"},
+    {"mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight"},
+    {"mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight"},
 };
 const NamePair kGlobalNames[] = {
     {"model.embed_tokens.weight", "token_embd.weight"},
@@ -79,12 +92,24 @@ std::optional<Arch> arch_from_hf(std::string_view s) {
 }
 
 std::string supported_arch_list(bool hf_classes) {
-  std::string out;
+  std::vector<std::string> names;  // GGUF "llama" covers Mixtral too: each name once
   for (const auto& i : kArchs) {
-    if (!out.empty()) out += ", ";
-    out += hf_classes ? i.hf_class : i.gguf_name;
+    const char* name = hf_classes ? i.hf_class : i.gguf_name;
+    if (std::find(names.begin(), names.end(), name) == names.end()) names.emplace_back(name);
   }
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
   return out;
+}
+
+std::optional<std::string> unsupported_arch_reason(std::string_view name) {
+  for (std::string_view mla : {"DeepseekV2ForCausalLM", "deepseek_v2", "DeepseekV3ForCausalLM", "deepseek_v3",
+                               "deepseek2"})
+    if (name == mla)
+      return strfmt("architecture \"%.*s\" uses multi-head latent attention (MLA), which mopt does not support yet "
+                    "(mixture-of-experts models that load: Mixtral, Qwen2-MoE, Qwen3-MoE)",
+                    static_cast<int>(name.size()), name.data());
+  return std::nullopt;
 }
 
 namespace {
@@ -151,6 +176,20 @@ std::vector<TensorSpec> expected_tensors(const ModelConfig& c) {
     }
     out.push_back(spec(n("attn_output.weight"), {q, e}));
     out.push_back(spec(n("ffn_norm.weight"), {e}, true));
+    if (c.is_moe()) {
+      const int64_t ne = c.n_expert, fe = c.n_ff_exp, sh = c.n_ff_shexp;
+      out.push_back(spec(n("ffn_gate_inp.weight"), {e, ne}));
+      out.push_back(spec(n("ffn_gate_exps.weight"), {e, fe, ne}));
+      out.push_back(spec(n("ffn_up_exps.weight"), {e, fe, ne}));
+      out.push_back(spec(n("ffn_down_exps.weight"), {fe, e, ne}));
+      if (sh > 0) {
+        out.push_back(spec(n("ffn_gate_inp_shexp.weight"), {e}));
+        out.push_back(spec(n("ffn_gate_shexp.weight"), {e, sh}));
+        out.push_back(spec(n("ffn_up_shexp.weight"), {e, sh}));
+        out.push_back(spec(n("ffn_down_shexp.weight"), {sh, e}));
+      }
+      continue;
+    }
     out.push_back(spec(n("ffn_gate.weight"), {e, ff}));
     out.push_back(spec(n("ffn_up.weight"), {e, ff}));
     out.push_back(spec(n("ffn_down.weight"), {ff, e}));
@@ -196,6 +235,21 @@ Status validate_config(const ModelConfig& c) {
     MOPT_TRY(range("llama3 original_max_position_embeddings", c.rope_original_context, 1, 1 << 28));
   }
   MOPT_TRY(range("sliding window", c.sliding_window, 0, 1 << 28));
+  const bool moe_arch = c.arch == Arch::kMixtral || c.arch == Arch::kQwen2Moe || c.arch == Arch::kQwen3Moe;
+  if (moe_arch && !c.is_moe())
+    return error("%s is a mixture-of-experts architecture but the config gives no expert count", arch_name(c.arch));
+  if (c.is_moe()) {
+    constexpr int kMaxExperts = 1024;
+    MOPT_TRY(range("expert count", c.n_expert, 1, kMaxExperts));
+    MOPT_TRY(range("experts used per token", c.n_expert_used, 1, c.n_expert));
+    MOPT_TRY(range("expert feed-forward size", c.n_ff_exp, 1, 8 * kMaxDim));
+    MOPT_TRY(range("shared expert feed-forward size", c.n_ff_shexp, 0, 8 * kMaxDim));
+    // Every expert of a layer at once must stay addressable: n_expert * n_ff_exp * n_embd elements.
+    if (static_cast<int64_t>(c.n_expert) * c.n_ff_exp * c.n_embd > (int64_t{1} << 40))
+      return error("%d experts of %d x %d are too large", c.n_expert, c.n_ff_exp, c.n_embd);
+  } else if (c.n_expert_used != 0 || c.n_ff_exp != 0 || c.n_ff_shexp != 0) {
+    return error("experts used per token / expert sizes are set but the expert count is 0");
+  }
   return Status::ok();
 }
 

@@ -33,6 +33,9 @@ std::optional<Arch> arch_from_gguf(std::string_view name);
 std::optional<Arch> arch_from_hf(std::string_view class_or_model_type);
 // "llama, mistral, qwen2, qwen3" for error messages.
 std::string supported_arch_list(bool hf_classes);
+// An architecture (Hugging Face class, model_type or GGUF name) mopt knows and refuses, with the reason
+// (DeepSeek-V2/V3: multi-head latent attention); nullopt for any other name.
+std::optional<std::string> unsupported_arch_reason(std::string_view name);
 
 // Hugging Face tensor name -> canonical name ("model.layers.3.self_attn.q_proj.weight" -> "blk.3.attn_q.weight").
 // nullopt for names that do not map (callers decide whether to keep or drop them).

@@ -7,7 +7,7 @@
 
 namespace mopt {
 
-enum class Arch { kLlama, kMistral, kQwen2, kQwen3 };
+enum class Arch { kLlama, kMistral, kQwen2, kQwen3, kMixtral, kQwen2Moe, kQwen3Moe };
 const char* arch_name(Arch a);
 
 // How RoPE pairs dimensions: interleaved (x[2i], x[2i+1]) as in GGUF llama and llama2.c,
@@ -40,6 +40,16 @@ struct ModelConfig {
   bool qk_norm = false;                    // Qwen3: RMSNorm on q and k per head
   bool tied_embeddings = false;            // output projection reuses token_embd
   int sliding_window = 0;                  // 0 = none (Mistral v0.1 uses 4096)
+  // Mixture of experts (Mixtral, Qwen2-MoE, Qwen3-MoE): every layer's MLP is a routed expert layer when n_expert > 0.
+  // Router: softmax over all n_expert logits, the n_expert_used largest probabilities, divided by their sum when
+  // expert_norm_topk. Qwen2-MoE adds a shared expert (n_ff_shexp > 0) scaled by sigmoid(its gate · x).
+  int n_expert = 0;                        // experts per layer; 0 = dense MLP
+  int n_expert_used = 0;                   // experts per token (top-k)
+  int n_ff_exp = 0;                        // one expert's intermediate size
+  int n_ff_shexp = 0;                      // shared expert's intermediate size; 0 = none
+  bool expert_norm_topk = false;           // renormalize the top-k probabilities to sum to 1
+
+  bool is_moe() const { return n_expert > 0; }
 
   int q_dim() const { return n_head * head_dim; }
   int kv_dim() const { return n_head_kv * head_dim; }

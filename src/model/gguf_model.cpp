@@ -114,7 +114,9 @@ Result<ModelConfig> config_from_gguf(const gguf::File& f) {
   ModelConfig c;
   std::optional<std::string> arch_s = f.get_string("general.architecture");
   if (!arch_s) return error("missing metadata general.architecture (a string)");
+  if (std::optional<std::string> why = unsupported_arch_reason(*arch_s)) return error("%s", why->c_str());
   std::optional<Arch> arch = arch_from_gguf(*arch_s);
+  if (arch == Arch::kLlama && f.find(*arch_s + ".expert_count")) arch = Arch::kMixtral;  // llama.cpp's Mixtral
   if (!arch)
     return error("architecture '%s' is not supported (supported: %s)", arch_s->c_str(),
                  supported_arch_list(false).c_str());
@@ -124,7 +126,7 @@ Result<ModelConfig> config_from_gguf(const gguf::File& f) {
   c.name = f.get_string("general.name").value_or(file_stem(f.path()));
   MOPT_TRY(get_dim(f, a, "embedding_length", c.n_embd, -1));
   MOPT_TRY(get_dim(f, a, "block_count", c.n_layer, -1));
-  MOPT_TRY(get_dim(f, a, "feed_forward_length", c.n_ff, -1));
+  MOPT_TRY(get_dim(f, a, "feed_forward_length", c.n_ff, *arch == Arch::kQwen2Moe || *arch == Arch::kQwen3Moe ? 1 : -1));
   MOPT_TRY(get_dim(f, a, "attention.head_count", c.n_head, -1));
   MOPT_TRY(get_dim(f, a, "attention.head_count_kv", c.n_head_kv, c.n_head));
   MOPT_TRY(get_dim(f, a, "context_length", c.context_length, 2048));
@@ -154,6 +156,16 @@ Result<ModelConfig> config_from_gguf(const gguf::File& f) {
   }
   if (c.rope_scaling == RopeScaling::kNone && c.rope_dim % 2 == 0 && c.rope_dim > 0)
     MOPT_TRY(rope_from_freq_factors(f, a, c));
+  if (c.arch == Arch::kMixtral || c.arch == Arch::kQwen2Moe || c.arch == Arch::kQwen3Moe) {
+    // llama.cpp: expert_count, expert_used_count, expert_feed_forward_length (Qwen-MoE; Mixtral's experts are
+    // feed_forward_length wide), expert_shared_feed_forward_length (Qwen2-MoE). llama.cpp renormalizes the top-k
+    // weights of Mixtral and Qwen3-MoE and not those of Qwen2-MoE, as their Hugging Face configs do.
+    MOPT_TRY(get_dim(f, a, "expert_count", c.n_expert, -1));
+    MOPT_TRY(get_dim(f, a, "expert_used_count", c.n_expert_used, -1));
+    MOPT_TRY(get_dim(f, a, "expert_feed_forward_length", c.n_ff_exp, c.arch == Arch::kMixtral ? c.n_ff : -1));
+    if (c.arch == Arch::kQwen2Moe) MOPT_TRY(get_dim(f, a, "expert_shared_feed_forward_length", c.n_ff_shexp, -1));
+    c.expert_norm_topk = c.arch != Arch::kQwen2Moe;
+  }
   c.rope_style = info.gguf_rope;
   c.qkv_bias = info.qkv_bias || f.find_tensor("blk.0.attn_q.bias") != nullptr;
   c.qk_norm = info.qk_norm;

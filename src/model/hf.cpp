@@ -7,6 +7,7 @@
 
 #include "core/strfmt.h"
 #include "model/arch.h"
+#include "model/hf_experts.h"
 #include "model/hf_quant.h"
 #include "model/json_file.h"
 #include "model/loaders.h"
@@ -78,6 +79,34 @@ Status parse_rope(const json& r, const char* where, ModelConfig& c) {
   return Status::ok();
 }
 
+// Expert counts and sizes of Mixtral (num_local_experts, intermediate_size) and Qwen2/3-MoE (num_experts,
+// moe_intermediate_size, norm_topk_prob, Qwen2-MoE's shared_expert_intermediate_size).
+Status fill_moe(const json& j, ModelConfig& c) {
+  if (c.arch == Arch::kMixtral) {
+    MOPT_TRY(get_int(j, "num_local_experts", c.n_expert, INT_MIN));
+    MOPT_TRY(get_int(j, "num_experts_per_tok", c.n_expert_used, 2));
+    c.n_ff_exp = c.n_ff;
+    c.expert_norm_topk = true;  // transformers' Mixtral always renormalizes the top-k weights
+    return Status::ok();
+  }
+  if (c.arch != Arch::kQwen2Moe && c.arch != Arch::kQwen3Moe) return Status::ok();
+  MOPT_TRY(get_int(j, "num_experts", c.n_expert, INT_MIN));
+  MOPT_TRY(get_int(j, "num_experts_per_tok", c.n_expert_used, INT_MIN));
+  MOPT_TRY(get_int(j, "moe_intermediate_size", c.n_ff_exp, INT_MIN));
+  c.expert_norm_topk = false;  // both configs' default
+  MOPT_TRY(get_bool(j, "norm_topk_prob", c.expert_norm_topk));
+  if (c.arch == Arch::kQwen2Moe) MOPT_TRY(get_int(j, "shared_expert_intermediate_size", c.n_ff_shexp, INT_MIN));
+  int step = 1;
+  MOPT_TRY(get_int(j, "decoder_sparse_step", step, 1));
+  if (step != 1)
+    return error("\"decoder_sparse_step\": %d is not supported (only 1: every layer a mixture-of-experts layer)", step);
+  auto dense = j.find("mlp_only_layers");
+  if (dense != j.end() && !dense->is_null() && !(dense->is_array() && dense->empty()))
+    return error("\"mlp_only_layers\" %s is not supported (only []: every layer a mixture-of-experts layer)",
+                 dense->dump().c_str());
+  return Status::ok();
+}
+
 Status fill_config(const json& j, ModelConfig& c) {
   std::string cls;
   auto archs = j.find("architectures");
@@ -89,6 +118,7 @@ Status fill_config(const json& j, ModelConfig& c) {
     MOPT_TRY(get_str(j, "model_type", cls));
     if (cls.empty()) return error("neither \"architectures\" nor \"model_type\" says what the model is");
   }
+  if (std::optional<std::string> why = unsupported_arch_reason(cls)) return error("%s", why->c_str());
   std::optional<Arch> arch = arch_from_hf(cls);
   if (!arch) return error("architecture \"%s\" is not supported (supported: %s)", cls.c_str(),
                           supported_arch_list(true).c_str());
@@ -96,7 +126,8 @@ Status fill_config(const json& j, ModelConfig& c) {
   c.arch = *arch;
   MOPT_TRY(get_int(j, "vocab_size", c.n_vocab, INT_MIN));
   MOPT_TRY(get_int(j, "hidden_size", c.n_embd, INT_MIN));
-  MOPT_TRY(get_int(j, "intermediate_size", c.n_ff, INT_MIN));
+  // Mixtral's experts are intermediate_size wide; Qwen-MoE checkpoints may leave the dense size out.
+  MOPT_TRY(get_int(j, "intermediate_size", c.n_ff, *arch == Arch::kQwen2Moe || *arch == Arch::kQwen3Moe ? 1 : INT_MIN));
   MOPT_TRY(get_int(j, "num_hidden_layers", c.n_layer, INT_MIN));
   MOPT_TRY(get_int(j, "num_attention_heads", c.n_head, INT_MIN));
   MOPT_TRY(get_int(j, "num_key_value_heads", c.n_head_kv, c.n_head));
@@ -121,6 +152,8 @@ Status fill_config(const json& j, ModelConfig& c) {
   bool attn_bias = false;
   MOPT_TRY(get_bool(j, "attention_bias", attn_bias));
   c.qkv_bias = c.qkv_bias || attn_bias;
+  if (c.arch == Arch::kQwen2Moe) MOPT_TRY(get_bool(j, "qkv_bias", c.qkv_bias));  // transformers 5 spelling
+  MOPT_TRY(fill_moe(j, c));
   c.qk_norm = info.qk_norm;
   bool mlp_bias = false;
   MOPT_TRY(get_bool(j, "mlp_bias", mlp_bias));
@@ -215,6 +248,7 @@ Result<std::unique_ptr<Model>> load_hf_model(const std::string& dir, const LoadO
   MOPT_ASSIGN_OR_RETURN(safetensors::TensorSet set, safetensors::open_dir(dir));
   for (auto& mp : set.mappings) m->mappings.push_back(std::move(mp));
   MOPT_TRY(assemble_hf_quant(*quant, set.tensors, m->owned_buffers).with_context(dir));
+  MOPT_TRY(assemble_hf_experts(config, set.tensors, m->owned_buffers).with_context(dir));
   for (TensorView& t : set.tensors) {
     if (hf_ignorable_tensor(t.name)) continue;
     std::optional<std::string> canon = hf_to_canonical_name(t.name);

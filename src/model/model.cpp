@@ -44,6 +44,29 @@ uint64_t Model::n_params() const {
   return n;
 }
 
+namespace {
+
+// The share of a tensor one token reads: n_expert_used / n_expert for stacked expert tensors, else 1.
+double token_share(const ModelConfig& c, const TensorView& t) {
+  if (!c.is_moe() || t.n_dims != 3 || t.ne[2] != c.n_expert) return 1.0;
+  return static_cast<double>(c.n_expert_used) / c.n_expert;
+}
+
+}  // namespace
+
+uint64_t Model::n_active_params() const {
+  double n = 0;
+  for (const auto& t : tensors) n += static_cast<double>(t.n_elements()) * token_share(config, t);
+  return static_cast<uint64_t>(n + 0.5);
+}
+
+uint64_t Model::bytes_read_per_token() const {
+  double n = 0;
+  for (const auto& t : tensors)
+    if (t.name != "token_embd.weight" || config.tied_embeddings) n += static_cast<double>(t.nbytes) * token_share(config, t);
+  return static_cast<uint64_t>(n + 0.5);
+}
+
 Status finalize_model(Model& m) {
   m.index_.clear();
   for (size_t i = 0; i < m.tensors.size(); ++i) {

@@ -8,6 +8,11 @@
 //   blk.N.attn_q_norm.weight / attn_k_norm.weight [head_dim] (Qwen3)
 //   blk.N.attn_output.weight [q_dim, n_embd]
 //   blk.N.ffn_gate.weight [n_embd, n_ff]     blk.N.ffn_up.weight [n_embd, n_ff]    blk.N.ffn_down.weight [n_ff, n_embd]
+// Mixture-of-experts layers (n_expert > 0) instead of ffn_gate/up/down, llama.cpp's names and layout:
+//   blk.N.ffn_gate_inp.weight [n_embd, n_expert] (router)
+//   blk.N.ffn_gate_exps.weight / ffn_up_exps.weight [n_embd, n_ff_exp, n_expert]  blk.N.ffn_down_exps.weight
+//   [n_ff_exp, n_embd, n_expert] (expert e: slice e of ne[2]); Qwen2-MoE's shared expert: blk.N.ffn_gate_shexp.weight /
+//   ffn_up_shexp.weight [n_embd, n_ff_shexp], ffn_down_shexp.weight [n_ff_shexp, n_embd], ffn_gate_inp_shexp.weight [n_embd]
 // (shapes in ne order: ne[0] first = contiguous = input features.) `output.weight` is absent when tied.
 #pragma once
 
@@ -57,6 +62,12 @@ class Model {
   // Like find(), but an error Status naming the missing tensor if absent.
   Result<const TensorView*> require(const std::string& name) const;
   uint64_t n_params() const;
+  // Parameters one token runs through: all of them, less the experts a mixture-of-experts router does not pick
+  // (of each stacked expert tensor [.., .., n_expert], the n_expert_used / n_expert share). n_params() for dense models.
+  uint64_t n_active_params() const;
+  // Weight bytes one decoded token reads as stored: every tensor but the embedding table (unless tied: it is then the
+  // output projection), expert tensors at their n_expert_used / n_expert share.
+  uint64_t bytes_read_per_token() const;
 
   // Storage the views point into (mappings, converted buffers).
   std::vector<std::unique_ptr<MappedFile>> mappings;

@@ -1,11 +1,14 @@
 #include "model/random_checkpoint.h"
 
+#include <cstring>
 #include <filesystem>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "core/files.h"
 #include "core/mmap.h"
 #include "core/strfmt.h"
+#include "model/hf_experts.h"
 #include "model/loaders.h"
 #include "model/safetensors_write.h"
 #include "model/synthetic_tokenizer.h"
@@ -62,14 +65,43 @@ Result<RandomCheckpoint> write_random_checkpoint(const RandomCheckpointOptions& 
 
   const std::vector<TensorSpec> specs = expected_tensors(config);
   std::vector<safetensors::OutTensor> tensors;
+  // Stacked expert tensors are written one tensor per expert, as released checkpoints hold them: the stacked tensor is
+  // filled once (the values --load-format dummy makes) and each expert's tensor copies its slice.
+  auto stacked = std::make_shared<std::pair<size_t, std::vector<uint8_t>>>(SIZE_MAX, std::vector<uint8_t>());
+  const uint64_t elem = static_cast<uint64_t>(dtype_traits(opt.dtype).block_bytes);
   for (size_t k = 0; k < specs.size(); ++k) {
     const TensorSpec& s = specs[k];
+    if (s.n_dims == 3) {  // blk.N.ffn_{gate,up,down}_exps.weight [ne0, ne1, n_expert]
+      const std::optional<int> layer = layer_of_tensor(s.name);
+      const int kind = s.name.find("ffn_gate_exps") != std::string::npos ? 0
+                       : s.name.find("ffn_up_exps") != std::string::npos ? 1 : 2;
+      const uint64_t slice = static_cast<uint64_t>(s.ne[0] * s.ne[1]) * elem;
+      for (int64_t e = 0; e < s.ne[2]; ++e) {
+        safetensors::OutTensor t;
+        t.name = hf_expert_name(config.arch, *layer, static_cast<int>(e), kind);
+        t.dtype = opt.dtype;
+        t.shape = {s.ne[1], s.ne[0]};
+        t.fill = [&s, k, e, slice, stacked, &opt](void* dst) {
+          if (stacked->first != k) {
+            stacked->second.resize(static_cast<size_t>(slice * static_cast<uint64_t>(s.ne[2])));
+            fill_dummy_tensor(stacked->second.data(), opt.dtype, s, k, opt.seed);
+            stacked->first = k;
+          }
+          std::memcpy(dst, stacked->second.data() + static_cast<uint64_t>(e) * slice, slice);
+        };
+        tensors.push_back(std::move(t));
+      }
+      continue;
+    }
     auto hf = canonical_to_hf_name(s.name);
     if (!hf) return error("tensor '%s' has no Hugging Face name", s.name.c_str());
     safetensors::OutTensor t;
     t.name = *hf;
+    if (config.arch == Arch::kMixtral && t.name.find(".mlp.gate.") != std::string::npos)
+      t.name.replace(t.name.find(".mlp.gate."), 10, ".block_sparse_moe.gate.");  // Mixtral's classic spelling
     t.dtype = opt.dtype;
     for (int d = s.n_dims; d-- > 0;) t.shape.push_back(s.ne[static_cast<size_t>(d)]);  // ne order -> PyTorch order
+    if (s.name.find("ffn_gate_inp_shexp") != std::string::npos) t.shape = {1, s.ne[0]};  // nn.Linear(H, 1)
     t.fill = [&s, k, &opt](void* dst) { fill_dummy_tensor(dst, opt.dtype, s, k, opt.seed); };
     tensors.push_back(std::move(t));
   }

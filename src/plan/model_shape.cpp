@@ -34,6 +34,17 @@ uint64_t ModelShape::n_params() const {
   return n;
 }
 
+double ModelShape::token_share(const TensorShape& t) const {
+  return t.experts > 1 && config.is_moe() ? static_cast<double>(config.n_expert_used) / static_cast<double>(t.experts)
+                                          : 1.0;
+}
+
+uint64_t ModelShape::n_active_params() const {
+  double n = 0;
+  for (const TensorShape& t : tensors) n += static_cast<double>(t.cols * t.rows) * token_share(t);
+  return static_cast<uint64_t>(n + 0.5);
+}
+
 ModelShape shape_from_config(const ModelConfig& c) {
   ModelShape s;
   s.config = c;
@@ -41,11 +52,12 @@ ModelShape shape_from_config(const ModelConfig& c) {
   const uint64_t d = static_cast<uint64_t>(c.n_embd), q = static_cast<uint64_t>(c.q_dim()),
                  kv = static_cast<uint64_t>(c.kv_dim()), ff = static_cast<uint64_t>(c.n_ff),
                  v = static_cast<uint64_t>(c.n_vocab), hd = static_cast<uint64_t>(c.head_dim);
-  auto add = [&](std::string name, uint64_t cols, uint64_t rows) {
+  auto add = [&](std::string name, uint64_t cols, uint64_t rows, uint64_t experts = 1) {
     TensorShape t;
     t.name = std::move(name);
     t.cols = cols;
-    t.rows = rows;
+    t.rows = rows * experts;
+    t.experts = experts;
     s.tensors.push_back(std::move(t));
   };
   add("token_embd.weight", d, v);
@@ -59,9 +71,24 @@ ModelShape shape_from_config(const ModelConfig& c) {
     add(p + "attn_k.weight", d, kv);
     add(p + "attn_v.weight", d, kv);
     add(p + "attn_output.weight", q, d);
-    add(p + "ffn_gate.weight", d, ff);
-    add(p + "ffn_up.weight", d, ff);
-    add(p + "ffn_down.weight", ff, d);
+    if (c.is_moe()) {
+      const uint64_t ne = static_cast<uint64_t>(c.n_expert), fe = static_cast<uint64_t>(c.n_ff_exp),
+                     sh = static_cast<uint64_t>(c.n_ff_shexp);
+      add(p + "ffn_gate_inp.weight", d, ne);
+      add(p + "ffn_gate_exps.weight", d, fe, ne);
+      add(p + "ffn_up_exps.weight", d, fe, ne);
+      add(p + "ffn_down_exps.weight", fe, d, ne);
+      if (sh > 0) {
+        add(p + "ffn_gate_inp_shexp.weight", d, 1);
+        add(p + "ffn_gate_shexp.weight", d, sh);
+        add(p + "ffn_up_shexp.weight", d, sh);
+        add(p + "ffn_down_shexp.weight", sh, d);
+      }
+    } else {
+      add(p + "ffn_gate.weight", d, ff);
+      add(p + "ffn_up.weight", d, ff);
+      add(p + "ffn_down.weight", ff, d);
+    }
     if (c.qkv_bias) {
       add(p + "attn_q.bias", q, 1);
       add(p + "attn_k.bias", kv, 1);
@@ -98,7 +125,7 @@ Result<ModelShape> read_model_shape(const std::string& path) {
   bool any_matrix = false;
   for (const TensorView& t : m->tensors) {
     TensorShape ts{t.name, static_cast<uint64_t>(t.ne[0]), t.n_dims > 1 ? static_cast<uint64_t>(t.rows()) : 1, t.dtype,
-                   t.nbytes};
+                   t.nbytes, t.n_dims == 3 ? static_cast<uint64_t>(t.ne[2]) : 1};
     if (ts.is_matrix()) {
       any_matrix = true;
       s.all_f32 = s.all_f32 && t.dtype == DType::F32;

@@ -20,6 +20,7 @@ struct TensorShape {
   uint64_t rows = 1;           // ne[1] (1 for vectors)
   std::optional<DType> dtype;  // as stored; empty when planned from a config.json
   uint64_t stored_bytes = 0;
+  uint64_t experts = 1;        // stacked expert tensors [cols, rows / experts, experts]: rows counts them all
 
   bool is_matrix() const { return rows > 1; }
 };
@@ -31,6 +32,10 @@ struct ModelShape {
   bool all_f32 = false;  // every matrix stored as F32 (the CUDA runner then computes in fp32 under --dtype auto)
 
   uint64_t n_params() const;
+  // Parameters one token runs through (a MoE router's n_expert_used of each stacked expert tensor).
+  uint64_t n_active_params() const;
+  // The share of tensor t one token reads: n_expert_used / n_expert for stacked experts, else 1.
+  double token_share(const TensorShape& t) const;
 };
 
 // A config.json file, a folder holding config.json but no weights, or any model load_model() reads.

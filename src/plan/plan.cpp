@@ -105,6 +105,11 @@ uint64_t cpu_workspace(const ModelConfig& c, const EngineConfig& e, bool packed)
                  kv = static_cast<uint64_t>(c.kv_dim()), ff = static_cast<uint64_t>(c.n_ff);
   uint64_t per_token = 2 * d + 2 * q + 2 * kv + 2 * ff + static_cast<uint64_t>(c.rope_dim);
   if (packed) per_token += q + 2 * kv + 2 * ff;
+  if (c.is_moe()) {  // cpu::MoeScratch: router probabilities, then per (token, pick) input, gate, up and output rows
+    const uint64_t k = static_cast<uint64_t>(c.n_expert_used), fe = static_cast<uint64_t>(c.n_ff_exp),
+                   sh = static_cast<uint64_t>(c.n_ff_shexp);
+    per_token += static_cast<uint64_t>(c.n_expert) + 4 * k + k * (2 * d + 2 * fe) + 2 * sh + 2 * d;
+  }
   return 4 * (T * per_token + S * d + S * static_cast<uint64_t>(c.n_vocab));  // + output rows, logits
 }
 
@@ -156,7 +161,7 @@ Result<Plan> make_plan(const PlanRequest& req) {
   for (const TensorShape& t : req.model.tensors) {
     const double b = static_cast<double>(tensor_bytes(t, fmt, dev, es)) * tp_share(t, c, tp);
     weights += b;
-    if (!is_embedding(t) || c.tied_embeddings) decode += b;
+    if (!is_embedding(t) || c.tied_embeddings) decode += b * req.model.token_share(t);  // MoE: the picked experts
     if (t.is_matrix() && (!is_embedding(t) || c.tied_embeddings)) matrix_bytes += b;
   }
   p.weight_desc = dev == DeviceKind::kCuda ? (es == 4 ? "fp32" : "bf16") + std::string(" on the GPU")
@@ -166,11 +171,17 @@ Result<Plan> make_plan(const PlanRequest& req) {
     p.notes.push_back("mopt's CUDA backend runs bf16 (or fp32) weights: " + fmt.name +
                       " weights are planned here, mopt serve would load bf16");
   }
+  if (c.is_moe())
+    p.notes.push_back(strfmt("mixture of experts: %d of %d experts per token; the decode figures count the weights one "
+                             "token reads (a batch reads more experts, up to all)%s", c.n_expert_used, c.n_expert,
+                             dev == DeviceKind::kCuda ? "; mopt's CUDA backend does not run MoE models yet (--device "
+                                                        "cpu does)" : ""));
   if (dev == DeviceKind::kCpu && fmt.name != "auto")
     p.notes.push_back("the CPU backend runs the weights as stored: convert the model to " + fmt.name +
                       " for this plan (F32/F16/BF16/Q8_0/Q4_0/Q4_K/Q5_K/Q6_K run)");
   const bool cpu_packed =
-      dev == DeviceKind::kCpu && fmt.name == "auto" && req.model.all_f32 && matrix_bytes <= kCpuPackMaxBytes;
+      dev == DeviceKind::kCpu && fmt.name == "auto" && req.model.all_f32 && matrix_bytes <= kCpuPackMaxBytes &&
+      !c.is_moe();  // the CPU runner packs no MoE model
   if (cpu_packed) {  // packed copies in panels of 16 output rows
     double packed = 0;
     for (const TensorShape& t : req.model.tensors)
@@ -252,7 +263,7 @@ Result<Plan> make_plan(const PlanRequest& req) {
     double out_params = 0;
     for (const TensorShape& t : req.model.tensors) {
       if (!t.is_matrix() || is_embedding(t)) continue;
-      const double n = static_cast<double>(t.cols * t.rows) * tp_share(t, c, tp);
+      const double n = static_cast<double>(t.cols * t.rows) * tp_share(t, c, tp) * req.model.token_share(t);
       (t.name == "output.weight" ? out_params : matmul_params) += n;
     }
     if (c.tied_embeddings) out_params = static_cast<double>(c.n_embd) * c.n_vocab / tp;

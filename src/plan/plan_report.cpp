@@ -20,11 +20,15 @@ std::string plan_table(const PlanRequest& req, const Plan& p) {
   const Hardware& hw = req.hw;
   std::string s;
   auto row = [&s](const char* k, const std::string& v) { s += strfmt("  %-34s %s\n", k, v.c_str()); };
-  const double params = static_cast<double>(req.model.n_params());
-  s += strfmt("model     %s (%s, %s): %d layers, %d heads / %d KV heads x %d, context %d, %s parameters\n",
+  const double params = static_cast<double>(req.model.n_params()),
+               active = static_cast<double>(req.model.n_active_params());
+  auto count = [](double n) { return n >= 1e9 ? strfmt("%.2fB", n / 1e9) : strfmt("%.2fM", n / 1e6); };
+  s += strfmt("model     %s (%s, %s): %d layers, %d heads / %d KV heads x %d, context %d, %s parameters%s\n",
               req.model_path.c_str(), req.model.source.c_str(), arch_name(c.arch), c.n_layer, c.n_head, c.n_head_kv,
-              c.head_dim, c.context_length,
-              params >= 1e9 ? strfmt("%.2fB", params / 1e9).c_str() : strfmt("%.2fM", params / 1e6).c_str());
+              c.head_dim, c.context_length, count(params).c_str(),
+              c.is_moe() ? strfmt(" (%s active per token: %d of %d experts)", count(active).c_str(), c.n_expert_used,
+                                  c.n_expert).c_str()
+                         : "");
   s += strfmt("hardware  %s%s (%s): %s%s", hw.name.c_str(),
               req.tensor_parallel > 1 ? strfmt(" x %d (tensor parallel)", req.tensor_parallel).c_str() : "",
               hw.source.c_str(), bytes(hw.memory_bytes).c_str(),
@@ -74,7 +78,9 @@ std::string plan_json(const PlanRequest& req, const Plan& p) {
   const ModelConfig& c = req.model.config;
   json j;
   j["model"] = {{"path", req.model_path},           {"source", req.model.source}, {"architecture", arch_name(c.arch)},
-                {"n_params", req.model.n_params()}, {"n_layer", c.n_layer},       {"n_head", c.n_head},
+                {"n_params", req.model.n_params()}, {"n_active_params", req.model.n_active_params()},
+                {"n_expert", c.n_expert},           {"n_expert_used", c.n_expert_used},
+                {"n_layer", c.n_layer},             {"n_head", c.n_head},
                 {"n_head_kv", c.n_head_kv},         {"head_dim", c.head_dim},     {"context_length", c.context_length}};
   j["hardware"] = {{"device", device_name(req.hw.device)},
                    {"name", req.hw.name},

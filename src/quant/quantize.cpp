@@ -48,6 +48,9 @@ Result<QuantizeReport> quantize_model(const QuantizeOptions& o, const ProgressFn
   Result<std::unique_ptr<Model>> loaded = load_model(o.input);
   if (!loaded) return loaded.status().with_context("reading " + o.input);
   const Model& m = **loaded;
+  if (m.config.is_moe())
+    return error("%s is a mixture-of-experts model (%s), which mopt quantize does not write yet; the CPU backend runs "
+                 "MoE GGUF files quantized by llama.cpp", o.input.c_str(), arch_name(m.config.arch));
   if (!ti.gguf && m.format != ModelFormat::kHuggingFace)
     return error("--to %s writes a Hugging Face folder from a Hugging Face folder (its config.json and tokenizer "
                  "files are carried over); %s is not one. GGUF targets: q8_0, q4_0, q4_k_m, q5_k_m, q6_k",

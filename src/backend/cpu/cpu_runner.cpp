@@ -12,6 +12,7 @@
 
 #include "backend/cpu/dot_kernels.h"
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/moe.h"
 #include "backend/cpu/quant.h"
 #include "backend/rope.h"
 #include "core/argmax.h"
@@ -133,6 +134,8 @@ Result<std::unique_ptr<CpuRunner>> CpuRunner::create(const Model& model, const R
   for (const TensorView& t : model.tensors)  // weights multiplied per token (the embedding is only looked up)
     if (t.n_dims == 2 && t.name != "token_embd.weight") r->matrix_elems_ += static_cast<double>(t.n_elements());
   if (r->output_ == r->tok_embd_) r->matrix_elems_ += static_cast<double>(r->tok_embd_->n_elements());
+  if (c.is_moe())  // the 2-D router and shared expert are counted above; of the experts, those a token uses
+    r->matrix_elems_ += 3.0 * c.n_embd * c.n_ff_exp * c.n_expert_used * c.n_layer;
   MOPT_ASSIGN_OR_RETURN(const TensorView* on, model.require("output_norm.weight"));
   MOPT_TRY(to_f32(*on, c.n_embd, r->out_norm_));
   r->inv_freq_ = rope_inv_freq(c);
@@ -153,9 +156,13 @@ Result<std::unique_ptr<CpuRunner>> CpuRunner::create(const Model& model, const R
     MOPT_ASSIGN_OR_RETURN(L.wk, model.require(p + "attn_k.weight"));
     MOPT_ASSIGN_OR_RETURN(L.wv, model.require(p + "attn_v.weight"));
     MOPT_ASSIGN_OR_RETURN(L.wo, model.require(p + "attn_output.weight"));
-    MOPT_ASSIGN_OR_RETURN(L.w_gate, model.require(p + "ffn_gate.weight"));
-    MOPT_ASSIGN_OR_RETURN(L.w_up, model.require(p + "ffn_up.weight"));
-    MOPT_ASSIGN_OR_RETURN(L.w_down, model.require(p + "ffn_down.weight"));
+    if (c.is_moe()) {
+      MOPT_ASSIGN_OR_RETURN(L.moe, cpu::moe_layer(model, l));
+    } else {
+      MOPT_ASSIGN_OR_RETURN(L.w_gate, model.require(p + "ffn_gate.weight"));
+      MOPT_ASSIGN_OR_RETURN(L.w_up, model.require(p + "ffn_up.weight"));
+      MOPT_ASSIGN_OR_RETURN(L.w_down, model.require(p + "ffn_down.weight"));
+    }
     MOPT_ASSIGN_OR_RETURN(const TensorView* an, model.require(p + "attn_norm.weight"));
     MOPT_ASSIGN_OR_RETURN(const TensorView* fn, model.require(p + "ffn_norm.weight"));
     MOPT_TRY(to_f32(*an, c.n_embd, L.attn_norm));
@@ -185,11 +192,12 @@ Result<std::unique_ptr<CpuRunner>> CpuRunner::create(const Model& model, const R
   };
   MOPT_TRY(check_matrix(*r->output_));
   for (const Layer& L : r->layers_)
-    for (const TensorView* w : {L.wq, L.wk, L.wv, L.wo, L.w_gate, L.w_up, L.w_down}) MOPT_TRY(check_matrix(*w));
-  bool all_f32 = r->output_->dtype == DType::F32;
+    for (const TensorView* w : {L.wq, L.wk, L.wv, L.wo, L.w_gate, L.w_up, L.w_down})
+      if (w) MOPT_TRY(check_matrix(*w));  // MoE layers: no dense MLP (cpu::moe_layer checked the experts)
+  bool all_f32 = r->output_->dtype == DType::F32 && !c.is_moe();  // MoE models run the row-dot kernels
   for (const Layer& L : r->layers_)
     for (const TensorView* w : {L.wq, L.wk, L.wv, L.wo, L.w_gate, L.w_up, L.w_down})
-      all_f32 = all_f32 && w->dtype == DType::F32 && w->n_dims == 2;
+      all_f32 = all_f32 && w && w->dtype == DType::F32 && w->n_dims == 2;
   r->packed_ = all_f32 && r->matrix_elems_ * sizeof(float) <= kPackMaxBytes;
   if (r->packed_) {
     for (Layer& L : r->layers_) {
@@ -209,7 +217,9 @@ Result<std::unique_ptr<CpuRunner>> CpuRunner::create(const Model& model, const R
     const cpu::PackSource out[] = {pack_source(*r->output_)};
     r->output_packed_ = cpu::pack_f32(out);
   } else if (opts.cpu_repack) {  // Q4_0 / Q8_0 matrices into interleaved groups, fused where the parts share a type
-    auto pack_q = [](std::initializer_list<const TensorView*> parts) {
+    auto pack_q = [](std::initializer_list<const TensorView*> parts) {  // a null part (MoE: no dense MLP): none
+      for (const TensorView* w : parts)
+        if (!w) return cpu::PackedQ{};
       const DType t = (*parts.begin())->dtype;
       std::vector<cpu::PackQSource> src;
       for (const TensorView* w : parts) {
@@ -286,6 +296,7 @@ void CpuRunner::ensure_scratch(Work& w, int n_tokens, int n_out) {
     w.up.resize(T * cfg_.n_ff);
     w.rope_cs.resize(T * static_cast<size_t>(cfg_.rope_dim / 2));
     w.rope_sn.resize(T * static_cast<size_t>(cfg_.rope_dim / 2));
+    if (cfg_.is_moe()) w.moe_out.resize(T * cfg_.n_embd);
     if (fused_) {
       w.qkv.resize(T * (cfg_.q_dim() + 2 * cfg_.kv_dim()));
       w.gu.resize(T * 2 * cfg_.n_ff);
@@ -447,7 +458,7 @@ void CpuRunner::run_group(const ForwardBatch& b, int s0, int s1, Work& w, float*
 void CpuRunner::run(const ForwardBatch& b, Work& w, ThreadPool* pool, float* logits) {
   const ModelConfig& c = cfg_;
   const int T = b.n_tokens(), n_out = b.n_out();
-  const int d = c.n_embd, qd = c.q_dim(), kvd = c.kv_dim(), ff = c.n_ff, hd = c.head_dim;
+  const int d = c.n_embd, qd = c.q_dim(), kvd = c.kv_dim(), hd = c.head_dim;
   ensure_scratch(w, T, n_out);
   float* x = w.x.data();    // [T, d] residual stream
   float* xb = w.xb.data();  // [T, d]
@@ -541,28 +552,17 @@ void CpuRunner::run(const ForwardBatch& b, Work& w, ThreadPool* pool, float* log
       cpu::rmsnorm(xb + static_cast<size_t>(t) * d, xt, L.ffn_norm.data(), d, c.norm_eps);
     });
 
-    if (packed_) {
-      cpu::matmul_packed(L.gate_up, xb, T, w.gu.data(), pool);  // rows [gate | up]
-    } else if (L.fused_gate_up()) {
-      cpu::matmul_q(L.gate_up_q, xb, T, w.gu.data(), pool);
+    const float* ffn_out = xb;  // [T, d] the MLP's output
+    if (c.is_moe()) {
+      cpu::moe_ffn(c, L.moe, xb, T, w.moe_out.data(), w.moe, pool);
+      ffn_out = w.moe_out.data();
     } else {
-      cpu::matmul(*L.w_gate, xb, T, w.gate.data(), pool);
-      cpu::matmul(*L.w_up, xb, T, w.up.data(), pool);
+      dense_mlp(L, w, T, pool);  // in place in xb
     }
-    for_tokens(pool, T, [&](int t) {  // gate_[t] = silu(gate) * up, one call per token (same path whatever T)
-      float* g = w.gate.data() + static_cast<size_t>(t) * ff;
-      if (L.fused_gate_up()) {
-        const float* row = w.gu.data() + static_cast<size_t>(t) * 2 * ff;
-        cpu::swiglu(g, row, row + ff, ff);
-      } else {
-        cpu::swiglu(g, g, w.up.data() + static_cast<size_t>(t) * ff, ff);
-      }
-    });
-    mm(*L.w_down, L.down, L.down_q, w.gate.data(), T, xb, pool);
     const float* next_norm = l + 1 < c.n_layer ? layers_[static_cast<size_t>(l + 1)].attn_norm.data() : nullptr;
     for_tokens(pool, T, [&](int t) {  // residual, then the next layer's attention norm
       float* xt = x + static_cast<size_t>(t) * d;
-      cpu::add(xt, xb + static_cast<size_t>(t) * d, d);
+      cpu::add(xt, ffn_out + static_cast<size_t>(t) * d, d);
       if (next_norm) cpu::rmsnorm(xb + static_cast<size_t>(t) * d, xt, next_norm, d, c.norm_eps);
     });
   }
@@ -571,6 +571,29 @@ void CpuRunner::run(const ForwardBatch& b, Work& w, ThreadPool* pool, float* log
     cpu::rmsnorm(w.xo.data() + static_cast<size_t>(i) * d, x + static_cast<size_t>(b.logits_indices[i]) * d,
                  out_norm_.data(), d, c.norm_eps);
   if (n_out > 0) mm(*output_, output_packed_, output_q_, w.xo.data(), n_out, logits, pool);
+}
+
+void CpuRunner::dense_mlp(const Layer& L, Work& w, int T, ThreadPool* pool) {
+  const int ff = cfg_.n_ff;
+  float* xb = w.xb.data();
+  if (packed_) {
+    cpu::matmul_packed(L.gate_up, xb, T, w.gu.data(), pool);  // rows [gate | up]
+  } else if (L.fused_gate_up()) {
+    cpu::matmul_q(L.gate_up_q, xb, T, w.gu.data(), pool);
+  } else {
+    cpu::matmul(*L.w_gate, xb, T, w.gate.data(), pool);
+    cpu::matmul(*L.w_up, xb, T, w.up.data(), pool);
+  }
+  for_tokens(pool, T, [&](int t) {  // gate_[t] = silu(gate) * up, one call per token (same path whatever T)
+    float* g = w.gate.data() + static_cast<size_t>(t) * ff;
+    if (L.fused_gate_up()) {
+      const float* row = w.gu.data() + static_cast<size_t>(t) * 2 * ff;
+      cpu::swiglu(g, row, row + ff, ff);
+    } else {
+      cpu::swiglu(g, g, w.up.data() + static_cast<size_t>(t) * ff, ff);
+    }
+  });
+  mm(*L.w_down, L.down, L.down_q, w.gate.data(), T, xb, pool);
 }
 
 void CpuRunner::mm(const TensorView& w, const cpu::PackedF32& packed, const cpu::PackedQ& packed_q, const float* x,

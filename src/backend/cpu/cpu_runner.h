@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/moe.h"
 #include "backend/cpu/qgemm.h"
 #include "backend/runner.h"
 #include "core/tensor.h"
@@ -49,7 +50,9 @@ class CpuRunner : public ModelRunner {
  private:
   CpuRunner() = default;
   struct Layer {
-    const TensorView *wq, *wk, *wv, *wo, *w_gate, *w_up, *w_down;
+    const TensorView *wq, *wk, *wv, *wo;
+    const TensorView *w_gate = nullptr, *w_up = nullptr, *w_down = nullptr;  // dense MLP; null in MoE models
+    cpu::MoeLayer moe;                       // MoE models: router and experts
     std::vector<float> attn_norm, ffn_norm;  // [n_embd]
     std::vector<float> bq, bk, bv;           // [q_dim], [kv_dim], [kv_dim]; empty without QKV bias
     std::vector<float> q_norm, k_norm;       // [head_dim]; empty without Q/K norm
@@ -119,6 +122,8 @@ class CpuRunner : public ModelRunner {
     std::vector<float> gate, up;           // [n_tokens, n_ff]
     std::vector<float> qkv;                // [n_tokens, q_dim + 2 kv_dim] (fused_ only)
     std::vector<float> gu;                 // [n_tokens, 2 n_ff] (fused_ only)
+    std::vector<float> moe_out;            // [n_tokens, n_embd] (MoE models)
+    cpu::MoeScratch moe;                   // MoE routing and expert products
     std::vector<float> rope_cs, rope_sn;   // [n_tokens, rope_dim / 2] cos / sin of each token's angles
     std::vector<float> xo;                 // [n_out, n_embd]
     std::vector<float> logits;             // [n_out, n_vocab] (sequence groups whose rows are not contiguous)
@@ -127,6 +132,8 @@ class CpuRunner : public ModelRunner {
   void ensure_scratch(Work& w, int n_tokens, int n_out);
   // The forward pass of batch b with scratch w, kernels split over `pool` (nullptr: this thread alone).
   void run(const ForwardBatch& b, Work& w, ThreadPool* pool, float* logits);
+  // The dense SwiGLU MLP of layer L over w.xb [T, n_embd], in place.
+  void dense_mlp(const Layer& L, Work& w, int T, ThreadPool* pool);
   // Sequences [s0, s1) of b as a batch of their own (arrays rebased into w), logits to their rows of `logits`
   // (and, with tokens, each row's argmax to its entry of tokens).
   void run_group(const ForwardBatch& b, int s0, int s1, Work& w, float* logits, int32_t* tokens);

@@ -95,6 +95,10 @@ Result<ReferenceModel> ReferenceModel::create(const Model& m) {
     MOPT_TRY(load_f32(m, p + "attn_v.bias", L.bv, true));
     MOPT_TRY(load_f32(m, p + "attn_q_norm.weight", L.q_norm, true));
     MOPT_TRY(load_f32(m, p + "attn_k_norm.weight", L.k_norm, true));
+    if (r.cfg_.is_moe()) {
+      MOPT_ASSIGN_OR_RETURN(L.moe, ReferenceMoe::load(m, l));
+      continue;
+    }
     MOPT_TRY(load_f32(m, p + "ffn_gate.weight", L.w_gate));
     MOPT_TRY(load_f32(m, p + "ffn_up.weight", L.w_up));
     MOPT_TRY(load_f32(m, p + "ffn_down.weight", L.w_down));
@@ -110,6 +114,7 @@ std::vector<float> ReferenceModel::forward(const std::vector<int32_t>& tokens) {
   std::vector<float> logits(static_cast<size_t>(n) * c.n_vocab);
   std::vector<float> kc(static_cast<size_t>(c.n_layer) * n * kvd), vc(kc.size());  // [layer, pos, kv_dim]
   std::vector<float> x(d), xb(d), q(qd), k(kvd), v(kvd), att(qd), o(d), g(ff), u(ff), scores(n);
+  routed_.assign(c.is_moe() ? static_cast<size_t>(c.n_layer) : 0, std::vector<std::vector<ReferenceMoe::Pick>>(n));
   for (int t = 0; t < n; ++t) {
     for (int i = 0; i < d; ++i) x[i] = tok_embd_[static_cast<size_t>(tokens[t]) * d + i];
     for (int l = 0; l < c.n_layer; ++l) {
@@ -152,6 +157,11 @@ std::vector<float> ReferenceModel::forward(const std::vector<int32_t>& tokens) {
       matvec(L.wo, att.data(), o.data(), d, qd, {});
       for (int i = 0; i < d; ++i) x[i] += o[i];
       rmsnorm(xb.data(), x.data(), L.ffn_norm, d, c.norm_eps);
+      if (c.is_moe()) {
+        L.moe.forward(c, xb.data(), o.data(), &routed_[l][t]);
+        for (int i = 0; i < d; ++i) x[i] += o[i];
+        continue;
+      }
       matvec(L.w_gate, xb.data(), g.data(), ff, d, {});
       matvec(L.w_up, xb.data(), u.data(), ff, d, {});
       for (int i = 0; i < ff; ++i) g[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "backend/reference/reference_moe.h"
 #include "model/config.h"
 
 namespace mopt {
@@ -20,6 +21,9 @@ class ReferenceModel {
 
   // Runs the tokens as one sequence from position 0 (resets state) and returns logits [n_tokens, n_vocab].
   std::vector<float> forward(const std::vector<int32_t>& tokens);
+  // MoE models: the experts the last forward() routed each token to, with their weights,
+  // [n_layer][n_tokens][n_expert_used], best first.
+  const std::vector<std::vector<std::vector<ReferenceMoe::Pick>>>& routed() const { return routed_; }
   const ModelConfig& config() const { return cfg_; }
 
  private:
@@ -28,8 +32,10 @@ class ReferenceModel {
     std::vector<float> wq, wk, wv, wo;            // [q_dim, n_embd], [kv_dim, n_embd], [kv_dim, n_embd], [n_embd, q_dim]
     std::vector<float> bq, bk, bv;                // [q_dim], [kv_dim], [kv_dim] (Qwen2) or empty
     std::vector<float> q_norm, k_norm;            // [head_dim] (Qwen3) or empty
-    std::vector<float> w_gate, w_up, w_down;      // [n_ff, n_embd], [n_ff, n_embd], [n_embd, n_ff]
+    std::vector<float> w_gate, w_up, w_down;      // [n_ff, n_embd], [n_ff, n_embd], [n_embd, n_ff] (dense)
+    ReferenceMoe moe;                             // MoE models
   };
+  std::vector<std::vector<std::vector<ReferenceMoe::Pick>>> routed_;  // see routed()
   ModelConfig cfg_;
   std::vector<float> tok_embd_;   // [n_vocab, n_embd]
   std::vector<float> out_norm_;   // [n_embd]
