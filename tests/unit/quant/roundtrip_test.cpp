@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/quant.h"
@@ -25,10 +26,14 @@ using quant::Target;
 class QuantRoundTrip : public ::testing::TestWithParam<Target> {
  public:
   static void SetUpTestSuite() {
+    // One folder per process, made afresh by each instantiation of the suite (a binary run as a whole sets up
+    // several in one process).
     dir_ = ::testing::TempDir() + "mopt_quant_roundtrip_" + std::to_string(::getpid());
+    std::filesystem::remove_all(dir_);
     ::mkdir(dir_.c_str(), 0755);
     test::make_tiny_llama(dir_ + "/llama");
   }
+  static void TearDownTestSuite() { std::filesystem::remove_all(dir_); }
   static std::string dir_;
 };
 std::string QuantRoundTrip::dir_;
