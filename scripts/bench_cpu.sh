@@ -6,7 +6,7 @@
 # Usage: scripts/bench_cpu.sh [threads (default 2)] [extra bench_decode flags...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BUILD_DIR=${BUILD_DIR:-build}
+BUILD_DIR=${BUILD_DIR:-build-bench-cpu}  # its own folder: configuring build/ without CUDA would rebuild it all
 threads=${1:-2}
 shift || true
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMOPT_CUDA=OFF > /dev/null
