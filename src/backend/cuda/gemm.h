@@ -117,7 +117,7 @@ class Gemm {
   // Shapes planned by cuBLASLt's heuristic without timing (new row buckets, and shapes no bucket algorithm fits).
   uint64_t n_searched() const { return n_searched_.load(); }
 
-  // Largest m for which candidates are timed (others use the heuristic's first choice).
+  // Largest m for which candidates are timed (larger m: the heuristic's first choice for its row bucket).
   int autotune_max_m = 64;
   size_t n_cached_plans() const { return plans_.size() + fused_plans_.size(); }
   // One line per tuned plan: shape, choice, time, achieved bandwidth (for benchmarks); then one line per FP8

@@ -67,16 +67,11 @@ Result<bool> Gemm::fp8_plan_path(Fp8Plan& plan, Fp8Path path, int m, int n, int 
     MOPT_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof(mode)));
   }
   // kTensorScaled leaves the A / B scale pointers unset: unit scales (D = alpha A B with alpha = 1).
-  cublasLtMatmulPreference_t pref = nullptr;
-  MOPT_CUBLAS_TRY(cublasLtMatmulPreferenceCreate(&pref));
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_,
-                                       sizeof(workspace_bytes_));
+  // 256-byte operands: cuBLASLt's default alignment, which run_fp8 requires.
   constexpr int kMaxCandidates = 8;
   cublasLtMatmulHeuristicResult_t heur[kMaxCandidates];
   int n_heur = 0;
-  const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(handle_, plan.op, plan.a, plan.b, plan.d, plan.d, pref,
-                                                           kMaxCandidates, heur, &n_heur);
-  cublasLtMatmulPreferenceDestroy(pref);
+  const cublasStatus_t hs = heuristic(plan.op, plan.a, plan.b, plan.d, 256, kMaxCandidates, heur, &n_heur);
   if (hs != CUBLAS_STATUS_SUCCESS || n_heur <= 0) {
     why += strfmt("%s%s: %s", why.empty() ? "" : "; ", outer ? "outer-vector scales" : "per-tensor",
                   hs != CUBLAS_STATUS_SUCCESS ? cublas_error_string(hs).c_str() : "no algorithm");
@@ -176,7 +171,7 @@ Status Gemm::run_fp8(const uint8_t* xq, const float* xs, const uint8_t* wq, cons
   if (it == fp8_plans_.end() || it->second->path == Fp8Path::kNone)
     return error("internal: fp8 GEMM %dx%dx%d not ready", m, n, k);
   if (defer_scales && bias) return error("internal: fp8 GEMM with a bias cannot defer its scales");
-  // The plans leave cuBLASLt's alignment preferences at their default, 256 bytes (cudaMalloc'd buffers).
+  // The plans ask cuBLASLt for 256-byte operands (its default alignment; cudaMalloc'd buffers have it).
   if ((reinterpret_cast<uintptr_t>(xq) | reinterpret_cast<uintptr_t>(wq) | reinterpret_cast<uintptr_t>(y)) % 256)
     return error("internal: fp8 GEMM %dx%dx%d operands not 256-byte aligned", m, n, k);
   Fp8Plan& plan = *it->second;
