@@ -16,4 +16,5 @@ foreach(src IN LISTS bench_srcs)
     mopt_export_to_cuda_backend(bench_${bname})  # --device cuda: the engine loads the backend at run time
   endif()
   target_link_libraries(bench_${bname} PRIVATE mopt_server mopt_loadgen mopt_eval mopt_quant)
+  target_compile_definitions(bench_${bname} PRIVATE MOPT_MODELS_DIR="${MOPT_MODELS_DIR}")
 endforeach()

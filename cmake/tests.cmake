@@ -30,7 +30,10 @@ foreach(dir IN LISTS test_dirs)
   endif()
   target_link_libraries(test_${tname} PRIVATE GTest::gtest GTest::gtest_main)
   target_include_directories(test_${tname} PRIVATE ${CMAKE_SOURCE_DIR}/tests)
-  target_compile_definitions(test_${tname} PRIVATE MOPT_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+  # Paths of this checkout only here, in the tests: the libraries compile to the same objects in any checkout
+  # (ccache hits across worktrees).
+  target_compile_definitions(test_${tname} PRIVATE MOPT_SOURCE_DIR="${CMAKE_SOURCE_DIR}"
+                             MOPT_MODELS_DIR="${MOPT_MODELS_DIR}")
   gtest_discover_tests(test_${tname} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60
                        PROPERTIES ENVIRONMENT "MOPT_BIN=$<TARGET_FILE:mopt>")
 endforeach()
