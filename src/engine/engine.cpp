@@ -269,10 +269,9 @@ Status EngineImpl::run_forward(const SchedulerOutput& out) {
   device_rows.assign(n_out, nullptr);
   row_allowed_.assign(n_out, {});
   mask_copies_.resize(n_out * static_cast<size_t>((n_vocab_ + 63) / 64));  // no reallocation below
-  size_t n_device = 0, n_prompt_rows = 0;
+  size_t n_device = 0;
   for (size_t k = 0; k < out.scheduled.size(); ++k) {
     const StepRows& sr = step_rows_[k];
-    n_prompt_rows += static_cast<size_t>(sr.n_prompt_rows);
     auto& r = *static_cast<EngineRequest*>(out.scheduled[k].req);
     if (sr.sample_row >= sr.first_row + sr.n_prompt_rows && !needs_host_sampler(r) &&
         (!r.matcher || (sr.n_spec == 0 && stage_device_mask(r, static_cast<size_t>(sr.sample_row))))) {

@@ -31,7 +31,7 @@ constexpr size_t kMaxOutBytes = 64u << 20;
 const char* const kWords[] = {" the", " cat", " sat", " on", " a", " mat", " and", " then", " it", " ran",
                               " to", " see", " big", " red", " ball", " in", " park", " with", " her", " dog"};
 
-struct Conn {
+struct ServerConn {
   int fd = -1;
   uint64_t gen = 0;
   std::string in;   // bytes received, not yet consumed
@@ -79,7 +79,7 @@ struct FakeServer::Impl {
   int listen_fd = -1, epfd = -1, timer_fd = -1, stop_fd = -1;
   uint64_t next_gen = 1;
   uint64_t next_idx = 0;
-  std::unordered_map<int, Conn> conns;
+  std::unordered_map<int, ServerConn> conns;
   std::unordered_map<uint64_t, Stream> streams;
   using Ev = std::pair<int64_t, uint64_t>;  // (time ns, stream idx)
   std::priority_queue<Ev, std::vector<Ev>, std::greater<Ev>> events;
@@ -163,7 +163,7 @@ struct FakeServer::Impl {
       if (fd < 0) return;
       int one = 1;
       setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-      Conn c;
+      ServerConn c;
       c.fd = fd;
       c.gen = next_gen++;
       conns[fd] = std::move(c);
@@ -177,7 +177,7 @@ struct FakeServer::Impl {
     conns.erase(fd);
   }
 
-  void on_readable(Conn& c) {
+  void on_readable(ServerConn& c) {
     char buf[65536];
     for (;;) {
       const ssize_t n = recv(c.fd, buf, sizeof buf, 0);
@@ -200,7 +200,7 @@ struct FakeServer::Impl {
     process_input(c);
   }
 
-  void process_input(Conn& c) {
+  void process_input(ServerConn& c) {
     while (!c.busy && !c.close_after && !c.in.empty()) {
       http::Head head;
       const http::HeadParse parsed = http::parse_head(c.in, http::HeadKind::kRequest, {}, &head);
@@ -229,7 +229,7 @@ struct FakeServer::Impl {
     }
   }
 
-  void send_bytes(Conn& c, std::string_view s) {
+  void send_bytes(ServerConn& c, std::string_view s) {
     if (c.out.size() - c.out_off + s.size() > kMaxOutBytes) {
       c.close_after = true;  // the client does not read; give up on it
       return;
@@ -241,12 +241,12 @@ struct FakeServer::Impl {
     }
   }
 
-  void respond(Conn& c, int status, const char* reason, const char* ctype, const std::string& body) {
+  void respond(ServerConn& c, int status, const char* reason, const char* ctype, const std::string& body) {
     send_bytes(c, strfmt("HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s\r\n", status, reason, ctype,
                          body.size(), c.close_after ? "Connection: close\r\n" : ""));
     send_bytes(c, body);
   }
-  void respond_error(Conn& c, int status, const std::string& msg) {
+  void respond_error(ServerConn& c, int status, const std::string& msg) {
     json j = {{"error", {{"message", msg}, {"type", status >= 500 ? "server_error" : "invalid_request_error"},
                          {"code", status}}}};
     respond(c, status, http::reason_phrase(status), "application/json", j.dump());
@@ -262,7 +262,7 @@ struct FakeServer::Impl {
     dirty.clear();
   }
 
-  void flush(Conn& c) {
+  void flush(ServerConn& c) {
     while (c.out_off < c.out.size()) {
       const ssize_t n = send(c.fd, c.out.data() + c.out_off, c.out.size() - c.out_off, MSG_NOSIGNAL);
       if (n > 0) {
@@ -324,7 +324,7 @@ struct FakeServer::Impl {
     return s;
   }
 
-  void handle(Conn& c, const http::Head& head, const std::string& body) {
+  void handle(ServerConn& c, const http::Head& head, const std::string& body) {
     std::string path = head.target.substr(0, head.target.find('?'));
     if (head.method == "GET" && path == "/health") return respond(c, 200, "OK", "text/plain", "ok\n");
     if (head.method == "GET" && path == "/metrics")
@@ -399,7 +399,7 @@ struct FakeServer::Impl {
     if (idx < recs.size()) f(recs[idx]);
   }
 
-  Conn* conn_of(const Stream& s) {
+  ServerConn* conn_of(const Stream& s) {
     auto it = conns.find(s.fd);
     return (it == conns.end() || it->second.gen != s.conn_gen) ? nullptr : &it->second;
   }
@@ -411,7 +411,7 @@ struct FakeServer::Impl {
     with_record(idx, [&](InjectedRequest& r) { r.queue_s = static_cast<double>(now - s.arrived_ns) * 1e-9; });
     s.next_ns += now;
     events.emplace(s.next_ns, idx);
-    Conn* c = conn_of(s);
+    ServerConn* c = conn_of(s);
     if (!c || !s.stream) return;
     send_bytes(*c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
                    "Transfer-Encoding: chunked\r\n\r\n");
@@ -431,7 +431,7 @@ struct FakeServer::Impl {
     return j;
   }
 
-  void send_event(Conn& c, json& j) {
+  void send_event(ServerConn& c, json& j) {
     if (opts.echo_timestamps) j["mopt_sent_ns"] = now_ns();
     send_bytes(c, chunk("data: " + j.dump() + "\n\n"));
   }
@@ -444,7 +444,7 @@ struct FakeServer::Impl {
     if (conn_alive) ++m_success;
     else ++m_failed;
     with_record(idx, [&](InjectedRequest& r) { r.completion_tokens = s.sent; });
-    if (Conn* c = conn_of(s)) {
+    if (ServerConn* c = conn_of(s)) {
       c->busy = false;
       const int fd = c->fd;
       streams.erase(idx);
@@ -466,7 +466,7 @@ struct FakeServer::Impl {
     auto it = streams.find(idx);
     if (it == streams.end()) return;
     Stream& s = it->second;
-    Conn* c = conn_of(s);
+    ServerConn* c = conn_of(s);
     if (!c) return finish_stream(idx, false);
     const std::string word = kWords[s.rng.next_u64() % std::size(kWords)];
     const bool last = s.sent + 1 >= s.max_tokens;

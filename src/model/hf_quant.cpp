@@ -92,10 +92,6 @@ struct Parts {
   }
 };
 
-bool ends_with(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 // A tensor's elements as fp32 (float types only).
 Result<std::vector<float>> read_floats(const TensorView& t) {
   const DTypeTraits& r = dtype_traits(t.dtype);
@@ -268,7 +264,7 @@ Status assemble_hf_quant(const HfQuantConfig& qc, std::vector<TensorView>& tenso
   std::set<std::string> drop;
   std::vector<TensorView> made;
   for (const TensorView& t : tensors) {
-    if (!ends_with(t.name, key)) continue;
+    if (!t.name.ends_with(key)) continue;
     const std::string p = t.name.substr(0, t.name.size() - std::strlen(key));
     Result<TensorView> v = qc.layout == HfQuantLayout::kFp8    ? assemble_fp8(parts, p, owned)
                            : qc.layout == HfQuantLayout::kInt8 ? assemble_int8(parts, p, owned)

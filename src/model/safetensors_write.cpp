@@ -11,7 +11,7 @@ namespace mopt::safetensors {
 
 namespace {
 
-using json = nlohmann::ordered_json;
+using ojson = nlohmann::ordered_json;
 
 struct FileCloser {
   void operator()(std::FILE* f) const { std::fclose(f); }
@@ -19,7 +19,7 @@ struct FileCloser {
 
 // One shard: the header (its length as u64 LE, then JSON padded with spaces to a multiple of 8), then the data.
 Status write_shard(const std::string& path, const std::vector<const OutTensor*>& tensors, std::vector<uint8_t>& buf) {
-  json header;
+  ojson header;
   header["__metadata__"] = {{"format", "pt"}};
   uint64_t offset = 0;
   for (const OutTensor* t : tensors) {
@@ -71,7 +71,7 @@ Result<Written> write_checkpoint(const std::string& dir, const std::vector<OutTe
   }
   Written w;
   std::vector<uint8_t> buf;  // one tensor at a time
-  json weight_map = json::object();
+  ojson weight_map = ojson::object();
   for (size_t s = 0; s < shards.size(); ++s) {
     const std::string name = shards.size() == 1 ? std::string("model.safetensors")
                                                  : strfmt("model-%05zu-of-%05zu.safetensors", s + 1, shards.size());
@@ -83,7 +83,7 @@ Result<Written> write_checkpoint(const std::string& dir, const std::vector<OutTe
     }
   }
   if (shards.size() > 1) {
-    const json index = {{"metadata", {{"total_size", w.data_bytes}}}, {"weight_map", weight_map}};
+    const ojson index = {{"metadata", {{"total_size", w.data_bytes}}}, {"weight_map", weight_map}};
     w.files.push_back(dir + "/model.safetensors.index.json");
     MOPT_TRY(write_file(w.files.back(), index.dump(2) + "\n"));
   }

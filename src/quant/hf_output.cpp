@@ -21,17 +21,13 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
-bool ends_with(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 // The weights the layouts quantize: the linear layers of the decoder blocks (the embeddings and the output head stay
 // in float, as llm-compressor's "ignore": ["lm_head"] and AutoAWQ leave them).
 bool is_linear(const std::string& name) {
   if (!layer_of_tensor(name)) return false;
   for (const char* s : {"attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight", "ffn_gate.weight",
                         "ffn_up.weight", "ffn_down.weight"})
-    if (ends_with(name, s)) return true;
+    if (name.ends_with(s)) return true;
   return false;
 }
 

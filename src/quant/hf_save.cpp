@@ -14,16 +14,12 @@ namespace mopt::quant {
 
 namespace {
 
-bool ends_with(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 // Files a model folder carries besides its weights, their index and config.json.
 bool side_file(const std::string& n) {
   if (n.empty() || n[0] == '.' || n == "config.json") return false;
   for (const char* ext : {".safetensors", ".safetensors.index.json", ".bin", ".pt", ".pth", ".gguf", ".h5",
                           ".msgpack", ".onnx", ".ckpt"})
-    if (ends_with(n, ext)) return false;
+    if (n.ends_with(ext)) return false;
   return true;
 }
 

@@ -24,10 +24,6 @@ constexpr TargetInfo kTargets[] = {
      "safetensors, AutoAWQ GEMM: int4 weights, groups of 128 with zero points (activation-aware scales)"},
 };
 
-bool ends_with(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 // llama.cpp's LLM_TYPE_70B for the architectures mopt runs: 80 layers with grouped-query attention.
 bool is_70b(const ModelConfig& c) { return c.n_layer == 80 && c.n_head_kv < c.n_head; }
 
@@ -63,10 +59,10 @@ DType gguf_tensor_type(Target t, const ModelConfig& c, bool has_output, const st
     } else if (type != DType::Q8_0) {
       type = DType::Q6_K;
     }
-  } else if (ends_with(name, "attn_v.weight") && layer) {
+  } else if (name.ends_with("attn_v.weight") && layer) {
     if (mix_m && use_more_bits(*layer, c.n_layer)) type = DType::Q6_K;
     if (is_70b(c) && type == DType::Q4_K) type = DType::Q5_K;
-  } else if (ends_with(name, "ffn_down.weight") && layer) {
+  } else if (name.ends_with("ffn_down.weight") && layer) {
     if (mix_m && use_more_bits(*layer, c.n_layer)) type = DType::Q6_K;
   }
   // Rows that are no multiple of the type's block: llama.cpp's fallbacks.

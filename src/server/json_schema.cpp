@@ -291,7 +291,8 @@ std::string SchemaCompiler::compile(const json& s, const std::string& path, int 
     if (types.empty()) return "json-value";
   }
   // Every type-specific keyword must apply to one of the types.
-  for (const auto& [k, v] : s.items()) {
+  for (const auto& item : s.items()) {
+    const std::string& k = item.key();  // a named variable: clang 14 lets no lambda capture a structured binding
     auto applies = [&](const std::set<std::string>& keys, std::initializer_list<const char*> ts) {
       if (!keys.count(k)) return false;
       for (const char* t : ts)
