@@ -35,12 +35,19 @@ if [[ "${MOPT_SKIP_SANITIZE:-0}" != 1 ]]; then
   # Prometheus, the manifests, the console in a browser) check files and a release binary, not memory safety; the
   # console's routes run under ASan in test_server. gate_test measures the server's memory growth, which ASan's
   # quarantine of freed memory turns into growth of its own.
-  asan_default="Perplexity|Golden\\.CodeQwen2|load_test|bench_overhead|gate_test|quantize_accuracy"
-  asan_default+="|e2e\\.(deb|prometheus|manifests|console)_test"
-  ASAN_EXCLUDE=${MOPT_ASAN_EXCLUDE:-$asan_default}
-  echo "== tests (ASan/UBSan), excluding: $ASAN_EXCLUDE"
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir build-asan --output-on-failure -j "$JOBS" --timeout 1800 -E "$ASAN_EXCLUDE"
+  unit_exclude=${MOPT_ASAN_UNIT_EXCLUDE:-'*Perplexity*:*Golden.CodeQwen2*'}
+  script_exclude="load_test|bench_overhead|gate_test|quantize_accuracy|e2e\\.(deb|prometheus|manifests|console)_test"
+  script_exclude=${MOPT_ASAN_EXCLUDE:-$script_exclude}
+  export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+  # The unit tests: each executable once, whole (scripts/run_unit_tests.sh says why not ctest's process per case).
+  echo "== unit tests (ASan/UBSan), excluding: $unit_exclude"
+  asan_status=0
+  JOBS=$JOBS scripts/run_unit_tests.sh build-asan "$unit_exclude" || asan_status=1
+  echo "== e2e, server and layering tests (ASan/UBSan), excluding: $script_exclude"
+  ctest --test-dir build-asan --output-on-failure -j "$JOBS" --timeout 1800 -R '^(e2e|layering)\.' \
+    -E "$script_exclude" || asan_status=1
+  unset ASAN_OPTIONS UBSAN_OPTIONS
+  [[ $asan_status == 0 ]] || { echo "FAIL: tests under ASan/UBSan"; exit 1; }
   phase_done "ASan/UBSan tests"
 
   scripts/test_tsan.sh
