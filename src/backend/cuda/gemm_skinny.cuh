@@ -269,8 +269,12 @@ cudaError_t launch_one(const SkinnyGemmParams& p, cudaStream_t stream) {
 //   0 = (2, 4, 1), 1 = (1, 4, 4), 2 = (4, 2, 4), 3 = (2, 4, 2)    8 loads per lane and stage (1: 4)
 //   4 = (8, 2, 4), 5 = (4, 4, 2)    16 loads per lane: a 256-chunk row in one round trip (qkv, o, gate|up);
 //       4-bit codes (128 chunks per k = 4096 row): 4 = (8, 2, 2), 5 = (4, 4, 1)
-//   6 = (2, 4, 1)p, 7 = (4, 2, 2)p, 8 = (2, 2, 2)p, 9 = (4, 1, 8)p    the arithmetic of one stage overlaps
+//   6 = (2, 4, 1)p, 7 = (4, 2, 2)p, 8 = (8, 1, 4)p, 9 = (4, 1, 8)p    the arithmetic of one stage overlaps
 //   the loads of the next: long rows (down, k = 14336: 896 chunks) and rows of several stages
+// With 8 activation rows, variants 4 and 8 take R = 4 (R = 8 needs 238-255 registers, and spills with PIPE).
+// Larger R amortizes the per-input prologue work over more rows: the RMSNorm product and sum of squares, and
+// SwiGLU's two MUFU operations per input (a quarter of the FMA rate), which at R = 2 cost about as many issue
+// cycles per fp8 chunk as the chunk's share of the memory time.
 inline constexpr int kQuantSkinnyVariants = 10;
 template <class F, int M, int PRO, int EPI>
 cudaError_t dispatch_variant(const SkinnyGemmParams& p, cudaStream_t stream) {
@@ -289,20 +293,21 @@ cudaError_t dispatch_variant(const SkinnyGemmParams& p, cudaStream_t stream) {
     }
   } else {
     constexpr bool kNib = F::kElems == 32;  // 4-bit: 128 chunks per k = 4096 row
+    constexpr int kR8 = M >= 8 ? 4 : 8;      // 8 rows x R = 8 accumulators x 2 stages would spill
     switch (p.variant) {
       case 0: return launch_one<F, M, 2, 4, 1, false, PRO, EPI>(p, stream);
       case 1: return launch_one<F, M, 1, 4, 4, false, PRO, EPI>(p, stream);
       case 2: return launch_one<F, M, 4, 2, 4, false, PRO, EPI>(p, stream);
       case 3: return launch_one<F, M, 2, 4, 2, false, PRO, EPI>(p, stream);
       case 4:
-        if constexpr (kNib) return launch_one<F, M, 8, 2, 2, false, PRO, EPI>(p, stream);
-        else return launch_one<F, M, 8, 2, 4, false, PRO, EPI>(p, stream);
+        if constexpr (kNib) return launch_one<F, M, kR8, 2, 2, false, PRO, EPI>(p, stream);
+        else return launch_one<F, M, kR8, 2, 4, false, PRO, EPI>(p, stream);
       case 5:
         if constexpr (kNib) return launch_one<F, M, 4, 4, 1, false, PRO, EPI>(p, stream);
         else return launch_one<F, M, 4, 4, 2, false, PRO, EPI>(p, stream);
       case 6: return launch_one<F, M, 2, 4, 1, true, PRO, EPI>(p, stream);
       case 7: return launch_one<F, M, 4, 2, 2, true, PRO, EPI>(p, stream);
-      case 8: return launch_one<F, M, 2, 2, 2, true, PRO, EPI>(p, stream);
+      case 8: return launch_one<F, M, kR8, 1, 4, true, PRO, EPI>(p, stream);
       default: return launch_one<F, M, 4, 1, 8, true, PRO, EPI>(p, stream);
     }
   }
