@@ -113,8 +113,7 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_gemm_kernel(SkinnyGe
     wrow_i[r] = min(n0 + r, p.n - 1);
     wrow[r] = reinterpret_cast<const uint4*>(wbase + wrow_i[r] * row_bytes);
   }
-  // Stage buffers: wa, and with PIPE wb (the stage after wa's).
-  uint4 wa[U][R], wb[PIPE ? U : 1][PIPE ? R : 1];
+  uint4 wbuf[PIPE ? 2 : 1][U][R];  // stage buffers (PIPE: the current stage and the next)
   auto load_w = [&](auto& wv, int c0) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -128,8 +127,8 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_gemm_kernel(SkinnyGe
   pdl_trigger();
   // Weights only before the wait (no kernel writes them): the first stage (PIPE: two stages) per lane into
   // registers, and the next part of each row of the group (its share of l2_prefetch_bytes) into L2.
-  load_w(wa, c_first);
-  if constexpr (PIPE) load_w(wb, c_first + kStage);
+  load_w(wbuf[0], c_first);
+  if constexpr (PIPE) load_w(wbuf[PIPE ? 1 : 0], c_first + kStage);
   if (kw == 0 && lane < R && n0 + lane < p.n) {
     const uint32_t rb = static_cast<uint32_t>(row_bytes);
     const uint32_t start = min(rb, 16u * kStage * (PIPE ? 2 : 1));
@@ -149,50 +148,46 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_gemm_kernel(SkinnyGe
     for (int r = 0; r < R; ++r) acc[i][r] = 0.f;
   }
 
-  // The arithmetic of one stage (weights wv, chunks c0 + u * kStep of each row).
-  auto compute = [&](const auto& wv, int c0) {
+  // Stage h of an iteration (PIPE: two, buffers wbuf[0] and wbuf[1]; else one) covers chunks cs + u * kStep of
+  // each row. With PIPE, while one stage's arithmetic runs the loads of the next are in flight, and the buffer
+  // just consumed is refilled with the stage after that. (The body stands inline: as a lambda, ptxas
+  // allocated more registers, e.g. 64 -> 73 for bf16 with SwiGLU at one row.)
+  constexpr int kBufs = PIPE ? 2 : 1;
+  for (int c0 = c_first; c0 < chunks; c0 += kBufs * kStage) {
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int ch = c0 + u * kStep;
-      if (ch >= chunks) break;
-      typename F::Group g[R];
+    for (int h = 0; h < kBufs; ++h) {
+      const int cs = c0 + h * kStage;
+      if (cs >= chunks) break;
+      if (!PIPE && cs != c_first) load_w(wbuf[h], cs);
+      const uint4 (&wv)[U][R] = wbuf[h];
 #pragma unroll
-      for (int r = 0; r < R; ++r) g[r] = F::group(p.qw, p.k, wrow_i[r], ch);
+      for (int u = 0; u < U; ++u) {
+        const int ch = cs + u * kStep;
+        if (ch >= chunks) break;
+        typename F::Group g[R];
 #pragma unroll
-      for (int j = 0; j < kPieces; ++j) {
-        const int xch = ch * kPieces + j;  // 8-input chunk of the activations
-        float wf[R][8];
+        for (int r = 0; r < R; ++r) g[r] = F::group(p.qw, p.k, wrow_i[r], ch);
 #pragma unroll
-        for (int r = 0; r < R; ++r) F::piece(wv[u][r], g[r], j, wf[r]);
-        float nw[8];
-        if constexpr (PRO == kNorm) unpack8_bf16(__ldg(reinterpret_cast<const uint4*>(p.norm_w + xch * 8)), nw);
+        for (int j = 0; j < kPieces; ++j) {
+          const int xch = ch * kPieces + j;  // 8-input chunk of the activations
+          float wf[R][8];
 #pragma unroll
-        for (int i = 0; i < M; ++i) {
-          if (i >= p.m) break;
-          float xf[8];
-          load_x<PRO>(p, xrow[i], xch, nw, xf, ss[i]);
+          for (int r = 0; r < R; ++r) F::piece(wv[u][r], g[r], j, wf[r]);
+          float nw[8];
+          if constexpr (PRO == kNorm) unpack8_bf16(__ldg(reinterpret_cast<const uint4*>(p.norm_w + xch * 8)), nw);
 #pragma unroll
-          for (int r = 0; r < R; ++r)
+          for (int i = 0; i < M; ++i) {
+            if (i >= p.m) break;
+            float xf[8];
+            load_x<PRO>(p, xrow[i], xch, nw, xf, ss[i]);
 #pragma unroll
-            for (int e = 0; e < 8; ++e) acc[i][r] = fmaf(xf[e], wf[r][e], acc[i][r]);
+            for (int r = 0; r < R; ++r)
+#pragma unroll
+              for (int e = 0; e < 8; ++e) acc[i][r] = fmaf(xf[e], wf[r][e], acc[i][r]);
+          }
         }
       }
-    }
-  };
-  if constexpr (PIPE) {
-    // wa and wb alternate: while one stage's arithmetic runs, the loads of the next are in flight, and the buffer
-    // just consumed is refilled with the stage after that.
-    for (int c0 = c_first; c0 < chunks; c0 += 2 * kStage) {
-      compute(wa, c0);
-      if (c0 + kStage >= chunks) break;
-      if (c0 + 2 * kStage < chunks) load_w(wa, c0 + 2 * kStage);
-      compute(wb, c0 + kStage);
-      if (c0 + 3 * kStage < chunks) load_w(wb, c0 + 3 * kStage);
-    }
-  } else {
-    for (int c0 = c_first; c0 < chunks; c0 += kStage) {
-      if (c0 != c_first) load_w(wa, c0);
-      compute(wa, c0);
+      if (PIPE && cs + 2 * kStage < chunks) load_w(wbuf[h], cs + 2 * kStage);
     }
   }
 
