@@ -231,7 +231,7 @@ int serve(ServeArgs& a) {
   if (Status st = warm_up_engine(**engine, startup, [&srv](const std::string& p) { srv.set_loading_phase(p); }); !st)
     return fail(st.message());
   MOPT_LOG_INFO("%s", format_startup(startup).c_str());
-  MOPT_LOG_INFO("%s", arenas.c_str());
+  MOPT_LOG_INFO("%s; %d in use after start-up", arenas.c_str(), malloc_arenas_in_use());
   (*engine)->start();
   std::optional<server::StatsLogger> stats_log;  // vLLM's periodic stats line; --disable-log-stats
   if (a.vllm.log_stats)

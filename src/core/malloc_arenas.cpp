@@ -5,6 +5,7 @@
 
 #if defined(__GLIBC__)
 #include <malloc.h>
+#include <cstdio>
 #endif
 
 #include "core/strfmt.h"
@@ -23,6 +24,23 @@ std::string bound_malloc_arenas(int arenas) {
 #else
   (void)arenas;
   return "malloc arenas: not glibc, left as they are";
+#endif
+}
+
+int malloc_arenas_in_use() {
+#if defined(__GLIBC__)
+  char* text = nullptr;
+  size_t len = 0;
+  FILE* f = open_memstream(&text, &len);
+  if (!f) return -1;
+  const int rc = malloc_info(0, f);
+  std::fclose(f);
+  int n = 0;
+  for (const char* p = text; rc == 0 && p && (p = std::strstr(p, "<heap nr=")); ++p) ++n;  // one element an arena
+  std::free(text);
+  return rc == 0 ? n : -1;
+#else
+  return -1;
 #endif
 }
 

@@ -12,8 +12,12 @@
 
 namespace mopt {
 
-// Limits the process to `arenas` malloc arenas, before the threads that would create more start. Left alone when
-// MALLOC_ARENA_MAX or a glibc.malloc.arena_max tunable is set, or without glibc. Returns what was done, for the log.
+// Limits the process to `arenas` malloc arenas. Call it first thing: threads that already have arenas keep them, and
+// glibc fixes its limit for good once a process has more than 8. Left alone when MALLOC_ARENA_MAX or a
+// glibc.malloc.arena_max tunable is set, or without glibc. Returns what was done, for the log.
 std::string bound_malloc_arenas(int arenas);
+
+// The malloc arenas the process has now (glibc's malloc_info), or -1 where that cannot be read.
+int malloc_arenas_in_use();
 
 }  // namespace mopt

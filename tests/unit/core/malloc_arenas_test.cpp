@@ -1,7 +1,6 @@
 #include <gtest/gtest.h>
 
 #if defined(__GLIBC__)
-#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -15,19 +14,6 @@
 namespace mopt {
 namespace {
 
-// glibc's malloc_info() lists one <heap nr="..."> element per arena.
-int arenas_now() {
-  char* text = nullptr;
-  size_t len = 0;
-  FILE* f = open_memstream(&text, &len);
-  malloc_info(0, f);
-  fclose(f);
-  int n = 0;
-  for (const char* p = text; (p = strstr(p, "<heap nr=")); ++p) ++n;
-  free(text);
-  return n;
-}
-
 // Four threads that are alive together, each allocating: a thread without an arena gets a new one while the process
 // is under its limit (8 per core by default), so the count tells whether the limit holds.
 int arenas_after_four_threads() {
@@ -39,7 +25,7 @@ int arenas_after_four_threads() {
       all.arrive_and_wait();                                  // none ends before all have allocated
     });
   for (auto& t : ts) t.join();
-  return arenas_now();
+  return malloc_arenas_in_use();
 }
 
 // In a fresh process ("threadsafe" death tests run the binary again for this test alone), so the arenas of the other
@@ -49,7 +35,7 @@ TEST(MallocArenasDeathTest, OneArenaServesNewThreads) {
   unsetenv("MALLOC_ARENA_MAX");
   EXPECT_EXIT(
       {
-        const int before = arenas_now();
+        const int before = malloc_arenas_in_use();
         const std::string what = bound_malloc_arenas(1);
         const int after = arenas_after_four_threads();
         fprintf(stderr, "%s; arenas %d -> %d\n", what.c_str(), before, after);
@@ -62,13 +48,15 @@ TEST(MallocArenasDeathTest, WithoutTheBoundThreadsGetArenasOfTheirOwn) {  // the
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(
       {
-        const int before = arenas_now();
+        const int before = malloc_arenas_in_use();
         const int after = arenas_after_four_threads();
         fprintf(stderr, "arenas %d -> %d\n", before, after);
         exit(after >= before + 4 ? 0 : 1);
       },
       ::testing::ExitedWithCode(0), "arenas");
 }
+
+TEST(MallocArenas, CountsTheMainArena) { EXPECT_GE(malloc_arenas_in_use(), 1); }
 
 TEST(MallocArenas, TheEnvironmentWins) {
   setenv("MALLOC_ARENA_MAX", "4", 1);
