@@ -18,6 +18,7 @@
 #include "cli/model_args.h"
 #include "cli/startup.h"
 #include "core/log.h"
+#include "core/malloc_arenas.h"
 #include "engine/engine.h"
 #include "loadgen/stats.h"
 #include "plan/memory_fit.h"
@@ -117,6 +118,8 @@ Status check_memory_limit(ServeArgs& a) {
 }
 
 int serve(ServeArgs& a) {
+  // Before any thread starts: one malloc arena (core/malloc_arenas.h says why).
+  const std::string arenas = bound_malloc_arenas(1);
   // Signals go to one waiting thread (sigwait), never to the HTTP or engine threads that inherit this mask.
   sigset_t sigs;
   sigemptyset(&sigs);
@@ -228,6 +231,7 @@ int serve(ServeArgs& a) {
   if (Status st = warm_up_engine(**engine, startup, [&srv](const std::string& p) { srv.set_loading_phase(p); }); !st)
     return fail(st.message());
   MOPT_LOG_INFO("%s", format_startup(startup).c_str());
+  MOPT_LOG_INFO("%s; %d in use after start-up", arenas.c_str(), malloc_arenas_in_use());
   (*engine)->start();
   std::optional<server::StatsLogger> stats_log;  // vLLM's periodic stats line; --disable-log-stats
   if (a.vllm.log_stats)

@@ -7,13 +7,11 @@
 
 namespace mopt {
 
-BlockPool::BlockPool(int num_blocks, bool enable_caching) : enable_caching_(enable_caching) {
+BlockPool::BlockPool(int num_blocks, bool enable_caching)
+    : enable_caching_(enable_caching), index_(enable_caching && num_blocks > 0 ? num_blocks : 0) {
   MOPT_CHECK(num_blocks > 0, "BlockPool needs at least one block, got %d", num_blocks);
   blocks_.resize(static_cast<size_t>(num_blocks));
   for (int32_t i = 0; i < num_blocks; ++i) push_back(i);
-  // Every block holds at most one hash: sizing the map once keeps rehashes (milliseconds at 100k+ entries) out of
-  // engine steps.
-  if (enable_caching_) cached_.reserve(static_cast<size_t>(num_blocks));
 }
 
 double BlockPool::usage() const {
@@ -37,14 +35,7 @@ void BlockPool::push_back(int32_t id) {
   ++num_free_;
 }
 
-void BlockPool::evict_hash(int32_t id) {
-  Block& b = blocks_[static_cast<size_t>(id)];
-  if (!b.hashed) return;
-  auto it = cached_.find(b.hash);
-  MOPT_CHECK(it != cached_.end() && it->second == id, "block %d is hashed but not in the cache map", id);
-  cached_.erase(it);
-  b.hashed = false;
-}
+void BlockPool::evict_hash(int32_t id) { index_.erase(id); }
 
 std::optional<std::vector<int32_t>> BlockPool::allocate(int n) {
   MOPT_CHECK(n >= 0, "allocate(%d)", n);
@@ -79,21 +70,16 @@ void BlockPool::acquire(int32_t id) {
 
 std::optional<int32_t> BlockPool::lookup(const BlockHash& hash) const {
   if (!enable_caching_) return std::nullopt;
-  auto it = cached_.find(hash);
-  if (it == cached_.end()) return std::nullopt;
-  return it->second;
+  const int32_t id = index_.find(hash);
+  if (id < 0) return std::nullopt;
+  return id;
 }
 
 bool BlockPool::cache(int32_t id, const BlockHash& hash) {
   MOPT_CHECK(id >= 0 && id < num_blocks(), "cache of block %d outside [0, %d)", id, num_blocks());
   if (!enable_caching_) return false;
-  Block& b = blocks_[static_cast<size_t>(id)];
-  MOPT_CHECK(b.ref > 0, "caching free block %d", id);
-  if (b.hashed) return false;
-  if (!cached_.emplace(hash, id).second) return false;
-  b.hashed = true;
-  b.hash = hash;
-  return true;
+  MOPT_CHECK(blocks_[static_cast<size_t>(id)].ref > 0, "caching free block %d", id);
+  return index_.insert(id, hash);
 }
 
 std::vector<int32_t> BlockPool::free_list() const {
@@ -120,19 +106,12 @@ std::string BlockPool::check_invariants() const {
   }
   if (prev != tail_) return "free list tail is wrong";
   if (count != num_free_) return strfmt("free list has %d blocks but num_free is %d", count, num_free_);
-  int hashed = 0;
   for (int32_t id = 0; id < n; ++id) {
     const Block& b = blocks_[static_cast<size_t>(id)];
     if (b.ref < 0) return strfmt("block %d has negative ref %d", id, b.ref);
     if (b.ref == 0 && !seen[static_cast<size_t>(id)]) return strfmt("block %d has ref 0 but is not free", id);
-    if (b.hashed) {
-      ++hashed;
-      auto it = cached_.find(b.hash);
-      if (it == cached_.end() || it->second != id) return strfmt("block %d's hash is not mapped to it", id);
-    }
   }
-  if (hashed != static_cast<int>(cached_.size()))
-    return strfmt("%d hashed blocks but %zu cache entries", hashed, cached_.size());
+  if (std::string e = index_.check(); !e.empty()) return "prefix-cache index: " + e;
   return {};
 }
 

@@ -10,22 +10,14 @@
 #include <optional>
 #include <span>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
+#include "engine/block_hash_index.h"
 #include "engine/sha256.h"
 
 namespace mopt {
 
 using BlockHash = Sha256Digest;
-
-struct BlockHashHasher {
-  size_t operator()(const BlockHash& h) const {
-    size_t v = 0;
-    for (int i = 0; i < 8; ++i) v = (v << 8) | h[i];  // SHA-256 bytes are uniform already
-    return v;
-  }
-};
 
 class BlockPool {
  public:
@@ -52,7 +44,9 @@ class BlockPool {
   bool cache(int32_t id, const BlockHash& hash);
 
   int ref_count(int32_t id) const { return blocks_.at(static_cast<size_t>(id)).ref; }
-  int num_cached() const { return static_cast<int>(cached_.size()); }
+  int num_cached() const { return index_.size(); }
+  // Heap bytes of the prefix-cache index: fixed at construction (no allocation per cached block).
+  size_t index_bytes() const { return index_.bytes(); }
   // The free list, front (next to allocate) first.
   std::vector<int32_t> free_list() const;
 
@@ -64,8 +58,6 @@ class BlockPool {
   struct Block {
     int ref = 0;
     int32_t prev = -1, next = -1;  // free-list links (valid while ref == 0)
-    bool hashed = false;
-    BlockHash hash{};
   };
   void unlink(int32_t id);
   void push_back(int32_t id);
@@ -75,7 +67,7 @@ class BlockPool {
   std::vector<Block> blocks_;  // [num_blocks]
   int32_t head_ = -1, tail_ = -1;
   int num_free_ = 0;
-  std::unordered_map<BlockHash, int32_t, BlockHashHasher> cached_;  // hash -> block id
+  BlockHashIndex index_;       // hash <-> block id of the cached blocks; empty when caching is off
 };
 
 }  // namespace mopt

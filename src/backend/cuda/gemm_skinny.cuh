@@ -7,11 +7,13 @@
 // features and its KW warps share the k-reduction (lane l of warp w of the group reads the 16-byte chunks
 // c = it * 32 * KW * U + u * 32 * KW + w * 32 + l, so each warp reads 512 contiguous bytes per weight row and
 // unroll step); lanes finish with shuffles, the KW warps of a group through shared memory (fixed order, so the
-// result is deterministic). The first U chunks of every weight row are loaded before griddepcontrol.wait, and
-// optionally (SkinnyGemmParams::l2_prefetch_bytes) a further part is prefetched into L2: weights are never
-// written by a kernel, so with PDL the weight stream starts while the previous kernel (attention, RoPE, another
-// GEMM) is still running. The kernel triggers its
-// dependent first thing, so consecutive GEMMs (o -> gate|up -> down -> next qkv) overlap their ramps.
+// result is deterministic). A lane's U chunks of each of the R rows form a stage; with PIPE two stages are in
+// flight and the next stage's loads are issued before the current stage's arithmetic (a row of several stages
+// overlaps its dequantization with the stream). The first stage (PIPE: two) is loaded before
+// griddepcontrol.wait, and optionally (SkinnyGemmParams::l2_prefetch_bytes) a further part is prefetched into
+// L2: weights are never written by a kernel, so with PDL the weight stream starts while the previous kernel
+// (attention, RoPE, another GEMM) is still running. The kernel triggers its dependent first thing, so
+// consecutive GEMMs (o -> gate|up -> down -> next qkv) overlap their ramps.
 //
 // Fused prologues / epilogue (see kernels.h): with kRmsNorm the operand is the fp32 residual times the norm
 // weight and each warp accumulates the row's sum of squares from the same loads (every group sees all of k),
@@ -86,11 +88,13 @@ __device__ __forceinline__ void load_x(const SkinnyGemmParams& p, int row32, int
 }
 
 // M: activation rows (padded up), R: output features per row group, U: 16-byte loads per lane and weight row
-// in flight, KW: warps per row group sharing the k-reduction. PRO / EPI: SkinnyPrologue / SkinnyEpilogue.
-template <class F, int M, int R, int U, int KW, int PRO, int EPI>
+// per stage, KW: warps per row group sharing the k-reduction, PIPE: two stages in flight (the next stage's loads
+// are issued before the current stage's arithmetic). PRO / EPI: SkinnyPrologue / SkinnyEpilogue.
+template <class F, int M, int R, int U, int KW, bool PIPE, int PRO, int EPI>
 __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_gemm_kernel(SkinnyGemmParams p) {
   constexpr int kGroups = kWarpsPerCta / KW;
   constexpr int kStep = 32 * KW;  // chunks between consecutive unroll steps of one lane
+  constexpr int kStage = kStep * U;  // chunks of a row covered by one stage of the row group
   constexpr int kPieces = F::kElems / 8;  // 8-input pieces per 16-byte weight chunk
   __shared__ float s_red[KW > 1 ? kWarpsPerCta : 1][M][R + 1];  // per warp: acc[i][0..R), ss[i] at [R]
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -109,8 +113,8 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_gemm_kernel(SkinnyGe
     wrow_i[r] = min(n0 + r, p.n - 1);
     wrow[r] = reinterpret_cast<const uint4*>(wbase + wrow_i[r] * row_bytes);
   }
-  uint4 wv[U][R];
-  auto load_w = [&](int c0) {
+  uint4 wbuf[PIPE ? 2 : 1][U][R];  // stage buffers (PIPE: the current stage and the next)
+  auto load_w = [&](auto& wv, int c0) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int ch = c0 + u * kStep;
@@ -121,12 +125,13 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_gemm_kernel(SkinnyGe
   // The dependent kernel may launch now: it waits (griddepcontrol.wait) for this grid's completion before it
   // reads anything this grid writes, and meanwhile a dependent GEMM starts its own weight stream below.
   pdl_trigger();
-  // Weights only before the wait (no kernel writes them): the first U chunks per lane into registers, and the
-  // next part of each row of the group (its share of l2_prefetch_bytes) into L2.
-  load_w(c_first);
+  // Weights only before the wait (no kernel writes them): the first stage (PIPE: two stages) per lane into
+  // registers, and the next part of each row of the group (its share of l2_prefetch_bytes) into L2.
+  load_w(wbuf[0], c_first);
+  if constexpr (PIPE) load_w(wbuf[PIPE ? 1 : 0], c_first + kStage);
   if (kw == 0 && lane < R && n0 + lane < p.n) {
     const uint32_t rb = static_cast<uint32_t>(row_bytes);
-    const uint32_t start = min(rb, 16u * kStep * U);
+    const uint32_t start = min(rb, 16u * kStage * (PIPE ? 2 : 1));
     const uint32_t len = min(p.l2_prefetch_bytes / static_cast<uint32_t>(p.n), rb - start) & ~15u;
     if (len > 0) prefetch_l2(wbase + static_cast<int64_t>(n0 + lane) * row_bytes + start, len);
   }
@@ -143,34 +148,46 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_gemm_kernel(SkinnyGe
     for (int r = 0; r < R; ++r) acc[i][r] = 0.f;
   }
 
-  for (int c0 = c_first; c0 < chunks; c0 += kStep * U) {
-    if (c0 != c_first) load_w(c0);
+  // Stage h of an iteration (PIPE: two, buffers wbuf[0] and wbuf[1]; else one) covers chunks cs + u * kStep of
+  // each row. With PIPE, while one stage's arithmetic runs the loads of the next are in flight, and the buffer
+  // just consumed is refilled with the stage after that. (The body stands inline: as a lambda, ptxas
+  // allocated more registers, e.g. 64 -> 73 for bf16 with SwiGLU at one row.)
+  constexpr int kBufs = PIPE ? 2 : 1;
+  for (int c0 = c_first; c0 < chunks; c0 += kBufs * kStage) {
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int ch = c0 + u * kStep;
-      if (ch >= chunks) break;
-      typename F::Group g[R];
+    for (int h = 0; h < kBufs; ++h) {
+      const int cs = c0 + h * kStage;
+      if (cs >= chunks) break;
+      if (!PIPE && cs != c_first) load_w(wbuf[h], cs);
+      const uint4 (&wv)[U][R] = wbuf[h];
 #pragma unroll
-      for (int r = 0; r < R; ++r) g[r] = F::group(p.qw, p.k, wrow_i[r], ch);
+      for (int u = 0; u < U; ++u) {
+        const int ch = cs + u * kStep;
+        if (ch >= chunks) break;
+        typename F::Group g[R];
 #pragma unroll
-      for (int j = 0; j < kPieces; ++j) {
-        const int xch = ch * kPieces + j;  // 8-input chunk of the activations
-        float wf[R][8];
+        for (int r = 0; r < R; ++r) g[r] = F::group(p.qw, p.k, wrow_i[r], ch);
 #pragma unroll
-        for (int r = 0; r < R; ++r) F::piece(wv[u][r], g[r], j, wf[r]);
-        float nw[8];
-        if constexpr (PRO == kNorm) unpack8_bf16(__ldg(reinterpret_cast<const uint4*>(p.norm_w + xch * 8)), nw);
+        for (int j = 0; j < kPieces; ++j) {
+          const int xch = ch * kPieces + j;  // 8-input chunk of the activations
+          float wf[R][8];
 #pragma unroll
-        for (int i = 0; i < M; ++i) {
-          if (i >= p.m) break;
-          float xf[8];
-          load_x<PRO>(p, xrow[i], xch, nw, xf, ss[i]);
+          for (int r = 0; r < R; ++r) F::piece(wv[u][r], g[r], j, wf[r]);
+          float nw[8];
+          if constexpr (PRO == kNorm) unpack8_bf16(__ldg(reinterpret_cast<const uint4*>(p.norm_w + xch * 8)), nw);
 #pragma unroll
-          for (int r = 0; r < R; ++r)
+          for (int i = 0; i < M; ++i) {
+            if (i >= p.m) break;
+            float xf[8];
+            load_x<PRO>(p, xrow[i], xch, nw, xf, ss[i]);
 #pragma unroll
-            for (int e = 0; e < 8; ++e) acc[i][r] = fmaf(xf[e], wf[r][e], acc[i][r]);
+            for (int r = 0; r < R; ++r)
+#pragma unroll
+              for (int e = 0; e < 8; ++e) acc[i][r] = fmaf(xf[e], wf[r][e], acc[i][r]);
+          }
         }
       }
+      if (PIPE && cs + 2 * kStage < chunks) load_w(wbuf[h], cs + 2 * kStage);
     }
   }
 
@@ -229,43 +246,64 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_gemm_kernel(SkinnyGe
   }
 }
 
-template <class F, int M, int R, int U, int KW, int PRO, int EPI>
+template <class F, int M, int R, int U, int KW, bool PIPE, int PRO, int EPI>
 cudaError_t launch_one(const SkinnyGemmParams& p, cudaStream_t stream) {
   const int rows_per_cta = kWarpsPerCta / KW * R;
   const dim3 grid((p.n + rows_per_cta - 1) / rows_per_cta);
-  return launch_pdl_decode(skinny_gemm_kernel<F, M, R, U, KW, PRO, EPI>, grid, dim3(kWarpsPerCta * 32), 0, stream,
-                           p);
+  return launch_pdl_decode(skinny_gemm_kernel<F, M, R, U, KW, PIPE, PRO, EPI>, grid, dim3(kWarpsPerCta * 32), 0,
+                           stream, p);
 }
 
-// Variants (rows per group R, unroll U, warps per group KW), bf16 weights:
+// Variants (rows per group R, unroll U, warps per group KW), bf16 weights, one stage in flight:
 //   0 = (2, 4, 1), 1 = (1, 8, 1), 2 = (4, 4, 1), 3 = (1, 4, 1)    one warp per row group
 //   4 = (2, 4, 2), 5 = (1, 4, 4), 6 = (2, 4, 8), 7 = (4, 2, 4)    split-k inside the CTA (long k, short n)
 //   8 = (4, 4, 4), 9 = (8, 2, 8)    16 loads per lane: k = 4096 rows of a CTA in one round trip (short GEMMs)
-// Quantized weights (a chunk holds 16 or 32 inputs, so a row has 2-4x fewer chunks): 4 tilings, to bound the
-// instantiations (formats x rows x prologue pairs x tilings):
-//   0 = (2, 4, 1), 1 = (1, 4, 4), 2 = (4, 2, 4), 3 = (2, 4, 2)
-inline constexpr int kQuantSkinnyVariants = 4;
+// Quantized weights: a chunk holds 16 (fp8, int8) or 32 (4-bit) inputs, so a row has 2-4x fewer chunks than in
+// bf16 and its dequantization costs more arithmetic per byte; a stage of kStage = 32 KW U chunks covers a whole
+// k = 4096 row of fp8 / int8 at 256 chunks. Variants (R, U, KW), "p": two stages in flight (PIPE):
+//   0 = (2, 4, 1), 1 = (1, 4, 4), 2 = (4, 2, 4), 3 = (2, 4, 2)    8 loads per lane and stage (1: 4)
+//   4 = (8, 2, 4), 5 = (4, 4, 2)    16 loads per lane: a 256-chunk row in one round trip (qkv, o, gate|up);
+//       4-bit codes (128 chunks per k = 4096 row): 4 = (8, 2, 2), 5 = (4, 4, 1)
+//   6 = (2, 4, 1)p, 7 = (4, 2, 2)p, 8 = (8, 1, 4)p, 9 = (4, 1, 8)p    the arithmetic of one stage overlaps
+//   the loads of the next: long rows (down, k = 14336: 896 chunks) and rows of several stages
+// With 8 activation rows, variants 4 and 8 take R = 4 (R = 8 needs 238-255 registers, and spills with PIPE).
+// Larger R amortizes the per-input prologue work over more rows: the RMSNorm product and sum of squares, and
+// SwiGLU's two MUFU operations per input (a quarter of the FMA rate), which at R = 2 cost about as many issue
+// cycles per fp8 chunk as the chunk's share of the memory time.
+inline constexpr int kQuantSkinnyVariants = 10;
 template <class F, int M, int PRO, int EPI>
 cudaError_t dispatch_variant(const SkinnyGemmParams& p, cudaStream_t stream) {
   if constexpr (F::kFormat == WeightFormat::kFloat) {
     switch (p.variant) {
-      case 0: return launch_one<F, M, 2, 4, 1, PRO, EPI>(p, stream);
-      case 1: return launch_one<F, M, 1, 8, 1, PRO, EPI>(p, stream);
-      case 2: return launch_one<F, M, 4, 4, 1, PRO, EPI>(p, stream);
-      case 3: return launch_one<F, M, 1, 4, 1, PRO, EPI>(p, stream);
-      case 4: return launch_one<F, M, 2, 4, 2, PRO, EPI>(p, stream);
-      case 5: return launch_one<F, M, 1, 4, 4, PRO, EPI>(p, stream);
-      case 6: return launch_one<F, M, 2, 4, 8, PRO, EPI>(p, stream);
-      case 7: return launch_one<F, M, 4, 2, 4, PRO, EPI>(p, stream);
-      case 8: return launch_one<F, M, 4, 4, 4, PRO, EPI>(p, stream);
-      default: return launch_one<F, M, 8, 2, 8, PRO, EPI>(p, stream);
+      case 0: return launch_one<F, M, 2, 4, 1, false, PRO, EPI>(p, stream);
+      case 1: return launch_one<F, M, 1, 8, 1, false, PRO, EPI>(p, stream);
+      case 2: return launch_one<F, M, 4, 4, 1, false, PRO, EPI>(p, stream);
+      case 3: return launch_one<F, M, 1, 4, 1, false, PRO, EPI>(p, stream);
+      case 4: return launch_one<F, M, 2, 4, 2, false, PRO, EPI>(p, stream);
+      case 5: return launch_one<F, M, 1, 4, 4, false, PRO, EPI>(p, stream);
+      case 6: return launch_one<F, M, 2, 4, 8, false, PRO, EPI>(p, stream);
+      case 7: return launch_one<F, M, 4, 2, 4, false, PRO, EPI>(p, stream);
+      case 8: return launch_one<F, M, 4, 4, 4, false, PRO, EPI>(p, stream);
+      default: return launch_one<F, M, 8, 2, 8, false, PRO, EPI>(p, stream);
     }
   } else {
+    constexpr bool kNib = F::kElems == 32;  // 4-bit: 128 chunks per k = 4096 row
+    constexpr int kR8 = M >= 8 ? 4 : 8;      // 8 rows x R = 8 accumulators x 2 stages would spill
     switch (p.variant) {
-      case 0: return launch_one<F, M, 2, 4, 1, PRO, EPI>(p, stream);
-      case 1: return launch_one<F, M, 1, 4, 4, PRO, EPI>(p, stream);
-      case 2: return launch_one<F, M, 4, 2, 4, PRO, EPI>(p, stream);
-      default: return launch_one<F, M, 2, 4, 2, PRO, EPI>(p, stream);
+      case 0: return launch_one<F, M, 2, 4, 1, false, PRO, EPI>(p, stream);
+      case 1: return launch_one<F, M, 1, 4, 4, false, PRO, EPI>(p, stream);
+      case 2: return launch_one<F, M, 4, 2, 4, false, PRO, EPI>(p, stream);
+      case 3: return launch_one<F, M, 2, 4, 2, false, PRO, EPI>(p, stream);
+      case 4:
+        if constexpr (kNib) return launch_one<F, M, kR8, 2, 2, false, PRO, EPI>(p, stream);
+        else return launch_one<F, M, kR8, 2, 4, false, PRO, EPI>(p, stream);
+      case 5:
+        if constexpr (kNib) return launch_one<F, M, 4, 4, 1, false, PRO, EPI>(p, stream);
+        else return launch_one<F, M, 4, 4, 2, false, PRO, EPI>(p, stream);
+      case 6: return launch_one<F, M, 2, 4, 1, true, PRO, EPI>(p, stream);
+      case 7: return launch_one<F, M, 4, 2, 2, true, PRO, EPI>(p, stream);
+      case 8: return launch_one<F, M, kR8, 1, 4, true, PRO, EPI>(p, stream);
+      default: return launch_one<F, M, 4, 1, 8, true, PRO, EPI>(p, stream);
     }
   }
 }

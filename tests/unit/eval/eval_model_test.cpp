@@ -99,7 +99,9 @@ class EvalModel : public ::testing::Test {
     stories_ = nullptr;
   }
   void SetUp() override {
-    if (!stories_->model || !stories_->tok) GTEST_SKIP() << "stories260K.gguf not available in " << models_dir();
+    // The shared models are part of the test setup: a missing one is a failure, not a skip.
+    ASSERT_TRUE(stories_->model && stories_->tok) << "stories260K.gguf not loaded from " << models_dir()
+                                                  << " (set MOPT_MODELS_DIR)";
   }
   // A TinyStories-like text: the README's published greedy story, tokenized with BOS as eval does.
   static std::vector<int32_t> story_tokens() {
@@ -272,7 +274,7 @@ TEST_F(EvalModel, AgainstAPerturbedCopyMatchesANaiveComputation) {
 // figure: CodeQwen2TextPerplexityWithinOnePercentOfTransformers below.)
 TEST_F(EvalModel, CodeQwen2PerplexityEqualsTheReferenceForward) {
   Loaded q = load(models_dir() + "/code-qwen2-25m");
-  if (!q.model || !q.tok) GTEST_SKIP() << "code-qwen2-25m not available in " << models_dir();
+  ASSERT_TRUE(q.model && q.tok) << "code-qwen2-25m not loaded from " << models_dir() << " (set MOPT_MODELS_DIR)";
   std::vector<int32_t> ids = q.tok->encode(slurp(models_dir() + "/code-eval.txt"), true, false);
   ASSERT_GT(ids.size(), 40u);
   ids.resize(40);  // the reference forward of a 25M-parameter model is slow: one window, in three chunks
@@ -304,7 +306,7 @@ TEST_F(EvalModel, CodeQwen2PerplexityEqualsTheReferenceForward) {
 // takes ~30 CPU-seconds in a release build (the name keeps it out of the ASan pass: scripts/test.sh).
 TEST_F(EvalModel, CodeQwen2TextPerplexityWithinOnePercentOfTransformers) {
   Loaded q = load(models_dir() + "/code-qwen2-25m");
-  if (!q.model || !q.tok) GTEST_SKIP() << "code-qwen2-25m not available in " << models_dir();
+  ASSERT_TRUE(q.model && q.tok) << "code-qwen2-25m not loaded from " << models_dir() << " (set MOPT_MODELS_DIR)";
   for (const TensorView& t : q.model->tensors)  // the matrices run as stored
     EXPECT_TRUE(t.n_dims != 2 || t.dtype == DType::BF16) << t.name << " is " << dtype_traits(t.dtype).name;
   const auto want = nlohmann::json::parse(slurp(models_dir() + "/code-qwen2-25m.reference.json"));

@@ -5,7 +5,7 @@
 //   positions and max |delta logit| < 1e-3; the reference's router picks the same experts with the same weights at
 //   every layer and token; the checkpoint transformers saved back has synth's tensor names and shapes; and a wrong
 //   routing (flipped renormalization, one expert fewer) fails the comparison.
-// Without the reference files the tests skip and say how to make them.
+// The reference files are committed (tests/data/moe): without them the tests fail and say how to make them.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -83,7 +83,7 @@ class MoeVsTransformers : public ::testing::TestWithParam<std::string> {};
 TEST_P(MoeVsTransformers, LogitsAndRouting) {
   std::string why;
   const std::optional<TransformersRef> ref = read_ref(GetParam(), why);
-  if (!ref) GTEST_SKIP() << why;
+  ASSERT_TRUE(ref) << why;
   ASSERT_EQ(ref->meta["tokens"].get<std::vector<int32_t>>(), kRefTokens);
   auto m = synth_moe(GetParam());
   ASSERT_NE(m, nullptr);
@@ -129,7 +129,7 @@ TEST_P(MoeVsTransformers, LogitsAndRouting) {
 TEST_P(MoeVsTransformers, SavePretrainedWritesTheLayoutSynthWrites) {
   std::string why;
   const std::optional<TransformersRef> ref = read_ref(GetParam(), why);
-  if (!ref) GTEST_SKIP() << why;
+  ASSERT_TRUE(ref) << why;
   auto m = synth_moe(GetParam());
   ASSERT_NE(m, nullptr);
   auto set = safetensors::open_dir(m->path);
@@ -149,7 +149,7 @@ TEST_P(MoeVsTransformers, SavePretrainedWritesTheLayoutSynthWrites) {
 TEST_P(MoeVsTransformers, WrongRoutingFailsAgainstTransformers) {
   std::string why;
   const std::optional<TransformersRef> ref = read_ref(GetParam(), why);
-  if (!ref) GTEST_SKIP() << why;
+  ASSERT_TRUE(ref) << why;
   auto m = synth_moe(GetParam());
   ASSERT_NE(m, nullptr);
   for (int mutation = 0; mutation < 2; ++mutation) {

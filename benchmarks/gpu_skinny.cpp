@@ -1,0 +1,344 @@
+// The skinny GEMM alone (launch_skinny_gemm: the decode GEMMs of 1..8 rows) at the Llama-3.1-8B shapes, per weight
+// format and tiling, beside the bandwidth measured in the same run (device-to-device copy, bytes read + written,
+// as bench_gpu_decode's ceilings; and a read-only sweep). Random weights quantized on the GPU
+// (launch_quantize_weights), each shape with the prologue / epilogue the fused decode step gives it:
+//   qkv      6144 x 4096   RMSNorm prologue, bf16 out        o        4096 x 4096   residual epilogue
+//   gate_up 28672 x 4096   RMSNorm prologue, bf16 out        down     4096 x 14336  SwiGLU prologue, residual
+//   kv       1024 x 4096   plain                             lm_head 128256 x 4096  RMSNorm prologue, fp32 out
+// Two timings per tiling:
+//   cold:   a chain of 8 (96 MiB L2-evicting read sweep, GEMM) pairs minus the sweeps alone, / 8 (as Gemm's tuner);
+//   stream: 32 launches back to back over rotating copies of the weights (>= 192 MiB, so none hits the L2), PDL
+//           overlapping each launch's ramp with the previous one's tail, as in a decode step.
+// Each figure is the median of --rounds rounds; the bytes are the codes plus their parameters. The last line per
+// format and m: 32 x the layer GEMMs (qkv, o, gate_up, down; stream, best tilings) beside their bytes at copy
+// bandwidth (the lm_head stays bf16 in the runner whatever the format, so it is not counted there).
+// Usage: bench_gpu_skinny [--weights bf16,fp8,int8,q8_0,int4] [--m 1,2,4,8] [--shapes qkv,o,gate_up,down,kv,lm_head]
+//                         [--rounds 5] [--variants]   (--variants: every tiling's times, not only the best)
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/kernels.h"
+
+using namespace mopt;
+
+namespace {
+
+void check_cuda(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return;
+  std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
+  std::exit(1);
+}
+#define CK(expr) check_cuda((expr), #expr)
+
+constexpr size_t kFlushBytes = size_t{96} << 20;
+constexpr size_t kRotateBytes = size_t{192} << 20;
+constexpr int kChain = 8, kStreamLaunches = 32;
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+struct Format {
+  const char* name;
+  cuda::WeightFormat fmt;
+  int group;    // inputs per group (0: a scale per row)
+  bool affine;  // groups hold (a, b)
+};
+const Format kFormats[] = {{"bf16", cuda::WeightFormat::kFloat, 0, false},
+                           {"fp8", cuda::WeightFormat::kFp8, 0, false},
+                           {"int8", cuda::WeightFormat::kInt8, 0, false},
+                           {"q8_0", cuda::WeightFormat::kInt8, 32, false},
+                           {"int4", cuda::WeightFormat::kNib4, 128, true}};
+
+struct Shape {
+  const char* name;
+  int n, k;
+  cuda::SkinnyPrologue pro;
+  cuda::SkinnyEpilogue epi;
+  bool y_f32;
+};
+const Shape kShapes[] = {
+    {"qkv", 6144, 4096, cuda::SkinnyPrologue::kRmsNorm, cuda::SkinnyEpilogue::kStore, false},
+    {"o", 4096, 4096, cuda::SkinnyPrologue::kNone, cuda::SkinnyEpilogue::kAddResidual, true},
+    {"gate_up", 28672, 4096, cuda::SkinnyPrologue::kRmsNorm, cuda::SkinnyEpilogue::kStore, false},
+    {"down", 4096, 14336, cuda::SkinnyPrologue::kSwiGlu, cuda::SkinnyEpilogue::kAddResidual, true},
+    {"kv", 1024, 4096, cuda::SkinnyPrologue::kNone, cuda::SkinnyEpilogue::kStore, false},
+    {"lm_head", 128256, 4096, cuda::SkinnyPrologue::kRmsNorm, cuda::SkinnyEpilogue::kStore, true}};
+
+// Milliseconds between two events recorded around `enqueue`, median over `rounds`.
+template <class Fn>
+double time_ms(cudaStream_t s, int rounds, Fn&& enqueue) {
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  std::vector<double> t;
+  for (int r = 0; r < rounds + 1; ++r) {  // the first round warms up
+    CK(cudaEventRecord(e0, s));
+    enqueue();
+    CK(cudaEventRecord(e1, s));
+    CK(cudaEventSynchronize(e1));
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    if (r > 0) t.push_back(ms);
+  }
+  CK(cudaEventDestroy(e0));
+  CK(cudaEventDestroy(e1));
+  return median(t);
+}
+
+// Copy bandwidth (bytes read + written per second) and read-sweep bandwidth (bytes read per second), 1 GiB.
+void measure_bandwidth(cudaStream_t s, double& copy_bw, double& read_bw) {
+  const size_t bytes = size_t{1} << 30;
+  void *a = nullptr, *b = nullptr;
+  CK(cudaMalloc(&a, bytes));
+  CK(cudaMalloc(&b, bytes));
+  CK(cudaMemset(a, 1, bytes));
+  const double copy_ms = time_ms(s, 10, [&] { CK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, s)); });
+  const double read_ms = time_ms(s, 10, [&] { CK(cuda::launch_read_sweep(a, bytes, s)); });
+  CK(cudaFree(a));
+  CK(cudaFree(b));
+  copy_bw = 2.0 * bytes / (copy_ms * 1e-3);
+  read_bw = bytes / (read_ms * 1e-3);
+}
+
+// One format's weights for one shape: `copies` back-to-back copies of codes and parameters.
+struct Weights {
+  void* codes = nullptr;   // [copies][code_bytes] (bf16: the weights)
+  float* params = nullptr; // [copies][param_floats]
+  size_t code_bytes = 0, param_floats = 0;
+  int copies = 1;
+  size_t bytes() const { return code_bytes + param_floats * sizeof(float); }
+};
+
+Weights make_weights(const Format& f, const Shape& sh, cudaStream_t s) {
+  Weights w;
+  const size_t nk = static_cast<size_t>(sh.n) * sh.k;
+  const bool quant = f.fmt != cuda::WeightFormat::kFloat;
+  w.code_bytes = !quant ? nk * 2 : f.fmt == cuda::WeightFormat::kNib4 ? nk / 2 : nk;
+  w.param_floats = !quant ? 0 : f.group ? nk / f.group * (f.affine ? 2 : 1) : static_cast<size_t>(sh.n);
+  w.copies = static_cast<int>(std::max<size_t>(2, (kRotateBytes + w.bytes() - 1) / w.bytes()));
+  CK(cudaMalloc(&w.codes, w.code_bytes * w.copies));
+  if (w.param_floats) CK(cudaMalloc(reinterpret_cast<void**>(&w.params), w.param_floats * sizeof(float) * w.copies));
+  cuda::bf16* tmp = nullptr;
+  CK(cudaMalloc(reinterpret_cast<void**>(&tmp), nk * 2));
+  CK(cuda::launch_fill_random(tmp, static_cast<int64_t>(nk), 7, 1.f / 64, 0.f, s));  // ~ sqrt(3 / 4096)
+  if (quant)
+    CK(cuda::launch_quantize_weights(tmp, sh.n, sh.k, f.fmt, f.group, 127, static_cast<uint8_t*>(w.codes), w.params, s));
+  else
+    CK(cudaMemcpyAsync(w.codes, tmp, nk * 2, cudaMemcpyDeviceToDevice, s));
+  for (int c = 1; c < w.copies; ++c) {
+    CK(cudaMemcpyAsync(static_cast<char*>(w.codes) + c * w.code_bytes, w.codes, w.code_bytes,
+                       cudaMemcpyDeviceToDevice, s));
+    if (w.param_floats)
+      CK(cudaMemcpyAsync(w.params + c * w.param_floats, w.params, w.param_floats * sizeof(float),
+                         cudaMemcpyDeviceToDevice, s));
+  }
+  CK(cudaStreamSynchronize(s));
+  CK(cudaFree(tmp));
+  return w;
+}
+
+// Activations and outputs for every shape (the largest of each).
+struct Operands {
+  cuda::bf16* x = nullptr;    // [8, 2 * kmax] (gate|up for SwiGLU)
+  float* x_f32 = nullptr;     // [8, kmax] residual (RMSNorm)
+  cuda::bf16* norm_w = nullptr;  // [kmax]
+  void* y = nullptr;          // [8, nmax] fp32
+};
+
+cuda::SkinnyGemmParams params_for(const Format& f, const Shape& sh, const Weights& w, const Operands& o, int m,
+                                  int copy, int variant) {
+  cuda::SkinnyGemmParams p;
+  p.x = o.x;
+  p.y = o.y;
+  p.y_f32 = sh.y_f32 || sh.epi == cuda::SkinnyEpilogue::kAddResidual;
+  p.m = m;
+  p.n = sh.n;
+  p.k = sh.k;
+  p.variant = variant;
+  p.prologue = sh.pro;
+  p.epilogue = sh.epi;
+  p.x_f32 = o.x_f32;
+  p.norm_w = o.norm_w;
+  const void* codes = static_cast<const char*>(w.codes) + copy * w.code_bytes;
+  const float* params = w.params ? w.params + copy * w.param_floats : nullptr;
+  if (f.fmt == cuda::WeightFormat::kFloat) {
+    p.w = static_cast<const cuda::bf16*>(codes);
+  } else {
+    p.qw.fmt = f.fmt;
+    p.qw.codes = codes;
+    p.qw.row_scale = f.group ? nullptr : params;
+    p.qw.group = f.group ? params : nullptr;
+    p.qw.group_size = f.group;
+    p.qw.affine = f.affine;
+  }
+  return p;
+}
+
+struct Timing {
+  double cold_us = 0, stream_us = 0;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> formats = {"bf16", "fp8", "int8", "int4"}, shapes;
+  std::vector<int> ms = {1};
+  int rounds = 5;
+  bool all_variants = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--weights") formats = split(next());
+    else if (a == "--shapes") shapes = split(next());
+    else if (a == "--m") {
+      ms.clear();
+      for (const std::string& v : split(next())) ms.push_back(std::atoi(v.c_str()));
+    } else if (a == "--rounds") rounds = std::atoi(next().c_str());
+    else if (a == "--variants") all_variants = true;
+    else {
+      std::fprintf(stderr, "unknown option %s\nusage: bench_gpu_skinny [--weights LIST] [--m LIST] [--shapes LIST] "
+                   "[--rounds N] [--variants]\n", a.c_str());
+      return 2;
+    }
+  }
+  for (int m : ms)
+    if (m < 1 || m > cuda::kSkinnyMaxRows) {
+      std::fprintf(stderr, "--m: rows must be 1..%d\n", cuda::kSkinnyMaxRows);
+      return 2;
+    }
+  if (rounds < 1) {
+    std::fprintf(stderr, "--rounds must be >= 1\n");
+    return 2;
+  }
+  std::vector<const Format*> fsel;
+  for (const std::string& n : formats) {
+    const Format* f = nullptr;
+    for (const Format& c : kFormats)
+      if (n == c.name) f = &c;
+    if (!f) {
+      std::fprintf(stderr, "--weights: unknown format %s (bf16, fp8, int8, q8_0, int4)\n", n.c_str());
+      return 2;
+    }
+    fsel.push_back(f);
+  }
+  std::vector<const Shape*> ssel;
+  for (const Shape& s : kShapes)
+    if (shapes.empty() || std::find(shapes.begin(), shapes.end(), s.name) != shapes.end()) ssel.push_back(&s);
+  if (ssel.size() != (shapes.empty() ? std::size(kShapes) : shapes.size())) {
+    std::fprintf(stderr, "--shapes: unknown shape (qkv, o, gate_up, down, kv, lm_head)\n");
+    return 2;
+  }
+
+  cudaDeviceProp prop{};
+  CK(cudaGetDeviceProperties(&prop, 0));
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  double copy_bw = 0, read_bw = 0;
+  measure_bandwidth(s, copy_bw, read_bw);
+  std::printf("%s: D2D copy %.0f GB/s (read + write), read sweep %.0f GB/s\n", prop.name, copy_bw / 1e9,
+              read_bw / 1e9);
+
+  const int kmax = 14336, nmax = 128256;
+  Operands o;
+  CK(cudaMalloc(reinterpret_cast<void**>(&o.x), size_t{8} * 2 * kmax * 2));
+  CK(cudaMalloc(reinterpret_cast<void**>(&o.x_f32), size_t{8} * kmax * 4));
+  CK(cudaMalloc(reinterpret_cast<void**>(&o.norm_w), size_t{kmax} * 2));
+  CK(cudaMalloc(&o.y, size_t{8} * nmax * 4));
+  CK(cuda::launch_fill_random(o.x, int64_t{8} * 2 * kmax, 1, 1.f, 0.f, s));
+  CK(cuda::launch_fill_random(o.x_f32, int64_t{8} * kmax, 2, 2.f, 0.f, s));
+  CK(cuda::launch_fill_random(o.norm_w, int64_t{kmax}, 3, 0.5f, 1.f, s));
+  CK(cudaMemsetAsync(o.y, 0, size_t{8} * nmax * 4, s));
+  void* flush = nullptr;
+  CK(cudaMalloc(&flush, kFlushBytes));
+
+  std::printf("%-5s %-8s %6s x %-5s m %8s | %-26s | %-26s\n", "fmt", "shape", "n", "k", "MB",
+              "cold: tiling us GB/s %copy", "stream: tiling us GB/s %copy");
+  for (const Format* f : fsel) {
+    const int n_var = cuda::skinny_variants(f->fmt);
+    for (int m : ms) {
+      double layer_us = 0, layer_bytes = 0;
+      for (const Shape* sh : ssel) {
+        Weights w = make_weights(*f, *sh, s);
+        std::vector<Timing> t(n_var);
+        for (int v = 0; v < n_var; ++v) {
+          auto launch = [&](int copy) {
+            CK(cuda::launch_skinny_gemm(params_for(*f, *sh, w, o, m, copy, v), s));
+          };
+          const double chain = time_ms(s, rounds, [&] {
+            for (int i = 0; i < kChain; ++i) {
+              CK(cuda::launch_read_sweep(flush, kFlushBytes, s));
+              launch(0);
+            }
+          });
+          const double sweeps = time_ms(s, rounds, [&] {
+            for (int i = 0; i < kChain; ++i) CK(cuda::launch_read_sweep(flush, kFlushBytes, s));
+          });
+          t[v].cold_us = (chain - sweeps) * 1e3 / kChain;
+          t[v].stream_us = time_ms(s, rounds, [&] {
+            for (int i = 0; i < kStreamLaunches; ++i) launch(i % w.copies);
+          }) * 1e3 / kStreamLaunches;
+        }
+        int bc = 0, bs = 0;
+        for (int v = 1; v < n_var; ++v) {
+          if (t[v].cold_us < t[bc].cold_us) bc = v;
+          if (t[v].stream_us < t[bs].stream_us) bs = v;
+        }
+        const double bytes = static_cast<double>(w.bytes());
+        auto gbs = [&](double us) { return bytes / (us * 1e-6) / 1e9; };
+        std::printf("%-5s %-8s %6d x %-5d %d %8.1f | v%-2d %7.1f %6.0f %4.0f%% | v%-2d %7.1f %6.0f %4.0f%%\n", f->name,
+                    sh->name, sh->n, sh->k, m, bytes / 1e6, bc, t[bc].cold_us, gbs(t[bc].cold_us),
+                    100 * gbs(t[bc].cold_us) * 1e9 / copy_bw, bs, t[bs].stream_us, gbs(t[bs].stream_us),
+                    100 * gbs(t[bs].stream_us) * 1e9 / copy_bw);
+        if (all_variants) {
+          std::printf("      cold us:  ");
+          for (int v = 0; v < n_var; ++v) std::printf(" v%d %.1f", v, t[v].cold_us);
+          std::printf("\n      stream us:");
+          for (int v = 0; v < n_var; ++v) std::printf(" v%d %.1f", v, t[v].stream_us);
+          std::printf("\n");
+        }
+        if (std::strcmp(sh->name, "lm_head") != 0 && std::strcmp(sh->name, "kv") != 0) {
+          layer_us += t[bs].stream_us;
+          layer_bytes += bytes;
+        }
+        CK(cudaFree(w.codes));
+        if (w.params) CK(cudaFree(w.params));
+      }
+      if (layer_us > 0)  // the four layer shapes that ran (lm_head stays bf16 in the runner: not counted)
+        std::printf("%-5s m %d: 32 layers of the layer shapes above (stream, best tilings): %.0f us, %.0f%% of copy "
+                    "bandwidth (%.0f us at copy bandwidth)\n",
+                    f->name, m, 32 * layer_us, 100 * layer_bytes / (layer_us * 1e-6) / copy_bw,
+                    32 * layer_bytes / copy_bw * 1e6);
+    }
+  }
+  CK(cudaFree(flush));
+  CK(cudaFree(o.x));
+  CK(cudaFree(o.x_f32));
+  CK(cudaFree(o.norm_w));
+  CK(cudaFree(o.y));
+  CK(cudaStreamDestroy(s));
+  return 0;
+}
