@@ -10,24 +10,13 @@
 #include <vector>
 
 #include "core/malloc_arenas.h"
-
-// ASan, TSan and MSan replace malloc: glibc's arenas are not the allocator then, and there is nothing to bound.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define MOPT_MALLOC_REPLACED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
-#define MOPT_MALLOC_REPLACED 1
-#endif
-#endif
+#include "unit/sanitized.h"
 
 namespace mopt {
 namespace {
 
-void skip_when_malloc_is_replaced() {
-#ifdef MOPT_MALLOC_REPLACED
-  GTEST_SKIP() << "a sanitizer replaces malloc in this build: glibc's arenas are not in use";
-#endif
-}
+// ASan and TSan replace malloc: glibc's arenas are not the allocator then, and there is nothing to count.
+constexpr const char* kMallocReplaced = "a sanitizer replaces malloc in this build: glibc's arenas are not in use";
 
 // Four threads that are alive together, each allocating: a thread without an arena gets a new one while the process
 // is under its limit (8 per core by default), so the count tells whether the limit holds.
@@ -46,8 +35,7 @@ int arenas_after_four_threads() {
 // In a fresh process ("threadsafe" death tests run the binary again for this test alone), so the arenas of the other
 // tests' threads do not count: glibc fixes its limit for good once a process has more than 8 arenas.
 TEST(MallocArenasDeathTest, OneArenaServesNewThreads) {
-  skip_when_malloc_is_replaced();
-  if (IsSkipped()) return;
+  if (test::kSanitized) GTEST_SKIP() << kMallocReplaced;
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   unsetenv("MALLOC_ARENA_MAX");
   EXPECT_EXIT(
@@ -62,8 +50,7 @@ TEST(MallocArenasDeathTest, OneArenaServesNewThreads) {
 }
 
 TEST(MallocArenasDeathTest, WithoutTheBoundThreadsGetArenasOfTheirOwn) {  // the control: the count does move
-  skip_when_malloc_is_replaced();
-  if (IsSkipped()) return;
+  if (test::kSanitized) GTEST_SKIP() << kMallocReplaced;
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(
       {

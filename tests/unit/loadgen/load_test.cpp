@@ -9,6 +9,7 @@
 #include "loadgen/fake_server.h"
 #include "loadgen/load.h"
 #include "loadgen/report.h"
+#include "unit/sanitized.h"
 
 namespace mopt::loadgen {
 namespace {
@@ -53,17 +54,7 @@ Workload synthetic(int in_words, int out_tokens, uint64_t seed = 1) {
 // a parallel build beside it the minimum stays under 0.1 ms and the median under 1 ms.
 // Sanitizer builds slow every event several times over: they assert (1) and (4); (2) and (3) are printed.
 namespace {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
+using test::kSanitized;
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
