@@ -14,6 +14,7 @@
 #include "backend/shard_plan.h"
 #include "model_util.h"
 #include "seq_driver.h"
+#include "unit/fails_with.h"
 
 namespace mopt::test {
 namespace {
@@ -44,15 +45,6 @@ std::vector<float> run_two_sequences(ModelRunner& r, int prompt, int decode) {
     feed(b, 1);
   }
   return all;
-}
-
-// The result is an error whose message contains `needle`.
-template <class R>
-::testing::AssertionResult fails_with(const R& r, const std::string& needle) {
-  if (r.is_ok()) return ::testing::AssertionFailure() << "expected an error containing '" << needle << "', got ok";
-  if (r.message().find(needle) == std::string::npos)
-    return ::testing::AssertionFailure() << "error '" << r.message() << "' lacks '" << needle << "'";
-  return ::testing::AssertionSuccess();
 }
 
 RunnerOptions options(int tp) {
