@@ -608,7 +608,8 @@ void CpuRunner::run(const ForwardBatch& b, Work& w, ThreadPool* pool, float* log
   size_t col = 0;
   for (size_t rows : shard_->vocab_counts) {
     for (int i = 0; i < n_out; ++i)
-      std::memcpy(logits + static_cast<size_t>(i) * V + col, part + static_cast<size_t>(i) * rows, rows * sizeof(float));
+      std::memcpy(logits + static_cast<size_t>(i) * V + col, part + static_cast<size_t>(i) * rows,
+                  rows * sizeof(float));
     part += static_cast<size_t>(n_out) * rows;
     col += rows;
   }
