@@ -47,10 +47,11 @@ std::vector<float> run_two_sequences(ModelRunner& r, int prompt, int decode) {
   return all;
 }
 
-RunnerOptions options(int tp) {
+// n_threads: all shards together (each gets n_threads / tp).
+RunnerOptions options(int tp, int n_threads = 2) {
   RunnerOptions ro;
   ro.device = DeviceKind::kCpu;
-  ro.n_threads = 2;
+  ro.n_threads = n_threads;
   ro.kv_cache_dtype = KvCacheDtype::kFloat32;  // fp16 rounding of K/V would turn last-bit sum-order noise into 1e-3
   ro.tensor_parallel_size = tp;
   return ro;
@@ -61,10 +62,10 @@ RunnerOptions options(int tp) {
 // largest logit; measured figures are printed.
 constexpr double kRelTol = 1e-5;
 
-void expect_sharded_equal(const Model& m, int tp, int prompt = 12, int decode = 6) {
+void expect_sharded_equal(const Model& m, int tp, int n_threads = 2, int prompt = 12, int decode = 6) {
   auto plain = create_runner(m, options(1));
   ASSERT_TRUE(plain.is_ok()) << plain.message();
-  auto sharded = TensorParallelCpuRunner::create(m, options(tp));
+  auto sharded = TensorParallelCpuRunner::create(m, options(tp, n_threads));
   ASSERT_TRUE(sharded.is_ok()) << sharded.message();
   const auto want = run_two_sequences(**plain, prompt, decode);
   const auto got = run_two_sequences(**sharded, prompt, decode);
@@ -95,6 +96,7 @@ TEST(TensorParallel, Stories260KShardsEqualUnsharded) {
   auto m = shared_model("stories260K.gguf");  // 8 heads, 4 KV heads: TP 4 holds one KV head per rank
   ASSERT_TRUE(m);
   for (int tp : {1, 2, 4}) expect_sharded_equal(*m, tp);
+  expect_sharded_equal(*m, 2, 6);  // 3 pool threads per shard: each shard's kernels split over its pool
 }
 
 TEST(TensorParallel, CodeQwen2ShardsEqualUnsharded) {
@@ -158,7 +160,7 @@ TEST(TensorParallel, QuantizedSlicesOnBlockBoundaries) {
   auto base = dummy_model(kBlockLlama, 3);
   ASSERT_TRUE(base);
   auto q8 = requantize(*base, DType::Q8_0);  // heads of 64 columns, MLP of 512: whole 32-element blocks
-  expect_sharded_equal(*q8, 2);
+  expect_sharded_equal(*q8, 2, 4);  // 2 pool threads per shard
   expect_sharded_equal(*q8, 4);
 }
 
