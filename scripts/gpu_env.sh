@@ -21,5 +21,11 @@ libdirs="$G:$G/lib"
 for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do [[ -e $d/libcublasLt.so.13 ]] && libdirs+=":$d"; done
 pyd=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null || true)
 [[ -n "$pyd" ]] && libdirs+=":$pyd"
+# NCCL (dlopened by the CUDA backend's tensor-parallel path, backend/cuda/nccl_comm.h): the toolkit's, or the wheel's.
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
+  [[ -e $d/libnccl.so.2 && ":$libdirs:" != *":$d:"* ]] && libdirs+=":$d"
+done
+pyd=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null || true)
+[[ -n "$pyd" ]] && libdirs+=":$pyd"
 export LD_LIBRARY_PATH="$libdirs:${LD_LIBRARY_PATH:-}"
 export MOPT_MODELS_DIR="$G/models"

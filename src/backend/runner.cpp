@@ -1,6 +1,7 @@
 #include "backend/runner.h"
 
 #include "backend/cpu/cpu_runner.h"
+#include "backend/cpu/tp_runner.h"
 #include "backend/cuda/cuda_runner.h"
 #include "backend/plan_cache.h"
 #include "core/enum_name.h"
@@ -100,6 +101,10 @@ Result<std::unique_ptr<ModelRunner>> create_runner(const Model& model, const Run
   }
   switch (opts.device) {
     case DeviceKind::kCpu: {
+      if (opts.tensor_parallel_size != 1) {
+        MOPT_ASSIGN_OR_RETURN(auto tp, TensorParallelCpuRunner::create(model, opts));
+        return std::unique_ptr<ModelRunner>(std::move(tp));
+      }
       MOPT_ASSIGN_OR_RETURN(auto r, CpuRunner::create(model, opts));
       return std::unique_ptr<ModelRunner>(std::move(r));
     }
@@ -110,6 +115,10 @@ Result<std::unique_ptr<ModelRunner>> create_runner(const Model& model, const Run
       if (model.config.is_moe())
         return error("%s is a mixture-of-experts model, which the CUDA backend does not run yet: use --device cpu",
                      arch_name(model.config.arch));
+      if (opts.tensor_parallel_size != 1)
+        return error("--tensor-parallel-size %d: the CUDA backend runs one GPU per process so far; use "
+                     "--tensor-parallel-size 1, or --device cpu to run the shards on the CPU",
+                     opts.tensor_parallel_size);
       if (opts.plan_cache && opts.plan_cache_dir.empty()) opts.plan_cache_dir = default_plan_cache_dir();
       auto r = create_cuda_runner(model, opts);
       if (!r && requested.device == DeviceKind::kAuto)

@@ -207,6 +207,9 @@ struct RunnerOptions {
   // CPU: repack Q4_0 / Q8_0 matrices into interleaved row groups at load (backend/cpu/qgemm.h; a second copy of
   // those weights in memory). false keeps the row kernels on the file's own blocks (bench_decode's baseline).
   bool cpu_repack = true;
+  // --tensor-parallel-size: shards of the model (docs/tensor_parallel.md). CPU: that many shards in one process,
+  // one worker thread each, n_threads divided among them; CUDA: only 1 so far.
+  int tensor_parallel_size = 1;
 };
 
 // kAuto -> kCuda when cuda_device_available(), else kCpu; other kinds unchanged.

@@ -70,6 +70,10 @@ void add_engine_flags(CLI::App& app, EngineConfig& cfg) {
               "auto (default: cuda when a GPU is usable, else cpu), cuda or cpu");
   app.add_option("--threads", cfg.runner.n_threads, "CPU threads (0 = all cores; steps too small to split run on one)")
       ->check(CLI::Range(0, 4096))->capture_default_str()->group(g);
+  app.add_option("--tensor-parallel-size", cfg.runner.tensor_parallel_size,
+                 "(-tp) shards of the model: on the CPU, N shards in this process, one worker thread each, --threads "
+                 "divided among them (docs/tensor_parallel.md); CUDA: 1 only so far")
+      ->check(CLI::Range(1, 64))->capture_default_str()->group(g);
   const std::map<std::string, ComputeDtype> dtypes{{"auto", ComputeDtype::kAuto},
                                                    {"float32", ComputeDtype::kFloat32},
                                                    {"float", ComputeDtype::kFloat32},

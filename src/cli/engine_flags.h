@@ -12,7 +12,7 @@ namespace mopt {
 
 // Adds --block-size, --kv-cache-memory, --gpu-memory-utilization, --swap-space, --no-prefix-caching,
 // --max-num-seqs, --max-num-batched-tokens, --max-model-len, --scheduling-policy, --preemption-mode, --device,
-// --threads, --speculative-config and --enforce-eager to `app`, writing into `cfg` (which must outlive parsing).
+// --threads, --tensor-parallel-size, --speculative-config and --enforce-eager to `app`, writing into `cfg` (which must outlive parsing).
 void add_engine_flags(CLI::App& app, EngineConfig& cfg);
 
 // The spellings --kv-cache-dtype takes (any case): auto, fp32 / float32, fp16 / float16, fp8 / fp8_e4m3.

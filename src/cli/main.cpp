@@ -15,7 +15,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "mopt 0.1.0");
   mopt::cli::register_commands(app, argc > 1 ? argv[1] : "");
   try {
-    if (argc > 1 && std::string(argv[1]) == "serve") {
+    if (argc > 1 && (std::string(argv[1]) == "serve" || std::string(argv[1]) == "run")) {
       // vLLM's -tp / -pp (cli/vllm_serve_flags.h); CLI11 takes the arguments reversed, without the program name.
       auto args = mopt::cli::expand_vllm_short_flags(std::vector<std::string>(argv + 1, argv + argc));
       std::reverse(args.begin(), args.end());

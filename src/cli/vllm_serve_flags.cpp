@@ -15,8 +15,6 @@ void add_vllm_serve_flags(CLI::App* cmd, VllmServeFlags& f) {
   const std::string g = "vLLM spellings";
   cmd->add_option("model_path", f.positional_model, "the model, as `vllm serve MODEL` takes it (same as -m)")
       ->group(g);
-  cmd->add_option("--tensor-parallel-size", f.tensor_parallel,
-                  "(-tp) GPUs per model (mopt runs one GPU per server: only 1)")->check(CLI::PositiveNumber)->group(g);
   cmd->add_option("--pipeline-parallel-size", f.pipeline_parallel, "(-pp) pipeline stages (only 1)")
       ->check(CLI::PositiveNumber)->group(g);
   cmd->add_option("-q,--quantization", f.quantization,
@@ -74,10 +72,9 @@ Status resolve_vllm_serve_flags(const VllmServeFlags& f, ModelArgs& model, Engin
                    model.model.c_str());
     model.model = f.positional_model;
   }
-  if (f.tensor_parallel != 1 || f.pipeline_parallel != 1)
-    return error("--tensor-parallel-size %d / --pipeline-parallel-size %d: mopt serves a model from one GPU per "
-                 "server; run one server per GPU behind a load balancer, or a model that fits one GPU",
-                 f.tensor_parallel, f.pipeline_parallel);
+  if (f.pipeline_parallel != 1)
+    return error("--pipeline-parallel-size %d: mopt has no pipeline parallelism; use --tensor-parallel-size, or run "
+                 "one server per GPU behind a load balancer", f.pipeline_parallel);
   if (f.seed >= 0) engine.seed = static_cast<uint64_t>(f.seed);
   if (!f.generation_config.empty() && f.generation_config != "vllm")
     return error("--generation-config %s: mopt does not take default sampling parameters from a model's "

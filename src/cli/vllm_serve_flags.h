@@ -3,8 +3,8 @@
 // what mopt does or is refused with the reason; none is accepted and ignored.
 //
 //   mopt serve MODEL                     positional model (as `vllm serve MODEL`); the same as -m MODEL
-//   -tp/--tensor-parallel-size 1         one GPU per server: 1 is accepted, more is refused
-//   -pp/--pipeline-parallel-size 1       likewise
+//   -tp N                                = --tensor-parallel-size N (an engine flag of run and serve)
+//   -pp/--pipeline-parallel-size 1       no pipeline parallelism: 1 is accepted, more is refused
 //   -q/--quantization METHOD             must name the method the model file holds (gguf, fp8, awq,
 //                                        compressed-tensors); mopt does not quantize on load (use mopt quantize)
 //   --seed N                             seeds the engine's stream of per-request seeds (EngineConfig::seed)
@@ -29,7 +29,7 @@ namespace mopt::cli {
 
 struct VllmServeFlags {
   std::string positional_model;
-  int tensor_parallel = 1, pipeline_parallel = 1;
+  int pipeline_parallel = 1;
   std::string quantization;
   std::string generation_config;
   int64_t seed = -1;  // -1: not given
@@ -40,7 +40,7 @@ struct VllmServeFlags {
 void add_vllm_serve_flags(CLI::App* cmd, VllmServeFlags& f);
 
 // vLLM's two-letter single-dash flags, which CLI11 cannot declare: "-tp" / "-tp=N" -> "--tensor-parallel-size",
-// "-pp" -> "--pipeline-parallel-size". main() applies it to the arguments of `mopt serve`.
+// "-pp" -> "--pipeline-parallel-size". main() applies it to the arguments of `mopt serve` and `mopt run`.
 std::vector<std::string> expand_vllm_short_flags(std::vector<std::string> args);
 
 // After parsing (and the config file): the positional model into `model`, the seed into `engine`, and every value

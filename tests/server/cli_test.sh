@@ -96,7 +96,7 @@ done
   fail "--seed 11: two servers sampled differently: '${samples[0]}' vs '${samples[1]}'"
 echo "ok: positional model, inline --chat-template, --seed, --disable-log-requests"
 # What mopt cannot honour is refused at startup, naming the flag.
-for case in "-tp 2|tensor-parallel-size" "--generation-config auto|generation-config" \
+for case in "-tp 9|tensor-parallel-size" "--generation-config auto|generation-config" \
             "--quantization fp8|quantization" "--kv-cache-dtype fp8|kv-cache-dtype" "--dtype half|dtype"; do
   bad=${case%%|*}
   # shellcheck disable=SC2086

@@ -14,6 +14,7 @@
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/moe.h"
 #include "backend/cpu/quant.h"
+#include "backend/communicator.h"
 #include "backend/rope.h"
 #include "core/argmax.h"
 #include "core/thread_pool.h"
@@ -111,10 +112,16 @@ cpu::PackSource pack_source(const TensorView& t) { return {f32_data(t), t.ne[1],
 
 }  // namespace
 
-Result<std::unique_ptr<CpuRunner>> CpuRunner::create(const Model& model, const RunnerOptions& opts) {
+Result<std::unique_ptr<CpuRunner>> CpuRunner::create(const Model& model, const RunnerOptions& opts,
+                                                   const CpuShard* shard) {
   std::unique_ptr<CpuRunner> r(new CpuRunner());
   r->cfg_ = model.config;
   r->opts_ = opts;
+  r->n_vocab_local_ = model.config.n_vocab;
+  if (shard) {
+    r->shard_ = *shard;
+    r->cfg_.n_vocab = shard->n_vocab;
+  }
   const ModelConfig& c = r->cfg_;
   if (c.n_layer <= 0 || c.n_embd <= 0 || c.n_head <= 0 || c.n_head_kv <= 0 || c.head_dim <= 0 || c.n_ff <= 0 ||
       c.n_vocab <= 0 || c.n_head % c.n_head_kv != 0 || c.rope_dim > c.head_dim || c.rope_dim % 2 != 0)
@@ -374,7 +381,8 @@ Status CpuRunner::forward_impl(const ForwardBatch& b, float* logits, int32_t* to
   }
   // A model whose weights stay in each core's cache: groups of whole sequences run the entire forward pass on
   // one thread each (one pool job per step instead of ~10 per layer). Otherwise every kernel uses the pool.
-  if (matrix_elems_ * sizeof(float) > kGroupMaxBytes || S < 2) {
+  // A shard runs one forward pass per step (its collectives pair with the other shards' calls).
+  if (matrix_elems_ * sizeof(float) > kGroupMaxBytes || S < 2 || shard_) {
     run(b, work_[0], pool_.get(), logits);
     pick_all();
     return Status::ok();
@@ -469,7 +477,11 @@ void CpuRunner::run(const ForwardBatch& b, Work& w, ThreadPool* pool, float* log
   const uint64_t erb = *row_bytes(tok_embd_->dtype, static_cast<uint64_t>(d));
   for_tokens(pool, T, [&](int t) {
     float* xt = x + static_cast<size_t>(t) * d;
-    cpu::dequantize_row(tok_embd_->dtype, static_cast<const uint8_t*>(tok_embd_->data) + erb * b.tokens[t], xt, d);
+    const int64_t row = b.tokens[t] - (shard_ ? shard_->vocab_begin : 0);  // a shard's rows: the rest is 0
+    if (row >= 0 && row < n_vocab_local_)
+      cpu::dequantize_row(tok_embd_->dtype, static_cast<const uint8_t*>(tok_embd_->data) + erb * row, xt, d);
+    else
+      std::fill(xt, xt + d, 0.0f);
     float* cs = w.rope_cs.data() + static_cast<size_t>(t) * half;
     float* sn = w.rope_sn.data() + static_cast<size_t>(t) * half;
     const size_t at = static_cast<size_t>(b.positions[t]) * half;  // the position's row of the table
@@ -479,8 +491,15 @@ void CpuRunner::run(const ForwardBatch& b, Work& w, ThreadPool* pool, float* log
     } else {
       cpu::rope_table(b.positions[t], inv_freq_.data(), half, cs, sn);
     }
-    cpu::rmsnorm(xb + static_cast<size_t>(t) * d, xt, layers_[0].attn_norm.data(), d, c.norm_eps);
+    if (!shard_) cpu::rmsnorm(xb + static_cast<size_t>(t) * d, xt, layers_[0].attn_norm.data(), d, c.norm_eps);
   });
+  if (shard_) {  // vocab-parallel embedding: each token's row came from one shard, zeros from the others
+    reduce(x, T);
+    for_tokens(pool, T, [&](int t) {
+      cpu::rmsnorm(xb + static_cast<size_t>(t) * d, x + static_cast<size_t>(t) * d, layers_[0].attn_norm.data(), d,
+                   c.norm_eps);
+    });
+  }
 
   for (int l = 0; l < c.n_layer; ++l) {
     const Layer& L = layers_[static_cast<size_t>(l)];
@@ -546,6 +565,7 @@ void CpuRunner::run(const ForwardBatch& b, Work& w, ThreadPool* pool, float* log
     a.k_transposed = a.v_transposed = true;
     cpu::paged_attention(a, pool);
     mm(*L.wo, L.o, L.o_q, w.att.data(), T, xb, pool);
+    reduce(xb, T);  // row-parallel: each shard's heads' share of the output
     for_tokens(pool, T, [&](int t) {  // residual, then the FFN norm
       float* xt = x + static_cast<size_t>(t) * d;
       cpu::add(xt, xb + static_cast<size_t>(t) * d, d);
@@ -558,6 +578,7 @@ void CpuRunner::run(const ForwardBatch& b, Work& w, ThreadPool* pool, float* log
       ffn_out = w.moe_out.data();
     } else {
       dense_mlp(L, w, T, pool);  // in place in xb
+      reduce(xb, T);             // row-parallel down projection
     }
     const float* next_norm = l + 1 < c.n_layer ? layers_[static_cast<size_t>(l + 1)].attn_norm.data() : nullptr;
     for_tokens(pool, T, [&](int t) {  // residual, then the next layer's attention norm
@@ -570,7 +591,32 @@ void CpuRunner::run(const ForwardBatch& b, Work& w, ThreadPool* pool, float* log
   for (int i = 0; i < n_out; ++i)
     cpu::rmsnorm(w.xo.data() + static_cast<size_t>(i) * d, x + static_cast<size_t>(b.logits_indices[i]) * d,
                  out_norm_.data(), d, c.norm_eps);
-  if (n_out > 0) mm(*output_, output_packed_, output_q_, w.xo.data(), n_out, logits, pool);
+  if (n_out == 0) return;
+  if (!shard_) {
+    mm(*output_, output_packed_, output_q_, w.xo.data(), n_out, logits, pool);
+    return;
+  }
+  // Vocab-parallel classifier: this shard's rows, gathered rank-major, then interleaved into [n_out, n_vocab].
+  const size_t Vl = static_cast<size_t>(n_vocab_local_), V = static_cast<size_t>(c.n_vocab);
+  w.logits_part.resize(static_cast<size_t>(n_out) * Vl);
+  w.logits_gather.resize(static_cast<size_t>(n_out) * V);
+  w.gather_counts.clear();
+  for (size_t rows : shard_->vocab_counts) w.gather_counts.push_back(static_cast<size_t>(n_out) * rows);
+  mm(*output_, output_packed_, output_q_, w.xo.data(), n_out, w.logits_part.data(), pool);
+  shard_->comm->all_gather(w.logits_part.data(), w.gather_counts, w.logits_gather.data());
+  const float* part = w.logits_gather.data();
+  size_t col = 0;
+  for (size_t rows : shard_->vocab_counts) {
+    for (int i = 0; i < n_out; ++i)
+      std::memcpy(logits + static_cast<size_t>(i) * V + col, part + static_cast<size_t>(i) * rows,
+                  rows * sizeof(float));
+    part += static_cast<size_t>(n_out) * rows;
+    col += rows;
+  }
+}
+
+void CpuRunner::reduce(float* y, int T) {
+  if (shard_) shard_->comm->all_reduce_sum(y, static_cast<size_t>(T) * static_cast<size_t>(cfg_.n_embd));
 }
 
 void CpuRunner::dense_mlp(const Layer& L, Work& w, int T, ThreadPool* pool) {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "backend/cpu/kernels.h"
@@ -18,12 +19,25 @@
 
 namespace mopt {
 
+class Communicator;
 class Model;
 class ThreadPool;
 
+// A CpuRunner that runs as one tensor-parallel shard (backend/cpu/tp_runner.h) of a model cut by shard_model(),
+// whose config has the shard's head, KV head, MLP and vocabulary counts. Its forward pass sums the row-parallel
+// products (attention output, down) and the vocab-parallel embedding over the group, and gathers the logits.
+struct CpuShard {
+  Communicator* comm = nullptr;
+  int vocab_begin = 0;               // the shard's first embedding / classifier row
+  int n_vocab = 0;                   // the whole model's vocabulary: config().n_vocab and the logits' row length
+  std::vector<size_t> vocab_counts;  // [tp] classifier rows of every shard, in rank order
+};
+
 class CpuRunner : public ModelRunner {
  public:
-  static Result<std::unique_ptr<CpuRunner>> create(const Model& model, const RunnerOptions& opts);
+  // shard: run as that tensor-parallel shard (nullptr: the whole model).
+  static Result<std::unique_ptr<CpuRunner>> create(const Model& model, const RunnerOptions& opts,
+                                                   const CpuShard* shard = nullptr);
   ~CpuRunner() override;
 
   DeviceKind device() const override { return DeviceKind::kCpu; }
@@ -87,8 +101,14 @@ class CpuRunner : public ModelRunner {
   // pairs as those two take them. `what` names the caller in errors.
   Status copy_blocks(std::span<const std::pair<int32_t, int32_t>> pairs, bool to_swap, const char* what);
 
-  ModelConfig cfg_;
+  // Tensor parallel: the row-parallel sum of y [T, n_embd] over the shards (nothing without a shard).
+  void reduce(float* y, int T);
+
+  ModelConfig cfg_;                        // a shard's: its own head / KV head / MLP counts, the whole n_vocab
   RunnerOptions opts_;
+  std::optional<CpuShard> shard_;
+  int n_vocab_local_ = 0;                  // rows of the embedding and classifier held here
+
   std::unique_ptr<ThreadPool> pool_;
   const TensorView* tok_embd_ = nullptr;
   const TensorView* output_ = nullptr;     // token_embd when tied
@@ -127,6 +147,9 @@ class CpuRunner : public ModelRunner {
     std::vector<float> rope_cs, rope_sn;   // [n_tokens, rope_dim / 2] cos / sin of each token's angles
     std::vector<float> xo;                 // [n_out, n_embd]
     std::vector<float> logits;             // [n_out, n_vocab] (sequence groups whose rows are not contiguous)
+    std::vector<float> logits_part;        // shard: [n_out, n_vocab_local_] its classifier rows
+    std::vector<float> logits_gather;      // shard: [tp][n_out, that rank's rows] all ranks' parts, rank-major
+    std::vector<size_t> gather_counts;     // shard: [tp] n_out * each rank's rows
     std::vector<int32_t> query_start, logits_indices, out_rows;  // a sequence group's rebased batch arrays
   };
   void ensure_scratch(Work& w, int n_tokens, int n_out);

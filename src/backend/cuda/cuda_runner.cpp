@@ -24,6 +24,7 @@ CudaRunner::~CudaRunner() {
     if (g.exec) cudaGraphExecDestroy(g.exec);
   if (stream_) {
     cudaStreamSynchronize(stream_);
+    nccl_.reset();  // after its last all-reduce
     cudaStreamDestroy(stream_);
   }
 }
@@ -101,7 +102,13 @@ Result<std::unique_ptr<CudaRunner>> CudaRunner::create(const Model& model, const
     return error("GPU %s has compute capability %d.%d; the CUDA backend needs 8.0 or newer (bf16 tensor cores)",
                  prop.name, prop.major, prop.minor);
   r->n_sms_ = prop.multiProcessorCount;
-  r->fused_decode_ = !r->f32_ && extras.fused_decode && c.n_embd % 8 == 0 && c.q_dim() % 8 == 0 && c.n_ff % 8 == 0;
+  if (extras.nccl_all_reduce) {
+    const int dev[] = {r->device_id_};
+    MOPT_ASSIGN_OR_RETURN(auto group, NcclComm::create_group(dev));
+    r->nccl_ = std::move(group[0]);
+  }
+  r->fused_decode_ = !r->f32_ && extras.fused_decode && !r->nccl_ && c.n_embd % 8 == 0 && c.q_dim() % 8 == 0 &&
+                     c.n_ff % 8 == 0;
   constexpr uint32_t kL2PrefetchBytes = 16u << 20;
   using Pf = CudaRunnerExtras::L2Prefetch;
   r->l2_prefetch_o_ = extras.l2_prefetch != Pf::kNone ? kL2PrefetchBytes : 0;

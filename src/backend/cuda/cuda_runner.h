@@ -48,6 +48,11 @@ struct CudaRunnerExtras {
   // tilings inside that graph (replays of the step, alternating with the current graph) and keep a tiling that
   // makes the whole step faster: isolated timings do not see how neighbouring kernels overlap through PDL.
   bool refine_graph_plans = true;
+  // The tensor-parallel path at tensor-parallel size 1 (docs/tensor_parallel.md): an NCCL group of this one GPU,
+  // whose all-reduce runs after the row-parallel o and down GEMMs (on scaled values: no FP8 scale deferral
+  // there), on the general path (no fused decode, whose residual epilogues would need the sums first). Tests
+  // compare it with the plain path; NCCL (libnccl.so.2) must be loadable.
+  bool nccl_all_reduce = false;
 };
 
 // GPU time of one eager step per kernel class (CudaModelRunner::profile_step), summed over layers.

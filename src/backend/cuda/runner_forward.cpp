@@ -3,8 +3,9 @@
 // at most kSkinnyMaxRows rows. Both only enqueue on stream_ (no allocation, no host sync), so a decode step can
 // be captured into a CUDA graph.
 //
-// Tensor parallelism (designed, not built; docs/cuda.md): qkv and gate_up column-parallel, attn_output and
-// ffn_down row-parallel, each followed by one all-reduce of `proj_` (marked ALL-REDUCE below).
+// Tensor parallelism (docs/tensor_parallel.md): qkv and gate_up column-parallel, attn_output and ffn_down
+// row-parallel, each followed by one all-reduce of `proj_` (all_reduce_proj; with nccl_ only, which so far is a
+// group of one GPU: CudaRunnerExtras::nccl_all_reduce).
 #include <cuda_runtime_api.h>
 
 #include <type_traits>
@@ -139,9 +140,10 @@ Status CudaRunner::enqueue_layers_t(const StepShape& s) {
 
     MOPT_TRY(enqueue_rope_cache(l, T, qkv_scales));
     MOPT_TRY(enqueue_attention(s, l));
-    MOPT_TRY(run_linear(L.o, attn_.as<E>(), proj_.as<E>(), T, &proj_scales));
+    // Under tensor parallelism the all-reduce sums scaled values: no deferral then.
+    MOPT_TRY(run_linear(L.o, attn_.as<E>(), proj_.as<E>(), T, nccl_ ? nullptr : &proj_scales));
     MOPT_TRY(mark("o GEMM"));
-    // ALL-REDUCE(proj_) under tensor parallelism (of the scaled values: no deferral then).
+    MOPT_TRY(all_reduce_proj(T));
     np.add = proj_.as<E>();
     np.add_row_scale = proj_scales.row;
     np.add_col_scale = proj_scales.col;
@@ -155,11 +157,17 @@ Status CudaRunner::enqueue_layers_t(const StepShape& s) {
                               .row_scale = gu_scales.row, .col_scale = gu_scales.col};
     MOPT_CUDA_TRY(launch_swiglu(sp, st));
     MOPT_TRY(mark("swiglu"));
-    MOPT_TRY(run_linear(L.down, act_.as<E>(), proj_.as<E>(), T, &proj_scales));
+    MOPT_TRY(run_linear(L.down, act_.as<E>(), proj_.as<E>(), T, nccl_ ? nullptr : &proj_scales));
     MOPT_TRY(mark("down GEMM"));
-    // ALL-REDUCE(proj_) under tensor parallelism.
+    MOPT_TRY(all_reduce_proj(T));
   }
   return Status::ok();
+}
+
+Status CudaRunner::all_reduce_proj(int n_tokens) {
+  if (!nccl_) return Status::ok();
+  MOPT_TRY(nccl_->all_reduce_sum(proj_.as<void>(), static_cast<size_t>(n_tokens) * cfg_.n_embd, f32_, stream_));
+  return mark("all-reduce");
 }
 
 // Final norm of the rows d_logit_rows_[row_offset .. + n_rows) (adding the last layer's output to those rows of
@@ -169,7 +177,8 @@ Status CudaRunner::enqueue_logits_t(const StepShape& s, int row_offset, int n_ro
   const ModelConfig& c = cfg_;
   // The last down GEMM's deferred scales (enqueue_layers_t; its token scales stay in xq_scale_ until the next
   // step's first FP8 GEMM, also for the later logits chunks of forward()).
-  const DeferredScales ds = layers_.empty() ? DeferredScales{} : fp8_deferred(layers_.back().down, s.n_tokens);
+  const DeferredScales ds =
+      layers_.empty() || nccl_ ? DeferredScales{} : fp8_deferred(layers_.back().down, s.n_tokens);
   const RmsNormParamsT<E> np{.residual = resid_.as<float>(), .add = proj_.as<E>(), .weight = out_norm_.as<E>(),
                              .out = normed_.as<E>(), .rows = d_logit_rows_ + row_offset, .n_rows_out = n_rows,
                              .n = c.n_embd, .eps = c.norm_eps, .add_row_scale = ds.row, .add_col_scale = ds.col};

@@ -27,6 +27,7 @@
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/memory.h"
+#include "backend/cuda/nccl_comm.h"
 #include "backend/cuda/quant_weights.h"
 #include "model/model.h"
 
@@ -195,6 +196,10 @@ class CudaRunner final : public CudaModelRunner {
   cudaStream_t stream_ = nullptr;
   Gemm gemm_;
   bool fused_decode_ = false;  // extras.fused_decode and every fused GEMM's k a multiple of 8
+  // Tensor parallel (extras.nccl_all_reduce): the group's communicator; null on the plain path.
+  std::unique_ptr<NcclComm> nccl_;
+  // runner_forward.cpp: proj_ [T, n_embd] := its sum over the tensor-parallel group (nothing without nccl_).
+  Status all_reduce_proj(int n_tokens);
   // SkinnyGemmParams::l2_prefetch_bytes of the fused o GEMM and of the other fused GEMMs (extras.l2_prefetch).
   uint32_t l2_prefetch_o_ = 0, l2_prefetch_other_ = 0;
 

@@ -51,6 +51,10 @@ TEST(VllmServeFlags, MappedToMoptsBehaviour) {
   EXPECT_EQ(s.engine.seed, 7u);
   EXPECT_FALSE(s.engine.enable_prefix_caching);
   EXPECT_EQ(s.engine.max_model_len, 512);
+  EXPECT_EQ(s.engine.runner.tensor_parallel_size, 1);
+  Serve t;
+  EXPECT_EQ(t.run({"m.gguf", "-tp", "2"}), "");  // an engine flag (tensor parallel shards)
+  EXPECT_EQ(t.engine.runner.tensor_parallel_size, 2);
   EXPECT_FALSE(s.vllm.log_requests);
   EXPECT_FALSE(s.vllm.log_stats);
   Serve d;
@@ -62,8 +66,8 @@ TEST(VllmServeFlags, MappedToMoptsBehaviour) {
 
 TEST(VllmServeFlags, RefusedWithTheReason) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases{
-      {{"m.gguf", "--tensor-parallel-size", "2"}, "one GPU per server"},
-      {{"m.gguf", "-pp", "2"}, "one GPU per server"},
+      {{"m.gguf", "-pp", "2"}, "no pipeline parallelism"},
+      {{"m.gguf", "-tp", "0"}, "tensor-parallel-size"},
       {{"m.gguf", "--generation-config", "auto"}, "generation_config.json"},
       {{"a.gguf", "-m", "b.gguf"}, "two models given"},
       {{"m.gguf", "--quantization", "bitsandbytes"}, "mopt quantize"},

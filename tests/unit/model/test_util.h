@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "unit/fails_with.h"
+
 namespace mopt::test {
 
 inline std::string models_dir() {
@@ -28,15 +30,6 @@ inline std::string scratch_dir() {
                     info->test_suite_name() + "_" + info->name();
   ::mkdir(dir.c_str(), 0755);
   return dir;
-}
-
-// Fails the test (returns false) when `status_or_result` is ok or its message lacks `needle`.
-template <class R>
-::testing::AssertionResult fails_with(const R& r, const std::string& needle) {
-  if (r.is_ok()) return ::testing::AssertionFailure() << "expected an error containing '" << needle << "', got ok";
-  if (r.message().find(needle) == std::string::npos)
-    return ::testing::AssertionFailure() << "error '" << r.message() << "' lacks '" << needle << "'";
-  return ::testing::AssertionSuccess();
 }
 
 }  // namespace mopt::test
