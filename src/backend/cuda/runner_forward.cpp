@@ -148,6 +148,11 @@ Status CudaRunner::enqueue_layers_t(const StepShape& s) {
     np.weight = L.ffn_norm.as<E>();
     MOPT_CUDA_TRY(launch_rmsnorm(np, st));
     MOPT_TRY(mark("add + rmsnorm"));
+    if (c.is_moe()) {  // proj_ = MoE(normed_) (runner_moe.cpp)
+      MOPT_TRY(enqueue_moe<E>(l, T));
+      proj_scales = {};
+      continue;
+    }
     DeferredScales gu_scales;
     MOPT_TRY(run_linear(L.gate_up, normed_.as<E>(), gu_.as<E>(), T, &gu_scales));
     MOPT_TRY(mark("gate|up GEMM"));

@@ -1,0 +1,149 @@
+// The routing kernels of a mixture-of-experts layer (moe_kernels.h): softmax / top-k / renormalization per token,
+// and the bucketing of the (token, rank) pairs by expert that launch_moe_gemm's blocks read. Both stay on the
+// device, so a decode step with its routing can be replayed from a CUDA graph.
+#include <climits>
+#include <cmath>
+
+#include "backend/cuda/launch.cuh"
+#include "backend/cuda/moe_kernels.h"
+
+namespace mopt::cuda {
+namespace {
+
+constexpr int kRouteWarps = 4;  // tokens per CTA of moe_route_kernel
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// One warp per token; its probabilities in shared memory [kRouteWarps][n_expert].
+__global__ void moe_route_kernel(MoeRouteParams p) {
+  pdl_wait();
+  extern __shared__ float probs_all[];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int t = blockIdx.x * kRouteWarps + warp;
+  if (t >= p.n_tokens) return;  // whole warps; no __syncthreads below
+  const int E = p.n_expert;
+  float* pr = probs_all + warp * E;
+  const float* l = p.logits + static_cast<int64_t>(t) * p.ld;
+  float mx = -INFINITY;
+  for (int e = lane; e < E; e += 32) {
+    const float v = l[e];
+    pr[e] = v;
+    mx = fmaxf(mx, v);
+  }
+  mx = warp_max(mx);
+  float sum = 0.f;
+  for (int e = lane; e < E; e += 32) {
+    const float v = expf(pr[e] - mx);
+    pr[e] = v;
+    sum += v;
+  }
+  sum = warp_sum(sum);
+  const float inv = 1.f / sum;
+  for (int e = lane; e < E; e += 32) pr[e] *= inv;
+  __syncwarp();
+  // k rounds: the largest remaining probability, ties to the lower id (as cpu::moe_route); taken ones set to -1.
+  float wsum = 0.f, mine = 0.f;  // lane j keeps pick j's weight
+  for (int j = 0; j < p.k; ++j) {
+    float bv = -1.f;
+    int bi = INT_MAX;
+    for (int e = lane; e < E; e += 32) {
+      const float v = pr[e];
+      if (v > bv) {  // ascending e within a lane: a tie keeps the lower id
+        bv = v;
+        bi = e;
+      }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+      if (ov > bv || (ov == bv && oi < bi)) {
+        bv = ov;
+        bi = oi;
+      }
+    }
+    if (bi >= E) {  // NaN logits: no candidate compared; keep the output well-formed
+      bi = j % E;
+      bv = 0.f;
+    }
+    wsum += bv;
+    if (lane == j) mine = bv;
+    if (lane == 0) p.pick[static_cast<int64_t>(t) * p.k + j] = bi;
+    __syncwarp();
+    if (lane == bi % 32) pr[bi] = -1.f;
+    __syncwarp();
+  }
+  if (lane < p.k) p.pick_w[static_cast<int64_t>(t) * p.k + lane] = p.norm_topk ? mine / wsum : mine;
+  if (p.shared_gate && lane == 0) p.shared_gate[t] = 1.f / (1.f + expf(-l[E]));
+}
+
+// One CTA: counts per expert, each expert's first block, then every pair placed in its expert's blocks.
+__global__ void moe_align_kernel(MoeAlignParams p) {
+  pdl_wait();
+  __shared__ int count[kMoeMaxExperts], first[kMoeMaxExperts], fill[kMoeMaxExperts];
+  const int E = p.n_expert, R = kMoeBlockRows;
+  for (int e = threadIdx.x; e < E; e += blockDim.x) {
+    count[e] = 0;
+    fill[e] = 0;
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < p.n_pairs; i += blockDim.x) {
+    const int e = p.pick[i];
+    if (e >= 0 && e < E) atomicAdd(&count[e], 1);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {  // E <= 1024 serial steps: a few microseconds at most
+    int s = 0;
+    for (int e = 0; e < E; ++e) {
+      first[e] = s;
+      s += (count[e] + R - 1) / R;
+    }
+  }
+  for (int b = threadIdx.x; b < p.max_blocks; b += blockDim.x) {
+    p.block_expert[b] = -1;
+#pragma unroll
+    for (int i = 0; i < R; ++i) p.block_pairs[static_cast<int64_t>(b) * R + i] = -1;
+  }
+  __syncthreads();  // also orders the -1 stores before the ones below (same CTA)
+  for (int e = threadIdx.x; e < E; e += blockDim.x) {
+    const int nb = (count[e] + R - 1) / R;
+    for (int b = 0; b < nb; ++b) p.block_expert[first[e] + b] = e;
+  }
+  for (int i = threadIdx.x; i < p.n_pairs; i += blockDim.x) {
+    const int e = p.pick[i];
+    if (e < 0 || e >= E) continue;
+    const int pos = atomicAdd(&fill[e], 1);
+    p.block_pairs[static_cast<int64_t>(first[e]) * R + pos] = i;
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_moe_route(const MoeRouteParams& p, cudaStream_t stream) {
+  if (p.n_tokens <= 0) return cudaSuccess;
+  if (p.n_expert <= 0 || p.n_expert > kMoeMaxExperts || p.k <= 0 || p.k > 32 || p.k > p.n_expert ||
+      p.ld < p.n_expert + (p.shared_gate ? 1 : 0))
+    return cudaErrorInvalidValue;
+  const size_t smem = sizeof(float) * kRouteWarps * static_cast<size_t>(p.n_expert);
+  return launch_pdl(moe_route_kernel, dim3((p.n_tokens + kRouteWarps - 1) / kRouteWarps), dim3(kRouteWarps * 32),
+                    smem, stream, p);
+}
+
+cudaError_t launch_moe_align(const MoeAlignParams& p, cudaStream_t stream) {
+  if (p.n_pairs <= 0) return cudaSuccess;
+  if (p.n_expert <= 0 || p.n_expert > kMoeMaxExperts || p.max_blocks < moe_max_blocks(p.n_pairs, p.n_expert))
+    return cudaErrorInvalidValue;
+  return launch_pdl(moe_align_kernel, dim3(1), dim3(1024), 0, stream, p);
+}
+
+}  // namespace mopt::cuda
