@@ -20,6 +20,17 @@ constexpr int kColsPerWarp = 4;
 constexpr int kColsPerCta = kWarps * kColsPerWarp;
 constexpr int kChunk = 1024;  // staged input columns per pair: kMoeBlockRows * kChunk fp32 = 32 KiB
 constexpr int R = kMoeBlockRows;
+constexpr int kUnroll = 2;
+
+// Weights are streamed once: bf16 rows bypass L1 (as the skinny GEMM's loads); fp32 (tests) plain loads.
+__device__ __forceinline__ Raw8<bf16> load_weights(const bf16* p) {
+  Raw8<bf16> r;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r.u[0].x), "=r"(r.u[0].y), "=r"(r.u[0].z), "=r"(r.u[0].w)
+               : "l"(p));
+  return r;
+}
+__device__ __forceinline__ Raw8<float> load_weights(const float* p) { return load8(p); }
 
 template <class T>
 __global__ void __launch_bounds__(kWarps * 32) moe_gemm_kernel(MoeGemmParamsT<T> p) {
@@ -69,33 +80,41 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gemm_kernel(MoeGemmParamsT<T>
       for (int q = 0; q < 8; ++q) xs[r][i + q] = f[q];
     }
     __syncthreads();
-    for (int i = lane * 8; i < kc; i += 32 * 8) {
-      float wf[kColsPerWarp][8];
+    // U steps of 256 columns per iteration: U * kColsPerWarp 16-byte weight loads in flight per lane.
+    for (int i0 = lane * 8; i0 < kc; i0 += kUnroll * 256) {
+      Raw8<T> raw[kUnroll][kColsPerWarp];
 #pragma unroll
-      for (int c = 0; c < kColsPerWarp; ++c) {
-        const int n = n0 + c;
-        if (n < p.n_out) unpack8(load8(wbase + static_cast<int64_t>(n) * K + k0 + i), wf[c]);
-        else
-#pragma unroll
-          for (int q = 0; q < 8; ++q) wf[c][q] = 0.f;
-      }
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        if (r >= nv) break;
-        const float4 xa = *reinterpret_cast<const float4*>(&xs[r][i]);
-        const float4 xb = *reinterpret_cast<const float4*>(&xs[r][i + 4]);
+      for (int u = 0; u < kUnroll; ++u)
 #pragma unroll
         for (int c = 0; c < kColsPerWarp; ++c) {
-          float a = acc[r][c];
-          a = fmaf(wf[c][0], xa.x, a);
-          a = fmaf(wf[c][1], xa.y, a);
-          a = fmaf(wf[c][2], xa.z, a);
-          a = fmaf(wf[c][3], xa.w, a);
-          a = fmaf(wf[c][4], xb.x, a);
-          a = fmaf(wf[c][5], xb.y, a);
-          a = fmaf(wf[c][6], xb.z, a);
-          a = fmaf(wf[c][7], xb.w, a);
-          acc[r][c] = a;
+          const int i = i0 + u * 256, n = n0 + c;
+          raw[u][c] = i < kc && n < p.n_out ? load_weights(wbase + static_cast<int64_t>(n) * K + k0 + i) : zero8<T>();
+        }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int i = i0 + u * 256;
+        if (i >= kc) break;
+        float wf[kColsPerWarp][8];
+#pragma unroll
+        for (int c = 0; c < kColsPerWarp; ++c) unpack8(raw[u][c], wf[c]);
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          if (r >= nv) break;
+          const float4 xa = *reinterpret_cast<const float4*>(&xs[r][i]);
+          const float4 xb = *reinterpret_cast<const float4*>(&xs[r][i + 4]);
+#pragma unroll
+          for (int c = 0; c < kColsPerWarp; ++c) {
+            float a = acc[r][c];
+            a = fmaf(wf[c][0], xa.x, a);
+            a = fmaf(wf[c][1], xa.y, a);
+            a = fmaf(wf[c][2], xa.z, a);
+            a = fmaf(wf[c][3], xa.w, a);
+            a = fmaf(wf[c][4], xb.x, a);
+            a = fmaf(wf[c][5], xb.y, a);
+            a = fmaf(wf[c][6], xb.z, a);
+            a = fmaf(wf[c][7], xb.w, a);
+            acc[r][c] = a;
+          }
         }
       }
     }

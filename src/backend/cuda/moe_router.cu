@@ -24,15 +24,9 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-// One warp per token; its probabilities in shared memory [kRouteWarps][n_expert].
-__global__ void moe_route_kernel(MoeRouteParams p) {
-  pdl_wait();
-  extern __shared__ float probs_all[];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int t = blockIdx.x * kRouteWarps + warp;
-  if (t >= p.n_tokens) return;  // whole warps; no __syncthreads below
+// Token t's routing by one warp (lane = its lane), its probabilities in pr [n_expert] (shared memory).
+__device__ void route_token(const MoeRouteParams& p, int t, int lane, float* pr) {
   const int E = p.n_expert;
-  float* pr = probs_all + warp * E;
   const float* l = p.logits + static_cast<int64_t>(t) * p.ld;
   float mx = -INFINITY;
   for (int e = lane; e < E; e += 32) {
@@ -87,9 +81,19 @@ __global__ void moe_route_kernel(MoeRouteParams p) {
   if (p.shared_gate && lane == 0) p.shared_gate[t] = 1.f / (1.f + expf(-l[E]));
 }
 
-// One CTA: counts per expert, each expert's first block, then every pair placed in its expert's blocks.
-__global__ void moe_align_kernel(MoeAlignParams p) {
+// One warp per token; probabilities in shared memory [kRouteWarps][n_expert].
+__global__ void moe_route_kernel(MoeRouteParams p) {
   pdl_wait();
+  extern __shared__ float probs_all[];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int t = blockIdx.x * kRouteWarps + warp;
+  if (t >= p.n_tokens) return;  // whole warps
+  route_token(p, t, lane, probs_all + warp * p.n_expert);
+}
+
+// The bucketing by the whole CTA (kMoeMaxExperts threads): counts per expert, each expert's first block, then
+// every pair placed in its expert's blocks.
+__device__ void align_pairs(const MoeAlignParams& p) {
   __shared__ int count[kMoeMaxExperts], first[kMoeMaxExperts], fill[kMoeMaxExperts];
   const int E = p.n_expert, R = kMoeBlockRows;
   for (int e = threadIdx.x; e < E; e += blockDim.x) {
@@ -102,12 +106,32 @@ __global__ void moe_align_kernel(MoeAlignParams p) {
     if (e >= 0 && e < E) atomicAdd(&count[e], 1);
   }
   __syncthreads();
-  if (threadIdx.x == 0) {  // E <= 1024 serial steps: a few microseconds at most
-    int s = 0;
-    for (int e = 0; e < E; ++e) {
-      first[e] = s;
-      s += (count[e] + R - 1) / R;
+  // first[e] = exclusive prefix sum of the experts' block counts: thread e scans within its warp, warp totals in
+  // warp_total (blockDim.x == kMoeMaxExperts == 1024 threads cover every expert).
+  __shared__ int warp_total[32];
+  {
+    const int e = threadIdx.x, lane = e % 32, warp = e / 32;
+    const int nb = e < E ? (count[e] + R - 1) / R : 0;
+    int incl = nb;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int v = __shfl_up_sync(0xffffffffu, incl, o);
+      if (lane >= o) incl += v;
     }
+    if (lane == 31) warp_total[warp] = incl;
+    __syncthreads();
+    if (warp == 0) {
+      const int t = warp_total[lane];
+      int ti = t;
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        const int v = __shfl_up_sync(0xffffffffu, ti, o);
+        if (lane >= o) ti += v;
+      }
+      warp_total[lane] = ti - t;  // exclusive over warps
+    }
+    __syncthreads();
+    if (e < E) first[e] = warp_total[warp] + incl - nb;
   }
   for (int b = threadIdx.x; b < p.max_blocks; b += blockDim.x) {
     p.block_expert[b] = -1;
@@ -127,7 +151,39 @@ __global__ void moe_align_kernel(MoeAlignParams p) {
   }
 }
 
+__global__ void moe_align_kernel(MoeAlignParams p) {
+  pdl_wait();
+  align_pairs(p);
+}
+
+// Small batches (decode): both in one launch, warp w routing tokens w, w + 32, ...; probabilities [32][n_expert].
+__global__ void moe_route_align_kernel(MoeRouteParams rp, MoeAlignParams ap) {
+  pdl_wait();
+  extern __shared__ float probs_all[];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int t = warp; t < rp.n_tokens; t += kMoeMaxExperts / 32) route_token(rp, t, lane, probs_all + warp * rp.n_expert);
+  __syncthreads();  // the picks (global memory) are visible to the whole CTA after this
+  align_pairs(ap);
+}
+
+// Fused when the 32 warps' probabilities fit in 32 KiB (e.g. 128 experts) and there are few tokens.
+constexpr int kFusedMaxTokens = 64;
+constexpr size_t kFusedSmem = 32u << 10;
+
 }  // namespace
+
+cudaError_t launch_moe_route_align(const MoeRouteParams& rp, const MoeAlignParams& ap, cudaStream_t stream) {
+  const size_t smem = sizeof(float) * 32 * static_cast<size_t>(rp.n_expert);
+  if (rp.n_tokens > kFusedMaxTokens || smem > kFusedSmem || rp.n_tokens <= 0) {
+    if (const cudaError_t e = launch_moe_route(rp, stream); e != cudaSuccess) return e;
+    return launch_moe_align(ap, stream);
+  }
+  if (rp.n_expert > kMoeMaxExperts || rp.k <= 0 || rp.k > 32 || rp.k > rp.n_expert ||
+      rp.ld < rp.n_expert + (rp.shared_gate ? 1 : 0) || ap.n_pairs != rp.n_tokens * rp.k ||
+      ap.n_expert != rp.n_expert || ap.pick != rp.pick || ap.max_blocks < moe_max_blocks(ap.n_pairs, ap.n_expert))
+    return cudaErrorInvalidValue;
+  return launch_pdl(moe_route_align_kernel, dim3(1), dim3(kMoeMaxExperts), smem, stream, rp, ap);
+}
 
 cudaError_t launch_moe_route(const MoeRouteParams& p, cudaStream_t stream) {
   if (p.n_tokens <= 0) return cudaSuccess;
@@ -143,7 +199,7 @@ cudaError_t launch_moe_align(const MoeAlignParams& p, cudaStream_t stream) {
   if (p.n_pairs <= 0) return cudaSuccess;
   if (p.n_expert <= 0 || p.n_expert > kMoeMaxExperts || p.max_blocks < moe_max_blocks(p.n_pairs, p.n_expert))
     return cudaErrorInvalidValue;
-  return launch_pdl(moe_align_kernel, dim3(1), dim3(1024), 0, stream, p);
+  return launch_pdl(moe_align_kernel, dim3(1), dim3(kMoeMaxExperts), 0, stream, p);
 }
 
 }  // namespace mopt::cuda

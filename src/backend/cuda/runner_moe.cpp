@@ -2,8 +2,8 @@
 // router and stacked expert weights in the compute dtype, the routing / expert workspaces, and the MoE MLP of one
 // layer, enqueue only (no host synchronization: decode steps run inside CUDA graphs like dense ones):
 //   moe_logits_ [T, router_rows] fp32 = normed_ . router^T                   (Gemm::run)
-//   moe_pick_ / moe_w_ [T, k], moe_shg_ [T] = top-k of softmax(logits)     (launch_moe_route)
-//   moe_blk_ / moe_pairs_ = the T*k pairs bucketed by expert                 (launch_moe_align)
+//   moe_pick_ / moe_w_ [T, k], moe_shg_ [T] = top-k of softmax(logits),
+//   moe_blk_ / moe_pairs_ = the T*k pairs bucketed by expert                 (launch_moe_route_align)
 //   moe_gu_ [T*k, 2 ff_exp] = normed_[t] . W_gu[e]^T                         (launch_moe_gemm)
 //   moe_y_ [T*k, d] = swiglu(moe_gu_) . W_down[e]^T                          (launch_moe_gemm, SwiGLU prologue)
 //   shared expert (Qwen2-MoE): proj_ [T, d] = swiglu(normed_ . W_sh_gu^T) . W_sh_down^T     (run_linear)
@@ -109,11 +109,10 @@ Status CudaRunner::enqueue_moe(int l, int T) {
   const MoeRouteParams rp{.logits = moe_logits_.as<float>(), .pick = moe_pick_.as<int32_t>(),
                           .pick_w = moe_w_.as<float>(), .shared_gate = shared ? moe_shg_.as<float>() : nullptr,
                           .n_tokens = T, .ld = ld, .n_expert = c.n_expert, .k = k, .norm_topk = c.expert_norm_topk};
-  MOPT_CUDA_TRY(launch_moe_route(rp, stream_));
   const MoeAlignParams ap{.pick = moe_pick_.as<int32_t>(), .block_expert = moe_blk_.as<int32_t>(),
                           .block_pairs = moe_pairs_.as<int32_t>(), .n_pairs = P, .n_expert = c.n_expert,
                           .max_blocks = nb};
-  MOPT_CUDA_TRY(launch_moe_align(ap, stream_));
+  MOPT_CUDA_TRY(launch_moe_route_align(rp, ap, stream_));
   MOPT_TRY(mark("MoE routing"));
   MoeGemmParamsT<E> gp{.x = normed_.as<E>(), .w = M.gate_up.as<E>(), .y = moe_gu_.as<E>(),
                        .block_expert = moe_blk_.as<int32_t>(), .block_pairs = moe_pairs_.as<int32_t>(),

@@ -1,6 +1,7 @@
 // The CUDA backend's mixture-of-experts layers (runner_moe.cpp, moe_kernels.h) on the test models of tests/data/moe
 // (Mixtral, Qwen2-MoE with its shared expert, Qwen3-MoE top-2 and top-4; random weights from mopt synth, seed 7):
 //   - the router kernel against cpu::moe_route on random and tied logits: the same experts, weights within 1e-6;
+//     the bucketing of the pairs by expert (fused with the routing for small batches): every pair once, in place;
 //   - float32: the GPU runner's logits against the CPU runner's (prefill, chunks of 5, token by token through the
 //     CUDA graphs) within 2e-4 with every top-1 the same, and against transformers' float32 logits
 //     (tests/data/moe/<name>.logits.f32, the same weights) within 1e-3 (issue 20's bound); a batch of three prompts
@@ -52,7 +53,7 @@ TEST(CudaMoe, RouteKernelPicksTheCpuExperts) {
   for (const Case cs : {Case{8, 2, true, false}, Case{60, 4, false, true}, Case{128, 8, true, false},
                         Case{256, 8, false, false}}) {
     SCOPED_TRACE(testing::Message() << cs.E << " experts, top-" << cs.k);
-    constexpr int T = 37;
+    constexpr int T = 100;  // > 64: routing and bucketing in two launches; 37, 3, 1 below: one
     const int ld = cs.E + (cs.shared ? 1 : 0) + 3;
     std::vector<float> logits(static_cast<size_t>(T) * ld);
     for (float& v : logits) v = nd(rng);
@@ -81,6 +82,40 @@ TEST(CudaMoe, RouteKernelPicksTheCpuExperts) {
         const float z = logits[static_cast<size_t>(t) * ld + cs.E];
         EXPECT_NEAR(g[static_cast<size_t>(t)], 1.0 / (1.0 + std::exp(-static_cast<double>(z))), 1e-6);
       }
+    }
+    // Routing and bucketing in one launch (T <= 64: fused when the probabilities fit) and in two (all T): the
+    // same picks, and every pair exactly once, in blocks of its expert, experts in id order, unused blocks -1.
+    for (int n_tok : {T, 37, 3, 1}) {
+      const int P = n_tok * cs.k, nb = cuda::moe_max_blocks(P, cs.E);
+      cudatest::DevVec<int32_t> dp2(static_cast<size_t>(P)), blk(static_cast<size_t>(nb)),
+          pairs(static_cast<size_t>(nb) * cuda::kMoeBlockRows);
+      cuda::MoeRouteParams rp = p;
+      rp.n_tokens = n_tok;
+      rp.pick = dp2.get();
+      const cuda::MoeAlignParams ap{.pick = dp2.get(), .block_expert = blk.get(), .block_pairs = pairs.get(),
+                                    .n_pairs = P, .n_expert = cs.E, .max_blocks = nb};
+      CUDA_OK(cuda::launch_moe_route_align(rp, ap, nullptr));
+      const std::vector<int32_t> pk = dp2.download(), be = blk.download(), bp = pairs.download();
+      for (int i = 0; i < P; ++i) ASSERT_EQ(pk[static_cast<size_t>(i)], pick[static_cast<size_t>(i)]) << "pair " << i;
+      std::vector<int> seen(static_cast<size_t>(P), 0), count(static_cast<size_t>(cs.E), 0);
+      for (int i = 0; i < P; ++i) ++count[static_cast<size_t>(pk[static_cast<size_t>(i)])];
+      int b = 0;
+      for (int e = 0; e < cs.E; ++e)
+        for (int q = 0; q < (count[static_cast<size_t>(e)] + 7) / 8; ++q, ++b) {
+          ASSERT_EQ(be[static_cast<size_t>(b)], e) << "block " << b;
+          for (int r = 0; r < cuda::kMoeBlockRows; ++r) {
+            const int32_t pr = bp[static_cast<size_t>(b) * cuda::kMoeBlockRows + r];
+            const bool filled = q * 8 + r < count[static_cast<size_t>(e)];
+            ASSERT_EQ(pr >= 0, filled) << "block " << b << " row " << r;
+            if (filled) {
+              ASSERT_LT(pr, P);
+              EXPECT_EQ(pk[static_cast<size_t>(pr)], e);
+              ++seen[static_cast<size_t>(pr)];
+            }
+          }
+        }
+      for (; b < nb; ++b) EXPECT_EQ(be[static_cast<size_t>(b)], -1) << "block " << b;
+      for (int i = 0; i < P; ++i) EXPECT_EQ(seen[static_cast<size_t>(i)], 1) << "pair " << i;
     }
   }
 }
