@@ -1,13 +1,16 @@
 // The expert GEMMs of a mixture-of-experts layer and the weighted sum of the experts' outputs (moe_kernels.h).
 //
-// launch_moe_gemm: grid (max_blocks, n_out / kColsPerCta). A CTA takes block b of the bucketed pairs (one expert e,
-// up to kMoeBlockRows pairs), stages those pairs' input rows in shared memory as fp32 (kChunk columns at a time;
-// the SwiGLU prologue applied while staging), and each warp streams kColsPerWarp rows of W[e] (16-byte loads,
-// lanes along k) multiplying each loaded weight vector with every staged pair: the expert's weights are read once
-// per block, whatever the number of pairs in it. Blocks past the ones the routing used exit at once. Grid x is
-// the block index so that the CTAs reading the same weight rows for different blocks of one expert run close in
-// time (L2 reuse for batches). A GEMV at decode (one pair per expert), a SIMT GEMM for batches: prefill is
-// correct but not tensor-core fast (docs/moe.md).
+// launch_moe_gemm: grid (max_blocks, column tiles). A CTA takes block b of the bucketed pairs (one expert e, up to
+// kMoeBlockRows pairs) and kColsPerCta weight rows of W[e]; each warp streams kColsPerWarp rows (16-byte loads,
+// lanes along k, kUnroll steps in flight, bypassing L1) and multiplies each loaded weight vector with every pair
+// of the block, whose input rows (a few KiB, shared by the CTA's warps) come through L1. So an expert's weights
+// are read once per block, whatever the number of pairs in it, and the kernel needs no shared memory (no
+// shared-memory reconfiguration next to the decode kernels, no staging barrier). Blocks past the ones the routing
+// used exit at once. Grid x is the block index, so the CTAs reading the same weight rows for different blocks of
+// one expert run close in time (L2 reuse for batches). A GEMV at decode (one pair per expert); for batches a SIMT
+// GEMM: prefill is correct but not tensor-core fast (docs/moe.md).
+// With swiglu_out (gate|up), a warp's first kColsPerWarp / 2 rows are gate rows j.. and the others the up rows
+// n_ff + j.., so the epilogue writes silu(gate) * up: act [n_pairs, n_ff] for the down GEMM.
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/moe_kernels.h"
 #include "backend/cuda/storage.cuh"
@@ -18,7 +21,6 @@ namespace {
 constexpr int kWarps = 8;
 constexpr int kColsPerWarp = 4;
 constexpr int kColsPerCta = kWarps * kColsPerWarp;
-constexpr int kChunk = 1024;  // staged input columns per pair: kMoeBlockRows * kChunk fp32 = 32 KiB
 constexpr int R = kMoeBlockRows;
 constexpr int kUnroll = 2;
 
@@ -32,93 +34,87 @@ __device__ __forceinline__ Raw8<bf16> load_weights(const bf16* p) {
 }
 __device__ __forceinline__ Raw8<float> load_weights(const float* p) { return load8(p); }
 
+// Activations: read-only for the kernel and shared by its warps (L1).
 template <class T>
+__device__ __forceinline__ Raw8<T> load_act(const T* p) {
+  Raw8<T> r;
+  const uint4* s = reinterpret_cast<const uint4*>(p);
+#pragma unroll
+  for (int i = 0; i < static_cast<int>(sizeof(T) / 2); ++i) r.u[i] = __ldg(s + i);
+  return r;
+}
+
+template <class T, bool kSwiGluOut>
 __global__ void __launch_bounds__(kWarps * 32) moe_gemm_kernel(MoeGemmParamsT<T> p) {
   pdl_wait();
-  __shared__ __align__(16) float xs[R][kChunk];
-  __shared__ int pairs[R];
   const int b = blockIdx.x;
   const int e = p.block_expert[b];
-  if (e < 0) return;  // uniform over the CTA
-  if (threadIdx.x < R) pairs[threadIdx.x] = p.block_pairs[static_cast<int64_t>(b) * R + threadIdx.x];
-  __syncthreads();
-  int nv = 0;  // valid pairs come first in a block
-#pragma unroll
-  for (int r = 0; r < R; ++r) nv += pairs[r] >= 0;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int n0 = blockIdx.y * kColsPerCta + warp * kColsPerWarp;
+  if (e < 0) return;
   const int K = p.k;
-  const T* wbase = p.w + (static_cast<int64_t>(e) * p.n_out) * K;
+  int xoff[R];  // element offset of each pair's input row (valid pairs come first in a block)
+  int nv = 0;
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const int pr = p.block_pairs[static_cast<int64_t>(b) * R + r];
+    nv += pr >= 0;
+    xoff[r] = pr >= 0 ? pr / p.x_div * K : 0;
+  }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  // This warp's weight rows (-1: past the matrix).
+  int row[kColsPerWarp];
+  constexpr int kHalf = kColsPerWarp / 2;
+  const int j0 = (blockIdx.y * kWarps + warp) * (kSwiGluOut ? kHalf : kColsPerWarp);
+#pragma unroll
+  for (int c = 0; c < kColsPerWarp; ++c) {
+    if (kSwiGluOut) {
+      const int j = j0 + c % kHalf;
+      row[c] = j < p.n_out ? (c < kHalf ? j : p.n_out + j) : -1;
+    } else {
+      row[c] = j0 + c < p.n_out ? j0 + c : -1;
+    }
+  }
+  const int w_rows = kSwiGluOut ? 2 * p.n_out : p.n_out;
+  const T* wbase = p.w + static_cast<int64_t>(e) * w_rows * K;
   float acc[R][kColsPerWarp];
 #pragma unroll
   for (int r = 0; r < R; ++r)
 #pragma unroll
     for (int c = 0; c < kColsPerWarp; ++c) acc[r][c] = 0.f;
 
-  for (int k0 = 0; k0 < K; k0 += kChunk) {
-    const int kc = min(kChunk, K - k0);
-    __syncthreads();  // the previous chunk's readers are done
-    // Stage: nv rows x kc columns, 8 at a time.
-    for (int idx = threadIdx.x; idx < nv * (kc / 8); idx += blockDim.x) {
-      const int r = idx / (kc / 8), i = (idx % (kc / 8)) * 8;
-      const int64_t pr = pairs[r];
-      float f[8];
-      if (p.swiglu) {
-        const T* row = p.x + pr * 2 * K;
-        float g[8], u[8];
-        unpack8(load8(row + k0 + i), g);
-        unpack8(load8(row + K + k0 + i), u);
+  for (int i0 = lane * 8; i0 < K; i0 += kUnroll * 256) {
+    Raw8<T> raw[kUnroll][kColsPerWarp];
 #pragma unroll
-        for (int q = 0; q < 8; ++q) {
-          const float ex = sizeof(T) == 2 ? __expf(-g[q]) : expf(-g[q]);
-          f[q] = g[q] / (1.f + ex) * u[q];
-        }
-      } else {
-        unpack8(load8(p.x + (pr / p.x_div) * K + k0 + i), f);
+    for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+      for (int c = 0; c < kColsPerWarp; ++c) {
+        const int i = i0 + u * 256;
+        raw[u][c] = i < K && row[c] >= 0 ? load_weights(wbase + static_cast<int64_t>(row[c]) * K + i) : zero8<T>();
       }
 #pragma unroll
-      for (int q = 0; q < 8; ++q) xs[r][i + q] = f[q];
-    }
-    __syncthreads();
-    // U steps of 256 columns per iteration: U * kColsPerWarp 16-byte weight loads in flight per lane.
-    for (int i0 = lane * 8; i0 < kc; i0 += kUnroll * 256) {
-      Raw8<T> raw[kUnroll][kColsPerWarp];
+    for (int u = 0; u < kUnroll; ++u) {
+      const int i = i0 + u * 256;
+      if (i >= K) break;
+      float wf[kColsPerWarp][8];
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u)
+      for (int c = 0; c < kColsPerWarp; ++c) unpack8(raw[u][c], wf[c]);
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        if (r >= nv) break;
+        float xf[8];
+        unpack8(load_act(p.x + xoff[r] + i), xf);
 #pragma unroll
         for (int c = 0; c < kColsPerWarp; ++c) {
-          const int i = i0 + u * 256, n = n0 + c;
-          raw[u][c] = i < kc && n < p.n_out ? load_weights(wbase + static_cast<int64_t>(n) * K + k0 + i) : zero8<T>();
-        }
+          float a = acc[r][c];
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int i = i0 + u * 256;
-        if (i >= kc) break;
-        float wf[kColsPerWarp][8];
-#pragma unroll
-        for (int c = 0; c < kColsPerWarp; ++c) unpack8(raw[u][c], wf[c]);
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-          if (r >= nv) break;
-          const float4 xa = *reinterpret_cast<const float4*>(&xs[r][i]);
-          const float4 xb = *reinterpret_cast<const float4*>(&xs[r][i + 4]);
-#pragma unroll
-          for (int c = 0; c < kColsPerWarp; ++c) {
-            float a = acc[r][c];
-            a = fmaf(wf[c][0], xa.x, a);
-            a = fmaf(wf[c][1], xa.y, a);
-            a = fmaf(wf[c][2], xa.z, a);
-            a = fmaf(wf[c][3], xa.w, a);
-            a = fmaf(wf[c][4], xb.x, a);
-            a = fmaf(wf[c][5], xb.y, a);
-            a = fmaf(wf[c][6], xb.z, a);
-            a = fmaf(wf[c][7], xb.w, a);
-            acc[r][c] = a;
-          }
+          for (int q = 0; q < 8; ++q) a = fmaf(wf[c][q], xf[q], a);
+          acc[r][c] = a;
         }
       }
     }
   }
+  int pairs[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) pairs[r] = p.block_pairs[static_cast<int64_t>(b) * R + r];
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     if (r >= nv) break;
@@ -129,10 +125,21 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gemm_kernel(MoeGemmParamsT<T>
       for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
       acc[r][c] = v;
     }
-    if (lane == 0) {
+    if (lane != 0) continue;
+    T* y = p.y + static_cast<int64_t>(pairs[r]) * p.n_out;
+    if (kSwiGluOut) {
+#pragma unroll
+      for (int c = 0; c < kHalf; ++c) {
+        if (row[c] < 0) continue;
+        const float g = acc[r][c], u = acc[r][c + kHalf];
+        // bf16 keeps the fast exp (its output rounding dominates); fp32 the accurate one (as launch_swiglu).
+        const float ex = sizeof(T) == 2 ? __expf(-g) : expf(-g);
+        y[row[c]] = from_f32<T>(g / (1.f + ex) * u);
+      }
+    } else {
 #pragma unroll
       for (int c = 0; c < kColsPerWarp; ++c)
-        if (n0 + c < p.n_out) p.y[static_cast<int64_t>(pairs[r]) * p.n_out + n0 + c] = from_f32<T>(acc[r][c]);
+        if (row[c] >= 0) y[row[c]] = from_f32<T>(acc[r][c]);
     }
   }
 }
@@ -159,9 +166,11 @@ template <class T>
 cudaError_t launch_moe_gemm(const MoeGemmParamsT<T>& p, cudaStream_t stream) {
   if (p.max_blocks <= 0 || p.n_out <= 0) return cudaSuccess;
   if (p.k <= 0 || p.k % 8 != 0 || p.x_div <= 0) return cudaErrorInvalidValue;
-  const int tiles = (p.n_out + kColsPerCta - 1) / kColsPerCta;
+  const int per_cta = p.swiglu_out ? kColsPerCta / 2 : kColsPerCta;
+  const int tiles = (p.n_out + per_cta - 1) / per_cta;
   if (tiles > 65535) return cudaErrorInvalidValue;
-  return launch_pdl(moe_gemm_kernel<T>, dim3(p.max_blocks, tiles), dim3(kWarps * 32), 0, stream, p);
+  if (p.swiglu_out) return launch_pdl(moe_gemm_kernel<T, true>, dim3(p.max_blocks, tiles), dim3(kWarps * 32), 0, stream, p);
+  return launch_pdl(moe_gemm_kernel<T, false>, dim3(p.max_blocks, tiles), dim3(kWarps * 32), 0, stream, p);
 }
 
 template <class T>

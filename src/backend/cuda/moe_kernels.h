@@ -6,8 +6,9 @@
 //     -> launch_moe_route: pick [T, k] expert ids, pick_w [T, k] weights (and the shared expert's gate [T])
 //     -> launch_moe_align: the T*k (token, rank) pairs bucketed by expert into blocks of kMoeBlockRows pairs of
 //        one expert each (block_expert [n_blocks], block_pairs [n_blocks, kMoeBlockRows], -1 = no pair)
-//     -> launch_moe_gemm (gate|up): gu [T*k, 2 ff] = x[token] . W_gu[e]^T   per pair p = t*k + j, e = pick[p]
-//     -> launch_moe_gemm (down, SwiGLU prologue): y [T*k, d] = swiglu(gu[p]) . W_down[e]^T
+//     -> launch_moe_gemm (gate|up, SwiGLU epilogue): act [T*k, ff] = swiglu(x[token] . W_gu[e]^T)  per pair
+//        p = t*k + j, e = pick[p]
+//     -> launch_moe_gemm (down): y [T*k, d] = act[p] . W_down[e]^T
 //     -> launch_moe_combine: out [T, d] = sum_j pick_w[t, j] y[t*k + j]  (+ sigmoid gate * shared expert output)
 //
 // The grid of launch_moe_gemm covers moe_max_blocks(T*k, E) blocks, a bound known on the host from T alone; blocks
@@ -61,20 +62,21 @@ cudaError_t launch_moe_align(const MoeAlignParams& p, cudaStream_t stream);
 // for small batches (up to 64 tokens, 32 warps' probabilities within 32 KiB: decode steps), else two.
 cudaError_t launch_moe_route_align(const MoeRouteParams& rp, const MoeAlignParams& ap, cudaStream_t stream);
 
-// Gathered expert GEMM, T = bf16 or float (fp32 accumulation): for every pair p in block b (expert e =
-// block_expert[b]):  y[p, n] = sum_k xrow(p)[k] * w[e, n, k]   for n < n_out, where
-//   swiglu false: xrow(p) = x[p / x_div, 0 .. k)              (gate|up: x_div = k_used, the token's normed input)
-//   swiglu true:  xrow(p)[j] = silu(x[p, j]) * x[p, k + j]    (down: x = gate|up output [n_pairs, 2k], x_div = 1)
+// Gathered expert GEMM, T = bf16 or float (fp32 accumulation), for every pair p in block b (expert e =
+// block_expert[b]) with input row xrow(p) = x[p / x_div, 0 .. k):
+//   swiglu_out false (down, x_div = 1):       y[p, n] = sum_k xrow(p)[k] w[e, n, k]             n < n_out
+//   swiglu_out true (gate|up, x_div = k_used): y[p, j] = silu(g) * u, g = xrow(p) . w[e, j], u = xrow(p) . w[e,
+//                                              n_out + j] (w holds each expert's n_out gate rows, then its up rows)
 // k a multiple of 8 (16-byte weight rows in bf16).
 template <class T>
 struct MoeGemmParamsT {
-  const T* x = nullptr;               // [rows, k] or [n_pairs, 2k] (swiglu)
-  const T* w = nullptr;               // [n_expert, n_out, k]
+  const T* x = nullptr;               // [rows, k]
+  const T* w = nullptr;               // [n_expert, n_out (x2 with swiglu_out), k]
   T* y = nullptr;                     // [n_pairs, n_out]
   const int32_t* block_expert = nullptr;  // [max_blocks]
   const int32_t* block_pairs = nullptr;   // [max_blocks, kMoeBlockRows]
   int max_blocks = 0, n_out = 0, k = 0, x_div = 1;
-  bool swiglu = false;
+  bool swiglu_out = false;
 };
 template <class T>
 cudaError_t launch_moe_gemm(const MoeGemmParamsT<T>& p, cudaStream_t stream);

@@ -247,7 +247,7 @@ class CudaRunner final : public CudaModelRunner {
   DeviceBuffer moe_shg_;    // [max_tokens] fp32 shared expert gate
   DeviceBuffer moe_blk_;    // [NB] int32 expert of each block
   DeviceBuffer moe_pairs_;  // [NB, kMoeBlockRows] int32 pairs of each block
-  DeviceBuffer moe_gu_;     // [P, 2 n_ff_exp] expert gate|up outputs
+  DeviceBuffer moe_act_;    // [P, n_ff_exp] swiglu of the experts' gate|up outputs
   DeviceBuffer moe_y_;      // [P, n_embd] expert outputs
   DeviceBuffer logits_;     // [logit_rows, n_vocab] fp32
   DeviceBuffer attn_ws_;    // [max_seqs, n_head, kMaxSplits, head_dim + 2] fp32 split-K partials

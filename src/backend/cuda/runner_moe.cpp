@@ -4,8 +4,8 @@
 //   moe_logits_ [T, router_rows] fp32 = normed_ . router^T                   (Gemm::run)
 //   moe_pick_ / moe_w_ [T, k], moe_shg_ [T] = top-k of softmax(logits),
 //   moe_blk_ / moe_pairs_ = the T*k pairs bucketed by expert                 (launch_moe_route_align)
-//   moe_gu_ [T*k, 2 ff_exp] = normed_[t] . W_gu[e]^T                         (launch_moe_gemm)
-//   moe_y_ [T*k, d] = swiglu(moe_gu_) . W_down[e]^T                          (launch_moe_gemm, SwiGLU prologue)
+//   moe_act_ [T*k, ff_exp] = swiglu(normed_[t] . W_gu[e]^T)                 (launch_moe_gemm, SwiGLU epilogue)
+//   moe_y_ [T*k, d] = moe_act_ . W_down[e]^T                                 (launch_moe_gemm)
 //   shared expert (Qwen2-MoE): proj_ [T, d] = swiglu(normed_ . W_sh_gu^T) . W_sh_down^T     (run_linear)
 //   proj_ [T, d] = sum_j w[t, j] moe_y_[t*k + j] (+ sigmoid gate * proj_)    (launch_moe_combine)
 #include <cuda_runtime_api.h>
@@ -92,7 +92,7 @@ Status CudaRunner::alloc_moe_workspace() {
   MOPT_TRY(moe_shg_.alloc(T * 4, "MoE routing"));
   MOPT_TRY(moe_blk_.alloc(nb * 4, "MoE routing"));
   MOPT_TRY(moe_pairs_.alloc(nb * kMoeBlockRows * 4, "MoE routing"));
-  MOPT_TRY(moe_gu_.alloc(P * 2 * c.n_ff_exp * es_, "MoE activations"));
+  MOPT_TRY(moe_act_.alloc(P * c.n_ff_exp * es_, "MoE activations"));
   MOPT_TRY(moe_y_.alloc(P * c.n_embd * es_, "MoE activations"));
   return Status::ok();
 }
@@ -114,20 +114,20 @@ Status CudaRunner::enqueue_moe(int l, int T) {
                           .max_blocks = nb};
   MOPT_CUDA_TRY(launch_moe_route_align(rp, ap, stream_));
   MOPT_TRY(mark("MoE routing"));
-  MoeGemmParamsT<E> gp{.x = normed_.as<E>(), .w = M.gate_up.as<E>(), .y = moe_gu_.as<E>(),
+  MoeGemmParamsT<E> gp{.x = normed_.as<E>(), .w = M.gate_up.as<E>(), .y = moe_act_.as<E>(),
                        .block_expert = moe_blk_.as<int32_t>(), .block_pairs = moe_pairs_.as<int32_t>(),
-                       .max_blocks = nb, .n_out = 2 * c.n_ff_exp, .k = d, .x_div = k, .swiglu = false};
+                       .max_blocks = nb, .n_out = c.n_ff_exp, .k = d, .x_div = k, .swiglu_out = true};
   MOPT_CUDA_TRY(launch_moe_gemm(gp, stream_));
-  MOPT_TRY(mark("MoE gate|up GEMM"));
-  gp.x = moe_gu_.as<E>();
+  MOPT_TRY(mark("MoE gate|up GEMM (+swiglu)"));
+  gp.x = moe_act_.as<E>();
   gp.w = M.down.as<E>();
   gp.y = moe_y_.as<E>();
   gp.n_out = d;
   gp.k = c.n_ff_exp;
   gp.x_div = 1;
-  gp.swiglu = true;
+  gp.swiglu_out = false;
   MOPT_CUDA_TRY(launch_moe_gemm(gp, stream_));
-  MOPT_TRY(mark("MoE down GEMM (+swiglu)"));
+  MOPT_TRY(mark("MoE down GEMM"));
   if (shared) {
     MOPT_TRY(run_linear(M.sh_gate_up, normed_.as<E>(), gu_.as<E>(), T));
     const SwiGluParamsT<E> sp{.gate_up = gu_.as<E>(), .out = act_.as<E>(), .n_tokens = T, .n_ff = c.n_ff_shexp};
