@@ -109,8 +109,7 @@ Result<std::unique_ptr<CudaRunner>> CudaRunner::create(const Model& model, const
     return error("GPU %s has compute capability %d.%d; the CUDA backend needs 8.0 or newer (bf16 tensor cores)",
                  prop.name, prop.major, prop.minor);
   r->n_sms_ = prop.multiProcessorCount;
-  // MoE models take the general path (their MLP is runner_moe.cpp's, not the fused skinny GEMMs).
-  r->fused_decode_ = !r->f32_ && extras.fused_decode && !c.is_moe() && c.n_embd % 8 == 0 && c.q_dim() % 8 == 0 && c.n_ff % 8 == 0;
+  r->fused_decode_ = !r->f32_ && extras.fused_decode && c.n_embd % 8 == 0 && c.q_dim() % 8 == 0 && c.n_ff % 8 == 0;
   constexpr uint32_t kL2PrefetchBytes = 16u << 20;
   using Pf = CudaRunnerExtras::L2Prefetch;
   r->l2_prefetch_o_ = extras.l2_prefetch != Pf::kNone ? kL2PrefetchBytes : 0;

@@ -150,13 +150,14 @@ __global__ void moe_combine_kernel(MoeCombineParamsT<T> p) {
   const int t = blockIdx.x;
   const float* w = p.pick_w + static_cast<int64_t>(t) * p.k;
   const T* y = p.y + static_cast<int64_t>(t) * p.k * p.n_embd;
-  T* out = p.out + static_cast<int64_t>(t) * p.n_embd;
+  const int64_t row = static_cast<int64_t>(t) * p.n_embd;
   const float g = p.shared_gate ? p.shared_gate[t] : 0.f;
   for (int c = threadIdx.x; c < p.n_embd; c += blockDim.x) {
     float a = 0.f;
     for (int j = 0; j < p.k; ++j) a += w[j] * to_f32(y[static_cast<int64_t>(j) * p.n_embd + c]);
-    if (p.shared_gate) a += g * to_f32(out[c]);
-    out[c] = from_f32<T>(a);
+    if (p.shared_gate) a += g * to_f32(p.shared[row + c]);
+    if (p.out) p.out[row + c] = from_f32<T>(a);
+    else p.residual[row + c] += a;
   }
 }
 
@@ -176,7 +177,7 @@ cudaError_t launch_moe_gemm(const MoeGemmParamsT<T>& p, cudaStream_t stream) {
 template <class T>
 cudaError_t launch_moe_combine(const MoeCombineParamsT<T>& p, cudaStream_t stream) {
   if (p.n_tokens <= 0) return cudaSuccess;
-  if (p.k <= 0 || p.n_embd <= 0) return cudaErrorInvalidValue;
+  if (p.k <= 0 || p.n_embd <= 0 || (!p.out && !p.residual) || (p.shared_gate && !p.shared)) return cudaErrorInvalidValue;
   return launch_pdl(moe_combine_kernel<T>, dim3(p.n_tokens), dim3(256), 0, stream, p);
 }
 

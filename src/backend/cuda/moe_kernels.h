@@ -81,15 +81,17 @@ struct MoeGemmParamsT {
 template <class T>
 cudaError_t launch_moe_gemm(const MoeGemmParamsT<T>& p, cudaStream_t stream);
 
-// out[t, :] = sum_{j < k} pick_w[t, j] * y[t * k + j, :]  (rank order, fp32)  + (shared_gate ? shared_gate[t] *
-// out[t, :] : 0), where `out` holds the shared expert's output on entry when shared_gate is set (read, then
-// overwritten, by the same thread).
+// m[t, :] = sum_{j < k} pick_w[t, j] * y[t * k + j, :]  (rank order, fp32)  + (shared_gate ? shared_gate[t] *
+// shared[t, :] : 0); then out[t, :] = m (general path), or residual[t, :] += m (fused decode path: out null).
+// shared may be out (each element read, then written, by the same thread).
 template <class T>
 struct MoeCombineParamsT {
   const T* y = nullptr;               // [n_tokens * k, n_embd]
   const float* pick_w = nullptr;      // [n_tokens, k]
   const float* shared_gate = nullptr; // [n_tokens] or null
-  T* out = nullptr;                   // [n_tokens, n_embd]
+  const T* shared = nullptr;          // [n_tokens, n_embd] the shared expert's output (with shared_gate)
+  T* out = nullptr;                   // [n_tokens, n_embd], or null
+  float* residual = nullptr;          // [n_tokens, n_embd] fp32 residual stream (when out is null)
   int n_tokens = 0, k = 0, n_embd = 0;
 };
 template <class T>

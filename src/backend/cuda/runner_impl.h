@@ -152,12 +152,13 @@ class CudaRunner final : public CudaModelRunner {
   DeferredScales fp8_deferred(const Linear& lin, int m) const;
 
   // runner_moe.cpp: one layer's router and experts (the shared expert goes through upload_weights' load_mat); the
-  // routing / expert workspaces; the MoE MLP of layer l on T rows: proj_ = MoE(normed_) (enqueue only).
+  // routing / expert workspaces; the MoE MLP of layer l on T rows: proj_ = MoE(normed_), or with resid (fused
+  // decode) resid += MoE(normed_) (enqueue only).
   int moe_router_rows() const;
   Status upload_moe_layer(const Model& model, int l, const CudaRunnerExtras& extras, uint64_t& seed);
   Status alloc_moe_workspace();
   template <class E>
-  Status enqueue_moe(int l, int T);
+  Status enqueue_moe(int l, int T, float* resid = nullptr);
 
   // runner_plan.cpp
   Status check_batch(const ForwardBatch& b) const;

@@ -8,6 +8,7 @@
 //   moe_y_ [T*k, d] = moe_act_ . W_down[e]^T                                 (launch_moe_gemm)
 //   shared expert (Qwen2-MoE): proj_ [T, d] = swiglu(normed_ . W_sh_gu^T) . W_sh_down^T     (run_linear)
 //   proj_ [T, d] = sum_j w[t, j] moe_y_[t*k + j] (+ sigmoid gate * proj_)    (launch_moe_combine)
+//     or, on the fused decode path, that sum added into the fp32 residual stream resid_ [T, d]
 #include <cuda_runtime_api.h>
 
 #include <cmath>
@@ -98,7 +99,7 @@ Status CudaRunner::alloc_moe_workspace() {
 }
 
 template <class E>
-Status CudaRunner::enqueue_moe(int l, int T) {
+Status CudaRunner::enqueue_moe(int l, int T, float* resid) {
   const ModelConfig& c = cfg_;
   const MoeWeights& M = layers_[static_cast<size_t>(l)].moe;
   const int d = c.n_embd, k = c.n_expert_used, ld = moe_router_rows();
@@ -136,13 +137,14 @@ Status CudaRunner::enqueue_moe(int l, int T) {
     MOPT_TRY(mark("MoE shared expert"));
   }
   const MoeCombineParamsT<E> cp{.y = moe_y_.as<E>(), .pick_w = moe_w_.as<float>(),
-                                .shared_gate = shared ? moe_shg_.as<float>() : nullptr, .out = proj_.as<E>(),
-                                .n_tokens = T, .k = k, .n_embd = d};
+                                .shared_gate = shared ? moe_shg_.as<float>() : nullptr,
+                                .shared = shared ? proj_.as<E>() : nullptr, .out = resid ? nullptr : proj_.as<E>(),
+                                .residual = resid, .n_tokens = T, .k = k, .n_embd = d};
   MOPT_CUDA_TRY(launch_moe_combine(cp, stream_));
   return mark("MoE combine");
 }
 
-template Status CudaRunner::enqueue_moe<bf16>(int, int);
-template Status CudaRunner::enqueue_moe<float>(int, int);
+template Status CudaRunner::enqueue_moe<bf16>(int, int, float*);
+template Status CudaRunner::enqueue_moe<float>(int, int, float*);
 
 }  // namespace mopt::cuda
