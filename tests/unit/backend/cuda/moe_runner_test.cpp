@@ -58,7 +58,8 @@ TEST(CudaMoe, RouteKernelPicksTheCpuExperts) {
     std::vector<float> logits(static_cast<size_t>(T) * ld);
     for (float& v : logits) v = nd(rng);
     for (int e = 0; e < cs.E; ++e) logits[static_cast<size_t>(ld) + e] = 0.5f;  // token 1: all tied (lower ids win)
-    for (int e = 0; e < cs.E; e += 3) logits[2 * static_cast<size_t>(ld) + e] = 1.0f;  // token 2: partly tied
+    // token 2: every third expert tied at the maximum (exp(0) = 1 exactly on both sides: the lower ids win)
+    for (int e = 0; e < cs.E; e += 3) logits[2 * static_cast<size_t>(ld) + e] = 9.0f;
     cudatest::DevVec<float> dl(logits), dw(static_cast<size_t>(T) * cs.k), dg(T);
     cudatest::DevVec<int32_t> dp(static_cast<size_t>(T) * cs.k);
     const cuda::MoeRouteParams p{.logits = dl.get(), .pick = dp.get(), .pick_w = dw.get(),
