@@ -21,8 +21,9 @@ namespace {
 constexpr int kWarps = 8;
 constexpr int kColsPerWarp = 4;
 constexpr int kColsPerCta = kWarps * kColsPerWarp;
-constexpr int R = kMoeBlockRows;
-constexpr int kUnroll = 2;
+// Tilings: MR pairs per block handled (kMoeBlockRows, or 1 when every block holds one pair: a single token, whose k
+// picks are distinct experts) and U 16-byte steps per weight row in flight (MR = 8: 2, the 8 x 4 accumulators
+// taking the registers; MR = 1: 4, i.e. 16 loads per lane, as the skinny GEMM's deep tilings).
 
 // Weights are streamed once: bf16 rows bypass L1 (as the skinny GEMM's loads); fp32 (tests) plain loads.
 __device__ __forceinline__ Raw8<bf16> load_weights(const bf16* p) {
@@ -44,8 +45,9 @@ __device__ __forceinline__ Raw8<T> load_act(const T* p) {
   return r;
 }
 
-template <class T, bool kSwiGluOut>
+template <class T, bool kSwiGluOut, int R, int kUnroll>
 __global__ void __launch_bounds__(kWarps * 32) moe_gemm_kernel(MoeGemmParamsT<T> p) {
+  constexpr int kBlock = kMoeBlockRows;  // stride of block_pairs
   pdl_wait();
   const int b = blockIdx.x;
   const int e = p.block_expert[b];
@@ -55,7 +57,7 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gemm_kernel(MoeGemmParamsT<T>
   int nv = 0;
 #pragma unroll
   for (int r = 0; r < R; ++r) {
-    const int pr = p.block_pairs[static_cast<int64_t>(b) * R + r];
+    const int pr = p.block_pairs[static_cast<int64_t>(b) * kBlock + r];
     nv += pr >= 0;
     xoff[r] = pr >= 0 ? pr / p.x_div * K : 0;
   }
@@ -114,7 +116,7 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gemm_kernel(MoeGemmParamsT<T>
   }
   int pairs[R];
 #pragma unroll
-  for (int r = 0; r < R; ++r) pairs[r] = p.block_pairs[static_cast<int64_t>(b) * R + r];
+  for (int r = 0; r < R; ++r) pairs[r] = p.block_pairs[static_cast<int64_t>(b) * kBlock + r];
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     if (r >= nv) break;
@@ -170,8 +172,12 @@ cudaError_t launch_moe_gemm(const MoeGemmParamsT<T>& p, cudaStream_t stream) {
   const int per_cta = p.swiglu_out ? kColsPerCta / 2 : kColsPerCta;
   const int tiles = (p.n_out + per_cta - 1) / per_cta;
   if (tiles > 65535) return cudaErrorInvalidValue;
-  if (p.swiglu_out) return launch_pdl(moe_gemm_kernel<T, true>, dim3(p.max_blocks, tiles), dim3(kWarps * 32), 0, stream, p);
-  return launch_pdl(moe_gemm_kernel<T, false>, dim3(p.max_blocks, tiles), dim3(kWarps * 32), 0, stream, p);
+  const dim3 grid(p.max_blocks, tiles), block(kWarps * 32);
+  if (p.one_pair_per_block)
+    return p.swiglu_out ? launch_pdl(moe_gemm_kernel<T, true, 1, 4>, grid, block, 0, stream, p)
+                        : launch_pdl(moe_gemm_kernel<T, false, 1, 4>, grid, block, 0, stream, p);
+  return p.swiglu_out ? launch_pdl(moe_gemm_kernel<T, true, kMoeBlockRows, 2>, grid, block, 0, stream, p)
+                      : launch_pdl(moe_gemm_kernel<T, false, kMoeBlockRows, 2>, grid, block, 0, stream, p);
 }
 
 template <class T>

@@ -77,6 +77,7 @@ struct MoeGemmParamsT {
   const int32_t* block_pairs = nullptr;   // [max_blocks, kMoeBlockRows]
   int max_blocks = 0, n_out = 0, k = 0, x_div = 1;
   bool swiglu_out = false;
+  bool one_pair_per_block = false;  // true only when no block holds two pairs (one token: its experts differ)
 };
 template <class T>
 cudaError_t launch_moe_gemm(const MoeGemmParamsT<T>& p, cudaStream_t stream);

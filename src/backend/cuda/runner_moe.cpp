@@ -117,7 +117,8 @@ Status CudaRunner::enqueue_moe(int l, int T, float* resid) {
   MOPT_TRY(mark("MoE routing"));
   MoeGemmParamsT<E> gp{.x = normed_.as<E>(), .w = M.gate_up.as<E>(), .y = moe_act_.as<E>(),
                        .block_expert = moe_blk_.as<int32_t>(), .block_pairs = moe_pairs_.as<int32_t>(),
-                       .max_blocks = nb, .n_out = c.n_ff_exp, .k = d, .x_div = k, .swiglu_out = true};
+                       .max_blocks = nb, .n_out = c.n_ff_exp, .k = d, .x_div = k, .swiglu_out = true,
+                       .one_pair_per_block = T == 1};
   MOPT_CUDA_TRY(launch_moe_gemm(gp, stream_));
   MOPT_TRY(mark("MoE gate|up GEMM (+swiglu)"));
   gp.x = moe_act_.as<E>();
