@@ -151,19 +151,38 @@ __global__ void moe_combine_kernel(MoeCombineParamsT<T> p) {
   pdl_wait();
   const int t = blockIdx.x;
   const float* w = p.pick_w + static_cast<int64_t>(t) * p.k;
-  const T* y = p.y + static_cast<int64_t>(t) * p.k * p.n_embd;
   const int64_t row = static_cast<int64_t>(t) * p.n_embd;
   const float g = p.shared_gate ? p.shared_gate[t] : 0.f;
   for (int c = threadIdx.x; c < p.n_embd; c += blockDim.x) {
     float a = 0.f;
-    for (int j = 0; j < p.k; ++j) a += w[j] * to_f32(y[static_cast<int64_t>(j) * p.n_embd + c]);
+    for (int j = 0; j < p.k; ++j) {
+      const int64_t pr = static_cast<int64_t>(t) * p.k + j;
+      a += w[j] * to_f32(p.y[(p.y_row ? p.y_row[pr] : pr) * p.n_embd + c]);
+    }
     if (p.shared_gate) a += g * to_f32(p.shared[row + c]);
     if (p.out) p.out[row + c] = from_f32<T>(a);
     else p.residual[row + c] += a;
   }
 }
 
+template <class T>
+__global__ void moe_gather_kernel(const T* x, const int32_t* packed_pair, int x_div, int n, T* out) {
+  pdl_wait();
+  const int r = blockIdx.x;
+  const T* src = x + static_cast<int64_t>(packed_pair[r] / x_div) * n;
+  T* dst = out + static_cast<int64_t>(r) * n;
+  for (int c = threadIdx.x; c < n; c += blockDim.x) dst[c] = src[c];
+}
+
 }  // namespace
+
+template <class T>
+cudaError_t launch_moe_gather(const T* x, const int32_t* packed_pair, int x_div, int n_rows, int n, T* out,
+                              cudaStream_t stream) {
+  if (n_rows <= 0) return cudaSuccess;
+  if (n <= 0 || x_div <= 0) return cudaErrorInvalidValue;
+  return launch_pdl(moe_gather_kernel<T>, dim3(n_rows), dim3(256), 0, stream, x, packed_pair, x_div, n, out);
+}
 
 template <class T>
 cudaError_t launch_moe_gemm(const MoeGemmParamsT<T>& p, cudaStream_t stream) {
@@ -191,5 +210,7 @@ template cudaError_t launch_moe_gemm<bf16>(const MoeGemmParamsT<bf16>&, cudaStre
 template cudaError_t launch_moe_gemm<float>(const MoeGemmParamsT<float>&, cudaStream_t);
 template cudaError_t launch_moe_combine<bf16>(const MoeCombineParamsT<bf16>&, cudaStream_t);
 template cudaError_t launch_moe_combine<float>(const MoeCombineParamsT<float>&, cudaStream_t);
+template cudaError_t launch_moe_gather<bf16>(const bf16*, const int32_t*, int, int, int, bf16*, cudaStream_t);
+template cudaError_t launch_moe_gather<float>(const float*, const int32_t*, int, int, int, float*, cudaStream_t);
 
 }  // namespace mopt::cuda

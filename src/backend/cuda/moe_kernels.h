@@ -28,6 +28,9 @@ namespace mopt::cuda {
 constexpr int kMoeBlockRows = 8;
 // Largest expert count the routing kernels take (shared memory per token / per layer).
 constexpr int kMoeMaxExperts = 1024;
+// Tokens from which a step outside CUDA graphs (prefill) runs its experts as per-expert tensor-core GEMMs
+// (CudaRunner::enqueue_moe_grouped: one host synchronization per layer for the expert row counts).
+constexpr int kMoeGroupedMinTokens = 256;
 
 // Upper bound on the blocks of n_pairs pairs over n_expert experts: sum_e ceil(c_e / R) <= n_pairs / R + min(E, n_pairs).
 inline int moe_max_blocks(int n_pairs, int n_expert) {
@@ -55,6 +58,10 @@ struct MoeAlignParams {
   int32_t* block_expert = nullptr;  // [max_blocks]
   int32_t* block_pairs = nullptr;   // [max_blocks, kMoeBlockRows]
   int n_pairs = 0, n_expert = 0, max_blocks = 0;  // max_blocks = moe_max_blocks(n_pairs, n_expert)
+  // Optional (all three or none), for the grouped path: the pairs packed by expert without padding.
+  int32_t* expert_start = nullptr;  // [n_expert + 1] first packed row of each expert (exclusive prefix of counts)
+  int32_t* pair_row = nullptr;      // [n_pairs] packed row of each pair
+  int32_t* packed_pair = nullptr;   // [n_pairs] pair of each packed row
 };
 cudaError_t launch_moe_align(const MoeAlignParams& p, cudaStream_t stream);
 
@@ -88,6 +95,7 @@ cudaError_t launch_moe_gemm(const MoeGemmParamsT<T>& p, cudaStream_t stream);
 template <class T>
 struct MoeCombineParamsT {
   const T* y = nullptr;               // [n_tokens * k, n_embd]
+  const int32_t* y_row = nullptr;     // [n_tokens * k] row of y of each pair (grouped path), or null (the pair)
   const float* pick_w = nullptr;      // [n_tokens, k]
   const float* shared_gate = nullptr; // [n_tokens] or null
   const T* shared = nullptr;          // [n_tokens, n_embd] the shared expert's output (with shared_gate)
@@ -97,5 +105,10 @@ struct MoeCombineParamsT {
 };
 template <class T>
 cudaError_t launch_moe_combine(const MoeCombineParamsT<T>& p, cudaStream_t stream);
+
+// Grouped path: out[r, :] = x[packed_pair[r] / x_div, :] for r < n_rows (the pairs' input rows packed by expert).
+template <class T>
+cudaError_t launch_moe_gather(const T* x, const int32_t* packed_pair, int x_div, int n_rows, int n, T* out,
+                              cudaStream_t stream);
 
 }  // namespace mopt::cuda

@@ -91,10 +91,37 @@ __global__ void moe_route_kernel(MoeRouteParams p) {
   route_token(p, t, lane, probs_all + warp * p.n_expert);
 }
 
+// Exclusive prefix sum of v over the CTA's kMoeMaxExperts threads in thread order (every thread calls it).
+__device__ int block_exclusive_scan(int v) {
+  __shared__ int warp_total[32];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  int incl = v;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int u = __shfl_up_sync(0xffffffffu, incl, o);
+    if (lane >= o) incl += u;
+  }
+  __syncthreads();  // warp_total's previous use is over
+  if (lane == 31) warp_total[warp] = incl;
+  __syncthreads();
+  if (warp == 0) {
+    const int t = warp_total[lane];
+    int ti = t;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int u = __shfl_up_sync(0xffffffffu, ti, o);
+      if (lane >= o) ti += u;
+    }
+    warp_total[lane] = ti - t;  // exclusive over warps
+  }
+  __syncthreads();
+  return warp_total[warp] + incl - v;
+}
+
 // The bucketing by the whole CTA (kMoeMaxExperts threads): counts per expert, each expert's first block, then
 // every pair placed in its expert's blocks.
 __device__ void align_pairs(const MoeAlignParams& p) {
-  __shared__ int count[kMoeMaxExperts], first[kMoeMaxExperts], fill[kMoeMaxExperts];
+  __shared__ int count[kMoeMaxExperts], first[kMoeMaxExperts], cstart[kMoeMaxExperts], fill[kMoeMaxExperts];
   const int E = p.n_expert, R = kMoeBlockRows;
   for (int e = threadIdx.x; e < E; e += blockDim.x) {
     count[e] = 0;
@@ -106,33 +133,17 @@ __device__ void align_pairs(const MoeAlignParams& p) {
     if (e >= 0 && e < E) atomicAdd(&count[e], 1);
   }
   __syncthreads();
-  // first[e] = exclusive prefix sum of the experts' block counts: thread e scans within its warp, warp totals in
-  // warp_total (blockDim.x == kMoeMaxExperts == 1024 threads cover every expert).
-  __shared__ int warp_total[32];
-  {
-    const int e = threadIdx.x, lane = e % 32, warp = e / 32;
-    const int nb = e < E ? (count[e] + R - 1) / R : 0;
-    int incl = nb;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const int v = __shfl_up_sync(0xffffffffu, incl, o);
-      if (lane >= o) incl += v;
-    }
-    if (lane == 31) warp_total[warp] = incl;
-    __syncthreads();
-    if (warp == 0) {
-      const int t = warp_total[lane];
-      int ti = t;
-#pragma unroll
-      for (int o = 1; o < 32; o <<= 1) {
-        const int v = __shfl_up_sync(0xffffffffu, ti, o);
-        if (lane >= o) ti += v;
-      }
-      warp_total[lane] = ti - t;  // exclusive over warps
-    }
-    __syncthreads();
-    if (e < E) first[e] = warp_total[warp] + incl - nb;
+  // first[e] = exclusive prefix sum of the experts' block counts; cstart[e] of their pair counts (thread e).
+  const int e_me = threadIdx.x;
+  const int n_me = e_me < E ? count[e_me] : 0;
+  const int first_me = block_exclusive_scan(e_me < E ? (n_me + R - 1) / R : 0);
+  const int cstart_me = block_exclusive_scan(n_me);
+  if (e_me < E) {
+    first[e_me] = first_me;
+    cstart[e_me] = cstart_me;
+    if (p.expert_start) p.expert_start[e_me] = cstart_me;
   }
+  if (p.expert_start && e_me == E - 1) p.expert_start[E] = cstart_me + n_me;
   for (int b = threadIdx.x; b < p.max_blocks; b += blockDim.x) {
     p.block_expert[b] = -1;
 #pragma unroll
@@ -148,6 +159,10 @@ __device__ void align_pairs(const MoeAlignParams& p) {
     if (e < 0 || e >= E) continue;
     const int pos = atomicAdd(&fill[e], 1);
     p.block_pairs[static_cast<int64_t>(first[e]) * R + pos] = i;
+    if (p.pair_row) {
+      p.pair_row[i] = cstart[e] + pos;
+      p.packed_pair[cstart[e] + pos] = i;
+    }
   }
 }
 

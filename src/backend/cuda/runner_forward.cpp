@@ -149,7 +149,7 @@ Status CudaRunner::enqueue_layers_t(const StepShape& s) {
     MOPT_CUDA_TRY(launch_rmsnorm(np, st));
     MOPT_TRY(mark("add + rmsnorm"));
     if (c.is_moe()) {  // proj_ = MoE(normed_) (runner_moe.cpp)
-      MOPT_TRY(enqueue_moe<E>(l, T));
+      MOPT_TRY(enqueue_moe<E>(l, T, nullptr, s.graph_bucket == 0));
       proj_scales = {};
       continue;
     }

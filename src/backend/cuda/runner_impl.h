@@ -153,12 +153,17 @@ class CudaRunner final : public CudaModelRunner {
 
   // runner_moe.cpp: one layer's router and experts (the shared expert goes through upload_weights' load_mat); the
   // routing / expert workspaces; the MoE MLP of layer l on T rows: proj_ = MoE(normed_), or with resid (fused
-  // decode) resid += MoE(normed_) (enqueue only).
+  // decode) resid += MoE(normed_). Enqueue only, except with eager (a step outside CUDA graphs) and T >=
+  // kMoeGroupedMinTokens: then the experts run as per-expert cuBLASLt GEMMs after one host synchronization.
   int moe_router_rows() const;
   Status upload_moe_layer(const Model& model, int l, const CudaRunnerExtras& extras, uint64_t& seed);
   Status alloc_moe_workspace();
   template <class E>
-  Status enqueue_moe(int l, int T, float* resid = nullptr);
+  Status enqueue_moe(int l, int T, float* resid = nullptr, bool eager = false);
+  template <class E>
+  Status enqueue_moe_grouped(int l, int T);
+  template <class E>
+  Status enqueue_moe_tail(int l, int T, float* resid, bool packed);
 
   // runner_plan.cpp
   Status check_batch(const ForwardBatch& b) const;
@@ -249,7 +254,12 @@ class CudaRunner final : public CudaModelRunner {
   DeviceBuffer moe_blk_;    // [NB] int32 expert of each block
   DeviceBuffer moe_pairs_;  // [NB, kMoeBlockRows] int32 pairs of each block
   DeviceBuffer moe_act_;    // [P, n_ff_exp] swiglu of the experts' gate|up outputs
-  DeviceBuffer moe_y_;      // [P, n_embd] expert outputs
+  DeviceBuffer moe_y_;      // [P, n_embd] expert outputs (grouped path: packed by expert; first its packed inputs)
+  // The grouped path (max_tokens >= kMoeGroupedMinTokens only):
+  DeviceBuffer moe_gu_;     // [P, 2 n_ff_exp] gate|up outputs, packed by expert
+  DeviceBuffer moe_pair_row_, moe_packed_;  // [P] int32: packed row of each pair, pair of each packed row
+  DeviceBuffer moe_start_;  // [n_expert + 1] int32 first packed row of each expert
+  PinnedBuffer moe_start_host_;
   DeviceBuffer logits_;     // [logit_rows, n_vocab] fp32
   DeviceBuffer attn_ws_;    // [max_seqs, n_head, kMaxSplits, head_dim + 2] fp32 split-K partials
   DeviceBuffer attn_cnt_;   // [max_seqs, n_head] uint32 split-merge tickets, zeroed once (kernels leave them 0)

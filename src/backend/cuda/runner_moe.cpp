@@ -95,11 +95,52 @@ Status CudaRunner::alloc_moe_workspace() {
   MOPT_TRY(moe_pairs_.alloc(nb * kMoeBlockRows * 4, "MoE routing"));
   MOPT_TRY(moe_act_.alloc(P * c.n_ff_exp * es_, "MoE activations"));
   MOPT_TRY(moe_y_.alloc(P * c.n_embd * es_, "MoE activations"));
+  if (max_tokens_ >= kMoeGroupedMinTokens) {  // the grouped path's packed rows
+    MOPT_TRY(moe_gu_.alloc(P * 2 * c.n_ff_exp * es_, "MoE activations"));
+    MOPT_TRY(moe_pair_row_.alloc(P * 4, "MoE routing"));
+    MOPT_TRY(moe_packed_.alloc(P * 4, "MoE routing"));
+    MOPT_TRY(moe_start_.alloc((static_cast<size_t>(c.n_expert) + 1) * 4, "MoE routing"));
+    MOPT_TRY(moe_start_host_.alloc((static_cast<size_t>(c.n_expert) + 1) * 4, "MoE routing"));
+  }
   return Status::ok();
 }
 
+// The experts of a large eager step on the tensor cores: the pairs' inputs packed by expert (moe_y_ [P, d]), one
+// GEMM per expert that received pairs (Gemm::run: cuBLASLt) into moe_gu_ [P, 2 ff], SwiGLU into moe_act_, one down
+// GEMM per expert into moe_y_ [P, d] (packed order: the combine reads it through moe_pair_row_). The per-expert row
+// counts come to the host: one synchronization per layer, so never inside a CUDA graph.
 template <class E>
-Status CudaRunner::enqueue_moe(int l, int T, float* resid) {
+Status CudaRunner::enqueue_moe_grouped(int l, int T) {
+  const ModelConfig& c = cfg_;
+  const MoeWeights& M = layers_[static_cast<size_t>(l)].moe;
+  const int d = c.n_embd, ff = c.n_ff_exp, P = T * c.n_expert_used;
+  MOPT_CUDA_TRY(cudaMemcpyAsync(moe_start_host_.as<int32_t>(), moe_start_.as<int32_t>(), moe_start_host_.bytes(),
+                                cudaMemcpyDeviceToHost, stream_));
+  MOPT_CUDA_TRY(cudaStreamSynchronize(stream_));
+  const int32_t* start = moe_start_host_.as<int32_t>();
+  if (start[c.n_expert] != P) return error("internal: MoE grouping placed %d of %d pairs", start[c.n_expert], P);
+  E* xg = moe_y_.as<E>();
+  MOPT_CUDA_TRY(launch_moe_gather(normed_.as<E>(), moe_packed_.as<int32_t>(), c.n_expert_used, P, d, xg, stream_));
+  const size_t gu_mat = static_cast<size_t>(2) * ff * d, down_mat = static_cast<size_t>(d) * ff;
+  for (int e = 0; e < c.n_expert; ++e) {
+    const int r0 = start[e], n = start[e + 1] - start[e];
+    if (n > 0)
+      MOPT_TRY(gemm_.run(xg + static_cast<size_t>(r0) * d, M.gate_up.as<E>() + e * gu_mat, nullptr,
+                         moe_gu_.as<E>() + static_cast<size_t>(r0) * 2 * ff, false, n, 2 * ff, d, stream_));
+  }
+  const SwiGluParamsT<E> sp{.gate_up = moe_gu_.as<E>(), .out = moe_act_.as<E>(), .n_tokens = P, .n_ff = ff};
+  MOPT_CUDA_TRY(launch_swiglu(sp, stream_));
+  for (int e = 0; e < c.n_expert; ++e) {  // after every gate|up GEMM in stream order: xg (moe_y_) is free
+    const int r0 = start[e], n = start[e + 1] - start[e];
+    if (n > 0)
+      MOPT_TRY(gemm_.run(moe_act_.as<E>() + static_cast<size_t>(r0) * ff, M.down.as<E>() + e * down_mat, nullptr,
+                         moe_y_.as<E>() + static_cast<size_t>(r0) * d, false, n, d, ff, stream_));
+  }
+  return mark("MoE experts (grouped GEMMs)");
+}
+
+template <class E>
+Status CudaRunner::enqueue_moe(int l, int T, float* resid, bool eager) {
   const ModelConfig& c = cfg_;
   const MoeWeights& M = layers_[static_cast<size_t>(l)].moe;
   const int d = c.n_embd, k = c.n_expert_used, ld = moe_router_rows();
@@ -110,11 +151,18 @@ Status CudaRunner::enqueue_moe(int l, int T, float* resid) {
   const MoeRouteParams rp{.logits = moe_logits_.as<float>(), .pick = moe_pick_.as<int32_t>(),
                           .pick_w = moe_w_.as<float>(), .shared_gate = shared ? moe_shg_.as<float>() : nullptr,
                           .n_tokens = T, .ld = ld, .n_expert = c.n_expert, .k = k, .norm_topk = c.expert_norm_topk};
+  const bool grouped = eager && T >= kMoeGroupedMinTokens;
   const MoeAlignParams ap{.pick = moe_pick_.as<int32_t>(), .block_expert = moe_blk_.as<int32_t>(),
                           .block_pairs = moe_pairs_.as<int32_t>(), .n_pairs = P, .n_expert = c.n_expert,
-                          .max_blocks = nb};
+                          .max_blocks = nb, .expert_start = grouped ? moe_start_.as<int32_t>() : nullptr,
+                          .pair_row = grouped ? moe_pair_row_.as<int32_t>() : nullptr,
+                          .packed_pair = grouped ? moe_packed_.as<int32_t>() : nullptr};
   MOPT_CUDA_TRY(launch_moe_route_align(rp, ap, stream_));
   MOPT_TRY(mark("MoE routing"));
+  if (grouped) {
+    MOPT_TRY(enqueue_moe_grouped<E>(l, T));
+    return enqueue_moe_tail<E>(l, T, resid, true);
+  }
   MoeGemmParamsT<E> gp{.x = normed_.as<E>(), .w = M.gate_up.as<E>(), .y = moe_act_.as<E>(),
                        .block_expert = moe_blk_.as<int32_t>(), .block_pairs = moe_pairs_.as<int32_t>(),
                        .max_blocks = nb, .n_out = c.n_ff_exp, .k = d, .x_div = k, .swiglu_out = true,
@@ -130,6 +178,16 @@ Status CudaRunner::enqueue_moe(int l, int T, float* resid) {
   gp.swiglu_out = false;
   MOPT_CUDA_TRY(launch_moe_gemm(gp, stream_));
   MOPT_TRY(mark("MoE down GEMM"));
+  return enqueue_moe_tail<E>(l, T, resid, false);
+}
+
+// The shared expert (Qwen2-MoE) and the combine; packed: moe_y_ in the grouped path's packed order.
+template <class E>
+Status CudaRunner::enqueue_moe_tail(int l, int T, float* resid, bool packed) {
+  const ModelConfig& c = cfg_;
+  const MoeWeights& M = layers_[static_cast<size_t>(l)].moe;
+  const int d = c.n_embd, k = c.n_expert_used;
+  const bool shared = c.n_ff_shexp > 0;
   if (shared) {
     MOPT_TRY(run_linear(M.sh_gate_up, normed_.as<E>(), gu_.as<E>(), T));
     const SwiGluParamsT<E> sp{.gate_up = gu_.as<E>(), .out = act_.as<E>(), .n_tokens = T, .n_ff = c.n_ff_shexp};
@@ -137,7 +195,8 @@ Status CudaRunner::enqueue_moe(int l, int T, float* resid) {
     MOPT_TRY(run_linear(M.sh_down, act_.as<E>(), proj_.as<E>(), T));
     MOPT_TRY(mark("MoE shared expert"));
   }
-  const MoeCombineParamsT<E> cp{.y = moe_y_.as<E>(), .pick_w = moe_w_.as<float>(),
+  const MoeCombineParamsT<E> cp{.y = moe_y_.as<E>(), .y_row = packed ? moe_pair_row_.as<int32_t>() : nullptr,
+                                .pick_w = moe_w_.as<float>(),
                                 .shared_gate = shared ? moe_shg_.as<float>() : nullptr,
                                 .shared = shared ? proj_.as<E>() : nullptr, .out = resid ? nullptr : proj_.as<E>(),
                                 .residual = resid, .n_tokens = T, .k = k, .n_embd = d};
@@ -145,7 +204,7 @@ Status CudaRunner::enqueue_moe(int l, int T, float* resid) {
   return mark("MoE combine");
 }
 
-template Status CudaRunner::enqueue_moe<bf16>(int, int, float*);
-template Status CudaRunner::enqueue_moe<float>(int, int, float*);
+template Status CudaRunner::enqueue_moe<bf16>(int, int, float*, bool);
+template Status CudaRunner::enqueue_moe<float>(int, int, float*, bool);
 
 }  // namespace mopt::cuda
