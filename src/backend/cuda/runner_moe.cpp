@@ -8,7 +8,9 @@
 //   moe_y_ [T*k, d] = moe_act_ . W_down[e]^T                                 (launch_moe_gemm)
 //   shared expert (Qwen2-MoE): proj_ [T, d] = swiglu(normed_ . W_sh_gu^T) . W_sh_down^T     (run_linear)
 //   proj_ [T, d] = sum_j w[t, j] moe_y_[t*k + j] (+ sigmoid gate * proj_)    (launch_moe_combine)
-//     or, on the fused decode path, that sum added into the fp32 residual stream resid_ [T, d]
+//     or, on the fused decode path, that sum added into the fp32 residual stream resid_ [T, d].
+// Eager steps of >= kMoeGroupedMinTokens tokens (prefill) run the experts as per-expert cuBLASLt GEMMs instead
+// (enqueue_moe_grouped), after one host synchronization per layer for the experts' row counts.
 #include <cuda_runtime_api.h>
 
 #include <cmath>
