@@ -21,9 +21,10 @@ namespace {
 constexpr int kWarps = 8;
 constexpr int kColsPerWarp = 4;
 constexpr int kColsPerCta = kWarps * kColsPerWarp;
-// Tilings: MR pairs per block handled (kMoeBlockRows, or 1 when every block holds one pair: a single token, whose k
-// picks are distinct experts) and U 16-byte steps per weight row in flight (MR = 8: 2, the 8 x 4 accumulators
-// taking the registers; MR = 1: 4, i.e. 16 loads per lane, as the skinny GEMM's deep tilings).
+// Tilings: R pairs per block handled (kMoeBlockRows, or 1 when every block holds one pair: a single token, whose k
+// picks are distinct experts), kUnroll 16-byte steps per weight row in flight (2: 8 loads per lane). R = 1 fits
+// in 64 registers: 4 CTAs (32 warps) per SM, so a decode step's expert GEMM (e.g. Qwen3-30B-A3B gate|up: 8
+// experts x 48 CTAs) is resident in one wave instead of 1.5 at 2 CTAs per SM, with as many bytes in flight.
 
 // Weights are streamed once: bf16 rows bypass L1 (as the skinny GEMM's loads); fp32 (tests) plain loads.
 __device__ __forceinline__ Raw8<bf16> load_weights(const bf16* p) {
@@ -46,7 +47,7 @@ __device__ __forceinline__ Raw8<T> load_act(const T* p) {
 }
 
 template <class T, bool kSwiGluOut, int R, int kUnroll>
-__global__ void __launch_bounds__(kWarps * 32) moe_gemm_kernel(MoeGemmParamsT<T> p) {
+__global__ void __launch_bounds__(kWarps * 32, R == 1 ? 4 : 2) moe_gemm_kernel(MoeGemmParamsT<T> p) {
   constexpr int kBlock = kMoeBlockRows;  // stride of block_pairs
   pdl_wait();
   const int b = blockIdx.x;
@@ -193,8 +194,8 @@ cudaError_t launch_moe_gemm(const MoeGemmParamsT<T>& p, cudaStream_t stream) {
   if (tiles > 65535) return cudaErrorInvalidValue;
   const dim3 grid(p.max_blocks, tiles), block(kWarps * 32);
   if (p.one_pair_per_block)
-    return p.swiglu_out ? launch_pdl(moe_gemm_kernel<T, true, 1, 4>, grid, block, 0, stream, p)
-                        : launch_pdl(moe_gemm_kernel<T, false, 1, 4>, grid, block, 0, stream, p);
+    return p.swiglu_out ? launch_pdl(moe_gemm_kernel<T, true, 1, 2>, grid, block, 0, stream, p)
+                        : launch_pdl(moe_gemm_kernel<T, false, 1, 2>, grid, block, 0, stream, p);
   return p.swiglu_out ? launch_pdl(moe_gemm_kernel<T, true, kMoeBlockRows, 2>, grid, block, 0, stream, p)
                       : launch_pdl(moe_gemm_kernel<T, false, kMoeBlockRows, 2>, grid, block, 0, stream, p);
 }
