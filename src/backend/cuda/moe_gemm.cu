@@ -203,7 +203,8 @@ cudaError_t launch_moe_gemm(const MoeGemmParamsT<T>& p, cudaStream_t stream) {
 template <class T>
 cudaError_t launch_moe_combine(const MoeCombineParamsT<T>& p, cudaStream_t stream) {
   if (p.n_tokens <= 0) return cudaSuccess;
-  if (p.k <= 0 || p.n_embd <= 0 || (!p.out && !p.residual) || (p.shared_gate && !p.shared)) return cudaErrorInvalidValue;
+  if (p.k <= 0 || p.n_embd <= 0 || (!p.out && !p.residual) || (p.shared_gate && !p.shared))
+    return cudaErrorInvalidValue;
   return launch_pdl(moe_combine_kernel<T>, dim3(p.n_tokens), dim3(256), 0, stream, p);
 }
 

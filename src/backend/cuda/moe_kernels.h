@@ -32,7 +32,8 @@ constexpr int kMoeMaxExperts = 1024;
 // (CudaRunner::enqueue_moe_grouped: one host synchronization per layer for the expert row counts).
 constexpr int kMoeGroupedMinTokens = 256;
 
-// Upper bound on the blocks of n_pairs pairs over n_expert experts: sum_e ceil(c_e / R) <= n_pairs / R + min(E, n_pairs).
+// Upper bound on the blocks of n_pairs pairs over n_expert experts:
+// sum_e ceil(c_e / R) <= n_pairs / R + min(E, n_pairs).
 inline int moe_max_blocks(int n_pairs, int n_expert) {
   return (n_pairs + kMoeBlockRows - 1) / kMoeBlockRows + (n_expert < n_pairs ? n_expert : n_pairs);
 }

@@ -176,7 +176,8 @@ __global__ void moe_route_align_kernel(MoeRouteParams rp, MoeAlignParams ap) {
   pdl_wait();
   extern __shared__ float probs_all[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  for (int t = warp; t < rp.n_tokens; t += kMoeMaxExperts / 32) route_token(rp, t, lane, probs_all + warp * rp.n_expert);
+  for (int t = warp; t < rp.n_tokens; t += kMoeMaxExperts / 32)
+    route_token(rp, t, lane, probs_all + warp * rp.n_expert);
   __syncthreads();  // the picks (global memory) are visible to the whole CTA after this
   align_pairs(ap);
 }

@@ -65,8 +65,8 @@ Status CudaRunner::upload_moe_layer(const Model& model, int l, const CudaRunnerE
   }
   MOPT_TRY(upload_into(model, p + "ffn_gate_inp.weight", d, E, M.router.as<void>(), false, nullptr));
   if (c.n_ff_shexp > 0)
-    MOPT_TRY(upload_into(model, p + "ffn_gate_inp_shexp.weight", d, 1, M.router.as<char>() + static_cast<size_t>(E) * d * es,
-                         false, nullptr));
+    MOPT_TRY(upload_into(model, p + "ffn_gate_inp_shexp.weight", d, 1,
+                         M.router.as<char>() + static_cast<size_t>(E) * d * es, false, nullptr));
   MOPT_TRY(upload_into(model, p + "ffn_down_exps.weight", ff, static_cast<int64_t>(d) * E, M.down.as<void>(), false,
                        nullptr));
   // gate and up [E, ff, d] each, interleaved per expert into gate_up [E, 2 ff, d] through a staging buffer.
