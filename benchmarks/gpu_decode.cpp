@@ -13,7 +13,9 @@
 //     single-stream graph launches: time against KV bytes / copy bandwidth.
 // Usage: bench_gpu_decode [--layers N] [--decode-steps N] [--json PATH] [--profile-window] [--attn-sweep]
 //                         [--single-only [--recaptures N] [--fresh N]] [--kv-cache-dtype bf16|fp8]
-//                         [--weights FORMAT]
+//                         [--weights FORMAT] [--shape NAME]
+// --shape llama-3.1-8b|qwen3-30b-a3b|mixtral-8x7b (gpu_shapes.h): the model shape; MoE shapes stop after the
+// 64-sequence figures and print their own summary (decode rooflines from the experts a step's tokens use).
 // --kv-cache-dtype fp8: every runner and the attention-alone timings use the fp8 (E4M3) KV cache; KV byte counts
 // (floors, the attention's fraction of copy bandwidth) count 1 byte per element.
 // --weights bf16|fp8|int8|int4|q8_0|q4_0|q4_k|q6_k: the linear layers' format (random bf16 weights quantized on the
@@ -46,6 +48,7 @@
 #include "backend/cuda/cuda_runner.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/kernels.h"
+#include "gpu_shapes.h"
 #include "gpu_weights.h"
 #include "model/model.h"
 
@@ -134,29 +137,10 @@ double measure_gemm_peak() {
   return 2.0 * n * n * static_cast<double>(n) / median(t);
 }
 
-ModelConfig llama31_8b(int layers) {
-  ModelConfig c;
-  c.arch = Arch::kLlama;
-  c.name = "Llama-3.1-8B (random weights)";
-  c.n_vocab = 128256;
-  c.n_embd = 4096;
-  c.n_layer = layers;
-  c.n_head = 32;
-  c.n_head_kv = 8;
-  c.head_dim = 128;
-  c.n_ff = 14336;
-  c.context_length = 131072;
-  c.norm_eps = 1e-5f;
-  c.rope_theta = 500000.f;
-  c.rope_dim = 128;
-  c.rope_style = RopeStyle::kNeox;
-  c.rope_scaling = RopeScaling::kLlama3;
-  c.rope_scale_factor = 8.f;
-  c.rope_low_freq_factor = 1.f;
-  c.rope_high_freq_factor = 4.f;
-  c.rope_original_context = 8192;
-  return c;
-}
+ModelConfig llama31_8b(int layers) { return *bench::gpu_shape("llama-3.1-8b", layers); }
+
+// Token ids of the batches: below the vocabulary of the --shape (and 128,000 as before for Llama-3.1-8B).
+int g_token_mod = 128000;
 
 // Flat batches over sequences with contiguous blocks: sequence s owns blocks [s * max_blocks, (s+1) * max_blocks).
 struct Batch : BatchArrays {
@@ -165,7 +149,7 @@ struct Batch : BatchArrays {
     max_blocks_per_seq = max_blocks;
     for (int i = 0; i < n; ++i) {
       const int pos = start + i;
-      tokens.push_back((first_token + i * 7919) % 128000);
+      tokens.push_back((first_token + i * 7919) % g_token_mod);
       positions.push_back(pos);
       slot_mapping.push_back((seq * max_blocks + pos / bs) * bs + pos % bs);
     }
@@ -276,13 +260,15 @@ double time_attention(const ModelConfig& c, int B, int ctx, int n_splits, int mi
 }  // namespace
 
 int main(int argc, char** argv) {
-  int layers = 32, decode_steps = 256, recaptures = 0, fresh = 0;
+  int layers = 0, decode_steps = 256, recaptures = 0, fresh = 0;  // layers 0: the shape's own
+  const char* shape_name = "llama-3.1-8b";
   std::string json_path;
   bool profile_window = false, attn_sweep = false, single_only = false, attn_large_sweep = false;
   const char* weights_name = nullptr;  // --weights (absent: bf16, output unchanged)
   DType weights = DType::BF16;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--layers") && i + 1 < argc) layers = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--shape") && i + 1 < argc) shape_name = argv[++i];
     else if (!std::strcmp(argv[i], "--decode-steps") && i + 1 < argc) decode_steps = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
     else if (!std::strcmp(argv[i], "--profile-window")) profile_window = true;
@@ -306,10 +292,15 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: %s [--layers N] [--decode-steps N] [--json PATH] [--profile-window] [--attn-sweep] "
                    "[--single-only] [--recaptures N] [--fresh N] [--kv-cache-dtype bf16|fp8] [--attn-large-sweep] "
-                   "[--weights FORMAT]\n",
-                   argv[0]);
+                   "[--weights FORMAT] [--shape %s]\n",
+                   argv[0], bench::kGpuShapeChoices);
       return 2;
     }
+  }
+  const std::optional<ModelConfig> shape = bench::gpu_shape(shape_name, layers);
+  if (!shape) {
+    std::fprintf(stderr, "--shape %s: not one of %s\n", shape_name, bench::kGpuShapeChoices);
+    return 2;
   }
   const int kv_es = g_kv_fp8 ? 1 : 2;  // bytes per KV element
   const char* kv_name = g_kv_fp8 ? "fp8" : "bf16";
@@ -363,8 +354,9 @@ int main(int argc, char** argv) {
 
   Model model;
   model.format = ModelFormat::kDummy;
-  model.config = llama31_8b(layers);
+  model.config = *shape;
   const ModelConfig& c = model.config;
+  g_token_mod = std::min(c.n_vocab, 128000);
   RunnerOptions opts;
   opts.device = DeviceKind::kCuda;
   opts.max_batch_tokens = 2048;
@@ -394,12 +386,11 @@ int main(int argc, char** argv) {
   check(runner->init_kv_cache(n_seq_slots * max_blocks, bs, 0), "init kv");
 
   // FLOPs of a forward over T new tokens with context ending at `ctx` (matmuls + attention, causal).
-  const double lin_params = static_cast<double>(c.n_layer) *
-                            (static_cast<double>(c.n_embd) * (c.q_dim() + 2 * c.kv_dim()) +
-                             static_cast<double>(c.q_dim()) * c.n_embd + 3.0 * c.n_embd * c.n_ff);
+  const double lin_params = bench::active_linear_params(c);
   const double weight_bytes = static_cast<double>(runner->weight_bytes());
-  // Decode streams every weight once except the embedding table (one row per token).
-  const double streamed = weight_bytes - static_cast<double>(c.n_vocab) * c.n_embd * 2;
+  // Decode streams every weight once except the embedding table (one row per token); of a MoE layer's experts, those
+  // the step's tokens are routed to.
+  const double streamed = bench::decode_step_bytes(c, weight_bytes, 2, 1);
 
   std::vector<float> logits(static_cast<size_t>(64) * c.n_vocab);
   std::vector<int32_t> next(64);
@@ -623,11 +614,36 @@ int main(int argc, char** argv) {
   const double ms_step_logits = 1e3 * median(tbl);
   // Bytes a batch-64 step must move at least: weights once + the KV of every sequence (avg context P + G/2).
   const double kv_bytes = static_cast<double>(B) * (P + G / 2.0) * c.kv_bytes_per_token(kv_es);
-  const double batch_floor_ms = 1e3 * (streamed + kv_bytes) / bw;
+  const double batch_floor_ms = 1e3 * (bench::decode_step_bytes(c, weight_bytes, 2, B) + kv_bytes) / bw;
 
   std::printf("GEMM plans tuned during the run (decode shapes):\n%s", runner->gemm_report().c_str());
   std::printf("single-stream decode step by kernel class (%d layers; one eager step, events between kernels):\n%s",
               c.n_layer, step_profile.c_str());
+  if (c.is_moe()) {  // MoE shapes: the figures of issue 20 (the 256-sequence KV does not fit beside Mixtral's weights)
+    std::printf("\n== %s shape (MoE, %d of %d experts), bf16, %s KV cache, random weights (%d layers), %s of weights, "
+                "loaded in %.1f s\n", c.name.c_str(), c.n_expert_used, c.n_expert, kv_name, c.n_layer,
+                format_bytes(weight_bytes).c_str(), load_s);
+    std::printf("%-44s %14s %24s\n", "figure", "measured", "ceiling / reference");
+    std::printf("%-44s %11.1f ms %24s\n", "prefill 2,048 tokens: time to first token", ttft * 1e3, "");
+    std::printf("%-44s %10.0f tok/s %9.0f TFLOP/s achieved\n", "prefill 2,048 tokens: throughput", T / ttft,
+                prefill_tflops);
+    std::printf("%-44s %10.1f tok/s %15.1f tok/s (%2.0f%%; active weights %.2f GB)\n", "decode, 1 stream, GPU greedy",
+                tps_greedy, roofline_tps, 100.0 * tps_greedy / roofline_tps, streamed / 1e9);
+    std::printf("%-44s %10.1f tok/s\n", "decode, 1 stream, fp32 logits to host", tps_logits);
+    std::printf("%-44s %10.2f ms   %18.2f ms floor (experts touched + KV)\n",
+                "decode, 64 seqs: ms per step (GPU greedy)", ms_step, batch_floor_ms);
+    std::printf("%-44s %10.0f tok/s %15.0f tok/s\n", "decode, 64 seqs: aggregate", agg_tps, B * 1e3 / batch_floor_ms);
+    std::printf("%-44s %10.0f tok/s\n", "prefill, 64 x 512 in 2,048-token chunks", B * P / batch_prefill_s);
+    if (!json_path.empty()) {
+      std::ofstream f(json_path);
+      f << "{\"gpu\": \"" << prop.name << "\", \"shape\": \"" << shape_name << "\", \"copy_bw_gbs\": " << bw / 1e9
+        << ", \"layers\": " << c.n_layer << ", \"weight_bytes\": " << weight_bytes << ", \"ttft_ms\": " << ttft * 1e3
+        << ", \"decode_tps_greedy\": " << tps_greedy << ", \"decode_tps_logits\": " << tps_logits
+        << ", \"decode_roofline_tps\": " << roofline_tps << ", \"batch64_ms_step\": " << ms_step
+        << ", \"batch64_tps\": " << agg_tps << ", \"batch64_floor_ms\": " << batch_floor_ms << "}\n";
+    }
+    return 0;
+  }
   // Single-stream decode again on fresh runners (same weights seed): without CUDA graphs, to show what graphs
   // buy, and with the general (unfused) decode path, to show what the fused decode kernels buy.
   rr = Result<std::unique_ptr<ModelRunner>>(Status::error("released"));  // free the first runner's memory
@@ -714,8 +730,8 @@ int main(int argc, char** argv) {
   const double kv_layer_single = 650.0 * c.kv_bytes_per_token(kv_es) / c.n_layer;
   const double attn_single_s = time_attention(c, 1, 650, 16);
 
-  std::printf("\n== Llama-3.1-8B shape, bf16, %s KV cache, random weights (%d layers), %s of weights, loaded in "
-              "%.1f s\n", kv_name, c.n_layer, format_bytes(weight_bytes).c_str(), load_s);
+  std::printf("\n== %s shape, bf16, %s KV cache, random weights (%d layers), %s of weights, loaded in "
+              "%.1f s\n", c.name.c_str(), kv_name, c.n_layer, format_bytes(weight_bytes).c_str(), load_s);
   std::printf("%-44s %14s %24s\n", "figure", "measured", "ceiling / reference");
   std::printf("%-44s %11.1f ms %24s\n", "prefill 2,048 tokens: time to first token", ttft * 1e3, "");
   std::printf("%-44s %9.0f TFLOP/s %15.0f TFLOP/s (%2.0f%%)\n", "prefill 2,048 tokens: achieved", prefill_tflops,

@@ -93,11 +93,9 @@ Result<std::unique_ptr<ModelRunner>> create_runner(const Model& model, const Run
   RunnerOptions opts = requested;
   if (requested.device == DeviceKind::kAuto) {
     const Status usable = cuda_backend_usable();
-    opts.device = usable && !model.config.is_moe() ? DeviceKind::kCuda : DeviceKind::kCpu;
+    opts.device = usable ? DeviceKind::kCuda : DeviceKind::kCpu;
     MOPT_LOG_INFO("--device auto: using %s (%s)", device_name(opts.device),
-                  model.config.is_moe() ? "mixture-of-experts models run on the CPU backend"
-                  : usable              ? "a CUDA GPU is available"
-                                        : usable.message().c_str());
+                  usable ? "a CUDA GPU is available" : usable.message().c_str());
   }
   switch (opts.device) {
     case DeviceKind::kCpu: {
@@ -112,9 +110,6 @@ Result<std::unique_ptr<ModelRunner>> create_runner(const Model& model, const Run
       // The plan cache's default folder is resolved here, in the executable: that links backend/plan_cache.o
       // into every program that creates runners, and libmopt_cuda.so resolves the cache's functions against it
       // (tests/e2e/cuda_on_demand_test.sh checks every symbol the object needs is exported).
-      if (model.config.is_moe())
-        return error("%s is a mixture-of-experts model, which the CUDA backend does not run yet: use --device cpu",
-                     arch_name(model.config.arch));
       if (opts.tensor_parallel_size != 1)
         return error("--tensor-parallel-size %d: the CUDA backend runs one GPU per process so far; use "
                      "--tensor-parallel-size 1, or --device cpu to run the shards on the CPU",

@@ -174,8 +174,8 @@ Result<Plan> make_plan(const PlanRequest& req) {
   if (c.is_moe())
     p.notes.push_back(strfmt("mixture of experts: %d of %d experts per token; the decode figures count the weights one "
                              "token reads (a batch reads more experts, up to all)%s", c.n_expert_used, c.n_expert,
-                             dev == DeviceKind::kCuda ? "; mopt's CUDA backend does not run MoE models yet (--device "
-                                                        "cpu does)" : ""));
+                             dev == DeviceKind::kCuda ? "; mopt's CUDA backend runs its experts in bf16 (quantized "
+                                                        "experts are dequantized at load)" : ""));
   if (dev == DeviceKind::kCpu && fmt.name != "auto")
     p.notes.push_back("the CPU backend runs the weights as stored: convert the model to " + fmt.name +
                       " for this plan (F32/F16/BF16/Q8_0/Q4_0/Q4_K/Q5_K/Q6_K run)");

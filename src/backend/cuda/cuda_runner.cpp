@@ -39,8 +39,10 @@ Status CudaRunner::alloc_workspace() {
   MOPT_TRY(q_.alloc(T * c.q_dim() * es, "activations"));
   MOPT_TRY(attn_.alloc(T * c.q_dim() * es, "activations"));
   MOPT_TRY(proj_.alloc(T * c.n_embd * es, "activations"));
-  MOPT_TRY(gu_.alloc(T * 2 * c.n_ff * es, "activations"));
-  MOPT_TRY(act_.alloc(T * c.n_ff * es, "activations"));
+  const size_t ff = static_cast<size_t>(c.is_moe() ? std::max(c.n_ff_shexp, 1) : c.n_ff);  // dense or shared expert
+  MOPT_TRY(gu_.alloc(T * 2 * ff * es, "activations"));
+  MOPT_TRY(act_.alloc(T * ff * es, "activations"));
+  MOPT_TRY(alloc_moe_workspace());
   MOPT_TRY(logits_.alloc(static_cast<size_t>(logit_rows_) * c.n_vocab * 4, "logits"));
   MOPT_TRY(logits_host_.alloc(static_cast<size_t>(logit_rows_) * c.n_vocab * 4, "logits"));
   MOPT_TRY(sampled_.alloc(static_cast<size_t>(logit_rows_) * 4, "sampled tokens"));
@@ -71,6 +73,12 @@ Result<std::unique_ptr<CudaRunner>> CudaRunner::create(const Model& model, const
   const int rope_dim = c.rope_dim > 0 ? c.rope_dim : c.head_dim;
   if (rope_dim % 2 != 0 || rope_dim > c.head_dim)
     return error("rotary dims %d must be even and <= head_dim %d", rope_dim, c.head_dim);
+  if (c.is_moe() && (c.n_expert > kMoeMaxExperts || c.n_expert_used > 32 || c.n_expert_used > c.n_expert ||
+                     c.n_embd % 8 != 0 || c.n_ff_exp % 8 != 0))
+    return error("the CUDA backend runs mixture-of-experts models with at most %d experts, at most 32 per token, and "
+                 "n_embd and the expert size multiples of 8; this model has %d experts, %d per token, n_embd %d, "
+                 "expert size %d (use --device cpu)", kMoeMaxExperts, c.n_expert, c.n_expert_used, c.n_embd,
+                 c.n_ff_exp);
   if (opts.max_batch_tokens <= 0 || opts.max_seqs <= 0)
     return error("max_batch_tokens (%d) and max_seqs (%d) must be positive", opts.max_batch_tokens, opts.max_seqs);
 

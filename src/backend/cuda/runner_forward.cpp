@@ -150,6 +150,11 @@ Status CudaRunner::enqueue_layers_t(const StepShape& s) {
     np.weight = L.ffn_norm.as<E>();
     MOPT_CUDA_TRY(launch_rmsnorm(np, st));
     MOPT_TRY(mark("add + rmsnorm"));
+    if (c.is_moe()) {  // proj_ = MoE(normed_) (runner_moe.cpp)
+      MOPT_TRY(enqueue_moe<E>(l, T, nullptr, s.graph_bucket == 0));
+      proj_scales = {};
+      continue;
+    }
     DeferredScales gu_scales;
     MOPT_TRY(run_linear(L.gate_up, normed_.as<E>(), gu_.as<E>(), T, &gu_scales));
     MOPT_TRY(mark("gate|up GEMM"));
@@ -191,9 +196,10 @@ Status CudaRunner::enqueue_logits_t(const StepShape& s, int row_offset, int n_ro
 
 // ---- fused bf16 decode (s.fused) -------------------------------------------------------------------------
 // Per layer: qkv (RMSNorm prologue) -> q/k-norm + RoPE + cache write -> attention -> o (+= residual)
-// -> gate|up (RMSNorm prologue) -> down (SwiGLU prologue, += residual). No add+RMSNorm or SwiGLU launches, and
-// the residual stream is complete after the last layer (proj_ is not used). Under tensor parallelism the two
-// residual epilogues would each need an all-reduce of their partial sums first (not fused then).
+// -> gate|up (RMSNorm prologue) -> down (SwiGLU prologue, += residual); in MoE layers RMSNorm -> the MoE MLP
+// (runner_moe.cpp), whose last kernel adds into the residual. No add+RMSNorm or SwiGLU launches, and the residual
+// stream is complete after the last layer (proj_ holds only a MoE shared expert's output). Under tensor
+// parallelism the two residual epilogues would each need an all-reduce of their partial sums first (not fused then).
 
 Status CudaRunner::enqueue_layers_fused(const StepShape& s) {
   const ModelConfig& c = cfg_;
@@ -222,6 +228,14 @@ Status CudaRunner::enqueue_layers_fused(const StepShape& s) {
     MOPT_TRY(gemm_.run_fused(o, st));
     MOPT_TRY(mark("o GEMM (+residual)"));
 
+    if (c.is_moe()) {  // normed_ = rmsnorm(resid); resid += MoE(normed_) (runner_moe.cpp)
+      const RmsNormParamsT<bf16> np{.residual = resid, .weight = L.ffn_norm.as<bf16>(), .out = normed_.as<bf16>(),
+                                    .n_rows_out = T, .n = d, .eps = c.norm_eps};
+      MOPT_CUDA_TRY(launch_rmsnorm(np, st));
+      MOPT_TRY(mark("rmsnorm"));
+      MOPT_TRY(enqueue_moe<bf16>(l, T, resid));
+      continue;
+    }
     g.norm_w = L.ffn_norm.as<bf16>();  // gu_ = rmsnorm(resid) . Wgu^T
     g.w = L.gate_up.w.as<bf16>();
     g.qw = L.gate_up.qw;

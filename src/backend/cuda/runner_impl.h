@@ -8,6 +8,7 @@
 //   runner_profile.cpp   profile_step: GPU time per kernel class
 //   runner_warmup.cpp    warmup: every decode bucket and timed GEMM shape before serving; the plan cache
 //   runner_kv_fp8.cpp    the fp8 KV cache's per-head scales (bounds on K and V from the weights)
+//   runner_moe.cpp       mixture-of-experts layers: expert weights, routing and expert GEMMs (moe_kernels.h)
 // Internal to src/backend/cuda; see cuda_runner.h for the API and docs/cuda.md for the design.
 #pragma once
 
@@ -27,6 +28,7 @@
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/memory.h"
+#include "backend/cuda/moe_kernels.h"
 #include "backend/cuda/nccl_comm.h"
 #include "backend/cuda/quant_weights.h"
 #include "model/model.h"
@@ -57,13 +59,23 @@ struct DeferredScales {
   const float* col = nullptr;  // [n_out] per-channel scales
 };
 
+// A mixture-of-experts MLP (ModelConfig::is_moe), in the compute dtype (bf16 or fp32; quantized experts are refused).
+struct MoeWeights {
+  DeviceBuffer router;   // [router_rows, n_embd]: n_expert rows, the shared expert's gate row (Qwen2-MoE), zero rows
+  DeviceBuffer gate_up;  // [n_expert, 2 n_ff_exp, n_embd]: each expert's gate rows, then its up rows
+  DeviceBuffer down;     // [n_expert, n_embd, n_ff_exp]
+  Linear sh_gate_up;     // [2 n_ff_shexp, n_embd] shared expert (Qwen2-MoE), or empty
+  Linear sh_down;        // [n_embd, n_ff_shexp]
+};
+
 struct Layer {
   DeviceBuffer attn_norm, ffn_norm;  // [n_embd]
   DeviceBuffer q_norm, k_norm;       // [head_dim] (Qwen3) or empty
   Linear qkv;      // [q_dim + 2 kv_dim, n_embd] q | k | v rows   (column-parallel under TP)
   Linear o;        // [n_embd, q_dim]                             (row-parallel, all-reduce after)
-  Linear gate_up;  // [2 n_ff, n_embd] gate | up rows             (column-parallel)
+  Linear gate_up;  // [2 n_ff, n_embd] gate | up rows             (column-parallel); empty in MoE layers
   Linear down;     // [n_embd, n_ff]                              (row-parallel, all-reduce after)
+  MoeWeights moe;  // MoE layers only
 };
 
 // The compute dtype for opts.dtype: true for fp32 (runner_weights.cpp).
@@ -139,6 +151,20 @@ class CudaRunner final : public CudaModelRunner {
   // the kTensorScaled way (its shape already planned); empty otherwise. A function of the shape, so
   // enqueue_logits_t finds the last layer's again.
   DeferredScales fp8_deferred(const Linear& lin, int m) const;
+
+  // runner_moe.cpp: one layer's router and experts (the shared expert goes through upload_weights' load_mat); the
+  // routing / expert workspaces; the MoE MLP of layer l on T rows: proj_ = MoE(normed_), or with resid (fused
+  // decode) resid += MoE(normed_). Enqueue only, except with eager (a step outside CUDA graphs) and T >=
+  // kMoeGroupedMinTokens: then the experts run as per-expert cuBLASLt GEMMs after one host synchronization.
+  int moe_router_rows() const;
+  Status upload_moe_layer(const Model& model, int l, const CudaRunnerExtras& extras, uint64_t& seed);
+  Status alloc_moe_workspace();
+  template <class E>
+  Status enqueue_moe(int l, int T, float* resid = nullptr, bool eager = false);
+  template <class E>
+  Status enqueue_moe_grouped(int l, int T);
+  template <class E>
+  Status enqueue_moe_tail(int l, int T, float* resid, bool packed);
 
   // runner_plan.cpp
   Status check_batch(const ForwardBatch& b) const;
@@ -224,6 +250,21 @@ class CudaRunner final : public CudaModelRunner {
   DeviceBuffer proj_;       // [max_tokens, n_embd] output of attn_output / ffn_down
   DeviceBuffer gu_;         // [max_tokens, 2 n_ff]
   DeviceBuffer act_;        // [max_tokens, n_ff]
+  // gu_ and act_ hold n_ff_shexp columns in MoE models (the shared expert). MoE routing and experts (runner_moe.cpp),
+  // P = max_tokens * n_expert_used pairs, NB = moe_max_blocks(P, n_expert):
+  DeviceBuffer moe_logits_; // [max_tokens, moe_router_rows()] fp32 router logits
+  DeviceBuffer moe_pick_;   // [P] int32 expert ids
+  DeviceBuffer moe_w_;      // [P] fp32 their weights
+  DeviceBuffer moe_shg_;    // [max_tokens] fp32 shared expert gate
+  DeviceBuffer moe_blk_;    // [NB] int32 expert of each block
+  DeviceBuffer moe_pairs_;  // [NB, kMoeBlockRows] int32 pairs of each block
+  DeviceBuffer moe_act_;    // [P, n_ff_exp] swiglu of the experts' gate|up outputs
+  DeviceBuffer moe_y_;      // [P, n_embd] expert outputs (grouped path: packed by expert; first its packed inputs)
+  // The grouped path (max_tokens >= kMoeGroupedMinTokens only):
+  DeviceBuffer moe_gu_;     // [P, 2 n_ff_exp] gate|up outputs, packed by expert
+  DeviceBuffer moe_pair_row_, moe_packed_;  // [P] int32: packed row of each pair, pair of each packed row
+  DeviceBuffer moe_start_;  // [n_expert + 1] int32 first packed row of each expert
+  PinnedBuffer moe_start_host_;
   DeviceBuffer logits_;     // [logit_rows, n_vocab] fp32
   DeviceBuffer attn_ws_;    // [max_seqs, n_head, kMaxSplits, head_dim + 2] fp32 split-K partials
   DeviceBuffer attn_cnt_;   // [max_seqs, n_head] uint32 split-merge tickets, zeroed once (kernels leave them 0)

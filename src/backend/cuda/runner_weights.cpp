@@ -230,6 +230,15 @@ Status CudaRunner::upload_weights(const Model& model, const CudaRunnerExtras& ex
     MOPT_TRY(load_mat(L.qkv, {p + "attn_q.weight", p + "attn_k.weight", p + "attn_v.weight"}, {qd, kvd, kvd}, d,
                       qkv_bias));
     MOPT_TRY(load_mat(L.o, {p + "attn_output.weight"}, {d}, qd, {}));
+    if (c.is_moe()) {  // router and experts: runner_moe.cpp; the shared expert is an ordinary pair of matrices
+      MOPT_TRY(upload_moe_layer(model, l, extras, seed));
+      const int sh = c.n_ff_shexp;
+      if (sh > 0) {
+        MOPT_TRY(load_mat(L.moe.sh_gate_up, {p + "ffn_gate_shexp.weight", p + "ffn_up_shexp.weight"}, {sh, sh}, d, {}));
+        MOPT_TRY(load_mat(L.moe.sh_down, {p + "ffn_down_shexp.weight"}, {d}, sh, {}));
+      }
+      continue;
+    }
     MOPT_TRY(load_mat(L.gate_up, {p + "ffn_gate.weight", p + "ffn_up.weight"}, {ff, ff}, d, {}));
     MOPT_TRY(load_mat(L.down, {p + "ffn_down.weight"}, {d}, ff, {}));
   }

@@ -29,7 +29,12 @@ inline constexpr uint64_t kSynthSeed = 7;
 inline const std::vector<int32_t> kRefTokens = {1,   17, 300, 42,  255, 7,   489, 128, 64, 3,   3,  77,
                                                 200, 411, 9,  150, 33,  506, 260, 12,  99, 318, 45, 42};
 
-inline std::string moe_data_dir() { return std::string(MOPT_SOURCE_DIR) + "/tests/data/moe"; }
+// The checkout's tests/data/moe; on the GPU machine, which runs the tests from a copy of the checkout at another
+// path (the repository root as working directory), the relative one.
+inline std::string moe_data_dir() {
+  const std::string built = std::string(MOPT_SOURCE_DIR) + "/tests/data/moe";
+  return std::filesystem::exists(built) ? built : "tests/data/moe";
+}
 
 // The test configs' names (tests/data/moe/<name>.json, reference outputs <name>.ref.json excluded), sorted.
 inline std::vector<std::string> moe_config_names() {

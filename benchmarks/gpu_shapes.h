@@ -1,0 +1,100 @@
+// --shape of bench_gpu_decode: the model shapes it runs with random bf16 weights, and what a decode step of each
+// must read. llama-3.1-8b (dense, the default; tests/gpu/llama-3.1-8b/config.json), qwen3-30b-a3b and mixtral-8x7b
+// (mixture of experts, the shapes of their Hugging Face config.json files).
+#pragma once
+
+#include <cmath>
+#include <optional>
+#include <string_view>
+
+#include "model/config.h"
+
+namespace mopt::bench {
+
+inline constexpr const char* kGpuShapeChoices = "llama-3.1-8b, qwen3-30b-a3b, mixtral-8x7b";
+
+// The shape `name` with `layers` layers (0: the model's own count), or nullopt for an unknown name.
+inline std::optional<ModelConfig> gpu_shape(std::string_view name, int layers) {
+  ModelConfig c;
+  c.n_head = 32;
+  c.head_dim = 128;
+  c.rope_dim = 128;
+  c.rope_style = RopeStyle::kNeox;
+  if (name == "llama-3.1-8b") {
+    c.arch = Arch::kLlama;
+    c.name = "Llama-3.1-8B";
+    c.n_vocab = 128256;
+    c.n_embd = 4096;
+    c.n_layer = 32;
+    c.n_head_kv = 8;
+    c.n_ff = 14336;
+    c.context_length = 131072;
+    c.norm_eps = 1e-5f;
+    c.rope_theta = 500000.f;
+    c.rope_scaling = RopeScaling::kLlama3;
+    c.rope_scale_factor = 8.f;
+    c.rope_low_freq_factor = 1.f;
+    c.rope_high_freq_factor = 4.f;
+    c.rope_original_context = 8192;
+  } else if (name == "qwen3-30b-a3b") {  // 30.5B parameters, 3.3B active: 128 experts of 768, top-8
+    c.arch = Arch::kQwen3Moe;
+    c.name = "Qwen3-30B-A3B";
+    c.n_vocab = 151936;
+    c.n_embd = 2048;
+    c.n_layer = 48;
+    c.n_head_kv = 4;
+    c.n_ff = 6144;
+    c.context_length = 40960;
+    c.norm_eps = 1e-6f;
+    c.rope_theta = 1000000.f;
+    c.qk_norm = true;
+    c.n_expert = 128;
+    c.n_expert_used = 8;
+    c.n_ff_exp = 768;
+    c.expert_norm_topk = true;
+  } else if (name == "mixtral-8x7b") {  // 46.7B parameters, 12.9B active: 8 experts of 14,336, top-2
+    c.arch = Arch::kMixtral;
+    c.name = "Mixtral-8x7B";
+    c.n_vocab = 32000;
+    c.n_embd = 4096;
+    c.n_layer = 32;
+    c.n_head_kv = 8;
+    c.n_ff = 14336;
+    c.context_length = 32768;
+    c.norm_eps = 1e-5f;
+    c.rope_theta = 1000000.f;
+    c.n_expert = 8;
+    c.n_expert_used = 2;
+    c.n_ff_exp = 14336;
+    c.expert_norm_topk = true;
+  } else {
+    return std::nullopt;
+  }
+  if (layers > 0) c.n_layer = layers;
+  return c;
+}
+
+// Parameters of the linear layers one token runs through (attention, MLP or router + its experts + shared expert;
+// no embedding, no LM head).
+inline double active_linear_params(const ModelConfig& c) {
+  const double d = c.n_embd;
+  const double attn = d * (c.q_dim() + 2.0 * c.kv_dim()) + static_cast<double>(c.q_dim()) * d;
+  const double mlp = c.is_moe() ? d * c.n_expert + 3.0 * d * c.n_ff_exp * c.n_expert_used + 3.0 * d * c.n_ff_shexp
+                                : 3.0 * d * c.n_ff;
+  return static_cast<double>(c.n_layer) * (attn + mlp);
+}
+
+// Weight bytes a decode step of n_tokens tokens reads (es bytes per weight): all but the embedding table, and of
+// each MoE layer's experts those its tokens are routed to: with routing spread evenly (random weights), the
+// expected number of distinct experts, E (1 - (1 - k/E)^n_tokens); exactly k for one token.
+inline double decode_step_bytes(const ModelConfig& c, double weight_bytes, double es, int n_tokens) {
+  double b = weight_bytes - static_cast<double>(c.n_vocab) * c.n_embd * es;
+  if (c.is_moe()) {
+    const double E = c.n_expert, k = c.n_expert_used;
+    const double touched = n_tokens == 1 ? k : E * (1.0 - std::pow(1.0 - k / E, n_tokens));
+    b -= static_cast<double>(c.n_layer) * 3.0 * c.n_embd * c.n_ff_exp * (E - touched) * es;
+  }
+  return b;
+}
+
+}  // namespace mopt::bench

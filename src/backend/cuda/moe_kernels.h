@@ -1,0 +1,115 @@
+// Mixture-of-experts kernels of the CUDA backend (docs/moe.md "The forward pass", docs/cuda.md). Same conventions as
+// kernels.h: raw device pointers plus a parameter struct with the shapes, enqueue only, no allocation, no host
+// synchronization: a whole MoE layer can be captured into a CUDA graph. The routing decision stays on the device:
+//
+//   router logits [T, ld] fp32  (a GEMM of the normed input with the router matrix, Gemm::run)
+//     -> launch_moe_route: pick [T, k] expert ids, pick_w [T, k] weights (and the shared expert's gate [T])
+//     -> launch_moe_align: the T*k (token, rank) pairs bucketed by expert into blocks of kMoeBlockRows pairs of
+//        one expert each (block_expert [n_blocks], block_pairs [n_blocks, kMoeBlockRows], -1 = no pair)
+//     -> launch_moe_gemm (gate|up, SwiGLU epilogue): act [T*k, ff] = swiglu(x[token] . W_gu[e]^T)  per pair
+//        p = t*k + j, e = pick[p]
+//     -> launch_moe_gemm (down): y [T*k, d] = act[p] . W_down[e]^T
+//     -> launch_moe_combine: out [T, d] = sum_j pick_w[t, j] y[t*k + j]  (+ sigmoid gate * shared expert output)
+//
+// The grid of launch_moe_gemm covers moe_max_blocks(T*k, E) blocks, a bound known on the host from T alone; blocks
+// beyond the ones the routing used exit at once. So one launch serves any routing (decode inside CUDA graphs,
+// prefill and batches alike), and every expert's weights are read once per block of up to kMoeBlockRows pairs.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "backend/cuda/kernels.h"
+
+namespace mopt::cuda {
+
+// Pairs of one expert one launch_moe_gemm CTA multiplies with each weight row it reads.
+constexpr int kMoeBlockRows = 8;
+// Largest expert count the routing kernels take (shared memory per token / per layer).
+constexpr int kMoeMaxExperts = 1024;
+// Tokens from which a step outside CUDA graphs (prefill) runs its experts as per-expert tensor-core GEMMs
+// (CudaRunner::enqueue_moe_grouped: one host synchronization per layer for the expert row counts).
+constexpr int kMoeGroupedMinTokens = 256;
+
+// Upper bound on the blocks of n_pairs pairs over n_expert experts:
+// sum_e ceil(c_e / R) <= n_pairs / R + min(E, n_pairs).
+inline int moe_max_blocks(int n_pairs, int n_expert) {
+  return (n_pairs + kMoeBlockRows - 1) / kMoeBlockRows + (n_expert < n_pairs ? n_expert : n_pairs);
+}
+
+// Router: per token t, probs = softmax(logits[t, 0 .. n_expert)); the k largest (ties: lower id, as the CPU's
+// moe_route), weights divided by their sum when norm_topk. With shared_gate: shared_gate[t] = sigmoid(logits[t,
+// n_expert]) (the shared expert's gate row sits after the experts' rows in the router matrix).
+struct MoeRouteParams {
+  const float* logits = nullptr;  // [n_tokens, ld] fp32, ld >= n_expert (+ 1 with shared_gate)
+  int32_t* pick = nullptr;        // [n_tokens, k] expert ids, best first
+  float* pick_w = nullptr;        // [n_tokens, k]
+  float* shared_gate = nullptr;   // [n_tokens] or null (no shared expert)
+  int n_tokens = 0, ld = 0, n_expert = 0, k = 0;
+  bool norm_topk = false;
+};
+cudaError_t launch_moe_route(const MoeRouteParams& p, cudaStream_t stream);
+
+// Bucketing of the n_pairs = n_tokens * k pairs by expert (one CTA): expert e's pairs fill ceil(c_e / R) blocks,
+// experts in id order; block_expert[b] = its expert, -1 for b >= the blocks used; block_pairs[b, i] = pair index
+// (t * k + j) or -1. The order of the pairs inside an expert's blocks is not fixed (atomics); no result depends on it.
+struct MoeAlignParams {
+  const int32_t* pick = nullptr;  // [n_pairs]
+  int32_t* block_expert = nullptr;  // [max_blocks]
+  int32_t* block_pairs = nullptr;   // [max_blocks, kMoeBlockRows]
+  int n_pairs = 0, n_expert = 0, max_blocks = 0;  // max_blocks = moe_max_blocks(n_pairs, n_expert)
+  // Optional (all three or none), for the grouped path: the pairs packed by expert without padding.
+  int32_t* expert_start = nullptr;  // [n_expert + 1] first packed row of each expert (exclusive prefix of counts)
+  int32_t* pair_row = nullptr;      // [n_pairs] packed row of each pair
+  int32_t* packed_pair = nullptr;   // [n_pairs] pair of each packed row
+};
+cudaError_t launch_moe_align(const MoeAlignParams& p, cudaStream_t stream);
+
+// launch_moe_route then launch_moe_align (ap.pick == rp.pick, ap.n_pairs == rp.n_tokens * rp.k), in one launch
+// for small batches (up to 64 tokens, 32 warps' probabilities within 32 KiB: decode steps), else two.
+cudaError_t launch_moe_route_align(const MoeRouteParams& rp, const MoeAlignParams& ap, cudaStream_t stream);
+
+// Gathered expert GEMM, T = bf16 or float (fp32 accumulation), for every pair p in block b (expert e =
+// block_expert[b]) with input row xrow(p) = x[p / x_div, 0 .. k):
+//   swiglu_out false (down, x_div = 1):       y[p, n] = sum_k xrow(p)[k] w[e, n, k]             n < n_out
+//   swiglu_out true (gate|up, x_div = k_used): y[p, j] = silu(g) * u, g = xrow(p) . w[e, j], u = xrow(p) . w[e,
+//                                              n_out + j] (w holds each expert's n_out gate rows, then its up rows)
+// k a multiple of 8 (16-byte weight rows in bf16).
+template <class T>
+struct MoeGemmParamsT {
+  const T* x = nullptr;               // [rows, k]
+  const T* w = nullptr;               // [n_expert, n_out (x2 with swiglu_out), k]
+  T* y = nullptr;                     // [n_pairs, n_out]
+  const int32_t* block_expert = nullptr;  // [max_blocks]
+  const int32_t* block_pairs = nullptr;   // [max_blocks, kMoeBlockRows]
+  int max_blocks = 0, n_out = 0, k = 0, x_div = 1;
+  bool swiglu_out = false;
+  bool one_pair_per_block = false;  // true only when no block holds two pairs (one token: its experts differ)
+};
+template <class T>
+cudaError_t launch_moe_gemm(const MoeGemmParamsT<T>& p, cudaStream_t stream);
+
+// m[t, :] = sum_{j < k} pick_w[t, j] * y[t * k + j, :]  (rank order, fp32)  + (shared_gate ? shared_gate[t] *
+// shared[t, :] : 0); then out[t, :] = m (general path), or residual[t, :] += m (fused decode path: out null).
+// shared may be out (each element read, then written, by the same thread).
+template <class T>
+struct MoeCombineParamsT {
+  const T* y = nullptr;               // [n_tokens * k, n_embd]
+  const int32_t* y_row = nullptr;     // [n_tokens * k] row of y of each pair (grouped path), or null (the pair)
+  const float* pick_w = nullptr;      // [n_tokens, k]
+  const float* shared_gate = nullptr; // [n_tokens] or null
+  const T* shared = nullptr;          // [n_tokens, n_embd] the shared expert's output (with shared_gate)
+  T* out = nullptr;                   // [n_tokens, n_embd], or null
+  float* residual = nullptr;          // [n_tokens, n_embd] fp32 residual stream (when out is null)
+  int n_tokens = 0, k = 0, n_embd = 0;
+};
+template <class T>
+cudaError_t launch_moe_combine(const MoeCombineParamsT<T>& p, cudaStream_t stream);
+
+// Grouped path: out[r, :] = x[packed_pair[r] / x_div, :] for r < n_rows (the pairs' input rows packed by expert).
+template <class T>
+cudaError_t launch_moe_gather(const T* x, const int32_t* packed_pair, int x_div, int n_rows, int n, T* out,
+                              cudaStream_t stream);
+
+}  // namespace mopt::cuda

@@ -1,0 +1,221 @@
+// The routing kernels of a mixture-of-experts layer (moe_kernels.h): softmax / top-k / renormalization per token,
+// and the bucketing of the (token, rank) pairs by expert that launch_moe_gemm's blocks read. Both stay on the
+// device, so a decode step with its routing can be replayed from a CUDA graph.
+#include <climits>
+#include <cmath>
+
+#include "backend/cuda/launch.cuh"
+#include "backend/cuda/moe_kernels.h"
+
+namespace mopt::cuda {
+namespace {
+
+constexpr int kRouteWarps = 4;  // tokens per CTA of moe_route_kernel
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// Token t's routing by one warp (lane = its lane), its probabilities in pr [n_expert] (shared memory).
+__device__ void route_token(const MoeRouteParams& p, int t, int lane, float* pr) {
+  const int E = p.n_expert;
+  const float* l = p.logits + static_cast<int64_t>(t) * p.ld;
+  float mx = -INFINITY;
+  for (int e = lane; e < E; e += 32) {
+    const float v = l[e];
+    pr[e] = v;
+    mx = fmaxf(mx, v);
+  }
+  mx = warp_max(mx);
+  float sum = 0.f;
+  for (int e = lane; e < E; e += 32) {
+    const float v = expf(pr[e] - mx);
+    pr[e] = v;
+    sum += v;
+  }
+  sum = warp_sum(sum);
+  const float inv = 1.f / sum;
+  for (int e = lane; e < E; e += 32) pr[e] *= inv;
+  __syncwarp();
+  // k rounds: the largest remaining probability, ties to the lower id (as cpu::moe_route); taken ones set to -1.
+  float wsum = 0.f, mine = 0.f;  // lane j keeps pick j's weight
+  for (int j = 0; j < p.k; ++j) {
+    float bv = -1.f;
+    int bi = INT_MAX;
+    for (int e = lane; e < E; e += 32) {
+      const float v = pr[e];
+      if (v > bv) {  // ascending e within a lane: a tie keeps the lower id
+        bv = v;
+        bi = e;
+      }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+      if (ov > bv || (ov == bv && oi < bi)) {
+        bv = ov;
+        bi = oi;
+      }
+    }
+    if (bi >= E) {  // NaN logits: no candidate compared; keep the output well-formed
+      bi = j % E;
+      bv = 0.f;
+    }
+    wsum += bv;
+    if (lane == j) mine = bv;
+    if (lane == 0) p.pick[static_cast<int64_t>(t) * p.k + j] = bi;
+    __syncwarp();
+    if (lane == bi % 32) pr[bi] = -1.f;
+    __syncwarp();
+  }
+  if (lane < p.k) p.pick_w[static_cast<int64_t>(t) * p.k + lane] = p.norm_topk ? mine / wsum : mine;
+  if (p.shared_gate && lane == 0) p.shared_gate[t] = 1.f / (1.f + expf(-l[E]));
+}
+
+// One warp per token; probabilities in shared memory [kRouteWarps][n_expert].
+__global__ void moe_route_kernel(MoeRouteParams p) {
+  pdl_wait();
+  extern __shared__ float probs_all[];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int t = blockIdx.x * kRouteWarps + warp;
+  if (t >= p.n_tokens) return;  // whole warps
+  route_token(p, t, lane, probs_all + warp * p.n_expert);
+}
+
+// Exclusive prefix sum of v over the CTA's kMoeMaxExperts threads in thread order (every thread calls it).
+__device__ int block_exclusive_scan(int v) {
+  __shared__ int warp_total[32];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  int incl = v;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int u = __shfl_up_sync(0xffffffffu, incl, o);
+    if (lane >= o) incl += u;
+  }
+  __syncthreads();  // warp_total's previous use is over
+  if (lane == 31) warp_total[warp] = incl;
+  __syncthreads();
+  if (warp == 0) {
+    const int t = warp_total[lane];
+    int ti = t;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int u = __shfl_up_sync(0xffffffffu, ti, o);
+      if (lane >= o) ti += u;
+    }
+    warp_total[lane] = ti - t;  // exclusive over warps
+  }
+  __syncthreads();
+  return warp_total[warp] + incl - v;
+}
+
+// The bucketing by the whole CTA (kMoeMaxExperts threads): counts per expert, each expert's first block, then
+// every pair placed in its expert's blocks.
+__device__ void align_pairs(const MoeAlignParams& p) {
+  __shared__ int count[kMoeMaxExperts], first[kMoeMaxExperts], cstart[kMoeMaxExperts], fill[kMoeMaxExperts];
+  const int E = p.n_expert, R = kMoeBlockRows;
+  for (int e = threadIdx.x; e < E; e += blockDim.x) {
+    count[e] = 0;
+    fill[e] = 0;
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < p.n_pairs; i += blockDim.x) {
+    const int e = p.pick[i];
+    if (e >= 0 && e < E) atomicAdd(&count[e], 1);
+  }
+  __syncthreads();
+  // first[e] = exclusive prefix sum of the experts' block counts; cstart[e] of their pair counts (thread e).
+  const int e_me = threadIdx.x;
+  const int n_me = e_me < E ? count[e_me] : 0;
+  const int first_me = block_exclusive_scan(e_me < E ? (n_me + R - 1) / R : 0);
+  const int cstart_me = block_exclusive_scan(n_me);
+  if (e_me < E) {
+    first[e_me] = first_me;
+    cstart[e_me] = cstart_me;
+    if (p.expert_start) p.expert_start[e_me] = cstart_me;
+  }
+  if (p.expert_start && e_me == E - 1) p.expert_start[E] = cstart_me + n_me;
+  for (int b = threadIdx.x; b < p.max_blocks; b += blockDim.x) {
+    p.block_expert[b] = -1;
+#pragma unroll
+    for (int i = 0; i < R; ++i) p.block_pairs[static_cast<int64_t>(b) * R + i] = -1;
+  }
+  __syncthreads();  // also orders the -1 stores before the ones below (same CTA)
+  for (int e = threadIdx.x; e < E; e += blockDim.x) {
+    const int nb = (count[e] + R - 1) / R;
+    for (int b = 0; b < nb; ++b) p.block_expert[first[e] + b] = e;
+  }
+  for (int i = threadIdx.x; i < p.n_pairs; i += blockDim.x) {
+    const int e = p.pick[i];
+    if (e < 0 || e >= E) continue;
+    const int pos = atomicAdd(&fill[e], 1);
+    p.block_pairs[static_cast<int64_t>(first[e]) * R + pos] = i;
+    if (p.pair_row) {
+      p.pair_row[i] = cstart[e] + pos;
+      p.packed_pair[cstart[e] + pos] = i;
+    }
+  }
+}
+
+__global__ void moe_align_kernel(MoeAlignParams p) {
+  pdl_wait();
+  align_pairs(p);
+}
+
+// Small batches (decode): both in one launch, warp w routing tokens w, w + 32, ...; probabilities [32][n_expert].
+__global__ void moe_route_align_kernel(MoeRouteParams rp, MoeAlignParams ap) {
+  pdl_wait();
+  extern __shared__ float probs_all[];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int t = warp; t < rp.n_tokens; t += kMoeMaxExperts / 32)
+    route_token(rp, t, lane, probs_all + warp * rp.n_expert);
+  __syncthreads();  // the picks (global memory) are visible to the whole CTA after this
+  align_pairs(ap);
+}
+
+// Fused when the 32 warps' probabilities fit in 32 KiB (e.g. 128 experts) and there are few tokens.
+constexpr int kFusedMaxTokens = 64;
+constexpr size_t kFusedSmem = 32u << 10;
+
+}  // namespace
+
+cudaError_t launch_moe_route_align(const MoeRouteParams& rp, const MoeAlignParams& ap, cudaStream_t stream) {
+  const size_t smem = sizeof(float) * 32 * static_cast<size_t>(rp.n_expert);
+  if (rp.n_tokens > kFusedMaxTokens || smem > kFusedSmem || rp.n_tokens <= 0) {
+    if (const cudaError_t e = launch_moe_route(rp, stream); e != cudaSuccess) return e;
+    return launch_moe_align(ap, stream);
+  }
+  if (rp.n_expert > kMoeMaxExperts || rp.k <= 0 || rp.k > 32 || rp.k > rp.n_expert ||
+      rp.ld < rp.n_expert + (rp.shared_gate ? 1 : 0) || ap.n_pairs != rp.n_tokens * rp.k ||
+      ap.n_expert != rp.n_expert || ap.pick != rp.pick || ap.max_blocks < moe_max_blocks(ap.n_pairs, ap.n_expert))
+    return cudaErrorInvalidValue;
+  return launch_pdl(moe_route_align_kernel, dim3(1), dim3(kMoeMaxExperts), smem, stream, rp, ap);
+}
+
+cudaError_t launch_moe_route(const MoeRouteParams& p, cudaStream_t stream) {
+  if (p.n_tokens <= 0) return cudaSuccess;
+  if (p.n_expert <= 0 || p.n_expert > kMoeMaxExperts || p.k <= 0 || p.k > 32 || p.k > p.n_expert ||
+      p.ld < p.n_expert + (p.shared_gate ? 1 : 0))
+    return cudaErrorInvalidValue;
+  const size_t smem = sizeof(float) * kRouteWarps * static_cast<size_t>(p.n_expert);
+  return launch_pdl(moe_route_kernel, dim3((p.n_tokens + kRouteWarps - 1) / kRouteWarps), dim3(kRouteWarps * 32),
+                    smem, stream, p);
+}
+
+cudaError_t launch_moe_align(const MoeAlignParams& p, cudaStream_t stream) {
+  if (p.n_pairs <= 0) return cudaSuccess;
+  if (p.n_expert <= 0 || p.n_expert > kMoeMaxExperts || p.max_blocks < moe_max_blocks(p.n_pairs, p.n_expert))
+    return cudaErrorInvalidValue;
+  return launch_pdl(moe_align_kernel, dim3(1), dim3(kMoeMaxExperts), 0, stream, p);
+}
+
+}  // namespace mopt::cuda
