@@ -7,7 +7,8 @@ namespace mopt::cuda {
 template cudaError_t launch_skinny_fmt<FmtBf16>(const SkinnyGemmParams&, cudaStream_t);
 
 int skinny_variants(WeightFormat f) {
-  return f == WeightFormat::kFloat ? kSkinnyVariants : skinny_detail::kQuantSkinnyVariants;
+  if (f == WeightFormat::kFloat) return kSkinnyVariants;
+  return f == WeightFormat::kFp8 ? kQuantSkinnyVariants + kFp8MmaVariants : kQuantSkinnyVariants;
 }
 
 namespace {
@@ -50,7 +51,9 @@ cudaError_t launch_skinny_gemm(const SkinnyGemmParams& p, cudaStream_t stream) {
   }
   switch (fmt) {
     case WeightFormat::kFloat: return launch_skinny_fmt<FmtBf16>(p, stream);
-    case WeightFormat::kFp8: return launch_skinny_fmt<FmtFp8>(p, stream);
+    case WeightFormat::kFp8:
+      if (p.variant >= kQuantSkinnyVariants) return launch_skinny_fp8_mma(p, stream);  // the tensor-core tilings
+      return launch_skinny_fmt<FmtFp8>(p, stream);
     case WeightFormat::kInt8: return launch_skinny_fmt<FmtInt8>(p, stream);
     case WeightFormat::kNib4: return launch_skinny_fmt<FmtNib4>(p, stream);
   }

@@ -87,6 +87,21 @@ __device__ __forceinline__ void load_x(const SkinnyGemmParams& p, int row32, int
   }
 }
 
+// The epilogue of output (row i, feature n) with its finished value v: kAddRes adds into the fp32 residual, else
+// v + bias is stored (fp32 or bf16).
+template <int EPI>
+__device__ __forceinline__ void store_out(const SkinnyGemmParams& p, int i, int n, float v) {
+  const int64_t at = static_cast<int64_t>(i) * p.n + n;
+  if constexpr (EPI == kAddRes) {
+    float* y = static_cast<float*>(p.y) + at;  // L2 only: the residual never sits in a stale L1 line
+    __stcg(y, __ldcg(y) + v);
+  } else {
+    const float b = p.bias ? __bfloat162float(p.bias[n]) : 0.f;
+    if (p.y_f32) static_cast<float*>(p.y)[at] = v + b;
+    else static_cast<bf16*>(p.y)[at] = __float2bfloat16(v + b);
+  }
+}
+
 // M: activation rows (padded up), R: output features per row group, U: 16-byte loads per lane and weight row
 // per stage, KW: warps per row group sharing the k-reduction, PIPE: two stages in flight (the next stage's loads
 // are issued before the current stage's arithmetic). PRO / EPI: SkinnyPrologue / SkinnyEpilogue.
@@ -230,18 +245,10 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_gemm_kernel(SkinnyGe
     for (int r = 0; r < R; ++r) {
       const int n = n0 + r;
       if (n >= p.n) break;
-      const int64_t at = static_cast<int64_t>(i) * p.n + n;
       float v = acc[i][r] * scale;
       if constexpr (F::kFormat != WeightFormat::kFloat)
         if (p.qw.row_scale) v *= __ldg(p.qw.row_scale + n);
-      if constexpr (EPI == kAddRes) {
-        float* y = static_cast<float*>(p.y) + at;  // L2 only: the residual never sits in a stale L1 line
-        __stcg(y, __ldcg(y) + v);
-      } else {
-        const float b = p.bias ? __bfloat162float(p.bias[n]) : 0.f;
-        if (p.y_f32) static_cast<float*>(p.y)[at] = v + b;
-        else static_cast<bf16*>(p.y)[at] = __float2bfloat16(v + b);
-      }
+      store_out<EPI>(p, i, n, v);
     }
   }
 }
@@ -270,7 +277,8 @@ cudaError_t launch_one(const SkinnyGemmParams& p, cudaStream_t stream) {
 // Larger R amortizes the per-input prologue work over more rows: the RMSNorm product and sum of squares, and
 // SwiGLU's two MUFU operations per input (a quarter of the FMA rate), which at R = 2 cost about as many issue
 // cycles per fp8 chunk as the chunk's share of the memory time.
-inline constexpr int kQuantSkinnyVariants = 10;
+// kQuantSkinnyVariants (kernels.h) = 10; fp8 adds kFp8MmaVariants tensor-core tilings after them
+// (gemm_skinny_fp8_mma.cu), timed by the tuner beside these.
 template <class F, int M, int PRO, int EPI>
 cudaError_t dispatch_variant(const SkinnyGemmParams& p, cudaStream_t stream) {
   if constexpr (F::kFormat == WeightFormat::kFloat) {
@@ -335,6 +343,9 @@ cudaError_t launch_skinny_fmt(const SkinnyGemmParams& p, cudaStream_t stream) {
     return dispatch_rows<F, kSwiGlu, kAddRes>(p, stream);
   return cudaErrorInvalidValue;  // pair not instantiated (see kernels.h)
 }
+
+// The fp8 tensor-core tilings (gemm_skinny_fp8_mma.cu), p validated, p.variant >= kQuantSkinnyVariants.
+cudaError_t launch_skinny_fp8_mma(const SkinnyGemmParams& p, cudaStream_t stream);
 
 extern template cudaError_t launch_skinny_fmt<FmtBf16>(const SkinnyGemmParams&, cudaStream_t);
 extern template cudaError_t launch_skinny_fmt<FmtFp8>(const SkinnyGemmParams&, cudaStream_t);
