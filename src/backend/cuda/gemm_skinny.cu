@@ -8,7 +8,7 @@ template cudaError_t launch_skinny_fmt<FmtBf16>(const SkinnyGemmParams&, cudaStr
 
 int skinny_variants(WeightFormat f) {
   if (f == WeightFormat::kFloat) return kSkinnyVariants;
-  return f == WeightFormat::kFp8 ? kQuantSkinnyVariants + kFp8MmaVariants : kQuantSkinnyVariants;
+  return f == WeightFormat::kFp8 ? kQuantSkinnyVariants + skinny_detail::kFp8MmaVariants : kQuantSkinnyVariants;
 }
 
 namespace {

@@ -279,6 +279,7 @@ cudaError_t launch_one(const SkinnyGemmParams& p, cudaStream_t stream) {
 // cycles per fp8 chunk as the chunk's share of the memory time.
 // kQuantSkinnyVariants (kernels.h) = 10; fp8 adds kFp8MmaVariants tensor-core tilings after them
 // (gemm_skinny_fp8_mma.cu), timed by the tuner beside these.
+inline constexpr int kFp8MmaVariants = 10;
 template <class F, int M, int PRO, int EPI>
 cudaError_t dispatch_variant(const SkinnyGemmParams& p, cudaStream_t stream) {
   if constexpr (F::kFormat == WeightFormat::kFloat) {

@@ -116,11 +116,12 @@ __device__ __forceinline__ void load_x(const SkinnyGemmParams& p, int64_t row, i
 // per group sharing k. A CTA of 8 warps covers 16 MT 8 / KW features. X1 (m = 1): the activations of a step are
 // computed once, a pair per lane, and quad 0 gathers its 16 by shuffles (without X1 every lane computes the 16
 // of its token, 8x the prologue work at m = 1: SwiGLU's exp and divide, RMSNorm's loads).
-template <int MT, int U, int KW, bool X1, int PRO, int EPI>
+template <int MT, int U, int KW, bool PIPE, bool X1, int PRO, int EPI>
 __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_fp8_mma_kernel(SkinnyGemmParams p) {
   constexpr int kGroups = kWarpsPerCta / KW;
   constexpr int kRows = 16 * MT;  // output features per group
   constexpr int kStage = KW * U;  // steps of the group per stage
+  constexpr int kBufs = PIPE ? 2 : 1;  // stages in flight
   __shared__ float s_red[KW > 1 ? kWarpsPerCta : 1][5][32];  // per warp and lane: one tile's D fragment, ss
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int group = warp / KW, kw = warp % KW;
@@ -136,8 +137,8 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_fp8_mma_kernel(Skinn
 #pragma unroll
     for (int h = 0; h < 2; ++h)
       wrow[mt][h] = reinterpret_cast<const uint4*>(wbase + min(n0 + 16 * mt + 8 * h + g, p.n - 1) * row_bytes);
-  uint4 wbuf[U][MT][2];
-  auto load_w = [&](int s0) {
+  uint4 wbuf[kBufs][U][MT][2];
+  auto load_w = [&](auto& wv, int s0) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int c = 4 * (s0 + u * KW) + t;
@@ -145,14 +146,15 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_fp8_mma_kernel(Skinn
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int h = 0; h < 2; ++h)
-          wbuf[u][mt][h] = c < chunks ? load_stream(wrow[mt][h] + c) : make_uint4(0, 0, 0, 0);
+          wv[u][mt][h] = c < chunks ? load_stream(wrow[mt][h] + c) : make_uint4(0, 0, 0, 0);
     }
   };
   pdl_trigger();  // as in the CUDA-core kernel: weights only before the wait
-  load_w(kw);
+  load_w(wbuf[0], kw);
+  if constexpr (PIPE) load_w(wbuf[kBufs - 1], kw + kStage);
   if (kw == 0 && n0 < p.n) {
     const uint32_t rb = static_cast<uint32_t>(row_bytes);
-    const uint32_t start = min(rb, 64u * kStage);
+    const uint32_t start = min(rb, 64u * kStage * kBufs);
     const uint32_t len = min(p.l2_prefetch_bytes / static_cast<uint32_t>(p.n), rb - start) & ~15u;
     for (int r = lane; r < kRows && n0 + r < p.n && len > 0; r += 32)
       prefetch_l2(wbase + static_cast<int64_t>(n0 + r) * row_bytes + start, len);
@@ -168,8 +170,14 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_fp8_mma_kernel(Skinn
 #pragma unroll
     for (int q = 0; q < 4; ++q) acc[mt][q] = 0.f;
 
-  for (int s0 = kw; s0 < steps; s0 += kStage) {
-    if (s0 != kw) load_w(s0);
+  // Stage h of an iteration (PIPE: two, else one) covers steps s0 + u KW; with PIPE the buffer just consumed is
+  // refilled with the stage after next, so one stage's loads are in flight during the other's arithmetic.
+  for (int s0i = kw; s0i < steps; s0i += kBufs * kStage) {
+#pragma unroll
+   for (int hb = 0; hb < kBufs; ++hb) {
+    const int s0 = s0i + hb * kStage;
+    if (s0 >= steps) break;
+    if (!PIPE && s0 != kw) load_w(wbuf[hb], s0);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int c = 4 * (s0 + u * KW) + t;
@@ -189,7 +197,7 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_fp8_mma_kernel(Skinn
         uint32_t a[2][8];  // rows g, g + 8: pair i = inputs 16 c + 2 i, + 1 as f16x2
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const uint32_t* wd = reinterpret_cast<const uint32_t*>(&wbuf[u][mt][h]);
+          const uint32_t* wd = reinterpret_cast<const uint32_t*>(&wbuf[hb][u][mt][h]);
 #pragma unroll
           for (int w = 0; w < 4; ++w) e4m3x4_to_f16x2(wd[w], a[h][2 * w], a[h][2 * w + 1]);
         }
@@ -198,6 +206,8 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_fp8_mma_kernel(Skinn
           mma_f16(acc[mt], a[0][2 * j], a[1][2 * j], a[0][2 * j + 1], a[1][2 * j + 1], xb[2 * j], xb[2 * j + 1]);
       }
     }
+    if (PIPE && s0 + 2 * kStage < steps) load_w(wbuf[hb], s0 + 2 * kStage);
+   }
   }
 
   // ss of token g over this warp's chunks: the quad's four lanes (X1: token 0's, over all 32 lanes).
@@ -243,36 +253,39 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_fp8_mma_kernel(Skinn
     }
 }
 
-template <int MT, int U, int KW, int PRO, int EPI>
+template <int MT, int U, int KW, bool PIPE, int PRO, int EPI>
 cudaError_t launch_mma(const SkinnyGemmParams& p, cudaStream_t stream) {
   const int rows_per_cta = kWarpsPerCta / KW * 16 * MT;
   const dim3 grid((p.n + rows_per_cta - 1) / rows_per_cta);
   if (p.m == 1)
-    return launch_pdl_decode(skinny_fp8_mma_kernel<MT, U, KW, true, PRO, EPI>, grid, dim3(kWarpsPerCta * 32), 0,
-                             stream, p);
-  return launch_pdl_decode(skinny_fp8_mma_kernel<MT, U, KW, false, PRO, EPI>, grid, dim3(kWarpsPerCta * 32), 0,
-                           stream, p);
+    return launch_pdl_decode(skinny_fp8_mma_kernel<MT, U, KW, PIPE, true, PRO, EPI>, grid,
+                             dim3(kWarpsPerCta * 32), 0, stream, p);
+  return launch_pdl_decode(skinny_fp8_mma_kernel<MT, U, KW, PIPE, false, PRO, EPI>, grid, dim3(kWarpsPerCta * 32),
+                           0, stream, p);
 }
 
 // Tilings (MT, U, KW) of variant kQuantSkinnyVariants + i; features per CTA = 128 MT / KW, loads per lane and
-// stage = 2 MT U. KW = 8: a CTA is one group of 16 MT features (qkv: 384 / MT CTAs, down: 256 / MT); larger MT
-// shares each activation chunk's prologue and conversion over more weight rows (SwiGLU's two MUFU per input).
+// stage = 2 MT U; "p": two stages in flight. KW = 8: a CTA is one group of 16 MT features (qkv: 384 / MT CTAs,
+// down: 256 / MT); larger MT shares each activation chunk's prologue and conversion over more weight rows.
 //   0 = (1, 4, 8), 1 = (2, 2, 8), 2 = (2, 4, 8), 3 = (1, 8, 8)      one group per CTA
 //   4 = (1, 4, 4), 5 = (2, 4, 4), 6 = (4, 2, 8), 7 = (4, 2, 4)      two groups per CTA, or 64 features a group
+//   8 = (1, 4, 8)p, 9 = (2, 2, 8)p      the next stage's loads in flight during a stage's arithmetic (long rows)
 template <int PRO, int EPI>
 cudaError_t dispatch_mma(const SkinnyGemmParams& p, cudaStream_t stream) {
   switch (p.variant - kQuantSkinnyVariants) {
-    case 0: return launch_mma<1, 4, 8, PRO, EPI>(p, stream);
-    case 1: return launch_mma<2, 2, 8, PRO, EPI>(p, stream);
-    case 2: return launch_mma<2, 4, 8, PRO, EPI>(p, stream);
-    case 3: return launch_mma<1, 8, 8, PRO, EPI>(p, stream);
-    case 4: return launch_mma<1, 4, 4, PRO, EPI>(p, stream);
-    case 5: return launch_mma<2, 4, 4, PRO, EPI>(p, stream);
-    case 6: return launch_mma<4, 2, 8, PRO, EPI>(p, stream);
-    default: return launch_mma<4, 2, 4, PRO, EPI>(p, stream);
+    case 0: return launch_mma<1, 4, 8, false, PRO, EPI>(p, stream);
+    case 1: return launch_mma<2, 2, 8, false, PRO, EPI>(p, stream);
+    case 2: return launch_mma<2, 4, 8, false, PRO, EPI>(p, stream);
+    case 3: return launch_mma<1, 8, 8, false, PRO, EPI>(p, stream);
+    case 4: return launch_mma<1, 4, 4, false, PRO, EPI>(p, stream);
+    case 5: return launch_mma<2, 4, 4, false, PRO, EPI>(p, stream);
+    case 6: return launch_mma<4, 2, 8, false, PRO, EPI>(p, stream);
+    case 7: return launch_mma<4, 2, 4, false, PRO, EPI>(p, stream);
+    case 8: return launch_mma<1, 4, 8, true, PRO, EPI>(p, stream);
+    default: return launch_mma<2, 2, 8, true, PRO, EPI>(p, stream);
   }
 }
-static_assert(kFp8MmaVariants == 8, "dispatch_mma lists every tiling");
+static_assert(kFp8MmaVariants == 10, "dispatch_mma lists every tiling");
 
 }  // namespace skinny_mma
 
