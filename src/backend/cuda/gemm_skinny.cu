@@ -8,7 +8,7 @@ template cudaError_t launch_skinny_fmt<FmtBf16>(const SkinnyGemmParams&, cudaStr
 
 int skinny_variants(WeightFormat f) {
   if (f == WeightFormat::kFloat) return kSkinnyVariants;
-  return f == WeightFormat::kFp8 ? kQuantSkinnyVariants + skinny_detail::kFp8MmaVariants : kQuantSkinnyVariants;
+  return f == WeightFormat::kNib4 ? kQuantSkinnyVariants : kQuantSkinnyVariants + skinny_detail::kMmaVariants;
 }
 
 namespace {
@@ -54,7 +54,14 @@ cudaError_t launch_skinny_gemm(const SkinnyGemmParams& p, cudaStream_t stream) {
     case WeightFormat::kFp8:
       if (p.variant >= kQuantSkinnyVariants) return launch_skinny_fp8_mma(p, stream);  // the tensor-core tilings
       return launch_skinny_fmt<FmtFp8>(p, stream);
-    case WeightFormat::kInt8: return launch_skinny_fmt<FmtInt8>(p, stream);
+    case WeightFormat::kInt8:
+      if (p.variant < kQuantSkinnyVariants) return launch_skinny_fmt<FmtInt8>(p, stream);
+      if (!p.qw.group) return launch_skinny_int8_mma(p, stream);  // per channel: the tensor-core tilings
+      {  // grouped codes (a group's scale would have to enter the f16 fragment): the CUDA-core tiling of that index
+        SkinnyGemmParams q = p;
+        q.variant -= kQuantSkinnyVariants;
+        return launch_skinny_fmt<FmtInt8>(q, stream);
+      }
     case WeightFormat::kNib4: return launch_skinny_fmt<FmtNib4>(p, stream);
   }
   return cudaErrorInvalidValue;

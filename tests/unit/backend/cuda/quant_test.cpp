@@ -233,7 +233,7 @@ std::vector<float> swiglu_rows(const std::vector<float>& gate_up, int m, int k) 
 
 // fp64 reference of a [m, k] . w [n, k]^T + add [m, n] (empty: none) and each output's bound: 1e-3 + 1e-3 |ref|
 // (fp32 summation, fast silu), and with f16_acts the fp8 tensor-core tilings' f16 activations
-// (gemm_skinny_fp8_mma.cu: scaled by 2^-4, then f16): 2^-11 relative to each product, 2^-21 absolute below
+// (gemm_skinny_mma.cuh: scaled by 2^-4, then f16): 2^-11 relative to each product, 2^-21 absolute below
 // |a| = 2^-10, times s[i] (RMSNorm: the row's 1/rms, applied to the result after the rounding; else 1):
 // |err| <= 2^-11 sum_j |w_j a_j| + 2^-21 s[i] sum_j |w_j|. A wrong k permutation between the two fragments errs
 // by ~sqrt(k) |w a|, far above it.
@@ -279,6 +279,8 @@ TEST(CudaQuantGemm, SkinnyMatchesReferenceOnEveryFormat) {
     const QTensor q = make_tensor(c.t, kN, kK, 17, "w", c.per_tensor);
     const HostQuantMatrix hm = repack_and_check({&q}, c.fmt, c.group);
     DevQuant dq(hm);
+    // The tuner may pick a tensor-core tiling (f16 activations: reference()'s bound).
+    const bool tensor_cores = cuda::skinny_variants(c.fmt) > cuda::kQuantSkinnyVariants && c.group == 0;
     const int rows_in = 8;
     std::vector<uint16_t> xb;
     std::vector<float> xv;
@@ -318,7 +320,7 @@ TEST(CudaQuantGemm, SkinnyMatchesReferenceOnEveryFormat) {
       const float eps = 1e-5f;
       std::vector<double> rstd;
       const std::vector<float> a = rmsnorm_rows(resid, nwv, {0, 1, 2}, kK, eps, rstd);
-      const Reference ref = reference(a, q.ref, m, kN, kK, {}, c.fmt == WeightFormat::kFp8, rstd);
+      const Reference ref = reference(a, q.ref, m, kN, kK, {}, tensor_cores, rstd);
       cuda::SkinnyGemmParams p{.y = y.get(), .y_f32 = true, .m = m, .n = kN, .k = kK,
                                .prologue = cuda::SkinnyPrologue::kRmsNorm, .x_f32 = dr.get(),
                                .norm_w = reinterpret_cast<const bf16*>(dnw.get()), .norm_eps = eps, .qw = dq.view};
@@ -330,7 +332,7 @@ TEST(CudaQuantGemm, SkinnyMatchesReferenceOnEveryFormat) {
     {
       const int m = 8;
       const std::vector<float> y0 = random_floats(rng, static_cast<size_t>(m) * kN, -1.f, 1.f);
-      const Reference ref = reference(swiglu_rows(xv, m, kK), q.ref, m, kN, kK, y0, c.fmt == WeightFormat::kFp8, {});
+      const Reference ref = reference(swiglu_rows(xv, m, kK), q.ref, m, kN, kK, y0, tensor_cores, {});
       y.upload(y0);
       cuda::SkinnyGemmParams p{.x = reinterpret_cast<const bf16*>(x.get()), .y = y.get(), .m = m, .n = kN, .k = kK,
                                .prologue = cuda::SkinnyPrologue::kSwiGlu,
@@ -342,11 +344,11 @@ TEST(CudaQuantGemm, SkinnyMatchesReferenceOnEveryFormat) {
   }
 }
 
-// The fp8 tensor-core tilings (variants kQuantSkinnyVariants and up, gemm_skinny_fp8_mma.cu) one by one, with
-// every prologue / epilogue pair, m = 1..8, per-channel and per-tensor scales, over shapes whose n is no multiple
-// of 16 and whose k is 48, 66 and 130 chunks of 16 (a lane quad's last 64-input step partial), against fp64 on the
-// oracle's weights within reference()'s f16 bound.
-TEST(CudaQuantGemm, Fp8TensorCoreTilingsMatchReference) {
+// The tensor-core tilings (variants kQuantSkinnyVariants and up, gemm_skinny_mma.cuh) one by one for fp8
+// (per-channel and per-tensor scales) and per-channel int8, with every prologue / epilogue pair, m = 1..8, over
+// shapes whose n is no multiple of 16 and whose k is 48, 66 and 130 chunks of 16 (a lane quad's last 64-input
+// step partial), against fp64 on the oracle's weights within reference()'s f16 bound.
+TEST(CudaQuantGemm, TensorCoreTilingsMatchReference) {
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(11);
   const int m_max = cuda::kSkinnyMaxRows;
@@ -369,9 +371,10 @@ TEST(CudaQuantGemm, Fp8TensorCoreTilingsMatchReference) {
     DevVec<uint16_t> dx(xb), dbias(bb), dnw(nwb);
     DevVec<float> dres(resid), y(static_cast<size_t>(m_max) * n);
     DevVec<int32_t> drows(rows);
-    for (const bool per_tensor : {false, true}) {
-      const QTensor q = make_tensor(DType::FP8, n, k, 29, "w", per_tensor);
-      DevQuant dq(repack_and_check({&q}, WeightFormat::kFp8, 0));
+    for (const Case& c : cases()) {
+      if (c.group != 0 || cuda::skinny_variants(c.fmt) == cuda::kQuantSkinnyVariants) continue;  // fp8, int8
+      const QTensor q = make_tensor(c.t, n, k, 29, "w", c.per_tensor);
+      DevQuant dq(repack_and_check({&q}, c.fmt, 0));
       for (int pair = 0; pair < 4; ++pair) {
         const auto pro = pair == 2 ? cuda::SkinnyPrologue::kRmsNorm
                          : pair == 3 ? cuda::SkinnyPrologue::kSwiGlu
@@ -388,8 +391,8 @@ TEST(CudaQuantGemm, Fp8TensorCoreTilingsMatchReference) {
           const bool res = epi == cuda::SkinnyEpilogue::kAddResidual;
           for (size_t e = 0; e < add.size(); ++e) add[e] = res ? y0[e] : bv[e % n];
           const Reference ref = reference(a, q.ref, m, n, k, add, true, rstd);
-          for (int v = cuda::kQuantSkinnyVariants; v < cuda::skinny_variants(WeightFormat::kFp8); ++v) {
-            SCOPED_TRACE(testing::Message() << "n " << n << " k " << k << (per_tensor ? " per-tensor" : "")
+          for (int v = cuda::kQuantSkinnyVariants; v < cuda::skinny_variants(c.fmt); ++v) {
+            SCOPED_TRACE(testing::Message() << case_name(c) << " n " << n << " k " << k
                                             << " pair " << pair << " m " << m << " variant " << v);
             if (epi == cuda::SkinnyEpilogue::kAddResidual) y.upload(y0);
             else y.poison();

@@ -1,12 +1,14 @@
-// The skinny GEMM for fp8 weights on the f16 tensor cores (launch_skinny_gemm's fp8 variants
-// kQuantSkinnyVariants and up; gemm_skinny.cu validates and dispatches). Same contract as the CUDA-core kernel
-// of gemm_skinny.cuh: y[m, n] = x[m, k] . w[n, k]^T * row_scale[n] for m <= 8, with the RMSNorm / SwiGLU
-// prologues and the residual epilogue, PDL and the L2 prefetch.
+// The skinny GEMM on the f16 tensor cores for 8-bit weights (launch_skinny_gemm's variants kQuantSkinnyVariants
+// and up of kFp8 and per-channel kInt8; gemm_skinny.cu validates and dispatches; one translation unit per format:
+// gemm_skinny_mma_{fp8,int8}.cu). Same contract as the CUDA-core kernel of gemm_skinny.cuh: y[m, n] =
+// x[m, k] . w[n, k]^T * row_scale[n] for m <= 8, with the RMSNorm / SwiGLU prologues and the residual epilogue,
+// PDL and the L2 prefetch.
 //
-// Why: the CUDA-core kernel converts every weight E4M3 -> f16 -> fp32 and does one fp32 FMA per weight and
-// activation row; the conversions run on a narrow pipe, so fp8 stays well below the copy bandwidth. Here each
-// weight costs half a cvt.rn.f16x2.e4m3x2 (exact: every E4M3 value is an f16 value) and the products are
-// mma.sync.m16n8k16 f16 x f16 -> fp32 (the tensor core forms exact products and sums them in fp32), so the
+// Why: the CUDA-core kernel converts every weight to fp32 (E4M3 -> f16 -> fp32; int8 by a byte permute and a
+// subtraction) and does one fp32 FMA per weight and activation row; for fp8 its conversions run on a narrow pipe,
+// so fp8 stays well below the copy bandwidth. Here an E4M3 weight costs half a cvt.rn.f16x2.e4m3x2 and an int8
+// weight half a byte permute and half an f16x2 subtraction (both exact: every E4M3 and int8 value is an f16
+// value), and the products are mma.sync.m16n8k16 f16 x f16 -> fp32 (exact products summed in fp32), so the
 // arithmetic per weight byte is ~1/8 of a tensor-core instruction, whatever m (<= 8) is.
 //
 // Layout. A warp owns MT tiles of 16 consecutive output features (mma A = weights, 16 rows x 16 inputs;
@@ -26,6 +28,8 @@
 // kXScale (exact). f16 then holds |x| up to 2^20 without overflow (the residual stream's outliers are far below)
 // with 11 significant bits (bf16 inputs exactly, down to |x| = 2^-10), and an absolute error <= 2^-21 below
 // that: the same W8A16 arithmetic as the CUDA-core kernel up to a 2^-11 relative rounding of each activation.
+#pragma once
+
 #include <cuda_fp16.h>
 
 #include "backend/cuda/gemm_skinny.cuh"
@@ -35,6 +39,20 @@ namespace skinny_mma {
 using namespace skinny_detail;
 
 constexpr float kXScale = 0.0625f;  // 2^-4: see above
+
+// Weight codes -> the A fragment: C::pairs(word, lo, hi) turns the four codes of a 32-bit word (byte e = input e)
+// into two f16x2, lo = inputs (0, 1) and hi = (2, 3) (low half first), exactly.
+struct MmaFp8 {  // E4M3: two hardware pair conversions (quant_formats.cuh)
+  __device__ static void pairs(uint32_t w, uint32_t& lo, uint32_t& hi) { e4m3x4_to_f16x2(w, lo, hi); }
+};
+struct MmaInt8 {  // int8 q: the byte q + 128 under the f16 1024 (0x64..) is 1152 + q exactly; minus 1152 (0x6480)
+  __device__ static void pairs(uint32_t w, uint32_t& lo, uint32_t& hi) {
+    const uint32_t biased = w ^ 0x80808080u;
+    lo = __byte_perm(biased, 0x64646464u, 0x4140);  // bytes: code 0, 0x64, code 1, 0x64
+    hi = __byte_perm(biased, 0x64646464u, 0x4342);
+    asm("sub.f16x2 %0, %0, %2;\n\tsub.f16x2 %1, %1, %2;" : "+r"(lo), "+r"(hi) : "r"(0x64806480u));
+  }
+};
 
 __device__ __forceinline__ uint32_t pack_f16x2(float lo, float hi) {
   const __half2 h = __floats2half2_rn(lo, hi);
@@ -116,8 +134,8 @@ __device__ __forceinline__ void load_x(const SkinnyGemmParams& p, int64_t row, i
 // per group sharing k. A CTA of 8 warps covers 16 MT 8 / KW features. X1 (m = 1): the activations of a step are
 // computed once, a pair per lane, and quad 0 gathers its 16 by shuffles (without X1 every lane computes the 16
 // of its token, 8x the prologue work at m = 1: SwiGLU's exp and divide, RMSNorm's loads).
-template <int MT, int U, int KW, bool PIPE, bool X1, int PRO, int EPI>
-__global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_fp8_mma_kernel(SkinnyGemmParams p) {
+template <class C, int MT, int U, int KW, bool PIPE, bool X1, int PRO, int EPI>
+__global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_mma_kernel(SkinnyGemmParams p) {
   constexpr int kGroups = kWarpsPerCta / KW;
   constexpr int kRows = 16 * MT;  // output features per group
   constexpr int kStage = KW * U;  // steps of the group per stage
@@ -174,40 +192,41 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_fp8_mma_kernel(Skinn
   // refilled with the stage after next, so one stage's loads are in flight during the other's arithmetic.
   for (int s0i = kw; s0i < steps; s0i += kBufs * kStage) {
 #pragma unroll
-   for (int hb = 0; hb < kBufs; ++hb) {
-    const int s0 = s0i + hb * kStage;
-    if (s0 >= steps) break;
-    if (!PIPE && s0 != kw) load_w(wbuf[hb], s0);
+    for (int hb = 0; hb < kBufs; ++hb) {
+      const int s0 = s0i + hb * kStage;
+      if (s0 >= steps) break;
+      if (!PIPE && s0 != kw) load_w(wbuf[hb], s0);
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int c = 4 * (s0 + u * KW) + t;
-      if (s0 + u * KW >= steps) break;
-      uint32_t xb[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-      if constexpr (X1) {  // lane 8 t' + i: pair i of chunk 4 s + t'; B columns g > 0 get copies (never stored)
-        const int cl = c - t + lane / 8;
-        uint32_t mine[1] = {0};
-        if (cl < chunks) load_x<PRO, 2>(p, xrow, 16 * cl + 2 * (lane % 8), mine, ss);
+      for (int u = 0; u < U; ++u) {
+        const int c = 4 * (s0 + u * KW) + t;
+        if (s0 + u * KW >= steps) break;
+        uint32_t xb[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        if constexpr (X1) {  // lane 8 t' + i: pair i of chunk 4 s + t'; B columns g > 0 get copies (never stored)
+          const int cl = c - t + lane / 8;
+          uint32_t mine[1] = {0};
+          if (cl < chunks) load_x<PRO, 2>(p, xrow, 16 * cl + 2 * (lane % 8), mine, ss);
 #pragma unroll
-        for (int i = 0; i < 8; ++i) xb[i] = __shfl_sync(0xffffffffu, mine[0], 8 * t + i);
-      } else if (has_x && c < chunks) {
-        load_x<PRO, 16>(p, xrow, 16 * c, xb, ss);
-      }
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-        uint32_t a[2][8];  // rows g, g + 8: pair i = inputs 16 c + 2 i, + 1 as f16x2
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const uint32_t* wd = reinterpret_cast<const uint32_t*>(&wbuf[hb][u][mt][h]);
-#pragma unroll
-          for (int w = 0; w < 4; ++w) e4m3x4_to_f16x2(wd[w], a[h][2 * w], a[h][2 * w + 1]);
+          for (int i = 0; i < 8; ++i) xb[i] = __shfl_sync(0xffffffffu, mine[0], 8 * t + i);
+        } else if (has_x && c < chunks) {
+          load_x<PRO, 16>(p, xrow, 16 * c, xb, ss);
         }
 #pragma unroll
-        for (int j = 0; j < 4; ++j)
-          mma_f16(acc[mt], a[0][2 * j], a[1][2 * j], a[0][2 * j + 1], a[1][2 * j + 1], xb[2 * j], xb[2 * j + 1]);
+        for (int mt = 0; mt < MT; ++mt) {
+          uint32_t a[2][8];  // rows g, g + 8: pair i = inputs 16 c + 2 i, + 1 as f16x2
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const uint32_t* wd = reinterpret_cast<const uint32_t*>(&wbuf[hb][u][mt][h]);
+#pragma unroll
+            for (int w = 0; w < 4; ++w) C::pairs(wd[w], a[h][2 * w], a[h][2 * w + 1]);
+          }
+#pragma unroll
+          for (int j = 0; j < 4; ++j)
+            mma_f16(acc[mt], a[0][2 * j], a[1][2 * j], a[0][2 * j + 1], a[1][2 * j + 1], xb[2 * j],
+                    xb[2 * j + 1]);
+        }
       }
+      if (PIPE && s0 + 2 * kStage < steps) load_w(wbuf[hb], s0 + 2 * kStage);
     }
-    if (PIPE && s0 + 2 * kStage < steps) load_w(wbuf[hb], s0 + 2 * kStage);
-   }
   }
 
   // ss of token g over this warp's chunks: the quad's four lanes (X1: token 0's, over all 32 lanes).
@@ -253,15 +272,15 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_fp8_mma_kernel(Skinn
     }
 }
 
-template <int MT, int U, int KW, bool PIPE, int PRO, int EPI>
+template <class C, int MT, int U, int KW, bool PIPE, int PRO, int EPI>
 cudaError_t launch_mma(const SkinnyGemmParams& p, cudaStream_t stream) {
   const int rows_per_cta = kWarpsPerCta / KW * 16 * MT;
   const dim3 grid((p.n + rows_per_cta - 1) / rows_per_cta);
   if (p.m == 1)
-    return launch_pdl_decode(skinny_fp8_mma_kernel<MT, U, KW, PIPE, true, PRO, EPI>, grid,
-                             dim3(kWarpsPerCta * 32), 0, stream, p);
-  return launch_pdl_decode(skinny_fp8_mma_kernel<MT, U, KW, PIPE, false, PRO, EPI>, grid, dim3(kWarpsPerCta * 32),
-                           0, stream, p);
+    return launch_pdl_decode(skinny_mma_kernel<C, MT, U, KW, PIPE, true, PRO, EPI>, grid, dim3(kWarpsPerCta * 32),
+                             0, stream, p);
+  return launch_pdl_decode(skinny_mma_kernel<C, MT, U, KW, PIPE, false, PRO, EPI>, grid, dim3(kWarpsPerCta * 32), 0,
+                           stream, p);
 }
 
 // Tilings (MT, U, KW) of variant kQuantSkinnyVariants + i; features per CTA = 128 MT / KW, loads per lane and
@@ -270,36 +289,31 @@ cudaError_t launch_mma(const SkinnyGemmParams& p, cudaStream_t stream) {
 //   0 = (1, 4, 8), 1 = (2, 2, 8), 2 = (2, 4, 8), 3 = (1, 8, 8)      one group per CTA
 //   4 = (1, 4, 4), 5 = (2, 4, 4), 6 = (4, 2, 8), 7 = (4, 2, 4)      two groups per CTA, or 64 features a group
 //   8 = (1, 4, 8)p, 9 = (2, 2, 8)p      the next stage's loads in flight during a stage's arithmetic (long rows)
-template <int PRO, int EPI>
+template <class C, int PRO, int EPI>
 cudaError_t dispatch_mma(const SkinnyGemmParams& p, cudaStream_t stream) {
   switch (p.variant - kQuantSkinnyVariants) {
-    case 0: return launch_mma<1, 4, 8, false, PRO, EPI>(p, stream);
-    case 1: return launch_mma<2, 2, 8, false, PRO, EPI>(p, stream);
-    case 2: return launch_mma<2, 4, 8, false, PRO, EPI>(p, stream);
-    case 3: return launch_mma<1, 8, 8, false, PRO, EPI>(p, stream);
-    case 4: return launch_mma<1, 4, 4, false, PRO, EPI>(p, stream);
-    case 5: return launch_mma<2, 4, 4, false, PRO, EPI>(p, stream);
-    case 6: return launch_mma<4, 2, 8, false, PRO, EPI>(p, stream);
-    case 7: return launch_mma<4, 2, 4, false, PRO, EPI>(p, stream);
-    case 8: return launch_mma<1, 4, 8, true, PRO, EPI>(p, stream);
-    default: return launch_mma<2, 2, 8, true, PRO, EPI>(p, stream);
+    case 0: return launch_mma<C, 1, 4, 8, false, PRO, EPI>(p, stream);
+    case 1: return launch_mma<C, 2, 2, 8, false, PRO, EPI>(p, stream);
+    case 2: return launch_mma<C, 2, 4, 8, false, PRO, EPI>(p, stream);
+    case 3: return launch_mma<C, 1, 8, 8, false, PRO, EPI>(p, stream);
+    case 4: return launch_mma<C, 1, 4, 4, false, PRO, EPI>(p, stream);
+    case 5: return launch_mma<C, 2, 4, 4, false, PRO, EPI>(p, stream);
+    case 6: return launch_mma<C, 4, 2, 8, false, PRO, EPI>(p, stream);
+    case 7: return launch_mma<C, 4, 2, 4, false, PRO, EPI>(p, stream);
+    case 8: return launch_mma<C, 1, 4, 8, true, PRO, EPI>(p, stream);
+    default: return launch_mma<C, 2, 2, 8, true, PRO, EPI>(p, stream);
   }
 }
-static_assert(kFp8MmaVariants == 10, "dispatch_mma lists every tiling");
+static_assert(kMmaVariants == 10, "dispatch_mma lists every tiling");
 
 }  // namespace skinny_mma
 
-cudaError_t launch_skinny_fp8_mma(const SkinnyGemmParams& p, cudaStream_t stream) {
-  using namespace skinny_mma;
-  const SkinnyPrologue pro = p.prologue;
-  const SkinnyEpilogue epi = p.epilogue;
-  if (pro == SkinnyPrologue::kNone && epi == SkinnyEpilogue::kStore) return dispatch_mma<kPlain, kStore>(p, stream);
-  if (pro == SkinnyPrologue::kNone && epi == SkinnyEpilogue::kAddResidual)
-    return dispatch_mma<kPlain, kAddRes>(p, stream);
-  if (pro == SkinnyPrologue::kRmsNorm && epi == SkinnyEpilogue::kStore) return dispatch_mma<kNorm, kStore>(p, stream);
-  if (pro == SkinnyPrologue::kSwiGlu && epi == SkinnyEpilogue::kAddResidual)
-    return dispatch_mma<kSwiGlu, kAddRes>(p, stream);
-  return cudaErrorInvalidValue;  // pair not instantiated (see kernels.h)
+// The tensor-core skinny GEMM with weight codes C, p validated and p.variant >= kQuantSkinnyVariants.
+template <class C>
+cudaError_t launch_skinny_mma(const SkinnyGemmParams& p, cudaStream_t stream) {
+  return skinny_detail::with_pair(p, [&](auto pro, auto epi) {
+    return skinny_mma::dispatch_mma<C, decltype(pro)::value, decltype(epi)::value>(p, stream);
+  });
 }
 
 }  // namespace mopt::cuda
