@@ -7,7 +7,8 @@ namespace mopt::cuda {
 template cudaError_t launch_skinny_fmt<FmtBf16>(const SkinnyGemmParams&, cudaStream_t);
 
 int skinny_variants(WeightFormat f) {
-  return f == WeightFormat::kFloat ? kSkinnyVariants : skinny_detail::kQuantSkinnyVariants;
+  if (f == WeightFormat::kFloat) return kSkinnyVariants;
+  return f == WeightFormat::kNib4 ? kQuantSkinnyVariants : kQuantSkinnyVariants + skinny_detail::kMmaVariants;
 }
 
 namespace {
@@ -50,8 +51,17 @@ cudaError_t launch_skinny_gemm(const SkinnyGemmParams& p, cudaStream_t stream) {
   }
   switch (fmt) {
     case WeightFormat::kFloat: return launch_skinny_fmt<FmtBf16>(p, stream);
-    case WeightFormat::kFp8: return launch_skinny_fmt<FmtFp8>(p, stream);
-    case WeightFormat::kInt8: return launch_skinny_fmt<FmtInt8>(p, stream);
+    case WeightFormat::kFp8:
+      if (p.variant >= kQuantSkinnyVariants) return launch_skinny_fp8_mma(p, stream);  // the tensor-core tilings
+      return launch_skinny_fmt<FmtFp8>(p, stream);
+    case WeightFormat::kInt8:
+      if (p.variant < kQuantSkinnyVariants) return launch_skinny_fmt<FmtInt8>(p, stream);
+      if (!p.qw.group) return launch_skinny_int8_mma(p, stream);  // per channel: the tensor-core tilings
+      {  // grouped codes (a group's scale would have to enter the f16 fragment): the CUDA-core tiling of that index
+        SkinnyGemmParams q = p;
+        q.variant -= kQuantSkinnyVariants;
+        return launch_skinny_fmt<FmtInt8>(q, stream);
+      }
     case WeightFormat::kNib4: return launch_skinny_fmt<FmtNib4>(p, stream);
   }
   return cudaErrorInvalidValue;

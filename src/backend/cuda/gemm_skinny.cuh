@@ -28,6 +28,8 @@
 // and row (L1/L2 hits); a per-row scale (fp8, int8 per channel) multiplies the finished dot product.
 #pragma once
 
+#include <type_traits>
+
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/quant_formats.cuh"
@@ -84,6 +86,21 @@ __device__ __forceinline__ void load_x(const SkinnyGemmParams& p, int row32, int
     for (int e = 0; e < 8; ++e) xf[e] = silu_fast(g[e]) * u[e];
   } else {
     unpack8_bf16(__ldg(reinterpret_cast<const uint4*>(p.x + row * p.k + ch * 8)), xf);
+  }
+}
+
+// The epilogue of output (row i, feature n) with its finished value v: kAddRes adds into the fp32 residual, else
+// v + bias is stored (fp32 or bf16).
+template <int EPI>
+__device__ __forceinline__ void store_out(const SkinnyGemmParams& p, int i, int n, float v) {
+  const int64_t at = static_cast<int64_t>(i) * p.n + n;
+  if constexpr (EPI == kAddRes) {
+    float* y = static_cast<float*>(p.y) + at;  // L2 only: the residual never sits in a stale L1 line
+    __stcg(y, __ldcg(y) + v);
+  } else {
+    const float b = p.bias ? __bfloat162float(p.bias[n]) : 0.f;
+    if (p.y_f32) static_cast<float*>(p.y)[at] = v + b;
+    else static_cast<bf16*>(p.y)[at] = __float2bfloat16(v + b);
   }
 }
 
@@ -230,18 +247,10 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_gemm_kernel(SkinnyGe
     for (int r = 0; r < R; ++r) {
       const int n = n0 + r;
       if (n >= p.n) break;
-      const int64_t at = static_cast<int64_t>(i) * p.n + n;
       float v = acc[i][r] * scale;
       if constexpr (F::kFormat != WeightFormat::kFloat)
         if (p.qw.row_scale) v *= __ldg(p.qw.row_scale + n);
-      if constexpr (EPI == kAddRes) {
-        float* y = static_cast<float*>(p.y) + at;  // L2 only: the residual never sits in a stale L1 line
-        __stcg(y, __ldcg(y) + v);
-      } else {
-        const float b = p.bias ? __bfloat162float(p.bias[n]) : 0.f;
-        if (p.y_f32) static_cast<float*>(p.y)[at] = v + b;
-        else static_cast<bf16*>(p.y)[at] = __float2bfloat16(v + b);
-      }
+      store_out<EPI>(p, i, n, v);
     }
   }
 }
@@ -270,7 +279,9 @@ cudaError_t launch_one(const SkinnyGemmParams& p, cudaStream_t stream) {
 // Larger R amortizes the per-input prologue work over more rows: the RMSNorm product and sum of squares, and
 // SwiGLU's two MUFU operations per input (a quarter of the FMA rate), which at R = 2 cost about as many issue
 // cycles per fp8 chunk as the chunk's share of the memory time.
-inline constexpr int kQuantSkinnyVariants = 10;
+// kQuantSkinnyVariants (kernels.h) = 10; fp8 and int8 add kMmaVariants tensor-core tilings after them
+// (gemm_skinny_mma.cuh), timed by the tuner beside these.
+inline constexpr int kMmaVariants = 10;
 template <class F, int M, int PRO, int EPI>
 cudaError_t dispatch_variant(const SkinnyGemmParams& p, cudaStream_t stream) {
   if constexpr (F::kFormat == WeightFormat::kFloat) {
@@ -316,6 +327,24 @@ cudaError_t dispatch_rows(const SkinnyGemmParams& p, cudaStream_t stream) {
   return dispatch_variant<F, 8, PRO, EPI>(p, stream);
 }
 
+// f(PRO, EPI) with p's prologue / epilogue pair as std::integral_constant<int> values; cudaErrorInvalidValue for a
+// pair that is not instantiated (see kernels.h).
+template <class Fn>
+cudaError_t with_pair(const SkinnyGemmParams& p, Fn&& f) {
+  using Pro = std::integral_constant<int, kPlain>;
+  using Norm = std::integral_constant<int, kNorm>;
+  using Glu = std::integral_constant<int, kSwiGlu>;
+  using Store = std::integral_constant<int, kStore>;
+  using AddRes = std::integral_constant<int, kAddRes>;
+  const SkinnyPrologue pro = p.prologue;
+  const SkinnyEpilogue epi = p.epilogue;
+  if (pro == SkinnyPrologue::kNone && epi == SkinnyEpilogue::kStore) return f(Pro{}, Store{});
+  if (pro == SkinnyPrologue::kNone && epi == SkinnyEpilogue::kAddResidual) return f(Pro{}, AddRes{});
+  if (pro == SkinnyPrologue::kRmsNorm && epi == SkinnyEpilogue::kStore) return f(Norm{}, Store{});
+  if (pro == SkinnyPrologue::kSwiGlu && epi == SkinnyEpilogue::kAddResidual) return f(Glu{}, AddRes{});
+  return cudaErrorInvalidValue;
+}
+
 }  // namespace skinny_detail
 
 // The skinny GEMM for weight format F, p already validated by launch_skinny_gemm (gemm_skinny.cu). Instantiated
@@ -323,18 +352,15 @@ cudaError_t dispatch_rows(const SkinnyGemmParams& p, cudaStream_t stream) {
 // parallel.
 template <class F>
 cudaError_t launch_skinny_fmt(const SkinnyGemmParams& p, cudaStream_t stream) {
-  using namespace skinny_detail;
-  const SkinnyPrologue pro = p.prologue;
-  const SkinnyEpilogue epi = p.epilogue;
-  if (pro == SkinnyPrologue::kNone && epi == SkinnyEpilogue::kStore) return dispatch_rows<F, kPlain, kStore>(p, stream);
-  if (pro == SkinnyPrologue::kNone && epi == SkinnyEpilogue::kAddResidual)
-    return dispatch_rows<F, kPlain, kAddRes>(p, stream);
-  if (pro == SkinnyPrologue::kRmsNorm && epi == SkinnyEpilogue::kStore)
-    return dispatch_rows<F, kNorm, kStore>(p, stream);
-  if (pro == SkinnyPrologue::kSwiGlu && epi == SkinnyEpilogue::kAddResidual)
-    return dispatch_rows<F, kSwiGlu, kAddRes>(p, stream);
-  return cudaErrorInvalidValue;  // pair not instantiated (see kernels.h)
+  return skinny_detail::with_pair(p, [&](auto pro, auto epi) {
+    return skinny_detail::dispatch_rows<F, decltype(pro)::value, decltype(epi)::value>(p, stream);
+  });
 }
+
+// The tensor-core tilings (gemm_skinny_mma.cuh) for fp8 and per-channel int8 weights, p validated,
+// p.variant >= kQuantSkinnyVariants.
+cudaError_t launch_skinny_fp8_mma(const SkinnyGemmParams& p, cudaStream_t stream);
+cudaError_t launch_skinny_int8_mma(const SkinnyGemmParams& p, cudaStream_t stream);
 
 extern template cudaError_t launch_skinny_fmt<FmtBf16>(const SkinnyGemmParams&, cudaStream_t);
 extern template cudaError_t launch_skinny_fmt<FmtFp8>(const SkinnyGemmParams&, cudaStream_t);

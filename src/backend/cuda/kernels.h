@@ -335,7 +335,12 @@ struct SkinnyGemmParams {
 };
 inline constexpr int kSkinnyMaxRows = 8;
 inline constexpr int kSkinnyVariants = 10;
-// Tilings instantiated for a weight format (bf16: kSkinnyVariants; quantized formats: fewer, see gemm_skinny.cuh).
+// Quantized formats: kQuantSkinnyVariants CUDA-core tilings (gemm_skinny.cuh); fp8 and int8 weights have more,
+// variants kQuantSkinnyVariants and up, on the f16 tensor cores (gemm_skinny_mma.cuh; grouped int8 runs the
+// CUDA-core tiling of the same index there).
+inline constexpr int kQuantSkinnyVariants = 10;
+// Tilings instantiated for a weight format (bf16: kSkinnyVariants; kNib4: kQuantSkinnyVariants; kFp8, kInt8:
+// kQuantSkinnyVariants + the tensor-core ones).
 int skinny_variants(WeightFormat f);
 cudaError_t launch_skinny_gemm(const SkinnyGemmParams& p, cudaStream_t stream);
 

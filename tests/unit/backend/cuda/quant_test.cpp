@@ -1,7 +1,8 @@
 // Quantized weights on the GPU (backend/cuda/quant_weights.h, quant_formats.cuh, quant_kernels.cu, gemm_fp8.cpp):
 //   - the host repacking of every block format, decoded by this file from the documented device layouts, equals
 //     the tests' independent dequantization oracle bit for bit (runs without a GPU);
-//   - the skinny GEMM on each device format (every tiling, m = 1..8, the fused prologues / epilogue), the
+//   - the skinny GEMM on each device format (every tiling, m = 1..8, the fused prologues / epilogue; the fp8
+//     tensor-core tilings one by one with every prologue / epilogue pair over three shapes), the
 //     dequantize-to-bf16 kernel, the per-token FP8 activation quantizer and the cuBLASLt FP8 GEMM against fp64
 //     products of the oracle's weights (or the CPU's quantizer, bit for bit).
 // Shapes: n = 88 outputs and k = 768 inputs (3 K-quant super-blocks, 6 AWQ groups; neither a power of two).
@@ -205,6 +206,67 @@ std::vector<float> random_floats(std::mt19937& rng, size_t n, float lo, float hi
   return v;
 }
 
+// The operands the fused prologues produce (kernels.h), in fp64: row i of RMSNorm(resid[rows[i]]) * nw from fp32
+// residual rows [*, k] (rstd[i]: its 1 / rms), and of silu(gate) * up from gate|up rows [*, 2k].
+std::vector<float> rmsnorm_rows(const std::vector<float>& resid, const std::vector<float>& nw,
+                                const std::vector<int32_t>& rows, int k, float eps, std::vector<double>& rstd) {
+  std::vector<float> a(rows.size() * k);
+  rstd.resize(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const float* r = resid.data() + static_cast<size_t>(rows[i]) * k;
+    double ss = 0;
+    for (int j = 0; j < k; ++j) ss += static_cast<double>(r[j]) * r[j];
+    rstd[i] = 1.0 / std::sqrt(ss / k + eps);
+    for (int j = 0; j < k; ++j) a[i * k + j] = static_cast<float>(r[j] * rstd[i] * nw[j]);
+  }
+  return a;
+}
+std::vector<float> swiglu_rows(const std::vector<float>& gate_up, int m, int k) {
+  std::vector<float> a(static_cast<size_t>(m) * k);
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < k; ++j) {
+      const double g = gate_up[static_cast<size_t>(i) * 2 * k + j], u = gate_up[static_cast<size_t>(i) * 2 * k + k + j];
+      a[static_cast<size_t>(i) * k + j] = static_cast<float>(g / (1.0 + std::exp(-g)) * u);
+    }
+  return a;
+}
+
+// fp64 reference of a [m, k] . w [n, k]^T + add [m, n] (empty: none) and each output's bound: 1e-3 + 1e-3 |ref|
+// (fp32 summation, fast silu), and with f16_acts the fp8 tensor-core tilings' f16 activations
+// (gemm_skinny_mma.cuh: scaled by 2^-4, then f16): 2^-11 relative to each product, 2^-21 absolute below
+// |a| = 2^-10, times s[i] (RMSNorm: the row's 1/rms, applied to the result after the rounding; else 1):
+// |err| <= 2^-11 sum_j |w_j a_j| + 2^-21 s[i] sum_j |w_j|. A wrong k permutation between the two fragments errs
+// by ~sqrt(k) |w a|, far above it.
+struct Reference {
+  std::vector<double> ref, tol;
+};
+Reference reference(const std::vector<float>& a, const std::vector<float>& w, int m, int n, int k,
+                    const std::vector<float>& add, bool f16_acts, const std::vector<double>& s) {
+  Reference out{std::vector<double>(static_cast<size_t>(m) * n), std::vector<double>(static_cast<size_t>(m) * n)};
+  for (int i = 0; i < m; ++i)
+    for (int r = 0; r < n; ++r) {
+      double dot = 0, abs_wa = 0, abs_w = 0;
+      for (int j = 0; j < k; ++j) {
+        const double wv = w[static_cast<size_t>(r) * k + j], x = a[static_cast<size_t>(i) * k + j];
+        dot += wv * x;
+        abs_wa += std::fabs(wv * x);
+        abs_w += std::fabs(wv);
+      }
+      const size_t e = static_cast<size_t>(i) * n + r;
+      out.ref[e] = dot + (add.empty() ? 0.0 : add[e]);
+      out.tol[e] = 1e-3 + 1e-3 * std::fabs(out.ref[e]);
+      if (f16_acts) out.tol[e] += std::ldexp(abs_wa, -11) + std::ldexp(abs_w * (s.empty() ? 1.0 : s[i]), -21);
+    }
+  return out;
+}
+void expect_within(const std::vector<float>& got, const Reference& r) {
+  ASSERT_GE(got.size(), r.ref.size());
+  int bad = 0;
+  for (size_t e = 0; e < r.ref.size(); ++e)
+    if (!(std::fabs(got[e] - r.ref[e]) <= r.tol[e]) && bad++ < 3)
+      ADD_FAILURE() << "element " << e << ": " << got[e] << " vs fp64 " << r.ref[e] << " (bound " << r.tol[e] << ")";
+}
+
 // Skinny GEMM on quantized weights: every tiling for m = 1..8 without prologue, then through Gemm::run_fused
 // (tuned) with the RMSNorm prologue and with SwiGLU + residual, against fp64 on the oracle's weights.
 TEST(CudaQuantGemm, SkinnyMatchesReferenceOnEveryFormat) {
@@ -217,6 +279,8 @@ TEST(CudaQuantGemm, SkinnyMatchesReferenceOnEveryFormat) {
     const QTensor q = make_tensor(c.t, kN, kK, 17, "w", c.per_tensor);
     const HostQuantMatrix hm = repack_and_check({&q}, c.fmt, c.group);
     DevQuant dq(hm);
+    // The tuner may pick a tensor-core tiling (f16 activations: reference()'s bound).
+    const bool tensor_cores = cuda::skinny_variants(c.fmt) > cuda::kQuantSkinnyVariants && c.group == 0;
     const int rows_in = 8;
     std::vector<uint16_t> xb;
     std::vector<float> xv;
@@ -254,39 +318,98 @@ TEST(CudaQuantGemm, SkinnyMatchesReferenceOnEveryFormat) {
       DevVec<float> dr(resid);
       DevVec<uint16_t> dnw(nwb);
       const float eps = 1e-5f;
-      std::vector<float> ref(static_cast<size_t>(m) * kN), a(kK);
-      for (int i = 0; i < m; ++i) {
-        double ss = 0;
-        for (int j = 0; j < kK; ++j) ss += static_cast<double>(resid[i * kK + j]) * resid[i * kK + j];
-        const double rs = 1.0 / std::sqrt(ss / kK + eps);
-        for (int j = 0; j < kK; ++j) a[j] = static_cast<float>(resid[i * kK + j] * rs * nwv[j]);
-        for (int r = 0; r < kN; ++r) ref[static_cast<size_t>(i) * kN + r] = static_cast<float>(dot(a.data(), r));
-      }
+      std::vector<double> rstd;
+      const std::vector<float> a = rmsnorm_rows(resid, nwv, {0, 1, 2}, kK, eps, rstd);
+      const Reference ref = reference(a, q.ref, m, kN, kK, {}, tensor_cores, rstd);
       cuda::SkinnyGemmParams p{.y = y.get(), .y_f32 = true, .m = m, .n = kN, .k = kK,
                                .prologue = cuda::SkinnyPrologue::kRmsNorm, .x_f32 = dr.get(),
                                .norm_w = reinterpret_cast<const bf16*>(dnw.get()), .norm_eps = eps, .qw = dq.view};
       ASSERT_TRUE(gemm.run_fused(p, nullptr).is_ok());
-      std::vector<float> got = y.download();
-      got.resize(ref.size());
-      EXPECT_TRUE(all_close(got, ref, 1e-3f, 1e-3f)) << "rmsnorm prologue";
+      SCOPED_TRACE("rmsnorm prologue");
+      expect_within(y.download(), ref);
     }
     // SwiGLU prologue + residual epilogue (m = 8): x is gate|up [8, 2k], y the fp32 residual.
     {
       const int m = 8;
-      std::vector<float> y0 = random_floats(rng, static_cast<size_t>(m) * kN, -1.f, 1.f), ref = y0, a(kK);
-      for (int i = 0; i < m; ++i) {
-        for (int j = 0; j < kK; ++j) {
-          const double g = xv[static_cast<size_t>(i) * 2 * kK + j], u = xv[static_cast<size_t>(i) * 2 * kK + kK + j];
-          a[j] = static_cast<float>(g / (1.0 + std::exp(-g)) * u);
-        }
-        for (int r = 0; r < kN; ++r) ref[static_cast<size_t>(i) * kN + r] += static_cast<float>(dot(a.data(), r));
-      }
+      const std::vector<float> y0 = random_floats(rng, static_cast<size_t>(m) * kN, -1.f, 1.f);
+      const Reference ref = reference(swiglu_rows(xv, m, kK), q.ref, m, kN, kK, y0, tensor_cores, {});
       y.upload(y0);
       cuda::SkinnyGemmParams p{.x = reinterpret_cast<const bf16*>(x.get()), .y = y.get(), .m = m, .n = kN, .k = kK,
                                .prologue = cuda::SkinnyPrologue::kSwiGlu,
                                .epilogue = cuda::SkinnyEpilogue::kAddResidual, .qw = dq.view};
       ASSERT_TRUE(gemm.run_fused(p, nullptr).is_ok());
-      EXPECT_TRUE(all_close(y.download(), ref, 1e-3f, 1e-3f)) << "swiglu prologue + residual";
+      SCOPED_TRACE("swiglu prologue + residual");
+      expect_within(y.download(), ref);
+    }
+  }
+}
+
+// The tensor-core tilings (variants kQuantSkinnyVariants and up, gemm_skinny_mma.cuh) one by one for fp8
+// (per-channel and per-tensor scales) and per-channel int8, with every prologue / epilogue pair, m = 1..8, over
+// shapes whose n is no multiple of 16 and whose k is 48, 66 and 130 chunks of 16 (a lane quad's last 64-input
+// step partial), against fp64 on the oracle's weights within reference()'s f16 bound.
+TEST(CudaQuantGemm, TensorCoreTilingsMatchReference) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(11);
+  const int m_max = cuda::kSkinnyMaxRows;
+  struct Shape {
+    int n, k;
+  };
+  for (const Shape s : {Shape{kN, kK}, Shape{40, 1056}, Shape{136, 2080}}) {
+    const int n = s.n, k = s.k;
+    std::vector<uint16_t> xb, bb;
+    std::vector<float> xv, bv;
+    cudatest::random_bf16(rng, static_cast<size_t>(m_max) * 2 * k, -1.f, 1.f, xb, xv);  // x [16, k] or [8, 2k]
+    cudatest::random_bf16(rng, n, -1.f, 1.f, bb, bv);
+    const std::vector<float> resid = random_floats(rng, static_cast<size_t>(m_max) * k, -2.f, 2.f);
+    std::vector<uint16_t> nwb(k);
+    std::vector<float> nwv(k);
+    for (int j = 0; j < k; ++j) nwv[j] = bf16_to_fp32(nwb[j] = fp32_to_bf16(0.5f + static_cast<float>(j % 11) / 10.f));
+    const std::vector<float> y0 = random_floats(rng, static_cast<size_t>(m_max) * n, -1.f, 1.f);
+    std::vector<int32_t> rows(m_max);
+    for (int i = 0; i < m_max; ++i) rows[i] = m_max - 1 - i;  // RMSNorm reads its rows through x_rows
+    DevVec<uint16_t> dx(xb), dbias(bb), dnw(nwb);
+    DevVec<float> dres(resid), y(static_cast<size_t>(m_max) * n);
+    DevVec<int32_t> drows(rows);
+    for (const Case& c : cases()) {
+      if (c.group != 0 || cuda::skinny_variants(c.fmt) == cuda::kQuantSkinnyVariants) continue;  // fp8, int8
+      const QTensor q = make_tensor(c.t, n, k, 29, "w", c.per_tensor);
+      DevQuant dq(repack_and_check({&q}, c.fmt, 0));
+      for (int pair = 0; pair < 4; ++pair) {
+        const auto pro = pair == 2 ? cuda::SkinnyPrologue::kRmsNorm
+                         : pair == 3 ? cuda::SkinnyPrologue::kSwiGlu
+                                     : cuda::SkinnyPrologue::kNone;
+        const auto epi = pair == 1 || pair == 3 ? cuda::SkinnyEpilogue::kAddResidual : cuda::SkinnyEpilogue::kStore;
+        for (int m = 1; m <= m_max; ++m) {
+          std::vector<double> rstd(m, 1.0);
+          const std::vector<float> a = pro == cuda::SkinnyPrologue::kRmsNorm
+                                           ? rmsnorm_rows(resid, nwv, {rows.begin(), rows.begin() + m}, k, 1e-5f, rstd)
+                                       : pro == cuda::SkinnyPrologue::kSwiGlu
+                                           ? swiglu_rows(xv, m, k)
+                                           : std::vector<float>(xv.begin(), xv.begin() + static_cast<size_t>(m) * k);
+          std::vector<float> add(static_cast<size_t>(m) * n);
+          const bool res = epi == cuda::SkinnyEpilogue::kAddResidual;
+          for (size_t e = 0; e < add.size(); ++e) add[e] = res ? y0[e] : bv[e % n];
+          const Reference ref = reference(a, q.ref, m, n, k, add, true, rstd);
+          for (int v = cuda::kQuantSkinnyVariants; v < cuda::skinny_variants(c.fmt); ++v) {
+            SCOPED_TRACE(testing::Message() << case_name(c) << " n " << n << " k " << k
+                                            << " pair " << pair << " m " << m << " variant " << v);
+            if (epi == cuda::SkinnyEpilogue::kAddResidual) y.upload(y0);
+            else y.poison();
+            cuda::SkinnyGemmParams p{.x = reinterpret_cast<const bf16*>(dx.get()), .y = y.get(), .y_f32 = true,
+                                     .m = m, .n = n, .k = k, .variant = v, .prologue = pro, .epilogue = epi,
+                                     .qw = dq.view};
+            if (epi == cuda::SkinnyEpilogue::kStore) p.bias = reinterpret_cast<const bf16*>(dbias.get());
+            if (pro == cuda::SkinnyPrologue::kRmsNorm) {
+              p.x_f32 = dres.get();
+              p.norm_w = reinterpret_cast<const bf16*>(dnw.get());
+              p.x_rows = drows.get();
+            }
+            CUDA_OK(cuda::launch_skinny_gemm(p, nullptr));
+            expect_within(y.download(), ref);
+          }
+        }
+      }
     }
   }
 }
