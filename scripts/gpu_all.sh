@@ -26,7 +26,7 @@ filter=()
 if [[ ! -d "$MOPT_MODELS_DIR/code-qwen2-25m" ]]; then
   filter=(--gtest_filter="-$qwen_test")
   echo "$qwen_test: not run in this call (code-qwen2-25m is not in $G/models:" \
-       "run scripts/gpu_prepare.sh with ../shared/models present)" | tee "$O/test_backend_cuda.notrun"
+       "carry .gpu-models from scripts/gpu_prepare.sh in a call just before this one)" | tee "$O/test_backend_cuda.notrun"
 fi
 timeout 300 "$G/test_backend_cuda" "${filter[@]}" --gtest_output=json:"$O/test_backend_cuda.json" 2>&1 |
   tee "$O/test_backend_cuda.log"

@@ -10,9 +10,12 @@ G=${MOPT_GPU_DIR:-.gpu}
 for f in test_backend_cuda libmopt_cuda.so; do
   [[ -x "$G/$f" ]] || { echo "gpu_env: $G/$f missing: run scripts/gpu_prepare.sh first" >&2; exit 1; }
 done
-for a in "$G"/models/*.tar.xz; do
+# Models packed in $G/models, or in .gpu-models/ (beside the repo root), carried by an earlier call of the same
+# lease (scripts/gpu_prepare.sh says why).
+for a in "$G"/models/*.tar.xz "$PWD"/.gpu-models/*.tar.xz; do
   [[ -f "$a" ]] || continue
-  [[ -d "${a%.tar.xz}" ]] || python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2], filter="data")' \
+  d=$G/models/$(basename "${a%.tar.xz}")
+  [[ -d "$d" ]] || python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2], filter="data")' \
     "$a" "$G/models" || { echo "gpu_env: cannot unpack $a" >&2; exit 1; }
 done
 
