@@ -67,7 +67,7 @@ struct MoeAlignParams {
 cudaError_t launch_moe_align(const MoeAlignParams& p, cudaStream_t stream);
 
 // launch_moe_route then launch_moe_align (ap.pick == rp.pick, ap.n_pairs == rp.n_tokens * rp.k), in one launch
-// for small batches (up to 64 tokens, 32 warps' probabilities within 32 KiB: decode steps), else two.
+// for small batches (up to 64 tokens: decode steps; up to 32 routing warps, fewer for many experts), else two.
 cudaError_t launch_moe_route_align(const MoeRouteParams& rp, const MoeAlignParams& ap, cudaStream_t stream);
 
 // Gathered expert GEMM, T = bf16 or float (fp32 accumulation), for every pair p in block b (expert e =
