@@ -147,23 +147,36 @@ __global__ void __launch_bounds__(kWarps * 32, R == 1 ? 4 : 2) moe_gemm_kernel(M
   }
 }
 
+// One thread per (token, column): grid (n_tokens, column tiles of kCombineThreads). A decode step has a single
+// token, and one CTA looping over its columns was latency-bound (each column's k loads in turn); here every thread
+// issues kCombineBatch picks' loads at once, then sums them in rank order.
+constexpr int kCombineThreads = 128;
+constexpr int kCombineBatch = 8;
+
 template <class T>
-__global__ void moe_combine_kernel(MoeCombineParamsT<T> p) {
+__global__ void __launch_bounds__(kCombineThreads) moe_combine_kernel(MoeCombineParamsT<T> p) {
   pdl_wait();
   const int t = blockIdx.x;
-  const float* w = p.pick_w + static_cast<int64_t>(t) * p.k;
+  const int c = blockIdx.y * kCombineThreads + threadIdx.x;
+  if (c >= p.n_embd) return;
+  const int64_t pr0 = static_cast<int64_t>(t) * p.k;
   const int64_t row = static_cast<int64_t>(t) * p.n_embd;
-  const float g = p.shared_gate ? p.shared_gate[t] : 0.f;
-  for (int c = threadIdx.x; c < p.n_embd; c += blockDim.x) {
-    float a = 0.f;
-    for (int j = 0; j < p.k; ++j) {
-      const int64_t pr = static_cast<int64_t>(t) * p.k + j;
-      a += w[j] * to_f32(p.y[(p.y_row ? p.y_row[pr] : pr) * p.n_embd + c]);
+  float a = 0.f;
+  for (int j0 = 0; j0 < p.k; j0 += kCombineBatch) {
+    float w[kCombineBatch], v[kCombineBatch];
+#pragma unroll
+    for (int q = 0; q < kCombineBatch; ++q) {  // loads only: no store between them, all in flight together
+      const int64_t pr = pr0 + j0 + q;
+      const bool in = j0 + q < p.k;
+      w[q] = in ? p.pick_w[pr] : 0.f;
+      v[q] = in ? to_f32(p.y[(p.y_row ? p.y_row[pr] : pr) * p.n_embd + c]) : 0.f;
     }
-    if (p.shared_gate) a += g * to_f32(p.shared[row + c]);
-    if (p.out) p.out[row + c] = from_f32<T>(a);
-    else p.residual[row + c] += a;
+#pragma unroll
+    for (int q = 0; q < kCombineBatch; ++q) a = fmaf(w[q], v[q], a);  // past k: fma(0, 0, a) = a
   }
+  if (p.shared_gate) a += p.shared_gate[t] * to_f32(p.shared[row + c]);
+  if (p.out) p.out[row + c] = from_f32<T>(a);
+  else p.residual[row + c] += a;
 }
 
 template <class T>
@@ -205,7 +218,8 @@ cudaError_t launch_moe_combine(const MoeCombineParamsT<T>& p, cudaStream_t strea
   if (p.n_tokens <= 0) return cudaSuccess;
   if (p.k <= 0 || p.n_embd <= 0 || (!p.out && !p.residual) || (p.shared_gate && !p.shared))
     return cudaErrorInvalidValue;
-  return launch_pdl(moe_combine_kernel<T>, dim3(p.n_tokens), dim3(256), 0, stream, p);
+  return launch_pdl(moe_combine_kernel<T>, dim3(p.n_tokens, (p.n_embd + kCombineThreads - 1) / kCombineThreads),
+                    dim3(kCombineThreads), 0, stream, p);
 }
 
 template cudaError_t launch_moe_gemm<bf16>(const MoeGemmParamsT<bf16>&, cudaStream_t);
