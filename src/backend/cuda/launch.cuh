@@ -57,7 +57,13 @@ cudaError_t launch_pdl(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t s
   cfg.attrs = attr;
   cfg.numAttrs = pdl_supported() ? 1 : 0;
   const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
-  return e != cudaSuccess ? e : cudaGetLastError();
+  // A refused launch also leaves its error in the runtime's last-error slot; cleared here (it is returned), or the
+  // next launch's cudaGetLastError() would report it against an unrelated kernel.
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return e;
+  }
+  return cudaGetLastError();
 }
 
 // launch_pdl for the kernels of a fused decode step: the same shared-memory configuration for all of them.

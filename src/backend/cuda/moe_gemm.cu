@@ -11,6 +11,8 @@
 // GEMM: prefill is correct but not tensor-core fast (docs/moe.md).
 // With swiglu_out (gate|up), a warp's first kColsPerWarp / 2 rows are gate rows j.. and the others the up rows
 // n_ff + j.., so the epilogue writes silu(gate) * up: act [n_pairs, n_ff] for the down GEMM.
+// One token's down GEMM may also do the combine (MoeGemmParamsT::residual): the only barriers, a ticket per column
+// tile, and the last CTA of each tile summing the k outputs (moe_combine_tile).
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/moe_kernels.h"
 #include "backend/cuda/storage.cuh"
@@ -46,13 +48,10 @@ __device__ __forceinline__ Raw8<T> load_act(const T* p) {
   return r;
 }
 
+// Block b's pairs (expert e) times this CTA's weight rows.
 template <class T, bool kSwiGluOut, int R, int kUnroll>
-__global__ void __launch_bounds__(kWarps * 32, R == 1 ? 4 : 2) moe_gemm_kernel(MoeGemmParamsT<T> p) {
+__device__ __forceinline__ void moe_gemm_block(const MoeGemmParamsT<T>& p, int b, int e) {
   constexpr int kBlock = kMoeBlockRows;  // stride of block_pairs
-  pdl_wait();
-  const int b = blockIdx.x;
-  const int e = p.block_expert[b];
-  if (e < 0) return;
   const int K = p.k;
   int xoff[R];  // element offset of each pair's input row (valid pairs come first in a block)
   int nv = 0;
@@ -147,23 +146,73 @@ __global__ void __launch_bounds__(kWarps * 32, R == 1 ? 4 : 2) moe_gemm_kernel(M
   }
 }
 
+// y as the other CTAs wrote it: through L2 (ld.global.cg), never a stale L1 line.
+__device__ __forceinline__ float load_cg(const float* q) { return __ldcg(q); }
+__device__ __forceinline__ float load_cg(const bf16* q) {
+  return __bfloat162float(__ushort_as_bfloat16(__ldcg(reinterpret_cast<const unsigned short*>(q))));
+}
+
+// The fused combine of one token (MoeGemmParamsT::residual): every CTA of column tile blockIdx.y takes a ticket
+// after its y stores (blocks without pairs too, so the count does not depend on the routing); the last one adds
+// the tile's weighted sums into the residual and resets the ticket for the next launch.
 template <class T>
-__global__ void moe_combine_kernel(MoeCombineParamsT<T> p) {
+__device__ __forceinline__ void moe_combine_tile(const MoeGemmParamsT<T>& p) {
+  __threadfence();  // this CTA's y stores (lane 0 of each warp) reach L2 before its ticket
+  __syncthreads();
+  int last = 0;
+  if (threadIdx.x == 0) {
+    last = atomicAdd(p.tile_count + blockIdx.y, 1) == static_cast<int>(gridDim.x) - 1;
+    if (last) p.tile_count[blockIdx.y] = 0;  // every other CTA of the tile has taken its ticket
+  }
+  if (!__syncthreads_or(last)) return;  // the broadcast without shared memory (the kernel has none)
+  __threadfence();
+  const int c = blockIdx.y * kColsPerCta + static_cast<int>(threadIdx.x);
+  if (threadIdx.x >= kColsPerCta || c >= p.n_out) return;
+  float a = 0.f;
+  for (int j = 0; j < p.n_pairs; ++j)  // rank order, as moe_combine_kernel
+    a = fmaf(p.pick_w[j], load_cg(p.y + static_cast<int64_t>(j) * p.n_out + c), a);
+  p.residual[c] += a;
+}
+
+template <class T, bool kSwiGluOut, int R, int kUnroll>
+__global__ void __launch_bounds__(kWarps * 32, R == 1 ? 4 : 2) moe_gemm_kernel(MoeGemmParamsT<T> p) {
+  pdl_wait();
+  const int b = blockIdx.x;
+  const int e = p.block_expert[b];
+  if (e >= 0) moe_gemm_block<T, kSwiGluOut, R, kUnroll>(p, b, e);
+  if (!kSwiGluOut && R == 1 && p.residual) moe_combine_tile(p);
+}
+
+// One thread per (token, column): grid (n_tokens, column tiles of kCombineThreads). A decode step has a single
+// token, and one CTA looping over its columns was latency-bound (each column's k loads in turn); here every thread
+// issues kCombineBatch picks' loads at once, then sums them in rank order.
+constexpr int kCombineThreads = 128;
+constexpr int kCombineBatch = 8;
+
+template <class T>
+__global__ void __launch_bounds__(kCombineThreads) moe_combine_kernel(MoeCombineParamsT<T> p) {
   pdl_wait();
   const int t = blockIdx.x;
-  const float* w = p.pick_w + static_cast<int64_t>(t) * p.k;
+  const int c = blockIdx.y * kCombineThreads + threadIdx.x;
+  if (c >= p.n_embd) return;
+  const int64_t pr0 = static_cast<int64_t>(t) * p.k;
   const int64_t row = static_cast<int64_t>(t) * p.n_embd;
-  const float g = p.shared_gate ? p.shared_gate[t] : 0.f;
-  for (int c = threadIdx.x; c < p.n_embd; c += blockDim.x) {
-    float a = 0.f;
-    for (int j = 0; j < p.k; ++j) {
-      const int64_t pr = static_cast<int64_t>(t) * p.k + j;
-      a += w[j] * to_f32(p.y[(p.y_row ? p.y_row[pr] : pr) * p.n_embd + c]);
+  float a = 0.f;
+  for (int j0 = 0; j0 < p.k; j0 += kCombineBatch) {
+    float w[kCombineBatch], v[kCombineBatch];
+#pragma unroll
+    for (int q = 0; q < kCombineBatch; ++q) {  // loads only: no store between them, all in flight together
+      const int64_t pr = pr0 + j0 + q;
+      const bool in = j0 + q < p.k;
+      w[q] = in ? p.pick_w[pr] : 0.f;
+      v[q] = in ? to_f32(p.y[(p.y_row ? p.y_row[pr] : pr) * p.n_embd + c]) : 0.f;
     }
-    if (p.shared_gate) a += g * to_f32(p.shared[row + c]);
-    if (p.out) p.out[row + c] = from_f32<T>(a);
-    else p.residual[row + c] += a;
+#pragma unroll
+    for (int q = 0; q < kCombineBatch; ++q) a = fmaf(w[q], v[q], a);  // past k: fma(0, 0, a) = a
   }
+  if (p.shared_gate) a += p.shared_gate[t] * to_f32(p.shared[row + c]);
+  if (p.out) p.out[row + c] = from_f32<T>(a);
+  else p.residual[row + c] += a;
 }
 
 template <class T>
@@ -185,12 +234,18 @@ cudaError_t launch_moe_gather(const T* x, const int32_t* packed_pair, int x_div,
   return launch_pdl(moe_gather_kernel<T>, dim3(n_rows), dim3(256), 0, stream, x, packed_pair, x_div, n, out);
 }
 
+int moe_gemm_col_tiles(int n_out, bool swiglu_out) {
+  const int per_cta = swiglu_out ? kColsPerCta / 2 : kColsPerCta;
+  return (n_out + per_cta - 1) / per_cta;
+}
+
 template <class T>
 cudaError_t launch_moe_gemm(const MoeGemmParamsT<T>& p, cudaStream_t stream) {
   if (p.max_blocks <= 0 || p.n_out <= 0) return cudaSuccess;
   if (p.k <= 0 || p.k % 8 != 0 || p.x_div <= 0) return cudaErrorInvalidValue;
-  const int per_cta = p.swiglu_out ? kColsPerCta / 2 : kColsPerCta;
-  const int tiles = (p.n_out + per_cta - 1) / per_cta;
+  if (p.residual && (p.swiglu_out || !p.one_pair_per_block || !p.pick_w || !p.tile_count || p.n_pairs <= 0))
+    return cudaErrorInvalidValue;
+  const int tiles = moe_gemm_col_tiles(p.n_out, p.swiglu_out);
   if (tiles > 65535) return cudaErrorInvalidValue;
   const dim3 grid(p.max_blocks, tiles), block(kWarps * 32);
   if (p.one_pair_per_block)
@@ -205,7 +260,8 @@ cudaError_t launch_moe_combine(const MoeCombineParamsT<T>& p, cudaStream_t strea
   if (p.n_tokens <= 0) return cudaSuccess;
   if (p.k <= 0 || p.n_embd <= 0 || (!p.out && !p.residual) || (p.shared_gate && !p.shared))
     return cudaErrorInvalidValue;
-  return launch_pdl(moe_combine_kernel<T>, dim3(p.n_tokens), dim3(256), 0, stream, p);
+  return launch_pdl(moe_combine_kernel<T>, dim3(p.n_tokens, (p.n_embd + kCombineThreads - 1) / kCombineThreads),
+                    dim3(kCombineThreads), 0, stream, p);
 }
 
 template cudaError_t launch_moe_gemm<bf16>(const MoeGemmParamsT<bf16>&, cudaStream_t);

@@ -67,7 +67,7 @@ struct MoeAlignParams {
 cudaError_t launch_moe_align(const MoeAlignParams& p, cudaStream_t stream);
 
 // launch_moe_route then launch_moe_align (ap.pick == rp.pick, ap.n_pairs == rp.n_tokens * rp.k), in one launch
-// for small batches (up to 64 tokens, 32 warps' probabilities within 32 KiB: decode steps), else two.
+// for small batches (up to 64 tokens: decode steps; up to 32 routing warps, fewer for many experts), else two.
 cudaError_t launch_moe_route_align(const MoeRouteParams& rp, const MoeAlignParams& ap, cudaStream_t stream);
 
 // Gathered expert GEMM, T = bf16 or float (fp32 accumulation), for every pair p in block b (expert e =
@@ -86,7 +86,17 @@ struct MoeGemmParamsT {
   int max_blocks = 0, n_out = 0, k = 0, x_div = 1;
   bool swiglu_out = false;
   bool one_pair_per_block = false;  // true only when no block holds two pairs (one token: its experts differ)
+  // Combine fused into the down GEMM of one token without a shared expert (residual set; needs one_pair_per_block,
+  // not swiglu_out): residual[n] += sum_{j < n_pairs} pick_w[j] y[j, n] in rank order (launch_moe_combine's sums,
+  // bit for bit), by the last CTA of each column tile to finish (a ticket in tile_count, which must be zero before
+  // the launch and is left zero). Saves the combine's launch per layer in single-stream decode.
+  float* residual = nullptr;          // [n_out] fp32 residual stream, or null (no fused combine)
+  const float* pick_w = nullptr;      // [n_pairs]
+  int32_t* tile_count = nullptr;      // [moe_gemm_col_tiles(n_out, false)]
+  int n_pairs = 0;
 };
+// Column tiles (grid y) of launch_moe_gemm for n_out outputs: the size of a fused combine's tile_count.
+int moe_gemm_col_tiles(int n_out, bool swiglu_out);
 template <class T>
 cudaError_t launch_moe_gemm(const MoeGemmParamsT<T>& p, cudaStream_t stream);
 

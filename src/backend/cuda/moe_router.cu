@@ -1,6 +1,7 @@
 // The routing kernels of a mixture-of-experts layer (moe_kernels.h): softmax / top-k / renormalization per token,
 // and the bucketing of the (token, rank) pairs by expert that launch_moe_gemm's blocks read. Both stay on the
 // device, so a decode step with its routing can be replayed from a CUDA graph.
+#include <algorithm>
 #include <climits>
 #include <cmath>
 
@@ -171,26 +172,33 @@ __global__ void moe_align_kernel(MoeAlignParams p) {
   align_pairs(p);
 }
 
-// Small batches (decode): both in one launch, warp w routing tokens w, w + 32, ...; probabilities [32][n_expert].
-__global__ void moe_route_align_kernel(MoeRouteParams rp, MoeAlignParams ap) {
+// Small batches (decode): both in one launch, the first n_route_warps warps routing tokens w, w + n_route_warps,
+// ...; probabilities [n_route_warps][n_expert].
+__global__ void moe_route_align_kernel(MoeRouteParams rp, MoeAlignParams ap, int n_route_warps) {
   pdl_wait();
   extern __shared__ float probs_all[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  for (int t = warp; t < rp.n_tokens; t += kMoeMaxExperts / 32)
-    route_token(rp, t, lane, probs_all + warp * rp.n_expert);
+  if (warp < n_route_warps)
+    for (int t = warp; t < rp.n_tokens; t += n_route_warps) route_token(rp, t, lane, probs_all + warp * rp.n_expert);
   __syncthreads();  // the picks (global memory) are visible to the whole CTA after this
   align_pairs(ap);
 }
 
-// Fused when the 32 warps' probabilities fit in 32 KiB (e.g. 128 experts) and there are few tokens.
+// Fused for few tokens. The probabilities (dynamic shared memory) sit next to align_pairs' 16 KiB of static
+// shared memory, and a launch without an opt-in gets 48 KiB in all (more fails with cudaErrorInvalidValue, as 32
+// warps at 256 experts did): the routing warps' probabilities get at most 24 KiB, so fewer warps route for many
+// experts.
 constexpr int kFusedMaxTokens = 64;
-constexpr size_t kFusedSmem = 32u << 10;
+constexpr size_t kFusedSmem = 24u << 10;
 
 }  // namespace
 
 cudaError_t launch_moe_route_align(const MoeRouteParams& rp, const MoeAlignParams& ap, cudaStream_t stream) {
-  const size_t smem = sizeof(float) * 32 * static_cast<size_t>(rp.n_expert);
-  if (rp.n_tokens > kFusedMaxTokens || smem > kFusedSmem || rp.n_tokens <= 0) {
+  const size_t per_warp = sizeof(float) * static_cast<size_t>(rp.n_expert > 0 ? rp.n_expert : 1);
+  const int n_route_warps = static_cast<int>(std::min<size_t>({32, static_cast<size_t>(std::max(rp.n_tokens, 1)),
+                                                                kFusedSmem / per_warp}));
+  const size_t smem = per_warp * static_cast<size_t>(n_route_warps);
+  if (rp.n_tokens > kFusedMaxTokens || n_route_warps < 1 || rp.n_tokens <= 0) {
     if (const cudaError_t e = launch_moe_route(rp, stream); e != cudaSuccess) return e;
     return launch_moe_align(ap, stream);
   }
@@ -198,7 +206,7 @@ cudaError_t launch_moe_route_align(const MoeRouteParams& rp, const MoeAlignParam
       rp.ld < rp.n_expert + (rp.shared_gate ? 1 : 0) || ap.n_pairs != rp.n_tokens * rp.k ||
       ap.n_expert != rp.n_expert || ap.pick != rp.pick || ap.max_blocks < moe_max_blocks(ap.n_pairs, ap.n_expert))
     return cudaErrorInvalidValue;
-  return launch_pdl(moe_route_align_kernel, dim3(1), dim3(kMoeMaxExperts), smem, stream, rp, ap);
+  return launch_pdl(moe_route_align_kernel, dim3(1), dim3(kMoeMaxExperts), smem, stream, rp, ap, n_route_warps);
 }
 
 cudaError_t launch_moe_route(const MoeRouteParams& p, cudaStream_t stream) {

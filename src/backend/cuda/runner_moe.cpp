@@ -8,7 +8,8 @@
 //   moe_y_ [T*k, d] = moe_act_ . W_down[e]^T                                 (launch_moe_gemm)
 //   shared expert (Qwen2-MoE): proj_ [T, d] = swiglu(normed_ . W_sh_gu^T) . W_sh_down^T     (run_linear)
 //   proj_ [T, d] = sum_j w[t, j] moe_y_[t*k + j] (+ sigmoid gate * proj_)    (launch_moe_combine)
-//     or, on the fused decode path, that sum added into the fp32 residual stream resid_ [T, d].
+//     or, on the fused decode path, that sum added into the fp32 residual stream resid_ [T, d]; for one token
+//     without a shared expert, by the down GEMM itself (MoeGemmParamsT::residual).
 // Eager steps of >= kMoeGroupedMinTokens tokens (prefill) run the experts as per-expert cuBLASLt GEMMs instead
 // (enqueue_moe_grouped), after one host synchronization per layer for the experts' row counts.
 #include <cuda_runtime_api.h>
@@ -97,6 +98,8 @@ Status CudaRunner::alloc_moe_workspace() {
   MOPT_TRY(moe_pairs_.alloc(nb * kMoeBlockRows * 4, "MoE routing"));
   MOPT_TRY(moe_act_.alloc(P * c.n_ff_exp * es_, "MoE activations"));
   MOPT_TRY(moe_y_.alloc(P * c.n_embd * es_, "MoE activations"));
+  MOPT_TRY(moe_tiles_.alloc(static_cast<size_t>(moe_gemm_col_tiles(c.n_embd, false)) * 4, "MoE routing"));
+  MOPT_CUDA_TRY(cudaMemsetAsync(moe_tiles_.as<void>(), 0, moe_tiles_.bytes(), stream_));
   if (max_tokens_ >= kMoeGroupedMinTokens) {  // the grouped path's packed rows
     MOPT_TRY(moe_gu_.alloc(P * 2 * c.n_ff_exp * es_, "MoE activations"));
     MOPT_TRY(moe_pair_row_.alloc(P * 4, "MoE routing"));
@@ -178,9 +181,17 @@ Status CudaRunner::enqueue_moe(int l, int T, float* resid, bool eager) {
   gp.k = c.n_ff_exp;
   gp.x_div = 1;
   gp.swiglu_out = false;
+  // One token adding into the residual, no shared expert (single-stream decode): the combine in the down GEMM.
+  const bool fused_combine = T == 1 && resid && !shared;
+  if (fused_combine) {
+    gp.residual = resid;
+    gp.pick_w = moe_w_.as<float>();
+    gp.tile_count = moe_tiles_.as<int32_t>();
+    gp.n_pairs = P;
+  }
   MOPT_CUDA_TRY(launch_moe_gemm(gp, stream_));
-  MOPT_TRY(mark("MoE down GEMM"));
-  return enqueue_moe_tail<E>(l, T, resid, false);
+  MOPT_TRY(mark(fused_combine ? "MoE down GEMM (+combine)" : "MoE down GEMM"));
+  return fused_combine ? Status::ok() : enqueue_moe_tail<E>(l, T, resid, false);
 }
 
 // The shared expert (Qwen2-MoE) and the combine; packed: moe_y_ in the grouped path's packed order.

@@ -8,6 +8,7 @@
 //     and decode steps of three sequences against the CPU runner on the same batches;
 //   - bfloat16 against the CPU runner on the same bf16-rounded weights (bounds below);
 //   - a 300-token prompt, whose experts run as per-expert GEMMs (the grouped path), then decode steps;
+//   - the combine fused into one token's down GEMM against the combine kernel, bit for bit;
 //   - the comparison can fail: the CPU runner with one expert fewer per token is more than 2e-4 away.
 #include <gtest/gtest.h>
 
@@ -119,6 +120,79 @@ TEST(CudaMoe, RouteKernelPicksTheCpuExperts) {
       for (; b < nb; ++b) EXPECT_EQ(be[static_cast<size_t>(b)], -1) << "block " << b;
       for (int i = 0; i < P; ++i) EXPECT_EQ(seen[static_cast<size_t>(i)], 1) << "pair " << i;
     }
+  }
+}
+
+// The combine fused into one token's down GEMM (MoeGemmParamsT::residual) against launch_moe_gemm then
+// launch_moe_combine: the same residual bit for bit (the same sums in the same order), twice in a row (the tickets
+// are left zero for the next launch); n_out 200 ends in a partial column tile, and one block has no pair.
+template <class T>
+void fused_combine_matches(uint32_t seed) {
+  using H = cudatest::host_t<T>;
+  constexpr int E = 16, k = 4, K = 96, N = 200;
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  auto random = [&](size_t n) {
+    std::vector<H> v(n);
+    for (H& x : v) x = cudatest::Storage<T>::from(u(rng));
+    return v;
+  };
+  const int nb = cuda::moe_max_blocks(k, E);  // k + 1 blocks: the last one empty
+  std::vector<int32_t> blk(static_cast<size_t>(nb), -1), pairs(static_cast<size_t>(nb) * cuda::kMoeBlockRows, -1);
+  const int picks[k] = {7, 3, 12, 1};  // rank j's expert; blocks in expert id order: 1, 3, 7, 12
+  const int order[k] = {3, 1, 0, 2};   // the rank of each block
+  for (int b = 0; b < k; ++b) {
+    blk[static_cast<size_t>(b)] = picks[order[b]];
+    pairs[static_cast<size_t>(b) * cuda::kMoeBlockRows] = order[b];
+  }
+  std::vector<float> pick_w = {0.4f, 0.3f, 0.2f, 0.1f}, resid0(static_cast<size_t>(N));
+  for (float& v : resid0) v = u(rng);
+  cudatest::DevVec<H> x(random(static_cast<size_t>(k) * K)), w(random(static_cast<size_t>(E) * N * K)),
+      y(static_cast<size_t>(k) * N), y2(static_cast<size_t>(k) * N);
+  cudatest::DevVec<int32_t> dblk(blk), dpairs(pairs), tiles(std::vector<int32_t>(64, 0));
+  cudatest::DevVec<float> dw(pick_w), want(resid0), got(resid0);
+  cuda::MoeGemmParamsT<T> gp{.x = reinterpret_cast<const T*>(x.get()), .w = reinterpret_cast<const T*>(w.get()),
+                             .y = reinterpret_cast<T*>(y.get()), .block_expert = dblk.get(),
+                             .block_pairs = dpairs.get(), .max_blocks = nb, .n_out = N, .k = K,
+                             .one_pair_per_block = true};
+  const cuda::MoeCombineParamsT<T> cp{.y = reinterpret_cast<const T*>(y.get()), .pick_w = dw.get(),
+                                      .residual = want.get(), .n_tokens = 1, .k = k, .n_embd = N};
+  cuda::MoeGemmParamsT<T> fp = gp;
+  fp.y = reinterpret_cast<T*>(y2.get());
+  fp.residual = got.get();
+  fp.pick_w = dw.get();
+  fp.tile_count = tiles.get();
+  fp.n_pairs = k;
+  ASSERT_LE(cuda::moe_gemm_col_tiles(N, false), 64);
+  for (int rep = 0; rep < 2; ++rep) {
+    CUDA_OK(cuda::launch_moe_gemm(gp, nullptr));
+    CUDA_OK(cuda::launch_moe_combine(cp, nullptr));
+    CUDA_OK(cuda::launch_moe_gemm(fp, nullptr));
+    const std::vector<float> a = want.download(), b = got.download();
+    int diff = 0;
+    for (int n = 0; n < N; ++n) diff += a[static_cast<size_t>(n)] != b[static_cast<size_t>(n)];
+    EXPECT_EQ(diff, 0) << "launch " << rep << ": columns whose residual differs";
+    EXPECT_NE(a[0], resid0[0]);  // something was added
+  }
+  for (int32_t t : tiles.download()) EXPECT_EQ(t, 0);
+  // Refused: a fused combine on the gate|up GEMM or on blocks of several pairs.
+  cuda::MoeGemmParamsT<T> bad = fp;
+  bad.one_pair_per_block = false;
+  EXPECT_EQ(cuda::launch_moe_gemm(bad, nullptr), cudaErrorInvalidValue);
+  bad = fp;
+  bad.swiglu_out = true;
+  EXPECT_EQ(cuda::launch_moe_gemm(bad, nullptr), cudaErrorInvalidValue);
+}
+
+TEST(CudaMoe, DownGemmFusedCombineMatchesTheCombineKernel) {
+  SKIP_WITHOUT_GPU();
+  {
+    SCOPED_TRACE("float32");
+    fused_combine_matches<float>(5);
+  }
+  {
+    SCOPED_TRACE("bf16");
+    fused_combine_matches<cuda::bf16>(6);
   }
 }
 
@@ -256,6 +330,9 @@ TEST(CudaMoe, LongPromptTakesTheGroupedPath) {
       SCOPED_TRACE(name + (f32 ? " float32" : " bf16"));
       auto m = synth_moe(name, kSynthSeed, f32 ? DType::F32 : DType::BF16);
       ASSERT_NE(m, nullptr);
+      // The test configs' max_position_embeddings (256) is below the prompt, and the CUDA runner sizes its block
+      // table for the model's context: raised (plain RoPE in these configs: no result depends on it).
+      m->config.context_length = 512;
       const int V = m->config.n_vocab;
       auto cpu = cpu_runner(*m);
       auto gpu = gpu_runner(*m, f32 ? ComputeDtype::kFloat32 : ComputeDtype::kBFloat16);
