@@ -107,6 +107,7 @@ double decode(const HostQuantMatrix& m, int r, int i) {
 HostQuantMatrix repack_and_check(const std::vector<const QTensor*>& parts, WeightFormat want, int want_group) {
   std::vector<DType> types;
   std::vector<const TensorView*> views;
+  const int k = static_cast<int>(parts.front()->view.ne[0]);  // inputs per row, shared by the stacked parts
   for (const QTensor* p : parts) {
     types.push_back(p->view.dtype);
     views.push_back(&p->view);
@@ -116,15 +117,15 @@ HostQuantMatrix repack_and_check(const std::vector<const QTensor*>& parts, Weigh
   if (!plan) return {};
   EXPECT_EQ(plan->fmt, want);
   EXPECT_EQ(plan->group_size, want_group);
-  auto m = cuda::repack_quantized(views, kK, *plan);
+  auto m = cuda::repack_quantized(views, k, *plan);
   EXPECT_TRUE(m.is_ok()) << m.message();
   if (!m.is_ok()) return {};
   int row0 = 0, bad = 0;
   for (const QTensor* p : parts) {
     const int rows = static_cast<int>(p->view.rows());
     for (int r = 0; r < rows; ++r)
-      for (int i = 0; i < kK; ++i) {
-        const float got = static_cast<float>(decode(*m, row0 + r, i)), ref = p->ref[static_cast<size_t>(r) * kK + i];
+      for (int i = 0; i < k; ++i) {
+        const float got = static_cast<float>(decode(*m, row0 + r, i)), ref = p->ref[static_cast<size_t>(r) * k + i];
         if (got != ref && bad++ < 3) ADD_FAILURE() << p->view.name << " row " << r << " input " << i << ": " << got
                                                    << " vs " << ref;
       }
