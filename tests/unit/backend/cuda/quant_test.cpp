@@ -347,8 +347,9 @@ TEST(CudaQuantGemm, SkinnyMatchesReferenceOnEveryFormat) {
 
 // The tensor-core tilings (variants kQuantSkinnyVariants and up, gemm_skinny_mma.cuh) one by one for fp8
 // (per-channel and per-tensor scales) and per-channel int8, with every prologue / epilogue pair, m = 1..8, over
-// shapes whose n is no multiple of 16 and whose k is 48, 66 and 130 chunks of 16 (a lane quad's last 64-input
-// step partial), against fp64 on the oracle's weights within reference()'s f16 bound.
+// shapes whose n is no multiple of 16 and whose k is 48, 66, 130 and 598 chunks of 16 (a lane quad's last 64-input
+// step partial; 598 = 150 steps: every ring of register stages wraps, up to 64 steps a ring), against fp64 on the
+// oracle's weights within reference()'s f16 bound.
 TEST(CudaQuantGemm, TensorCoreTilingsMatchReference) {
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(11);
@@ -356,7 +357,7 @@ TEST(CudaQuantGemm, TensorCoreTilingsMatchReference) {
   struct Shape {
     int n, k;
   };
-  for (const Shape s : {Shape{kN, kK}, Shape{40, 1056}, Shape{136, 2080}}) {
+  for (const Shape s : {Shape{kN, kK}, Shape{40, 1056}, Shape{136, 2080}, Shape{24, 9568}}) {
     const int n = s.n, k = s.k;
     std::vector<uint16_t> xb, bb;
     std::vector<float> xv, bv;
