@@ -57,9 +57,9 @@ cudaError_t launch_skinny_gemm(const SkinnyGemmParams& p, cudaStream_t stream) {
     case WeightFormat::kInt8:
       if (p.variant < kQuantSkinnyVariants) return launch_skinny_fmt<FmtInt8>(p, stream);
       if (!p.qw.group) return launch_skinny_int8_mma(p, stream);  // per channel: the tensor-core tilings
-      {  // grouped codes (a group's scale would have to enter the f16 fragment): the CUDA-core tiling of that index
+      {  // grouped codes (a group's scale would have to enter the f16 fragment): a CUDA-core tiling (index mod 10)
         SkinnyGemmParams q = p;
-        q.variant -= kQuantSkinnyVariants;
+        q.variant = (p.variant - kQuantSkinnyVariants) % kQuantSkinnyVariants;
         return launch_skinny_fmt<FmtInt8>(q, stream);
       }
     case WeightFormat::kNib4: return launch_skinny_fmt<FmtNib4>(p, stream);

@@ -281,7 +281,7 @@ cudaError_t launch_one(const SkinnyGemmParams& p, cudaStream_t stream) {
 // cycles per fp8 chunk as the chunk's share of the memory time.
 // kQuantSkinnyVariants (kernels.h) = 10; fp8 and int8 add kMmaVariants tensor-core tilings after them
 // (gemm_skinny_mma.cuh), timed by the tuner beside these.
-inline constexpr int kMmaVariants = 10;
+inline constexpr int kMmaVariants = 20;
 template <class F, int M, int PRO, int EPI>
 cudaError_t dispatch_variant(const SkinnyGemmParams& p, cudaStream_t stream) {
   if constexpr (F::kFormat == WeightFormat::kFloat) {

@@ -130,17 +130,26 @@ __device__ __forceinline__ void load_x(const SkinnyGemmParams& p, int64_t row, i
   for (int i = 0; i < E / 2; ++i) xb[i] = pack_f16x2(v[2 * i], v[2 * i + 1]);
 }
 
-// MT: 16-feature tiles per warp, U: steps per stage (2 MT U 16-byte weight loads per lane in flight), KW: warps
-// per group sharing k. A CTA of 8 warps covers 16 MT 8 / KW features. X1 (m = 1): the activations of a step are
-// computed once, a pair per lane, and quad 0 gathers its 16 by shuffles (without X1 every lane computes the 16
-// of its token, 8x the prologue work at m = 1: SwiGLU's exp and divide, RMSNorm's loads).
-template <class C, int MT, int U, int KW, bool PIPE, bool X1, int PRO, int EPI>
+// MT: 16-feature tiles per warp, U: steps per stage (2 MT U 16-byte weight loads per lane), KW: warps per group
+// sharing k, NB: stages in flight (1: a stage's loads are issued just before its arithmetic; NB > 1: a ring of NB
+// register buffers, the one just consumed refilled with the stage NB ahead, so 2 MT U NB loads per lane are in
+// flight, and the first NB stages are issued before the PDL wait). A CTA of 8 warps covers 16 MT 8 / KW
+// features. X1 (m = 1): the activations of a step are computed once, a pair per lane, and quad 0 gathers its 16
+// by shuffles (without X1 every lane computes the 16 of its token, 8x the prologue work at m = 1: SwiGLU's exp and
+// divide, RMSNorm's loads). XS (with X1): instead the CTA computes the whole row once after the PDL wait into
+// shared memory as f16 (s_x, k / 2 words: dynamic shared memory of 2 k bytes), so the stages read no global
+// activations and wait on no L2 round trip of theirs; RMSNorm's sum of squares is then the CTA's (each thread's
+// pairs, reduced over the CTA), not the group's.
+template <class C, int MT, int U, int KW, int NB, bool X1, bool XS, int PRO, int EPI>
 __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_mma_kernel(SkinnyGemmParams p) {
   constexpr int kGroups = kWarpsPerCta / KW;
   constexpr int kRows = 16 * MT;  // output features per group
   constexpr int kStage = KW * U;  // steps of the group per stage
-  constexpr int kBufs = PIPE ? 2 : 1;  // stages in flight
-  __shared__ float s_red[KW > 1 ? kWarpsPerCta : 1][5][32];  // per warp and lane: one tile's D fragment, ss
+  constexpr int kBufs = NB;  // stages in flight
+  static_assert(NB >= 1, "at least one stage");
+  static_assert(X1 || !XS, "staged activations: m = 1 only");
+  extern __shared__ uint4 s_xdyn[];  // XS: [k / 16][2] uint4 = the row's f16 pairs, chunk c at s_xdyn[2 c]
+  __shared__ float s_red[KW > 1 || XS ? kWarpsPerCta : 1][5][32];  // per warp and lane: one tile's D fragment, ss
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int group = warp / KW, kw = warp % KW;
   const int n0 = (blockIdx.x * kGroups + group) * kRows;
@@ -168,8 +177,8 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_mma_kernel(SkinnyGem
     }
   };
   pdl_trigger();  // as in the CUDA-core kernel: weights only before the wait
-  load_w(wbuf[0], kw);
-  if constexpr (PIPE) load_w(wbuf[kBufs - 1], kw + kStage);
+#pragma unroll
+  for (int b = 0; b < kBufs; ++b) load_w(wbuf[b], kw + b * kStage);  // stages past the end: zeros, no loads
   if (kw == 0 && n0 < p.n) {
     const uint32_t rb = static_cast<uint32_t>(row_bytes);
     const uint32_t start = min(rb, 64u * kStage * kBufs);
@@ -183,25 +192,49 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_mma_kernel(SkinnyGem
   const int xtok = X1 ? 0 : (has_x ? g : 0);
   const int64_t xrow = p.x_rows ? p.x_rows[xtok] : xtok;
   float acc[MT][4], ss = 0.f;
+  if constexpr (XS) {  // the row once per CTA: thread i takes pairs i, i + 256, ...; ss: the CTA's total
+    uint32_t* s_x = reinterpret_cast<uint32_t*>(s_xdyn);
+#pragma unroll 4
+    for (int i = threadIdx.x; i < p.k / 2; i += kWarpsPerCta * 32) {
+      uint32_t mine[1];
+      load_x<PRO, 2>(p, xrow, 2 * i, mine, ss);
+      s_x[i] = mine[0];
+    }
+    if constexpr (PRO == kNorm) {
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+      if (lane == 0) s_red[warp][4][0] = ss;  // s_red is reused below only after a barrier
+      __syncthreads();
+      ss = 0.f;
+      for (int w = 0; w < kWarpsPerCta; ++w) ss += s_red[w][4][0];  // fixed order
+    }
+    __syncthreads();
+  }
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
     for (int q = 0; q < 4; ++q) acc[mt][q] = 0.f;
 
-  // Stage h of an iteration (PIPE: two, else one) covers steps s0 + u KW; with PIPE the buffer just consumed is
-  // refilled with the stage after next, so one stage's loads are in flight during the other's arithmetic.
+  // Stage hb of an iteration (NB of them) covers steps s0 + u KW; with NB > 1 the buffer just consumed is
+  // refilled with the stage NB ahead, so NB - 1 stages' loads are in flight during a stage's arithmetic.
   for (int s0i = kw; s0i < steps; s0i += kBufs * kStage) {
 #pragma unroll
     for (int hb = 0; hb < kBufs; ++hb) {
       const int s0 = s0i + hb * kStage;
       if (s0 >= steps) break;
-      if (!PIPE && s0 != kw) load_w(wbuf[hb], s0);
+      if (NB == 1 && s0 != kw) load_w(wbuf[hb], s0);
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const int c = 4 * (s0 + u * KW) + t;
         if (s0 + u * KW >= steps) break;
         uint32_t xb[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        if constexpr (X1) {  // lane 8 t' + i: pair i of chunk 4 s + t'; B columns g > 0 get copies (never stored)
+        if constexpr (XS) {  // B columns g > 0 get copies (never stored)
+          if (c < chunks) {
+            const uint4 lo = s_xdyn[2 * c], hi = s_xdyn[2 * c + 1];
+            xb[0] = lo.x, xb[1] = lo.y, xb[2] = lo.z, xb[3] = lo.w, xb[4] = hi.x, xb[5] = hi.y, xb[6] = hi.z,
+            xb[7] = hi.w;
+          }
+        } else if constexpr (X1) {  // lane 8 t' + i: pair i of chunk 4 s + t'; B columns g > 0 get copies
           const int cl = c - t + lane / 8;
           uint32_t mine[1] = {0};
           if (cl < chunks) load_x<PRO, 2>(p, xrow, 16 * cl + 2 * (lane % 8), mine, ss);
@@ -225,12 +258,12 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_mma_kernel(SkinnyGem
                     xb[2 * j + 1]);
         }
       }
-      if (PIPE && s0 + 2 * kStage < steps) load_w(wbuf[hb], s0 + 2 * kStage);
+      if (NB > 1 && s0 + NB * kStage < steps) load_w(wbuf[hb], s0 + NB * kStage);
     }
   }
 
   // ss of token g over this warp's chunks: the quad's four lanes (X1: token 0's, over all 32 lanes).
-  if constexpr (PRO == kNorm) {
+  if constexpr (PRO == kNorm && !XS) {  // (XS: every thread holds the row's total already)
 #pragma unroll
     for (int o = 1; o < (X1 ? 32 : 4); o <<= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
   }
@@ -240,7 +273,7 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_mma_kernel(SkinnyGem
       if (mt > 0) __syncthreads();  // the previous tile's reads are done
 #pragma unroll
       for (int q = 0; q < 4; ++q) s_red[warp][q][lane] = acc[mt][q];
-      if (mt == 0) s_red[warp][4][lane] = ss;
+      if (mt == 0) s_red[warp][4][lane] = XS ? 0.f : ss;  // XS: kw 0's ss is the total
       __syncthreads();
       if (kw == 0)
         for (int w = 1; w < KW; ++w) {
@@ -272,39 +305,63 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_mma_kernel(SkinnyGem
     }
 }
 
-template <class C, int MT, int U, int KW, bool PIPE, int PRO, int EPI>
+constexpr int kMaxStagedK = 16384;  // XS: 2 k = 32 KiB of f16 row at most (+ 5 KiB s_red: under the 48 KiB default)
+
+// XS: the m = 1 row staged in shared memory where k <= kMaxStagedK, else (and for m > 1) the same tiling without.
+template <class C, int MT, int U, int KW, int NB, bool XS, int PRO, int EPI>
 cudaError_t launch_mma(const SkinnyGemmParams& p, cudaStream_t stream) {
   const int rows_per_cta = kWarpsPerCta / KW * 16 * MT;
   const dim3 grid((p.n + rows_per_cta - 1) / rows_per_cta);
+  if constexpr (XS) {
+    if (p.m == 1 && p.k <= kMaxStagedK)
+      return launch_pdl_decode(skinny_mma_kernel<C, MT, U, KW, NB, true, true, PRO, EPI>, grid,
+                               dim3(kWarpsPerCta * 32), 2 * static_cast<size_t>(p.k), stream, p);
+  }
   if (p.m == 1)
-    return launch_pdl_decode(skinny_mma_kernel<C, MT, U, KW, PIPE, true, PRO, EPI>, grid, dim3(kWarpsPerCta * 32),
-                             0, stream, p);
-  return launch_pdl_decode(skinny_mma_kernel<C, MT, U, KW, PIPE, false, PRO, EPI>, grid, dim3(kWarpsPerCta * 32), 0,
-                           stream, p);
+    return launch_pdl_decode(skinny_mma_kernel<C, MT, U, KW, NB, true, false, PRO, EPI>, grid,
+                             dim3(kWarpsPerCta * 32), 0, stream, p);
+  return launch_pdl_decode(skinny_mma_kernel<C, MT, U, KW, NB, false, false, PRO, EPI>, grid,
+                           dim3(kWarpsPerCta * 32), 0, stream, p);
 }
 
-// Tilings (MT, U, KW) of variant kQuantSkinnyVariants + i; features per CTA = 128 MT / KW, loads per lane and
-// stage = 2 MT U; "p": two stages in flight. KW = 8: a CTA is one group of 16 MT features (qkv: 384 / MT CTAs,
-// down: 256 / MT); larger MT shares each activation chunk's prologue and conversion over more weight rows.
+// Tilings (MT, U, KW) xNB of variant kQuantSkinnyVariants + i; features per CTA = 128 MT / KW, 16-byte loads per
+// lane in flight = 2 MT U NB (NB = 1 when not written). KW = 8: a CTA is one group of 16 MT features (qkv:
+// 384 / MT CTAs, down: 256 / MT); larger MT shares each activation chunk's prologue and conversion over more rows.
 //   0 = (1, 4, 8), 1 = (2, 2, 8), 2 = (2, 4, 8), 3 = (1, 8, 8)      one group per CTA
 //   4 = (1, 4, 4), 5 = (2, 4, 4), 6 = (4, 2, 8), 7 = (4, 2, 4)      two groups per CTA, or 64 features a group
-//   8 = (1, 4, 8)p, 9 = (2, 2, 8)p      the next stage's loads in flight during a stage's arithmetic (long rows)
+//   8 = (1, 4, 8)x2, 9 = (2, 2, 8)x2      the next stage's loads in flight during a stage's arithmetic
+//   10 = (1, 2, 8)x4, 11 = (1, 1, 8)x8, 12 = (2, 1, 8)x4, 13 = (1, 2, 4)x4, 14 = (1, 4, 4)x3, 15 = (1, 2, 2)x4
+//        deeper rings of 16-24 loads per lane (64-96 buffer registers): 12-21 stay in flight during a stage's
+//        arithmetic where 8 and 9 keep 8 (long rows: down, k = 14336, is 28 steps a warp at KW = 8), and at
+//        k = 4096 (8 steps a warp at KW = 8, 16 at KW = 4) most or all of a warp's loads precede the PDL wait
+//   16 = (1, 4, 8)s, 17 = (1, 8, 8)s, 18 = (1, 2, 8)x4s, 19 = (1, 1, 8)x8s      "s": XS at m = 1, k <= 16384 (the
+//        stages wait on no activation loads; m > 1: the same as 0, 3, 10, 11)
 template <class C, int PRO, int EPI>
 cudaError_t dispatch_mma(const SkinnyGemmParams& p, cudaStream_t stream) {
   switch (p.variant - kQuantSkinnyVariants) {
-    case 0: return launch_mma<C, 1, 4, 8, false, PRO, EPI>(p, stream);
-    case 1: return launch_mma<C, 2, 2, 8, false, PRO, EPI>(p, stream);
-    case 2: return launch_mma<C, 2, 4, 8, false, PRO, EPI>(p, stream);
-    case 3: return launch_mma<C, 1, 8, 8, false, PRO, EPI>(p, stream);
-    case 4: return launch_mma<C, 1, 4, 4, false, PRO, EPI>(p, stream);
-    case 5: return launch_mma<C, 2, 4, 4, false, PRO, EPI>(p, stream);
-    case 6: return launch_mma<C, 4, 2, 8, false, PRO, EPI>(p, stream);
-    case 7: return launch_mma<C, 4, 2, 4, false, PRO, EPI>(p, stream);
-    case 8: return launch_mma<C, 1, 4, 8, true, PRO, EPI>(p, stream);
-    default: return launch_mma<C, 2, 2, 8, true, PRO, EPI>(p, stream);
+    case 0: return launch_mma<C, 1, 4, 8, 1, false, PRO, EPI>(p, stream);
+    case 1: return launch_mma<C, 2, 2, 8, 1, false, PRO, EPI>(p, stream);
+    case 2: return launch_mma<C, 2, 4, 8, 1, false, PRO, EPI>(p, stream);
+    case 3: return launch_mma<C, 1, 8, 8, 1, false, PRO, EPI>(p, stream);
+    case 4: return launch_mma<C, 1, 4, 4, 1, false, PRO, EPI>(p, stream);
+    case 5: return launch_mma<C, 2, 4, 4, 1, false, PRO, EPI>(p, stream);
+    case 6: return launch_mma<C, 4, 2, 8, 1, false, PRO, EPI>(p, stream);
+    case 7: return launch_mma<C, 4, 2, 4, 1, false, PRO, EPI>(p, stream);
+    case 8: return launch_mma<C, 1, 4, 8, 2, false, PRO, EPI>(p, stream);
+    case 9: return launch_mma<C, 2, 2, 8, 2, false, PRO, EPI>(p, stream);
+    case 10: return launch_mma<C, 1, 2, 8, 4, false, PRO, EPI>(p, stream);
+    case 11: return launch_mma<C, 1, 1, 8, 8, false, PRO, EPI>(p, stream);
+    case 12: return launch_mma<C, 2, 1, 8, 4, false, PRO, EPI>(p, stream);
+    case 13: return launch_mma<C, 1, 2, 4, 4, false, PRO, EPI>(p, stream);
+    case 14: return launch_mma<C, 1, 4, 4, 3, false, PRO, EPI>(p, stream);
+    case 15: return launch_mma<C, 1, 2, 2, 4, false, PRO, EPI>(p, stream);
+    case 16: return launch_mma<C, 1, 4, 8, 1, true, PRO, EPI>(p, stream);
+    case 17: return launch_mma<C, 1, 8, 8, 1, true, PRO, EPI>(p, stream);
+    case 18: return launch_mma<C, 1, 2, 8, 4, true, PRO, EPI>(p, stream);
+    default: return launch_mma<C, 1, 1, 8, 8, true, PRO, EPI>(p, stream);
   }
 }
-static_assert(kMmaVariants == 10, "dispatch_mma lists every tiling");
+static_assert(kMmaVariants == 20, "dispatch_mma lists every tiling");
 
 }  // namespace skinny_mma
 

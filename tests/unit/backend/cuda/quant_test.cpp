@@ -107,6 +107,7 @@ double decode(const HostQuantMatrix& m, int r, int i) {
 HostQuantMatrix repack_and_check(const std::vector<const QTensor*>& parts, WeightFormat want, int want_group) {
   std::vector<DType> types;
   std::vector<const TensorView*> views;
+  const int k = static_cast<int>(parts.front()->view.ne[0]);  // inputs per row, shared by the stacked parts
   for (const QTensor* p : parts) {
     types.push_back(p->view.dtype);
     views.push_back(&p->view);
@@ -116,15 +117,15 @@ HostQuantMatrix repack_and_check(const std::vector<const QTensor*>& parts, Weigh
   if (!plan) return {};
   EXPECT_EQ(plan->fmt, want);
   EXPECT_EQ(plan->group_size, want_group);
-  auto m = cuda::repack_quantized(views, kK, *plan);
+  auto m = cuda::repack_quantized(views, k, *plan);
   EXPECT_TRUE(m.is_ok()) << m.message();
   if (!m.is_ok()) return {};
   int row0 = 0, bad = 0;
   for (const QTensor* p : parts) {
     const int rows = static_cast<int>(p->view.rows());
     for (int r = 0; r < rows; ++r)
-      for (int i = 0; i < kK; ++i) {
-        const float got = static_cast<float>(decode(*m, row0 + r, i)), ref = p->ref[static_cast<size_t>(r) * kK + i];
+      for (int i = 0; i < k; ++i) {
+        const float got = static_cast<float>(decode(*m, row0 + r, i)), ref = p->ref[static_cast<size_t>(r) * k + i];
         if (got != ref && bad++ < 3) ADD_FAILURE() << p->view.name << " row " << r << " input " << i << ": " << got
                                                    << " vs " << ref;
       }
@@ -346,8 +347,9 @@ TEST(CudaQuantGemm, SkinnyMatchesReferenceOnEveryFormat) {
 
 // The tensor-core tilings (variants kQuantSkinnyVariants and up, gemm_skinny_mma.cuh) one by one for fp8
 // (per-channel and per-tensor scales) and per-channel int8, with every prologue / epilogue pair, m = 1..8, over
-// shapes whose n is no multiple of 16 and whose k is 48, 66 and 130 chunks of 16 (a lane quad's last 64-input
-// step partial), against fp64 on the oracle's weights within reference()'s f16 bound.
+// shapes whose n is no multiple of 16 and whose k is 48, 66, 130 and 598 chunks of 16 (a lane quad's last 64-input
+// step partial; 598 = 150 steps: every ring of register stages wraps, up to 64 steps a ring), against fp64 on the
+// oracle's weights within reference()'s f16 bound.
 TEST(CudaQuantGemm, TensorCoreTilingsMatchReference) {
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(11);
@@ -355,7 +357,7 @@ TEST(CudaQuantGemm, TensorCoreTilingsMatchReference) {
   struct Shape {
     int n, k;
   };
-  for (const Shape s : {Shape{kN, kK}, Shape{40, 1056}, Shape{136, 2080}}) {
+  for (const Shape s : {Shape{kN, kK}, Shape{40, 1056}, Shape{136, 2080}, Shape{24, 9568}}) {
     const int n = s.n, k = s.k;
     std::vector<uint16_t> xb, bb;
     std::vector<float> xv, bv;
