@@ -4,8 +4,9 @@
 // kMoeBlockRows pairs) and kColsPerCta weight rows of W[e]; each warp streams kColsPerWarp rows (16-byte loads,
 // lanes along k, kUnroll steps in flight, bypassing L1) and multiplies each loaded weight vector with every pair
 // of the block, whose input rows (a few KiB, shared by the CTA's warps) come through L1. So an expert's weights
-// are read once per block, whatever the number of pairs in it, and the kernel needs no shared memory (no
-// shared-memory reconfiguration next to the decode kernels, no staging barrier). Blocks past the ones the routing
+// are read once per block, whatever the number of pairs in it, and the kernel needs no shared memory (no staging
+// barrier; launched with the decode step's shared-memory configuration, launch_pdl_decode, so an SM need not
+// drain to switch configurations between it and its neighbours). Blocks past the ones the routing
 // used exit at once. Grid x is the block index, so the CTAs reading the same weight rows for different blocks of
 // one expert run close in time (L2 reuse for batches). A GEMV at decode (one pair per expert); for batches a SIMT
 // GEMM: prefill is correct but not tensor-core fast (docs/moe.md).
@@ -177,6 +178,7 @@ __device__ __forceinline__ void moe_combine_tile(const MoeGemmParamsT<T>& p) {
 template <class T, bool kSwiGluOut, int R, int kUnroll>
 __global__ void __launch_bounds__(kWarps * 32, R == 1 ? 4 : 2) moe_gemm_kernel(MoeGemmParamsT<T> p) {
   pdl_wait();
+  pdl_trigger();
   const int b = blockIdx.x;
   const int e = p.block_expert[b];
   if (e >= 0) moe_gemm_block<T, kSwiGluOut, R, kUnroll>(p, b, e);
@@ -192,6 +194,7 @@ constexpr int kCombineBatch = 8;
 template <class T>
 __global__ void __launch_bounds__(kCombineThreads) moe_combine_kernel(MoeCombineParamsT<T> p) {
   pdl_wait();
+  pdl_trigger();
   const int t = blockIdx.x;
   const int c = blockIdx.y * kCombineThreads + threadIdx.x;
   if (c >= p.n_embd) return;
@@ -249,10 +252,10 @@ cudaError_t launch_moe_gemm(const MoeGemmParamsT<T>& p, cudaStream_t stream) {
   if (tiles > 65535) return cudaErrorInvalidValue;
   const dim3 grid(p.max_blocks, tiles), block(kWarps * 32);
   if (p.one_pair_per_block)
-    return p.swiglu_out ? launch_pdl(moe_gemm_kernel<T, true, 1, 2>, grid, block, 0, stream, p)
-                        : launch_pdl(moe_gemm_kernel<T, false, 1, 2>, grid, block, 0, stream, p);
-  return p.swiglu_out ? launch_pdl(moe_gemm_kernel<T, true, kMoeBlockRows, 2>, grid, block, 0, stream, p)
-                      : launch_pdl(moe_gemm_kernel<T, false, kMoeBlockRows, 2>, grid, block, 0, stream, p);
+    return p.swiglu_out ? launch_pdl_decode(moe_gemm_kernel<T, true, 1, 2>, grid, block, 0, stream, p)
+                        : launch_pdl_decode(moe_gemm_kernel<T, false, 1, 2>, grid, block, 0, stream, p);
+  return p.swiglu_out ? launch_pdl_decode(moe_gemm_kernel<T, true, kMoeBlockRows, 2>, grid, block, 0, stream, p)
+                      : launch_pdl_decode(moe_gemm_kernel<T, false, kMoeBlockRows, 2>, grid, block, 0, stream, p);
 }
 
 template <class T>
@@ -260,7 +263,7 @@ cudaError_t launch_moe_combine(const MoeCombineParamsT<T>& p, cudaStream_t strea
   if (p.n_tokens <= 0) return cudaSuccess;
   if (p.k <= 0 || p.n_embd <= 0 || (!p.out && !p.residual) || (p.shared_gate && !p.shared))
     return cudaErrorInvalidValue;
-  return launch_pdl(moe_combine_kernel<T>, dim3(p.n_tokens, (p.n_embd + kCombineThreads - 1) / kCombineThreads),
+  return launch_pdl_decode(moe_combine_kernel<T>, dim3(p.n_tokens, (p.n_embd + kCombineThreads - 1) / kCombineThreads),
                     dim3(kCombineThreads), 0, stream, p);
 }
 

@@ -85,6 +85,7 @@ __device__ void route_token(const MoeRouteParams& p, int t, int lane, float* pr)
 // One warp per token; probabilities in shared memory [kRouteWarps][n_expert].
 __global__ void moe_route_kernel(MoeRouteParams p) {
   pdl_wait();
+  pdl_trigger();
   extern __shared__ float probs_all[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int t = blockIdx.x * kRouteWarps + warp;
@@ -169,6 +170,7 @@ __device__ void align_pairs(const MoeAlignParams& p) {
 
 __global__ void moe_align_kernel(MoeAlignParams p) {
   pdl_wait();
+  pdl_trigger();
   align_pairs(p);
 }
 
@@ -176,6 +178,7 @@ __global__ void moe_align_kernel(MoeAlignParams p) {
 // ...; probabilities [n_route_warps][n_expert].
 __global__ void moe_route_align_kernel(MoeRouteParams rp, MoeAlignParams ap, int n_route_warps) {
   pdl_wait();
+  pdl_trigger();
   extern __shared__ float probs_all[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (warp < n_route_warps)
@@ -206,7 +209,8 @@ cudaError_t launch_moe_route_align(const MoeRouteParams& rp, const MoeAlignParam
       rp.ld < rp.n_expert + (rp.shared_gate ? 1 : 0) || ap.n_pairs != rp.n_tokens * rp.k ||
       ap.n_expert != rp.n_expert || ap.pick != rp.pick || ap.max_blocks < moe_max_blocks(ap.n_pairs, ap.n_expert))
     return cudaErrorInvalidValue;
-  return launch_pdl(moe_route_align_kernel, dim3(1), dim3(kMoeMaxExperts), smem, stream, rp, ap, n_route_warps);
+  return launch_pdl_decode(moe_route_align_kernel, dim3(1), dim3(kMoeMaxExperts), smem, stream, rp, ap,
+                           n_route_warps);
 }
 
 cudaError_t launch_moe_route(const MoeRouteParams& p, cudaStream_t stream) {
