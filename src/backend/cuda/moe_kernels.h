@@ -70,6 +70,30 @@ cudaError_t launch_moe_align(const MoeAlignParams& p, cudaStream_t stream);
 // for small batches (up to 64 tokens: decode steps; up to 32 routing warps, fewer for many experts), else two.
 cudaError_t launch_moe_route_align(const MoeRouteParams& rp, const MoeAlignParams& ap, cudaStream_t stream);
 
+// One token's routing in one launch (single-stream decode on the fused bf16 path, in place of launch_rmsnorm, the
+// router GEMM and launch_moe_route_align):
+//   normed = bf16(residual * rstd * norm_w), rstd = 1 / sqrt(mean(residual^2) + eps)   (launch_rmsnorm's output)
+//   logits[r] = sum_i normed[i] router[r, i]   (fp32, r < n_rows)
+//   then, by the last CTA to finish (a ticket), launch_moe_route's picks, weights and shared gate of the token, and
+//   the blocks launch_moe_gemm reads with one_pair_per_block: block b < k holds pair b (rank b's expert), blocks
+//   k .. max_blocks - 1 none. (launch_moe_align would order the blocks by expert id; no result depends on the order.)
+// n_rows = route.ld router rows are computed (zero rows included), route.logits == logits, route.n_tokens == 1.
+struct MoeRouterDecodeParams {
+  const float* residual = nullptr;  // [d] fp32 residual stream of the token
+  const bf16* norm_w = nullptr;     // [d] RMSNorm weight
+  float eps = 1e-6f;
+  bf16* normed = nullptr;           // [d] the experts' input
+  const bf16* router = nullptr;     // [n_rows, d] router matrix
+  float* logits = nullptr;          // [n_rows] fp32
+  int d = 0, n_rows = 0;            // d a multiple of 8
+  MoeRouteParams route;             // the routing of the token (pick [k], pick_w [k], shared_gate [1] or null)
+  int32_t* block_expert = nullptr;  // [max_blocks]
+  int32_t* block_pairs = nullptr;   // [max_blocks, kMoeBlockRows]
+  int max_blocks = 0;               // >= moe_max_blocks(k, n_expert)
+  int32_t* ticket = nullptr;        // [1] zero before the launch, left zero
+};
+cudaError_t launch_moe_router_decode(const MoeRouterDecodeParams& p, cudaStream_t stream);
+
 // Gathered expert GEMM, T = bf16 or float (fp32 accumulation), for every pair p in block b (expert e =
 // block_expert[b]) with input row xrow(p) = x[p / x_div, 0 .. k):
 //   swiglu_out false (down, x_div = 1):       y[p, n] = sum_k xrow(p)[k] w[e, n, k]             n < n_out

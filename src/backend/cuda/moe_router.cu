@@ -1,12 +1,14 @@
 // The routing kernels of a mixture-of-experts layer (moe_kernels.h): softmax / top-k / renormalization per token,
 // and the bucketing of the (token, rank) pairs by expert that launch_moe_gemm's blocks read. Both stay on the
-// device, so a decode step with its routing can be replayed from a CUDA graph.
+// device, so a decode step with its routing can be replayed from a CUDA graph. A single token's routing (single-stream
+// decode) is one launch with the RMSNorm before it and the router product: launch_moe_router_decode.
 #include <algorithm>
 #include <climits>
 #include <cmath>
 
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/moe_kernels.h"
+#include "backend/cuda/storage.cuh"
 
 namespace mopt::cuda {
 namespace {
@@ -25,13 +27,15 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-// Token t's routing by one warp (lane = its lane), its probabilities in pr [n_expert] (shared memory).
-__device__ void route_token(const MoeRouteParams& p, int t, int lane, float* pr) {
+// Token t's routing by one warp (lane = its lane), its probabilities in pr [n_expert] (shared memory). Returns
+// the expert of rank `lane` (lanes >= k: -1). The logits are read through L2 (ld.global.cg): in
+// moe_router_decode_kernel other CTAs of the same launch wrote them.
+__device__ int route_token(const MoeRouteParams& p, int t, int lane, float* pr) {
   const int E = p.n_expert;
   const float* l = p.logits + static_cast<int64_t>(t) * p.ld;
   float mx = -INFINITY;
   for (int e = lane; e < E; e += 32) {
-    const float v = l[e];
+    const float v = __ldcg(l + e);
     pr[e] = v;
     mx = fmaxf(mx, v);
   }
@@ -47,7 +51,8 @@ __device__ void route_token(const MoeRouteParams& p, int t, int lane, float* pr)
   for (int e = lane; e < E; e += 32) pr[e] *= inv;
   __syncwarp();
   // k rounds: the largest remaining probability, ties to the lower id (as cpu::moe_route); taken ones set to -1.
-  float wsum = 0.f, mine = 0.f;  // lane j keeps pick j's weight
+  float wsum = 0.f, mine = 0.f;  // lane j keeps pick j's weight and expert
+  int mine_e = -1;
   for (int j = 0; j < p.k; ++j) {
     float bv = -1.f;
     int bi = INT_MAX;
@@ -72,14 +77,18 @@ __device__ void route_token(const MoeRouteParams& p, int t, int lane, float* pr)
       bv = 0.f;
     }
     wsum += bv;
-    if (lane == j) mine = bv;
+    if (lane == j) {
+      mine = bv;
+      mine_e = bi;
+    }
     if (lane == 0) p.pick[static_cast<int64_t>(t) * p.k + j] = bi;
     __syncwarp();
     if (lane == bi % 32) pr[bi] = -1.f;
     __syncwarp();
   }
   if (lane < p.k) p.pick_w[static_cast<int64_t>(t) * p.k + lane] = p.norm_topk ? mine / wsum : mine;
-  if (p.shared_gate && lane == 0) p.shared_gate[t] = 1.f / (1.f + expf(-l[E]));
+  if (p.shared_gate && lane == 0) p.shared_gate[t] = 1.f / (1.f + expf(-__ldcg(l + E)));
+  return mine_e;
 }
 
 // One warp per token; probabilities in shared memory [kRouteWarps][n_expert].
@@ -187,6 +196,111 @@ __global__ void moe_route_align_kernel(MoeRouteParams rp, MoeAlignParams ap, int
   align_pairs(ap);
 }
 
+// launch_moe_router_decode: one router row per warp, kRdWarps per CTA. Each warp normalizes the whole residual row
+// itself (d fp32 values, from L2: no barrier before its dot product), with launch_rmsnorm's formula and bf16
+// rounding. Its router row and the norm weights, kRdPre 16-byte chunks per lane (d <= 2048: all of them), are loaded
+// before the PDL wait (weights are never written), the residual's chunks right after it, all before any store (a
+// store in between would order the loads after it). Then every CTA takes a ticket; the last one's first warp routes
+// the token.
+constexpr int kRdWarps = 4;
+constexpr int kRdPre = 8;
+
+// Chunk c of the normed row (residual values v, norm weights gr) rounded to bf16 (returned packed), its product
+// with the router chunk wr added to acc.
+__device__ __forceinline__ uint4 normed_dot_chunk(const float4& v0, const float4& v1, const uint4& gr, const uint4& wr,
+                                                  float rstd, float& acc) {
+  const float v[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
+  Raw8<bf16> graw, wraw;
+  graw.u[0] = gr;
+  wraw.u[0] = wr;
+  float g[8], wf[8];
+  unpack8(graw, g);
+  unpack8(wraw, wf);
+  uint32_t packed[4];
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(v[2 * q] * rstd * g[2 * q], v[2 * q + 1] * rstd * g[2 * q + 1]);
+    const float2 x = __bfloat1622float2(h);
+    acc = fmaf(x.x, wf[2 * q], acc);
+    acc = fmaf(x.y, wf[2 * q + 1], acc);
+    packed[q] = *reinterpret_cast<const uint32_t*>(&h);
+  }
+  return make_uint4(packed[0], packed[1], packed[2], packed[3]);
+}
+
+__device__ __forceinline__ float sum_sq(const float4& a, const float4& b) {
+  return a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w + b.x * b.x + b.y * b.y + b.z * b.z + b.w * b.w;
+}
+
+__global__ void __launch_bounds__(kRdWarps * 32) moe_router_decode_kernel(MoeRouterDecodeParams p) {
+  __shared__ float probs[kMoeMaxExperts];
+  __shared__ int last;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int row = blockIdx.x * kRdWarps + warp;
+  const bool has_row = row < p.n_rows;
+  const int chunks = p.d / 8;  // 8 values per 16-byte chunk of a bf16 row
+  const uint4* w = reinterpret_cast<const uint4*>(p.router) + static_cast<int64_t>(has_row ? row : 0) * chunks;
+  const uint4* nw = reinterpret_cast<const uint4*>(p.norm_w);
+  const float4* res = reinterpret_cast<const float4*>(p.residual);
+  uint4 wpre[kRdPre], gpre[kRdPre];  // chunk lane + 32 s of the router row and of the norm weights
+#pragma unroll
+  for (int s = 0; s < kRdPre; ++s) {
+    const int c = lane + 32 * s;
+    const bool in = has_row && c < chunks;
+    wpre[s] = in ? __ldg(w + c) : make_uint4(0, 0, 0, 0);
+    gpre[s] = in ? __ldg(nw + c) : make_uint4(0, 0, 0, 0);
+  }
+  pdl_trigger();
+  pdl_wait();
+  if (has_row) {
+    float4 xpre[kRdPre][2];
+    float ss = 0.f;
+#pragma unroll
+    for (int s = 0; s < kRdPre; ++s) {
+      const int c = lane + 32 * s;
+      const bool in = c < chunks;
+      xpre[s][0] = in ? res[2 * c] : make_float4(0.f, 0.f, 0.f, 0.f);
+      xpre[s][1] = in ? res[2 * c + 1] : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+#pragma unroll
+    for (int s = 0; s < kRdPre; ++s) ss += sum_sq(xpre[s][0], xpre[s][1]);  // zeros past the row
+    for (int c = lane + 32 * kRdPre; c < chunks; c += 32) ss += sum_sq(res[2 * c], res[2 * c + 1]);
+    const float rstd = rsqrtf(warp_sum(ss) / static_cast<float>(p.d) + p.eps);
+    float acc = 0.f;
+    uint4* out = reinterpret_cast<uint4*>(p.normed);  // row 0's warp stores the normed row
+#pragma unroll
+    for (int s = 0; s < kRdPre; ++s) {
+      const int c = lane + 32 * s;
+      if (c >= chunks) break;
+      const uint4 x = normed_dot_chunk(xpre[s][0], xpre[s][1], gpre[s], wpre[s], rstd, acc);
+      if (row == 0) out[c] = x;
+    }
+    for (int c = lane + 32 * kRdPre; c < chunks; c += 32) {
+      const uint4 x = normed_dot_chunk(res[2 * c], res[2 * c + 1], __ldg(nw + c), __ldg(w + c), rstd, acc);
+      if (row == 0) out[c] = x;
+    }
+    acc = warp_sum(acc);
+    if (lane == 0) p.logits[row] = acc;
+  }
+  __threadfence();  // this CTA's logits reach L2 before its ticket
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    last = atomicAdd(p.ticket, 1) == static_cast<int>(gridDim.x) - 1;
+    if (last) *p.ticket = 0;  // every other CTA has taken its ticket
+  }
+  __syncthreads();
+  if (!last || warp != 0) return;
+  __threadfence();
+  const int e = route_token(p.route, 0, lane, probs);  // lane j < k: rank j's expert
+  for (int b = lane; b < p.max_blocks; b += 32) {      // k <= 32: blocks past the first 32 are unused
+    const bool used = b < p.route.k;
+    p.block_expert[b] = used ? e : -1;
+#pragma unroll
+    for (int r = 0; r < kMoeBlockRows; ++r)
+      p.block_pairs[static_cast<int64_t>(b) * kMoeBlockRows + r] = used && r == 0 ? b : -1;
+  }
+}
+
 // Fused for few tokens. The probabilities (dynamic shared memory) sit next to align_pairs' 16 KiB of static
 // shared memory, and a launch without an opt-in gets 48 KiB in all (more fails with cudaErrorInvalidValue, as 32
 // warps at 256 experts did): the routing warps' probabilities get at most 24 KiB, so fewer warps route for many
@@ -228,6 +342,18 @@ cudaError_t launch_moe_align(const MoeAlignParams& p, cudaStream_t stream) {
   if (p.n_expert <= 0 || p.n_expert > kMoeMaxExperts || p.max_blocks < moe_max_blocks(p.n_pairs, p.n_expert))
     return cudaErrorInvalidValue;
   return launch_pdl(moe_align_kernel, dim3(1), dim3(kMoeMaxExperts), 0, stream, p);
+}
+
+cudaError_t launch_moe_router_decode(const MoeRouterDecodeParams& p, cudaStream_t stream) {
+  const MoeRouteParams& r = p.route;
+  if (p.d <= 0 || p.d % 8 != 0 || p.n_rows <= 0 || !p.residual || !p.norm_w || !p.normed || !p.router ||
+      !p.logits || !p.ticket || !p.block_expert || !p.block_pairs || r.n_tokens != 1 || r.logits != p.logits ||
+      r.ld != p.n_rows || r.n_expert <= 0 || r.n_expert > kMoeMaxExperts || r.k <= 0 || r.k > 32 ||
+      r.k > r.n_expert || p.n_rows < r.n_expert + (r.shared_gate ? 1 : 0) ||
+      p.max_blocks < moe_max_blocks(r.k, r.n_expert))
+    return cudaErrorInvalidValue;
+  return launch_pdl_decode(moe_router_decode_kernel, dim3((p.n_rows + kRdWarps - 1) / kRdWarps),
+                           dim3(kRdWarps * 32), 0, stream, p);
 }
 
 }  // namespace mopt::cuda

@@ -197,7 +197,8 @@ Status CudaRunner::enqueue_logits_t(const StepShape& s, int row_offset, int n_ro
 // ---- fused bf16 decode (s.fused) -------------------------------------------------------------------------
 // Per layer: qkv (RMSNorm prologue) -> q/k-norm + RoPE + cache write -> attention -> o (+= residual)
 // -> gate|up (RMSNorm prologue) -> down (SwiGLU prologue, += residual); in MoE layers RMSNorm -> the MoE MLP
-// (runner_moe.cpp), whose last kernel adds into the residual. No add+RMSNorm or SwiGLU launches, and the residual
+// (runner_moe.cpp: for one token the RMSNorm is part of the routing launch), whose last kernel adds into the
+// residual. No add+RMSNorm or SwiGLU launches, and the residual
 // stream is complete after the last layer (proj_ holds only a MoE shared expert's output). Under tensor
 // parallelism the two residual epilogues would each need an all-reduce of their partial sums first (not fused then).
 
@@ -229,11 +230,7 @@ Status CudaRunner::enqueue_layers_fused(const StepShape& s) {
     MOPT_TRY(mark("o GEMM (+residual)"));
 
     if (c.is_moe()) {  // normed_ = rmsnorm(resid); resid += MoE(normed_) (runner_moe.cpp)
-      const RmsNormParamsT<bf16> np{.residual = resid, .weight = L.ffn_norm.as<bf16>(), .out = normed_.as<bf16>(),
-                                    .n_rows_out = T, .n = d, .eps = c.norm_eps};
-      MOPT_CUDA_TRY(launch_rmsnorm(np, st));
-      MOPT_TRY(mark("rmsnorm"));
-      MOPT_TRY(enqueue_moe<bf16>(l, T, resid));
+      MOPT_TRY(enqueue_moe_fused(l, T, resid));
       continue;
     }
     g.norm_w = L.ffn_norm.as<bf16>();  // gu_ = rmsnorm(resid) . Wgu^T

@@ -156,11 +156,18 @@ class CudaRunner final : public CudaModelRunner {
   // routing / expert workspaces; the MoE MLP of layer l on T rows: proj_ = MoE(normed_), or with resid (fused
   // decode) resid += MoE(normed_). Enqueue only, except with eager (a step outside CUDA graphs) and T >=
   // kMoeGroupedMinTokens: then the experts run as per-expert cuBLASLt GEMMs after one host synchronization.
+  // enqueue_moe_fused (the fused bf16 decode path): resid += MoE(rmsnorm(resid)), the RMSNorm included (for one
+  // token in the routing launch, launch_moe_router_decode). enqueue_moe_experts: the expert GEMMs and the combine
+  // after the routing.
   int moe_router_rows() const;
+  MoeRouteParams moe_route_params(int T) const;
   Status upload_moe_layer(const Model& model, int l, const CudaRunnerExtras& extras, uint64_t& seed);
   Status alloc_moe_workspace();
   template <class E>
   Status enqueue_moe(int l, int T, float* resid = nullptr, bool eager = false);
+  Status enqueue_moe_fused(int l, int T, float* resid);
+  template <class E>
+  Status enqueue_moe_experts(int l, int T, float* resid);
   template <class E>
   Status enqueue_moe_grouped(int l, int T);
   template <class E>
@@ -261,6 +268,7 @@ class CudaRunner final : public CudaModelRunner {
   DeviceBuffer moe_act_;    // [P, n_ff_exp] swiglu of the experts' gate|up outputs
   DeviceBuffer moe_y_;      // [P, n_embd] expert outputs (grouped path: packed by expert; first its packed inputs)
   DeviceBuffer moe_tiles_;  // [moe_gemm_col_tiles(n_embd)] int32 fused-combine tickets, zeroed once (left 0)
+  DeviceBuffer moe_ticket_; // [1] int32 launch_moe_router_decode's ticket, zeroed once (left 0)
   // The grouped path (max_tokens >= kMoeGroupedMinTokens only):
   DeviceBuffer moe_gu_;     // [P, 2 n_ff_exp] gate|up outputs, packed by expert
   DeviceBuffer moe_pair_row_, moe_packed_;  // [P] int32: packed row of each pair, pair of each packed row

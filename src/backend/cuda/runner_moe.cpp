@@ -4,6 +4,8 @@
 //   moe_logits_ [T, router_rows] fp32 = normed_ . router^T                   (Gemm::run)
 //   moe_pick_ / moe_w_ [T, k], moe_shg_ [T] = top-k of softmax(logits),
 //   moe_blk_ / moe_pairs_ = the T*k pairs bucketed by expert                 (launch_moe_route_align)
+//     (one token on the fused decode path: normed_ = rmsnorm(resid_), the logits and the routing in one launch,
+//     launch_moe_router_decode)
 //   moe_act_ [T*k, ff_exp] = swiglu(normed_[t] . W_gu[e]^T)                 (launch_moe_gemm, SwiGLU epilogue)
 //   moe_y_ [T*k, d] = moe_act_ . W_down[e]^T                                 (launch_moe_gemm)
 //   shared expert (Qwen2-MoE): proj_ [T, d] = swiglu(normed_ . W_sh_gu^T) . W_sh_down^T     (run_linear)
@@ -100,6 +102,8 @@ Status CudaRunner::alloc_moe_workspace() {
   MOPT_TRY(moe_y_.alloc(P * c.n_embd * es_, "MoE activations"));
   MOPT_TRY(moe_tiles_.alloc(static_cast<size_t>(moe_gemm_col_tiles(c.n_embd, false)) * 4, "MoE routing"));
   MOPT_CUDA_TRY(cudaMemsetAsync(moe_tiles_.as<void>(), 0, moe_tiles_.bytes(), stream_));
+  MOPT_TRY(moe_ticket_.alloc(4, "MoE routing"));
+  MOPT_CUDA_TRY(cudaMemsetAsync(moe_ticket_.as<void>(), 0, moe_ticket_.bytes(), stream_));
   if (max_tokens_ >= kMoeGroupedMinTokens) {  // the grouped path's packed rows
     MOPT_TRY(moe_gu_.alloc(P * 2 * c.n_ff_exp * es_, "MoE activations"));
     MOPT_TRY(moe_pair_row_.alloc(P * 4, "MoE routing"));
@@ -144,18 +148,25 @@ Status CudaRunner::enqueue_moe_grouped(int l, int T) {
   return mark("MoE experts (grouped GEMMs)");
 }
 
+// The routing of T tokens from moe_logits_ into moe_pick_ / moe_w_ (/ moe_shg_).
+MoeRouteParams CudaRunner::moe_route_params(int T) const {
+  const ModelConfig& c = cfg_;
+  return MoeRouteParams{.logits = moe_logits_.as<float>(), .pick = moe_pick_.as<int32_t>(),
+                        .pick_w = moe_w_.as<float>(),
+                        .shared_gate = c.n_ff_shexp > 0 ? moe_shg_.as<float>() : nullptr, .n_tokens = T,
+                        .ld = moe_router_rows(), .n_expert = c.n_expert, .k = c.n_expert_used,
+                        .norm_topk = c.expert_norm_topk};
+}
+
 template <class E>
 Status CudaRunner::enqueue_moe(int l, int T, float* resid, bool eager) {
   const ModelConfig& c = cfg_;
   const MoeWeights& M = layers_[static_cast<size_t>(l)].moe;
   const int d = c.n_embd, k = c.n_expert_used, ld = moe_router_rows();
   const int P = T * k, nb = moe_max_blocks(P, c.n_expert);
-  const bool shared = c.n_ff_shexp > 0;
   MOPT_TRY(gemm_.run(normed_.as<E>(), M.router.as<E>(), nullptr, moe_logits_.as<float>(), true, T, ld, d, stream_));
   MOPT_TRY(mark("MoE router GEMM"));
-  const MoeRouteParams rp{.logits = moe_logits_.as<float>(), .pick = moe_pick_.as<int32_t>(),
-                          .pick_w = moe_w_.as<float>(), .shared_gate = shared ? moe_shg_.as<float>() : nullptr,
-                          .n_tokens = T, .ld = ld, .n_expert = c.n_expert, .k = k, .norm_topk = c.expert_norm_topk};
+  const MoeRouteParams rp = moe_route_params(T);
   const bool grouped = eager && T >= kMoeGroupedMinTokens;
   const MoeAlignParams ap{.pick = moe_pick_.as<int32_t>(), .block_expert = moe_blk_.as<int32_t>(),
                           .block_pairs = moe_pairs_.as<int32_t>(), .n_pairs = P, .n_expert = c.n_expert,
@@ -168,6 +179,41 @@ Status CudaRunner::enqueue_moe(int l, int T, float* resid, bool eager) {
     MOPT_TRY(enqueue_moe_grouped<E>(l, T));
     return enqueue_moe_tail<E>(l, T, resid, true);
   }
+  return enqueue_moe_experts<E>(l, T, resid);
+}
+
+Status CudaRunner::enqueue_moe_fused(int l, int T, float* resid) {
+  const ModelConfig& c = cfg_;
+  const Layer& L = layers_[static_cast<size_t>(l)];
+  if (T != 1) {
+    const RmsNormParamsT<bf16> np{.residual = resid, .weight = L.ffn_norm.as<bf16>(), .out = normed_.as<bf16>(),
+                                  .n_rows_out = T, .n = c.n_embd, .eps = c.norm_eps};
+    MOPT_CUDA_TRY(launch_rmsnorm(np, stream_));
+    MOPT_TRY(mark("rmsnorm"));
+    return enqueue_moe<bf16>(l, T, resid);
+  }
+  const MoeRouterDecodeParams rp{.residual = resid, .norm_w = L.ffn_norm.as<bf16>(), .eps = c.norm_eps,
+                                 .normed = normed_.as<bf16>(), .router = L.moe.router.as<bf16>(),
+                                 .logits = moe_logits_.as<float>(), .d = c.n_embd, .n_rows = moe_router_rows(),
+                                 .route = moe_route_params(1), .block_expert = moe_blk_.as<int32_t>(),
+                                 .block_pairs = moe_pairs_.as<int32_t>(),
+                                 .max_blocks = moe_max_blocks(c.n_expert_used, c.n_expert),
+                                 .ticket = moe_ticket_.as<int32_t>()};
+  MOPT_CUDA_TRY(launch_moe_router_decode(rp, stream_));
+  MOPT_TRY(mark("MoE rmsnorm + router + routing"));
+  return enqueue_moe_experts<bf16>(l, 1, resid);
+}
+
+// The expert GEMMs of the T tokens routed into moe_blk_ / moe_pairs_ (gathered kernel), then the combine.
+template <class E>
+Status CudaRunner::enqueue_moe_experts(int l, int T, float* resid) {
+  const ModelConfig& c = cfg_;
+  const MoeWeights& M = layers_[static_cast<size_t>(l)].moe;
+  const int d = c.n_embd, k = c.n_expert_used;
+  // One token's k pairs fill at most k blocks, the first ones (one pair each, whichever routing kernel placed them):
+  // the grids need not cover moe_max_blocks' k + 1 (for Qwen3-30B-A3B's down GEMM: 512 CTAs, one wave, not 576).
+  const int P = T * k, nb = T == 1 ? k : moe_max_blocks(P, c.n_expert);
+  const bool shared = c.n_ff_shexp > 0;
   MoeGemmParamsT<E> gp{.x = normed_.as<E>(), .w = M.gate_up.as<E>(), .y = moe_act_.as<E>(),
                        .block_expert = moe_blk_.as<int32_t>(), .block_pairs = moe_pairs_.as<int32_t>(),
                        .max_blocks = nb, .n_out = c.n_ff_exp, .k = d, .x_div = k, .swiglu_out = true,

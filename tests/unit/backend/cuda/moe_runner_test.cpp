@@ -9,12 +9,15 @@
 //   - bfloat16 against the CPU runner on the same bf16-rounded weights (bounds below);
 //   - a 300-token prompt, whose experts run as per-expert GEMMs (the grouped path), then decode steps;
 //   - the combine fused into one token's down GEMM against the combine kernel, bit for bit;
+//   - one token's RMSNorm + router product + routing launch against launch_rmsnorm, the product and cpu::moe_route;
 //   - the comparison can fail: the CPU runner with one expert fewer per token is more than 2e-4 away.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <random>
+#include <vector>
 
 #include "backend/cpu/moe.h"
 #include "backend/cuda/cuda_runner.h"
@@ -193,6 +196,110 @@ TEST(CudaMoe, DownGemmFusedCombineMatchesTheCombineKernel) {
   {
     SCOPED_TRACE("bf16");
     fused_combine_matches<cuda::bf16>(6);
+  }
+}
+
+// One token's RMSNorm, router product and routing in one launch (launch_moe_router_decode) against launch_rmsnorm,
+// an fp64 product on the host and cpu::moe_route: the normed row within one bf16 rounding of launch_rmsnorm's (its
+// sum of squares is summed in another order), the logits within 1e-5 of the fp64 product of that row, the same
+// experts and weights (1e-6) as cpu::moe_route on those logits, the pairs' blocks as launch_moe_gemm reads them
+// with one_pair_per_block; twice (the ticket is left zero). d = 2560 streams router chunks past the ones loaded
+// before the PDL wait; 10 router rows leave warps of the last CTA without one.
+TEST(CudaMoe, RouterDecodeKernelMatchesRmsNormRouterAndRoute) {
+  SKIP_WITHOUT_GPU();
+  struct Case {
+    int d, E, k;
+    bool norm, shared;
+    int pad;  // zero router rows after the experts (and the shared gate row)
+  };
+  std::mt19937 rng(11);
+  for (const Case cs : {Case{2048, 128, 8, true, false, 0}, Case{2560, 60, 4, false, true, 3},
+                        Case{64, 8, 2, true, false, 2}}) {
+    SCOPED_TRACE(testing::Message() << "d " << cs.d << ", " << cs.E << " experts, top-" << cs.k);
+    const int ld = cs.E + (cs.shared ? 1 : 0) + cs.pad, k = cs.k;
+    std::vector<uint16_t> nw_raw, router_raw;
+    std::vector<float> nw, router, resid(static_cast<size_t>(cs.d));
+    cudatest::random_vals<cuda::bf16>(rng, static_cast<size_t>(cs.d), 0.5f, 1.5f, nw_raw, nw);
+    const float a = std::sqrt(3.0f / static_cast<float>(cs.d));
+    cudatest::random_vals<cuda::bf16>(rng, static_cast<size_t>(ld) * cs.d, -a, a, router_raw, router);
+    for (size_t i = static_cast<size_t>(cs.E + (cs.shared ? 1 : 0)) * cs.d; i < router_raw.size(); ++i) {
+      router_raw[i] = 0;  // zero rows up to ld, as the runner's router matrix
+      router[i] = 0.f;
+    }
+    std::normal_distribution<float> nd(0.f, 3.f);
+    for (float& v : resid) v = nd(rng);
+    const int nb = cuda::moe_max_blocks(k, cs.E);
+    cudatest::DevVec<float> dres(resid), logits(static_cast<size_t>(ld)), pw(static_cast<size_t>(k)), gate(1);
+    cudatest::DevVec<uint16_t> dnw(nw_raw), drouter(router_raw), normed(static_cast<size_t>(cs.d)),
+        normed_ref(static_cast<size_t>(cs.d));
+    cudatest::DevVec<int32_t> pick(static_cast<size_t>(k)), blk(static_cast<size_t>(nb)),
+        pairs(static_cast<size_t>(nb) * cuda::kMoeBlockRows), ticket(std::vector<int32_t>{0});
+    const cuda::MoeRouteParams rp{.logits = logits.get(), .pick = pick.get(), .pick_w = pw.get(),
+                                  .shared_gate = cs.shared ? gate.get() : nullptr, .n_tokens = 1, .ld = ld,
+                                  .n_expert = cs.E, .k = k, .norm_topk = cs.norm};
+    const cuda::MoeRouterDecodeParams p{.residual = dres.get(), .norm_w = cudatest::dev<cuda::bf16>(dnw),
+                                        .eps = 1e-6f, .normed = cudatest::dev_mut<cuda::bf16>(normed),
+                                        .router = cudatest::dev<cuda::bf16>(drouter), .logits = logits.get(),
+                                        .d = cs.d, .n_rows = ld, .route = rp, .block_expert = blk.get(),
+                                        .block_pairs = pairs.get(), .max_blocks = nb, .ticket = ticket.get()};
+    const cuda::RmsNormParamsT<cuda::bf16> np{.residual = dres.get(), .weight = cudatest::dev<cuda::bf16>(dnw),
+                                              .out = cudatest::dev_mut<cuda::bf16>(normed_ref), .n_rows_out = 1,
+                                              .n = cs.d, .eps = 1e-6f};
+    CUDA_OK(cuda::launch_rmsnorm(np, nullptr));
+    const std::vector<float> want_x = cudatest::download_f32<cuda::bf16>(normed_ref);
+    std::vector<int32_t> first_pick;
+    for (int rep = 0; rep < 2; ++rep) {
+      SCOPED_TRACE(testing::Message() << "launch " << rep);
+      CUDA_OK(cuda::launch_moe_router_decode(p, nullptr));
+      const std::vector<float> x = cudatest::download_f32<cuda::bf16>(normed), l = logits.download(),
+                               w = pw.download();
+      EXPECT_TRUE(cudatest::all_close(x, want_x, 0.f, 1.f / 128));  // one bf16 rounding step at most
+      int same = 0;
+      for (int i = 0; i < cs.d; ++i) same += x[static_cast<size_t>(i)] == want_x[static_cast<size_t>(i)];
+      EXPECT_GE(same, cs.d - cs.d / 100 - 1) << "normed values that differ from launch_rmsnorm's";
+      for (int r = 0; r < ld; ++r) {
+        double dot = 0, mag = 0;
+        for (int i = 0; i < cs.d; ++i) {
+          const double t = static_cast<double>(x[static_cast<size_t>(i)]) * router[static_cast<size_t>(r) * cs.d + i];
+          dot += t;
+          mag += std::fabs(t);
+        }
+        EXPECT_NEAR(l[static_cast<size_t>(r)], dot, 1e-5 * (1 + mag)) << "router row " << r;
+      }
+      std::vector<int32_t> want(static_cast<size_t>(k));
+      std::vector<float> want_w(static_cast<size_t>(k));
+      std::vector<float> probs(l.begin(), l.begin() + cs.E);  // moe_route works in place
+      cpu::moe_route(probs.data(), 1, cs.E, k, cs.norm, want.data(), want_w.data());
+      const std::vector<int32_t> pk = pick.download(), be = blk.download(), bp = pairs.download();
+      for (int j = 0; j < k; ++j) {
+        EXPECT_EQ(pk[static_cast<size_t>(j)], want[static_cast<size_t>(j)]) << "rank " << j;
+        EXPECT_NEAR(w[static_cast<size_t>(j)], want_w[static_cast<size_t>(j)], 1e-6) << "rank " << j;
+      }
+      if (cs.shared) {
+        const double z = l[static_cast<size_t>(cs.E)];
+        EXPECT_NEAR(gate.download()[0], 1.0 / (1.0 + std::exp(-z)), 1e-6);
+      }
+      for (int b = 0; b < nb; ++b)
+        for (int r = 0; r < cuda::kMoeBlockRows; ++r) {
+          const int32_t want_pair = b < k && r == 0 ? b : -1;
+          EXPECT_EQ(bp[static_cast<size_t>(b) * cuda::kMoeBlockRows + r], want_pair) << "block " << b << " row " << r;
+        }
+      for (int b = 0; b < nb; ++b)
+        EXPECT_EQ(be[static_cast<size_t>(b)], b < k ? pk[static_cast<size_t>(b)] : -1) << "block " << b;
+      EXPECT_EQ(ticket.download()[0], 0);
+      if (rep == 0) first_pick = pk;
+      else EXPECT_EQ(pk, first_pick);
+    }
+    // Refused: more than one token, d not a multiple of 8, too few blocks.
+    cuda::MoeRouterDecodeParams bad = p;
+    bad.route.n_tokens = 2;
+    EXPECT_EQ(cuda::launch_moe_router_decode(bad, nullptr), cudaErrorInvalidValue);
+    bad = p;
+    bad.d = cs.d - 4;
+    EXPECT_EQ(cuda::launch_moe_router_decode(bad, nullptr), cudaErrorInvalidValue);
+    bad = p;
+    bad.max_blocks = k;
+    EXPECT_EQ(cuda::launch_moe_router_decode(bad, nullptr), cudaErrorInvalidValue);
   }
 }
 
