@@ -53,26 +53,23 @@ __device__ int route_token(const MoeRouteParams& p, int t, int lane, float* pr) 
   // k rounds: the largest remaining probability, ties to the lower id (as cpu::moe_route); taken ones set to -1.
   float wsum = 0.f, mine = 0.f;  // lane j keeps pick j's weight and expert
   int mine_e = -1;
+  // A candidate's key: its probability's bits + 1 (non-negative floats order as their bits), 0 for taken ones and
+  // NaN; the largest key over the warp, then the lowest id holding it, in two warp reductions (redux.sync).
   for (int j = 0; j < p.k; ++j) {
-    float bv = -1.f;
+    unsigned bk = 0;
     int bi = INT_MAX;
     for (int e = lane; e < E; e += 32) {
       const float v = pr[e];
-      if (v > bv) {  // ascending e within a lane: a tie keeps the lower id
-        bv = v;
+      const unsigned key = v >= 0.f ? __float_as_uint(fabsf(v)) + 1u : 0u;
+      if (key > bk) {  // ascending e within a lane: a tie keeps the lower id
+        bk = key;
         bi = e;
       }
     }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-      if (ov > bv || (ov == bv && oi < bi)) {
-        bv = ov;
-        bi = oi;
-      }
-    }
-    if (bi >= E) {  // NaN logits: no candidate compared; keep the output well-formed
+    const unsigned top = __reduce_max_sync(0xffffffffu, bk);
+    bi = __reduce_min_sync(0xffffffffu, bk == top ? bi : INT_MAX);
+    float bv = __uint_as_float(top - 1u);
+    if (bi >= E) {  // NaN logits: no candidate (top 0, every bi INT_MAX); keep the output well-formed
       bi = j % E;
       bv = 0.f;
     }
