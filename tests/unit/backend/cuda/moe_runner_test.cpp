@@ -9,7 +9,8 @@
 //   - bfloat16 against the CPU runner on the same bf16-rounded weights (bounds below);
 //   - a 300-token prompt, whose experts run as per-expert GEMMs (the grouped path), then decode steps;
 //   - the combine fused into one token's down GEMM against the combine kernel, bit for bit;
-//   - one token's RMSNorm + router product + routing launch against launch_rmsnorm, the product and cpu::moe_route;
+//   - one token's RMSNorm + router product + routing launch against launch_rmsnorm, the product and cpu::moe_route,
+//     and feeding the expert GEMMs (with the combine in the down GEMM) as the general chain does;
 //   - the comparison can fail: the CPU runner with one expert fewer per token is more than 2e-4 away.
 #include <gtest/gtest.h>
 
@@ -301,6 +302,99 @@ TEST(CudaMoe, RouterDecodeKernelMatchesRmsNormRouterAndRoute) {
     bad.max_blocks = k;
     EXPECT_EQ(cuda::launch_moe_router_decode(bad, nullptr), cudaErrorInvalidValue);
   }
+}
+
+// A single-stream decode MoE layer as the fused path runs it (launch_moe_router_decode, then the expert GEMMs over
+// its k blocks, the combine in the down GEMM) against the general chain on the same logits (launch_rmsnorm,
+// launch_moe_route_align, the GEMMs over moe_max_blocks blocks, launch_moe_combine): the same experts and weights,
+// and the same residual (bit for bit where the two RMSNorms round every value alike).
+TEST(CudaMoe, OneTokenRoutingLaunchFeedsTheExpertGemms) {
+  SKIP_WITHOUT_GPU();
+  using cuda::bf16;
+  constexpr int d = 256, E = 16, k = 4, ff = 64;
+  std::mt19937 rng(13);
+  std::vector<uint16_t> nw_raw, router_raw, gu_raw, down_raw;
+  std::vector<float> nw, router, gu, down, resid(static_cast<size_t>(d));
+  const float a = std::sqrt(3.0f / d), b = std::sqrt(3.0f / ff);
+  cudatest::random_vals<bf16>(rng, static_cast<size_t>(d), 0.5f, 1.5f, nw_raw, nw);
+  cudatest::random_vals<bf16>(rng, static_cast<size_t>(E) * d, -4 * a, 4 * a, router_raw, router);
+  cudatest::random_vals<bf16>(rng, static_cast<size_t>(E) * 2 * ff * d, -a, a, gu_raw, gu);
+  cudatest::random_vals<bf16>(rng, static_cast<size_t>(E) * d * ff, -b, b, down_raw, down);
+  std::normal_distribution<float> nd(0.f, 2.f);
+  for (float& v : resid) v = nd(rng);
+  const int nb = cuda::moe_max_blocks(k, E);
+  cudatest::DevVec<uint16_t> dnw(nw_raw), drouter(router_raw), dgu(gu_raw), ddown(down_raw), xa(d), xb(d),
+      act_a(static_cast<size_t>(k) * ff), act_b(static_cast<size_t>(k) * ff), ya(static_cast<size_t>(k) * d),
+      yb(static_cast<size_t>(k) * d);
+  cudatest::DevVec<float> ra(resid), rb(resid), logits(static_cast<size_t>(E)), wa(static_cast<size_t>(k)),
+      wb(static_cast<size_t>(k));
+  cudatest::DevVec<int32_t> pa(static_cast<size_t>(k)), pb(static_cast<size_t>(k)), blk_a(static_cast<size_t>(nb)),
+      blk_b(static_cast<size_t>(nb)), pairs_a(static_cast<size_t>(nb) * cuda::kMoeBlockRows),
+      pairs_b(static_cast<size_t>(nb) * cuda::kMoeBlockRows), ticket(std::vector<int32_t>{0}),
+      tiles(std::vector<int32_t>(static_cast<size_t>(cuda::moe_gemm_col_tiles(d, false)), 0));
+  // The fused path: one routing launch, the GEMMs over k blocks.
+  const cuda::MoeRouteParams route_a{.logits = logits.get(), .pick = pa.get(), .pick_w = wa.get(), .n_tokens = 1,
+                                     .ld = E, .n_expert = E, .k = k, .norm_topk = true};
+  const cuda::MoeRouterDecodeParams rd{.residual = ra.get(), .norm_w = cudatest::dev<bf16>(dnw), .eps = 1e-6f,
+                                       .normed = cudatest::dev_mut<bf16>(xa), .router = cudatest::dev<bf16>(drouter),
+                                       .logits = logits.get(), .d = d, .n_rows = E, .route = route_a,
+                                       .block_expert = blk_a.get(), .block_pairs = pairs_a.get(), .max_blocks = nb,
+                                       .ticket = ticket.get()};
+  CUDA_OK(cuda::launch_moe_router_decode(rd, nullptr));
+  cuda::MoeGemmParamsT<bf16> gu_a{.x = cudatest::dev<bf16>(xa), .w = cudatest::dev<bf16>(dgu),
+                                  .y = cudatest::dev_mut<bf16>(act_a), .block_expert = blk_a.get(),
+                                  .block_pairs = pairs_a.get(), .max_blocks = k, .n_out = ff, .k = d, .x_div = k,
+                                  .swiglu_out = true, .one_pair_per_block = true};
+  CUDA_OK(cuda::launch_moe_gemm(gu_a, nullptr));
+  cuda::MoeGemmParamsT<bf16> dn_a{.x = cudatest::dev<bf16>(act_a), .w = cudatest::dev<bf16>(ddown),
+                                  .y = cudatest::dev_mut<bf16>(ya), .block_expert = blk_a.get(),
+                                  .block_pairs = pairs_a.get(), .max_blocks = k, .n_out = d, .k = ff,
+                                  .one_pair_per_block = true, .residual = ra.get(), .pick_w = wa.get(),
+                                  .tile_count = tiles.get(), .n_pairs = k};
+  CUDA_OK(cuda::launch_moe_gemm(dn_a, nullptr));
+  // The general chain on the same logits.
+  const cuda::RmsNormParamsT<bf16> np{.residual = rb.get(), .weight = cudatest::dev<bf16>(dnw),
+                                      .out = cudatest::dev_mut<bf16>(xb), .n_rows_out = 1, .n = d, .eps = 1e-6f};
+  CUDA_OK(cuda::launch_rmsnorm(np, nullptr));
+  cuda::MoeRouteParams route_b = route_a;
+  route_b.pick = pb.get();
+  route_b.pick_w = wb.get();
+  const cuda::MoeAlignParams ap{.pick = pb.get(), .block_expert = blk_b.get(), .block_pairs = pairs_b.get(),
+                                .n_pairs = k, .n_expert = E, .max_blocks = nb};
+  CUDA_OK(cuda::launch_moe_route_align(route_b, ap, nullptr));
+  cuda::MoeGemmParamsT<bf16> gu_b = gu_a;
+  gu_b.x = cudatest::dev<bf16>(xb);
+  gu_b.y = cudatest::dev_mut<bf16>(act_b);
+  gu_b.block_expert = blk_b.get();
+  gu_b.block_pairs = pairs_b.get();
+  gu_b.max_blocks = nb;
+  CUDA_OK(cuda::launch_moe_gemm(gu_b, nullptr));
+  cuda::MoeGemmParamsT<bf16> dn_b{.x = cudatest::dev<bf16>(act_b), .w = cudatest::dev<bf16>(ddown),
+                                  .y = cudatest::dev_mut<bf16>(yb), .block_expert = blk_b.get(),
+                                  .block_pairs = pairs_b.get(), .max_blocks = nb, .n_out = d, .k = ff,
+                                  .one_pair_per_block = true};
+  CUDA_OK(cuda::launch_moe_gemm(dn_b, nullptr));
+  const cuda::MoeCombineParamsT<bf16> cp{.y = cudatest::dev<bf16>(yb), .pick_w = wb.get(), .residual = rb.get(),
+                                         .n_tokens = 1, .k = k, .n_embd = d};
+  CUDA_OK(cuda::launch_moe_combine(cp, nullptr));
+
+  EXPECT_EQ(pa.download(), pb.download());
+  EXPECT_EQ(wa.download(), wb.download());
+  const std::vector<float> x_a = cudatest::download_f32<bf16>(xa), x_b = cudatest::download_f32<bf16>(xb);
+  EXPECT_TRUE(cudatest::all_close(x_a, x_b, 0.f, 1.f / 128));
+  const std::vector<float> got = ra.download(), want = rb.download();
+  EXPECT_TRUE(cudatest::all_close(got, want, 1e-4f, 1e-3f));
+  int moved = 0, same = 0;
+  for (int i = 0; i < d; ++i) {
+    moved += got[static_cast<size_t>(i)] != resid[static_cast<size_t>(i)];
+    same += got[static_cast<size_t>(i)] == want[static_cast<size_t>(i)];
+  }
+  EXPECT_GT(moved, d / 2);  // the experts added something
+  if (x_a == x_b) {
+    EXPECT_EQ(same, d) << "residual values that differ with the same normed row";
+  }
+  EXPECT_EQ(ticket.download()[0], 0);
+  for (int32_t t : tiles.download()) EXPECT_EQ(t, 0);
 }
 
 // transformers' float32 logits of kRefTokens for config `name` (scripts/moe_reference_gpu.sh), [24, n_vocab].
