@@ -195,10 +195,10 @@ __global__ void moe_route_align_kernel(MoeRouteParams rp, MoeAlignParams ap, int
 
 // launch_moe_router_decode: one router row per warp, kRdWarps per CTA. Each warp normalizes the whole residual row
 // itself (d fp32 values, from L2: no barrier before its dot product), with launch_rmsnorm's formula and bf16
-// rounding. Its router row and the norm weights, kRdPre 16-byte chunks per lane (d <= 2048: all of them), are loaded
-// before the PDL wait (weights are never written), the residual's chunks right after it, all before any store (a
-// store in between would order the loads after it). Then every CTA takes a ticket; the last one's first warp routes
-// the token.
+// rounding. The row goes in stages of kRdPre 16-byte chunks per lane (d <= 2048: one stage), each stage's loads
+// (router row, norm weights, residual) issued together before its first store (a store in between would order the
+// loads after it); the first stage's router and norm weights before the PDL wait (weights are never written). Then
+// every CTA takes a ticket; the last one's first warp routes the token.
 constexpr int kRdWarps = 4;
 constexpr int kRdPre = 8;
 
@@ -229,52 +229,69 @@ __device__ __forceinline__ float sum_sq(const float4& a, const float4& b) {
   return a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w + b.x * b.x + b.y * b.y + b.z * b.z + b.w * b.w;
 }
 
+// One stage: chunks c = c0 + lane + 32 s (s < kRdPre, c < chunks) of the residual into xs, and (with_weights) of
+// the router row w and the norm weights nw into ws, gs; past the row zeros.
+__device__ __forceinline__ void load_stage(const float4* res, const uint4* w, const uint4* nw, int c0, int chunks,
+                                           bool with_weights, float4 (&xs)[kRdPre][2], uint4 (&ws)[kRdPre],
+                                           uint4 (&gs)[kRdPre]) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int s = 0; s < kRdPre; ++s) {
+    const int c = c0 + lane + 32 * s;
+    const bool in = c < chunks;
+    xs[s][0] = in ? res[2 * c] : make_float4(0.f, 0.f, 0.f, 0.f);
+    xs[s][1] = in ? res[2 * c + 1] : make_float4(0.f, 0.f, 0.f, 0.f);
+    if (with_weights) {
+      ws[s] = in ? __ldg(w + c) : make_uint4(0, 0, 0, 0);
+      gs[s] = in ? __ldg(nw + c) : make_uint4(0, 0, 0, 0);
+    }
+  }
+}
+
 __global__ void __launch_bounds__(kRdWarps * 32) moe_router_decode_kernel(MoeRouterDecodeParams p) {
   __shared__ float probs[kMoeMaxExperts];
   __shared__ int last;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int row = blockIdx.x * kRdWarps + warp;
   const bool has_row = row < p.n_rows;
-  const int chunks = p.d / 8;  // 8 values per 16-byte chunk of a bf16 row
-  const uint4* w = reinterpret_cast<const uint4*>(p.router) + static_cast<int64_t>(has_row ? row : 0) * chunks;
+  const int chunks = has_row ? p.d / 8 : 0;  // 8 values per 16-byte chunk of a bf16 row
+  const uint4* w = reinterpret_cast<const uint4*>(p.router) + static_cast<int64_t>(has_row ? row : 0) * (p.d / 8);
   const uint4* nw = reinterpret_cast<const uint4*>(p.norm_w);
   const float4* res = reinterpret_cast<const float4*>(p.residual);
-  uint4 wpre[kRdPre], gpre[kRdPre];  // chunk lane + 32 s of the router row and of the norm weights
+  uint4 ws[kRdPre], gs[kRdPre];  // the current stage's router row and norm weights
+  float4 xs[kRdPre][2];          // and residual
 #pragma unroll
   for (int s = 0; s < kRdPre; ++s) {
     const int c = lane + 32 * s;
-    const bool in = has_row && c < chunks;
-    wpre[s] = in ? __ldg(w + c) : make_uint4(0, 0, 0, 0);
-    gpre[s] = in ? __ldg(nw + c) : make_uint4(0, 0, 0, 0);
+    const bool in = c < chunks;
+    ws[s] = in ? __ldg(w + c) : make_uint4(0, 0, 0, 0);
+    gs[s] = in ? __ldg(nw + c) : make_uint4(0, 0, 0, 0);
   }
   pdl_trigger();
   pdl_wait();
   if (has_row) {
-    float4 xpre[kRdPre][2];
+    constexpr int kStage = 32 * kRdPre;  // chunks per stage (all lanes)
     float ss = 0.f;
+    for (int c0 = kStage; c0 < chunks; c0 += kStage) {  // the later stages' sums of squares (loads only)
+      load_stage(res, w, nw, c0, chunks, false, xs, ws, gs);
 #pragma unroll
-    for (int s = 0; s < kRdPre; ++s) {
-      const int c = lane + 32 * s;
-      const bool in = c < chunks;
-      xpre[s][0] = in ? res[2 * c] : make_float4(0.f, 0.f, 0.f, 0.f);
-      xpre[s][1] = in ? res[2 * c + 1] : make_float4(0.f, 0.f, 0.f, 0.f);
+      for (int s = 0; s < kRdPre; ++s) ss += sum_sq(xs[s][0], xs[s][1]);
     }
+    load_stage(res, w, nw, 0, chunks, false, xs, ws, gs);  // the first stage's residual, kept for its products
 #pragma unroll
-    for (int s = 0; s < kRdPre; ++s) ss += sum_sq(xpre[s][0], xpre[s][1]);  // zeros past the row
-    for (int c = lane + 32 * kRdPre; c < chunks; c += 32) ss += sum_sq(res[2 * c], res[2 * c + 1]);
+    for (int s = 0; s < kRdPre; ++s) ss += sum_sq(xs[s][0], xs[s][1]);  // zeros past the row
     const float rstd = rsqrtf(warp_sum(ss) / static_cast<float>(p.d) + p.eps);
     float acc = 0.f;
     uint4* out = reinterpret_cast<uint4*>(p.normed);  // row 0's warp stores the normed row
+    for (int c0 = 0; c0 < chunks; c0 += kStage) {
+      if (c0 > 0) load_stage(res, w, nw, c0, chunks, true, xs, ws, gs);
 #pragma unroll
-    for (int s = 0; s < kRdPre; ++s) {
-      const int c = lane + 32 * s;
-      if (c >= chunks) break;
-      const uint4 x = normed_dot_chunk(xpre[s][0], xpre[s][1], gpre[s], wpre[s], rstd, acc);
-      if (row == 0) out[c] = x;
-    }
-    for (int c = lane + 32 * kRdPre; c < chunks; c += 32) {
-      const uint4 x = normed_dot_chunk(res[2 * c], res[2 * c + 1], __ldg(nw + c), __ldg(w + c), rstd, acc);
-      if (row == 0) out[c] = x;
+      for (int s = 0; s < kRdPre; ++s) {
+        const int c = c0 + lane + 32 * s;
+        if (c >= chunks) break;
+        const uint4 x = normed_dot_chunk(xs[s][0], xs[s][1], gs[s], ws[s], rstd, acc);
+        if (row == 0) out[c] = x;
+      }
     }
     acc = warp_sum(acc);
     if (lane == 0) p.logits[row] = acc;
