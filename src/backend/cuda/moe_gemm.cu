@@ -12,8 +12,8 @@
 // GEMM: prefill is correct but not tensor-core fast (docs/moe.md).
 // With swiglu_out (gate|up), a warp's first kColsPerWarp / 2 rows are gate rows j.. and the others the up rows
 // n_ff + j.., so the epilogue writes silu(gate) * up: act [n_pairs, n_ff] for the down GEMM.
-// One token's down GEMM may also do the combine (MoeGemmParamsT::residual): the only barriers, a ticket per column
-// tile, and the last CTA of each tile summing the k outputs (moe_combine_tile).
+// One token's down GEMM may also do the combine (MoeGemmParamsT::residual): then a CTA takes all k picks of its
+// columns (moe_down_combine_kernel), and sums them in shared memory.
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/moe_kernels.h"
 #include "backend/cuda/storage.cuh"
@@ -49,36 +49,14 @@ __device__ __forceinline__ Raw8<T> load_act(const T* p) {
   return r;
 }
 
-// Block b's pairs (expert e) times this CTA's weight rows.
-template <class T, bool kSwiGluOut, int R, int kUnroll>
-__device__ __forceinline__ void moe_gemm_block(const MoeGemmParamsT<T>& p, int b, int e) {
-  constexpr int kBlock = kMoeBlockRows;  // stride of block_pairs
-  const int K = p.k;
-  int xoff[R];  // element offset of each pair's input row (valid pairs come first in a block)
-  int nv = 0;
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-    const int pr = p.block_pairs[static_cast<int64_t>(b) * kBlock + r];
-    nv += pr >= 0;
-    xoff[r] = pr >= 0 ? pr / p.x_div * K : 0;
-  }
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  // This warp's weight rows (-1: past the matrix).
-  int row[kColsPerWarp];
-  constexpr int kHalf = kColsPerWarp / 2;
-  const int j0 = (blockIdx.y * kWarps + warp) * (kSwiGluOut ? kHalf : kColsPerWarp);
-#pragma unroll
-  for (int c = 0; c < kColsPerWarp; ++c) {
-    if (kSwiGluOut) {
-      const int j = j0 + c % kHalf;
-      row[c] = j < p.n_out ? (c < kHalf ? j : p.n_out + j) : -1;
-    } else {
-      row[c] = j0 + c < p.n_out ? j0 + c : -1;
-    }
-  }
-  const int w_rows = kSwiGluOut ? 2 * p.n_out : p.n_out;
-  const T* wbase = p.w + static_cast<int64_t>(e) * w_rows * K;
-  float acc[R][kColsPerWarp];
+// acc[r][c] = p.x[xoff[r] .. + K) . wbase[row[c] * K ..] (K = p.k) for the first nv of R input rows (row[c] -1:
+// 0), summed over the warp (every lane gets the totals): each lane takes 8 values per 256, kUnroll steps of
+// kColsPerWarp 16-byte weight loads in flight. (p.x and p.k are read from the kernel's parameters, not held in
+// registers: the R = 1 tilings live within 64 registers.)
+template <class T, int R, int kUnroll>
+__device__ __forceinline__ void warp_dot_rows(const MoeGemmParamsT<T>& p, const int (&xoff)[R], int nv, const T* wbase,
+                                              const int (&row)[kColsPerWarp], float (&acc)[R][kColsPerWarp]) {
+  const int lane = threadIdx.x % 32, K = p.k;
 #pragma unroll
   for (int r = 0; r < R; ++r)
 #pragma unroll
@@ -115,9 +93,6 @@ __device__ __forceinline__ void moe_gemm_block(const MoeGemmParamsT<T>& p, int b
       }
     }
   }
-  int pairs[R];
-#pragma unroll
-  for (int r = 0; r < R; ++r) pairs[r] = p.block_pairs[static_cast<int64_t>(b) * kBlock + r];
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     if (r >= nv) break;
@@ -128,7 +103,46 @@ __device__ __forceinline__ void moe_gemm_block(const MoeGemmParamsT<T>& p, int b
       for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
       acc[r][c] = v;
     }
-    if (lane != 0) continue;
+  }
+}
+
+// Block b's pairs (expert e) times this CTA's weight rows.
+template <class T, bool kSwiGluOut, int R, int kUnroll>
+__device__ __forceinline__ void moe_gemm_block(const MoeGemmParamsT<T>& p, int b, int e) {
+  constexpr int kBlock = kMoeBlockRows;  // stride of block_pairs
+  const int K = p.k;
+  int xoff[R];  // element offset of each pair's input row (valid pairs come first in a block)
+  int nv = 0;
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const int pr = p.block_pairs[static_cast<int64_t>(b) * kBlock + r];
+    nv += pr >= 0;
+    xoff[r] = pr >= 0 ? pr / p.x_div * K : 0;
+  }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  // This warp's weight rows (-1: past the matrix).
+  int row[kColsPerWarp];
+  constexpr int kHalf = kColsPerWarp / 2;
+  const int j0 = (blockIdx.y * kWarps + warp) * (kSwiGluOut ? kHalf : kColsPerWarp);
+#pragma unroll
+  for (int c = 0; c < kColsPerWarp; ++c) {
+    if (kSwiGluOut) {
+      const int j = j0 + c % kHalf;
+      row[c] = j < p.n_out ? (c < kHalf ? j : p.n_out + j) : -1;
+    } else {
+      row[c] = j0 + c < p.n_out ? j0 + c : -1;
+    }
+  }
+  const int w_rows = kSwiGluOut ? 2 * p.n_out : p.n_out;
+  float acc[R][kColsPerWarp];
+  warp_dot_rows<T, R, kUnroll>(p, xoff, nv, p.w + static_cast<int64_t>(e) * w_rows * K, row, acc);
+  int pairs[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) pairs[r] = p.block_pairs[static_cast<int64_t>(b) * kBlock + r];
+  if (lane != 0) return;
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    if (r >= nv) break;
     T* y = p.y + static_cast<int64_t>(pairs[r]) * p.n_out;
     if (kSwiGluOut) {
 #pragma unroll
@@ -147,34 +161,6 @@ __device__ __forceinline__ void moe_gemm_block(const MoeGemmParamsT<T>& p, int b
   }
 }
 
-// y as the other CTAs wrote it: through L2 (ld.global.cg), never a stale L1 line.
-__device__ __forceinline__ float load_cg(const float* q) { return __ldcg(q); }
-__device__ __forceinline__ float load_cg(const bf16* q) {
-  return __bfloat162float(__ushort_as_bfloat16(__ldcg(reinterpret_cast<const unsigned short*>(q))));
-}
-
-// The fused combine of one token (MoeGemmParamsT::residual): every CTA of column tile blockIdx.y takes a ticket
-// after its y stores (blocks without pairs too, so the count does not depend on the routing); the last one adds
-// the tile's weighted sums into the residual and resets the ticket for the next launch.
-template <class T>
-__device__ __forceinline__ void moe_combine_tile(const MoeGemmParamsT<T>& p) {
-  __threadfence();  // this CTA's y stores (lane 0 of each warp) reach L2 before its ticket
-  __syncthreads();
-  int last = 0;
-  if (threadIdx.x == 0) {
-    last = atomicAdd(p.tile_count + blockIdx.y, 1) == static_cast<int>(gridDim.x) - 1;
-    if (last) p.tile_count[blockIdx.y] = 0;  // every other CTA of the tile has taken its ticket
-  }
-  if (!__syncthreads_or(last)) return;  // the broadcast without shared memory (the kernel has none)
-  __threadfence();
-  const int c = blockIdx.y * kColsPerCta + static_cast<int>(threadIdx.x);
-  if (threadIdx.x >= kColsPerCta || c >= p.n_out) return;
-  float a = 0.f;
-  for (int j = 0; j < p.n_pairs; ++j)  // rank order, as moe_combine_kernel
-    a = fmaf(p.pick_w[j], load_cg(p.y + static_cast<int64_t>(j) * p.n_out + c), a);
-  p.residual[c] += a;
-}
-
 template <class T, bool kSwiGluOut, int R, int kUnroll>
 __global__ void __launch_bounds__(kWarps * 32, R == 1 ? 4 : 2) moe_gemm_kernel(MoeGemmParamsT<T> p) {
   pdl_wait();
@@ -182,7 +168,62 @@ __global__ void __launch_bounds__(kWarps * 32, R == 1 ? 4 : 2) moe_gemm_kernel(M
   const int b = blockIdx.x;
   const int e = p.block_expert[b];
   if (e >= 0) moe_gemm_block<T, kSwiGluOut, R, kUnroll>(p, b, e);
-  if (!kSwiGluOut && R == 1 && p.residual) moe_combine_tile(p);
+}
+
+// One token's down GEMM with the combine (MoeGemmParamsT::residual). A CTA takes every pick for its columns, so
+// the k expert outputs of a column meet in one CTA (shared memory) and are summed there in rank order: no ticket
+// between CTAs, no second pass through L2. Warp w computes the blocks w % slots, w % slots + slots, ... (one pick
+// each) for column group w / slots of kColsPerWarp columns; slots = the smallest power of two >= min(n_pairs,
+// kWarps), so a CTA has kWarps / slots column groups (Qwen3-30B-A3B, top-8: 4 columns, a warp per pick; Mixtral,
+// top-2: 16 columns, 4 warps per pick) and the grid as many warps as the unfused launch's.
+constexpr int kMaxCombinePairs = 32;
+
+int combine_slots(int n_pairs) {
+  int s = 1;
+  while (s < n_pairs && s < kWarps) s *= 2;
+  return s;
+}
+
+template <class T, int kUnroll>
+__global__ void __launch_bounds__(kWarps * 32, 4) moe_down_combine_kernel(MoeGemmParamsT<T> p, int slots) {
+  __shared__ float ys[kMaxCombinePairs][kColsPerCta];  // [pair, column of the CTA] the outputs as y holds them
+  pdl_wait();
+  pdl_trigger();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int cols = kWarps / slots * kColsPerWarp;  // columns of this CTA
+  const int g = warp / slots;                      // this warp's column group
+  const int n0 = blockIdx.x * cols;
+  for (int i = threadIdx.x; i < kMaxCombinePairs * kColsPerCta; i += blockDim.x) (&ys[0][0])[i] = 0.f;
+  __syncthreads();
+  int row[kColsPerWarp];
+#pragma unroll
+  for (int c = 0; c < kColsPerWarp; ++c) {
+    const int n = n0 + g * kColsPerWarp + c;
+    row[c] = n < p.n_out ? n : -1;
+  }
+  for (int b = warp % slots; b < p.max_blocks; b += slots) {
+    const int e = p.block_expert[b];
+    const int pair = p.block_pairs[static_cast<int64_t>(b) * kMoeBlockRows];
+    if (e < 0 || pair < 0 || pair >= p.n_pairs) continue;  // the same for the whole warp
+    const int xoff[1] = {pair / p.x_div * p.k};
+    float acc[1][kColsPerWarp];
+    warp_dot_rows<T, 1, kUnroll>(p, xoff, 1, p.w + static_cast<int64_t>(e) * p.n_out * p.k, row, acc);
+    if (lane != 0) continue;
+    T* y = p.y + static_cast<int64_t>(pair) * p.n_out;
+#pragma unroll
+    for (int c = 0; c < kColsPerWarp; ++c) {
+      if (row[c] < 0) continue;
+      const T v = from_f32<T>(acc[0][c]);
+      y[row[c]] = v;
+      ys[pair][g * kColsPerWarp + c] = to_f32(v);
+    }
+  }
+  __syncthreads();
+  const int t = threadIdx.x;
+  if (t >= cols || n0 + t >= p.n_out) return;
+  float a = 0.f;
+  for (int j = 0; j < p.n_pairs; ++j) a = fmaf(p.pick_w[j], ys[j][t], a);  // rank order, as moe_combine_kernel
+  p.residual[n0 + t] += a;
 }
 
 // One thread per (token, column): grid (n_tokens, column tiles of kCombineThreads). A decode step has a single
@@ -227,6 +268,12 @@ __global__ void moe_gather_kernel(const T* x, const int32_t* packed_pair, int x_
   for (int c = threadIdx.x; c < n; c += blockDim.x) dst[c] = src[c];
 }
 
+// Column tiles (grid y) of launch_moe_gemm for n_out outputs.
+int moe_gemm_col_tiles(int n_out, bool swiglu_out) {
+  const int per_cta = swiglu_out ? kColsPerCta / 2 : kColsPerCta;
+  return (n_out + per_cta - 1) / per_cta;
+}
+
 }  // namespace
 
 template <class T>
@@ -237,20 +284,22 @@ cudaError_t launch_moe_gather(const T* x, const int32_t* packed_pair, int x_div,
   return launch_pdl(moe_gather_kernel<T>, dim3(n_rows), dim3(256), 0, stream, x, packed_pair, x_div, n, out);
 }
 
-int moe_gemm_col_tiles(int n_out, bool swiglu_out) {
-  const int per_cta = swiglu_out ? kColsPerCta / 2 : kColsPerCta;
-  return (n_out + per_cta - 1) / per_cta;
-}
 
 template <class T>
 cudaError_t launch_moe_gemm(const MoeGemmParamsT<T>& p, cudaStream_t stream) {
   if (p.max_blocks <= 0 || p.n_out <= 0) return cudaSuccess;
   if (p.k <= 0 || p.k % 8 != 0 || p.x_div <= 0) return cudaErrorInvalidValue;
-  if (p.residual && (p.swiglu_out || !p.one_pair_per_block || !p.pick_w || !p.tile_count || p.n_pairs <= 0))
-    return cudaErrorInvalidValue;
+  const dim3 block(kWarps * 32);
+  if (p.residual) {
+    if (p.swiglu_out || !p.one_pair_per_block || !p.pick_w || p.n_pairs <= 0 || p.n_pairs > kMaxCombinePairs)
+      return cudaErrorInvalidValue;
+    const int slots = combine_slots(p.n_pairs), cols = kWarps / slots * kColsPerWarp;
+    return launch_pdl_decode(moe_down_combine_kernel<T, 2>, dim3((p.n_out + cols - 1) / cols), block, 0, stream, p,
+                             slots);
+  }
   const int tiles = moe_gemm_col_tiles(p.n_out, p.swiglu_out);
   if (tiles > 65535) return cudaErrorInvalidValue;
-  const dim3 grid(p.max_blocks, tiles), block(kWarps * 32);
+  const dim3 grid(p.max_blocks, tiles);
   if (p.one_pair_per_block)
     return p.swiglu_out ? launch_pdl_decode(moe_gemm_kernel<T, true, 1, 2>, grid, block, 0, stream, p)
                         : launch_pdl_decode(moe_gemm_kernel<T, false, 1, 2>, grid, block, 0, stream, p);

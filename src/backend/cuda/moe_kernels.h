@@ -111,16 +111,13 @@ struct MoeGemmParamsT {
   bool swiglu_out = false;
   bool one_pair_per_block = false;  // true only when no block holds two pairs (one token: its experts differ)
   // Combine fused into the down GEMM of one token without a shared expert (residual set; needs one_pair_per_block,
-  // not swiglu_out): residual[n] += sum_{j < n_pairs} pick_w[j] y[j, n] in rank order (launch_moe_combine's sums,
-  // bit for bit), by the last CTA of each column tile to finish (a ticket in tile_count, which must be zero before
-  // the launch and is left zero). Saves the combine's launch per layer in single-stream decode.
+  // not swiglu_out, n_pairs <= 32): residual[n] += sum_{j < n_pairs} pick_w[j] y[j, n] in rank order
+  // (launch_moe_combine's sums, bit for bit; y is written too), each CTA taking every pick of its columns. Saves
+  // the combine's launch per layer in single-stream decode.
   float* residual = nullptr;          // [n_out] fp32 residual stream, or null (no fused combine)
   const float* pick_w = nullptr;      // [n_pairs]
-  int32_t* tile_count = nullptr;      // [moe_gemm_col_tiles(n_out, false)]
   int n_pairs = 0;
 };
-// Column tiles (grid y) of launch_moe_gemm for n_out outputs: the size of a fused combine's tile_count.
-int moe_gemm_col_tiles(int n_out, bool swiglu_out);
 template <class T>
 cudaError_t launch_moe_gemm(const MoeGemmParamsT<T>& p, cudaStream_t stream);
 

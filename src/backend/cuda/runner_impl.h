@@ -267,7 +267,6 @@ class CudaRunner final : public CudaModelRunner {
   DeviceBuffer moe_pairs_;  // [NB, kMoeBlockRows] int32 pairs of each block
   DeviceBuffer moe_act_;    // [P, n_ff_exp] swiglu of the experts' gate|up outputs
   DeviceBuffer moe_y_;      // [P, n_embd] expert outputs (grouped path: packed by expert; first its packed inputs)
-  DeviceBuffer moe_tiles_;  // [moe_gemm_col_tiles(n_embd)] int32 fused-combine tickets, zeroed once (left 0)
   DeviceBuffer moe_ticket_; // [1] int32 launch_moe_router_decode's ticket, zeroed once (left 0)
   // The grouped path (max_tokens >= kMoeGroupedMinTokens only):
   DeviceBuffer moe_gu_;     // [P, 2 n_ff_exp] gate|up outputs, packed by expert

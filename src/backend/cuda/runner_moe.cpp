@@ -100,8 +100,6 @@ Status CudaRunner::alloc_moe_workspace() {
   MOPT_TRY(moe_pairs_.alloc(nb * kMoeBlockRows * 4, "MoE routing"));
   MOPT_TRY(moe_act_.alloc(P * c.n_ff_exp * es_, "MoE activations"));
   MOPT_TRY(moe_y_.alloc(P * c.n_embd * es_, "MoE activations"));
-  MOPT_TRY(moe_tiles_.alloc(static_cast<size_t>(moe_gemm_col_tiles(c.n_embd, false)) * 4, "MoE routing"));
-  MOPT_CUDA_TRY(cudaMemsetAsync(moe_tiles_.as<void>(), 0, moe_tiles_.bytes(), stream_));
   MOPT_TRY(moe_ticket_.alloc(4, "MoE routing"));
   MOPT_CUDA_TRY(cudaMemsetAsync(moe_ticket_.as<void>(), 0, moe_ticket_.bytes(), stream_));
   if (max_tokens_ >= kMoeGroupedMinTokens) {  // the grouped path's packed rows
@@ -232,7 +230,6 @@ Status CudaRunner::enqueue_moe_experts(int l, int T, float* resid) {
   if (fused_combine) {
     gp.residual = resid;
     gp.pick_w = moe_w_.as<float>();
-    gp.tile_count = moe_tiles_.as<int32_t>();
     gp.n_pairs = P;
   }
   MOPT_CUDA_TRY(launch_moe_gemm(gp, stream_));

@@ -14,6 +14,7 @@
 //   - the comparison can fail: the CPU runner with one expert fewer per token is more than 2e-4 away.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -128,12 +129,14 @@ TEST(CudaMoe, RouteKernelPicksTheCpuExperts) {
 }
 
 // The combine fused into one token's down GEMM (MoeGemmParamsT::residual) against launch_moe_gemm then
-// launch_moe_combine: the same residual bit for bit (the same sums in the same order), twice in a row (the tickets
-// are left zero for the next launch); n_out 200 ends in a partial column tile, and one block has no pair.
+// launch_moe_combine: the same residual bit for bit (the same sums in the same order) and the same y, twice in a
+// row; top-1 to top-10 (a warp per pick and 4 columns per CTA at 8, several picks per warp above, 4 warps per pick
+// at 2, an idle warp per column group at 3); n_out 202 ends in a partial CTA of columns, the blocks come in expert
+// id order (as launch_moe_align places them, not in rank order) and one block has no pair.
 template <class T>
-void fused_combine_matches(uint32_t seed) {
+void fused_combine_matches(uint32_t seed, int k) {
   using H = cudatest::host_t<T>;
-  constexpr int E = 16, k = 4, K = 96, N = 200;
+  constexpr int E = 16, K = 96, N = 202;
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
   auto random = [&](size_t n) {
@@ -141,19 +144,27 @@ void fused_combine_matches(uint32_t seed) {
     for (H& x : v) x = cudatest::Storage<T>::from(u(rng));
     return v;
   };
-  const int nb = cuda::moe_max_blocks(k, E);  // k + 1 blocks: the last one empty
+  const int nb = cuda::moe_max_blocks(k, E);  // more than k blocks: the last ones empty
   std::vector<int32_t> blk(static_cast<size_t>(nb), -1), pairs(static_cast<size_t>(nb) * cuda::kMoeBlockRows, -1);
-  const int picks[k] = {7, 3, 12, 1};  // rank j's expert; blocks in expert id order: 1, 3, 7, 12
-  const int order[k] = {3, 1, 0, 2};   // the rank of each block
+  std::vector<int> experts(E);
+  for (int e = 0; e < E; ++e) experts[static_cast<size_t>(e)] = e;
+  std::shuffle(experts.begin(), experts.end(), rng);  // rank j's expert: experts[j]
+  std::vector<int> by_expert(static_cast<size_t>(k));  // the ranks in expert id order: the blocks
+  for (int j = 0; j < k; ++j) by_expert[static_cast<size_t>(j)] = j;
+  std::sort(by_expert.begin(), by_expert.end(), [&](int a, int b) {
+    return experts[static_cast<size_t>(a)] < experts[static_cast<size_t>(b)];
+  });
   for (int b = 0; b < k; ++b) {
-    blk[static_cast<size_t>(b)] = picks[order[b]];
-    pairs[static_cast<size_t>(b) * cuda::kMoeBlockRows] = order[b];
+    const int j = by_expert[static_cast<size_t>(b)];
+    blk[static_cast<size_t>(b)] = experts[static_cast<size_t>(j)];
+    pairs[static_cast<size_t>(b) * cuda::kMoeBlockRows] = j;
   }
-  std::vector<float> pick_w = {0.4f, 0.3f, 0.2f, 0.1f}, resid0(static_cast<size_t>(N));
+  std::vector<float> pick_w(static_cast<size_t>(k)), resid0(static_cast<size_t>(N));
+  for (float& v : pick_w) v = 0.5f + 0.5f * u(rng);
   for (float& v : resid0) v = u(rng);
   cudatest::DevVec<H> x(random(static_cast<size_t>(k) * K)), w(random(static_cast<size_t>(E) * N * K)),
       y(static_cast<size_t>(k) * N), y2(static_cast<size_t>(k) * N);
-  cudatest::DevVec<int32_t> dblk(blk), dpairs(pairs), tiles(std::vector<int32_t>(64, 0));
+  cudatest::DevVec<int32_t> dblk(blk), dpairs(pairs);
   cudatest::DevVec<float> dw(pick_w), want(resid0), got(resid0);
   cuda::MoeGemmParamsT<T> gp{.x = reinterpret_cast<const T*>(x.get()), .w = reinterpret_cast<const T*>(w.get()),
                              .y = reinterpret_cast<T*>(y.get()), .block_expert = dblk.get(),
@@ -165,9 +176,7 @@ void fused_combine_matches(uint32_t seed) {
   fp.y = reinterpret_cast<T*>(y2.get());
   fp.residual = got.get();
   fp.pick_w = dw.get();
-  fp.tile_count = tiles.get();
   fp.n_pairs = k;
-  ASSERT_LE(cuda::moe_gemm_col_tiles(N, false), 64);
   for (int rep = 0; rep < 2; ++rep) {
     CUDA_OK(cuda::launch_moe_gemm(gp, nullptr));
     CUDA_OK(cuda::launch_moe_combine(cp, nullptr));
@@ -178,25 +187,31 @@ void fused_combine_matches(uint32_t seed) {
     EXPECT_EQ(diff, 0) << "launch " << rep << ": columns whose residual differs";
     EXPECT_NE(a[0], resid0[0]);  // something was added
   }
-  for (int32_t t : tiles.download()) EXPECT_EQ(t, 0);
-  // Refused: a fused combine on the gate|up GEMM or on blocks of several pairs.
+  EXPECT_EQ(y2.download(), y.download());  // y is written too
+  // Refused: a fused combine on the gate|up GEMM, on blocks of several pairs, of more than 32 picks.
   cuda::MoeGemmParamsT<T> bad = fp;
   bad.one_pair_per_block = false;
   EXPECT_EQ(cuda::launch_moe_gemm(bad, nullptr), cudaErrorInvalidValue);
   bad = fp;
   bad.swiglu_out = true;
   EXPECT_EQ(cuda::launch_moe_gemm(bad, nullptr), cudaErrorInvalidValue);
+  bad = fp;
+  bad.n_pairs = 33;
+  EXPECT_EQ(cuda::launch_moe_gemm(bad, nullptr), cudaErrorInvalidValue);
 }
 
 TEST(CudaMoe, DownGemmFusedCombineMatchesTheCombineKernel) {
   SKIP_WITHOUT_GPU();
-  {
-    SCOPED_TRACE("float32");
-    fused_combine_matches<float>(5);
-  }
-  {
-    SCOPED_TRACE("bf16");
-    fused_combine_matches<cuda::bf16>(6);
+  for (const int k : {1, 2, 3, 4, 8, 10}) {
+    SCOPED_TRACE(testing::Message() << "top-" << k);
+    {
+      SCOPED_TRACE("float32");
+      fused_combine_matches<float>(5, k);
+    }
+    {
+      SCOPED_TRACE("bf16");
+      fused_combine_matches<cuda::bf16>(6, k);
+    }
   }
 }
 
@@ -330,8 +345,7 @@ TEST(CudaMoe, OneTokenRoutingLaunchFeedsTheExpertGemms) {
       wb(static_cast<size_t>(k));
   cudatest::DevVec<int32_t> pa(static_cast<size_t>(k)), pb(static_cast<size_t>(k)), blk_a(static_cast<size_t>(nb)),
       blk_b(static_cast<size_t>(nb)), pairs_a(static_cast<size_t>(nb) * cuda::kMoeBlockRows),
-      pairs_b(static_cast<size_t>(nb) * cuda::kMoeBlockRows), ticket(std::vector<int32_t>{0}),
-      tiles(std::vector<int32_t>(static_cast<size_t>(cuda::moe_gemm_col_tiles(d, false)), 0));
+      pairs_b(static_cast<size_t>(nb) * cuda::kMoeBlockRows), ticket(std::vector<int32_t>{0});
   // The fused path: one routing launch, the GEMMs over k blocks.
   const cuda::MoeRouteParams route_a{.logits = logits.get(), .pick = pa.get(), .pick_w = wa.get(), .n_tokens = 1,
                                      .ld = E, .n_expert = E, .k = k, .norm_topk = true};
@@ -350,7 +364,7 @@ TEST(CudaMoe, OneTokenRoutingLaunchFeedsTheExpertGemms) {
                                   .y = cudatest::dev_mut<bf16>(ya), .block_expert = blk_a.get(),
                                   .block_pairs = pairs_a.get(), .max_blocks = k, .n_out = d, .k = ff,
                                   .one_pair_per_block = true, .residual = ra.get(), .pick_w = wa.get(),
-                                  .tile_count = tiles.get(), .n_pairs = k};
+                                  .n_pairs = k};
   CUDA_OK(cuda::launch_moe_gemm(dn_a, nullptr));
   // The general chain on the same logits.
   const cuda::RmsNormParamsT<bf16> np{.residual = rb.get(), .weight = cudatest::dev<bf16>(dnw),
@@ -394,7 +408,6 @@ TEST(CudaMoe, OneTokenRoutingLaunchFeedsTheExpertGemms) {
     EXPECT_EQ(same, d) << "residual values that differ with the same normed row";
   }
   EXPECT_EQ(ticket.download()[0], 0);
-  for (int32_t t : tiles.download()) EXPECT_EQ(t, 0);
 }
 
 // transformers' float32 logits of kRefTokens for config `name` (scripts/moe_reference_gpu.sh), [24, n_vocab].
