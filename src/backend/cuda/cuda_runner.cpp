@@ -125,6 +125,7 @@ Result<std::unique_ptr<CudaRunner>> CudaRunner::create(const Model& model, const
   r->fp8_fused_quant_ = extras.fp8_fused_quant;
   MOPT_CUDA_TRY(cudaStreamCreateWithFlags(&r->stream_, cudaStreamNonBlocking));
   MOPT_TRY(r->gemm_.init());
+  r->gemm_.fp8_fast_accum = extras.fp8_fast_accum;
   r->max_tokens_ = std::max(opts.max_batch_tokens, opts.max_seqs);
   r->logit_rows_ = opts.max_seqs;
 

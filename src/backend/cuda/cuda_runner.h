@@ -58,6 +58,9 @@ struct CudaRunnerExtras {
   // activations (no separate quantizer launch for qkv, gate|up and down; o keeps one). False: a quantizer launch
   // before every FP8 GEMM. Same bytes either way (CudaModelRunner::set_fp8_fused_quant switches it later).
   bool fp8_fused_quant = true;
+  // FP8 GEMMs of more than 8 rows with cuBLASLt's fast accumulation (Gemm::fp8_fast_accum: no periodic promotion
+  // of partial sums to fp32; faster where compute-bound, less accurate). Off by default; benchmarks compare.
+  bool fp8_fast_accum = false;
 };
 
 // GPU time of one eager step per kernel class (CudaModelRunner::profile_step), summed over layers.

@@ -87,6 +87,11 @@ class Gemm {
   // false: plan kTensorScaled even where cuBLASLt has outer-vector scaling (tests, comparisons). Set before the
   // first fp8_ready().
   bool fp8_outer_vec = true;
+  // true: CUBLASLT_MATMUL_DESC_FAST_ACCUM on the FP8 plans: the tensor cores' partial sums (about 14 significant
+  // bits) are not promoted to fp32 every few k-steps, faster where the GEMM is compute-bound, less accurate over
+  // long k (vLLM's CUTLASS FP8 kernels on sm_90 run this way). Off by default; CudaRunnerExtras::fp8_fast_accum.
+  // Set before the first fp8_ready().
+  bool fp8_fast_accum = false;
 
   // Fused plans tuned so far for m rows, each with its skinny variants ranked by their isolated (cold-L2) time,
   // fastest first, at most n_best of them: the candidates CudaRunner re-times inside the decode step it is part

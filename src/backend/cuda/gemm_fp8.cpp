@@ -66,6 +66,10 @@ Result<bool> Gemm::fp8_plan_path(Fp8Plan& plan, Fp8Path path, int m, int n, int 
     MOPT_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof(mode)));
     MOPT_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof(mode)));
   }
+  if (fp8_fast_accum) {
+    const int8_t on = 1;
+    MOPT_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &on, sizeof(on)));
+  }
   // kTensorScaled leaves the A / B scale pointers unset: unit scales (D = alpha A B with alpha = 1).
   // 256-byte operands: cuBLASLt's default alignment, which run_fp8 requires.
   constexpr int kMaxCandidates = 8;
@@ -206,8 +210,8 @@ std::string Gemm::describe_fp8() const {
     const std::string t = plan->tuned_us > 0.f
                               ? strfmt("%8.1f us %7.0f GB/s", plan->tuned_us, bytes / (plan->tuned_us * 1e3))
                               : std::string(25, ' ');
-    out += strfmt("  fp8 gemm m=%-4d n=%-6d k=%-5d %s  %s%s\n", m, n, k, t.c_str(), fp8_path_text(plan->path),
-                  bias ? ", bias" : "");
+    out += strfmt("  fp8 gemm m=%-4d n=%-6d k=%-5d %s  %s%s%s\n", m, n, k, t.c_str(), fp8_path_text(plan->path),
+                  bias ? ", bias" : "", fp8_fast_accum ? ", fast accumulation" : "");
   }
   return out;
 }
