@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -75,7 +76,7 @@ class Gemm {
   // fp8_ready() plans the shape (outside stream capture on first use) and says whether either way has an
   // algorithm on this GPU (false: the caller dequantizes the weights instead); run_fp8() needs a ready shape.
   // For m <= autotune_max_m the first run_fp8() outside capture times cuBLASLt's candidates on the real operands
-  // (y is written by the call itself afterwards). k a multiple of 16, xq, wq and y 256-byte aligned (as cudaMalloc
+  // with a cold L2 (time_cold_l2; y is written by the call itself afterwards). k a multiple of 16, xq, wq and y 256-byte aligned (as cudaMalloc
   // returns them), y [m, n] not aliasing the inputs. defer_scales (no bias): on the kTensorScaled way, y is left unscaled (D_raw) for the
   // kernel that reads it to apply xs[i] ws[j] (SwiGluParamsT's scales); on kOuterVec it changes nothing.
   enum class Fp8Path : int { kNone = 0, kOuterVec = 1, kTensorScaled = 2 };
@@ -168,6 +169,10 @@ class Gemm {
     std::vector<std::pair<float, int>> ranked;  // (isolated us, variant) of every variant, fastest first
   };
   Result<int> fused_variant(const SkinnyGemmParams& p, cudaStream_t stream);
+  // Cold-L2 times (us) of n candidates, launch(c) enqueueing candidate c on stream (gemm.cpp: chains of (L2
+  // sweep, launch) pairs less the sweeps alone, median over rounds). A candidate whose launch fails gets +inf.
+  Result<std::vector<float>> time_cold_l2(int n, const std::function<cudaError_t(int)>& launch,
+                                          cudaStream_t stream);
   std::map<FusedKey, FusedPlan> fused_plans_;
   void* scratch_ = nullptr;  // tuning output of kAddResidual calls
   size_t scratch_bytes_ = 0;
