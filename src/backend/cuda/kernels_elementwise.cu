@@ -65,16 +65,37 @@ __global__ void rmsnorm_kernel(RmsNormParamsT<T> p) {
   float* res = p.residual + i * p.n;
   const T* add = p.add ? p.add + i * p.n : nullptr;
   const float add_rs = add && p.add_row_scale ? p.add_row_scale[i] : 0.f;
+  // Elements j = threadIdx.x + u blockDim.x in order of u (so the sum of squares adds in the same order for
+  // any unroll), kNormUnroll at a time, their loads issued before their stores: the compiler may not move a load
+  // of `res` or `add` above a store to `res`, so one element per step waits for a DRAM round trip per step, which
+  // a decode batch (one CTA per row, few rows) does not hide.
+  constexpr int kNormUnroll = 4;
+  const int stride = static_cast<int>(blockDim.x);
   float ss = 0.f;
-  for (int j = threadIdx.x; j < p.n; j += blockDim.x) {
-    float v = res[j];
-    if (add) {
-      float a = to_f32(add[j]);
-      if (p.add_row_scale) a *= add_rs * p.add_col_scale[j];  // an FP8 GEMM's scales, epilogue order
-      v += a;
-      res[j] = v;
+  for (int j0 = threadIdx.x; j0 < p.n; j0 += kNormUnroll * stride) {
+    float v[kNormUnroll], a[kNormUnroll], cs[kNormUnroll];
+#pragma unroll
+    for (int u = 0; u < kNormUnroll; ++u) {
+      const int j = j0 + u * stride;
+      v[u] = a[u] = 0.f;
+      cs[u] = 1.f;
+      if (j < p.n) {
+        v[u] = res[j];
+        if (add) a[u] = to_f32(add[j]);
+        if (add && p.add_row_scale) cs[u] = p.add_col_scale[j];
+      }
     }
-    ss += v * v;
+#pragma unroll
+    for (int u = 0; u < kNormUnroll; ++u) {
+      const int j = j0 + u * stride;
+      if (j >= p.n) break;
+      if (add) {
+        if (p.add_row_scale) a[u] *= add_rs * cs[u];  // an FP8 GEMM's scales, epilogue order
+        v[u] += a[u];
+        res[j] = v[u];
+      }
+      ss += v[u] * v[u];
+    }
   }
   const float rstd = rsqrtf(block_sum(ss) / static_cast<float>(p.n) + p.eps);
   T* out = p.out ? p.out + static_cast<int64_t>(r) * p.n : nullptr;
