@@ -76,8 +76,8 @@ class Gemm {
   // fp8_ready() plans the shape (outside stream capture on first use) and says whether either way has an
   // algorithm on this GPU (false: the caller dequantizes the weights instead); run_fp8() needs a ready shape.
   // For m <= autotune_max_m the first run_fp8() outside capture times cuBLASLt's candidates on the real operands
-  // with a cold L2 (time_cold_l2; y is written by the call itself afterwards). k a multiple of 16, xq, wq and y 256-byte aligned (as cudaMalloc
-  // returns them), y [m, n] not aliasing the inputs. defer_scales (no bias): on the kTensorScaled way, y is left unscaled (D_raw) for the
+  // with a cold L2 (time_cold_l2; y is written by the call itself afterwards). k a multiple of 16, xq, wq and y
+  // 256-byte aligned (as cudaMalloc returns them), y [m, n] not aliasing the inputs. defer_scales (no bias): on the kTensorScaled way, y is left unscaled (D_raw) for the
   // kernel that reads it to apply xs[i] ws[j] (SwiGluParamsT's scales); on kOuterVec it changes nothing.
   enum class Fp8Path : int { kNone = 0, kOuterVec = 1, kTensorScaled = 2 };
   Result<bool> fp8_ready(int m, int n, int k, bool has_bias, cudaStream_t stream);
