@@ -13,13 +13,16 @@
 //     single-stream graph launches: time against KV bytes / copy bandwidth.
 // Usage: bench_gpu_decode [--layers N] [--decode-steps N] [--json PATH] [--profile-window] [--attn-sweep]
 //                         [--single-only [--recaptures N] [--fresh N]] [--kv-cache-dtype bf16|fp8]
-//                         [--weights FORMAT] [--shape NAME]
+//                         [--weights FORMAT] [--fp8-quant fused|separate] [--fp8-fast-accum] [--shape NAME]
 // --shape llama-3.1-8b|qwen3-30b-a3b|mixtral-8x7b (gpu_shapes.h): the model shape; MoE shapes stop after the
 // 64-sequence figures and print their own summary (decode rooflines from the experts a step's tokens use).
 // --kv-cache-dtype fp8: every runner and the attention-alone timings use the fp8 (E4M3) KV cache; KV byte counts
 // (floors, the attention's fraction of copy bandwidth) count 1 byte per element.
 // --weights bf16|fp8|int8|int4|q8_0|q4_0|q4_k|q6_k: the linear layers' format (random bf16 weights quantized on the
 // GPU; gpu_weights.h); every roofline and floor then uses that format's weight bytes. Absent: bf16, as before.
+// --fp8-quant fused|separate: FP8 GEMM inputs quantized by the RMSNorm / SwiGLU kernels (the default) or by a
+// quantizer launch before every FP8 GEMM (CudaRunnerExtras::fp8_fused_quant; the two compared run by run).
+// --fp8-fast-accum: FP8 GEMMs with cuBLASLt's fast accumulation (CudaRunnerExtras::fp8_fast_accum).
 // --profile-window: after the single-stream warm-up, run 2 greedy decode steps between cudaProfilerStart/Stop and
 // exit (for `ncu --profile-from-start off ...`: per-kernel times and DRAM bytes of real decode steps).
 // --attn-sweep: the decode attention kernel alone for one token over contexts x minimum split slices, then exit.
@@ -264,6 +267,7 @@ int main(int argc, char** argv) {
   const char* shape_name = "llama-3.1-8b";
   std::string json_path;
   bool profile_window = false, attn_sweep = false, single_only = false, attn_large_sweep = false;
+  bool fp8_fused_quant = CudaRunnerExtras{}.fp8_fused_quant, fp8_fast_accum = false;
   const char* weights_name = nullptr;  // --weights (absent: bf16, output unchanged)
   DType weights = DType::BF16;
   for (int i = 1; i < argc; ++i) {
@@ -280,6 +284,10 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--kv-cache-dtype") && i + 1 < argc &&
              (!std::strcmp(argv[i + 1], "bf16") || !std::strcmp(argv[i + 1], "fp8")))
       g_kv_fp8 = !std::strcmp(argv[++i], "fp8");
+    else if (!std::strcmp(argv[i], "--fp8-quant") && i + 1 < argc &&
+             (!std::strcmp(argv[i + 1], "fused") || !std::strcmp(argv[i + 1], "separate")))
+      fp8_fused_quant = !std::strcmp(argv[++i], "fused");
+    else if (!std::strcmp(argv[i], "--fp8-fast-accum")) fp8_fast_accum = true;
     else if (!std::strcmp(argv[i], "--weights") && i + 1 < argc) {
       weights_name = argv[++i];
       const std::optional<DType> t = bench::gpu_weights_dtype(weights_name);
@@ -292,7 +300,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: %s [--layers N] [--decode-steps N] [--json PATH] [--profile-window] [--attn-sweep] "
                    "[--single-only] [--recaptures N] [--fresh N] [--kv-cache-dtype bf16|fp8] [--attn-large-sweep] "
-                   "[--weights FORMAT] [--shape %s]\n",
+                   "[--weights FORMAT] [--fp8-quant fused|separate] [--fp8-fast-accum] [--shape %s]\n",
                    argv[0], bench::kGpuShapeChoices);
       return 2;
     }
@@ -365,6 +373,8 @@ int main(int argc, char** argv) {
   CudaRunnerExtras extras;
   extras.random_weights = true;
   extras.random_weight_dtype = weights;
+  extras.fp8_fused_quant = fp8_fused_quant;
+  extras.fp8_fast_accum = fp8_fast_accum;
   const double t_load = now_s();
   auto rr = create_cuda_runner(model, opts, extras);
   check(rr.status(), "create runner");

@@ -122,8 +122,10 @@ Result<std::unique_ptr<CudaRunner>> CudaRunner::create(const Model& model, const
   r->l2_prefetch_o_ = extras.l2_prefetch != Pf::kNone ? kL2PrefetchBytes : 0;
   r->l2_prefetch_other_ = extras.l2_prefetch == Pf::kAll ? kL2PrefetchBytes : 0;
   r->refine_graph_plans_ = extras.refine_graph_plans;
+  r->fp8_fused_quant_ = extras.fp8_fused_quant;
   MOPT_CUDA_TRY(cudaStreamCreateWithFlags(&r->stream_, cudaStreamNonBlocking));
   MOPT_TRY(r->gemm_.init());
+  r->gemm_.fp8_fast_accum = extras.fp8_fast_accum;
   r->max_tokens_ = std::max(opts.max_batch_tokens, opts.max_seqs);
   r->logit_rows_ = opts.max_seqs;
 

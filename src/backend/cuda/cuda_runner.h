@@ -53,6 +53,14 @@ struct CudaRunnerExtras {
   // there), on the general path (no fused decode, whose residual epilogues would need the sums first). Tests
   // compare it with the plain path; NCCL (libnccl.so.2) must be loadable.
   bool nccl_all_reduce = false;
+  // FP8 weights, steps of more than 8 rows (prefill, decode batches): the RMSNorm and SwiGLU kernels write the
+  // E4M3 input rows of the FP8 GEMMs after them and their per-token scales, in the pass that computes the
+  // activations (no separate quantizer launch for qkv, gate|up and down; o keeps one). False: a quantizer launch
+  // before every FP8 GEMM. Same bytes either way (CudaModelRunner::set_fp8_fused_quant switches it later).
+  bool fp8_fused_quant = true;
+  // FP8 GEMMs of more than 8 rows with cuBLASLt's fast accumulation (Gemm::fp8_fast_accum: no periodic promotion
+  // of partial sums to fp32; faster where compute-bound, less accurate). Off by default; benchmarks compare.
+  bool fp8_fast_accum = false;
 };
 
 // GPU time of one eager step per kernel class (CudaModelRunner::profile_step), summed over layers.
@@ -110,6 +118,10 @@ class CudaModelRunner : public ModelRunner {
   // kept) and turns CUDA graphs on or off for later steps (off: as --enforce-eager). Benchmarks use it to compare
   // graph instances and eager steps within one process.
   virtual Status reset_graphs(bool use_graphs) = 0;
+  // CudaRunnerExtras::fp8_fused_quant for later steps; destroys the captured decode graphs as reset_graphs does
+  // (GEMM plans are kept, graphs stay on or off). Tests compare the two ways bit for bit on the same GEMM plans;
+  // benchmarks time them in one process.
+  virtual Status set_fp8_fused_quant(bool on) = 0;
 };
 
 // ok when the CUDA backend can run here: libmopt_cuda.so loaded (or linked in) and a usable GPU present; else why

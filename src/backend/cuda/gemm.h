@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -75,8 +76,8 @@ class Gemm {
   // fp8_ready() plans the shape (outside stream capture on first use) and says whether either way has an
   // algorithm on this GPU (false: the caller dequantizes the weights instead); run_fp8() needs a ready shape.
   // For m <= autotune_max_m the first run_fp8() outside capture times cuBLASLt's candidates on the real operands
-  // (y is written by the call itself afterwards). k a multiple of 16, xq, wq and y 256-byte aligned (as cudaMalloc
-  // returns them), y [m, n] not aliasing the inputs. defer_scales (no bias): on the kTensorScaled way, y is left unscaled (D_raw) for the
+  // with a cold L2 (time_cold_l2; y is written by the call itself afterwards). k a multiple of 16, xq, wq and y
+  // 256-byte aligned (as cudaMalloc returns them), y [m, n] not aliasing the inputs. defer_scales (no bias): on the kTensorScaled way, y is left unscaled (D_raw) for the
   // kernel that reads it to apply xs[i] ws[j] (SwiGluParamsT's scales); on kOuterVec it changes nothing.
   enum class Fp8Path : int { kNone = 0, kOuterVec = 1, kTensorScaled = 2 };
   Result<bool> fp8_ready(int m, int n, int k, bool has_bias, cudaStream_t stream);
@@ -87,6 +88,11 @@ class Gemm {
   // false: plan kTensorScaled even where cuBLASLt has outer-vector scaling (tests, comparisons). Set before the
   // first fp8_ready().
   bool fp8_outer_vec = true;
+  // true: CUBLASLT_MATMUL_DESC_FAST_ACCUM on the FP8 plans: the tensor cores' partial sums (about 14 significant
+  // bits) are not promoted to fp32 every few k-steps, faster where the GEMM is compute-bound, less accurate over
+  // long k (vLLM's CUTLASS FP8 kernels on sm_90 run this way). Off by default; CudaRunnerExtras::fp8_fast_accum.
+  // Set before the first fp8_ready().
+  bool fp8_fast_accum = false;
 
   // Fused plans tuned so far for m rows, each with its skinny variants ranked by their isolated (cold-L2) time,
   // fastest first, at most n_best of them: the candidates CudaRunner re-times inside the decode step it is part
@@ -163,6 +169,10 @@ class Gemm {
     std::vector<std::pair<float, int>> ranked;  // (isolated us, variant) of every variant, fastest first
   };
   Result<int> fused_variant(const SkinnyGemmParams& p, cudaStream_t stream);
+  // Cold-L2 times (us) of n candidates, launch(c) enqueueing candidate c on stream (gemm.cpp: chains of (L2
+  // sweep, launch) pairs less the sweeps alone, median over rounds). A candidate whose launch fails gets +inf.
+  Result<std::vector<float>> time_cold_l2(int n, const std::function<cudaError_t(int)>& launch,
+                                          cudaStream_t stream);
   std::map<FusedKey, FusedPlan> fused_plans_;
   void* scratch_ = nullptr;  // tuning output of kAddResidual calls
   size_t scratch_bytes_ = 0;

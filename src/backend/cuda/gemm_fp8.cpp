@@ -25,6 +25,7 @@
 // (another GPU or library), fp8_ready() says so and the runner dequantizes the weights to bf16 (runner_quant.cpp).
 // Which way runs is logged once per way.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "backend/cuda/gemm.h"
@@ -65,6 +66,10 @@ Result<bool> Gemm::fp8_plan_path(Fp8Plan& plan, Fp8Path path, int m, int n, int 
     const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
     MOPT_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof(mode)));
     MOPT_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof(mode)));
+  }
+  if (fp8_fast_accum) {
+    const int8_t on = 1;
+    MOPT_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &on, sizeof(on)));
   }
   // kTensorScaled leaves the A / B scale pointers unset: unit scales (D = alpha A B with alpha = 1).
   // 256-byte operands: cuBLASLt's default alignment, which run_fp8 requires.
@@ -124,42 +129,28 @@ Gemm::Fp8Path Gemm::fp8_path(int m, int n, int k, bool has_bias) const {
   return it == fp8_plans_.end() ? Fp8Path::kNone : it->second->path;
 }
 
-// Times each candidate GEMM on the real operands (it writes y, which the caller's call then overwrites) and keeps
-// the fastest; the shape's first run_fp8 outside capture, m <= autotune_max_m.
+// Times each candidate GEMM on the real operands (it writes y, which the caller's call then overwrites) with a
+// cold L2, as the fused tuner does (time_cold_l2): in a decode step each layer's weights come from DRAM, and
+// back-to-back repeats of the qkv or o matrix (25 and 16 MB at the 8B shape) would hit the L2 and could rank the
+// candidates by a case the step never has. Keeps the fastest; the shape's first run_fp8 outside capture,
+// m <= autotune_max_m.
 Status Gemm::fp8_time_candidates(Fp8Plan& plan, const uint8_t* xq, const uint8_t* wq, bf16* y,
                                  cudaStream_t stream) {
-  cudaEvent_t ev[2] = {nullptr, nullptr};
-  cudaError_t err = cudaEventCreate(&ev[0]);
-  if (err == cudaSuccess) err = cudaEventCreate(&ev[1]);
   const float alpha = 1.f, beta = 0.f;
-  float best = 1e30f;
-  size_t best_idx = 0;
-  constexpr int kReps = 5;
-  for (size_t c = 0; c < plan.candidates.size() && err == cudaSuccess; ++c) {
-    auto launch = [&] {
-      return cublasLtMatmul(handle_, plan.op, &alpha, wq, plan.a, xq, plan.b, &beta, y, plan.d, y, plan.d,
-                            &plan.candidates[c], workspace_, workspace_bytes_, stream);
-    };
-    if (launch() != CUBLAS_STATUS_SUCCESS) continue;  // warm-up; a candidate that fails is skipped
-    err = cudaEventRecord(ev[0], stream);
-    bool ran = true;
-    for (int r = 0; r < kReps && ran && err == cudaSuccess; ++r) ran = launch() == CUBLAS_STATUS_SUCCESS;
-    if (err == cudaSuccess) err = cudaEventRecord(ev[1], stream);
-    if (err == cudaSuccess) err = cudaEventSynchronize(ev[1]);
-    float ms = 0.f;
-    if (err == cudaSuccess) err = cudaEventElapsedTime(&ms, ev[0], ev[1]);
-    if (err == cudaSuccess && ran && ms < best) {
-      best = ms;
-      best_idx = c;
-    }
-  }
-  for (cudaEvent_t e : ev)
-    if (e) cudaEventDestroy(e);
-  MOPT_CUDA_TRY(err);
+  MOPT_ASSIGN_OR_RETURN(const std::vector<float> us,
+                        time_cold_l2(static_cast<int>(plan.candidates.size()), [&](int c) {
+                          // A candidate that fails is skipped (cudaErrorNotSupported stands for its status).
+                          return cublasLtMatmul(handle_, plan.op, &alpha, wq, plan.a, xq, plan.b, &beta, y, plan.d,
+                                                y, plan.d, &plan.candidates[static_cast<size_t>(c)], workspace_,
+                                                workspace_bytes_, stream) == CUBLAS_STATUS_SUCCESS
+                                     ? cudaSuccess
+                                     : cudaErrorNotSupported;
+                        }, stream));
   plan.timed = true;
-  if (best < 1e30f) {
-    plan.algo = plan.candidates[best_idx];
-    plan.tuned_us = best * 1000.f / kReps;
+  const auto best = std::min_element(us.begin(), us.end());
+  if (best != us.end() && std::isfinite(*best)) {
+    plan.algo = plan.candidates[static_cast<size_t>(best - us.begin())];
+    plan.tuned_us = *best;
     ++n_tuned_;
   }
   return Status::ok();
@@ -206,8 +197,8 @@ std::string Gemm::describe_fp8() const {
     const std::string t = plan->tuned_us > 0.f
                               ? strfmt("%8.1f us %7.0f GB/s", plan->tuned_us, bytes / (plan->tuned_us * 1e3))
                               : std::string(25, ' ');
-    out += strfmt("  fp8 gemm m=%-4d n=%-6d k=%-5d %s  %s%s\n", m, n, k, t.c_str(), fp8_path_text(plan->path),
-                  bias ? ", bias" : "");
+    out += strfmt("  fp8 gemm m=%-4d n=%-6d k=%-5d %s  %s%s%s\n", m, n, k, t.c_str(), fp8_path_text(plan->path),
+                  bias ? ", bias" : "", fp8_fast_accum ? ", fast accumulation" : "");
   }
   return out;
 }

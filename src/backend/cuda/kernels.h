@@ -57,12 +57,15 @@ cudaError_t launch_embed(const EmbedParamsT<T>& p, cudaStream_t stream);
 
 // Fused residual add + RMSNorm. For each output row r reading input row i = rows ? rows[r] : r:
 //   if add: residual[i] += add[i];   out[r] = residual[i] / rms(residual[i]) * weight
+// With q_out (the input of an FP8 GEMM, Gemm::run_fp8): each output row, rounded to T, is also quantized per token
+// exactly as launch_quantize_rows_fp8 would quantize `out` (the same codes and scales; fp8_act.cuh), and `out` may
+// be null (then not written): no separate quantizer launch. q_out needs n % 16 == 0 and 16-byte alignment.
 template <class T>
 struct RmsNormParamsT {
   float* residual = nullptr;      // [n_rows_in, n] fp32, updated in place when `add` is set
   const T* add = nullptr;         // [n_rows_in, n] or null
   const T* weight = nullptr;      // [n]
-  T* out = nullptr;               // [n_rows_out, n]
+  T* out = nullptr;               // [n_rows_out, n], or null with q_out
   const int32_t* rows = nullptr;  // [n_rows_out] rows of `residual` to normalize (null: identity)
   int n_rows_out = 0, n = 0;
   float eps = 1e-5f;
@@ -70,6 +73,8 @@ struct RmsNormParamsT {
   // Gemm::run_fp8 with defer_scales), computed in fp32 as launch_fp8_scale_epilogue would, without its bf16 rounding.
   const float* add_row_scale = nullptr;  // [n_rows_in] or null (then add_col_scale is ignored)
   const float* add_col_scale = nullptr;  // [n]
+  uint8_t* q_out = nullptr;              // [n_rows_out, n] E4M3 codes of out, or null
+  float* q_scale = nullptr;              // [n_rows_out] their per-token scales (with q_out); not add_row_scale
 };
 template <class T>
 cudaError_t launch_rmsnorm(const RmsNormParamsT<T>& p, cudaStream_t stream);
@@ -102,14 +107,18 @@ cudaError_t launch_qkv_rope_cache(const QkvRopeParamsT<T, C>& p, cudaStream_t st
 // out[t, j] = silu(g) * u with g = gu[t, j], u = gu[t, n_ff + j]; with scales (the unscaled output of an FP8
 // GEMM, Gemm::run_fp8 with defer_scales) g = row_scale[t] * col_scale[j] * gu[t, j] and
 // u = row_scale[t] * col_scale[n_ff + j] * gu[t, n_ff + j] in fp32, as launch_fp8_scale_epilogue would compute them
-// (without its bf16 rounding).
+// (without its bf16 rounding). With q_out, as RmsNormParamsT's: out's rows, rounded to T, quantized per token
+// as launch_quantize_rows_fp8 would (same codes and scales), out then optional; one CTA per row (n_ff % 16 == 0,
+// gate_up and q_out 16-byte aligned).
 template <class T>
 struct SwiGluParamsT {
   const T* gate_up = nullptr;     // [n_tokens, 2 * n_ff] gate | up
-  T* out = nullptr;               // [n_tokens, n_ff]
+  T* out = nullptr;               // [n_tokens, n_ff], or null with q_out
   int n_tokens = 0, n_ff = 0;
   const float* row_scale = nullptr;  // [n_tokens] or null (then col_scale is ignored)
   const float* col_scale = nullptr;  // [2 * n_ff] (with row_scale)
+  uint8_t* q_out = nullptr;          // [n_tokens, n_ff] E4M3 codes of out, or null
+  float* q_scale = nullptr;          // [n_tokens] their per-token scales (with q_out); not row_scale
 };
 template <class T>
 cudaError_t launch_swiglu(const SwiGluParamsT<T>& p, cudaStream_t stream);

@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "backend/cuda/fp8_act.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/storage.cuh"
@@ -64,20 +65,64 @@ __global__ void rmsnorm_kernel(RmsNormParamsT<T> p) {
   float* res = p.residual + i * p.n;
   const T* add = p.add ? p.add + i * p.n : nullptr;
   const float add_rs = add && p.add_row_scale ? p.add_row_scale[i] : 0.f;
+  // Elements j = threadIdx.x + u blockDim.x in order of u (so the sum of squares adds in the same order for
+  // any unroll), kNormUnroll at a time, their loads issued before their stores: the compiler may not move a load
+  // of `res` or `add` above a store to `res`, so one element per step waits for a DRAM round trip per step, which
+  // a decode batch (one CTA per row, few rows) does not hide.
+  constexpr int kNormUnroll = 4;
+  const int stride = static_cast<int>(blockDim.x);
   float ss = 0.f;
-  for (int j = threadIdx.x; j < p.n; j += blockDim.x) {
-    float v = res[j];
-    if (add) {
-      float a = to_f32(add[j]);
-      if (p.add_row_scale) a *= add_rs * p.add_col_scale[j];  // an FP8 GEMM's scales, epilogue order
-      v += a;
-      res[j] = v;
+  for (int j0 = threadIdx.x; j0 < p.n; j0 += kNormUnroll * stride) {
+    float v[kNormUnroll], a[kNormUnroll], cs[kNormUnroll];
+#pragma unroll
+    for (int u = 0; u < kNormUnroll; ++u) {
+      const int j = j0 + u * stride;
+      v[u] = a[u] = 0.f;
+      cs[u] = 1.f;
+      if (j < p.n) {
+        v[u] = res[j];
+        if (add) a[u] = to_f32(add[j]);
+        if (add && p.add_row_scale) cs[u] = p.add_col_scale[j];
+      }
     }
-    ss += v * v;
+#pragma unroll
+    for (int u = 0; u < kNormUnroll; ++u) {
+      const int j = j0 + u * stride;
+      if (j >= p.n) break;
+      if (add) {
+        if (p.add_row_scale) a[u] *= add_rs * cs[u];  // an FP8 GEMM's scales, epilogue order
+        v[u] += a[u];
+        res[j] = v[u];
+      }
+      ss += v[u] * v[u];
+    }
   }
   const float rstd = rsqrtf(block_sum(ss) / static_cast<float>(p.n) + p.eps);
-  T* out = p.out + static_cast<int64_t>(r) * p.n;
-  for (int j = threadIdx.x; j < p.n; j += blockDim.x) out[j] = from_f32<T>(res[j] * rstd * to_f32(p.weight[j]));
+  T* out = p.out ? p.out + static_cast<int64_t>(r) * p.n : nullptr;
+  // The output element j, rounded to T (the same expression in every pass below).
+  auto normed = [&](int j) { return from_f32<T>(res[j] * rstd * to_f32(p.weight[j])); };
+  if (!p.q_out) {
+    for (int j = threadIdx.x; j < p.n; j += blockDim.x) out[j] = normed(j);
+    return;
+  }
+  // FP8 output (fp8_act.cuh): the row's max |out| over the rounded values, then their codes, recomputed from the
+  // residual (this CTA's row: L1 / L2) as launch_quantize_rows_fp8 would read them back from `out`.
+  float amax = 0.f;
+  for (int j = threadIdx.x; j < p.n; j += blockDim.x) {
+    const T o = normed(j);
+    if (out) out[j] = o;
+    amax = fmaxf(amax, fabsf(to_f32(o)));
+  }
+  const Fp8RowScale s = fp8_row_scale(block_max_nonneg(amax));
+  if (threadIdx.x == 0) p.q_scale[r] = s.d;
+  // 4 consecutive codes per thread and store (n % 16 == 0, q_out 16-byte aligned: launch_rmsnorm checks).
+  uint32_t* q = reinterpret_cast<uint32_t*>(p.q_out + static_cast<int64_t>(r) * p.n);
+  for (int c = threadIdx.x; c < p.n / 4; c += blockDim.x) {
+    uint32_t word = 0;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) word |= fp8_act_code(to_f32(normed(4 * c + e)), s) << (8 * e);
+    q[c] = word;
+  }
 }
 
 // One warp per head; the head's values pass through shared memory so RoPE can read each lane's pair.
@@ -183,6 +228,19 @@ __global__ void qkv_rope_cache_kernel(QkvRopeParamsT<T, C> p) {
   }
 }
 
+// silu(g) * u of one element in fp32, the gate's and up's values first scaled by an FP8 GEMM's deferred scales
+// (rs: the row's; cg, cu: the two columns'; launch_fp8_scale_epilogue's order) when `scaled`.
+template <class T>
+__device__ __forceinline__ float swiglu_one(float g, float u, bool scaled, float rs, float cg, float cu) {
+  if (scaled) {
+    g *= rs * cg;
+    u *= rs * cu;
+  }
+  // bf16 keeps the fast exp (its output rounding dominates); fp32 uses the accurate one, like the CPU.
+  const float e = sizeof(T) == 2 ? __expf(-g) : expf(-g);
+  return g / (1.f + e) * u;
+}
+
 template <class T>
 __global__ void swiglu_kernel(SwiGluParamsT<T> p) {
   pdl_wait();
@@ -192,17 +250,83 @@ __global__ void swiglu_kernel(SwiGluParamsT<T> p) {
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t t = i / p.n_ff, j = i % p.n_ff;
     const T* row = p.gate_up + t * 2 * p.n_ff;
-    float g = to_f32(row[j]);
-    float u = to_f32(row[p.n_ff + j]);
-    if (p.row_scale) {  // an FP8 GEMM's unscaled output: the scales of launch_fp8_scale_epilogue, same order
-      const float r = p.row_scale[t];
-      g *= r * p.col_scale[j];
-      u *= r * p.col_scale[p.n_ff + j];
-    }
-    // bf16 keeps the fast exp (its output rounding dominates); fp32 uses the accurate one, like the CPU.
-    const float e = sizeof(T) == 2 ? __expf(-g) : expf(-g);
-    p.out[i] = from_f32<T>(g / (1.f + e) * u);
+    const bool scaled = p.row_scale != nullptr;
+    const float v = swiglu_one<T>(to_f32(row[j]), to_f32(row[p.n_ff + j]), scaled, scaled ? p.row_scale[t] : 0.f,
+                                  scaled ? p.col_scale[j] : 0.f, scaled ? p.col_scale[p.n_ff + j] : 0.f);
+    p.out[i] = from_f32<T>(v);
   }
+}
+
+// SwiGLU with FP8 output (SwiGluParamsT::q_out): one CTA of kThreads per token row, 8 consecutive outputs (a
+// chunk: 16-byte loads of gate and up for bf16) per thread and step, kSwiGluUnroll chunks' loads issued before any
+// is used (a decode batch has few rows, so few CTAs: each needs many bytes in flight; launch_swiglu gives those
+// 512 threads, many rows 256, which fit 3 CTAs an SM: 77 registers, ptxas sm_90a). Pass 1: the outputs rounded to
+// T (written to `out` when set) and their max |.|; pass 2: the codes, recomputed from gate|up (this CTA's row,
+// read again from L1 / L2), as launch_quantize_rows_fp8 would read them back from `out`.
+constexpr int kSwiGluUnroll = 4;
+
+// f(c, o) for each chunk c of this thread in row `gate` / `up`, o[8] the chunk's outputs rounded to T.
+template <int kThreads, class T, class F>
+__device__ __forceinline__ void swiglu_row_chunks(const SwiGluParamsT<T>& p, const T* gate, const T* up, float rs,
+                                                  F&& f) {
+  const int n_chunks = p.n_ff / 8;
+  const bool scaled = p.row_scale != nullptr;
+  for (int c0 = threadIdx.x; c0 < n_chunks; c0 += kSwiGluUnroll * kThreads) {
+    Raw8<T> rg[kSwiGluUnroll], ru[kSwiGluUnroll];
+#pragma unroll
+    for (int i = 0; i < kSwiGluUnroll; ++i) {
+      const int c = c0 + i * kThreads;
+      if (c < n_chunks) {
+        rg[i] = load8(gate + 8 * c);
+        ru[i] = load8(up + 8 * c);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kSwiGluUnroll; ++i) {
+      const int c = c0 + i * kThreads;
+      if (c >= n_chunks) break;
+      float g[8], u[8];
+      unpack8(rg[i], g);
+      unpack8(ru[i], u);
+      T o[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        const int j = 8 * c + e;
+        o[e] = from_f32<T>(swiglu_one<T>(g[e], u[e], scaled, rs, scaled ? p.col_scale[j] : 0.f,
+                                         scaled ? p.col_scale[p.n_ff + j] : 0.f));
+      }
+      f(c, o);
+    }
+  }
+}
+
+template <class T, int kThreads>
+__global__ void __launch_bounds__(kThreads) swiglu_quant_kernel(SwiGluParamsT<T> p) {
+  pdl_wait();
+  pdl_trigger();
+  const int64_t t = blockIdx.x;
+  const T* gate = p.gate_up + t * 2 * p.n_ff;
+  const T* up = gate + p.n_ff;
+  const float rs = p.row_scale ? p.row_scale[t] : 0.f;
+  float amax = 0.f;
+  T* out = p.out ? p.out + t * p.n_ff : nullptr;
+  swiglu_row_chunks<kThreads>(p, gate, up, rs, [&](int c, const T* o) {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) amax = fmaxf(amax, fabsf(to_f32(o[e])));
+    if (out) {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) out[8 * c + e] = o[e];
+    }
+  });
+  const Fp8RowScale s = fp8_row_scale(block_max_nonneg(amax));
+  if (threadIdx.x == 0) p.q_scale[t] = s.d;
+  uint8_t* q = p.q_out + t * p.n_ff;
+  swiglu_row_chunks<kThreads>(p, gate, up, rs, [&](int c, const T* o) {
+    uint32_t word[2] = {0, 0};
+#pragma unroll
+    for (int e = 0; e < 8; ++e) word[e / 4] |= fp8_act_code(to_f32(o[e]), s) << (8 * (e % 4));
+    *reinterpret_cast<uint2*>(q + 8 * c) = make_uint2(word[0], word[1]);
+  });
 }
 
 // out[i] = D(in[i]) through fp32 (exact for every source type used here: f32, f16, bf16).
@@ -301,6 +425,10 @@ template <class T>
 cudaError_t launch_rmsnorm(const RmsNormParamsT<T>& p, cudaStream_t stream) {
   if (p.n_rows_out <= 0) return cudaSuccess;
   if (p.add_row_scale && !p.add_col_scale) return cudaErrorInvalidValue;
+  if (p.q_out ? !p.q_scale || p.q_scale == p.add_row_scale || p.n % 16 != 0 ||
+                    reinterpret_cast<uintptr_t>(p.q_out) % 16 != 0
+              : !p.out)
+    return cudaErrorInvalidValue;
   const int threads = p.n >= 2048 ? 512 : (p.n >= 512 ? 256 : 64);
   return launch_pdl(rmsnorm_kernel<T>, dim3(p.n_rows_out), dim3(threads), 0, stream, p);
 }
@@ -324,6 +452,16 @@ cudaError_t launch_swiglu(const SwiGluParamsT<T>& p, cudaStream_t stream) {
   const int64_t n = static_cast<int64_t>(p.n_tokens) * p.n_ff;
   if (n <= 0) return cudaSuccess;
   if (p.row_scale && !p.col_scale) return cudaErrorInvalidValue;
+  if (p.q_out) {
+    if (!p.q_scale || p.q_scale == p.row_scale || p.n_ff % 16 != 0 ||
+        (reinterpret_cast<uintptr_t>(p.q_out) | reinterpret_cast<uintptr_t>(p.gate_up)) % 16 != 0)
+      return cudaErrorInvalidValue;
+    // Few rows (decode batches): fewer CTAs than SMs, so more threads per row.
+    if (p.n_tokens <= 128)
+      return launch_pdl(swiglu_quant_kernel<T, 512>, dim3(p.n_tokens), dim3(512), 0, stream, p);
+    return launch_pdl(swiglu_quant_kernel<T, 256>, dim3(p.n_tokens), dim3(256), 0, stream, p);
+  }
+  if (!p.out) return cudaErrorInvalidValue;
   return launch_pdl(swiglu_kernel<T>, dim3(grid_for(n)), dim3(kThreads), 0, stream, p);
 }
 

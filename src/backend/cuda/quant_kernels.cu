@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "backend/cuda/fp8_act.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/quant_formats.cuh"
@@ -68,26 +69,15 @@ __global__ void __launch_bounds__(kQuantThreads) quantize_rows_fp8_kernel(const 
 #pragma unroll
     for (int e = 0; e < 8; ++e) amax = fmaxf(amax, fabsf(f[e]));
   }
-  __shared__ float s_max[kQuantThreads / 32];
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-  if (threadIdx.x % 32 == 0) s_max[threadIdx.x / 32] = amax;
-  __syncthreads();
-  amax = 0.f;
-#pragma unroll
-  for (int w = 0; w < kQuantThreads / 32; ++w) amax = fmaxf(amax, s_max[w]);
-  // As the CPU backend (core/formats fp8_from_float): d = amax / 448, codes of x * (1 / d), IEEE division.
-  const float d = amax / 448.0f;
-  const float id = d != 0.f ? 1.0f / d : 0.f;
-  if (threadIdx.x == 0) scale[row] = d;
+  const Fp8RowScale s = fp8_row_scale(block_max_nonneg(amax));  // fp8_act.cuh: as the CPU backend
+  if (threadIdx.x == 0) scale[row] = s.d;
   for (int c = threadIdx.x; c < k / 8; c += kQuantThreads) {
     float f[8];
     unpack8_bf16(__ldg(reinterpret_cast<const uint4*>(xr) + c), f);
     uint32_t word[2] = {0, 0};
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
-      const uint32_t code = __nv_cvt_float_to_fp8(f[e] * id, __NV_SATFINITE, __NV_E4M3);
-      word[e / 4] |= code << (8 * (e % 4));
+      word[e / 4] |= fp8_act_code(f[e], s) << (8 * (e % 4));
     }
     *reinterpret_cast<uint2*>(qr + 8 * c) = make_uint2(word[0], word[1]);
   }

@@ -125,17 +125,28 @@ Status CudaRunner::enqueue_layers_t(const StepShape& s) {
 
   // FP8 weights on sm_90 (run_linear's `deferred`): a GEMM may leave its output unscaled, the kernel reading it
   // applying the per-token x per-channel scales (no epilogue pass): qkv_ -> RoPE + cache write, proj_ -> add +
-  // RMSNorm (the next layer's, or the final norm: enqueue_logits_t), gu_ -> SwiGLU.
+  // RMSNorm (the next layer's, or the final norm: enqueue_logits_t), gu_ -> SwiGLU. And the RMSNorm and SwiGLU
+  // kernels write the E4M3 input rows of the FP8 GEMMs after them (fp8_input: qkv, gate|up, down; their bf16
+  // outputs normed_ / act_ then stay unwritten); o's input (the attention output) goes through run_linear's
+  // quantizer. Scales: Fp8Slot kNormed for the norms' outputs, kInner for o's and down's inputs.
   DeferredScales proj_scales;
+  // The RMSNorm's outputs: normed_ in bf16, or only the E4M3 rows of `in` (its GEMM's input).
+  auto norm_into = [&](RmsNormParamsT<E>& np, const Fp8Input& in) {
+    np.out = in.q ? nullptr : normed_.as<E>();
+    np.q_out = in.q;
+    np.q_scale = in.scale;
+  };
   for (int l = 0; l < c.n_layer; ++l) {
     const Layer& L = layers_[static_cast<size_t>(l)];
+    MOPT_ASSIGN_OR_RETURN(const Fp8Input qkv_in, fp8_input(L.qkv, T, Fp8Slot::kNormed));
     RmsNormParamsT<E> np{.residual = resid_.as<float>(), .add = l == 0 ? nullptr : proj_.as<E>(),
-                         .weight = L.attn_norm.as<E>(), .out = normed_.as<E>(), .n_rows_out = T, .n = d,
-                         .eps = c.norm_eps, .add_row_scale = proj_scales.row, .add_col_scale = proj_scales.col};
+                         .weight = L.attn_norm.as<E>(), .n_rows_out = T, .n = d, .eps = c.norm_eps,
+                         .add_row_scale = proj_scales.row, .add_col_scale = proj_scales.col};
+    norm_into(np, qkv_in);
     MOPT_CUDA_TRY(launch_rmsnorm(np, st));
-    MOPT_TRY(mark("add + rmsnorm"));
+    MOPT_TRY(mark(qkv_in.q ? "add + rmsnorm (+fp8 quantize)" : "add + rmsnorm"));
     DeferredScales qkv_scales;
-    MOPT_TRY(run_linear(L.qkv, normed_.as<E>(), qkv_.as<E>(), T, &qkv_scales));
+    MOPT_TRY(run_linear(L.qkv, normed_.as<E>(), qkv_.as<E>(), T, &qkv_scales, qkv_in));
     MOPT_TRY(mark("qkv GEMM"));
 
     MOPT_TRY(enqueue_rope_cache(l, T, qkv_scales));
@@ -148,21 +159,29 @@ Status CudaRunner::enqueue_layers_t(const StepShape& s) {
     np.add_row_scale = proj_scales.row;
     np.add_col_scale = proj_scales.col;
     np.weight = L.ffn_norm.as<E>();
+    // MoE layers: the router and experts read normed_ in bf16.
+    Fp8Input gu_in{.slot = Fp8Slot::kNormed};
+    if (!c.is_moe()) {
+      MOPT_ASSIGN_OR_RETURN(gu_in, fp8_input(L.gate_up, T, Fp8Slot::kNormed));
+    }
+    norm_into(np, gu_in);
     MOPT_CUDA_TRY(launch_rmsnorm(np, st));
-    MOPT_TRY(mark("add + rmsnorm"));
+    MOPT_TRY(mark(gu_in.q ? "add + rmsnorm (+fp8 quantize)" : "add + rmsnorm"));
     if (c.is_moe()) {  // proj_ = MoE(normed_) (runner_moe.cpp)
       MOPT_TRY(enqueue_moe<E>(l, T, nullptr, s.graph_bucket == 0));
       proj_scales = {};
       continue;
     }
     DeferredScales gu_scales;
-    MOPT_TRY(run_linear(L.gate_up, normed_.as<E>(), gu_.as<E>(), T, &gu_scales));
+    MOPT_TRY(run_linear(L.gate_up, normed_.as<E>(), gu_.as<E>(), T, &gu_scales, gu_in));
     MOPT_TRY(mark("gate|up GEMM"));
-    const SwiGluParamsT<E> sp{.gate_up = gu_.as<E>(), .out = act_.as<E>(), .n_tokens = T, .n_ff = c.n_ff,
-                              .row_scale = gu_scales.row, .col_scale = gu_scales.col};
+    MOPT_ASSIGN_OR_RETURN(const Fp8Input down_in, fp8_input(L.down, T, Fp8Slot::kInner));
+    const SwiGluParamsT<E> sp{.gate_up = gu_.as<E>(), .out = down_in.q ? nullptr : act_.as<E>(), .n_tokens = T,
+                              .n_ff = c.n_ff, .row_scale = gu_scales.row, .col_scale = gu_scales.col,
+                              .q_out = down_in.q, .q_scale = down_in.scale};
     MOPT_CUDA_TRY(launch_swiglu(sp, st));
-    MOPT_TRY(mark("swiglu"));
-    MOPT_TRY(run_linear(L.down, act_.as<E>(), proj_.as<E>(), T, nccl_ ? nullptr : &proj_scales));
+    MOPT_TRY(mark(down_in.q ? "swiglu (+fp8 quantize)" : "swiglu"));
+    MOPT_TRY(run_linear(L.down, act_.as<E>(), proj_.as<E>(), T, nccl_ ? nullptr : &proj_scales, down_in));
     MOPT_TRY(mark("down GEMM"));
     MOPT_TRY(all_reduce_proj(T));
   }
@@ -180,10 +199,10 @@ Status CudaRunner::all_reduce_proj(int n_tokens) {
 template <class E>
 Status CudaRunner::enqueue_logits_t(const StepShape& s, int row_offset, int n_rows) {
   const ModelConfig& c = cfg_;
-  // The last down GEMM's deferred scales (enqueue_layers_t; its token scales stay in xq_scale_ until the next
-  // step's first FP8 GEMM, also for the later logits chunks of forward()).
+  // The last down GEMM's deferred scales (enqueue_layers_t; its token scales stay in xq_scale_'s kInner half until
+  // the next step's o GEMM input, also for the later logits chunks of forward()).
   const DeferredScales ds =
-      layers_.empty() || nccl_ ? DeferredScales{} : fp8_deferred(layers_.back().down, s.n_tokens);
+      layers_.empty() || nccl_ ? DeferredScales{} : fp8_deferred(layers_.back().down, s.n_tokens, Fp8Slot::kInner);
   const RmsNormParamsT<E> np{.residual = resid_.as<float>(), .add = proj_.as<E>(), .weight = out_norm_.as<E>(),
                              .out = normed_.as<E>(), .rows = d_logit_rows_ + row_offset, .n_rows_out = n_rows,
                              .n = c.n_embd, .eps = c.norm_eps, .add_row_scale = ds.row, .add_col_scale = ds.col};

@@ -55,8 +55,26 @@ struct Linear {
 // Scales an FP8 GEMM left to the kernel that reads its output (run_linear's `deferred`; Gemm::run_fp8 with
 // defer_scales): y[i, j] stands for row[i] * col[j] * y[i, j]. Both null: y is final.
 struct DeferredScales {
-  const float* row = nullptr;  // [m] per-token scales (xq_scale_: valid until the next FP8 linear layer runs)
+  const float* row = nullptr;  // [m] per-token scales (a half of xq_scale_: valid until the next FP8 GEMM
+                               // input of the same Fp8Slot is written)
   const float* col = nullptr;  // [n_out] per-channel scales
+};
+
+// Where an FP8 GEMM's per-token input scales live: the two halves of xq_scale_, by the kind of kernel producing
+// the GEMM's input, so that one kernel can read a GEMM's deferred scales while writing the next GEMM's input (the
+// RMSNorm after o / down reads kInner, writes kNormed; the SwiGLU after gate|up reads kNormed, writes kInner).
+enum class Fp8Slot : int {
+  kNormed = 0,  // RMSNorm outputs: the inputs of qkv, gate|up (and a MoE shared expert's gate|up)
+  kInner = 1,   // attention and SwiGLU outputs: the inputs of o, down
+};
+
+// An FP8 GEMM's E4M3 input (run_linear's `in`). With q set (CudaRunner::fp8_input), the kernel producing the
+// activations (RMSNorm, SwiGLU) has written the codes and scales itself: run_linear launches no quantizer and its
+// x is not read (the producer may have left it unwritten).
+struct Fp8Input {
+  Fp8Slot slot = Fp8Slot::kInner;
+  uint8_t* q = nullptr;      // [m, n_in] xq_, or null: run_linear quantizes x itself
+  float* scale = nullptr;    // [m] the slot's half of xq_scale_ (with q)
 };
 
 // A mixture-of-experts MLP (ModelConfig::is_moe), in the compute dtype (bf16 or fp32; quantized experts are refused).
@@ -144,13 +162,23 @@ class CudaRunner final : public CudaModelRunner {
   Status random_quantized(Linear& lin, DType t, uint64_t seed);
   Status alloc_quant_workspace();
   // deferred: when given, an FP8 GEMM without bias may leave its scales to the caller's next kernel (see
-  // DeferredScales; empty when y is final).
+  // DeferredScales; empty when y is final). in: where an FP8 GEMM's E4M3 input goes, or already is (Fp8Input).
   template <class E>
-  Status run_linear(const Linear& lin, const E* x, E* y, int m, DeferredScales* deferred = nullptr);
-  // The scales run_linear leaves to a caller that asks, for lin at m rows: those of an FP8 GEMM without bias on
-  // the kTensorScaled way (its shape already planned); empty otherwise. A function of the shape, so
-  // enqueue_logits_t finds the last layer's again.
-  DeferredScales fp8_deferred(const Linear& lin, int m) const;
+  Status run_linear(const Linear& lin, const E* x, E* y, int m, DeferredScales* deferred = nullptr,
+                    const Fp8Input& in = {});
+  // The input that the kernel producing lin's activations (m rows) writes: with q / scale set when lin runs as an
+  // FP8 GEMM there (bf16, m > kSkinnyMaxRows, a cuBLASLt FP8 plan: planned here if new, so outside capture
+  // first) and fp8_fused_quant_ is on; else only the slot (run_linear then quantizes, if at all).
+  Result<Fp8Input> fp8_input(const Linear& lin, int m, Fp8Slot slot);
+  // The scales run_linear leaves to a caller that asks, for lin at m rows with its input in `slot`: those of an
+  // FP8 GEMM without bias on the kTensorScaled way (its shape already planned); empty otherwise. A function of
+  // the shape, so enqueue_logits_t finds the last layer's again.
+  DeferredScales fp8_deferred(const Linear& lin, int m, Fp8Slot slot) const;
+  float* fp8_scales(Fp8Slot slot) const {  // [max_tokens] the slot's half of xq_scale_
+    return xq_scale_.as<float>() + static_cast<size_t>(slot) * static_cast<size_t>(max_tokens_);
+  }
+  // CudaModelRunner::set_fp8_fused_quant (runner_quant.cpp).
+  Status set_fp8_fused_quant(bool on) override;
 
   // runner_moe.cpp: one layer's router and experts (the shared expert goes through upload_weights' load_mat); the
   // routing / expert workspaces; the MoE MLP of layer l on T rows: proj_ = MoE(normed_), or with resid (fused
@@ -279,7 +307,8 @@ class CudaRunner final : public CudaModelRunner {
   // Quantized weights (runner_quant.cpp), allocated only when a linear layer is quantized:
   DeviceBuffer wdeq_;       // [max n_out * n_in] bf16: one layer's weights dequantized for a GEMM of > 8 rows
   DeviceBuffer xq_;         // [max_tokens, max n_in] E4M3 activations of an FP8 GEMM
-  DeviceBuffer xq_scale_;   // [max_tokens] fp32 their per-token scales
+  DeviceBuffer xq_scale_;   // [2 (Fp8Slot)][max_tokens] fp32 their per-token scales
+  bool fp8_fused_quant_ = true;  // extras.fp8_fused_quant (set_fp8_fused_quant): fp8_input may fuse
   size_t max_quant_elems_ = 0, max_quant_k_ = 0;  // the largest quantized matrix (elements) and input width
   PinnedBuffer logits_host_;// [logit_rows, n_vocab] fp32
   DeviceBuffer sampled_;    // [logit_rows] int32 token ids chosen on the GPU

@@ -245,7 +245,7 @@ Status CudaRunner::enqueue_moe_tail(int l, int T, float* resid, bool packed) {
   const int d = c.n_embd, k = c.n_expert_used;
   const bool shared = c.n_ff_shexp > 0;
   if (shared) {
-    MOPT_TRY(run_linear(M.sh_gate_up, normed_.as<E>(), gu_.as<E>(), T));
+    MOPT_TRY(run_linear(M.sh_gate_up, normed_.as<E>(), gu_.as<E>(), T, nullptr, {.slot = Fp8Slot::kNormed}));
     const SwiGluParamsT<E> sp{.gate_up = gu_.as<E>(), .out = act_.as<E>(), .n_tokens = T, .n_ff = c.n_ff_shexp};
     MOPT_CUDA_TRY(launch_swiglu(sp, stream_));
     MOPT_TRY(run_linear(M.sh_down, act_.as<E>(), proj_.as<E>(), T));

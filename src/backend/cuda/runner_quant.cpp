@@ -2,7 +2,9 @@
 // workspaces of the prefill path, and run_linear, the one place that picks how y = x W^T + b runs:
 //   float weights                  cuBLASLt or the skinny kernel (Gemm::run), as before
 //   quantized, m <= kSkinnyMaxRows the skinny kernel dequantizing in registers (Gemm::run_fused, tuned per shape)
-//   FP8, more rows                 activations quantized per token (E4M3), then an FP8 tensor-core GEMM with
+//   FP8, more rows                 activations quantized per token (E4M3: by the kernel producing them where
+//                                  the caller asks fp8_input, RMSNorm and SwiGLU; else a quantizer launch here,
+//                                  scales in the Fp8Slot's half of xq_scale_), then an FP8 tensor-core GEMM with
 //                                  per-channel x per-token scales (W8A8, as vLLM's fp8 path and mopt's CPU backend
 //                                  compute; Gemm::run_fp8): cuBLASLt's outer-vector scaling where it has it, else
 //                                  (sm_90) its unscaled FP8 GEMM plus a scale epilogue (gemm_fp8.cpp), or, where
@@ -94,14 +96,18 @@ Status CudaRunner::alloc_quant_workspace() {
       fp8 = fp8 || lin->qw.fmt == WeightFormat::kFp8;
   if (fp8) {
     MOPT_TRY(xq_.alloc(static_cast<size_t>(max_tokens_) * max_quant_k_, "fp8 activations"));
-    MOPT_TRY(xq_scale_.alloc(static_cast<size_t>(max_tokens_) * sizeof(float), "fp8 activations"));
+    MOPT_TRY(xq_scale_.alloc(2 * static_cast<size_t>(max_tokens_) * sizeof(float), "fp8 activations"));
   }
   return Status::ok();
 }
 
 template <class E>
-Status CudaRunner::run_linear(const Linear& lin, const E* x, E* y, int m, DeferredScales* deferred) {
+Status CudaRunner::run_linear(const Linear& lin, const E* x, E* y, int m, DeferredScales* deferred,
+                              const Fp8Input& in) {
   if (deferred) *deferred = {};
+  const bool fp8_gemm = lin.qw.fmt == WeightFormat::kFp8 && m > kSkinnyMaxRows;
+  // A pre-quantized input (fp8_input) comes without x: only the FP8 GEMM can take it.
+  if (in.q && (!fp8_gemm || !in.scale)) return error("internal: fp8 input rows for a GEMM that takes bf16 rows");
   if (lin.qw.fmt == WeightFormat::kFloat)
     return gemm_.run(x, lin.w.as<E>(), lin.bias.as<E>(), y, false, m, lin.n_out, lin.n_in, stream_);
   if constexpr (!std::is_same_v<E, bf16>) {
@@ -113,29 +119,51 @@ Status CudaRunner::run_linear(const Linear& lin, const E* x, E* y, int m, Deferr
       const SkinnyGemmParams p{.x = x, .bias = bias, .y = y, .m = m, .n = n, .k = k, .qw = lin.qw};
       return gemm_.run_fused(p, stream_);
     }
-    if (lin.qw.fmt == WeightFormat::kFp8) {
+    if (fp8_gemm) {
       MOPT_ASSIGN_OR_RETURN(const bool ready, gemm_.fp8_ready(m, n, k, bias != nullptr, stream_));
       if (ready) {
-        MOPT_CUDA_TRY(launch_quantize_rows_fp8(x, m, k, xq_.as<uint8_t>(), xq_scale_.as<float>(), stream_));
-        const DeferredScales ds = deferred ? fp8_deferred(lin, m) : DeferredScales{};
-        MOPT_TRY(gemm_.run_fp8(xq_.as<uint8_t>(), xq_scale_.as<float>(), static_cast<const uint8_t*>(lin.qw.codes),
-                               lin.qw.row_scale, bias, y, m, n, k, stream_, ds.row != nullptr));
+        uint8_t* xq = in.q ? in.q : xq_.as<uint8_t>();
+        float* xs = in.q ? in.scale : fp8_scales(in.slot);
+        if (!in.q) MOPT_CUDA_TRY(launch_quantize_rows_fp8(x, m, k, xq, xs, stream_));
+        const DeferredScales ds = deferred ? fp8_deferred(lin, m, in.slot) : DeferredScales{};
+        MOPT_TRY(gemm_.run_fp8(xq, xs, static_cast<const uint8_t*>(lin.qw.codes), lin.qw.row_scale, bias, y, m, n,
+                               k, stream_, ds.row != nullptr));
         if (deferred) *deferred = ds;
         return Status::ok();
       }
+      if (in.q) return error("internal: fp8 input rows but no fp8 GEMM plan for %dx%dx%d", m, n, k);
     }
     MOPT_CUDA_TRY(launch_dequant_weights_bf16(lin.qw, n, k, wdeq_.as<bf16>(), stream_));
     return gemm_.run(x, wdeq_.as<bf16>(), bias, y, false, m, n, k, stream_);
   }
 }
 
-DeferredScales CudaRunner::fp8_deferred(const Linear& lin, int m) const {
-  if (lin.qw.fmt != WeightFormat::kFp8 || m <= kSkinnyMaxRows || lin.bias.bytes() != 0) return {};
-  if (gemm_.fp8_path(m, lin.n_out, lin.n_in, false) != Gemm::Fp8Path::kTensorScaled) return {};
-  return {.row = xq_scale_.as<float>(), .col = lin.qw.row_scale};
+Result<Fp8Input> CudaRunner::fp8_input(const Linear& lin, int m, Fp8Slot slot) {
+  Fp8Input in{.slot = slot};
+  if (!fp8_fused_quant_ || f32_ || lin.qw.fmt != WeightFormat::kFp8 || m <= kSkinnyMaxRows) return in;
+  MOPT_ASSIGN_OR_RETURN(const bool ready,
+                        gemm_.fp8_ready(m, lin.n_out, lin.n_in, lin.bias.bytes() != 0, stream_));
+  if (!ready) return in;
+  in.q = xq_.as<uint8_t>();
+  in.scale = fp8_scales(slot);
+  return in;
 }
 
-template Status CudaRunner::run_linear<bf16>(const Linear&, const bf16*, bf16*, int, DeferredScales*);
-template Status CudaRunner::run_linear<float>(const Linear&, const float*, float*, int, DeferredScales*);
+DeferredScales CudaRunner::fp8_deferred(const Linear& lin, int m, Fp8Slot slot) const {
+  if (lin.qw.fmt != WeightFormat::kFp8 || m <= kSkinnyMaxRows || lin.bias.bytes() != 0) return {};
+  if (gemm_.fp8_path(m, lin.n_out, lin.n_in, false) != Gemm::Fp8Path::kTensorScaled) return {};
+  return {.row = fp8_scales(slot), .col = lin.qw.row_scale};
+}
+
+Status CudaRunner::set_fp8_fused_quant(bool on) {
+  MOPT_TRY(reset_graphs(!opts_.enforce_eager));  // the graphs captured one way or the other
+  fp8_fused_quant_ = on;
+  return Status::ok();
+}
+
+template Status CudaRunner::run_linear<bf16>(const Linear&, const bf16*, bf16*, int, DeferredScales*,
+                                             const Fp8Input&);
+template Status CudaRunner::run_linear<float>(const Linear&, const float*, float*, int, DeferredScales*,
+                                              const Fp8Input&);
 
 }  // namespace mopt::cuda

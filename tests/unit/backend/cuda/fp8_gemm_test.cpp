@@ -3,7 +3,8 @@
 //     kernel, in place and not, with and without bias);
 //   - run_fp8 on the kTensorScaled way (cuBLASLt's unscaled E4M3 x E4M3 GEMM + the epilogue; forced with
 //     fp8_outer_vec = false, so it is tested also where outer-vector scaling exists) and on the way fp8_ready()
-//     picks by default, for m in {9, 16, 64, 100, 2048} and several n, k, with and without bias, against
+//     picks by default (also with fast accumulation), for m in {9, 16, 64, 100, 2048} and several n, k, with and
+//     without bias, against
 //       (a) fp64 products of the same E4M3 codes and scales (tight), and
 //       (b) the dequantized-bf16 reference GEMM (Gemm::run on launch_dequant_weights_bf16's weights and the
 //           unquantized bf16 activations: the runner's fallback), within the activation quantization's error.
@@ -16,6 +17,8 @@
 //       accumulation: Hopper's FP8 tensor cores keep about 14 significant bits between promotions to fp32, whose
 //       random-sign errors stay far below 2^-12 of sum |t_k| for k <= 4096 (a wrong scale, row or column moves
 //       elements by O(|s|), tens of times the bound).
+//       Fast accumulation (Gemm::fp8_fast_accum: no promotion to fp32 between the tensor cores' k-steps of 32)
+//       gets ceil(k / 32) 2^-13 instead: each step may lose 2^-13 (~14 bits kept) of a partial sum <= sum |t_k|.
 //   (b) The fp8 result is the product of E4M3-rounded activations xq xs = x (1 + d_k), |d_k| <= 2^-4 (3 mantissa
 //       bits, normal range) or absolute <= 2^-10 xs (subnormals), with weights ws wq that the reference rounds to
 //       bf16 (<= u). Per element: |got - ref| <= (2^-4 + 2 u) sum_k |x_k w_k| + 2^-10 xs sum_k |w_k| + 2 u (|got| +
@@ -26,6 +29,7 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -186,8 +190,10 @@ HostSums host_sums(const Fp8Case& c) {
 
 // Runs one case through `gemm` (run_fp8) and through the dequantized-bf16 reference GEMM, with and without bias,
 // and checks both bounds of the header.
+// acc_bound: the accumulation term's factor (times xs ws sum_k |t_k|; the header's 2^-12, or more for fast
+// accumulation).
 void check_fp8_case(cuda::Gemm& gemm, cuda::Gemm& ref_gemm, const Fp8Case& c, const HostSums& h,
-                    cuda::Gemm::Fp8Path want) {
+                    cuda::Gemm::Fp8Path want, double acc_bound = std::ldexp(1.0, -12)) {
   const double u = std::ldexp(1.0, -8);
   DevVec<uint16_t> y(static_cast<size_t>(c.m) * c.n), yref(y.size()), wdeq(static_cast<size_t>(c.n) * c.k);
   const cuda::QuantWeightView qv{.fmt = cuda::WeightFormat::kFp8, .codes = c.wq.get(), .row_scale = c.ws.get()};
@@ -216,7 +222,7 @@ void check_fp8_case(cuda::Gemm& gemm, cuda::Gemm& ref_gemm, const Fp8Case& c, co
         const size_t e = static_cast<size_t>(i) * c.n + j;
         const double sc = static_cast<double>(c.hxs[i]) * c.hws[j];
         const double s = sc * h.s[e], yv = s + (with_bias ? c.biasv[j] : 0.0);
-        const double acc = std::ldexp(1.0, -12) * sc * h.a[e];
+        const double acc = acc_bound * sc * h.a[e];
         const double tol_a = 1.01 * u * (std::fabs(s) + std::fabs(yv)) + acc;
         if (!(std::fabs(got[e] - yv) <= tol_a) && bad_a++ < 3)
           ADD_FAILURE() << "(a) (" << i << ", " << j << "): " << got[e] << " vs fp64 " << yv << " (bound " << tol_a
@@ -233,8 +239,8 @@ void check_fp8_case(cuda::Gemm& gemm, cuda::Gemm& ref_gemm, const Fp8Case& c, co
     EXPECT_EQ(bad_b, 0);
     const double rms = std::sqrt(err2 / std::max(ref2, 1e-30));
     EXPECT_LT(rms, 0.06) << "RMS error against the dequantized-bf16 GEMM, relative to its RMS";
-    std::printf("fp8 gemm %dx%dx%d%s (%s): RMS error vs dequantized bf16 %.2f%%\n", c.m, c.n, c.k,
-                with_bias ? " +bias" : "",
+    std::printf("fp8 gemm %dx%dx%d%s (%s%s): RMS error vs dequantized bf16 %.2f%%\n", c.m, c.n, c.k,
+                with_bias ? " +bias" : "", gemm.fp8_fast_accum ? "fast accumulation, " : "",
                 gemm.fp8_path(c.m, c.n, c.k, with_bias) == cuda::Gemm::Fp8Path::kOuterVec ? "outer-vector scales"
                                                                                           : "unscaled + epilogue",
                 100 * rms);
@@ -245,9 +251,12 @@ TEST(CudaFp8Gemm, MatchesReferencesForPrefillAndBatchShapes) {
   SKIP_WITHOUT_GPU();
   const int cc = compute_capability();
   if (cc < 89) GTEST_SKIP() << "compute capability " << cc / 10 << "." << cc % 10 << ": no FP8 tensor cores";
-  cuda::Gemm forced, by_default, ref_gemm;  // kTensorScaled forced; the default choice; the bf16 reference
+  // kTensorScaled forced; the default choice; the default with fast accumulation; the bf16 reference.
+  cuda::Gemm forced, by_default, fast, ref_gemm;
   forced.fp8_outer_vec = false;
+  fast.fp8_fast_accum = true;
   ASSERT_TRUE(forced.init().is_ok());
+  ASSERT_TRUE(fast.init().is_ok());
   ASSERT_TRUE(by_default.init().is_ok());
   ASSERT_TRUE(ref_gemm.init().is_ok());
   std::mt19937 rng(77);
@@ -270,7 +279,13 @@ TEST(CudaFp8Gemm, MatchesReferencesForPrefillAndBatchShapes) {
       SCOPED_TRACE("default way");
       check_fp8_case(by_default, ref_gemm, *c, h, cuda::Gemm::Fp8Path::kNone);
     }
+    {
+      SCOPED_TRACE("fast accumulation");
+      check_fp8_case(fast, ref_gemm, *c, h, cuda::Gemm::Fp8Path::kNone,
+                     std::max(1.0, std::ceil(sh.k / 32.0)) * std::ldexp(1.0, -13));
+    }
   }
+  EXPECT_NE(fast.describe().find("fast accumulation"), std::string::npos) << fast.describe();
   // The report names every FP8 plan's way; none fell back to dequantization.
   const std::string rep = by_default.describe();
   EXPECT_NE(rep.find("fp8 gemm m=2048"), std::string::npos) << rep;

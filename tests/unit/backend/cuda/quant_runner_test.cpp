@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -107,6 +108,26 @@ Runners make_runners(const Model& cpu_model, const Model& gpu_model, RunnerOptio
       return {};
     }
   return r;
+}
+
+// S sequences, sequence s owning block s: tokens [start, start + len) of each (the first first_tok[s], then a
+// fixed walk), every token's logits.
+ForwardBatch sequences_step(BatchArrays& a, int S, int start, int len, const std::vector<int32_t>& first_tok,
+                            int n_vocab) {
+  a.clear();
+  a.max_blocks_per_seq = 1;
+  for (int s = 0; s < S; ++s) {
+    for (int i = 0; i < len; ++i) {
+      a.logits_indices.push_back(static_cast<int32_t>(a.tokens.size()));
+      a.tokens.push_back(i == 0 ? first_tok[s] : (first_tok[s] + 7 * i) % n_vocab);
+      a.positions.push_back(start + i);
+      a.slot_mapping.push_back(s * kBlockSize + start + i);
+    }
+    a.query_start.push_back(static_cast<int32_t>(a.tokens.size()));
+    a.seq_lens.push_back(start + len);
+    a.block_tables.push_back(s);
+  }
+  return a.view();
 }
 
 struct QuantCase {
@@ -215,20 +236,7 @@ TEST(CudaQuantRunner, Fp8BatchesRunOnFp8TensorCores) {
   // Sequence s owns block s; every token's logits (prefill), one row per sequence (decode).
   BatchArrays a;
   auto step = [&](int start, int len, const std::vector<int32_t>& first_tok) {
-    a.clear();
-    a.max_blocks_per_seq = 1;
-    for (int s = 0; s < S; ++s) {
-      for (int i = 0; i < len; ++i) {
-        a.logits_indices.push_back(static_cast<int32_t>(a.tokens.size()));
-        a.tokens.push_back(i == 0 ? first_tok[s] : (first_tok[s] + 7 * i) % n_vocab);
-        a.positions.push_back(start + i);
-        a.slot_mapping.push_back(s * kBlockSize + start + i);
-      }
-      a.query_start.push_back(static_cast<int32_t>(a.tokens.size()));
-      a.seq_lens.push_back(start + len);
-      a.block_tables.push_back(s);
-    }
-    return a.view();
+    return sequences_step(a, S, start, len, first_tok, n_vocab);
   };
   std::vector<int32_t> toks(S);
   for (int s = 0; s < S; ++s) toks[s] = (s * 29 + 3) % n_vocab;
@@ -260,6 +268,67 @@ TEST(CudaQuantRunner, Fp8BatchesRunOnFp8TensorCores) {
   ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), cudaSuccess);
   if (major == 9) {
     EXPECT_EQ(rep.find("dequantized"), std::string::npos) << "an FP8 shape fell back on sm_90:\n" << rep;
+  }
+}
+
+// The FP8 GEMM inputs written by the RMSNorm and SwiGLU kernels (CudaRunnerExtras::fp8_fused_quant, the
+// default) against a quantizer launch before every FP8 GEMM, on one runner (so on the same GEMM plans): an 80-row
+// prefill of 16 sequences and four 16-sequence decode steps (eager, then captured graphs: set_fp8_fused_quant
+// drops them), each step run both ways, must give the same logits bit for bit. The eager step's profile shows
+// that the fused kernels ran (2 norms and 1 SwiGLU per layer quantizing) and, the other way, that none did.
+TEST(CudaQuantRunner, Fp8FusedActivationQuantizationIsBitIdentical) {
+  SKIP_WITHOUT_GPU();
+  auto base = test::dummy_model(kLlama, 5);
+  ASSERT_NE(base, nullptr);
+  auto q = test::requantize(*base, DType::FP8);
+  RunnerOptions o = runner_options(16);
+  o.device = DeviceKind::kCuda;
+  o.dtype = ComputeDtype::kBFloat16;
+  auto made = create_cuda_runner(*q, o);
+  ASSERT_TRUE(made.is_ok()) << made.message();
+  std::unique_ptr<ModelRunner> gpu = std::move(made).value();
+  ASSERT_TRUE(gpu->init_kv_cache(kBlocks, kBlockSize, 0).is_ok());
+  auto* cg = dynamic_cast<CudaModelRunner*>(gpu.get());
+  ASSERT_NE(cg, nullptr);
+  const int n_vocab = q->config.n_vocab, n_layer = q->config.n_layer, S = 16, P = 5;
+  std::vector<int32_t> toks(S);
+  for (int s = 0; s < S; ++s) toks[s] = (s * 31 + 5) % n_vocab;
+  BatchArrays a;
+  // One step both ways (the fused way first, as the runner starts); logits compared byte for byte.
+  auto both_ways = [&](const ForwardBatch& b, size_t n_rows, const char* what) {
+    std::vector<float> fused(n_rows * static_cast<size_t>(n_vocab)), separate(fused.size());
+    for (bool f : {true, false}) {
+      ASSERT_TRUE(cg->set_fp8_fused_quant(f).is_ok());
+      const Status st = gpu->forward(b, f ? fused.data() : separate.data());
+      ASSERT_TRUE(st.is_ok()) << what << ": " << st.message();
+    }
+    size_t differ = 0;
+    for (size_t i = 0; i < fused.size(); ++i) differ += std::memcmp(&fused[i], &separate[i], sizeof(float)) != 0;
+    EXPECT_EQ(differ, 0u) << what << ": logits differ between fused and separate FP8 quantization";
+  };
+  both_ways(sequences_step(a, S, 0, P, toks, n_vocab), static_cast<size_t>(S) * P, "80-row prefill");
+  for (int g = 0; g < 4; ++g) {
+    for (int s = 0; s < S; ++s) toks[s] = (toks[s] + 13 * g + 1) % n_vocab;
+    both_ways(sequences_step(a, S, P + g, 1, toks, n_vocab), S, "16-sequence decode step");
+  }
+  EXPECT_GE(cg->runtime_stats().cuda_graph_launches, 1u) << "no 16-sequence step ran as a graph";
+  // Which kernels ran, per way (the step's shapes are planned by now).
+  const ForwardBatch b = sequences_step(a, S, P + 4, 1, toks, n_vocab);
+  for (bool f : {true, false}) {
+    ASSERT_TRUE(cg->set_fp8_fused_quant(f).is_ok());
+    auto prof = cg->profile_step(b);
+    ASSERT_TRUE(prof.is_ok()) << prof.message();
+    const StepProfile::Class* norm_q = prof->find("add + rmsnorm (+fp8 quantize)");
+    const StepProfile::Class* swiglu_q = prof->find("swiglu (+fp8 quantize)");
+    if (f) {
+      ASSERT_NE(norm_q, nullptr) << prof->format();
+      ASSERT_NE(swiglu_q, nullptr) << prof->format();
+      EXPECT_EQ(norm_q->launches, 2 * n_layer) << prof->format();
+      EXPECT_EQ(swiglu_q->launches, n_layer) << prof->format();
+    } else {
+      EXPECT_EQ(norm_q, nullptr) << prof->format();
+      EXPECT_EQ(swiglu_q, nullptr) << prof->format();
+    }
   }
 }
 
