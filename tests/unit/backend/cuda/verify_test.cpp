@@ -128,11 +128,12 @@ float compare_rows(const std::vector<float>& a, const std::vector<float>& b, int
       d = std::max(d, std::fabs(x[j] - y[j]));
     }
     worst = std::max(worst, d);
-    if (tol < 0.f)
+    if (tol < 0.f) {
       EXPECT_EQ(std::memcmp(x, y, static_cast<size_t>(V) * sizeof(float)), 0)
           << what << ": row " << i << " differs (max |diff| " << d << ")";
-    else
+    } else {
       EXPECT_LE(d, tol * scale) << what << ": row " << i;
+    }
   }
   return worst;
 }
