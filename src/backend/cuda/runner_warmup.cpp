@@ -181,7 +181,8 @@ Result<WarmupReport> CudaRunner::warmup(const WarmupProgress& progress) {
   };
   for (int m : row_counts) one_sequence(m, false);
   // Verification graphs (StepShape::verify), after bucket 1's graph, whose refined plans they follow.
-  for (int m = 2; m <= verify_max_rows_ && m <= max_rows; ++m) one_sequence(m, true);
+  if (!opts_.enforce_eager)
+    for (int m = 2; m <= verify_max_rows_ && m <= max_rows; ++m) one_sequence(m, true);
 
   // A prompt's step asks for its last token's logits only: the general path's one-row lm_head GEMM, which the
   // all-rows steps above reach only at m = 1, where graphs (not the general path) run.
