@@ -8,7 +8,8 @@
 // the same machine load; the faster run of each counts. Reported per file and in total: decode tokens/s (tokens
 // after the first / time after the first token), mean acceptance length (tokens per verification round, 1 +
 // accepted / rounds), acceptance rate (accepted / proposed tokens), and the speed-up. The greedy outputs of both
-// engines must be identical (checked; a difference is an error).
+// engines must be identical (checked; a difference is an error). On CUDA both engines share one fresh plan
+// cache (the same GEMM tilings).
 // Usage: bench_speculative [--model DIR ($MOPT_MODELS_DIR/code-qwen2-25m)] [--eval-text FILE]
 //                          [--device cpu|cuda] [--threads 0] [--speculative-config JSON] [--lines 40]
 //                          [--tokens 256] [--rounds 2]
@@ -18,6 +19,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -136,6 +138,20 @@ int main(int argc, char** argv) {
   cfg.kv_cache_memory = model.config.kv_bytes_per_token(4) * static_cast<uint64_t>(cfg.max_model_len) * 2;
   cfg.runner.n_threads = threads;
   cfg.runner.device = device == "cuda" ? DeviceKind::kCuda : DeviceKind::kCpu;
+  // CUDA: both engines take their GEMM plans from one fresh plan-cache folder (the first writes what it tuned,
+  // the second reads it), so plain and speculative decoding run the same tilings whatever caches $HOME holds: the
+  // verification steps reproduce the one-row decode plans' bits (docs/cuda.md, "Verification graphs").
+  std::string cache_dir;
+  if (cfg.runner.device == DeviceKind::kCuda) {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "mopt-bench-speculative-XXXXXX").string();
+    if (!::mkdtemp(tmpl.data())) {
+      std::fprintf(stderr, "cannot create a plan-cache folder %s\n", tmpl.c_str());
+      return 1;
+    }
+    cache_dir = tmpl;
+    cfg.runner.plan_cache = true;
+    cfg.runner.plan_cache_dir = cache_dir;
+  }
   EngineConfig scfg = cfg;
   scfg.speculative = sc.value();
   std::unique_ptr<Engine> engines[2];
@@ -203,5 +219,9 @@ int main(int argc, char** argv) {
               "verification round; target on the H200: >= 1.8x)\n", stps / ptps,
               drafts ? 1.0 + static_cast<double>(accepted) / drafts : 1.0);
   if (mismatches) std::fprintf(stderr, "%d files: speculative output != plain output\n", mismatches);
+  if (!cache_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(cache_dir, ec);
+  }
   return mismatches ? 1 : 0;
 }

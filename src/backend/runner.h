@@ -154,6 +154,8 @@ class ModelRunner {
   virtual bool can_sample_random() const { return can_sample(); }
   // True when forward_sample() honours RowSampling::allowed (token masks); false: it refuses rows with a mask.
   virtual bool can_sample_masked() const { return false; }
+  // The most output rows forward_sample() takes in one step; 0: max_seqs (RunnerOptions).
+  virtual int max_sample_rows() const { return 0; }
   // One forward pass that picks the next token of every output row on the device and returns only the ids:
   // tokens [n_out]; params [n_out] (empty = greedy for all). Saves forward()'s [n_out, n_vocab] logits copy.
   virtual Status forward_sample(const ForwardBatch& batch, std::span<const RowSampling> params, int32_t* tokens);
@@ -192,11 +194,19 @@ const char* compute_dtype_name(ComputeDtype d);  // the --dtype spelling: "auto"
 enum class KvCacheDtype { kAuto, kFloat32, kFloat16, kFp8 };
 const char* kv_cache_dtype_name(KvCacheDtype d);  // the --kv-cache-dtype spelling: "auto", "fp32", "fp16", "fp8"
 
+// The most tokens proposed per sequence and step (num_speculative_tokens): proposals beyond this cost more
+// verification than they can save.
+inline constexpr int kMaxSpecTokens = 64;
+
 struct RunnerOptions {
   DeviceKind device = DeviceKind::kAuto;
   int n_threads = 0;          // CPU: 0 = all cores
   int max_batch_tokens = 2048;// largest n_tokens a forward() will be given (sizes workspaces)
   int max_seqs = 256;         // largest n_seqs
+  // Speculative decoding (docs/speculative.md): the most proposed tokens per step (num_speculative_tokens; 0:
+  // none). CUDA: forward_sample takes max_seqs + spec_tokens rows, and verification steps of up to 8 rows run
+  // in CUDA graphs (warmed up) with the logits plain decoding gives.
+  int spec_tokens = 0;
   bool enforce_eager = false; // CUDA: no graphs
   ComputeDtype dtype = ComputeDtype::kAuto;  // CUDA: compute precision
   KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;  // CPU: KV cache element type; CUDA: kFp8 or the compute dtype

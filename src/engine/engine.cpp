@@ -248,8 +248,9 @@ void EngineImpl::build_batch(const SchedulerOutput& out) {
 // logprobs, repetition/presence/frequency penalties or banned ids (min_tokens) go to the host, every other row
 // is sampled on the device. A mixed step is still one forward pass: the host rows' logits are fetched from the
 // device afterwards (sampled_logits), the device picks for those rows are ignored. One exception: a device
-// samples at most max_num_seqs rows (the CUDA runner's sampling buffers), so a step whose prompt rows or
-// speculative verification rows take it past that runs a plain forward pass and samples every row on the host.
+// samples at most device_sample_rows() rows (the CUDA runner's sampling buffers: max_num_seqs plus
+// num_speculative_tokens), so a step whose prompt rows or speculative verification rows take it past that runs a
+// plain forward pass and samples every row on the host.
 Status EngineImpl::run_forward(const SchedulerOutput& out) {
   build_batch(out);
   const size_t n_out = barr_.logits_indices.size();
@@ -279,7 +280,7 @@ Status EngineImpl::run_forward(const SchedulerOutput& out) {
       n_device += static_cast<size_t>(sr.n_spec) + 1;
     }
   }
-  if (n_device == 0 || n_out > static_cast<size_t>(cfg_.max_num_seqs)) return all_on_host();
+  if (n_device == 0 || n_out > static_cast<size_t>(device_sample_rows())) return all_on_host();
   row_params_.resize(n_out);
   row_tokens_.resize(n_out);
   for (size_t i = 0; i < n_out; ++i) {

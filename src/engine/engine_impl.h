@@ -112,6 +112,11 @@ class EngineImpl final : public Engine {
   void build_batch(const SchedulerOutput& out);
   Status run_forward(const SchedulerOutput& out);
   bool needs_host_sampler(const EngineRequest& r) const;
+  // The most output rows the runner's forward_sample takes in a step (its max_sample_rows(), else max_num_seqs).
+  int device_sample_rows() const {
+    const int r = runner_->max_sample_rows();
+    return r > 0 ? r : cfg_.max_num_seqs;
+  }
   bool stage_device_mask(EngineRequest& r, size_t row);
   void grammar_banned_ids(const EngineRequest& r, std::vector<int32_t>& banned) const;
   SampleResult sample_on_host(EngineRequest& r, float* logits_row, NoToken& why);

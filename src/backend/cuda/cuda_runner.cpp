@@ -51,9 +51,9 @@ Status CudaRunner::alloc_workspace() {
   MOPT_TRY(sampled_host_.alloc(static_cast<size_t>(logit_rows_) * 4, "sampled tokens"));
   MOPT_TRY(sample_params_.alloc(sample_params_bytes(), "sampling settings"));
   MOPT_TRY(sample_params_host_.alloc(sample_params_bytes(), "sampling settings"));
-  MOPT_TRY(attn_ws_.alloc(static_cast<size_t>(opts_.max_seqs) * c.n_head * kMaxSplits * (c.head_dim + 2) * 4,
+  MOPT_TRY(attn_ws_.alloc(static_cast<size_t>(attn_rows_) * c.n_head * kMaxSplits * (c.head_dim + 2) * 4,
                           "attention workspace"));
-  MOPT_TRY(attn_cnt_.alloc(static_cast<size_t>(opts_.max_seqs) * c.n_head * 4, "attention workspace"));
+  MOPT_TRY(attn_cnt_.alloc(static_cast<size_t>(attn_rows_) * c.n_head * 4, "attention workspace"));
   MOPT_CUDA_TRY(cudaMemsetAsync(attn_cnt_.as<void>(), 0, attn_cnt_.bytes(), stream_));
   return alloc_quant_workspace();
 }
@@ -81,6 +81,8 @@ Result<std::unique_ptr<CudaRunner>> CudaRunner::create(const Model& model, const
                  c.n_ff_exp);
   if (opts.max_batch_tokens <= 0 || opts.max_seqs <= 0)
     return error("max_batch_tokens (%d) and max_seqs (%d) must be positive", opts.max_batch_tokens, opts.max_seqs);
+  if (opts.spec_tokens < 0 || opts.spec_tokens > kMaxSpecTokens)
+    return error("spec_tokens %d out of range 0 .. %d", opts.spec_tokens, kMaxSpecTokens);
 
   int n_dev = 0;
   const cudaError_t de = cudaGetDeviceCount(&n_dev);
@@ -127,7 +129,12 @@ Result<std::unique_ptr<CudaRunner>> CudaRunner::create(const Model& model, const
   MOPT_TRY(r->gemm_.init());
   r->gemm_.fp8_fast_accum = extras.fp8_fast_accum;
   r->max_tokens_ = std::max(opts.max_batch_tokens, opts.max_seqs);
-  r->logit_rows_ = opts.max_seqs;
+  r->logit_rows_ = opts.max_seqs + opts.spec_tokens;
+  // Verification graphs (StepShape::verify): fused GEMMs and attention per row as in decode; not for MoE layers.
+  if (opts.spec_tokens > 0 && r->fused_decode_ && !c.is_moe())
+    r->verify_max_rows_ = std::min({kSkinnyMaxRows, r->logit_rows_, r->max_tokens_});
+  if (r->verify_max_rows_ < 2) r->verify_max_rows_ = 0;
+  r->attn_rows_ = std::max(opts.max_seqs, r->verify_max_rows_);
 
   const auto upload_t0 = std::chrono::steady_clock::now();
   MOPT_TRY(r->upload_weights(model, extras));
@@ -213,7 +220,7 @@ Status CudaRunner::run_step(const ForwardBatch& b, int* rows_on_device) {
   MOPT_TRY(plan_step(b, s));
   MOPT_TRY(stage_metadata(b, s, s.n_tokens));
   if (s.graph_bucket > 0) {
-    GraphEntry& g = graphs_[s.graph_bucket];
+    GraphEntry& g = graphs_[s.graph_key()];
     if (!g.warmed) {  // first use: eager, so GEMM algorithms are tuned outside capture
       MOPT_TRY(enqueue_layers(s));
       MOPT_TRY(enqueue_logits(s, 0, s.n_out));

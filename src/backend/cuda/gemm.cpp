@@ -254,9 +254,15 @@ static const char* prologue_name(SkinnyPrologue p) {
   }
 }
 
+namespace {
+Gemm::FusedKey fused_key(const SkinnyGemmParams& p) {
+  return {p.m, p.n, p.k, static_cast<int>(p.prologue), static_cast<int>(p.epilogue), p.y_f32, p.bias != nullptr,
+          static_cast<int>(p.qw.fmt)};
+}
+}  // namespace
+
 Result<int> Gemm::fused_variant(const SkinnyGemmParams& p, cudaStream_t stream) {
-  const FusedKey key{p.m, p.n, p.k, static_cast<int>(p.prologue), static_cast<int>(p.epilogue), p.y_f32,
-                     p.bias != nullptr, static_cast<int>(p.qw.fmt)};
+  const FusedKey key = fused_key(p);
   const int n_var = skinny_variants(p.qw.fmt);
   auto it = fused_plans_.find(key);
   if (it != fused_plans_.end()) return it->second.variant;
@@ -377,7 +383,7 @@ Status Gemm::set_fused_variant(const FusedKey& key, int variant) {
   return Status::ok();
 }
 
-Status Gemm::run_fused(const SkinnyGemmParams& p, cudaStream_t stream) {
+Status Gemm::run_fused(const SkinnyGemmParams& p, cudaStream_t stream, bool row_invariant) {
   if (p.m <= 0) return Status::ok();
   if (p.m > kSkinnyMaxRows || p.n <= 0 || p.k <= 0 || p.k % 8 != 0)
     return error("fused GEMM: shape m=%d n=%d k=%d unsupported (m <= %d, k a multiple of 8)", p.m, p.n, p.k,
@@ -400,9 +406,24 @@ Status Gemm::run_fused(const SkinnyGemmParams& p, cudaStream_t stream) {
                         reinterpret_cast<uintptr_t>(p.qw.codes);
   if (bits % 16) return error("fused GEMM: operands must be 16-byte aligned");
   SkinnyGemmParams q = p;
-  MOPT_ASSIGN_OR_RETURN(q.variant, fused_variant(p, stream));
+  if (row_invariant && p.m > 1) {
+    MOPT_ASSIGN_OR_RETURN(q.variant, row_invariant_variant(p, stream));
+  } else {
+    MOPT_ASSIGN_OR_RETURN(q.variant, fused_variant(p, stream));
+  }
   MOPT_CUDA_TRY(launch_skinny_gemm(q, stream));
   return Status::ok();
+}
+
+Result<int> Gemm::row_invariant_variant(const SkinnyGemmParams& p, cudaStream_t stream) {
+  SkinnyGemmParams one = p;
+  one.m = 1;
+  MOPT_ASSIGN_OR_RETURN(const int v1, fused_variant(one, stream));
+  MOPT_TRY(fused_variant(p, stream).status());  // the ranking for m rows
+  const int order = skinny_reduction_order(p.qw.fmt, v1);
+  for (const auto& [us, v] : fused_plans_.at(fused_key(p)).ranked)
+    if (skinny_reduction_order(p.qw.fmt, v) == order) return v;
+  return v1;  // a ranking without v1's order (it holds every variant when tuned here)
 }
 
 std::string Gemm::describe() const {

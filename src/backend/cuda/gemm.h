@@ -64,7 +64,10 @@ class Gemm {
   // fastest is cached (p.variant is ignored); while timing, a kAddResidual output goes to a scratch buffer, so
   // the residual is updated once.
   // Like run(): a shape's first call must happen outside stream capture.
-  Status run_fused(const SkinnyGemmParams& p, cudaStream_t stream);
+  // row_invariant (verification steps, docs/speculative.md): every output row gets the bits a call with m = 1
+  // (the same shape, its plan tuned first if need be) would give it: among the variants ranked for m rows, the
+  // fastest whose reduction order (skinny_reduction_order) is that of the one-row plan's variant.
+  Status run_fused(const SkinnyGemmParams& p, cudaStream_t stream, bool row_invariant = false);
 
   // FP8 W8A8 (gemm_fp8.cpp): y[m, n] bf16 = xs[i] ws[j] sum_k xq[i, k] wq[j, k] (+ bias[j] bf16) with E4M3
   // operands xq [m, k] (per-token scales xs [m]) and wq [n, k] (per-channel scales ws [n]), fp32 accumulation.
@@ -173,6 +176,8 @@ class Gemm {
   // sweep, launch) pairs less the sweeps alone, median over rounds). A candidate whose launch fails gets +inf.
   Result<std::vector<float>> time_cold_l2(int n, const std::function<cudaError_t(int)>& launch,
                                           cudaStream_t stream);
+  // run_fused's row_invariant choice for p (m > 1).
+  Result<int> row_invariant_variant(const SkinnyGemmParams& p, cudaStream_t stream);
   std::map<FusedKey, FusedPlan> fused_plans_;
   void* scratch_ = nullptr;  // tuning output of kAddResidual calls
   size_t scratch_bytes_ = 0;

@@ -11,6 +11,14 @@ int skinny_variants(WeightFormat f) {
   return f == WeightFormat::kNib4 ? kQuantSkinnyVariants : kQuantSkinnyVariants + skinny_detail::kMmaVariants;
 }
 
+int skinny_reduction_order(WeightFormat f, int variant) {
+  using namespace skinny_detail;
+  if (variant < 0 || variant >= skinny_variants(f)) return -1;
+  if (f == WeightFormat::kFloat) return kSplitWarpsBf16[variant];
+  if (variant >= kQuantSkinnyVariants) return 100 + variant;
+  return f == WeightFormat::kNib4 ? kSplitWarpsNib[variant] : kSplitWarpsQuant[variant];
+}
+
 namespace {
 bool misaligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 != 0; }
 

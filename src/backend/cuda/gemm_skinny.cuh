@@ -282,6 +282,10 @@ cudaError_t launch_one(const SkinnyGemmParams& p, cudaStream_t stream) {
 // kQuantSkinnyVariants (kernels.h) = 10; fp8 and int8 add kMmaVariants tensor-core tilings after them
 // (gemm_skinny_mma.cuh), timed by the tuner beside these.
 inline constexpr int kMmaVariants = 20;
+// KW of each variant in the tables below (skinny_reduction_order): bf16, quantized, and 4-bit codes.
+inline constexpr int kSplitWarpsBf16[kSkinnyVariants] = {1, 1, 1, 1, 2, 4, 8, 4, 4, 8};
+inline constexpr int kSplitWarpsQuant[kQuantSkinnyVariants] = {1, 4, 4, 2, 4, 2, 1, 2, 4, 8};
+inline constexpr int kSplitWarpsNib[kQuantSkinnyVariants] = {1, 4, 4, 2, 2, 1, 1, 2, 4, 8};
 template <class F, int M, int PRO, int EPI>
 cudaError_t dispatch_variant(const SkinnyGemmParams& p, cudaStream_t stream) {
   if constexpr (F::kFormat == WeightFormat::kFloat) {

@@ -351,6 +351,11 @@ inline constexpr int kQuantSkinnyVariants = 10;
 // Tilings instantiated for a weight format (bf16: kSkinnyVariants; kNib4: kQuantSkinnyVariants; kFp8, kInt8:
 // kQuantSkinnyVariants + the tensor-core ones).
 int skinny_variants(WeightFormat f);
+// The order in which a variant of format f sums each output's k products, as a number: variants with equal
+// numbers give every output row the same bits whatever the row count m (a lane sums its chunks in ascending
+// order, the lanes by shuffles, the warps sharing a row in warp order: only the warps per row group, KW, decide;
+// rows per group, unroll, pipelining and m do not). Tensor-core variants: 100 + the variant (only themselves).
+int skinny_reduction_order(WeightFormat f, int variant);
 cudaError_t launch_skinny_gemm(const SkinnyGemmParams& p, cudaStream_t stream);
 
 }  // namespace mopt::cuda

@@ -20,7 +20,7 @@ Status CudaRunner::enqueue_layers(const StepShape& s) {
 }
 
 Status CudaRunner::enqueue_logits(const StepShape& s, int row_offset, int n_rows) {
-  if (s.fused) return enqueue_logits_fused(row_offset, n_rows);
+  if (s.fused) return enqueue_logits_fused(row_offset, n_rows, s.verify);
   return f32_ ? enqueue_logits_t<float>(s, row_offset, n_rows) : enqueue_logits_t<bf16>(s, row_offset, n_rows);
 }
 
@@ -226,6 +226,7 @@ Status CudaRunner::enqueue_layers_fused(const StepShape& s) {
   const int T = s.n_tokens, d = c.n_embd;
   cudaStream_t st = stream_;
   if (T > kSkinnyMaxRows || s.use_prefill_kernel) return error("internal: fused decode with %d rows", T);
+  if (s.verify && c.is_moe()) return error("internal: a verification step in a mixture-of-experts model");
   MOPT_CUDA_TRY(launch_embed(embed_params<bf16>(T), st));
   MOPT_TRY(mark("step metadata H2D + embedding"));
   float* resid = resid_.as<float>();
@@ -236,7 +237,7 @@ Status CudaRunner::enqueue_layers_fused(const StepShape& s) {
                        .n = L.qkv.n_out, .k = d, .prologue = SkinnyPrologue::kRmsNorm, .x_f32 = resid,
                        .norm_w = L.attn_norm.as<bf16>(), .norm_eps = c.norm_eps,
                        .l2_prefetch_bytes = l2_prefetch_other_, .qw = L.qkv.qw};  // qkv_ = rmsnorm(resid) . Wqkv^T + b
-    MOPT_TRY(gemm_.run_fused(g, st));
+    MOPT_TRY(gemm_.run_fused(g, st, s.verify));
     MOPT_TRY(mark("qkv GEMM (+rmsnorm)"));
     MOPT_TRY(enqueue_rope_cache(l, T));
     MOPT_TRY(enqueue_attention(s, l));
@@ -245,7 +246,7 @@ Status CudaRunner::enqueue_layers_fused(const StepShape& s) {
     SkinnyGemmParams o{.x = attn_.as<bf16>(), .w = L.o.w.as<bf16>(), .y = resid, .m = T, .n = d, .k = c.q_dim(),
                        .epilogue = SkinnyEpilogue::kAddResidual, .l2_prefetch_bytes = l2_prefetch_o_,
                        .qw = L.o.qw};
-    MOPT_TRY(gemm_.run_fused(o, st));
+    MOPT_TRY(gemm_.run_fused(o, st, s.verify));
     MOPT_TRY(mark("o GEMM (+residual)"));
 
     if (c.is_moe()) {  // normed_ = rmsnorm(resid); resid += MoE(normed_) (runner_moe.cpp)
@@ -258,7 +259,7 @@ Status CudaRunner::enqueue_layers_fused(const StepShape& s) {
     g.bias = nullptr;
     g.y = gu_.as<bf16>();
     g.n = 2 * c.n_ff;
-    MOPT_TRY(gemm_.run_fused(g, st));
+    MOPT_TRY(gemm_.run_fused(g, st, s.verify));
     MOPT_TRY(mark("gate|up GEMM (+rmsnorm)"));
 
     SkinnyGemmParams dn = o;  // resid += swiglu(gu_) . Wdown^T
@@ -268,14 +269,15 @@ Status CudaRunner::enqueue_layers_fused(const StepShape& s) {
     dn.w = L.down.w.as<bf16>();
     dn.qw = L.down.qw;
     dn.k = c.n_ff;
-    MOPT_TRY(gemm_.run_fused(dn, st));
+    MOPT_TRY(gemm_.run_fused(dn, st, s.verify));
     MOPT_TRY(mark("down GEMM (+swiglu +residual)"));
   }
   return Status::ok();
 }
 
-// logits_ [n_rows, n_vocab] = rmsnorm(resid[d_logit_rows_[row_offset + i]]) . Wout^T, one launch.
-Status CudaRunner::enqueue_logits_fused(int row_offset, int n_rows) {
+// logits_ [n_rows, n_vocab] = rmsnorm(resid[d_logit_rows_[row_offset + i]]) . Wout^T, one launch (row_invariant:
+// Gemm::run_fused's).
+Status CudaRunner::enqueue_logits_fused(int row_offset, int n_rows, bool row_invariant) {
   if (n_rows > kSkinnyMaxRows) return error("internal: fused logits for %d rows", n_rows);
   const ModelConfig& c = cfg_;
   const SkinnyGemmParams g{.w = output_.bytes() ? output_.as<bf16>() : tok_embd_.as<bf16>(),
@@ -283,7 +285,7 @@ Status CudaRunner::enqueue_logits_fused(int row_offset, int n_rows) {
                            .prologue = SkinnyPrologue::kRmsNorm, .x_f32 = resid_.as<float>(),
                            .norm_w = out_norm_.as<bf16>(), .norm_eps = c.norm_eps,
                            .x_rows = d_logit_rows_ + row_offset, .l2_prefetch_bytes = l2_prefetch_other_, .qw = {}};
-  MOPT_TRY(gemm_.run_fused(g, stream_));
+  MOPT_TRY(gemm_.run_fused(g, stream_, row_invariant));
   return mark("final norm + LM head");
 }
 

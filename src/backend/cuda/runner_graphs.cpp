@@ -1,6 +1,7 @@
-// CudaRunner's CUDA graphs (runner_impl.h), one per decode bucket: the first step of a bucket runs eagerly (GEMM
-// plans are tuned then, outside capture), the second captures the graph, later steps replay it. On the fused
-// path, the first capture also re-times each fused GEMM's next-best tilings inside the graph (refine_graph).
+// CudaRunner's CUDA graphs (runner_impl.h), one per decode bucket and one per verification row count
+// (StepShape::verify): the first step of a bucket runs eagerly (GEMM plans are tuned then, outside capture), the
+// second captures the graph, later steps replay it. On the fused path, the first capture of a decode bucket also
+// re-times each fused GEMM's next-best tilings inside the graph (refine_graph).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -98,15 +99,23 @@ Status CudaRunner::refine_graph(const StepShape& s, cudaGraphExec_t& exec) {
 }
 
 Status CudaRunner::run_graph(const StepShape& s) {
-  GraphEntry& g = graphs_[s.n_tokens];
+  GraphEntry& g = graphs_[s.graph_key()];
   if (!g.exec) {
     MOPT_ASSIGN_OR_RETURN(g.exec, capture_graph(s));
     g.n_splits = s.n_splits;
     ++captures_;
-    MOPT_LOG_DEBUG("cuda: captured decode graph for batch %d", s.n_tokens);
-    if (s.fused && refine_graph_plans_ && !g.refined) {
+    MOPT_LOG_DEBUG("cuda: captured %s graph for %d rows", s.verify ? "verification" : "decode", s.n_tokens);
+    // Verification graphs take the one-row plans' reduction orders (Gemm::run_fused's row_invariant): they are
+    // not refined, and bucket 1's refinement, which may change those plans, drops them (captured again on use).
+    if (s.fused && refine_graph_plans_ && !g.refined && !s.verify) {
       g.refined = true;
       MOPT_TRY(refine_graph(s, g.exec));
+      if (s.graph_bucket == 1)
+        for (auto& [key, v] : graphs_)
+          if (key < 0 && v.exec) {
+            MOPT_CUDA_TRY(cudaGraphExecDestroy(v.exec));
+            v.exec = nullptr;
+          }
     }
   }
   MOPT_CUDA_TRY(cudaGraphLaunch(g.exec, stream_));

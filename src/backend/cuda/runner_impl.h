@@ -110,6 +110,12 @@ struct StepShape {
   int attn_hpc = 0;     // decode attention: query heads per CTA at most (0 = the whole GQA group)
   bool fused = false;   // enqueue_layers_fused / enqueue_logits_fused (bf16 decode, <= kSkinnyMaxRows rows)
   int graph_bucket = 0; // decode bucket whose CUDA graph runs the step (n_tokens == graph_bucket); 0: eager
+  // A verification step (docs/speculative.md: 2 .. verify_max_rows_ rows, every row's logits in order) on the
+  // fused path, each row computed as in a one-sequence decode step (bucket 1's attention splits and heads per
+  // CTA, the fused GEMMs' row-invariant tilings), so its logits have the bits plain decoding gives. Its graph is
+  // graphs_[-n_tokens].
+  bool verify = false;
+  int graph_key() const { return verify ? -graph_bucket : graph_bucket; }
 };
 
 class CudaRunner final : public CudaModelRunner {
@@ -131,6 +137,7 @@ class CudaRunner final : public CudaModelRunner {
   Status forward_greedy(const ForwardBatch& batch, int32_t* tokens) override;
   Status forward_sample(const ForwardBatch& batch, std::span<const GpuSampling> params, int32_t* tokens) override;
   Status sampled_logits(std::span<const int32_t> rows, float* logits) override;
+  int max_sample_rows() const override { return logit_rows_; }
   uint64_t weight_bytes() const override { return weight_bytes_; }
   std::string gemm_report() const override { return gemm_.describe(); }
   Result<StepProfile> profile_step(const ForwardBatch& batch) override;
@@ -207,6 +214,9 @@ class CudaRunner final : public CudaModelRunner {
   Status stage_metadata(const ForwardBatch& b, const StepShape& s, int pad_to);
   // The decode batch sizes that run in CUDA graphs under this runner's limits, ascending.
   std::vector<int> graph_buckets() const;
+  // Decode attention's heads per CTA (StepShape::attn_hpc) and split count for a graph of `rows` rows, sized for
+  // the longest context the block table allows; a verification graph takes bucket 1's (rows = 1).
+  void plan_graph_attention(int rows, StepShape& s) const;
 
   // runner_warmup.cpp
   PlanCacheKey plan_cache_key() const;
@@ -220,7 +230,7 @@ class CudaRunner final : public CudaModelRunner {
   template <class E>
   Status enqueue_logits_t(const StepShape& s, int row_offset, int n_rows);
   Status enqueue_layers_fused(const StepShape& s);
-  Status enqueue_logits_fused(int row_offset, int n_rows);
+  Status enqueue_logits_fused(int row_offset, int n_rows, bool row_invariant);
   template <class E>
   EmbedParamsT<E> embed_params(int n_tokens) const;
   template <class E, class C>
@@ -276,7 +286,11 @@ class CudaRunner final : public CudaModelRunner {
 
   // Activations, sized for max_tokens_ rows.
   int max_tokens_ = 0;      // max(max_batch_tokens, max_seqs)
-  int logit_rows_ = 0;      // rows of logits computed per chunk (max_seqs)
+  int logit_rows_ = 0;      // rows of logits computed per chunk (max_seqs + opts.spec_tokens)
+  // Rows of the largest verification step (StepShape::verify; graphs for 2 .. this many rows); 0: none (no
+  // speculation, no fused path, MoE or tensor parallel).
+  int verify_max_rows_ = 0;
+  int attn_rows_ = 0;       // rows of the attention workspace: max(max_seqs, verify_max_rows_)
   DeviceBuffer resid_;      // [max_tokens, n_embd] fp32 residual stream
   DeviceBuffer normed_;     // [max_tokens, n_embd]
   DeviceBuffer qkv_;        // [max_tokens, q_dim + 2 kv_dim]
@@ -302,8 +316,8 @@ class CudaRunner final : public CudaModelRunner {
   DeviceBuffer moe_start_;  // [n_expert + 1] int32 first packed row of each expert
   PinnedBuffer moe_start_host_;
   DeviceBuffer logits_;     // [logit_rows, n_vocab] fp32
-  DeviceBuffer attn_ws_;    // [max_seqs, n_head, kMaxSplits, head_dim + 2] fp32 split-K partials
-  DeviceBuffer attn_cnt_;   // [max_seqs, n_head] uint32 split-merge tickets, zeroed once (kernels leave them 0)
+  DeviceBuffer attn_ws_;    // [attn_rows, n_head, kMaxSplits, head_dim + 2] fp32 split-K partials
+  DeviceBuffer attn_cnt_;   // [attn_rows, n_head] uint32 split-merge tickets, zeroed once (kernels leave them 0)
   // Quantized weights (runner_quant.cpp), allocated only when a linear layer is quantized:
   DeviceBuffer wdeq_;       // [max n_out * n_in] bf16: one layer's weights dequantized for a GEMM of > 8 rows
   DeviceBuffer xq_;         // [max_tokens, max n_in] E4M3 activations of an FP8 GEMM
@@ -349,7 +363,8 @@ class CudaRunner final : public CudaModelRunner {
   int32_t* d_tile_seq_ = nullptr;
   int32_t* d_block_tables_ = nullptr;
 
-  // CUDA graphs per decode bucket: first use runs eagerly (tunes GEMMs), second captures, then replays.
+  // CUDA graphs per decode bucket (key: the bucket) and per verification row count (key: -rows): first use
+  // runs eagerly (tunes GEMMs), second captures, then replays.
   struct GraphEntry {
     bool warmed = false;
     cudaGraphExec_t exec = nullptr;

@@ -23,6 +23,13 @@ std::vector<int> CudaRunner::graph_buckets() const {
   return out;
 }
 
+void CudaRunner::plan_graph_attention(int rows, StepShape& s) const {
+  const ModelConfig& c = cfg_;
+  s.attn_hpc = rows * c.n_head_kv < n_sms_ ? 2 : 0;  // see plan_step
+  const int ctas_per_token = c.n_head / decode_heads_per_cta(c.n_head / c.n_head_kv, s.attn_hpc);
+  s.n_splits = std::min(kMaxSplits, choose_decode_splits(rows * ctas_per_token, bt_stride_ * block_size_, n_sms_));
+}
+
 Status CudaRunner::check_batch(const ForwardBatch& b) const {
   if (kv_.bytes() == 0) return error("forward() before init_kv_cache()");
   // Consecutive positions: the prefill tiles assume them.
@@ -32,7 +39,9 @@ Status CudaRunner::check_batch(const ForwardBatch& b) const {
 }
 
 // The step's shape. A decode batch (one token per sequence) whose logits are one row per sequence, in order,
-// runs in the CUDA graph of the smallest bucket that holds it (padded to the bucket); other batches run eagerly.
+// runs in the CUDA graph of the smallest bucket that holds it (padded to the bucket); a verification step (2 ..
+// verify_max_rows_ rows, not a decode batch, every row's logits in order) in the verification graph of its row
+// count (StepShape::verify); other batches run eagerly.
 Status CudaRunner::plan_step(const ForwardBatch& b, StepShape& s) {
   const ModelConfig& c = cfg_;
   const int n = b.n_tokens(), S = b.n_seqs(), n_out = b.n_out();
@@ -42,6 +51,17 @@ Status CudaRunner::plan_step(const ForwardBatch& b, StepShape& s) {
 
   s.n_seqs = S;
   s.n_out = std::min(n_out, logit_rows_);
+  bool in_order = true;  // logits rows 0, 1, ...
+  for (int i = 0; in_order && i < n_out; ++i) in_order = b.logits_indices[i] == i;
+  if (!decode && n <= verify_max_rows_ && n_out == n && in_order && !opts_.enforce_eager && !profiling_) {
+    s.verify = true;
+    s.graph_bucket = n;
+    s.n_tokens = n;
+    s.n_out = n;
+    s.fused = true;
+    plan_graph_attention(1, s);  // bucket 1's (fixed, as its graph's): the rows' attention as in decode
+    return Status::ok();
+  }
   // Decode attention: with fewer (token, KV head) pairs than SMs (a batch of one to a few sequences), a CTA
   // serves at most 2 query heads: each CTA's serial work, which bounds such a launch, shrinks (docs/cuda.md,
   // "Decode attention") and the duplicate K/V reads hit L2. Larger batches keep the whole GQA group per CTA (each
@@ -51,8 +71,7 @@ Status CudaRunner::plan_step(const ForwardBatch& b, StepShape& s) {
   const int ctas_per_token = c.n_head / decode_heads_per_cta(group, s.attn_hpc);
 
   // CUDA graph for decode batches whose logits are exactly one row per sequence, in order.
-  bool graph = decode && !opts_.enforce_eager && n_out == S && !profiling_;
-  for (int i = 0; graph && i < n_out; ++i) graph = b.logits_indices[i] == i;
+  bool graph = decode && !opts_.enforce_eager && n_out == S && !profiling_ && in_order;
   int bucket = 0;
   if (graph) {
     for (int bk : kGraphBuckets)

@@ -6,7 +6,8 @@
 //     with that many rows, and the output projection for as many logits rows, are timed on first use;
 //   - above that, one step per GEMM row bucket up to the batch token limit: larger row counts take the cuBLASLt
 //     algorithm of their bucket (gemm.h), so a long prompt finds its heuristic answered and its kernels loaded;
-//   - with --enforce-eager, each decode batch of 1 .. kSkinnyMaxRows rows of the fused path.
+//   - with --enforce-eager, each decode batch of 1 .. kSkinnyMaxRows rows of the fused path;
+//   - with speculative decoding (RunnerOptions::spec_tokens), each verification graph (StepShape::verify).
 // Plans come from the plan cache (backend/plan_cache.h) when it holds them, and the cache is written afterwards.
 #include <dlfcn.h>
 #include <sys/stat.h>
@@ -157,9 +158,12 @@ Result<WarmupReport> CudaRunner::warmup(const WarmupProgress& progress) {
   for (int m = 1; m <= max_m; ++m) row_counts.push_back(m);
   for (int m = max_m + 1; m <= max_rows; m = gemm_row_bucket(m) + 1)
     row_counts.push_back(std::min(gemm_row_bucket(m), max_rows));
-  for (int m : row_counts) {
+  // verify: in order (a verification graph, run twice like a decode bucket); else, for m rows of a verification
+  // graph, the rows in reverse order, so that the general path's m-row GEMMs (prompt chunks) are tuned too.
+  auto one_sequence = [&](int m, bool verify) {
     WarmStep w;
-    w.what = strfmt("eager step, %d tokens", m);
+    w.what = strfmt(verify ? "verification graph, %d tokens" : "eager step, %d tokens", m);
+    w.graph = verify;
     BatchArrays& a = w.arr;
     const int blocks = (m + block_size_ - 1) / block_size_;
     a.max_blocks_per_seq = blocks;
@@ -169,11 +173,16 @@ Result<WarmupReport> CudaRunner::warmup(const WarmupProgress& progress) {
       a.slot_mapping.push_back(i);
       if (i < logit_rows_) a.logits_indices.push_back(i);
     }
+    if (!verify && m <= verify_max_rows_) std::reverse(a.logits_indices.begin(), a.logits_indices.end());
     a.query_start.push_back(m);
     a.seq_lens.push_back(m);
     for (int b = 0; b < blocks; ++b) a.block_tables.push_back(b);
     steps.push_back(std::move(w));
-  }
+  };
+  for (int m : row_counts) one_sequence(m, false);
+  // Verification graphs (StepShape::verify), after bucket 1's graph, whose refined plans they follow.
+  if (!opts_.enforce_eager)
+    for (int m = 2; m <= verify_max_rows_ && m <= max_rows; ++m) one_sequence(m, true);
 
   // A prompt's step asks for its last token's logits only: the general path's one-row lm_head GEMM, which the
   // all-rows steps above reach only at m = 1, where graphs (not the general path) run.

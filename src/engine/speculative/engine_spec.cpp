@@ -24,15 +24,14 @@ bool EngineImpl::can_speculate(const EngineRequest& r) const {
 
 void EngineImpl::propose_drafts() {
   const SpeculativeConfig& sc = cfg_.speculative;
-  // A device sampler (CUDA) takes at most max_num_seqs rows a step; a step with more is sampled on the host from
-  // the full logits, which costs little for up to kHostLogits floats (a single stream's k + 1 rows of a large
-  // vocabulary, a batch's rows of a small one) and a lot beyond. So proposals get the rows that every request's
-  // own next token leaves free under the larger of the two. The CPU runner's picks are an argmax over logits it
-  // holds anyway: no limit.
+  // A device sampler (CUDA) takes at most device_sample_rows() rows a step (max_num_seqs + k); a step with more
+  // is sampled on the host from the full logits, which costs little for up to kHostLogits floats (a batch's rows
+  // of a small vocabulary) and a lot beyond. So proposals get the rows that every request's own next token leaves
+  // free under the larger of the two. The CPU runner's picks are an argmax over logits it holds anyway: no limit.
   constexpr int64_t kHostLogits = int64_t{1} << 22;
   int64_t free_rows = std::numeric_limits<int64_t>::max();
   if (runner_->can_sample() && runner_->device() != DeviceKind::kCpu)
-    free_rows = std::max<int64_t>(cfg_.max_num_seqs, kHostLogits / n_vocab_) -
+    free_rows = std::max<int64_t>(device_sample_rows(), kHostLogits / n_vocab_) -
                 static_cast<int64_t>(requests_.size());
   for (auto& [id, rp] : requests_) {
     EngineRequest& r = *rp;

@@ -14,7 +14,6 @@ const char* spec_method_name(SpecMethod m) {
 }
 
 std::string validate_speculative_config(const SpeculativeConfig& c) {
-  constexpr int kMaxSpecTokens = 64;  // proposals beyond this cost more verification than they can save
   constexpr int kMaxLookup = 1024;
   switch (c.method) {
     case SpecMethod::kNone: return {};

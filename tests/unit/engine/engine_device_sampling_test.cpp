@@ -20,6 +20,32 @@ EngineConfig small_config() {
   return cfg;
 }
 
+// Speculative verification rows go to the device sampler up to the runner's max_sample_rows() (the CUDA runner:
+// max_num_seqs + num_speculative_tokens), here a single stream's k + 1 rows with max_num_seqs 1; greedy output
+// still equals the oracle.
+TEST(EngineDeviceSampling, VerificationRowsUpToTheRunnersLimit) {
+  EngineConfig cfg = small_config();
+  cfg.max_num_seqs = 1;
+  cfg.speculative.method = SpecMethod::kNgram;
+  cfg.speculative.num_speculative_tokens = 4;
+  cfg.speculative.prompt_lookup_min = 1;
+  cfg.speculative.prompt_lookup_max = 3;
+  Harness h(cfg);
+  ASSERT_TRUE(h.engine) << h.create_error;
+  h.runner->device_sampling = true;
+  h.runner->sample_rows_limit = 5;
+  const std::vector<int32_t> prompt = {3, 4, 5, 6, 3, 4, 5, 6, 3, 4, 5, 6, 3, 4};
+  const uint64_t id = h.add(prompt, greedy(30)).request_id;
+  h.run();
+  const Collected& c = h.results[id];
+  ASSERT_TRUE(c.finished);
+  EXPECT_EQ(c.tokens, reference_generate(prompt, 30, kVocab, kEos));
+  EXPECT_GT(h.engine->stats().spec_num_drafts, 0u);
+  EXPECT_GT(h.runner->max_sample_rows_seen, 1) << "no verification rows on the device";
+  EXPECT_LE(h.runner->max_sample_rows_seen, 5);
+  EXPECT_EQ(h.runner->host_rows_fetched, 0u);
+}
+
 // Runs the same mixed greedy load on an engine with and without device sampling.
 TEST(EngineDeviceSampling, GreedyEqualsLogitsPathAndOracle) {
   std::mt19937 rng(11);

@@ -189,8 +189,13 @@ class FakeRunner : public ModelRunner {
   bool can_sample() const override { return device_sampling; }
   // With device_masks: token masks (RowSampling::allowed) are applied before the fake device sampler; else refused.
   bool can_sample_masked() const override { return device_sampling && device_masks; }
+  // max_sample_rows(): 0 = the engine's max_num_seqs; forward_sample refuses more rows (as the CUDA runner does).
+  int max_sample_rows() const override { return sample_rows_limit; }
   Status forward_sample(const ForwardBatch& b, std::span<const RowSampling> params, int32_t* tokens) override {
     if (!device_sampling) return error("FakeRunner: device sampling is off");
+    if (sample_rows_limit > 0 && b.n_out() > sample_rows_limit)
+      return error("forward_sample: %d rows, at most %d", b.n_out(), sample_rows_limit);
+    max_sample_rows_seen = std::max(max_sample_rows_seen, b.n_out());
     if (!params.empty() && static_cast<int>(params.size()) != b.n_out())
       return error("forward_sample: %zu settings for %d rows", params.size(), b.n_out());
     last_sample_rows_ = -1;
@@ -242,6 +247,8 @@ class FakeRunner : public ModelRunner {
   }
 
   bool device_sampling = false;  // can_sample()
+  int sample_rows_limit = 0;     // max_sample_rows()
+  int max_sample_rows_seen = 0;  // most rows of one forward_sample() call
   bool device_masks = false;     // can_sample_masked() (with device_sampling)
   uint64_t masked_rows_sampled = 0;  // forward_sample rows drawn under a token mask
   int forward_calls = 0;

@@ -1,6 +1,7 @@
 // Fused decode kernels: the skinny GEMM with its RMSNorm / SwiGLU prologues and residual epilogue against the
 // unfused composition computed by the CPU backend (cpu::rmsnorm / cpu::swiglu, then cpu::matmul_raw on the
-// same bf16 weights, all fp32), and the CUDA runner's fused decode path against its general path.
+// same bf16 weights, all fp32), each row of an m-row call against one-row calls of a tiling with the same
+// reduction order (bit for bit), and the CUDA runner's fused decode path against its general path.
 //
 // Tolerances. The fused prologues stay in fp32 (the unfused GPU path rounds the activations to bf16), so
 // against the fp32 CPU composition only the summation order and the fast exp/divide of silu (~2 ulp) differ:
@@ -18,6 +19,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <random>
@@ -136,6 +138,78 @@ TEST(CudaFusedGemm, ProloguesAndEpilogueMatchCpuComposition) {
     for (Shape s : {Shape{333, 512}, Shape{77, 1792}, Shape{5, 8}})
       for (int m = 1; m <= cuda::kSkinnyMaxRows; ++m)
         for (int v = -1; v < cuda::kSkinnyVariants; ++v) check_fused(rng, fc, m, s.n, s.k, v, gemm);
+}
+
+// Row invariance (Gemm::run_fused's row_invariant, used by speculative verification steps): an m-row call of a
+// tiling gives every row the bits a one-row call of any tiling with the same skinny_reduction_order gives it.
+TEST(CudaFusedGemm, RowsMatchOneRowCallsOfTheSameReductionOrder) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(5);
+  constexpr int n = 333, k = 1792, rows_in = 11, M = cuda::kSkinnyMaxRows;
+  std::vector<uint16_t> xb, wb, nwb, bb;
+  std::vector<float> xv, wv, nwv, bv, resid(static_cast<size_t>(rows_in) * k), y0(static_cast<size_t>(M) * n);
+  random_bf16(rng, static_cast<size_t>(rows_in) * 2 * k, -4.f, 4.f, xb, xv);  // wide enough for gate|up rows
+  random_bf16(rng, static_cast<size_t>(n) * k, -1.f, 1.f, wb, wv);
+  random_bf16(rng, k, 0.5f, 1.5f, nwb, nwv);
+  random_bf16(rng, n, -1.f, 1.f, bb, bv);
+  std::uniform_real_distribution<float> u(-2.f, 2.f);
+  for (float& v : resid) v = u(rng);
+  for (float& v : y0) v = u(rng);
+  std::vector<int32_t> rows(M);
+  for (int i = 0; i < M; ++i) rows[static_cast<size_t>(i)] = (3 * i + 1) % rows_in;
+  DevVec<uint16_t> dx(xb), dw(wb), dnw(nwb), db(bb);
+  DevVec<float> dres(resid);
+  DevVec<int32_t> drows(rows);
+  const FusedCase cases[] = {
+      {SkinnyPrologue::kNone, SkinnyEpilogue::kAddResidual, false, false, true},
+      {SkinnyPrologue::kRmsNorm, SkinnyEpilogue::kStore, false, true, true},
+      {SkinnyPrologue::kRmsNorm, SkinnyEpilogue::kStore, true, false, true},
+      {SkinnyPrologue::kSwiGlu, SkinnyEpilogue::kAddResidual, false, false, true},
+  };
+  for (const FusedCase& fc : cases) {
+    const bool f32 = fc.y_f32 || fc.epi == SkinnyEpilogue::kAddResidual;
+    cuda::SkinnyGemmParams p;
+    p.prologue = fc.pro;
+    p.epilogue = fc.epi;
+    p.x = reinterpret_cast<const bf16*>(dx.get());
+    p.x_f32 = dres.get();
+    p.norm_w = reinterpret_cast<const bf16*>(dnw.get());
+    p.w = reinterpret_cast<const bf16*>(dw.get());
+    p.bias = fc.bias ? reinterpret_cast<const bf16*>(db.get()) : nullptr;
+    p.y_f32 = fc.y_f32;
+    p.n = n;
+    p.k = k;
+    // Output rows [m, n] of the gathered input rows row0 .. row0 + m (residual epilogue: from y0's rows).
+    auto call = [&](int m, int variant, int row0) {
+      DevVec<float> d32(std::vector<float>(y0.begin() + static_cast<ptrdiff_t>(row0) * n,
+                                           y0.begin() + static_cast<ptrdiff_t>(row0 + m) * n));
+      DevVec<uint16_t> d16(static_cast<size_t>(m) * n);
+      p.m = m;
+      p.variant = variant;
+      p.x_rows = drows.get() + row0;
+      p.y = f32 ? static_cast<void*>(d32.get()) : static_cast<void*>(d16.get());
+      EXPECT_EQ(cuda::launch_skinny_gemm(p, nullptr), cudaSuccess);
+      return f32 ? d32.download() : cudatest::bf16_to_f32(d16.download());
+    };
+    for (int v1 = 0; v1 < cuda::kSkinnyVariants; ++v1) {
+      std::vector<float> one;  // [M, n]: each row from its own one-row call
+      for (int i = 0; i < M; ++i) {
+        const std::vector<float> r = call(1, v1, i);
+        one.insert(one.end(), r.begin(), r.end());
+      }
+      for (int v2 = 0; v2 < cuda::kSkinnyVariants; ++v2) {
+        if (cuda::skinny_reduction_order(cuda::WeightFormat::kFloat, v2) !=
+            cuda::skinny_reduction_order(cuda::WeightFormat::kFloat, v1))
+          continue;
+        for (int m : {2, 3, 5, 8}) {
+          const std::vector<float> got = call(m, v2, 0);
+          EXPECT_EQ(std::memcmp(got.data(), one.data(), got.size() * sizeof(float)), 0)
+              << "prologue " << static_cast<int>(fc.pro) << " epilogue " << static_cast<int>(fc.epi) << " v" << v1
+              << " (m = 1) vs v" << v2 << " (m = " << m << ")";
+        }
+      }
+    }
+  }
 }
 
 TEST(CudaFusedGemm, RejectsBadCalls) {
