@@ -37,8 +37,9 @@
 #     tune: what is left before 575 s (~140 s): a search budget of that less 90 s for the last search trial
 #           and the two re-runs; each trial is a server start (~4 s with a warm plan cache, ~25 s for settings
 #           not seen before) and 96 + 32 requests (~6 s)
-# MOPT_GT_SOAK=460s lengthens the soak (`gate` mode only: the tune then has no time left in the call); a 5-minute
-# soak leaves the leak gate's bound near 0.1 MB/h, 460 s resolved it on the H200 (docs/gate.md).
+# MOPT_GT_SOAK (default 5m) sets the soak. A 5-minute soak leaves the leak gate's bound near 0.1 MB/h; a 460 s
+# soak resolved it on the H200 (docs/gate.md, run as a bare `mopt gate` call), but with the steps above it no
+# longer fits one 600 s call: add ~150 s to the gate's ~340 s per extra 150 s of soak and check the timeline.
 # If the tune has less than 30 s of search budget left it is not run, and the summary says to run
 # `bash scripts/gate_tune_gpu.sh tune` in a second call (synth + quantize + plan cache again, then ~500 s of tune).
 # Reports go to $OUT (or /tmp/mopt-gate-tune-out; 7 files, under the 8 a call returns): summary.txt, gate.txt
