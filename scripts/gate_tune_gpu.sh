@@ -39,7 +39,7 @@
 #           not seen before) and 96 + 32 requests (~6 s)
 # MOPT_GT_SOAK (default 5m) sets the soak. A 5-minute soak leaves the leak gate's bound near 0.1 MB/h; a 460 s
 # soak resolved it on the H200 (docs/gate.md, run as a bare `mopt gate` call), but with the steps above it no
-# longer fits one 600 s call: add ~150 s to the gate's ~340 s per extra 150 s of soak and check the timeline.
+# longer fits one 600 s call (each second of soak past 300 s adds one to the timeline above).
 # If the tune has less than 30 s of search budget left it is not run, and the summary says to run
 # `bash scripts/gate_tune_gpu.sh tune` in a second call (synth + quantize + plan cache again, then ~500 s of tune).
 # Reports go to $OUT (or /tmp/mopt-gate-tune-out; 7 files, under the 8 a call returns): summary.txt, gate.txt
