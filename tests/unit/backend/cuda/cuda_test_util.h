@@ -1,4 +1,5 @@
-// Helpers for the CUDA tests: skip without a GPU, device buffers, bf16 random data, tolerance checks.
+// Helpers for the CUDA tests: skip without a GPU, device buffers, bf16 random data, tolerance checks, a small
+// random-weight model.
 #pragma once
 
 #if MOPT_HAVE_CUDA
@@ -15,6 +16,7 @@
 #include "backend/cuda/cuda_runner.h"
 #include "backend/cuda/kernels.h"
 #include "core/dtype.h"
+#include "model/model.h"
 #include "unit/backend/e4m3_ref.h"
 
 namespace mopt::cudatest {
@@ -25,6 +27,28 @@ namespace mopt::cudatest {
   } while (0)
 
 #define CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess) << #expr << ": " << cudaGetErrorString(cudaGetLastError())
+
+// A random-weight model with the Llama-3 block at a small width: GQA 2:1, head_dim 128 (the decode kernels' main
+// case), NeoX RoPE over the whole head, 1000-token vocabulary, untied output, context 512. Tests set the layer
+// count, QKV bias and RoPE base they need on the returned config.
+inline Model small_hd128_model(const char* name) {
+  Model m;
+  m.format = ModelFormat::kDummy;
+  ModelConfig& c = m.config;
+  c.arch = Arch::kLlama;
+  c.name = name;
+  c.n_vocab = 1000;
+  c.n_embd = 512;
+  c.n_layer = 2;
+  c.n_head = 4;
+  c.n_head_kv = 2;
+  c.head_dim = 128;
+  c.n_ff = 1792;
+  c.context_length = 512;
+  c.rope_style = RopeStyle::kNeox;
+  c.rope_dim = 128;
+  return m;
+}
 
 template <class T>
 class DevVec {

@@ -27,23 +27,10 @@ constexpr int kBlock = 16, kMaxBlk = 8, kSeqs = 4, kSpec = 7;
 
 // A Qwen2-like block (qkv bias, GQA 2:1, head_dim 128) at a small width, untied output.
 Model verify_model() {
-  Model m;
-  m.format = ModelFormat::kDummy;
-  ModelConfig& c = m.config;
-  c.arch = Arch::kLlama;
-  c.name = "random verification test";
-  c.n_vocab = 1000;
-  c.n_embd = 512;
-  c.n_layer = 3;
-  c.n_head = 4;
-  c.n_head_kv = 2;
-  c.head_dim = 128;
-  c.n_ff = 1792;
-  c.qkv_bias = true;
-  c.context_length = 512;
-  c.rope_style = RopeStyle::kNeox;
-  c.rope_theta = 1000000.f;
-  c.rope_dim = 128;
+  Model m = cudatest::small_hd128_model("random verification test");
+  m.config.n_layer = 3;
+  m.config.qkv_bias = true;
+  m.config.rope_theta = 1000000.f;
   return m;
 }
 
@@ -156,8 +143,9 @@ void verify_against_decode(ComputeDtype dt, float tol) {
     st.add(0, toks, pos);
     const uint64_t launches = r->runtime_stats().cuda_graph_launches;
     const std::vector<float> verify = run(*r, st);
-    if (dt == ComputeDtype::kBFloat16)
+    if (dt == ComputeDtype::kBFloat16) {
       EXPECT_EQ(r->runtime_stats().cuda_graph_launches, launches + 1) << "k " << k << ": not a graph replay";
+    }
     const std::vector<float> decode = sequential_decode(*r, 0, toks, pos);
     worst = std::max(worst, compare_rows(verify, decode, V, tol, "verification vs decode"));
     pos += k + 1;

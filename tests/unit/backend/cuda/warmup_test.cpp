@@ -24,24 +24,7 @@ namespace {
 namespace fs = std::filesystem;
 constexpr int kBlock = 16, kBlocks = 64, kMaxSeqs = 8, kMaxTokens = 80;
 
-Model small_model() {  // the Llama-3 block at a small width, GQA 2:1, head_dim 128 (the decode kernels' main case)
-  Model m;
-  m.format = ModelFormat::kDummy;
-  ModelConfig& c = m.config;
-  c.arch = Arch::kLlama;
-  c.name = "random warm-up test";
-  c.n_vocab = 1000;
-  c.n_embd = 512;
-  c.n_layer = 2;
-  c.n_head = 4;
-  c.n_head_kv = 2;
-  c.head_dim = 128;
-  c.n_ff = 1792;
-  c.context_length = 512;
-  c.rope_style = RopeStyle::kNeox;
-  c.rope_dim = 128;
-  return m;
-}
+Model small_model() { return cudatest::small_hd128_model("random warm-up test"); }  // 2 layers, no qkv bias
 
 std::unique_ptr<ModelRunner> make_runner(const Model& m, const std::string& cache_dir, bool use_cache = true) {
   RunnerOptions o;
