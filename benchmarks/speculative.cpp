@@ -44,6 +44,8 @@ struct Run {
   double total_s = 0;        // add_request -> last token
   uint64_t drafts = 0, draft_tokens = 0, accepted = 0;
   uint64_t steps = 0;        // engine steps (prefill included)
+  uint64_t verify_steps = 0;  // of which verified a proposal
+  StepPhaseSeconds phase;    // the engine's step phases over those steps
   double decode_tps() const { return tokens.size() > 1 ? (tokens.size() - 1) / decode_s : 0; }
 };
 
@@ -73,6 +75,10 @@ Run generate(Engine& eng, const std::vector<int32_t>& prompt, int max_tokens) {
   r.draft_tokens = s1.spec_num_draft_tokens - s0.spec_num_draft_tokens;
   r.accepted = s1.spec_num_accepted_tokens - s0.spec_num_accepted_tokens;
   r.steps = s1.steps - s0.steps;
+  r.verify_steps = s1.spec_verify_steps - s0.spec_verify_steps;
+  r.phase = {s1.phase_s.propose - s0.phase_s.propose, s1.phase_s.schedule - s0.phase_s.schedule,
+             s1.phase_s.forward - s0.phase_s.forward, s1.phase_s.output - s0.phase_s.output,
+             s1.phase_s.forward_verify - s0.phase_s.forward_verify};
   return r;
 }
 
@@ -177,6 +183,8 @@ int main(int argc, char** argv) {
               "speed-up", "accept len", "accepted", "ms/step p | s");
   double plain_s = 0, spec_s = 0;
   uint64_t plain_n = 0, spec_n = 0, drafts = 0, draft_tokens = 0, accepted = 0;
+  StepPhaseSeconds phase[2];  // plain, speculative: summed over the files' best runs
+  uint64_t steps[2] = {0, 0}, verify_steps = 0;
   int mismatches = 0;
   for (const auto& [name, mod] : split_modules(eval_path)) {
     std::string file;
@@ -209,6 +217,15 @@ int main(int argc, char** argv) {
     drafts += s.drafts;
     draft_tokens += s.draft_tokens;
     accepted += s.accepted;
+    for (int i = 0; i < 2; ++i) {
+      phase[i].propose += best[i].phase.propose;
+      phase[i].schedule += best[i].phase.schedule;
+      phase[i].forward += best[i].phase.forward;
+      phase[i].output += best[i].phase.output;
+      phase[i].forward_verify += best[i].phase.forward_verify;
+      steps[i] += best[i].steps;
+    }
+    verify_steps += s.verify_steps;
   }
   const double ptps = plain_n / plain_s, stps = spec_n / spec_s;
   std::printf("%-14s %7s %7llu %12.1f %12.1f %8.2fx %10.2f %8.0f%%\n", "all", "",
@@ -218,6 +235,21 @@ int main(int argc, char** argv) {
   std::printf("single-stream decode speed-up with speculation: %.2fx (mean acceptance length %.2f tokens per "
               "verification round; target on the H200: >= 1.8x)\n", stps / ptps,
               drafts ? 1.0 + static_cast<double>(accepted) / drafts : 1.0);
+  // Where a step's time goes (the best runs' steps, one prefill step per file included), and the forward pass of
+  // the steps that verified a proposal apart from the others (no n-gram match: one token decoded).
+  for (int i = 0; i < 2; ++i) {
+    const double n = static_cast<double>(std::max<uint64_t>(1, steps[i]));
+    const StepPhaseSeconds& ph = phase[i];
+    std::printf("%-11s %5llu steps; us per step: propose %6.1f, schedule %6.1f, forward %6.1f, outputs %6.1f",
+                i ? "speculative" : "plain", static_cast<unsigned long long>(steps[i]), 1e6 * ph.propose / n,
+                1e6 * ph.schedule / n, 1e6 * ph.forward / n, 1e6 * ph.output / n);
+    if (i == 1 && verify_steps > 0)
+      std::printf("; forward of the %llu verification steps %.1f, of the other %llu %.1f",
+                  static_cast<unsigned long long>(verify_steps), 1e6 * ph.forward_verify / verify_steps,
+                  static_cast<unsigned long long>(steps[1] - verify_steps),
+                  1e6 * (ph.forward - ph.forward_verify) / std::max<uint64_t>(1, steps[1] - verify_steps));
+    std::printf("\n");
+  }
   if (mismatches) std::fprintf(stderr, "%d files: speculative output != plain output\n", mismatches);
   if (!cache_dir.empty()) {
     std::error_code ec;

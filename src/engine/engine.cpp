@@ -562,11 +562,22 @@ bool EngineImpl::step_locked() {
     update_stats(nullptr);
     return false;
   }
+  using Clock = std::chrono::steady_clock;
+  const auto since = [](Clock::time_point& t) {  // seconds since t; t moves to now
+    const Clock::time_point now = Clock::now();
+    const double s = std::chrono::duration<double>(now - t).count();
+    t = now;
+    return s;
+  };
+  StepPhaseSeconds ph;
+  Clock::time_point t = Clock::now();
   propose_drafts();
+  ph.propose = since(t);
   SchedulerOutput out = sched_.schedule();
   Status st;
   if (!out.swap_out.empty()) st = runner_->swap_out(out.swap_out);
   if (st && !out.swap_in.empty()) st = runner_->swap_in(out.swap_in);
+  ph.schedule = since(t);
   if (!st) {  // the cache contents are no longer trustworthy
     MOPT_LOG_ERROR("KV swap failed: %s", st.message().c_str());
     fail_all("KV cache swap failed: " + st.message());
@@ -574,9 +585,9 @@ bool EngineImpl::step_locked() {
     return true;
   }
   if (!out.scheduled.empty()) {
-    const auto t0 = std::chrono::steady_clock::now();
     st = run_forward(out);
-    check_late_tuning(out, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    ph.forward = since(t);
+    check_late_tuning(out, ph.forward);
   }
   if (!st) {
     MOPT_LOG_ERROR("forward pass failed: %s", st.message().c_str());
@@ -608,10 +619,23 @@ bool EngineImpl::step_locked() {
     SampleResult sr;
     if (sample_row(er, rows.sample_row, sr)) process_token(er, sr);
   }
+  ph.output = since(t);
   {
     std::lock_guard<std::mutex> slk(stats_mu_);
     stats_.prompt_tokens += n_prompt;
     stats_.generation_tokens += n_gen;
+    if (!out.scheduled.empty()) {
+      stats_.phase_s.propose += ph.propose;
+      stats_.phase_s.schedule += ph.schedule;
+      stats_.phase_s.forward += ph.forward;
+      stats_.phase_s.output += ph.output;
+      const bool verified = std::any_of(out.scheduled.begin(), out.scheduled.end(),
+                                        [](const ScheduledRequest& s) { return s.num_spec_tokens > 0; });
+      if (verified) {
+        stats_.phase_s.forward_verify += ph.forward;
+        ++stats_.spec_verify_steps;
+      }
+    }
   }
   update_stats(&out);
   return true;
