@@ -44,8 +44,9 @@ struct Run {
   double total_s = 0;        // add_request -> last token
   uint64_t drafts = 0, draft_tokens = 0, accepted = 0;
   uint64_t steps = 0;        // engine steps (prefill included)
+  uint64_t decode_steps = 0;  // of which had no prompt token
   uint64_t verify_steps = 0;  // of which verified a proposal
-  StepPhaseSeconds phase;    // the engine's step phases over those steps
+  StepPhaseSeconds phase;     // the engine's step phases over the decode steps
   double decode_tps() const { return tokens.size() > 1 ? (tokens.size() - 1) / decode_s : 0; }
 };
 
@@ -76,6 +77,7 @@ Run generate(Engine& eng, const std::vector<int32_t>& prompt, int max_tokens) {
   r.accepted = s1.spec_num_accepted_tokens - s0.spec_num_accepted_tokens;
   r.steps = s1.steps - s0.steps;
   r.verify_steps = s1.spec_verify_steps - s0.spec_verify_steps;
+  r.decode_steps = s1.decode_steps - s0.decode_steps;
   r.phase = {s1.phase_s.propose - s0.phase_s.propose, s1.phase_s.schedule - s0.phase_s.schedule,
              s1.phase_s.forward - s0.phase_s.forward, s1.phase_s.output - s0.phase_s.output,
              s1.phase_s.forward_verify - s0.phase_s.forward_verify};
@@ -223,7 +225,7 @@ int main(int argc, char** argv) {
       phase[i].forward += best[i].phase.forward;
       phase[i].output += best[i].phase.output;
       phase[i].forward_verify += best[i].phase.forward_verify;
-      steps[i] += best[i].steps;
+      steps[i] += best[i].decode_steps;
     }
     verify_steps += s.verify_steps;
   }
@@ -235,12 +237,12 @@ int main(int argc, char** argv) {
   std::printf("single-stream decode speed-up with speculation: %.2fx (mean acceptance length %.2f tokens per "
               "verification round; target on the H200: >= 1.8x)\n", stps / ptps,
               drafts ? 1.0 + static_cast<double>(accepted) / drafts : 1.0);
-  // Where a step's time goes (the best runs' steps, one prefill step per file included), and the forward pass of
-  // the steps that verified a proposal apart from the others (no n-gram match: one token decoded).
+  // Where a decode step's time goes (the best runs' steps without prompt tokens), and the forward pass of the
+  // steps that verified a proposal apart from the others (no n-gram match: one token decoded).
   for (int i = 0; i < 2; ++i) {
     const double n = static_cast<double>(std::max<uint64_t>(1, steps[i]));
     const StepPhaseSeconds& ph = phase[i];
-    std::printf("%-11s %5llu steps; us per step: propose %6.1f, schedule %6.1f, forward %6.1f, outputs %6.1f",
+    std::printf("%-11s %5llu decode steps; us per step: propose %6.1f, schedule %6.1f, forward %6.1f, outputs %6.1f",
                 i ? "speculative" : "plain", static_cast<unsigned long long>(steps[i]), 1e6 * ph.propose / n,
                 1e6 * ph.schedule / n, 1e6 * ph.forward / n, 1e6 * ph.output / n);
     if (i == 1 && verify_steps > 0)

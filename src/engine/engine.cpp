@@ -624,7 +624,8 @@ bool EngineImpl::step_locked() {
     std::lock_guard<std::mutex> slk(stats_mu_);
     stats_.prompt_tokens += n_prompt;
     stats_.generation_tokens += n_gen;
-    if (!out.scheduled.empty()) {
+    if (!out.scheduled.empty() && n_prompt == 0) {
+      ++stats_.decode_steps;
       stats_.phase_s.propose += ph.propose;
       stats_.phase_s.schedule += ph.schedule;
       stats_.phase_s.forward += ph.forward;

@@ -136,9 +136,10 @@ struct AddResult {
 inline constexpr std::array<double, 14> kStepTokenBounds = {1,    8,    16,   32,   64,    128,   256,
                                                             512,  1024, 2048, 4096, 8192, 16384, 32768};
 
-// Wall time of the phases of Engine::step, summed over the steps that ran a forward pass (a steady-clock read
-// between phases): proposals (speculative decoding), scheduling (and KV swaps), the forward pass (the runner:
-// inputs, kernels and the wait for its results), and the outputs (sampling, verification, detokenizing, stops).
+// Wall time of the phases of Engine::step, summed over decode steps (steps that ran a forward pass with no prompt
+// token in it; a steady-clock read between phases): proposals (speculative decoding), scheduling (and KV swaps),
+// the forward pass (the runner: inputs, kernels and the wait for its results), and the outputs (sampling,
+// verification, detokenizing, stops).
 struct StepPhaseSeconds {
   double propose = 0, schedule = 0, forward = 0, output = 0;
   double forward_verify = 0;  // the part of forward spent in steps that verified proposals (spec_verify_steps)
@@ -169,7 +170,8 @@ struct EngineStats {
   uint64_t spec_num_drafts = 0;
   uint64_t spec_num_draft_tokens = 0;
   uint64_t spec_num_accepted_tokens = 0;
-  uint64_t spec_verify_steps = 0;  // steps with at least one verification round
+  uint64_t spec_verify_steps = 0;  // decode steps with at least one verification round
+  uint64_t decode_steps = 0;       // the steps phase_s sums over
   StepPhaseSeconds phase_s;
 };
 
