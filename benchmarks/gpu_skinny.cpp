@@ -12,8 +12,9 @@
 // Each figure is the median of --rounds rounds; the bytes are the codes plus their parameters. The last line per
 // format and m: 32 x the layer GEMMs (qkv, o, gate_up, down; stream, best tilings) beside their bytes at copy
 // bandwidth (the lm_head stays bf16 in the runner whatever the format, so it is not counted there).
-// Usage: bench_gpu_skinny [--weights bf16,fp8,int8,q8_0,int4] [--m 1,2,4,8] [--shapes qkv,o,gate_up,down,kv,lm_head]
-//                         [--rounds 5] [--variants]   (--variants: every tiling's times, not only the best)
+// Usage: bench_gpu_skinny [--weights bf16,fp8,int8,q8_0,int4,q4_k] [--m 1,2,4,8]
+//                         [--shapes qkv,o,gate_up,down,kv,lm_head] [--rounds 5] [--variants]
+//   (--variants: every tiling's times, not only the best)
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -65,7 +66,8 @@ const Format kFormats[] = {{"bf16", cuda::WeightFormat::kFloat, 0, false},
                            {"fp8", cuda::WeightFormat::kFp8, 0, false},
                            {"int8", cuda::WeightFormat::kInt8, 0, false},
                            {"q8_0", cuda::WeightFormat::kInt8, 32, false},
-                           {"int4", cuda::WeightFormat::kNib4, 128, true}};
+                           {"int4", cuda::WeightFormat::kNib4, 128, true},
+                           {"q4_k", cuda::WeightFormat::kNib4, 32, true}};  // Q4_0 / Q4_K's layout (G 32)
 
 struct Shape {
   const char* name;
@@ -240,7 +242,7 @@ int main(int argc, char** argv) {
     for (const Format& c : kFormats)
       if (n == c.name) f = &c;
     if (!f) {
-      std::fprintf(stderr, "--weights: unknown format %s (bf16, fp8, int8, q8_0, int4)\n", n.c_str());
+      std::fprintf(stderr, "--weights: unknown format %s (bf16, fp8, int8, q8_0, int4, q4_k)\n", n.c_str());
       return 2;
     }
     fsel.push_back(f);

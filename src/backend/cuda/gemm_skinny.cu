@@ -8,7 +8,7 @@ template cudaError_t launch_skinny_fmt<FmtBf16>(const SkinnyGemmParams&, cudaStr
 
 int skinny_variants(WeightFormat f) {
   if (f == WeightFormat::kFloat) return kSkinnyVariants;
-  return f == WeightFormat::kNib4 ? kQuantSkinnyVariants : kQuantSkinnyVariants + skinny_detail::kMmaVariants;
+  return kQuantSkinnyVariants + skinny_detail::kMmaVariants;
 }
 
 int skinny_reduction_order(WeightFormat f, int variant) {
@@ -39,6 +39,18 @@ bool quant_ok(const SkinnyGemmParams& p) {
   }
   return false;
 }
+
+// The tensor-core tilings index a chunk's group with a shift: a power-of-two number of chunks per group (every
+// GGUF / AWQ group size is). Otherwise variant kQuantSkinnyVariants + i runs the CUDA-core tiling i mod 10.
+bool mma_groups(const SkinnyGemmParams& p) {
+  const int per = p.qw.group_size / weight_chunk_elems(p.qw.fmt);
+  return (per & (per - 1)) == 0;
+}
+SkinnyGemmParams cuda_core_twin(const SkinnyGemmParams& p) {
+  SkinnyGemmParams q = p;
+  q.variant = (p.variant - kQuantSkinnyVariants) % kQuantSkinnyVariants;
+  return q;
+}
 }  // namespace
 
 cudaError_t launch_skinny_gemm(const SkinnyGemmParams& p, cudaStream_t stream) {
@@ -65,12 +77,12 @@ cudaError_t launch_skinny_gemm(const SkinnyGemmParams& p, cudaStream_t stream) {
     case WeightFormat::kInt8:
       if (p.variant < kQuantSkinnyVariants) return launch_skinny_fmt<FmtInt8>(p, stream);
       if (!p.qw.group) return launch_skinny_int8_mma(p, stream);  // per channel: the tensor-core tilings
-      {  // grouped codes (a group's scale would have to enter the f16 fragment): a CUDA-core tiling (index mod 10)
-        SkinnyGemmParams q = p;
-        q.variant = (p.variant - kQuantSkinnyVariants) % kQuantSkinnyVariants;
-        return launch_skinny_fmt<FmtInt8>(q, stream);
-      }
-    case WeightFormat::kNib4: return launch_skinny_fmt<FmtNib4>(p, stream);
+      if (mma_groups(p)) return launch_skinny_int8g_mma(p, stream);
+      return launch_skinny_fmt<FmtInt8>(cuda_core_twin(p), stream);
+    case WeightFormat::kNib4:
+      if (p.variant < kQuantSkinnyVariants) return launch_skinny_fmt<FmtNib4>(p, stream);
+      if (mma_groups(p)) return launch_skinny_nib4_mma(p, stream);
+      return launch_skinny_fmt<FmtNib4>(cuda_core_twin(p), stream);
   }
   return cudaErrorInvalidValue;
 }

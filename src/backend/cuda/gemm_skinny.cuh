@@ -279,7 +279,7 @@ cudaError_t launch_one(const SkinnyGemmParams& p, cudaStream_t stream) {
 // Larger R amortizes the per-input prologue work over more rows: the RMSNorm product and sum of squares, and
 // SwiGLU's two MUFU operations per input (a quarter of the FMA rate), which at R = 2 cost about as many issue
 // cycles per fp8 chunk as the chunk's share of the memory time.
-// kQuantSkinnyVariants (kernels.h) = 10; fp8 and int8 add kMmaVariants tensor-core tilings after them
+// kQuantSkinnyVariants (kernels.h) = 10; every quantized format adds kMmaVariants tensor-core tilings after them
 // (gemm_skinny_mma.cuh), timed by the tuner beside these.
 inline constexpr int kMmaVariants = 20;
 // KW of each variant in the tables below (skinny_reduction_order): bf16, quantized, and 4-bit codes.
@@ -361,10 +361,12 @@ cudaError_t launch_skinny_fmt(const SkinnyGemmParams& p, cudaStream_t stream) {
   });
 }
 
-// The tensor-core tilings (gemm_skinny_mma.cuh) for fp8 and per-channel int8 weights, p validated,
-// p.variant >= kQuantSkinnyVariants.
+// The tensor-core tilings (gemm_skinny_mma.cuh) for fp8, per-channel int8, grouped int8 and 4-bit weights, p
+// validated, p.variant >= kQuantSkinnyVariants (grouped: a power-of-two number of chunks per group).
 cudaError_t launch_skinny_fp8_mma(const SkinnyGemmParams& p, cudaStream_t stream);
 cudaError_t launch_skinny_int8_mma(const SkinnyGemmParams& p, cudaStream_t stream);
+cudaError_t launch_skinny_int8g_mma(const SkinnyGemmParams& p, cudaStream_t stream);
+cudaError_t launch_skinny_nib4_mma(const SkinnyGemmParams& p, cudaStream_t stream);
 
 extern template cudaError_t launch_skinny_fmt<FmtBf16>(const SkinnyGemmParams&, cudaStream_t);
 extern template cudaError_t launch_skinny_fmt<FmtFp8>(const SkinnyGemmParams&, cudaStream_t);

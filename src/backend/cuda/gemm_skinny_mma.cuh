@@ -1,8 +1,8 @@
-// The skinny GEMM on the f16 tensor cores for 8-bit weights (launch_skinny_gemm's variants kQuantSkinnyVariants
-// and up of kFp8 and per-channel kInt8; gemm_skinny.cu validates and dispatches; one translation unit per format:
-// gemm_skinny_mma_{fp8,int8}.cu). Same contract as the CUDA-core kernel of gemm_skinny.cuh: y[m, n] =
-// x[m, k] . w[n, k]^T * row_scale[n] for m <= 8, with the RMSNorm / SwiGLU prologues and the residual epilogue,
-// PDL and the L2 prefetch.
+// The skinny GEMM on the f16 tensor cores for quantized weights (launch_skinny_gemm's variants kQuantSkinnyVariants
+// and up of kFp8, kInt8 (per channel or grouped) and kNib4; gemm_skinny.cu validates and dispatches; one translation
+// unit per code type: gemm_skinny_mma_{fp8,int8,int8g,nib4}.cu). Same contract as the CUDA-core kernel of
+// gemm_skinny.cuh: y[m, n] = x[m, k] . w[n, k]^T (* row_scale[n]) for m <= 8, with the RMSNorm / SwiGLU prologues
+// and the residual epilogue, PDL and the L2 prefetch.
 //
 // Why: the CUDA-core kernel converts every weight to fp32 (E4M3 -> f16 -> fp32; int8 by a byte permute and a
 // subtraction) and does one fp32 FMA per weight and activation row; for fp8 its conversions run on a narrow pipe,
@@ -11,17 +11,32 @@
 // value), and the products are mma.sync.m16n8k16 f16 x f16 -> fp32 (exact products summed in fp32), so the
 // arithmetic per weight byte is ~1/8 of a tensor-core instruction, whatever m (<= 8) is.
 //
+// Grouped codes (kInt8 with groups: Q8_0, Q6_K, Q5_x; kNib4: Q4_0, Q4_K, AWQ): one mma sums k over four lanes'
+// chunks, which may belong to different groups, so a group's (a, b) enters the weights before the mma: the exact
+// code q as f16 (int8: as above; 4-bit: the nibble under the f16 1024, (q | 0x6400) = 1024 + q, minus 1024, and
+// the high nibble (1024 + 16 q) / 16 - 64, one lop3 and one f16x2 op a pair), then one fma.rn.f16x2 per pair,
+// w' = a' q + b' with a' = f16(a), b' = f16(b) converted once per chunk and row. Not the single
+// a' (1024 + q) + (b - 1024 a') (one op less): f16(b - 1024 a') errs by up to |a| / 2, half a quantization step.
+// Error per weight (u = 2^-11, f16's unit roundoff; 2^-25 its subnormal half-step):
+//   |w' - w| <= u (1 + u) (|a q| + |b| + |w|) + (|q| + 3) 2^-25
+// (the roundings of a, b and of the fma's result), 2^-11 relative of w for b = 0 (Q8_0, Q6_K) up to the rounding
+// of a, and a few 2^-11 of |a| for 4-bit codes with an offset (|a q| + |b| <= ~24 |a|: ~1% of a step).
+//
 // Layout. A warp owns MT tiles of 16 consecutive output features (mma A = weights, 16 rows x 16 inputs;
 // B = activations, 16 inputs x 8 tokens, the m <= 8 rows padded with zeros; D = 16 features x 8 tokens).
 // The dot product does not depend on the order of k, so the fragments use a permutation of k that lets every
 // lane read its weights with one 16-byte load per row: lane (g = lane / 4, t = lane % 4) at step s reads the
-// 16-byte chunk c = 4 s + t (inputs [16 c, 16 c + 16)) of feature rows g and g + 8 of each tile, and the
-// activations of token g at the same 16 inputs. Word w of the chunk (inputs 4 w .. 4 w + 3) becomes two f16x2
-// (inputs 4 w, 4 w + 1 and 4 w + 2, 4 w + 3), and mma j (0..3) takes pair 2 j as the fragment's "columns
-// 2t, 2t+1" and pair 2 j + 1 as "2t + 8, 2t + 9", for A (rows g, g + 8) and B (token g) alike. So one step
-// of a quad covers 64 contiguous bytes of each of its rows, and four mma per tile and chunk.
+// 16-byte chunk c = 4 s + t (C::kElems = 16 or 32 inputs) of feature rows g and g + 8 of each tile, and the
+// activations of token g at the same inputs. The chunk becomes kElems / 2 f16x2 "pairs" (C's pair order: 8-bit
+// codes: pair i = inputs 2 i, 2 i + 1; 4-bit codes: word w gives pairs 4 w .. 4 w + 3 = inputs (4w, 4w+2),
+// (4w+1, 4w+3), (16+4w, 18+4w), (17+4w, 19+4w), what a mask of the low / high nibbles of the word and of the word
+// >> 8 yields), and mma j takes pair 2 j as the fragment's "columns 2t, 2t+1" and pair 2 j + 1 as "2t + 8,
+// 2t + 9", for A (rows g, g + 8) and B (token g) alike; the activations are put in the same order (C::x_unit: a
+// byte permute per two pairs for 4-bit codes). So one step of a quad covers 64 contiguous bytes of each of its
+// rows, and kElems / 4 mma per tile and chunk.
 // KW warps of a group split k (warp kw takes steps kw, kw + KW, ...: the group reads 64 KW contiguous bytes per
-// row and step), reduced through shared memory in a fixed order (deterministic). A stage = U steps of loads.
+// row and step), reduced through shared memory in a fixed order (deterministic). A stage = U steps of loads
+// (with groups: also each chunk's (a, b), 4 or 8 bytes a row, from L1 / L2).
 //
 // Activations in f16: the prologue's fp32 value (bf16 x; x_f32 * norm_w, the 1/rms applied to the result as in
 // the CUDA-core kernel; silu(gate) * up) times kXScale = 2^-4, rounded to f16, and the result is divided by
@@ -40,19 +55,70 @@ using namespace skinny_detail;
 
 constexpr float kXScale = 0.0625f;  // 2^-4: see above
 
-// Weight codes -> the A fragment: C::pairs(word, lo, hi) turns the four codes of a 32-bit word (byte e = input e)
-// into two f16x2, lo = inputs (0, 1) and hi = (2, 3) (low half first), exactly.
-struct MmaFp8 {  // E4M3: two hardware pair conversions (quant_formats.cuh)
-  __device__ static void pairs(uint32_t w, uint32_t& lo, uint32_t& hi) { e4m3x4_to_f16x2(w, lo, hi); }
+// Weight codes -> the A fragment. A code type C describes a 16-byte chunk:
+//   kElems     inputs per chunk (16: a byte each; 32: 4-bit codes); kElems / 2 pairs, kElems / 8 per 32-bit word
+//   kGrouped   pairs() gives the exact codes q and the group's (a, b) is applied to them (see above); kAffine:
+//              the groups always hold (a, b) (else QuantWeightView::affine decides)
+//   pairs(word, out)   word w's codes as f16x2 pairs kElems / 8 w .. (the pair order above), exactly
+// and, through its pair order (BytePairs / NibblePairs), where the activations go: the kElems / 2 natural pairs
+// (inputs 2 i, 2 i + 1) of a chunk form 8 "units" of L = kElems / 16 pairs; x_unit(nat, out) reorders unit q's
+// pairs into the chunk's pairs x_pos(q) .. + L - 1, and pair i comes from unit x_unit_of(i), slot x_reg_of(i).
+struct BytePairs {  // pair i = inputs (2 i, 2 i + 1): the natural order
+  static constexpr int kElems = 16;
+  __host__ __device__ static constexpr int x_pos(int q) { return q; }
+  __host__ __device__ static constexpr int x_unit_of(int i) { return i; }
+  __host__ __device__ static constexpr int x_reg_of(int) { return 0; }
+  __device__ static void x_unit(const uint32_t (&nat)[1], uint32_t (&out)[1]) { out[0] = nat[0]; }
 };
-struct MmaInt8 {  // int8 q: the byte q + 128 under the f16 1024 (0x64..) is 1152 + q exactly; minus 1152 (0x6480)
-  __device__ static void pairs(uint32_t w, uint32_t& lo, uint32_t& hi) {
-    const uint32_t biased = w ^ 0x80808080u;
-    lo = __byte_perm(biased, 0x64646464u, 0x4140);  // bytes: code 0, 0x64, code 1, 0x64
-    hi = __byte_perm(biased, 0x64646464u, 0x4342);
-    asm("sub.f16x2 %0, %0, %2;\n\tsub.f16x2 %1, %1, %2;" : "+r"(lo), "+r"(hi) : "r"(0x64806480u));
+struct NibblePairs {  // unit q = inputs 4 q .. 4 q + 3 -> (4q, 4q+2), (4q+1, 4q+3) at pairs 4 q (q < 4), 4 (q-4) + 2
+  static constexpr int kElems = 32;
+  __host__ __device__ static constexpr int x_pos(int q) { return q < 4 ? 4 * q : 4 * (q - 4) + 2; }
+  __host__ __device__ static constexpr int x_unit_of(int i) { return (i & 2) ? 4 + i / 4 : i / 4; }
+  __host__ __device__ static constexpr int x_reg_of(int i) { return i & 1; }
+  __device__ static void x_unit(const uint32_t (&nat)[2], uint32_t (&out)[2]) {
+    out[0] = __byte_perm(nat[0], nat[1], 0x5410);  // low halves: inputs 4q, 4q + 2
+    out[1] = __byte_perm(nat[0], nat[1], 0x7632);  // high halves: 4q + 1, 4q + 3
   }
 };
+
+struct MmaFp8 : BytePairs {  // E4M3: two hardware pair conversions (quant_formats.cuh)
+  static constexpr bool kGrouped = false, kAffine = false;
+  __device__ static void pairs(uint32_t w, uint32_t (&out)[2]) { e4m3x4_to_f16x2(w, out[0], out[1]); }
+};
+struct MmaInt8 : BytePairs {  // int8 q: the byte q + 128 under the f16 1024 (0x64..) is 1152 + q exactly; minus 1152
+  static constexpr bool kGrouped = false, kAffine = false;
+  __device__ static void pairs(uint32_t w, uint32_t (&out)[2]) {
+    const uint32_t biased = w ^ 0x80808080u;
+    out[0] = __byte_perm(biased, 0x64646464u, 0x4140);  // bytes: code 0, 0x64, code 1, 0x64
+    out[1] = __byte_perm(biased, 0x64646464u, 0x4342);
+    asm("sub.f16x2 %0, %0, %2;\n\tsub.f16x2 %1, %1, %2;" : "+r"(out[0]), "+r"(out[1]) : "r"(0x64806480u));
+  }
+};
+struct MmaInt8Grouped : MmaInt8 {  // the same exact codes, then a q (+ b) per group
+  static constexpr bool kGrouped = true;
+};
+struct MmaNib4 : NibblePairs {  // 4-bit codes (byte j: input j low, j + 16 high), a q + b per group
+  static constexpr bool kGrouped = true, kAffine = true;
+  __device__ static void pairs(uint32_t w, uint32_t (&out)[4]) {
+    const uint32_t sh = w >> 8;  // bytes 1, 3 in the places of bytes 0, 2
+    out[0] = (w & 0x000f000fu) | 0x64006400u;  // 1024 + q: inputs 4w, 4w + 2 (bytes 0, 2, low nibbles)
+    out[1] = (sh & 0x000f000fu) | 0x64006400u;  // inputs 4w + 1, 4w + 3
+    out[2] = (w & 0x00f000f0u) | 0x64006400u;  // 1024 + 16 q: inputs 16 + 4w, 18 + 4w (high nibbles)
+    out[3] = (sh & 0x00f000f0u) | 0x64006400u;  // inputs 17 + 4w, 19 + 4w
+    asm("sub.f16x2 %0, %0, %2;\n\tsub.f16x2 %1, %1, %2;" : "+r"(out[0]), "+r"(out[1]) : "r"(0x64006400u));
+    // (1024 + 16 q) / 16 - 64 = q: 2^-4 = 0x2C00, -64 = 0xD400 (an exact product, one exact rounding)
+    asm("fma.rn.f16x2 %0, %0, %2, %3;\n\tfma.rn.f16x2 %1, %1, %2, %3;"
+        : "+r"(out[2]), "+r"(out[3])
+        : "r"(0x2C002C00u), "r"(0xD400D400u));
+  }
+};
+
+// a * b + c on f16x2 (round to nearest, subnormals kept).
+__device__ __forceinline__ uint32_t fma_f16x2(uint32_t a, uint32_t b, uint32_t c) {
+  uint32_t d;
+  asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
 
 __device__ __forceinline__ uint32_t pack_f16x2(float lo, float hi) {
   const __half2 h = __floats2half2_rn(lo, hi);
@@ -69,13 +135,19 @@ __device__ __forceinline__ void mma_f16(float (&d)[4], uint32_t a0, uint32_t a1,
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// E consecutive bf16 / fp32 values from src (E = 2: one 4- or 8-byte load; E = 16: 16-byte loads) as fp32.
+// E consecutive bf16 / fp32 values from src (E = 2, 4: one 4-16 byte load; E = 8 q: 16-byte loads) as fp32.
 template <int E>
 __device__ __forceinline__ void ld_bf16(const bf16* src, float (&out)[E]) {
+  static_assert(E == 2 || E == 4 || E % 8 == 0, "2, 4 or a multiple of 8 values");
   if constexpr (E == 2) {
     const float2 f = __bfloat1622float2(__ldg(reinterpret_cast<const __nv_bfloat162*>(src)));
     out[0] = f.x;
     out[1] = f.y;
+  } else if constexpr (E == 4) {
+    const uint2 u = __ldg(reinterpret_cast<const uint2*>(src));
+    const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u.x));
+    const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u.y));
+    out[0] = a.x, out[1] = a.y, out[2] = b.x, out[3] = b.y;
   } else {
 #pragma unroll
     for (int q = 0; q < E / 8; ++q) unpack8_bf16(__ldg(reinterpret_cast<const uint4*>(src) + q), out + 8 * q);
@@ -83,6 +155,7 @@ __device__ __forceinline__ void ld_bf16(const bf16* src, float (&out)[E]) {
 }
 template <int E>
 __device__ __forceinline__ void ld_f32(const float* src, float (&out)[E]) {
+  static_assert(E == 2 || E % 4 == 0, "2 or a multiple of 4 values");
   if constexpr (E == 2) {
     const float2 f = __ldg(reinterpret_cast<const float2*>(src));
     out[0] = f.x;
@@ -134,51 +207,72 @@ __device__ __forceinline__ void load_x(const SkinnyGemmParams& p, int64_t row, i
 // sharing k, NB: stages in flight (1: a stage's loads are issued just before its arithmetic; NB > 1: a ring of NB
 // register buffers, the one just consumed refilled with the stage NB ahead, so 2 MT U NB loads per lane are in
 // flight, and the first NB stages are issued before the PDL wait). A CTA of 8 warps covers 16 MT 8 / KW
-// features. X1 (m = 1): the activations of a step are computed once, a pair per lane, and quad 0 gathers its 16
-// by shuffles (without X1 every lane computes the 16 of its token, 8x the prologue work at m = 1: SwiGLU's exp and
-// divide, RMSNorm's loads). XS (with X1): instead the CTA computes the whole row once after the PDL wait into
-// shared memory as f16 (s_x, k / 2 words: dynamic shared memory of 2 k bytes), so the stages read no global
-// activations and wait on no L2 round trip of theirs; RMSNorm's sum of squares is then the CTA's (each thread's
-// pairs, reduced over the CTA), not the group's.
+// features. X1 (m = 1): the activations of a step are computed once, a unit (C's pair order) per lane, and quad 0
+// gathers its kElems / 2 pairs by shuffles (without X1 every lane computes the kElems of its token, 8x the
+// prologue work at m = 1: SwiGLU's exp and divide, RMSNorm's loads). XS (with X1): instead the CTA computes the
+// whole row once after the PDL wait into shared memory as f16 in C's pair order (s_x, k / 2 words: dynamic shared
+// memory of 2 k bytes), so the stages read no global activations and wait on no L2 round trip of theirs;
+// RMSNorm's sum of squares is then the CTA's (each thread's units, reduced over the CTA), not the group's.
+// Grouped C: (k / G) must be a power-of-two number of chunks per group (launch_skinny_gemm checks).
 template <class C, int MT, int U, int KW, int NB, bool X1, bool XS, int PRO, int EPI>
 __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_mma_kernel(SkinnyGemmParams p) {
   constexpr int kGroups = kWarpsPerCta / KW;
   constexpr int kRows = 16 * MT;  // output features per group
   constexpr int kStage = KW * U;  // steps of the group per stage
   constexpr int kBufs = NB;  // stages in flight
+  constexpr int kPairs = C::kElems / 2;  // f16x2 pairs per chunk
+  constexpr int kWordPairs = C::kElems / 8;  // pairs per 32-bit word of codes
+  constexpr int L = C::kElems / 16;  // activation pairs per unit (8 units a chunk)
+  constexpr int kGBufs = C::kGrouped ? kBufs : 1;
   static_assert(NB >= 1, "at least one stage");
   static_assert(X1 || !XS, "staged activations: m = 1 only");
-  extern __shared__ uint4 s_xdyn[];  // XS: [k / 16][2] uint4 = the row's f16 pairs, chunk c at s_xdyn[2 c]
+  extern __shared__ uint4 s_xdyn[];  // XS: [k / kElems][kElems / 8] uint4 = the row's f16 pairs in C's order
   __shared__ float s_red[KW > 1 || XS ? kWarpsPerCta : 1][5][32];  // per warp and lane: one tile's D fragment, ss
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int group = warp / KW, kw = warp % KW;
   const int n0 = (blockIdx.x * kGroups + group) * kRows;
-  const int chunks = n0 < p.n ? p.k / 16 : 0;  // groups past the end stream nothing (but reach every barrier)
+  const int chunks = n0 < p.n ? p.k / C::kElems : 0;  // groups past the end stream nothing (but reach every barrier)
   const int steps = (chunks + 3) / 4;
   const char* wbase = static_cast<const char*>(p.qw.codes);
-  const int64_t row_bytes = p.k;
+  const int64_t row_bytes = static_cast<int64_t>(p.k / C::kElems) * 16;
 
   const uint4* wrow[MT][2];  // feature rows g and g + 8 of each tile (clamped)
+  const float* grow[MT][2];  // grouped: their group parameters
+  const bool affine = C::kAffine || p.qw.affine;
+  int gshift = 0;  // grouped: log2 of the chunks per group
+  if constexpr (C::kGrouped) gshift = __ffs(p.qw.group_size / C::kElems) - 1;
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-    for (int h = 0; h < 2; ++h)
-      wrow[mt][h] = reinterpret_cast<const uint4*>(wbase + min(n0 + 16 * mt + 8 * h + g, p.n - 1) * row_bytes);
+    for (int h = 0; h < 2; ++h) {
+      const int64_t r = min(n0 + 16 * mt + 8 * h + g, p.n - 1);
+      wrow[mt][h] = reinterpret_cast<const uint4*>(wbase + r * row_bytes);
+      if constexpr (C::kGrouped) grow[mt][h] = p.qw.group + r * (p.k / p.qw.group_size) * (affine ? 2 : 1);
+    }
   uint4 wbuf[kBufs][U][MT][2];
-  auto load_w = [&](auto& wv, int s0) {
+  float2 gbuf[kGBufs][U][MT][2];  // grouped: (a, b) of each chunk (b = 0 when not affine)
+  auto load_w = [&](auto& wv, auto& gv, int s0) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int c = 4 * (s0 + u * KW) + t;
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-        for (int h = 0; h < 2; ++h)
+        for (int h = 0; h < 2; ++h) {
           wv[u][mt][h] = c < chunks ? load_stream(wrow[mt][h] + c) : make_uint4(0, 0, 0, 0);
+          if constexpr (C::kGrouped) {
+            const int gi = c >> gshift;
+            gv[u][mt][h] = c >= chunks ? make_float2(0.f, 0.f)
+                           : affine    ? __ldg(reinterpret_cast<const float2*>(grow[mt][h]) + gi)
+                                       : make_float2(__ldg(grow[mt][h] + gi), 0.f);
+          }
+        }
     }
   };
   pdl_trigger();  // as in the CUDA-core kernel: weights only before the wait
 #pragma unroll
-  for (int b = 0; b < kBufs; ++b) load_w(wbuf[b], kw + b * kStage);  // stages past the end: zeros, no loads
+  for (int b = 0; b < kBufs; ++b)  // stages past the end: zeros, no loads
+    load_w(wbuf[b], gbuf[C::kGrouped ? b : 0], kw + b * kStage);
   if (kw == 0 && n0 < p.n) {
     const uint32_t rb = static_cast<uint32_t>(row_bytes);
     const uint32_t start = min(rb, 64u * kStage * kBufs);
@@ -192,13 +286,15 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_mma_kernel(SkinnyGem
   const int xtok = X1 ? 0 : (has_x ? g : 0);
   const int64_t xrow = p.x_rows ? p.x_rows[xtok] : xtok;
   float acc[MT][4], ss = 0.f;
-  if constexpr (XS) {  // the row once per CTA: thread i takes pairs i, i + 256, ...; ss: the CTA's total
+  if constexpr (XS) {  // the row once per CTA: thread i takes units i, i + 256, ...; ss: the CTA's total
     uint32_t* s_x = reinterpret_cast<uint32_t*>(s_xdyn);
 #pragma unroll 4
-    for (int i = threadIdx.x; i < p.k / 2; i += kWarpsPerCta * 32) {
-      uint32_t mine[1];
-      load_x<PRO, 2>(p, xrow, 2 * i, mine, ss);
-      s_x[i] = mine[0];
+    for (int i = threadIdx.x; i < p.k / (2 * L); i += kWarpsPerCta * 32) {
+      uint32_t nat[L], mine[L];
+      load_x<PRO, 2 * L>(p, xrow, 2 * L * i, nat, ss);
+      C::x_unit(nat, mine);
+#pragma unroll
+      for (int r = 0; r < L; ++r) s_x[kPairs * (i / 8) + C::x_pos(i % 8) + r] = mine[r];
     }
     if constexpr (PRO == kNorm) {
 #pragma unroll
@@ -222,43 +318,79 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_mma_kernel(SkinnyGem
     for (int hb = 0; hb < kBufs; ++hb) {
       const int s0 = s0i + hb * kStage;
       if (s0 >= steps) break;
-      if (NB == 1 && s0 != kw) load_w(wbuf[hb], s0);
+      if (NB == 1 && s0 != kw) load_w(wbuf[hb], gbuf[C::kGrouped ? hb : 0], s0);
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const int c = 4 * (s0 + u * KW) + t;
         if (s0 + u * KW >= steps) break;
-        uint32_t xb[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        uint32_t xb[kPairs];  // the activations of token g at chunk c, in C's pair order
+#pragma unroll
+        for (int i = 0; i < kPairs; ++i) xb[i] = 0;
         if constexpr (XS) {  // B columns g > 0 get copies (never stored)
           if (c < chunks) {
-            const uint4 lo = s_xdyn[2 * c], hi = s_xdyn[2 * c + 1];
-            xb[0] = lo.x, xb[1] = lo.y, xb[2] = lo.z, xb[3] = lo.w, xb[4] = hi.x, xb[5] = hi.y, xb[6] = hi.z,
-            xb[7] = hi.w;
-          }
-        } else if constexpr (X1) {  // lane 8 t' + i: pair i of chunk 4 s + t'; B columns g > 0 get copies
-          const int cl = c - t + lane / 8;
-          uint32_t mine[1] = {0};
-          if (cl < chunks) load_x<PRO, 2>(p, xrow, 16 * cl + 2 * (lane % 8), mine, ss);
 #pragma unroll
-          for (int i = 0; i < 8; ++i) xb[i] = __shfl_sync(0xffffffffu, mine[0], 8 * t + i);
+            for (int v = 0; v < kPairs / 4; ++v) {
+              const uint4 q4 = s_xdyn[kPairs / 4 * c + v];
+              xb[4 * v] = q4.x, xb[4 * v + 1] = q4.y, xb[4 * v + 2] = q4.z, xb[4 * v + 3] = q4.w;
+            }
+          }
+        } else if constexpr (X1) {  // lane 8 t' + q: unit q of chunk 4 s + t'; B columns g > 0 get copies
+          const int cl = c - t + lane / 8;
+          uint32_t mine[L];
+#pragma unroll
+          for (int r = 0; r < L; ++r) mine[r] = 0;
+          if (cl < chunks) {
+            uint32_t nat[L];
+            load_x<PRO, 2 * L>(p, xrow, C::kElems * cl + 2 * L * (lane % 8), nat, ss);
+            C::x_unit(nat, mine);
+          }
+#pragma unroll
+          for (int i = 0; i < kPairs; ++i)
+            xb[i] = __shfl_sync(0xffffffffu, mine[C::x_reg_of(i)], 8 * t + C::x_unit_of(i));
         } else if (has_x && c < chunks) {
-          load_x<PRO, 16>(p, xrow, 16 * c, xb, ss);
+          uint32_t nat[kPairs];
+          load_x<PRO, C::kElems>(p, xrow, C::kElems * c, nat, ss);
+#pragma unroll
+          for (int q = 0; q < 8; ++q) {
+            uint32_t in[L], out[L];
+#pragma unroll
+            for (int r = 0; r < L; ++r) in[r] = nat[L * q + r];
+            C::x_unit(in, out);
+#pragma unroll
+            for (int r = 0; r < L; ++r) xb[C::x_pos(q) + r] = out[r];
+          }
         }
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
-          uint32_t a[2][8];  // rows g, g + 8: pair i = inputs 16 c + 2 i, + 1 as f16x2
+          uint32_t ga[2] = {0, 0}, gb[2] = {0, 0};  // grouped: (a, a) and (b, b) of rows g, g + 8 as f16x2
+          if constexpr (C::kGrouped) {
 #pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const uint32_t* wd = reinterpret_cast<const uint32_t*>(&wbuf[hb][u][mt][h]);
-#pragma unroll
-            for (int w = 0; w < 4; ++w) C::pairs(wd[w], a[h][2 * w], a[h][2 * w + 1]);
+            for (int h = 0; h < 2; ++h) {
+              const float2 gp = gbuf[hb][u][mt][h];
+              ga[h] = pack_f16x2(gp.x, gp.x);
+              gb[h] = pack_f16x2(gp.y, gp.y);
+            }
           }
 #pragma unroll
-          for (int j = 0; j < 4; ++j)
-            mma_f16(acc[mt], a[0][2 * j], a[1][2 * j], a[0][2 * j + 1], a[1][2 * j + 1], xb[2 * j],
-                    xb[2 * j + 1]);
+          for (int w = 0; w < 4; ++w) {  // word w of the chunk: pairs kWordPairs w .. of rows g, g + 8
+            uint32_t a[2][kWordPairs];
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              C::pairs(reinterpret_cast<const uint32_t*>(&wbuf[hb][u][mt][h])[w], a[h]);
+              if constexpr (C::kGrouped) {
+#pragma unroll
+                for (int e = 0; e < kWordPairs; ++e) a[h][e] = fma_f16x2(a[h][e], ga[h], gb[h]);
+              }
+            }
+#pragma unroll
+            for (int j = 0; j < kWordPairs / 2; ++j) {
+              const int i = kWordPairs * w + 2 * j;  // pairs i, i + 1: columns 2t.. and 2t + 8..
+              mma_f16(acc[mt], a[0][2 * j], a[1][2 * j], a[0][2 * j + 1], a[1][2 * j + 1], xb[i], xb[i + 1]);
+            }
+          }
         }
       }
-      if (NB > 1 && s0 + NB * kStage < steps) load_w(wbuf[hb], s0 + NB * kStage);
+      if (NB > 1 && s0 + NB * kStage < steps) load_w(wbuf[hb], gbuf[C::kGrouped ? hb : 0], s0 + NB * kStage);
     }
   }
 
@@ -301,7 +433,8 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_mma_kernel(SkinnyGem
     for (int q = 0; q < 4; ++q) {
       const int n = n0 + 16 * mt + g + (q >= 2 ? 8 : 0), i = 2 * t + (q & 1);
       if (n >= p.n || i >= p.m) continue;
-      store_out<EPI>(p, i, n, acc[mt][q] * out_scale[q & 1] * __ldg(p.qw.row_scale + n));
+      const float rs = p.qw.row_scale ? __ldg(p.qw.row_scale + n) : 1.f;  // grouped: none, or with the groups
+      store_out<EPI>(p, i, n, acc[mt][q] * out_scale[q & 1] * rs);
     }
 }
 
@@ -325,7 +458,8 @@ cudaError_t launch_mma(const SkinnyGemmParams& p, cudaStream_t stream) {
 }
 
 // Tilings (MT, U, KW) xNB of variant kQuantSkinnyVariants + i; features per CTA = 128 MT / KW, 16-byte loads per
-// lane in flight = 2 MT U NB (NB = 1 when not written). KW = 8: a CTA is one group of 16 MT features (qkv:
+// lane in flight = 2 MT U NB (NB = 1 when not written); the same for every code type (a step is 64 bytes of a row
+// per quad: 128 inputs of 4-bit codes, 64 of 8-bit ones). KW = 8: a CTA is one group of 16 MT features (qkv:
 // 384 / MT CTAs, down: 256 / MT); larger MT shares each activation chunk's prologue and conversion over more rows.
 //   0 = (1, 4, 8), 1 = (2, 2, 8), 2 = (2, 4, 8), 3 = (1, 8, 8)      one group per CTA
 //   4 = (1, 4, 4), 5 = (2, 4, 4), 6 = (4, 2, 8), 7 = (4, 2, 4)      two groups per CTA, or 64 features a group

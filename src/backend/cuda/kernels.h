@@ -344,12 +344,11 @@ struct SkinnyGemmParams {
 };
 inline constexpr int kSkinnyMaxRows = 8;
 inline constexpr int kSkinnyVariants = 10;
-// Quantized formats: kQuantSkinnyVariants CUDA-core tilings (gemm_skinny.cuh); fp8 and int8 weights have more,
-// variants kQuantSkinnyVariants and up, on the f16 tensor cores (gemm_skinny_mma.cuh; grouped int8 runs the
-// CUDA-core tiling of the same index there).
+// Quantized formats: kQuantSkinnyVariants CUDA-core tilings (gemm_skinny.cuh), then variants kQuantSkinnyVariants
+// and up on the f16 tensor cores (gemm_skinny_mma.cuh; group parameters applied to the weights in f16, see there).
 inline constexpr int kQuantSkinnyVariants = 10;
-// Tilings instantiated for a weight format (bf16: kSkinnyVariants; kNib4: kQuantSkinnyVariants; kFp8, kInt8:
-// kQuantSkinnyVariants + the tensor-core ones).
+// Tilings instantiated for a weight format (bf16: kSkinnyVariants; quantized: kQuantSkinnyVariants + the
+// tensor-core ones).
 int skinny_variants(WeightFormat f);
 // The order in which a variant of format f sums each output's k products, as a number: variants with equal
 // numbers give every output row the same bits whatever the row count m (a lane sums its chunks in ascending

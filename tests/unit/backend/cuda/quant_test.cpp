@@ -1,16 +1,17 @@
 // Quantized weights on the GPU (backend/cuda/quant_weights.h, quant_formats.cuh, quant_kernels.cu, gemm_fp8.cpp):
 //   - the host repacking of every block format, decoded by this file from the documented device layouts, equals
 //     the tests' independent dequantization oracle bit for bit (runs without a GPU);
-//   - the skinny GEMM on each device format (every tiling, m = 1..8, the fused prologues / epilogue; the fp8
-//     tensor-core tilings one by one with every prologue / epilogue pair over three shapes), the
+//   - the skinny GEMM on each device format (every tiling, m = 1..8, the fused prologues / epilogue; the
+//     tensor-core tilings of every format one by one with every prologue / epilogue pair over five shapes), the
 //     dequantize-to-bf16 kernel, the per-token FP8 activation quantizer and the cuBLASLt FP8 GEMM against fp64
 //     products of the oracle's weights (or the CPU's quantizer, bit for bit).
 // Shapes: n = 88 outputs and k = 768 inputs (3 K-quant super-blocks, 6 AWQ groups; neither a power of two).
 //
-// Tolerances. The GPU dequantizes exactly (quant_weights.h), so the skinny GEMM differs from the fp64 product
-// only by fp32 summation (k = 768 products of |x| <= 1, |w| <= ~1: far below 1e-3 + 1e-3 |ref|). The FP8 GEMM's
-// products of E4M3 codes are exact and summed in fp32; its bf16 output adds 2^-9 relative: 1e-3 + 1/128 |ref|
-// (twice that when the scales are applied by an epilogue after a first bf16 rounding).
+// Tolerances. The GPU dequantizes exactly (quant_weights.h), so the CUDA-core skinny GEMM differs from the fp64
+// product only by fp32 summation (k = 768 products of |x| <= 1, |w| <= ~1: far below 1e-3 + 1e-3 |ref|); the
+// tensor-core tilings round the activations, and with groups the dequantized weights, to f16 (reference()).
+// The FP8 GEMM's products of E4M3 codes are exact and summed in fp32; its bf16 output adds 2^-9 relative:
+// 1e-3 + 1/128 |ref| (twice that when the scales are applied by an epilogue after a first bf16 rounding).
 #if MOPT_HAVE_CUDA
 #include <gtest/gtest.h>
 
@@ -101,6 +102,34 @@ double decode(const HostQuantMatrix& m, int r, int i) {
   }
   if (!m.row_scale.empty()) v *= m.row_scale[r];
   return v;
+}
+
+// The tensor-core tilings' f16 dequantization error of each weight [n, k] (gemm_skinny_mma.cuh): grouped codes
+// become fl16(fl16(a) q + fl16(b)) (one fma), |w' - w| <= u (1 + u) (|a q| + |b| + |w|) + (|q| + 3) 2^-25 with
+// u = 2^-11 (f16's unit roundoff, 2^-25 its subnormal half-step), times |row_scale| if any; exact (0) without
+// groups (every E4M3 and int8 code is an f16 value).
+std::vector<double> f16_weight_err(const HostQuantMatrix& m) {
+  std::vector<double> err(static_cast<size_t>(m.n) * m.k, 0.0);
+  if (m.group.empty()) return err;
+  const double u = std::ldexp(1.0, -11), sub = std::ldexp(1.0, -25);
+  const size_t k = static_cast<size_t>(m.k), ng = k / static_cast<size_t>(m.plan.group_size);
+  for (int r = 0; r < m.n; ++r)
+    for (size_t i = 0; i < k; ++i) {
+      const size_t g = static_cast<size_t>(r) * ng + i / m.plan.group_size;
+      const double a = m.plan.affine ? m.group[2 * g] : m.group[g], b = m.plan.affine ? m.group[2 * g + 1] : 0.0;
+      double q = 0;
+      if (m.plan.fmt == WeightFormat::kNib4) {
+        const uint8_t byte = m.codes[r * k / 2 + 16 * (i / 32) + i % 16];
+        q = i % 32 < 16 ? byte & 15 : byte >> 4;
+      } else {
+        q = static_cast<int8_t>(m.codes[r * k + i]);
+      }
+      const double w = a * q + b;
+      double e = u * (1 + u) * (std::fabs(a * q) + std::fabs(b) + std::fabs(w)) + (std::fabs(q) + 3) * sub;
+      if (!m.row_scale.empty()) e *= std::fabs(m.row_scale[r]);
+      err[static_cast<size_t>(r) * k + i] = e;
+    }
+  return err;
 }
 
 // Repacks parts (stacked) with plan_quantized's choice, checks the expected format and every weight.
@@ -233,29 +262,34 @@ std::vector<float> swiglu_rows(const std::vector<float>& gate_up, int m, int k) 
 }
 
 // fp64 reference of a [m, k] . w [n, k]^T + add [m, n] (empty: none) and each output's bound: 1e-3 + 1e-3 |ref|
-// (fp32 summation, fast silu), and with f16_acts the fp8 tensor-core tilings' f16 activations
+// (fp32 summation, fast silu), and with f16_acts the tensor-core tilings' f16 activations
 // (gemm_skinny_mma.cuh: scaled by 2^-4, then f16): 2^-11 relative to each product, 2^-21 absolute below
 // |a| = 2^-10, times s[i] (RMSNorm: the row's 1/rms, applied to the result after the rounding; else 1):
-// |err| <= 2^-11 sum_j |w_j a_j| + 2^-21 s[i] sum_j |w_j|. A wrong k permutation between the two fragments errs
-// by ~sqrt(k) |w a|, far above it.
+// |err| <= 2^-11 sum_j |w'_j a_j| + 2^-21 s[i] sum_j |w'_j|, with |w'_j| <= |w_j| + werr_j the weight the
+// kernel multiplies (werr: f16_weight_err, or empty when exact), plus the weights' own error sum_j werr_j |a_j|.
+// A wrong k permutation between the two fragments, a wrong nibble or a wrong group errs by ~sqrt(k) |w a| or a
+// quantization step per weight, far above it.
 struct Reference {
   std::vector<double> ref, tol;
 };
 Reference reference(const std::vector<float>& a, const std::vector<float>& w, int m, int n, int k,
-                    const std::vector<float>& add, bool f16_acts, const std::vector<double>& s) {
+                    const std::vector<float>& add, bool f16_acts, const std::vector<double>& s,
+                    const std::vector<double>& werr = {}) {
   Reference out{std::vector<double>(static_cast<size_t>(m) * n), std::vector<double>(static_cast<size_t>(m) * n)};
   for (int i = 0; i < m; ++i)
     for (int r = 0; r < n; ++r) {
-      double dot = 0, abs_wa = 0, abs_w = 0;
+      double dot = 0, abs_wa = 0, abs_w = 0, werr_a = 0;
       for (int j = 0; j < k; ++j) {
-        const double wv = w[static_cast<size_t>(r) * k + j], x = a[static_cast<size_t>(i) * k + j];
+        const size_t wj = static_cast<size_t>(r) * k + j;
+        const double wv = w[wj], x = a[static_cast<size_t>(i) * k + j], we = werr.empty() ? 0.0 : werr[wj];
         dot += wv * x;
-        abs_wa += std::fabs(wv * x);
-        abs_w += std::fabs(wv);
+        abs_wa += (std::fabs(wv) + we) * std::fabs(x);
+        abs_w += std::fabs(wv) + we;
+        werr_a += we * std::fabs(x);
       }
       const size_t e = static_cast<size_t>(i) * n + r;
       out.ref[e] = dot + (add.empty() ? 0.0 : add[e]);
-      out.tol[e] = 1e-3 + 1e-3 * std::fabs(out.ref[e]);
+      out.tol[e] = 1e-3 + 1e-3 * std::fabs(out.ref[e]) + werr_a;
       if (f16_acts) out.tol[e] += std::ldexp(abs_wa, -11) + std::ldexp(abs_w * (s.empty() ? 1.0 : s[i]), -21);
     }
   return out;
@@ -280,8 +314,9 @@ TEST(CudaQuantGemm, SkinnyMatchesReferenceOnEveryFormat) {
     const QTensor q = make_tensor(c.t, kN, kK, 17, "w", c.per_tensor);
     const HostQuantMatrix hm = repack_and_check({&q}, c.fmt, c.group);
     DevQuant dq(hm);
-    // The tuner may pick a tensor-core tiling (f16 activations: reference()'s bound).
-    const bool tensor_cores = cuda::skinny_variants(c.fmt) > cuda::kQuantSkinnyVariants && c.group == 0;
+    // The tuner may pick a tensor-core tiling (f16 activations and grouped weights: reference()'s bound).
+    const bool tensor_cores = cuda::skinny_variants(c.fmt) > cuda::kQuantSkinnyVariants;
+    const std::vector<double> werr = f16_weight_err(hm);
     const int rows_in = 8;
     std::vector<uint16_t> xb;
     std::vector<float> xv;
@@ -297,6 +332,9 @@ TEST(CudaQuantGemm, SkinnyMatchesReferenceOnEveryFormat) {
       std::vector<float> ref(static_cast<size_t>(m) * kN);
       for (int i = 0; i < m; ++i)
         for (int r = 0; r < kN; ++r) ref[static_cast<size_t>(i) * kN + r] = static_cast<float>(dot(xv.data() + i * kK, r));
+      const Reference mma_ref =
+          reference(std::vector<float>(xv.begin(), xv.begin() + static_cast<size_t>(m) * kK), q.ref, m, kN, kK, {},
+                    true, {}, werr);
       for (int v = 0; v < cuda::skinny_variants(c.fmt); ++v) {
         SCOPED_TRACE(testing::Message() << "m " << m << " variant " << v);
         y.poison();
@@ -305,7 +343,8 @@ TEST(CudaQuantGemm, SkinnyMatchesReferenceOnEveryFormat) {
         CUDA_OK(cuda::launch_skinny_gemm(p, nullptr));
         std::vector<float> got = y.download();
         got.resize(ref.size());
-        EXPECT_TRUE(all_close(got, ref, 1e-3f, 1e-3f));
+        if (v < cuda::kQuantSkinnyVariants) EXPECT_TRUE(all_close(got, ref, 1e-3f, 1e-3f));
+        else expect_within(got, mma_ref);  // the tensor-core tilings: f16 operands
       }
     }
     // RMSNorm prologue (m = 3, fp32 residual rows) through the tuner.
@@ -321,7 +360,7 @@ TEST(CudaQuantGemm, SkinnyMatchesReferenceOnEveryFormat) {
       const float eps = 1e-5f;
       std::vector<double> rstd;
       const std::vector<float> a = rmsnorm_rows(resid, nwv, {0, 1, 2}, kK, eps, rstd);
-      const Reference ref = reference(a, q.ref, m, kN, kK, {}, tensor_cores, rstd);
+      const Reference ref = reference(a, q.ref, m, kN, kK, {}, tensor_cores, rstd, werr);
       cuda::SkinnyGemmParams p{.y = y.get(), .y_f32 = true, .m = m, .n = kN, .k = kK,
                                .prologue = cuda::SkinnyPrologue::kRmsNorm, .x_f32 = dr.get(),
                                .norm_w = reinterpret_cast<const bf16*>(dnw.get()), .norm_eps = eps, .qw = dq.view};
@@ -333,7 +372,7 @@ TEST(CudaQuantGemm, SkinnyMatchesReferenceOnEveryFormat) {
     {
       const int m = 8;
       const std::vector<float> y0 = random_floats(rng, static_cast<size_t>(m) * kN, -1.f, 1.f);
-      const Reference ref = reference(swiglu_rows(xv, m, kK), q.ref, m, kN, kK, y0, tensor_cores, {});
+      const Reference ref = reference(swiglu_rows(xv, m, kK), q.ref, m, kN, kK, y0, tensor_cores, {}, werr);
       y.upload(y0);
       cuda::SkinnyGemmParams p{.x = reinterpret_cast<const bf16*>(x.get()), .y = y.get(), .m = m, .n = kN, .k = kK,
                                .prologue = cuda::SkinnyPrologue::kSwiGlu,
@@ -345,11 +384,13 @@ TEST(CudaQuantGemm, SkinnyMatchesReferenceOnEveryFormat) {
   }
 }
 
-// The tensor-core tilings (variants kQuantSkinnyVariants and up, gemm_skinny_mma.cuh) one by one for fp8
-// (per-channel and per-tensor scales) and per-channel int8, with every prologue / epilogue pair, m = 1..8, over
-// shapes whose n is no multiple of 16 and whose k is 48, 66, 130 and 598 chunks of 16 (a lane quad's last 64-input
-// step partial; 598 = 150 steps: every ring of register stages wraps, up to 64 steps a ring), against fp64 on the
-// oracle's weights within reference()'s f16 bound.
+// The tensor-core tilings (variants kQuantSkinnyVariants and up, gemm_skinny_mma.cuh) one by one for every format
+// (fp8 per-channel and per-tensor, int8 per channel, grouped int8: Q8_0, Q6_K, Q5_x; 4-bit: Q4_0, Q4_K, AWQ), with
+// every prologue / epilogue pair, m = 1..8, over shapes whose n is no multiple of 16 and whose k is 48, 66, 130,
+// 598 and 144 chunks of 16 (a lane quad's last 64-input step partial for 8-bit codes; 4-bit codes, 32 inputs a
+// chunk, 128 a step: k = 1056, 2080, 9568 end in a partial step; 598 = 150 steps: every ring of register stages
+// wraps, up to 64 steps a ring; the block formats take the shapes whose k is a whole number of their blocks:
+// 768 and 2304 for the K-quants and AWQ), against fp64 on the oracle's weights within reference()'s f16 bound.
 TEST(CudaQuantGemm, TensorCoreTilingsMatchReference) {
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(11);
@@ -357,7 +398,7 @@ TEST(CudaQuantGemm, TensorCoreTilingsMatchReference) {
   struct Shape {
     int n, k;
   };
-  for (const Shape s : {Shape{kN, kK}, Shape{40, 1056}, Shape{136, 2080}, Shape{24, 9568}}) {
+  for (const Shape s : {Shape{kN, kK}, Shape{40, 1056}, Shape{136, 2080}, Shape{24, 9568}, Shape{56, 2304}}) {
     const int n = s.n, k = s.k;
     std::vector<uint16_t> xb, bb;
     std::vector<float> xv, bv;
@@ -374,9 +415,11 @@ TEST(CudaQuantGemm, TensorCoreTilingsMatchReference) {
     DevVec<float> dres(resid), y(static_cast<size_t>(m_max) * n);
     DevVec<int32_t> drows(rows);
     for (const Case& c : cases()) {
-      if (c.group != 0 || cuda::skinny_variants(c.fmt) == cuda::kQuantSkinnyVariants) continue;  // fp8, int8
+      if (!row_bytes(c.t, static_cast<uint64_t>(k))) continue;  // k: not a whole number of the format's blocks
       const QTensor q = make_tensor(c.t, n, k, 29, "w", c.per_tensor);
-      DevQuant dq(repack_and_check({&q}, c.fmt, 0));
+      const HostQuantMatrix hm = repack_and_check({&q}, c.fmt, c.group);
+      const std::vector<double> werr = f16_weight_err(hm);
+      DevQuant dq(hm);
       for (int pair = 0; pair < 4; ++pair) {
         const auto pro = pair == 2 ? cuda::SkinnyPrologue::kRmsNorm
                          : pair == 3 ? cuda::SkinnyPrologue::kSwiGlu
@@ -392,7 +435,7 @@ TEST(CudaQuantGemm, TensorCoreTilingsMatchReference) {
           std::vector<float> add(static_cast<size_t>(m) * n);
           const bool res = epi == cuda::SkinnyEpilogue::kAddResidual;
           for (size_t e = 0; e < add.size(); ++e) add[e] = res ? y0[e] : bv[e % n];
-          const Reference ref = reference(a, q.ref, m, n, k, add, true, rstd);
+          const Reference ref = reference(a, q.ref, m, n, k, add, true, rstd, werr);
           for (int v = cuda::kQuantSkinnyVariants; v < cuda::skinny_variants(c.fmt); ++v) {
             SCOPED_TRACE(testing::Message() << case_name(c) << " n " << n << " k " << k
                                             << " pair " << pair << " m " << m << " variant " << v);
