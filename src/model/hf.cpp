@@ -94,7 +94,8 @@ Status parse_rope(const json& r, const char* where, ModelConfig& c) {
     else
       c.rope_attn_factor = static_cast<float>(get_mscale(1.0));
   } else {
-    return error("%s rope type \"%s\" is not supported (supported: default, linear, llama3, yarn)", where, type.c_str());
+    return error("%s rope type \"%s\" is not supported (supported: default, linear, llama3, yarn)", where,
+                 type.c_str());
   }
   return Status::ok();
 }

@@ -2,8 +2,9 @@
 // Per token x [n_embd] (transformers' DeepseekV2Attention):
 //   q [n_head, nope + rope] = q_proj(x), or q_b_proj(rmsnorm(q_a_proj(x))) when q_lora_rank > 0;
 //   kv_a_proj_with_mqa(x) = [c_kv (kv_lora_rank) | k_pe (rope)]; kv_b_proj(rmsnorm(c_kv)) = per head [k_nope | v];
-//   RoPE (c.rope_style: interleaved pairs for DeepSeek-V2) on each head's q_pe (its last rope dims) and on the one k_pe, both then multiplied by the
-//   yarn attention factor (transformers scales cos and sin by it); every head's K is [k_nope_h | k_pe].
+//   RoPE (c.rope_style: interleaved pairs for DeepSeek-V2) on each head's q_pe (its last rope dims) and on the one
+//   k_pe, both then multiplied by the yarn attention factor (transformers scales cos and sin by it); every head's K is
+//   [k_nope_h | k_pe].
 // The KV cache then holds K and V per head at head_dim = nope + rope, V zero-padded from v_head_dim (docs/moe.md):
 // the paged attention runs unchanged (scale 1 / sqrt(head_dim), as transformers), and mla_compact() drops the
 // padding of its output before o_proj.

@@ -98,14 +98,14 @@ TEST(DeepseekV2Synth, WritesTransformersNames) {
     std::set<std::string> names;
     for (const TensorView& t : set->tensors) names.insert(t.name);
     const bool q_lora = m->config.q_lora_rank > 0;
-    for (const std::string& n :
-         {std::string("model.layers.0.mlp.gate_proj.weight"), std::string("model.layers.0.self_attn.kv_b_proj.weight"),
-          std::string("model.layers.1.self_attn.kv_a_proj_with_mqa.weight"),
-          std::string("model.layers.1.self_attn.kv_a_layernorm.weight"),
-          std::string(q_lora ? "model.layers.2.self_attn.q_a_layernorm.weight" : "model.layers.2.self_attn.q_proj.weight"),
-          std::string("model.layers.1.mlp.shared_experts.down_proj.weight"), std::string("model.layers.2.mlp.gate.weight"),
-          std::string("model.layers.2.mlp.experts.15.up_proj.weight")})
-      EXPECT_TRUE(names.count(n)) << n;
+    const char* want[] = {"model.layers.0.mlp.gate_proj.weight", "model.layers.0.self_attn.kv_b_proj.weight",
+                          "model.layers.1.self_attn.kv_a_proj_with_mqa.weight",
+                          "model.layers.1.self_attn.kv_a_layernorm.weight",
+                          q_lora ? "model.layers.2.self_attn.q_a_layernorm.weight"
+                                 : "model.layers.2.self_attn.q_proj.weight",
+                          "model.layers.1.mlp.shared_experts.down_proj.weight", "model.layers.2.mlp.gate.weight",
+                          "model.layers.2.mlp.experts.15.up_proj.weight"};
+    for (const char* n : want) EXPECT_TRUE(names.count(n)) << n;
     for (const std::string& n : names) {
       EXPECT_EQ(n.find("k_proj"), std::string::npos) << n;
       EXPECT_EQ(n.find("shared_expert_gate"), std::string::npos) << n;
