@@ -115,8 +115,13 @@ def run_one(folder, out_dir, device):
             out = model(input_ids=ids, use_cache=False)
     for h in hooks:
         h.remove()
-    for i, r in routed.items():
-        captured.setdefault(i, r)
+    for i, r in routed.items():  # the selection route_tokens_to_experts returned wins over the gate's output
+        captured[i] = r
+    if cfg.model_type == "deepseek_v2":  # plain gate logits would miss the groups and routed_scaling_factor
+        plain = [i for i, o in captured.items() if i not in routed and not isinstance(o, (tuple, list))]
+        if plain:
+            raise SystemExit(f"{name}: DeepseekV2Moe of layers {plain} did not go through route_tokens_to_experts "
+                             "and its gate returned plain logits: update moe_reference.py for this transformers")
     logits = out.logits[0].float().cpu().contiguous()
     if logits.shape != (len(TOKENS), cfg.vocab_size):
         raise SystemExit(f"{name}: logits have shape {tuple(logits.shape)}")

@@ -65,6 +65,8 @@ struct ModelConfig {
   int n_group_used = 0;                    // topk_group
   // Multi-head latent attention (DeepSeek-V2), when kv_lora_rank > 0: head_dim = qk_nope_dim + qk_rope_dim (K and
   // the cached, zero-padded V), rope_dim = qk_rope_dim (the last dims of each head), n_head_kv = n_head.
+  // The RMSNorms of the q and kv latents use transformers' (and DeepSeek's) default epsilon, not rms_norm_eps.
+  static constexpr float kMlaLatentNormEps = 1e-6f;
   int q_lora_rank = 0;                     // 0: one q_proj; else q_a_proj -> RMSNorm -> q_b_proj
   int kv_lora_rank = 0;
   int qk_nope_dim = 0;

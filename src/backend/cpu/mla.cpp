@@ -54,7 +54,7 @@ void mla_qkv(const ModelConfig& c, const MlaLayer& L, const float* x, int T, con
     matmul(*L.wq_a, x, T, s.qa.data(), pool);
     for (int t = 0; t < T; ++t) {
       float* r = s.qa.data() + static_cast<size_t>(t) * ql;
-      rmsnorm(r, r, L.q_a_norm.data(), ql, c.norm_eps);
+      rmsnorm(r, r, L.q_a_norm.data(), ql, ModelConfig::kMlaLatentNormEps);
     }
     matmul(*L.wq_b, s.qa.data(), T, q, pool);
   } else {
@@ -65,7 +65,7 @@ void mla_qkv(const ModelConfig& c, const MlaLayer& L, const float* x, int T, con
   matmul(*L.wkv_a, x, T, s.kva.data(), pool);
   for (int t = 0; t < T; ++t) {
     float* r = s.kva.data() + static_cast<size_t>(t) * (kl + rope);
-    rmsnorm(r, r, L.kv_a_norm.data(), kl, c.norm_eps);  // c_kv only; k_pe after it stays
+    rmsnorm(r, r, L.kv_a_norm.data(), kl, ModelConfig::kMlaLatentNormEps);  // c_kv only; k_pe after it stays
   }
   // kv_b_proj over the normed latents: rows of kva are kl + rope wide, so gather the latents first.
   std::vector<float>& lat = s.qa;  // reused: q_a is consumed

@@ -200,14 +200,14 @@ void ReferenceModel::mla_qkv(const Layer& L, const float* x, int pos, float* q, 
   if (c.q_lora_rank > 0) {
     std::vector<float> qa(static_cast<size_t>(c.q_lora_rank));
     matvec(L.q_a, x, qa.data(), c.q_lora_rank, d, {});
-    rmsnorm(qa.data(), qa.data(), L.q_a_norm, c.q_lora_rank, c.norm_eps);
+    rmsnorm(qa.data(), qa.data(), L.q_a_norm, c.q_lora_rank, ModelConfig::kMlaLatentNormEps);
     matvec(L.q_b, qa.data(), q, H * hd, c.q_lora_rank, {});
   } else {
     matvec(L.wq, x, q, H * hd, d, {});
   }
   std::vector<float> kva(static_cast<size_t>(kl + rope)), kvb(static_cast<size_t>(H) * (nope + vd));
   matvec(L.kv_a, x, kva.data(), kl + rope, d, {});
-  rmsnorm(kva.data(), kva.data(), L.kv_a_norm, kl, c.norm_eps);
+  rmsnorm(kva.data(), kva.data(), L.kv_a_norm, kl, ModelConfig::kMlaLatentNormEps);
   matvec(L.kv_b, kva.data(), kvb.data(), H * (nope + vd), kl, {});
   float* kpe = kva.data() + kl;
   apply_rope(c, kpe, pos);  // the rope dims; transformers scales cos / sin by the yarn attention factor
