@@ -103,6 +103,8 @@ TEST_P(MoeVsTransformers, LogitsAndRouting) {
   ASSERT_EQ(ref->meta["n_expert"].get<int>(), c.n_expert);
   ASSERT_EQ(ref->meta["top_k"].get<int>(), c.n_expert_used);
   EXPECT_EQ(ref->meta["norm_topk_prob"].get<bool>(), c.expert_norm_topk);
+  if (ref->meta.contains("routed_scaling_factor"))  // written by moe_reference.py since DeepSeek-V2
+    EXPECT_NEAR(ref->meta["routed_scaling_factor"].get<double>(), c.expert_weights_scale, 1e-6);
   expect_same_weights(*m, ref->meta["weight_sums"]);
   for (int l = 0; l < c.n_layer; ++l)  // the same layers have routers
     EXPECT_EQ(ref->meta["experts"][l].is_null(), !c.is_moe_layer(l)) << "layer " << l;
