@@ -74,6 +74,8 @@ Status parse_rope(const json& r, const char* where, ModelConfig& c) {
     MOPT_TRY(get_real(r, "high_freq_factor", c.rope_high_freq_factor));
     MOPT_TRY(get_int(r, "original_max_position_embeddings", c.rope_original_context, c.rope_original_context));
   } else if (type == "yarn") {  // transformers' _compute_yarn_parameters
+    if (c.arch != Arch::kDeepseek2)  // the runners apply its attention factor in DeepSeek-V2's attention only
+      return error("%s rope type \"yarn\" is not supported for %s (only for DeepSeek-V2)", where, arch_name(c.arch));
     c.rope_scaling = RopeScaling::kYarn;
     MOPT_TRY(get_real(r, "factor", c.rope_scale_factor));
     MOPT_TRY(get_int(r, "original_max_position_embeddings", c.rope_original_context, INT_MIN));
@@ -210,8 +212,6 @@ Status fill_config(const json& j, ModelConfig& c) {
   if (partial != 1.0f) return error("\"partial_rotary_factor\" %g is not supported (only 1.0)", double(partial));
   // HF checkpoints use rotate_half; transformers' DeepSeek-V2 rotates interleaved pairs (view_as_complex).
   c.rope_style = c.arch == Arch::kDeepseek2 ? RopeStyle::kInterleaved : RopeStyle::kNeox;
-  if (c.rope_scaling == RopeScaling::kYarn && c.arch != Arch::kDeepseek2)
-    return error("rope type \"yarn\" is supported for DeepSeek-V2 only");
   c.tied_embeddings = false;
   MOPT_TRY(get_bool(j, "tie_word_embeddings", c.tied_embeddings));
   c.qkv_bias = info.qkv_bias;
