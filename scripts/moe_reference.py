@@ -28,11 +28,19 @@ from transformers import AutoModelForCausalLM
 TOKENS = [1, 17, 300, 42, 255, 7, 489, 128, 64, 3, 3, 77, 200, 411, 9, 150, 33, 506, 260, 12, 99, 318, 45, 42]
 
 
+def dense_layers(cfg):
+    """Layers whose MLP is dense: DeepSeek-V2's first `first_k_dense_replace`."""
+    return set(range(getattr(cfg, "first_k_dense_replace", 0) or 0)) if cfg.model_type == "deepseek_v2" else set()
+
+
 def moe_blocks(model):
-    """(layer index, MoE block) for every decoder layer: `mlp` (Qwen-MoE, transformers-5 Mixtral) or
-    `block_sparse_moe` (Mixtral before transformers 5)."""
+    """(layer index, MoE block) for every decoder layer with experts: `mlp` (Qwen-MoE, DeepSeek-V2, transformers-5
+    Mixtral) or `block_sparse_moe` (Mixtral before transformers 5)."""
     out = []
+    dense = dense_layers(model.config)
     for i, layer in enumerate(model.model.layers):
+        if i in dense:
+            continue
         block = getattr(layer, "block_sparse_moe", None)
         if block is None:
             block = getattr(layer, "mlp", None)
@@ -82,11 +90,21 @@ def run_one(folder, out_dir, device):
     n_expert = getattr(cfg, "num_local_experts", None) or cfg.num_experts
     top_k = cfg.num_experts_per_tok
     norm_topk = True if cfg.model_type == "mixtral" else bool(getattr(cfg, "norm_topk_prob", False))
+    if cfg.model_type == "deepseek_v2":
+        norm_topk = False  # DeepseekV2Moe scales by routed_scaling_factor and never renormalizes
 
     captured = {}
     hooks = []
+    routed = {}  # DeepSeek-V2: the block applies gate.weight itself (the module's hook never fires)
     for i, block in moe_blocks(model):
         hooks.append(block.gate.register_forward_hook(lambda m, a, o, i=i: captured.__setitem__(i, o)))
+        route = getattr(block, "route_tokens_to_experts", None)
+        if route is not None:
+            def wrapped(*args, route=route, i=i, **kw):
+                r = route(*args, **kw)
+                routed[i] = r
+                return r
+            block.route_tokens_to_experts = wrapped
     ids = torch.tensor([TOKENS], dtype=torch.long, device=device)
     with torch.no_grad():
         try:
@@ -97,17 +115,33 @@ def run_one(folder, out_dir, device):
             out = model(input_ids=ids, use_cache=False)
     for h in hooks:
         h.remove()
+    for i, r in routed.items():  # the selection route_tokens_to_experts returned wins over the gate's output
+        captured[i] = r
+    if cfg.model_type == "deepseek_v2":  # plain gate logits would miss the groups and routed_scaling_factor
+        plain = [i for i, o in captured.items() if i not in routed and not isinstance(o, (tuple, list))]
+        if plain:
+            raise SystemExit(f"{name}: DeepseekV2Moe of layers {plain} did not go through route_tokens_to_experts "
+                             "and its gate returned plain logits: update moe_reference.py for this transformers")
     logits = out.logits[0].float().cpu().contiguous()
     if logits.shape != (len(TOKENS), cfg.vocab_size):
         raise SystemExit(f"{name}: logits have shape {tuple(logits.shape)}")
 
     experts, weights, source = [], [], None
+    dense = dense_layers(cfg)
     for i in range(cfg.num_hidden_layers):
+        if i in dense:  # no router: null in both lists
+            experts.append(None)
+            weights.append(None)
+            continue
         if i not in captured:
             raise SystemExit(f"{name}: the router of layer {i} did not run")
         idx, w, source = selection_from_router_output(captured[i], top_k, n_expert, norm_topk)
         if idx.shape != (len(TOKENS), top_k):
             raise SystemExit(f"{name}: layer {i}'s router selected {tuple(idx.shape)} experts, expected {len(TOKENS)} x {top_k}")
+        if w is not None:  # best first (DeepSeek-V2's top-k is unsorted), ties to the lower id
+            order = torch.stack([torch.tensor(sorted(range(top_k), key=lambda j: (-float(wr[j]), int(ir[j]))))
+                                 for wr, ir in zip(w.cpu(), idx.cpu())])
+            idx, w = torch.gather(idx.cpu(), 1, order), torch.gather(w.cpu(), 1, order)
         experts.append(idx.cpu().tolist())
         weights.append(None if w is None else [[float(x) for x in row] for row in w.cpu()])
     router_logits = getattr(out, "router_logits", None)
@@ -144,10 +178,13 @@ def run_one(folder, out_dir, device):
         "n_expert": n_expert,
         "top_k": top_k,
         "norm_topk_prob": norm_topk,
+        "routed_scaling_factor": float(getattr(cfg, "routed_scaling_factor", 1.0) or 1.0),
+        "topk_method": getattr(cfg, "topk_method", None),
+        "dense_layers": sorted(dense),
         "selection_source": source,
         "router_logits_returned": router_logits is not None and len(router_logits) > 0,
-        "experts": experts,   # [layer][token][k], best first
-        "weights": weights,   # [layer][token][k]; a layer is null where the router output had no weights
+        "experts": experts,   # [layer][token][k], best first; null for a dense layer
+        "weights": weights,   # [layer][token][k]; a layer is null where the router output had no weights (or none)
         "logits_file": name + ".logits.f32",
         "weight_sums": weight_sums,
         "saved_layout": saved_layout,

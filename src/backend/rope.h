@@ -1,6 +1,7 @@
 // Rotary position embedding frequencies, shared by the backends (each turns them into its own tables).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <vector>
@@ -24,6 +25,23 @@ inline std::vector<float> rope_inv_freq(const ModelConfig& cfg) {
       case RopeScaling::kLinear:
         if (cfg.rope_scale_factor > 0) f /= cfg.rope_scale_factor;
         break;
+      case RopeScaling::kYarn: {
+        // transformers' _compute_yarn_parameters: dims below `low` keep f, above `high` take f / factor, a linear
+        // ramp between; low / high are the dims where a wavelength fits beta_fast / beta_slow times into the
+        // original context.
+        const double factor = cfg.rope_scale_factor > 0 ? cfg.rope_scale_factor : 1.0;
+        auto corr_dim = [&](double rot) {
+          return rot_dim * std::log(cfg.rope_original_context / (rot * 2 * std::numbers::pi)) / (2 * std::log(theta));
+        };
+        double low = corr_dim(cfg.rope_yarn_beta_fast), high = corr_dim(cfg.rope_yarn_beta_slow);
+        if (cfg.rope_yarn_truncate) low = std::floor(low), high = std::ceil(high);
+        low = std::max(low, 0.0);
+        high = std::min(high, rot_dim - 1.0);
+        if (low == high) high += 0.001;
+        const double ramp = std::clamp((i - low) / (high - low), 0.0, 1.0);  // 0: extrapolate (keep f)
+        f = f / factor * ramp + f * (1.0 - ramp);
+        break;
+      }
       case RopeScaling::kLlama3: {
         // Llama 3.1: long wavelengths are slowed by `factor`, short ones kept, a smooth ramp in between.
         const double factor = cfg.rope_scale_factor > 0 ? cfg.rope_scale_factor : 1.0;

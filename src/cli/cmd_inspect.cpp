@@ -29,7 +29,8 @@ struct InspectArgs {
 
 // The names `inspect` prints for enum values.
 constexpr EnumName<RopeScaling> kRopeScalingNames[] = {
-    {RopeScaling::kNone, "none"}, {RopeScaling::kLinear, "linear"}, {RopeScaling::kLlama3, "llama3"}};
+    {RopeScaling::kNone, "none"}, {RopeScaling::kLinear, "linear"}, {RopeScaling::kLlama3, "llama3"},
+    {RopeScaling::kYarn, "yarn"}};
 
 // Weight bytes if every matrix were stored as `t`: 1-D tensors (norms, biases) stay f32 and matrices whose
 // rows are not a multiple of the block size fall back to f16, as quantizers do.
@@ -113,6 +114,23 @@ nlohmann::ordered_json build_report(const Model& m) {
       r["hyperparameters"]["n_ff_exp"] = c.n_ff_exp;
       r["hyperparameters"]["n_ff_shexp"] = c.n_ff_shexp;
       r["hyperparameters"]["expert_norm_topk"] = c.expert_norm_topk;
+      if (c.arch == Arch::kDeepseek2) {
+        r["hyperparameters"]["n_layer_dense_lead"] = c.n_layer_dense_lead;
+        r["hyperparameters"]["expert_weights_scale"] = shortest(c.expert_weights_scale);
+        r["hyperparameters"]["n_expert_groups"] = c.n_expert_groups;
+        r["hyperparameters"]["n_group_used"] = c.n_group_used;
+      }
+    }
+    if (c.is_mla()) {  // multi-head latent attention; the KV cache holds K and zero-padded V per head (docs/moe.md)
+      r["hyperparameters"]["q_lora_rank"] = c.q_lora_rank;
+      r["hyperparameters"]["kv_lora_rank"] = c.kv_lora_rank;
+      r["hyperparameters"]["qk_nope_head_dim"] = c.qk_nope_dim;
+      r["hyperparameters"]["v_head_dim"] = c.v_head_dim;
+      r["hyperparameters"]["kv_bytes_per_token_f16"] = c.kv_bytes_per_token(2);
+    }
+    if (c.rope_scaling == RopeScaling::kYarn) {
+      r["hyperparameters"]["rope_original_context"] = c.rope_original_context;
+      r["hyperparameters"]["rope_attn_factor"] = shortest(c.rope_attn_factor);
     }
     if (c.rope_scaling != RopeScaling::kNone) r["hyperparameters"]["rope_scale_factor"] = shortest(c.rope_scale_factor);
     if (c.rope_scaling == RopeScaling::kLlama3) {

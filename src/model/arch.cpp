@@ -21,6 +21,9 @@ const ArchInfo kArchs[] = {
     {Arch::kMixtral, "mixtral", "llama", "MixtralForCausalLM", "mixtral", RopeStyle::kInterleaved, false, false},
     {Arch::kQwen2Moe, "qwen2moe", "qwen2moe", "Qwen2MoeForCausalLM", "qwen2_moe", RopeStyle::kNeox, true, false},
     {Arch::kQwen3Moe, "qwen3moe", "qwen3moe", "Qwen3MoeForCausalLM", "qwen3_moe", RopeStyle::kNeox, false, true},
+    // Hugging Face folders only: GGUF "deepseek2" files are refused (unsupported_arch_reason).
+    {Arch::kDeepseek2, "deepseek2", "deepseek2", "DeepseekV2ForCausalLM", "deepseek_v2", RopeStyle::kInterleaved, false,
+     false},
 };
 
 // Per-layer Hugging Face suffix -> canonical suffix (after "model.layers.N." / "blk.N.").
@@ -51,6 +54,17 @@ const NamePair kLayerNames[] = {
     {"mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight"},
     {"mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight"},
     {"mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight"},
+    // DeepSeek-V2: multi-head latent attention (llama.cpp's names) and the shared experts (after Qwen2-MoE's
+    // spelling, which canonical_to_hf_name gives; mopt synth respells them for DeepSeek-V2).
+    {"self_attn.q_a_proj.weight", "attn_q_a.weight"},
+    {"self_attn.q_a_layernorm.weight", "attn_q_a_norm.weight"},
+    {"self_attn.q_b_proj.weight", "attn_q_b.weight"},
+    {"self_attn.kv_a_proj_with_mqa.weight", "attn_kv_a_mqa.weight"},
+    {"self_attn.kv_a_layernorm.weight", "attn_kv_a_norm.weight"},
+    {"self_attn.kv_b_proj.weight", "attn_kv_b.weight"},
+    {"mlp.shared_experts.gate_proj.weight", "ffn_gate_shexp.weight"},
+    {"mlp.shared_experts.up_proj.weight", "ffn_up_shexp.weight"},
+    {"mlp.shared_experts.down_proj.weight", "ffn_down_shexp.weight"},
 };
 const NamePair kGlobalNames[] = {
     {"model.embed_tokens.weight", "token_embd.weight"},
@@ -103,12 +117,14 @@ std::string supported_arch_list(bool hf_classes) {
 }
 
 std::optional<std::string> unsupported_arch_reason(std::string_view name) {
-  for (std::string_view mla : {"DeepseekV2ForCausalLM", "deepseek_v2", "DeepseekV3ForCausalLM", "deepseek_v3",
-                               "deepseek2"})
-    if (name == mla)
-      return strfmt("architecture \"%.*s\" uses multi-head latent attention (MLA), which mopt does not support yet "
-                    "(mixture-of-experts models that load: Mixtral, Qwen2-MoE, Qwen3-MoE)",
-                    static_cast<int>(name.size()), name.data());
+  for (std::string_view v3 : {"DeepseekV3ForCausalLM", "deepseek_v3", "deepseek3"})
+    if (name == v3)
+      return strfmt("architecture \"%.*s\" (DeepSeek-V3: sigmoid routing with a correction bias, noaux_tc) is not "
+                    "supported (mixture-of-experts models that load: Mixtral, Qwen2-MoE, Qwen3-MoE, DeepSeek-V2 as a "
+                    "Hugging Face folder)", static_cast<int>(name.size()), name.data());
+  if (name == "deepseek2")  // GGUF general.architecture; the Hugging Face names load
+    return std::string("GGUF architecture \"deepseek2\" is not supported: mopt runs DeepSeek-V2 from Hugging Face "
+                       "folders (safetensors) only");
   return std::nullopt;
 }
 
@@ -162,9 +178,23 @@ std::vector<TensorSpec> expected_tensors(const ModelConfig& c) {
   for (int l = 0; l < c.n_layer; ++l) {
     auto n = [l](const char* s) { return strfmt("blk.%d.%s", l, s); };
     out.push_back(spec(n("attn_norm.weight"), {e}, true));
-    out.push_back(spec(n("attn_q.weight"), {e, q}));
-    out.push_back(spec(n("attn_k.weight"), {e, kv}));
-    out.push_back(spec(n("attn_v.weight"), {e, kv}));
+    if (c.is_mla()) {  // q [n_head, nope + rope]; kv_a -> [kv_lora_rank | rope]; kv_b -> [n_head, nope + v]
+      const int64_t ql = c.q_lora_rank, kl = c.kv_lora_rank, r = c.rope_dim;
+      if (ql > 0) {
+        out.push_back(spec(n("attn_q_a.weight"), {e, ql}));
+        out.push_back(spec(n("attn_q_a_norm.weight"), {ql}, true));
+        out.push_back(spec(n("attn_q_b.weight"), {ql, q}));
+      } else {
+        out.push_back(spec(n("attn_q.weight"), {e, q}));
+      }
+      out.push_back(spec(n("attn_kv_a_mqa.weight"), {e, kl + r}));
+      out.push_back(spec(n("attn_kv_a_norm.weight"), {kl}, true));
+      out.push_back(spec(n("attn_kv_b.weight"), {kl, int64_t{c.n_head} * (c.qk_nope_dim + c.v_head_dim)}));
+    } else {
+      out.push_back(spec(n("attn_q.weight"), {e, q}));
+      out.push_back(spec(n("attn_k.weight"), {e, kv}));
+      out.push_back(spec(n("attn_v.weight"), {e, kv}));
+    }
     if (c.qkv_bias) {
       out.push_back(spec(n("attn_q.bias"), {q}));
       out.push_back(spec(n("attn_k.bias"), {kv}));
@@ -174,16 +204,16 @@ std::vector<TensorSpec> expected_tensors(const ModelConfig& c) {
       out.push_back(spec(n("attn_q_norm.weight"), {hd}, true));
       out.push_back(spec(n("attn_k_norm.weight"), {hd}, true));
     }
-    out.push_back(spec(n("attn_output.weight"), {q, e}));
+    out.push_back(spec(n("attn_output.weight"), {int64_t{c.attn_out_dim()}, e}));
     out.push_back(spec(n("ffn_norm.weight"), {e}, true));
-    if (c.is_moe()) {
+    if (c.is_moe_layer(l)) {
       const int64_t ne = c.n_expert, fe = c.n_ff_exp, sh = c.n_ff_shexp;
       out.push_back(spec(n("ffn_gate_inp.weight"), {e, ne}));
       out.push_back(spec(n("ffn_gate_exps.weight"), {e, fe, ne}));
       out.push_back(spec(n("ffn_up_exps.weight"), {e, fe, ne}));
       out.push_back(spec(n("ffn_down_exps.weight"), {fe, e, ne}));
       if (sh > 0) {
-        out.push_back(spec(n("ffn_gate_inp_shexp.weight"), {e}));
+        if (c.arch != Arch::kDeepseek2) out.push_back(spec(n("ffn_gate_inp_shexp.weight"), {e}));  // Qwen2-MoE
         out.push_back(spec(n("ffn_gate_shexp.weight"), {e, sh}));
         out.push_back(spec(n("ffn_up_shexp.weight"), {e, sh}));
         out.push_back(spec(n("ffn_down_shexp.weight"), {sh, e}));
@@ -235,7 +265,8 @@ Status validate_config(const ModelConfig& c) {
     MOPT_TRY(range("llama3 original_max_position_embeddings", c.rope_original_context, 1, 1 << 28));
   }
   MOPT_TRY(range("sliding window", c.sliding_window, 0, 1 << 28));
-  const bool moe_arch = c.arch == Arch::kMixtral || c.arch == Arch::kQwen2Moe || c.arch == Arch::kQwen3Moe;
+  const bool moe_arch = c.arch == Arch::kMixtral || c.arch == Arch::kQwen2Moe || c.arch == Arch::kQwen3Moe ||
+                        c.arch == Arch::kDeepseek2;
   if (moe_arch && !c.is_moe())
     return error("%s is a mixture-of-experts architecture but the config gives no expert count", arch_name(c.arch));
   if (c.is_moe()) {
@@ -247,8 +278,36 @@ Status validate_config(const ModelConfig& c) {
     // Every expert of a layer at once must stay addressable: n_expert * n_ff_exp * n_embd elements.
     if (static_cast<int64_t>(c.n_expert) * c.n_ff_exp * c.n_embd > (int64_t{1} << 40))
       return error("%d experts of %d x %d are too large", c.n_expert, c.n_ff_exp, c.n_embd);
+    MOPT_TRY(range("dense leading layers", c.n_layer_dense_lead, 0, c.n_layer));
+    if (!(c.expert_weights_scale > 0.0f) || !std::isfinite(c.expert_weights_scale))
+      return error("routed_scaling_factor %g is not a positive number", static_cast<double>(c.expert_weights_scale));
+    if (c.n_expert_groups > 0) {
+      MOPT_TRY(range("expert groups (n_group)", c.n_expert_groups, 1, std::min(64, c.n_expert)));
+      if (c.n_expert % c.n_expert_groups != 0)
+        return error("%d experts do not split into %d groups", c.n_expert, c.n_expert_groups);
+      MOPT_TRY(range("groups used (topk_group)", c.n_group_used, 1, c.n_expert_groups));
+      if (c.n_group_used * (c.n_expert / c.n_expert_groups) < c.n_expert_used)
+        return error("topk_group %d groups of %d experts hold fewer than num_experts_per_tok %d", c.n_group_used,
+                     c.n_expert / c.n_expert_groups, c.n_expert_used);
+    }
   } else if (c.n_expert_used != 0 || c.n_ff_exp != 0 || c.n_ff_shexp != 0) {
     return error("experts used per token / expert sizes are set but the expert count is 0");
+  }
+  if (c.is_mla()) {
+    MOPT_TRY(range("kv_lora_rank", c.kv_lora_rank, 1, kMaxDim));
+    MOPT_TRY(range("q_lora_rank", c.q_lora_rank, 0, kMaxDim));
+    MOPT_TRY(range("qk_nope_head_dim", c.qk_nope_dim, 1, kMaxDim));
+    MOPT_TRY(range("v_head_dim", c.v_head_dim, 1, c.head_dim));
+    if (c.head_dim != c.qk_nope_dim + c.rope_dim || c.n_head_kv != c.n_head)
+      return error("multi-head latent attention needs head_dim = qk_nope_head_dim + qk_rope_head_dim (%d + %d, is "
+                   "%d) and one KV head per head", c.qk_nope_dim, c.rope_dim, c.head_dim);
+  }
+  if (c.rope_scaling == RopeScaling::kYarn) {
+    MOPT_TRY(range("yarn original_max_position_embeddings", c.rope_original_context, 1, 1 << 28));
+    if (!(c.rope_yarn_beta_fast > 0.0f) || !(c.rope_yarn_beta_slow > 0.0f) || !(c.rope_attn_factor > 0.0f))
+      return error("yarn beta_fast %g, beta_slow %g and attention factor %g must be positive",
+                   static_cast<double>(c.rope_yarn_beta_fast), static_cast<double>(c.rope_yarn_beta_slow),
+                   static_cast<double>(c.rope_attn_factor));
   }
   return Status::ok();
 }

@@ -73,8 +73,72 @@ Status parse_rope(const json& r, const char* where, ModelConfig& c) {
     MOPT_TRY(get_real(r, "low_freq_factor", c.rope_low_freq_factor));
     MOPT_TRY(get_real(r, "high_freq_factor", c.rope_high_freq_factor));
     MOPT_TRY(get_int(r, "original_max_position_embeddings", c.rope_original_context, c.rope_original_context));
+  } else if (type == "yarn") {  // transformers' _compute_yarn_parameters
+    if (c.arch != Arch::kDeepseek2)  // the runners apply its attention factor in DeepSeek-V2's attention only
+      return error("%s rope type \"yarn\" is not supported for %s (only for DeepSeek-V2)", where, arch_name(c.arch));
+    c.rope_scaling = RopeScaling::kYarn;
+    MOPT_TRY(get_real(r, "factor", c.rope_scale_factor));
+    MOPT_TRY(get_int(r, "original_max_position_embeddings", c.rope_original_context, INT_MIN));
+    MOPT_TRY(get_real(r, "beta_fast", c.rope_yarn_beta_fast));
+    MOPT_TRY(get_real(r, "beta_slow", c.rope_yarn_beta_slow));
+    MOPT_TRY(get_bool(r, "truncate", c.rope_yarn_truncate));
+    float mscale = 0, mscale_all_dim = 0, attn = 0;
+    MOPT_TRY(get_real(r, "mscale", mscale));
+    MOPT_TRY(get_real(r, "mscale_all_dim", mscale_all_dim));
+    MOPT_TRY(get_real(r, "attention_factor", attn));
+    auto get_mscale = [&](double m) {
+      return c.rope_scale_factor <= 1 ? 1.0 : 0.1 * m * std::log(c.rope_scale_factor) + 1.0;
+    };
+    if (attn > 0)
+      c.rope_attn_factor = attn;
+    else if (mscale != 0 && mscale_all_dim != 0)
+      c.rope_attn_factor = static_cast<float>(get_mscale(mscale) / get_mscale(mscale_all_dim));
+    else
+      c.rope_attn_factor = static_cast<float>(get_mscale(1.0));
   } else {
-    return error("%s rope type \"%s\" is not supported (supported: default, linear, llama3)", where, type.c_str());
+    return error("%s rope type \"%s\" is not supported (supported: default, linear, llama3, yarn)", where,
+                 type.c_str());
+  }
+  return Status::ok();
+}
+
+// DeepSeek-V2 (DeepseekV2Config): multi-head latent attention and DeepSeekMoE routing. Every layer from
+// first_k_dense_replace on is a MoE layer (transformers ignores moe_layer_freq; only 1 is accepted).
+Status fill_deepseek2(const json& j, ModelConfig& c) {
+  int q_lora = 0, rope = 0, n_shared = 0, freq = 1;
+  MOPT_TRY(get_int(j, "q_lora_rank", q_lora, 0, 0));
+  c.q_lora_rank = q_lora;
+  MOPT_TRY(get_int(j, "kv_lora_rank", c.kv_lora_rank, 512));
+  MOPT_TRY(get_int(j, "qk_nope_head_dim", c.qk_nope_dim, 128));
+  MOPT_TRY(get_int(j, "qk_rope_head_dim", rope, 64));
+  MOPT_TRY(get_int(j, "v_head_dim", c.v_head_dim, 128));
+  c.head_dim = c.qk_nope_dim + rope;
+  c.rope_dim = rope;
+  c.n_head_kv = c.n_head;  // K and V per head once kv_b_proj has expanded the latent
+  if (c.qkv_bias) return error("\"attention_bias\": true is not supported for DeepSeek-V2");
+  MOPT_TRY(get_int(j, "n_routed_experts", c.n_expert, 64));
+  MOPT_TRY(get_int(j, "num_experts_per_tok", c.n_expert_used, INT_MIN));
+  MOPT_TRY(get_int(j, "moe_intermediate_size", c.n_ff_exp, 1407));
+  MOPT_TRY(get_int(j, "n_shared_experts", n_shared, INT_MIN, 1));
+  c.n_ff_shexp = n_shared * c.n_ff_exp;
+  MOPT_TRY(get_int(j, "first_k_dense_replace", c.n_layer_dense_lead, 0, 0));
+  MOPT_TRY(get_int(j, "moe_layer_freq", freq, 1));
+  if (freq != 1) return error("\"moe_layer_freq\": %d is not supported (only 1)", freq);
+  MOPT_TRY(get_real(j, "routed_scaling_factor", c.expert_weights_scale));
+  bool norm_topk = false;
+  MOPT_TRY(get_bool(j, "norm_topk_prob", norm_topk));
+  if (norm_topk)  // DeepSeek's code normalizes instead of scaling; transformers' DeepseekV2Moe never normalizes
+    return error("\"norm_topk_prob\": true is not supported for DeepSeek-V2 (DeepSeek's code and transformers "
+                 "disagree on it; the released V2 models have false)");
+  std::string method = "greedy", scoring = "softmax";
+  MOPT_TRY(get_str(j, "topk_method", method));
+  MOPT_TRY(get_str(j, "scoring_func", scoring));
+  if (scoring != "softmax") return error("\"scoring_func\" \"%s\" is not supported (only softmax)", scoring.c_str());
+  if (method == "group_limited_greedy") {
+    MOPT_TRY(get_int(j, "n_group", c.n_expert_groups, INT_MIN));
+    MOPT_TRY(get_int(j, "topk_group", c.n_group_used, INT_MIN));
+  } else if (method != "greedy") {
+    return error("\"topk_method\" \"%s\" is not supported (greedy, group_limited_greedy)", method.c_str());
   }
   return Status::ok();
 }
@@ -82,6 +146,7 @@ Status parse_rope(const json& r, const char* where, ModelConfig& c) {
 // Expert counts and sizes of Mixtral (num_local_experts, intermediate_size) and Qwen2/3-MoE (num_experts,
 // moe_intermediate_size, norm_topk_prob, Qwen2-MoE's shared_expert_intermediate_size).
 Status fill_moe(const json& j, ModelConfig& c) {
+  if (c.arch == Arch::kDeepseek2) return fill_deepseek2(j, c);
   if (c.arch == Arch::kMixtral) {
     MOPT_TRY(get_int(j, "num_local_experts", c.n_expert, INT_MIN));
     MOPT_TRY(get_int(j, "num_experts_per_tok", c.n_expert_used, 2));
@@ -145,7 +210,8 @@ Status fill_config(const json& j, ModelConfig& c) {
   float partial = 1.0f;
   MOPT_TRY(get_real(j, "partial_rotary_factor", partial));
   if (partial != 1.0f) return error("\"partial_rotary_factor\" %g is not supported (only 1.0)", double(partial));
-  c.rope_style = RopeStyle::kNeox;  // HF checkpoints use rotate_half
+  // HF checkpoints use rotate_half; transformers' DeepSeek-V2 rotates interleaved pairs (view_as_complex).
+  c.rope_style = c.arch == Arch::kDeepseek2 ? RopeStyle::kInterleaved : RopeStyle::kNeox;
   c.tied_embeddings = false;
   MOPT_TRY(get_bool(j, "tie_word_embeddings", c.tied_embeddings));
   c.qkv_bias = info.qkv_bias;

@@ -29,7 +29,7 @@ class Assembler {
   }
 
   Status run() {
-    for (int l = 0; l < c_.n_layer; ++l) MOPT_TRY(layer(l));
+    for (int l = c_.n_layer_dense_lead; l < c_.n_layer; ++l) MOPT_TRY(layer(l));  // DeepSeek-V2: dense first
     MOPT_TRY(check_leftovers());
     std::vector<TensorView> kept;
     for (size_t i = 0; i < tensors_.size(); ++i)

@@ -99,6 +99,8 @@ Result<RandomCheckpoint> write_random_checkpoint(const RandomCheckpointOptions& 
     t.name = *hf;
     if (config.arch == Arch::kMixtral && t.name.find(".mlp.gate.") != std::string::npos)
       t.name.replace(t.name.find(".mlp.gate."), 10, ".block_sparse_moe.gate.");  // Mixtral's classic spelling
+    if (config.arch == Arch::kDeepseek2 && t.name.find(".mlp.shared_expert.") != std::string::npos)
+      t.name.replace(t.name.find(".mlp.shared_expert."), 19, ".mlp.shared_experts.");  // DeepSeek's spelling
     t.dtype = opt.dtype;
     for (int d = s.n_dims; d-- > 0;) t.shape.push_back(s.ne[static_cast<size_t>(d)]);  // ne order -> PyTorch order
     if (s.name.find("ffn_gate_inp_shexp") != std::string::npos) t.shape = {1, s.ne[0]};  // nn.Linear(H, 1)

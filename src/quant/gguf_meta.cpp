@@ -100,6 +100,8 @@ Result<std::vector<ExtraTensor>> gguf_meta_from_model(const Model& m, GgufWriter
       w.set(key("rope.scaling.original_context_length"), gguf_u32(static_cast<uint32_t>(c.rope_original_context)));
       extra.push_back({"rope_freqs.weight", llama3_rope_factors(c)});
       break;
+    case RopeScaling::kYarn:  // DeepSeek-V2 only, a MoE model: mopt quantize refuses it before
+      return error("yarn RoPE scaling (DeepSeek-V2) is not written to GGUF files");
   }
   MOPT_TRY(tokenizer_meta(m.vocab, m.chat_template, w));
   return extra;

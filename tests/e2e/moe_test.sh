@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Mixture-of-experts models end to end (a few seconds): mopt synth writes the Mixtral and Qwen2-MoE test configs
 # (tests/data/moe), inspect counts total and active parameters and the bytes a token reads (worked out by hand below),
-# plan shows the active count, run generates on the CPU; quantize (not written for MoE yet) and DeepSeek-V2 (MLA) are
-# refused with their reasons.
+# plan shows the active count, run generates on the CPU (DeepSeek-V2 too); quantize (not written for MoE yet) and
+# DeepSeek-V3 are refused with their reasons.
 # (Forward-pass correctness: tests/unit/backend/moe; loaders: tests/unit/model/moe_load_test.cpp.)
 set -euo pipefail
 : "${MOPT_BIN:?set MOPT_BIN to the mopt binary}" "${MOPT_SOURCE_DIR:?}"
@@ -13,7 +13,7 @@ jget() {  # $1 file, $2 JavaScript expression on `d`
   node -e 'const d = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")); console.log(eval(process.argv[2]))' "$1" "$2"
 }
 
-for name in mixtral qwen2_moe; do
+for name in mixtral qwen2_moe deepseek_v2_lite; do
   "$MOPT_BIN" synth --config "$D/$name.json" -o "$tmp/$name" --dtype f32 --seed 7 --no-words >/dev/null 2>"$tmp/err" ||
     { cat "$tmp/err"; fail "synth $name"; }
 done
@@ -36,10 +36,29 @@ grep -q "^active: .*per token" "$tmp/q2.txt" || { cat "$tmp/q2.txt"; fail "inspe
 grep -q "^blk.1.ffn_down_shexp.weight .*\[128,64\]" "$tmp/q2.txt" || fail "no shared expert tensor"
 grep -q "^blk.1.ffn_down_exps.weight .*\[32,64,8\]" "$tmp/q2.txt" || fail "no stacked experts"
 
+# DeepSeek-V2-Lite test config: vocab 512, hidden 128, 3 layers (the first dense, n_ff 256), 4 heads, MLA with
+# q_proj, kv_lora_rank 64, qk_nope 32 + qk_rope 16, v_head_dim 32; 16 experts of 32, top-6, 2 shared experts (64).
+#   attention per layer: q 128x192 = 24,576, kv_a 128x80 = 10,240, kv_a_norm 64, kv_b 64x256 = 16,384,
+#     o 128x128 = 16,384, + 2 norms 256 = 67,904
+#   layer 0: + dense MLP 3 x 128x256 = 98,304 -> 166,208
+#   layers 1, 2: + router 2,048, experts 16 x 3 x 128x32 = 196,608, shared 3 x 128x64 = 24,576 -> 291,136;
+#     active (6 of 16 experts: 73,728) 168,256
+#   total 131,200 (embedding, output, final norm) + 166,208 + 2 x 291,136 = 879,680; active 633,920
+#   read per token (f32, the embedding lookup excluded) 4 x (633,920 - 65,536) = 2,273,536 bytes
+#   KV cache per token (K and zero-padded V per head, fp16): 2 x 3 layers x 4 heads x 48 x 2 bytes = 2,304
+"$MOPT_BIN" inspect "$tmp/deepseek_v2_lite" --json >"$tmp/ds.json" || fail "inspect deepseek_v2_lite"
+[[ $(jget "$tmp/ds.json" 'd.architecture') == deepseek2 ]] || fail "deepseek architecture"
+[[ $(jget "$tmp/ds.json" 'd.n_params') == 879680 ]] || fail "deepseek n_params $(jget "$tmp/ds.json" 'd.n_params')"
+[[ $(jget "$tmp/ds.json" 'd.n_active_params') == 633920 ]] ||
+  fail "deepseek n_active_params $(jget "$tmp/ds.json" 'd.n_active_params')"
+[[ $(jget "$tmp/ds.json" 'd.bytes_read_per_token') == 2273536 ]] ||
+  fail "deepseek bytes_read_per_token $(jget "$tmp/ds.json" 'd.bytes_read_per_token')"
+[[ $(jget "$tmp/ds.json" 'd.hyperparameters.kv_bytes_per_token_f16') == 2304 ]] || fail "deepseek KV bytes per token"
+
 "$MOPT_BIN" plan -m "$tmp/mixtral" --device cpu --no-measure --max-num-seqs 4 >"$tmp/plan.txt" || fail "plan"
 grep -q "0.39M parameters (0.17M active per token: 2 of 8 experts)" "$tmp/plan.txt" || { cat "$tmp/plan.txt"; fail "plan"; }
 
-for name in mixtral qwen2_moe; do
+for name in mixtral qwen2_moe deepseek_v2_lite; do
   "$MOPT_BIN" run -m "$tmp/$name" --device cpu -p "hello" -n 8 --temp 0 --ignore-eos >"$tmp/run.txt" 2>"$tmp/run.err" ||
     { cat "$tmp/run.err"; fail "run $name"; }
 done
@@ -48,9 +67,9 @@ set +e; "$MOPT_BIN" quantize "$tmp/mixtral" -o "$tmp/q.gguf" --to q8_0 >/dev/nul
 [[ $rc != 0 ]] && grep -q "mixture-of-experts model" "$tmp/q.err" || { cat "$tmp/q.err"; fail "quantize not refused"; }
 
 cat >"$tmp/deepseek.json" <<'JSON'
-{"architectures": ["DeepseekV2ForCausalLM"], "vocab_size": 512, "hidden_size": 64, "intermediate_size": 128,
+{"architectures": ["DeepseekV3ForCausalLM"], "vocab_size": 512, "hidden_size": 64, "intermediate_size": 128,
  "num_hidden_layers": 2, "num_attention_heads": 4, "kv_lora_rank": 16}
 JSON
 set +e; "$MOPT_BIN" synth --config "$tmp/deepseek.json" -o "$tmp/ds" >/dev/null 2>"$tmp/ds.err"; rc=$?; set -e
-[[ $rc == 1 ]] && grep -q "multi-head latent attention (MLA)" "$tmp/ds.err" || { cat "$tmp/ds.err"; fail "DeepSeek-V2"; }
+[[ $rc == 1 ]] && grep -q "DeepSeek-V3" "$tmp/ds.err" || { cat "$tmp/ds.err"; fail "DeepSeek-V3"; }
 echo "PASS"

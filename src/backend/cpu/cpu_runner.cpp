@@ -142,7 +142,7 @@ Result<std::unique_ptr<CpuRunner>> CpuRunner::create(const Model& model, const R
     if (t.n_dims == 2 && t.name != "token_embd.weight") r->matrix_elems_ += static_cast<double>(t.n_elements());
   if (r->output_ == r->tok_embd_) r->matrix_elems_ += static_cast<double>(r->tok_embd_->n_elements());
   if (c.is_moe())  // the 2-D router and shared expert are counted above; of the experts, those a token uses
-    r->matrix_elems_ += 3.0 * c.n_embd * c.n_ff_exp * c.n_expert_used * c.n_layer;
+    r->matrix_elems_ += 3.0 * c.n_embd * c.n_ff_exp * c.n_expert_used * (c.n_layer - c.n_layer_dense_lead);
   MOPT_ASSIGN_OR_RETURN(const TensorView* on, model.require("output_norm.weight"));
   MOPT_TRY(to_f32(*on, c.n_embd, r->out_norm_));
   r->inv_freq_ = rope_inv_freq(c);
@@ -159,11 +159,16 @@ Result<std::unique_ptr<CpuRunner>> CpuRunner::create(const Model& model, const R
   for (int l = 0; l < c.n_layer; ++l) {
     Layer& L = r->layers_[static_cast<size_t>(l)];
     const std::string p = "blk." + std::to_string(l) + ".";
-    MOPT_ASSIGN_OR_RETURN(L.wq, model.require(p + "attn_q.weight"));
-    MOPT_ASSIGN_OR_RETURN(L.wk, model.require(p + "attn_k.weight"));
-    MOPT_ASSIGN_OR_RETURN(L.wv, model.require(p + "attn_v.weight"));
+    if (c.is_mla()) {
+      if (shard) return error("multi-head latent attention (DeepSeek-V2) does not run tensor-parallel on the CPU");
+      MOPT_ASSIGN_OR_RETURN(L.mla, cpu::mla_layer(model, l));
+    } else {
+      MOPT_ASSIGN_OR_RETURN(L.wq, model.require(p + "attn_q.weight"));
+      MOPT_ASSIGN_OR_RETURN(L.wk, model.require(p + "attn_k.weight"));
+      MOPT_ASSIGN_OR_RETURN(L.wv, model.require(p + "attn_v.weight"));
+    }
     MOPT_ASSIGN_OR_RETURN(L.wo, model.require(p + "attn_output.weight"));
-    if (c.is_moe()) {
+    if (c.is_moe_layer(l)) {
       MOPT_ASSIGN_OR_RETURN(L.moe, cpu::moe_layer(model, l));
     } else {
       MOPT_ASSIGN_OR_RETURN(L.w_gate, model.require(p + "ffn_gate.weight"));
@@ -504,7 +509,10 @@ void CpuRunner::run(const ForwardBatch& b, Work& w, ThreadPool* pool, float* log
   for (int l = 0; l < c.n_layer; ++l) {
     const Layer& L = layers_[static_cast<size_t>(l)];
     const int qkv_w = qd + 2 * kvd;  // row width of the fused Q/K/V product
-    if (packed_) {  // one pass for Q, K and V: rows [q | k | v], split below
+    if (c.is_mla()) {  // q, k, v with RoPE applied (cpu/mla.h)
+      cpu::mla_qkv(c, L.mla, xb, T, w.rope_cs.data(), w.rope_sn.data(), w.q.data(), w.k.data(), w.v.data(), w.mla,
+                   pool);
+    } else if (packed_) {  // one pass for Q, K and V: rows [q | k | v], split below
       cpu::matmul_packed(L.qkv, xb, T, w.qkv.data(), pool);
     } else if (L.fused_qkv()) {
       cpu::matmul_q(L.qkv_q, xb, T, w.qkv.data(), pool);
@@ -537,8 +545,10 @@ void CpuRunner::run(const ForwardBatch& b, Work& w, ThreadPool* pool, float* log
       }
       const float* cs = w.rope_cs.data() + static_cast<size_t>(t) * half;
       const float* sn = w.rope_sn.data() + static_cast<size_t>(t) * half;
-      cpu::rope_apply(qt, c.n_head, hd, c.rope_dim, cs, sn, c.rope_style);
-      cpu::rope_apply(kt, c.n_head_kv, hd, c.rope_dim, cs, sn, c.rope_style);
+      if (!c.is_mla()) {  // MLA: rotated by mla_qkv
+        cpu::rope_apply(qt, c.n_head, hd, c.rope_dim, cs, sn, c.rope_style);
+        cpu::rope_apply(kt, c.n_head_kv, hd, c.rope_dim, cs, sn, c.rope_style);
+      }
       // Write this token's K/V at its slot: block = slot / block_size, offset = slot % block_size.
       const size_t slot = static_cast<size_t>(b.slot_mapping[t]);
       store_transposed(kl, slot, kt);
@@ -564,6 +574,7 @@ void CpuRunner::run(const ForwardBatch& b, Work& w, ThreadPool* pool, float* log
     a.kv_dtype = kv_dtype_;
     a.k_transposed = a.v_transposed = true;
     cpu::paged_attention(a, pool);
+    if (c.is_mla()) cpu::mla_compact(c, w.att.data(), T);  // [T, n_head, head_dim] -> [T, n_head * v_head_dim]
     mm(*L.wo, L.o, L.o_q, w.att.data(), T, xb, pool);
     reduce(xb, T);  // row-parallel: each shard's heads' share of the output
     for_tokens(pool, T, [&](int t) {  // residual, then the FFN norm
@@ -573,7 +584,7 @@ void CpuRunner::run(const ForwardBatch& b, Work& w, ThreadPool* pool, float* log
     });
 
     const float* ffn_out = xb;  // [T, d] the MLP's output
-    if (c.is_moe()) {
+    if (c.is_moe_layer(l)) {
       cpu::moe_ffn(c, L.moe, xb, T, w.moe_out.data(), w.moe, pool);
       ffn_out = w.moe_out.data();
     } else {

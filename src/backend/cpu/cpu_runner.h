@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/mla.h"
 #include "backend/cpu/moe.h"
 #include "backend/cpu/qgemm.h"
 #include "backend/runner.h"
@@ -64,7 +65,8 @@ class CpuRunner : public ModelRunner {
  private:
   CpuRunner() = default;
   struct Layer {
-    const TensorView *wq, *wk, *wv, *wo;
+    const TensorView *wq = nullptr, *wk = nullptr, *wv = nullptr, *wo = nullptr;  // wq/wk/wv null under MLA
+    cpu::MlaLayer mla;                       // multi-head latent attention (DeepSeek-V2)
     const TensorView *w_gate = nullptr, *w_up = nullptr, *w_down = nullptr;  // dense MLP; null in MoE models
     cpu::MoeLayer moe;                       // MoE models: router and experts
     std::vector<float> attn_norm, ffn_norm;  // [n_embd]
@@ -138,12 +140,13 @@ class CpuRunner : public ModelRunner {
     int cap_tokens = 0, cap_out = 0;
     std::vector<float> x, xb;              // [n_tokens, n_embd]
     std::vector<float> q, att;             // [n_tokens, q_dim]
-    std::vector<float> k, v;               // [n_tokens, kv_dim]
+    std::vector<float> k, v;               // [n_tokens, kv_dim] (MLA: V zero-padded to head_dim)
     std::vector<float> gate, up;           // [n_tokens, n_ff]
     std::vector<float> qkv;                // [n_tokens, q_dim + 2 kv_dim] (fused_ only)
     std::vector<float> gu;                 // [n_tokens, 2 n_ff] (fused_ only)
     std::vector<float> moe_out;            // [n_tokens, n_embd] (MoE models)
     cpu::MoeScratch moe;                   // MoE routing and expert products
+    cpu::MlaScratch mla;                   // MLA projections (DeepSeek-V2)
     std::vector<float> rope_cs, rope_sn;   // [n_tokens, rope_dim / 2] cos / sin of each token's angles
     std::vector<float> xo;                 // [n_out, n_embd]
     std::vector<float> logits;             // [n_out, n_vocab] (sequence groups whose rows are not contiguous)

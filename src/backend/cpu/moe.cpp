@@ -1,5 +1,6 @@
 #include "backend/cpu/moe.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -44,6 +45,7 @@ Result<MoeLayer> moe_layer(const Model& m, int l) {
     MOPT_ASSIGN_OR_RETURN(L.up_shexp, get("ffn_up_shexp.weight"));
     MOPT_ASSIGN_OR_RETURN(L.down_shexp, get("ffn_down_shexp.weight"));
     for (const TensorView* t : {L.gate_shexp, L.up_shexp, L.down_shexp}) MOPT_TRY(check_matrix(*t));
+    if (c.arch == Arch::kDeepseek2) return L;  // DeepSeek's shared experts have no gate
     MOPT_ASSIGN_OR_RETURN(const TensorView* g, get("ffn_gate_inp_shexp.weight"));
     if (g->n_elements() != c.n_embd)
       return error("tensor %s has %lld elements, expected %d", g->name.c_str(), (long long)g->n_elements(), c.n_embd);
@@ -53,17 +55,38 @@ Result<MoeLayer> moe_layer(const Model& m, int l) {
   return L;
 }
 
-void moe_route(float* logits, int T, int n_expert, int n_used, bool norm_topk, int32_t* pick, float* pick_w) {
+MoeRouting MoeRouting::of(const ModelConfig& c) {
+  return MoeRouting{c.n_expert, c.n_expert_used, c.expert_norm_topk, c.expert_weights_scale, c.n_expert_groups,
+                    c.n_group_used};
+}
+
+void moe_route(float* logits, int T, const MoeRouting& r, int32_t* pick, float* pick_w) {
+  const int E = r.n_expert, k = r.n_used, G = r.n_groups, per_group = G > 0 ? E / G : E;
+  uint64_t groups_kept = ~uint64_t{0};  // bit g: group g eligible (group_limited_greedy; n_groups <= 64 checked)
   for (int t = 0; t < T; ++t) {
-    float* p = logits + static_cast<size_t>(t) * n_expert;
-    softmax(p, n_expert);
-    int32_t* sel = pick + static_cast<size_t>(t) * n_used;
-    float* w = pick_w + static_cast<size_t>(t) * n_used;
+    float* p = logits + static_cast<size_t>(t) * E;
+    softmax(p, E);
+    if (G > 0) {  // the n_groups_used groups with the largest best probability, ties to the lower group
+      groups_kept = 0;
+      for (int j = 0; j < r.n_groups_used; ++j) {
+        int best = -1;
+        float best_v = 0;
+        for (int g = 0; g < G; ++g) {
+          if (groups_kept >> g & 1) continue;
+          float v = p[g * per_group];
+          for (int e = g * per_group + 1; e < (g + 1) * per_group; ++e) v = std::max(v, p[e]);
+          if (best < 0 || v > best_v) best = g, best_v = v;
+        }
+        groups_kept |= uint64_t{1} << best;
+      }
+    }
+    int32_t* sel = pick + static_cast<size_t>(t) * k;
+    float* w = pick_w + static_cast<size_t>(t) * k;
     float sum = 0;
-    for (int j = 0; j < n_used; ++j) {  // j-th largest; ties go to the lower id; earlier picks excluded
+    for (int j = 0; j < k; ++j) {  // j-th largest; ties go to the lower id; earlier picks excluded
       int best = -1;
-      for (int e = 0; e < n_expert; ++e) {
-        bool taken = false;
+      for (int e = 0; e < E; ++e) {
+        bool taken = !(groups_kept >> (e / per_group) & 1);
         for (int i = 0; i < j; ++i) taken = taken || sel[i] == e;
         if (!taken && (best < 0 || p[e] > p[best])) best = e;
       }
@@ -71,8 +94,7 @@ void moe_route(float* logits, int T, int n_expert, int n_used, bool norm_topk, i
       w[j] = p[best];
       sum += p[best];
     }
-    if (norm_topk)
-      for (int j = 0; j < n_used; ++j) w[j] /= sum;
+    for (int j = 0; j < k; ++j) w[j] = (r.norm_topk ? w[j] / sum : w[j]) * r.scale;
   }
 }
 
@@ -84,7 +106,7 @@ void moe_ffn(const ModelConfig& c, const MoeLayer& L, const float* x, int T, flo
   s.pick.resize(rows);
   s.pick_w.resize(rows);
   matmul(*L.router, x, T, s.probs.data(), pool);  // [T, E] logits
-  moe_route(s.probs.data(), T, E, k, c.expert_norm_topk, s.pick.data(), s.pick_w.data());
+  moe_route(s.probs.data(), T, MoeRouting::of(c), s.pick.data(), s.pick_w.data());
 
   // Group the (token, rank) picks by expert, tokens in order within each expert.
   s.start.assign(static_cast<size_t>(E) + 1, 0);
@@ -150,8 +172,8 @@ void moe_ffn(const ModelConfig& c, const MoeLayer& L, const float* x, int T, flo
     if (L.gate_shexp) {
       const float* xt = x + static_cast<size_t>(t) * d;
       float dot = 0;
-      for (int q = 0; q < d; ++q) dot += L.shexp_gate[q] * xt[q];
-      const float gate = 1.0f / (1.0f + std::exp(-dot));
+      for (int q = 0; q < static_cast<int>(L.shexp_gate.size()); ++q) dot += L.shexp_gate[q] * xt[q];
+      const float gate = L.shexp_gate.empty() ? 1.0f : 1.0f / (1.0f + std::exp(-dot));
       const float* y = s.sh_y.data() + static_cast<size_t>(t) * d;
       for (int q = 0; q < d; ++q) o[q] += gate * y[q];
     }
@@ -161,7 +183,7 @@ void moe_ffn(const ModelConfig& c, const MoeLayer& L, const float* x, int T, flo
 double moe_macs_per_token(const ModelConfig& c) {
   const double d = c.n_embd;
   return d * c.n_expert + 3.0 * d * c.n_ff_exp * c.n_expert_used + 3.0 * d * c.n_ff_shexp +
-         (c.n_ff_shexp > 0 ? d : 0.0);
+         (c.n_ff_shexp > 0 && c.arch != Arch::kDeepseek2 ? d : 0.0);
 }
 
 }  // namespace mopt::cpu

@@ -67,6 +67,10 @@ Result<std::unique_ptr<CudaRunner>> CudaRunner::create(const Model& model, const
                  "n_vocab %d)", c.n_embd, c.n_layer, c.n_head, c.n_head_kv, c.head_dim, c.n_ff, c.n_vocab);
   if (c.n_head % c.n_head_kv != 0)
     return error("n_head %d is not a multiple of n_head_kv %d", c.n_head, c.n_head_kv);
+  if (c.is_mla() || c.arch == Arch::kDeepseek2)
+    return error("the CUDA backend does not run DeepSeek-V2 yet: it has no multi-head latent attention (the "
+                 "q/kv low-rank projections, the shared RoPE key, v_head_dim != head_dim), no dense leading layers in "
+                 "a MoE model, no group-limited routing and no ungated shared experts (use --device cpu)");
   if (!decode_attention_supported(c.head_dim))
     return error("the CUDA backend supports head_dim 8, 16, 32, 64 or 128; this model has %d (use --device cpu)",
                  c.head_dim);

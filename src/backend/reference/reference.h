@@ -30,8 +30,12 @@ class ReferenceModel {
   struct Layer {
     std::vector<float> attn_norm, ffn_norm;       // [n_embd]
     std::vector<float> wq, wk, wv, wo;            // [q_dim, n_embd], [kv_dim, n_embd], [kv_dim, n_embd], [n_embd, q_dim]
+                                                  // (MLA: wo [n_embd, n_head * v_head_dim])
     std::vector<float> bq, bk, bv;                // [q_dim], [kv_dim], [kv_dim] (Qwen2) or empty
     std::vector<float> q_norm, k_norm;            // [head_dim] (Qwen3) or empty
+    // Multi-head latent attention (DeepSeek-V2): wq [q_dim, n_embd] or q_a [q_lora, n_embd] + q_a_norm + q_b
+    // [q_dim, q_lora]; kv_a [kv_lora + rope, n_embd], kv_a_norm [kv_lora], kv_b [n_head * (nope + v), kv_lora].
+    std::vector<float> q_a, q_a_norm, q_b, kv_a, kv_a_norm, kv_b;
     std::vector<float> w_gate, w_up, w_down;      // [n_ff, n_embd], [n_ff, n_embd], [n_embd, n_ff] (dense)
     ReferenceMoe moe;                             // MoE models
   };
@@ -41,6 +45,8 @@ class ReferenceModel {
   std::vector<float> out_norm_;   // [n_embd]
   std::vector<float> output_;     // [n_vocab, n_embd] (copy of tok_embd_ when tied)
   std::vector<Layer> layers_;
+  // MLA: q, k, v [n_head * head_dim] of the normed x at position pos (V zero-padded to head_dim, as the CPU cache).
+  void mla_qkv(const Layer& L, const float* x, int pos, float* q, float* k, float* v) const;
 };
 
 }  // namespace mopt

@@ -62,7 +62,7 @@ Result<ReferenceMoe> ReferenceMoe::load(const Model& m, int layer) {
   MOPT_TRY(read_experts(m, p + "ffn_up_exps.weight", c.n_expert, d * ff, r.up));
   MOPT_TRY(read_experts(m, p + "ffn_down_exps.weight", c.n_expert, d * ff, r.down));
   if (sh > 0) {
-    MOPT_TRY(read_f32(m, p + "ffn_gate_inp_shexp.weight", d, r.sh_gate_inp));
+    if (c.arch != Arch::kDeepseek2) MOPT_TRY(read_f32(m, p + "ffn_gate_inp_shexp.weight", d, r.sh_gate_inp));
     MOPT_TRY(read_f32(m, p + "ffn_gate_shexp.weight", d * sh, r.sh_gate));
     MOPT_TRY(read_f32(m, p + "ffn_up_shexp.weight", d * sh, r.sh_up));
     MOPT_TRY(read_f32(m, p + "ffn_down_shexp.weight", d * sh, r.sh_down));
@@ -81,21 +81,31 @@ void ReferenceMoe::forward(const ModelConfig& c, const float* xf, float* out, st
   for (double& v : prob) v /= z;
   std::vector<int> order(static_cast<size_t>(c.n_expert));
   std::iota(order.begin(), order.end(), 0);
+  if (c.n_expert_groups > 0) {  // group_limited_greedy: drop the experts of all but the best topk_group groups
+    const int per = c.n_expert / c.n_expert_groups;
+    std::vector<double> best(static_cast<size_t>(c.n_expert_groups), 0.0);
+    for (int e = 0; e < c.n_expert; ++e) best[e / per] = std::max(best[e / per], prob[e]);
+    std::vector<int> groups(best.size());
+    std::iota(groups.begin(), groups.end(), 0);
+    std::stable_sort(groups.begin(), groups.end(), [&](int a, int b) { return best[a] > best[b]; });
+    groups.resize(static_cast<size_t>(c.n_group_used));
+    std::erase_if(order, [&](int e) { return std::find(groups.begin(), groups.end(), e / per) == groups.end(); });
+  }
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return prob[a] > prob[b]; });
   order.resize(static_cast<size_t>(c.n_expert_used));
   double kept = 0;
   for (int e : order) kept += prob[e];
   std::vector<double> acc(static_cast<size_t>(d), 0.0);
   for (int e : order) {
-    const double w = c.expert_norm_topk ? prob[e] / kept : prob[e];
+    const double w = (c.expert_norm_topk ? prob[e] / kept : prob[e]) * c.expert_weights_scale;
     const std::vector<double> y = swiglu_mlp(gate[e], up[e], down[e], x, c.n_ff_exp);
     for (int i = 0; i < d; ++i) acc[i] += w * y[i];
     if (picked) picked->push_back({e, w});
   }
-  if (!sh_gate_inp.empty()) {  // Qwen2-MoE: shared expert scaled by sigmoid(w · x)
+  if (!sh_gate.empty()) {  // Qwen2-MoE: shared expert scaled by sigmoid(w · x); DeepSeek-V2: not scaled
     double s = 0;
-    for (int i = 0; i < d; ++i) s += static_cast<double>(sh_gate_inp[i]) * x[i];
-    const double gate_w = 1.0 / (1.0 + std::exp(-s));
+    for (int i = 0; i < static_cast<int>(sh_gate_inp.size()); ++i) s += static_cast<double>(sh_gate_inp[i]) * x[i];
+    const double gate_w = sh_gate_inp.empty() ? 1.0 : 1.0 / (1.0 + std::exp(-s));
     const std::vector<double> y = swiglu_mlp(sh_gate, sh_up, sh_down, x, c.n_ff_shexp);
     for (int i = 0; i < d; ++i) acc[i] += gate_w * y[i];
   }

@@ -1,6 +1,6 @@
-// The fp32 reference's mixture-of-experts MLP (Mixtral, Qwen2-MoE, Qwen3-MoE), written as plainly as the rest of the
-// reference (reference.h) and independently of the CPU backend's (backend/cpu/moe.h): every expert as its own fp32
-// matrix, one token at a time, fp64 accumulation.
+// The fp32 reference's mixture-of-experts MLP (Mixtral, Qwen2-MoE, Qwen3-MoE, DeepSeek-V2), written as plainly as
+// the rest of the reference (reference.h) and independently of the CPU backend's (backend/cpu/moe.h): every expert
+// as its own fp32 matrix, one token at a time, fp64 accumulation.
 #pragma once
 
 #include <vector>
@@ -16,7 +16,7 @@ struct ReferenceMoe {
   std::vector<float> router;                     // [n_expert, n_embd]
   std::vector<std::vector<float>> gate, up;      // [n_expert][n_ff_exp, n_embd]
   std::vector<std::vector<float>> down;          // [n_expert][n_embd, n_ff_exp]
-  std::vector<float> sh_gate_inp;                // [n_embd] (shared expert) or empty
+  std::vector<float> sh_gate_inp;                // [n_embd] (Qwen2-MoE's shared expert gate) or empty
   std::vector<float> sh_gate, sh_up, sh_down;    // [n_ff_shexp, n_embd], same, [n_embd, n_ff_shexp]
 
   static Result<ReferenceMoe> load(const Model& m, int layer);

@@ -1,5 +1,5 @@
 // Mixture-of-experts models in the loaders: config.json fields of Mixtral / Qwen2-MoE / Qwen3-MoE (tests/data/moe),
-// the refusals (DeepSeek's MLA, dense layers, bad counts), mopt synth's per-expert checkpoints, transformers 5's fused
+// the refusals (DeepSeek-V3, dense layers, bad counts), mopt synth's per-expert checkpoints, transformers 5's fused
 // expert layout and llama.cpp's GGUF names, each loading into the same canonical stacked tensors.
 #include <gtest/gtest.h>
 
@@ -149,10 +149,10 @@ TEST(MoeConfig, TestConfigsParse) {
 }
 
 TEST(MoeConfig, RefusalsNameTheReason) {
-  const std::string deepseek = R"({"architectures": ["DeepseekV2ForCausalLM"], "vocab_size": 512, "hidden_size": 64,
+  const std::string deepseek = R"({"architectures": ["DeepseekV3ForCausalLM"], "vocab_size": 512, "hidden_size": 64,
       "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "kv_lora_rank": 16})";
-  EXPECT_TRUE(fails_with(parse_hf_config(deepseek, "deepseek"), "multi-head latent attention (MLA)"));
-  ASSERT_TRUE(unsupported_arch_reason("deepseek2").has_value());  // the GGUF name
+  EXPECT_TRUE(fails_with(parse_hf_config(deepseek, "deepseek"), "DeepSeek-V3"));
+  ASSERT_TRUE(unsupported_arch_reason("deepseek2").has_value());  // the GGUF name (Hugging Face DeepSeek-V2 loads)
   EXPECT_FALSE(unsupported_arch_reason("qwen2moe").has_value());
   EXPECT_TRUE(fails_with(parse_with("qwen2_moe", "mlp_only_layers", "[1]"), "mlp_only_layers"));
   EXPECT_TRUE(fails_with(parse_with("qwen3_moe", "decoder_sparse_step", "2"), "decoder_sparse_step"));

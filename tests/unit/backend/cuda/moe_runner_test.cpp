@@ -49,6 +49,21 @@ std::unique_ptr<ModelRunner> gpu_runner(const Model& m, ComputeDtype dtype) {
   return std::move(g).value();
 }
 
+// DeepSeek-V2 is refused on the GPU with what is missing (the CPU backend runs it).
+TEST(CudaMoe, DeepseekV2IsRefusedWithTheReason) {
+  SKIP_WITHOUT_GPU();
+  auto m = synth_moe("deepseek_v2_lite");
+  ASSERT_NE(m, nullptr);
+  RunnerOptions o;
+  o.device = DeviceKind::kCuda;
+  o.max_batch_tokens = 512;
+  o.max_seqs = 8;
+  o.dtype = ComputeDtype::kFloat32;
+  auto g = create_cuda_runner(*m, o);
+  ASSERT_FALSE(g.is_ok());
+  EXPECT_NE(g.message().find("multi-head latent attention"), std::string::npos) << g.message();
+}
+
 TEST(CudaMoe, RouteKernelPicksTheCpuExperts) {
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(3);
@@ -422,7 +437,7 @@ std::vector<float> transformers_logits(const std::string& name, int n_vocab) {
 
 TEST(CudaMoe, Float32MatchesCpuAndTransformers) {
   SKIP_WITHOUT_GPU();
-  for (const std::string& name : moe_config_names()) {
+  for (const std::string& name : cuda_moe_config_names()) {
     SCOPED_TRACE(name);
     auto m = synth_moe(name);
     ASSERT_NE(m, nullptr);
@@ -501,7 +516,7 @@ void batch_matches_cpu(const std::string& name, ComputeDtype dtype, DType weight
 
 TEST(CudaMoe, Float32BatchOfSequencesMatchesCpu) {
   SKIP_WITHOUT_GPU();
-  for (const std::string& name : moe_config_names()) {
+  for (const std::string& name : cuda_moe_config_names()) {
     SCOPED_TRACE(name);
     batch_matches_cpu(name, ComputeDtype::kFloat32, DType::F32, 2e-4);
   }
@@ -513,7 +528,7 @@ TEST(CudaMoe, Float32BatchOfSequencesMatchesCpu) {
 // mutations of docs/moe.md). Bound 0.1 and at most 2 top-1 flips (near-ties) over the positions compared.
 TEST(CudaMoe, Bf16MatchesCpuOnTheSameWeights) {
   SKIP_WITHOUT_GPU();
-  for (const std::string& name : moe_config_names()) {
+  for (const std::string& name : cuda_moe_config_names()) {
     SCOPED_TRACE(name);
     auto m = synth_moe(name, kSynthSeed, DType::BF16);
     ASSERT_NE(m, nullptr);
@@ -539,7 +554,7 @@ TEST(CudaMoe, LongPromptTakesTheGroupedPath) {
   SKIP_WITHOUT_GPU();
   std::vector<int32_t> prompt;
   for (int i = 0; i < 300; ++i) prompt.push_back(kRefTokens[static_cast<size_t>(i) % kRefTokens.size()] + i % 5);
-  for (const std::string& name : moe_config_names()) {
+  for (const std::string& name : cuda_moe_config_names()) {
     for (const bool f32 : {true, false}) {
       SCOPED_TRACE(name + (f32 ? " float32" : " bf16"));
       auto m = synth_moe(name, kSynthSeed, f32 ? DType::F32 : DType::BF16);

@@ -1,8 +1,9 @@
 // The CPU backend's mixture-of-experts layer (backend/cpu/moe.h) against the fp32 reference's, written separately
 // (backend/reference/reference_moe.h): the router's choice on hand-made logits, one MoE layer on random inputs, and
-// whole models (tests/data/moe: Mixtral, Qwen2-MoE with its shared expert, Qwen3-MoE top-2 and top-4) run as a prefill,
-// chunked, token by token, in a batch of several sequences and with Q8_0 experts. Last, the comparison is shown to
-// fail when the routing normalization or the top-k is wrong, so that it is a claim and not a formality.
+// whole models (tests/data/moe: Mixtral, Qwen2-MoE with its shared expert, Qwen3-MoE top-2 and top-4, DeepSeek-V2's
+// MLA with greedy and grouped routing) run as a prefill, chunked, token by token, in a batch of several sequences and
+// with Q8_0 experts. Last, the comparison is shown to fail when the routing normalization or the top-k is wrong, so
+// that it is a claim and not a formality.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -53,7 +54,7 @@ TEST(MoeLayer, CpuMatchesReferenceOnRandomInputs) {
     std::vector<float> x(static_cast<size_t>(T) * c.n_embd);
     for (float& v : x) v = nd(rng);
     ThreadPool pool(2);
-    for (int l = 0; l < c.n_layer; ++l) {
+    for (int l = c.n_layer_dense_lead; l < c.n_layer; ++l) {  // DeepSeek-V2: the first layers are dense
       auto cl = cpu::moe_layer(*m, l);
       ASSERT_TRUE(cl.is_ok()) << cl.message();
       auto rl = ReferenceMoe::load(*m, l);
