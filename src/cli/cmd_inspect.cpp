@@ -131,6 +131,7 @@ nlohmann::ordered_json build_report(const Model& m) {
     if (c.rope_scaling == RopeScaling::kYarn) {
       r["hyperparameters"]["rope_original_context"] = c.rope_original_context;
       r["hyperparameters"]["rope_attn_factor"] = shortest(c.rope_attn_factor);
+      r["hyperparameters"]["attn_scale_mult"] = shortest(c.attn_scale_mult);
     }
     if (c.rope_scaling != RopeScaling::kNone) r["hyperparameters"]["rope_scale_factor"] = shortest(c.rope_scale_factor);
     if (c.rope_scaling == RopeScaling::kLlama3) {

@@ -43,6 +43,9 @@ struct ModelConfig {
   float rope_yarn_beta_slow = 1.0f;
   bool rope_yarn_truncate = true;          // floor / ceil the correction range
   float rope_attn_factor = 1.0f;           // yarn attention factor (1 otherwise)
+  // Multiplies the attention's softmax scale 1/sqrt(head_dim): DeepSeek-V2 with yarn and mscale_all_dim,
+  // (0.1 mscale_all_dim ln(factor) + 1)^2, as transformers' DeepseekV2Attention (and DeepSeek's code); 1 otherwise.
+  float attn_scale_mult = 1.0f;
   bool qkv_bias = false;                   // Qwen2
   bool qk_norm = false;                    // Qwen3: RMSNorm on q and k per head
   bool tied_embeddings = false;            // output projection reuses token_embd

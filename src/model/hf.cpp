@@ -95,6 +95,10 @@ Status parse_rope(const json& r, const char* where, ModelConfig& c) {
       c.rope_attn_factor = static_cast<float>(get_mscale(mscale) / get_mscale(mscale_all_dim));
     else
       c.rope_attn_factor = static_cast<float>(get_mscale(1.0));
+    if (mscale_all_dim != 0) {
+      const double m = get_mscale(mscale_all_dim);
+      c.attn_scale_mult = static_cast<float>(m * m);
+    }
   } else {
     return error("%s rope type \"%s\" is not supported (supported: default, linear, llama3, yarn)", where,
                  type.c_str());

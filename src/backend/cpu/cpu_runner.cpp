@@ -569,7 +569,7 @@ void CpuRunner::run(const ForwardBatch& b, Work& w, ThreadPool* pool, float* log
     a.positions = b.positions.data();
     a.block_tables = b.block_tables.data();
     a.max_blocks_per_seq = b.max_blocks_per_seq;
-    a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    a.scale = c.attn_scale_mult / std::sqrt(static_cast<float>(hd));
     a.sliding_window = c.sliding_window;
     a.kv_dtype = kv_dtype_;
     a.k_transposed = a.v_transposed = true;

@@ -158,7 +158,7 @@ std::vector<float> ReferenceModel::forward(const std::vector<int32_t>& tokens) {
         for (int j = first; j <= t; ++j) {
           double s = 0;
           for (int i = 0; i < hd; ++i) s += static_cast<double>(q[h * hd + i]) * kl[static_cast<size_t>(j) * kvd + kvh * hd + i];
-          scores[j] = static_cast<float>(s / std::sqrt(static_cast<double>(hd)));
+          scores[j] = static_cast<float>(s * c.attn_scale_mult / std::sqrt(static_cast<double>(hd)));
           mx = std::max(mx, static_cast<double>(scores[j]));
         }
         double sum = 0;

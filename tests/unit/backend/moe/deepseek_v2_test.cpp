@@ -43,6 +43,7 @@ TEST(DeepseekV2Config, MlaShapesAndKvBytes) {
   EXPECT_EQ(c.n_ff_shexp, 64);  // 2 shared experts of 32
   EXPECT_EQ(c.rope_style, RopeStyle::kInterleaved);
   EXPECT_FLOAT_EQ(c.rope_attn_factor, 1.0f);  // mscale == mscale_all_dim
+  EXPECT_NEAR(c.attn_scale_mult, 1.5896262, 1e-5);  // softmax scale x (0.1 * 0.707 * ln 40 + 1)^2
   EXPECT_EQ(c.kv_bytes_per_token(2), 2u * 3 * 4 * 48 * 2);
   EXPECT_FALSE(c.is_moe_layer(0));
   EXPECT_TRUE(c.is_moe_layer(1));
@@ -54,6 +55,7 @@ TEST(DeepseekV2Config, MlaShapesAndKvBytes) {
   EXPECT_FLOAT_EQ(g->config.expert_weights_scale, 2.5f);
   // (0.1 * 1.0 * ln 40 + 1) / (0.1 * 0.5 * ln 40 + 1)
   EXPECT_NEAR(g->config.rope_attn_factor, 1.1557219901962608, 1e-6);
+  EXPECT_NEAR(g->config.attn_scale_mult, 1.4029075, 1e-5);  // (0.1 * 0.5 * ln 40 + 1)^2
 }
 
 TEST(DeepseekV2Config, YarnFrequencies) {
