@@ -22,6 +22,7 @@ struct TuneArgs {
   int warmup = -1;
   bool no_confirm = false;
   int confirm_runs = 1;
+  int finalists = 1;
 };
 
 int fail(const Status& s) {
@@ -82,6 +83,7 @@ int run_tune_cmd(TuneArgs& a) {
   if (!style) return fail(style.status());
   o.trial.progress = *style;
   o.confirm_runs = a.no_confirm ? 0 : a.confirm_runs;
+  o.finalists = a.finalists;
   // best.toml must work from any directory: absolute model paths.
   for (auto& m : o.models) {
     std::error_code ec;
@@ -151,6 +153,9 @@ Registration reg("tune", 85, [](CLI::App& app) {
                   "At the end, re-run the winner and serve's defaults this many times each, alternately (medians "
                   "compared)")->check(CLI::Range(0, 100))->capture_default_str();
   sub->add_flag("--no-confirm", a->no_confirm, "No re-runs at the end (--confirm-runs 0)");
+  sub->add_option("--finalists", a->finalists,
+                  "Re-run this many best trials --confirm-runs times each and pick the winner by their re-runs' "
+                  "medians (1: the search's best)")->check(CLI::Range(1, 20))->capture_default_str();
   sub->add_option("--progress", a->progress, "Each trial's load progress: auto, bar, lines or off")
       ->capture_default_str();
   o.trial.out_dir = "tune-results";

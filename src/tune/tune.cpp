@@ -25,6 +25,11 @@ using json = nlohmann::json;
 
 namespace {
 
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? NAN : v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
 std::string duration_text(double s) {
   if (!(s >= 0)) return "?";
   const long t = std::lround(s);
@@ -92,9 +97,12 @@ Result<TuneOutcome> run_tune(const TuneOptions& opt) {
         return error("-m %s is given twice: each variant once", opt.models[i].c_str());
   if (opt.max_trials <= 0 && opt.time_budget_s <= 0) return error("give a budget: --trials N and/or --time-budget");
   if (opt.confirm_runs < 0) return error("--confirm-runs must be >= 0");
-  if (opt.max_trials > 0 && opt.max_trials < 2 + 2 * opt.confirm_runs)
-    return error("--trials %d is too few: the defaults, at least one candidate and %d re-runs of the winner and the "
-                 "defaults (--confirm-runs %d)", opt.max_trials, 2 * opt.confirm_runs, opt.confirm_runs);
+  if (opt.finalists < 1) return error("--finalists must be >= 1");
+  const int reruns = (opt.finalists + 1) * opt.confirm_runs;  // the finalists' and the defaults' re-runs
+  if (opt.max_trials > 0 && opt.max_trials < 2 + reruns)
+    return error("--trials %d is too few: the defaults, at least one candidate and %d re-runs of the finalists and "
+                 "the defaults (--finalists %d, --confirm-runs %d)", opt.max_trials, reruns, opt.finalists,
+                 opt.confirm_runs);
   if (opt.trial.load.load.num_requests <= 0) return error("--num-requests must be > 0 (requests per trial)");
   MOPT_ASSIGN_OR_RETURN(Sla sla, Sla::parse(opt.slo));
   const double t_start = monotonic_s();
@@ -168,7 +176,7 @@ Result<TuneOutcome> run_tune(const TuneOptions& opt) {
   if (!log.previous().empty())
     std::fprintf(stderr, "mopt tune: resuming with %zu logged trial(s)\n", log.previous().size());
 
-  const int search_budget = opt.max_trials > 0 ? opt.max_trials - 2 * opt.confirm_runs : 1 << 30;
+  const int search_budget = opt.max_trials > 0 ? opt.max_trials - reruns : 1 << 30;
   int best = -1;  // index of the best feasible trial (the defaults or a search trial)
   auto best_goodput = [&] { return best >= 0 ? rep.trials[static_cast<size_t>(best)].goodput : 0.0; };
   auto consider = [&](size_t i) {
@@ -254,7 +262,55 @@ Result<TuneOutcome> run_tune(const TuneOptions& opt) {
                                  : "the budget ran out before the search converged";
   rep.stop_reason += strfmt(" (%d search trials)", so.evaluations);
 
-  // 3. The winner, then the winner and the defaults measured once more (the search's figure of the winner is
+  // 3. With --finalists F > 1, the F best feasible trials are re-run --confirm-runs times each, in alternating
+  // rounds, and the winner is the one with the highest median re-run goodput among those that met the SLA in at
+  // least half of their re-runs (else the highest median): the search's best figure is the maximum of many noisy
+  // measurements, and settings just under an SLA bound meet it by luck. The winner's re-runs are then reused below.
+  std::string finalists_text;
+  if (opt.finalists > 1 && opt.confirm_runs > 0 && best >= 0) {
+    std::vector<size_t> fin;
+    for (size_t i = 0; i < rep.trials.size(); ++i) {
+      const TrialResult& t = rep.trials[i];
+      if ((t.role == "search" || t.role == "defaults") && t.feasible) fin.push_back(i);
+    }
+    std::stable_sort(fin.begin(), fin.end(),
+                     [&](size_t a, size_t b) { return rep.trials[a].goodput > rep.trials[b].goodput; });
+    fin.resize(std::min(fin.size(), static_cast<size_t>(opt.finalists)));
+    struct Rerun {
+      std::vector<double> goodput;
+      int met = 0;
+    };
+    std::vector<Rerun> rr(fin.size());
+    for (int k = 1; k <= opt.confirm_runs; ++k)
+      for (size_t f = 0; f < fin.size(); ++f) {
+        const TrialResult t = rep.trials[fin[f]];  // a copy: trial() appends to rep.trials
+        auto c = trial(t.key + (k == 1 ? ";confirm" : strfmt(";confirm%d", k)), "confirm",
+                       strfmt("re-run %d of trial %d (finalist %zu of %zu)", k, t.index, f + 1, fin.size()),
+                       t.settings, t.serve_args, false);
+        if (!c || !rep.trials[*c].measured()) continue;
+        rr[f].goodput.push_back(rep.trials[*c].goodput);
+        rr[f].met += rep.trials[*c].feasible ? 1 : 0;
+      }
+    int pick = -1;
+    double pick_med = -1;
+    bool pick_met = false;
+    for (size_t f = 0; f < fin.size(); ++f) {
+      if (rr[f].goodput.empty()) continue;
+      const double med = median_of(rr[f].goodput);
+      const bool met = 2 * rr[f].met >= static_cast<int>(rr[f].goodput.size());
+      if (pick < 0 || (met && !pick_met) || (met == pick_met && med > pick_med)) {
+        pick = static_cast<int>(f);
+        pick_med = med;
+        pick_met = met;
+      }
+      finalists_text += strfmt("%strial %d %.2f in the search, re-runs' median %.2f (SLA met in %d of %zu)",
+                               finalists_text.empty() ? "" : "; ", rep.trials[fin[f]].index,
+                               rep.trials[fin[f]].goodput, med, rr[f].met, rr[f].goodput.size());
+    }
+    if (pick >= 0) best = static_cast<int>(fin[static_cast<size_t>(pick)]);
+  }
+
+  // 4. The winner, then the winner and the defaults measured once more (the search's figure of the winner is
   // the best of many noisy measurements; the re-runs compare the two on equal terms).
   if (best >= 0) {
     rep.winner = best;
@@ -309,10 +365,9 @@ Result<TuneOutcome> run_tune(const TuneOptions& opt) {
         if (dt.measured()) dg.push_back(dt.goodput);
       }
     }
-    auto median = [](std::vector<double> v) {
-      std::sort(v.begin(), v.end());
-      return v.empty() ? NAN : v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-    };
+    const auto median = median_of;
+    if (!finalists_text.empty())
+      rep.margin += strfmt("; chosen among %d finalists by their re-runs: %s", opt.finalists, finalists_text.c_str());
     if (!wg.empty()) {
       const double wm = median(wg);
       double spread = 0;

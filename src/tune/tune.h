@@ -26,6 +26,7 @@ struct TuneOptions {
   double time_budget_s = 0;         // stop starting search trials after this long (0: no limit)
   bool resume = false;
   int confirm_runs = 1;             // at the end, re-run the winner and the defaults this many times, alternately
+  int finalists = 1;                // > 1: re-run that many best trials first; the winner by their re-runs' medians
   double min_gain = 0.03;           // a move must raise goodput by this fraction
   std::vector<std::pair<std::string, std::string>> search;  // --search knob=v1,v2,...
   bool progress_lines = true;       // one line per trial on stderr

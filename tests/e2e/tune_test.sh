@@ -37,6 +37,33 @@ ok(win && t[3].key === win.key + ";confirm", "the first re-run repeats the winne
 ok(win.role === "defaults" ? t.length === 4 : t[4].key === "defaults;confirm", "the defaults are re-run too");
 ' "$tmp/out/trials.jsonl"
 
+echo "== --finalists 2: the two best trials re-run, the winner by their re-runs"
+fargs=()  # the study's arguments with 6 trials, into $tmp/fin
+for ((i = 0; i < ${#args[@]}; ++i)); do
+  case ${args[i]} in --trials) fargs+=(--trials 6); ((++i)) ;; -o) fargs+=(-o "$tmp/fin"); ((++i)) ;; *) fargs+=("${args[i]}") ;; esac
+done
+"$MOPT_BIN" "${fargs[@]}" --finalists 4 >/dev/null 2>"$tmp/fin.err" && fail "--finalists 4 accepted with 6 trials"
+grep -q "too few" "$tmp/fin.err" || { cat "$tmp/fin.err"; fail "--finalists 4 with 6 trials: no clear error"; }
+"$MOPT_BIN" "${fargs[@]}" --finalists 2 >"$tmp/fin.txt" 2>"$tmp/fin.err" ||
+  { cat "$tmp/fin.txt" "$tmp/fin.err"; fail "tune --finalists 2 failed"; }
+grep -q "chosen among 2 finalists by their re-runs" "$tmp/fin.txt" || { cat "$tmp/fin.txt"; fail "no finalists line"; }
+node -e '
+const t = require("fs").readFileSync(process.argv[1], "utf8").trim().split("\n").map(JSON.parse).slice(1);
+const ok = (c, m) => { if (!c) { console.error("FAIL: " + m); process.exit(1); } };
+const fin = t.slice(0, 3).filter(x => x.feasible).sort((a, b) => b.goodput - a.goodput).slice(0, 2);
+// The defaults re-run once more unless they are a finalist (their finalist re-run is reused).
+const roles = "defaults,search,search,confirm,confirm" + (fin.some(x => x.role === "defaults") ? "" : ",confirm");
+ok(t.map(x => x.role).join(",") === roles, "roles " + t.map(x => x.role));
+ok(fin.length === 2 && t[3].key === fin[0].key + ";confirm" && t[4].key === fin[1].key + ";confirm",
+   "the re-runs repeat the two best trials, best first");
+// The winner: the finalist whose re-run met the SLA, else (both or neither) the higher re-run goodput.
+const r = [t[3], t[4]];
+const pick = r[0].feasible !== r[1].feasible ? (r[0].feasible ? 0 : 1) : (r[1].goodput > r[0].goodput ? 1 : 0);
+const rep = require("fs").readFileSync(process.argv[2], "utf8");
+const want = fin[pick].role === "defaults" ? "winner: serve\x27s defaults" : "winner: trial " + fin[pick].index + " ";
+ok(rep.includes(want), "the winner is finalist " + (pick + 1) + ": " + rep);
+' "$tmp/fin/trials.jsonl" "$tmp/fin.txt"
+
 echo "== mopt serve --config best.toml runs the winning settings"
 cat "$tmp/out/best.toml"
 seqs=$(sed -n 's/^max-num-seqs = //p' "$tmp/out/best.toml")
