@@ -23,6 +23,12 @@
 // Templated on the storage type T of q and out (bf16 or float) and C of the cache (T, or fp8 with T = bf16:
 // 8-byte copies per 8 elements, decoded in registers; k_scale is folded into q and v_scale into the output);
 // softmax and accumulation are fp32.
+// fp8 cache with head_dim 128 (except the small-smem configuration with <= 2 heads per CTA, which keeps the
+// per-lane kernel): decode_attention_fp8_mma_kernel, the same grid, splits, merge (finish_cta), scales and PDL,
+// but the dot products on the tensor cores: each warp takes 16 tokens of every 64-token tile and computes
+// S = Q K^T and O += P V with mma.sync m16n8k16 (f16 inputs, fp32 accumulation; the CTA's <= 8 heads padded to
+// the 16 rows), E4M3 pairs converted with cvt.rn.f16x2.e4m3x2, P kept in registers (the S accumulator layout is
+// P's A layout); layouts, copies and the numeric bounds are described at the kernel.
 // Alignment: every 8-element group starts at a multiple of 8 elements from a 256-byte aligned allocation
 // (head_dim is a multiple of 8), so the 8-byte (fp8) / 16-byte (bf16) / 32-byte (fp32) copies are aligned.
 #include <cfloat>
