@@ -468,20 +468,30 @@ __global__ void __launch_bounds__(kThreads, 4) decode_attention_fp8_mma_kernel(D
   const int64_t head_off = static_cast<int64_t>(kvh) * bs * HD;
   auto slot = [&](int stage, int k) -> uint4* { return pipe + (stage * kMmaCopies + k) * kThreads + threadIdx.x; };
   // Copies 0..3: K rows g, g (bytes c * 32, + 16), 8 + g, 8 + g; 4..7: V rows 2c, 2c + 1, 2c + 8, 2c + 9 (bytes
-  // g * 16), of this warp's 16 tokens of tile `tile`; zero-filled past s1.
+  // g * 16), of this warp's 16 tokens of tile `tile`; zero-filled past s1. One division per tile: a row's block
+  // is found by stepping from the block of the warp's first token (16 / block_size steps at most).
   auto issue = [&](int tile, int stage) {
     const int base = s0 + tile * kMmaTileTokens + warp * kMmaWarpTokens;
+    const int q0 = base / bs, r0 = base - q0 * bs;
+    auto row_off = [&](int row) -> int64_t {  // element offset of token base + row (< s1) in a K or V block
+      int blk = q0, r = r0 + row;
+      while (r >= bs) {
+        r -= bs;
+        ++blk;
+      }
+      return static_cast<int64_t>(bt[blk]) * p.cache.block_stride + head_off + static_cast<int64_t>(r) * HD;
+    };
 #pragma unroll
-    for (int k = 0; k < kMmaCopies; ++k) {
-      const int row = k < 4 ? (k / 2) * 8 + g : 2 * c + (k - 4) % 2 + (k - 4) / 2 * 8;
-      const int byte = k < 4 ? c * 32 + (k % 2) * 16 : g * 16;
-      const int j = base + row;
-      const bool ok = j < s1;
-      const int64_t off =
-          ok ? static_cast<int64_t>(bt[j / bs]) * p.cache.block_stride + head_off + static_cast<int64_t>(j % bs) * HD
-             : 0;
-      const fp8* src = (k < 4 ? p.cache.k : p.cache.v) + off + byte;
-      cp_async<16>(slot(stage, k), src, ok);
+    for (int k = 0; k < kMmaCopies; k += 2) {  // two copies per row: K's two halves, or V rows r and r + 1
+      const bool kk = k < 4;
+      const int row0 = kk ? (k / 2) * 8 + g : 2 * c + (k - 4) / 2 * 8;
+      const int row1 = kk ? row0 : row0 + 1;
+      const bool ok0 = base + row0 < s1, ok1 = base + row1 < s1;
+      const int64_t off0 = ok0 ? row_off(row0) : 0;
+      const int64_t off1 = kk ? off0 : ok1 ? row_off(row1) : 0;
+      const fp8* src = kk ? p.cache.k : p.cache.v;
+      cp_async<16>(slot(stage, k), src + off0 + (kk ? c * 32 : g * 16), ok0);
+      cp_async<16>(slot(stage, k + 1), src + off1 + (kk ? c * 32 + 16 : g * 16), ok1);
     }
   };
 
