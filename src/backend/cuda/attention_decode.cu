@@ -23,6 +23,12 @@
 // Templated on the storage type T of q and out (bf16 or float) and C of the cache (T, or fp8 with T = bf16:
 // 8-byte copies per 8 elements, decoded in registers; k_scale is folded into q and v_scale into the output);
 // softmax and accumulation are fp32.
+// fp8 cache with head_dim 128 (except the small-smem configuration with <= 2 heads per CTA, which keeps the
+// per-lane kernel): decode_attention_fp8_mma_kernel, the same grid, splits, merge (finish_cta), scales and PDL,
+// but the dot products on the tensor cores: each warp takes 16 tokens of every 64-token tile and computes
+// S = Q K^T and O += P V with mma.sync m16n8k16 (f16 inputs, fp32 accumulation; the CTA's <= 8 heads padded to
+// the 16 rows), E4M3 pairs converted with cvt.rn.f16x2.e4m3x2, P kept in registers (the S accumulator layout is
+// P's A layout); layouts, copies and the numeric bounds are described at the kernel.
 // Alignment: every 8-element group starts at a multiple of 8 elements from a 256-byte aligned allocation
 // (head_dim is a multiple of 8), so the 8-byte (fp8) / 16-byte (bf16) / 32-byte (fp32) copies are aligned.
 #include <cfloat>
@@ -30,6 +36,7 @@
 
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/launch.cuh"
+#include "backend/cuda/quant_formats.cuh"
 #include "backend/cuda/storage.cuh"
 
 namespace mopt::cuda {
@@ -99,6 +106,96 @@ __device__ __forceinline__ void reduce_scatter(float (&v)[GT], int sl) {
   }
 }
 
+// The end of a decode CTA, after its NSUB partial states (m, l [NSUB][GT] then acc [NSUB][GT][HD] floats, the
+// log2-domain max, the sum and the unnormalized output of each of the first heads_per_cta heads) are in `st`
+// (shared memory) and a __syncthreads: combines them, then writes the output (one split used) or the partial
+// state, and the last split's CTA merges (see the header comment). Every thread of the CTA calls it.
+template <class T, class C, int NSUB, int GT, int HD>
+__device__ __forceinline__ void finish_cta(const DecodeAttnParamsT<T, C>& p, const float* st, int heads_per_cta,
+                                           int t, int h0, int split, int used, float vscale) {
+  constexpr bool kFp8 = std::is_same_v<C, fp8>;
+  __shared__ bool is_last;
+  __shared__ float sm_wm[GT][kDecodeMaxSplits], sm_wl[GT][kDecodeMaxSplits];  // merge: per head and split
+  const float* sm_m = st;                 // [NSUB][GT]
+  const float* sm_l = sm_m + NSUB * GT;   // [NSUB][GT]
+  const float* sm_acc = sm_l + NSUB * GT; // [NSUB][GT][HD]
+  // This CTA's state per head: o = A / L (normalized), running max mx (log2 domain) and sum L.
+  const int64_t row0 = static_cast<int64_t>(t) * p.n_head + h0;  // first output row [t, h0]
+  // Partials: workspace [n_tokens, n_head, n_splits, HD] then ml [n_tokens, n_head, n_splits, 2].
+  float* ml = p.workspace + static_cast<int64_t>(p.n_tokens) * p.n_head * p.n_splits * HD;
+  for (int idx = threadIdx.x; idx < heads_per_cta * HD; idx += kThreads) {
+    const int g = idx / HD, d = idx % HD;
+    float mx = -INFINITY;
+    for (int s = 0; s < NSUB; ++s) mx = fmaxf(mx, sm_m[s * GT + g]);
+    float L = 0.f, A = 0.f;
+    if (mx != -INFINITY) {
+      for (int s = 0; s < NSUB; ++s) {
+        const float w = exp2f(sm_m[s * GT + g] - mx);
+        L += sm_l[s * GT + g] * w;
+        A += sm_acc[(s * GT + g) * HD + d] * w;
+      }
+    }
+    float o = L > 0.f ? A / L : 0.f;
+    if constexpr (kFp8) o *= vscale;
+    if (used == 1) {
+      p.out[(row0 + g) * HD + d] = from_f32<T>(o);
+    } else {
+      const int64_t item = (row0 + g) * p.n_splits + split;
+      p.workspace[item * HD + d] = o;
+      if (d == 0) {
+        ml[item * 2] = mx;
+        ml[item * 2 + 1] = L;
+      }
+    }
+  }
+  if (used == 1) return;
+
+  // Ticket: the last of the `used` CTAs of this (token, head group) merges. Writers fence their partials
+  // (device scope) before the ticket; the last CTA fences after it before reading the others' partials,
+  // which it reads through L2 (__ldcg; L1 is not coherent across SMs).
+  uint32_t* counter = p.counters + static_cast<int64_t>(t) * gridDim.y + blockIdx.y;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) is_last = atomicAdd(counter, 1u) == static_cast<unsigned>(used - 1);
+  __syncthreads();
+  if (!is_last) return;
+  __threadfence();
+  // Merge in three passes so that the L2 round trips are not serialized per output element: (1) the (max, sum)
+  // pairs of every head and split, loaded in parallel; (2) per head, the running max and each split's weight
+  // w_s = L_s 2^(m_s - max) / sum_s'(...), in split order; (3) every output o = sum_s w_s o_s.
+  for (int i = threadIdx.x; i < heads_per_cta * used; i += kThreads) {
+    const int g = i / used, sp = i % used;
+    const int64_t item = (row0 + g) * p.n_splits + sp;
+    sm_wm[g][sp] = __ldcg(ml + item * 2);
+    sm_wl[g][sp] = __ldcg(ml + item * 2 + 1);
+  }
+  __syncthreads();
+  if (threadIdx.x < heads_per_cta) {
+    const int g = threadIdx.x;
+    float mx = -INFINITY;
+    for (int sp = 0; sp < used; ++sp) mx = fmaxf(mx, sm_wm[g][sp]);
+    float wsum = 0.f;
+    for (int sp = 0; sp < used; ++sp) {
+      sm_wl[g][sp] = mx == -INFINITY ? 0.f : sm_wl[g][sp] * exp2f(sm_wm[g][sp] - mx);
+      wsum += sm_wl[g][sp];
+    }
+    const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
+    for (int sp = 0; sp < used; ++sp) sm_wl[g][sp] *= inv;
+  }
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < heads_per_cta * HD; idx += kThreads) {
+    const int g = idx / HD, d = idx % HD;
+    const float* part = p.workspace + (row0 + g) * p.n_splits * HD + d;  // split sp at part[sp * HD]
+    float o = 0.f;
+#pragma unroll 8
+    for (int sp = 0; sp < used; ++sp) o += sm_wl[g][sp] * __ldcg(part + static_cast<int64_t>(sp) * HD);
+    p.out[(row0 + g) * HD + d] = from_f32<T>(o);
+  }
+  // Every one of the `used` CTAs has taken its ticket: nothing else touches the counter in this launch, and
+  // the next launch (stream order / graph replay, PDL waits included) sees 0.
+  if (threadIdx.x == 0) *counter = 0u;
+}
+
 template <class T, class C, int HD, int GT, bool SMALL>
 __global__ void __launch_bounds__(kThreads) decode_attention_kernel(DecodeAttnParamsT<T, C> p, int heads_per_cta,
                                                                     int group) {
@@ -117,8 +214,6 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(DecodeAttnPa
   constexpr int kCombineBytes = NSUB * GT * (HD + 2) * 4;
   constexpr int kSmemBytes = kPipeBytes > kCombineBytes ? kPipeBytes : kCombineBytes;
   __shared__ __align__(16) unsigned char smem[kSmemBytes];
-  __shared__ bool is_last;
-  __shared__ float sm_wm[GT][kDecodeMaxSplits], sm_wl[GT][kDecodeMaxSplits];  // merge: per head and split
   Word* pipe = reinterpret_cast<Word*>(smem);
   pdl_wait();
   pdl_trigger();
@@ -290,86 +385,226 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(DecodeAttnPa
 #pragma unroll
     for (int e = 0; e < 8; ++e) sm_acc[(sub * GT + g) * HD + sl * 8 + e] = acc[g][e];
   __syncthreads();
-  // This CTA's state per head: o = A / L (normalized), running max mx (log2 domain) and sum L.
-  const int64_t row0 = static_cast<int64_t>(t) * p.n_head + h0;  // first output row [t, h0]
-  // Partials: workspace [n_tokens, n_head, n_splits, HD] then ml [n_tokens, n_head, n_splits, 2].
-  float* ml = p.workspace + static_cast<int64_t>(p.n_tokens) * p.n_head * p.n_splits * HD;
-  for (int idx = threadIdx.x; idx < heads_per_cta * HD; idx += kThreads) {
-    const int g = idx / HD, d = idx % HD;
-    float mx = -INFINITY;
-    for (int s = 0; s < NSUB; ++s) mx = fmaxf(mx, sm_m[s * GT + g]);
-    float L = 0.f, A = 0.f;
-    if (mx != -INFINITY) {
-      for (int s = 0; s < NSUB; ++s) {
-        const float w = exp2f(sm_m[s * GT + g] - mx);
-        L += sm_l[s * GT + g] * w;
-        A += sm_acc[(s * GT + g) * HD + d] * w;
-      }
-    }
-    float o = L > 0.f ? A / L : 0.f;
-    if constexpr (kFp8) o *= vscale;
-    if (used == 1) {
-      p.out[(row0 + g) * HD + d] = from_f32<T>(o);
-    } else {
-      const int64_t item = (row0 + g) * p.n_splits + split;
-      p.workspace[item * HD + d] = o;
-      if (d == 0) {
-        ml[item * 2] = mx;
-        ml[item * 2 + 1] = L;
-      }
-    }
-  }
-  if (used == 1) return;
+  finish_cta<T, C, NSUB, GT, HD>(p, reinterpret_cast<const float*>(smem), heads_per_cta, t, h0, split, used, vscale);
+}
 
-  // Ticket: the last of the `used` CTAs of this (token, head group) merges. Writers fence their partials
-  // (device scope) before the ticket; the last CTA fences after it before reading the others' partials,
-  // which it reads through L2 (__ldcg; L1 is not coherent across SMs).
-  uint32_t* counter = p.counters + static_cast<int64_t>(t) * gridDim.y + blockIdx.y;
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) is_last = atomicAdd(counter, 1u) == static_cast<unsigned>(used - 1);
-  __syncthreads();
-  if (!is_last) return;
-  __threadfence();
-  // Merge in three passes so that the L2 round trips are not serialized per output element: (1) the (max, sum)
-  // pairs of every head and split, loaded in parallel; (2) per head, the running max and each split's weight
-  // w_s = L_s 2^(m_s - max) / sum_s'(...), in split order; (3) every output o = sum_s w_s o_s.
-  for (int i = threadIdx.x; i < heads_per_cta * used; i += kThreads) {
-    const int g = i / used, sp = i % used;
-    const int64_t item = (row0 + g) * p.n_splits + sp;
-    sm_wm[g][sp] = __ldcg(ml + item * 2);
-    sm_wl[g][sp] = __ldcg(ml + item * 2 + 1);
-  }
-  __syncthreads();
-  if (threadIdx.x < heads_per_cta) {
-    const int g = threadIdx.x;
-    float mx = -INFINITY;
-    for (int sp = 0; sp < used; ++sp) mx = fmaxf(mx, sm_wm[g][sp]);
-    float wsum = 0.f;
-    for (int sp = 0; sp < used; ++sp) {
-      sm_wl[g][sp] = mx == -INFINITY ? 0.f : sm_wl[g][sp] * exp2f(sm_wm[g][sp] - mx);
-      wsum += sm_wl[g][sp];
+// ---- fp8 cache, head_dim 128: tensor cores ------------------------------------------------------------------
+// d0, d1 += A . B on m16n8k16 (f16 in, fp32 accumulate) where only rows 0..7 of A are real (a0: row g, k 2c and
+// 2c+1; a2: row g, k 2c+8 and 2c+9; rows 8..15 zero): d0, d1 are row g, columns 2c and 2c+1 (g = lane / 4,
+// c = lane % 4); b0: k 2c, 2c+1 of column g, b1: k 2c+8, 2c+9.
+__device__ __forceinline__ void mma_rows8(float& d0, float& d1, uint32_t a0, uint32_t a2, uint32_t b0, uint32_t b1) {
+  float d2 = 0.f, d3 = 0.f;  // rows 8..15: stay zero, unused
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
+      : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1));
+}
+
+constexpr int kMmaHeadDim = 128;
+constexpr int kMmaStages = 2;
+constexpr int kMmaWarpTokens = 16;                                    // one k-step of P.V per warp and tile
+constexpr int kMmaTileTokens = kThreads / 32 * kMmaWarpTokens;        // 64 per CTA
+constexpr int kMmaCopies = 8;                                         // 16-byte copies per thread and stage
+
+// Warp w of the CTA takes tokens [w * 16, w * 16 + 16) of every 64-token tile; lane (g = lane / 4, c = lane % 4).
+// S = Q K^T (rows: the CTA's heads, padded to 16; columns: 8 tokens per n-tile, tile n = tokens n * 8 + g for
+// this lane's K row): the reduction over head_dim is permuted so that lane c's k slots of k-step s are the dims
+// c * 32 + 4 s .. + 3 (one 32-bit word of its 32-byte slice of the K row: e4m3x4_to_f16x2 gives b0, b1), and q
+// uses the same permutation. Its accumulator layout (row g, tokens 2c, 2c + 1 of n-tiles 0 and 1) is the A
+// layout of P for O = P V (k = the 16 tokens), so P never leaves the registers. For V (B: k = tokens 2c, 2c + 1
+// | 2c + 8, 2c + 9 of column g) the output dims are permuted: column n of n-tile j is dim n * 16 + j, so lane g
+// reads 16 bytes (dims g * 16 ..) of its 4 token rows and pairs the rows' bytes with one byte_perm per 4 dims.
+// Each thread copies exactly the 8 x 16 bytes it reads (K rows g, 8 + g; V rows 2c, 2c + 1, 2c + 8, 2c + 9):
+// no barrier in the loop. Numerics: E4M3 codes are exact in f16; q * scale * log2(e) is rounded to f16
+// (relative 2^-11; clamped to f16's finite range, which only |q| above ~5e5 at scale 1/sqrt(128) reaches);
+// products are exact and summed in fp32, the scores scaled by k_scale in fp32; softmax in fp32; P is rounded to
+// f16 (relative 2^-11; l sums the fp32 values) and P.V summed in fp32.
+template <class T>
+__global__ void __launch_bounds__(kThreads, 4) decode_attention_fp8_mma_kernel(DecodeAttnParamsT<T, fp8> p,
+                                                                            int heads_per_cta, int group) {
+  constexpr int HD = kMmaHeadDim, GT = kMaxHeadsPerCta, NSUB = kThreads / 32, S = kMmaStages;
+  constexpr int kPipeBytes = S * kMmaCopies * kThreads * 16;  // 32 KiB
+  constexpr int kCombineBytes = NSUB * GT * (HD + 2) * 4;     // 16.3 KiB
+  constexpr int kSmemBytes = kPipeBytes > kCombineBytes ? kPipeBytes : kCombineBytes;
+  __shared__ __align__(16) unsigned char smem[kSmemBytes];
+  uint4* pipe = reinterpret_cast<uint4*>(smem);
+  pdl_wait();
+  pdl_trigger();
+
+  const int t = blockIdx.x;
+  const int h0 = blockIdx.y * heads_per_cta;
+  const int kvh = h0 / group;
+  const int split = blockIdx.z;
+  const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, c = threadIdx.x % 4;
+  const int pos = p.positions[t];
+  const int begin = pos >= 0 && p.window > 0 ? max(0, pos + 1 - p.window) : 0;
+  const int len = pos >= 0 ? pos + 1 - begin : 0;
+  const int used = decode_splits_used(len, p.n_splits, p.min_slice);
+  if (split >= used) return;  // uniform across the CTA
+  const int chunk = (len + used - 1) / used;
+  const int s0 = begin + split * chunk;
+  const int s1 = min(begin + len, s0 + chunk);
+  const float kscale = p.cache.k_scale[kvh], vscale = p.cache.v_scale[kvh];
+
+  // q of head g (zero for padding rows g >= heads_per_cta): k-step s holds dims c * 32 + 4 s, + 1 | + 2, + 3.
+  uint32_t qa[8][2];
+  {
+    const float qs = p.scale * kLog2e;
+    const bool real = g < heads_per_cta;
+    const T* qrow = p.q + (static_cast<int64_t>(t) * p.n_head + h0 + (real ? g : 0)) * HD + c * 32;
+#pragma unroll
+    for (int v = 0; v < 4; ++v) {
+      float f[8];
+      unpack8(load8(qrow + v * 8), f);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {  // pair 4 v + i = dims 8 v + 2 i, + 1: k-step 2 v + i / 2, half i % 2
+        const float x0 = real ? fminf(fmaxf(f[2 * i] * qs, -65504.f), 65504.f) : 0.f;  // f16's finite range
+        const float x1 = real ? fminf(fmaxf(f[2 * i + 1] * qs, -65504.f), 65504.f) : 0.f;
+        const __half2 h = __floats2half2_rn(x0, x1);
+        qa[2 * v + i / 2][i % 2] = *reinterpret_cast<const uint32_t*>(&h);
+      }
     }
-    const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
-    for (int sp = 0; sp < used; ++sp) sm_wl[g][sp] *= inv;
+  }
+
+  const int bs = p.cache.block_size;
+  const int32_t* bt = p.block_tables + static_cast<int64_t>(p.token_seq[t]) * p.max_blocks_per_seq;
+  const int64_t head_off = static_cast<int64_t>(kvh) * bs * HD;
+  auto slot = [&](int stage, int k) -> uint4* { return pipe + (stage * kMmaCopies + k) * kThreads + threadIdx.x; };
+  // Copies 0..3: K rows g, g (bytes c * 32, + 16), 8 + g, 8 + g; 4..7: V rows 2c, 2c + 1, 2c + 8, 2c + 9 (bytes
+  // g * 16), of this warp's 16 tokens of tile `tile`; zero-filled past s1. One division per tile: a row's block
+  // is found by stepping from the block of the warp's first token (16 / block_size steps at most).
+  auto issue = [&](int tile, int stage) {
+    const int base = s0 + tile * kMmaTileTokens + warp * kMmaWarpTokens;
+    const int q0 = base / bs, r0 = base - q0 * bs;
+    auto row_off = [&](int row) -> int64_t {  // element offset of token base + row (< s1) in a K or V block
+      int blk = q0, r = r0 + row;
+      while (r >= bs) {
+        r -= bs;
+        ++blk;
+      }
+      return static_cast<int64_t>(bt[blk]) * p.cache.block_stride + head_off + static_cast<int64_t>(r) * HD;
+    };
+#pragma unroll
+    for (int k = 0; k < kMmaCopies; k += 2) {  // two copies per row: K's two halves, or V rows r and r + 1
+      const bool kk = k < 4;
+      const int row0 = kk ? (k / 2) * 8 + g : 2 * c + (k - 4) / 2 * 8;
+      const int row1 = kk ? row0 : row0 + 1;
+      const bool ok0 = base + row0 < s1, ok1 = base + row1 < s1;
+      const int64_t off0 = ok0 ? row_off(row0) : 0;
+      const int64_t off1 = kk ? off0 : ok1 ? row_off(row1) : 0;
+      const fp8* src = kk ? p.cache.k : p.cache.v;
+      cp_async<16>(slot(stage, k), src + off0 + (kk ? c * 32 : g * 16), ok0);
+      cp_async<16>(slot(stage, k + 1), src + off1 + (kk ? c * 32 + 16 : g * 16), ok1);
+    }
+  };
+
+  float o[HD / 8][2];  // n-tile j: head g, dims (2c) * 16 + j and (2c + 1) * 16 + j (unnormalized)
+#pragma unroll
+  for (int j = 0; j < HD / 8; ++j) o[j][0] = o[j][1] = 0.f;
+  float m = -INFINITY, l = 0.f;  // head g: running max (log2 domain); l: this lane's share of the sum
+
+  const int n_tiles = (s1 - s0 + kMmaTileTokens - 1) / kMmaTileTokens;
+#pragma unroll
+  for (int i = 0; i < S - 1; ++i) {
+    if (i < n_tiles) issue(i, i);
+    cp_async_commit();
+  }
+  for (int i = 0; i < n_tiles; ++i) {
+    const int stage = i % S;
+    if (i + S - 1 < n_tiles) issue(i + S - 1, (i + S - 1) % S);
+    cp_async_commit();
+    cp_async_wait<S - 1>();  // tile i is in this thread's slots
+    const int base = s0 + i * kMmaTileTokens + warp * kMmaWarpTokens;
+    if (base >= s1) continue;  // uniform across the warp: none of its 16 tokens is in the slice
+
+    // Scores of tokens n * 8 + 2c + e (log2 domain; -inf past s1).
+    float sc[2][2];
+    float mx = -INFINITY;
+#pragma unroll
+    for (int n = 0; n < 2; ++n) {
+      const uint4 k0 = *slot(stage, 2 * n), k1 = *slot(stage, 2 * n + 1);
+      const uint32_t kw[8] = {k0.x, k0.y, k0.z, k0.w, k1.x, k1.y, k1.z, k1.w};
+      sc[n][0] = sc[n][1] = 0.f;
+#pragma unroll
+      for (int s = 0; s < 8; ++s) {
+        uint32_t b0, b1;
+        e4m3x4_to_f16x2(kw[s], b0, b1);
+        mma_rows8(sc[n][0], sc[n][1], qa[s][0], qa[s][1], b0, b1);
+      }
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        sc[n][e] = base + n * 8 + 2 * c + e < s1 ? sc[n][e] * kscale : -INFINITY;
+        mx = fmaxf(mx, sc[n][e]);
+      }
+    }
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    // Token `base` is in the slice, so mx (over the 4 lanes of row g) is finite.
+    const float m_new = fmaxf(m, mx);
+    const float corr = exp2f(m - m_new);  // m = -inf: 0
+    m = m_new;
+    float pr[2][2], ps = 0.f;
+#pragma unroll
+    for (int n = 0; n < 2; ++n)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        pr[n][e] = exp2f(sc[n][e] - m_new);
+        ps += pr[n][e];
+      }
+    l = l * corr + ps;
+    const __half2 p0 = __floats2half2_rn(pr[0][0], pr[0][1]), p1 = __floats2half2_rn(pr[1][0], pr[1][1]);
+    const uint32_t pa0 = *reinterpret_cast<const uint32_t*>(&p0), pa2 = *reinterpret_cast<const uint32_t*>(&p1);
+
+    // O += P V: rows (2c, 2c + 1) and (2c + 8, 2c + 9), bytes 4 w .. 4 w + 3 of each -> n-tiles 4 w .. 4 w + 3.
+    const uint4 va = *slot(stage, 4), vb = *slot(stage, 5), vc = *slot(stage, 6), vd = *slot(stage, 7);
+    const uint32_t ra[4] = {va.x, va.y, va.z, va.w}, rb[4] = {vb.x, vb.y, vb.z, vb.w};
+    const uint32_t rc[4] = {vc.x, vc.y, vc.z, vc.w}, rd[4] = {vd.x, vd.y, vd.z, vd.w};
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      uint32_t b0[4], b1[4];
+      e4m3x4_to_f16x2(__byte_perm(ra[w], rb[w], 0x5140), b0[0], b0[1]);  // bytes a0 b0 a1 b1
+      e4m3x4_to_f16x2(__byte_perm(ra[w], rb[w], 0x7362), b0[2], b0[3]);  // bytes a2 b2 a3 b3
+      e4m3x4_to_f16x2(__byte_perm(rc[w], rd[w], 0x5140), b1[0], b1[1]);
+      e4m3x4_to_f16x2(__byte_perm(rc[w], rd[w], 0x7362), b1[2], b1[3]);
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        o[4 * w + q][0] *= corr;
+        o[4 * w + q][1] *= corr;
+        mma_rows8(o[4 * w + q][0], o[4 * w + q][1], pa0, pa2, b0[q], b1[q]);
+      }
+    }
+  }
+  cp_async_wait<0>();
+  __syncthreads();  // the pipeline's shared memory becomes the combine buffer
+
+  l += __shfl_xor_sync(0xffffffffu, l, 1);
+  l += __shfl_xor_sync(0xffffffffu, l, 2);
+  float* sm_m = reinterpret_cast<float*>(smem);  // [NSUB][GT]
+  float* sm_l = sm_m + NSUB * GT;                // [NSUB][GT]
+  float* sm_acc = sm_l + NSUB * GT;              // [NSUB][GT][HD]
+  if (g < heads_per_cta) {
+    if (c == 0) {
+      sm_m[warp * GT + g] = m;
+      sm_l[warp * GT + g] = l;
+    }
+#pragma unroll
+    for (int j = 0; j < HD / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) sm_acc[(warp * GT + g) * HD + (2 * c + e) * 16 + j] = o[j][e];
   }
   __syncthreads();
-  for (int idx = threadIdx.x; idx < heads_per_cta * HD; idx += kThreads) {
-    const int g = idx / HD, d = idx % HD;
-    const float* part = p.workspace + (row0 + g) * p.n_splits * HD + d;  // split sp at part[sp * HD]
-    float o = 0.f;
-#pragma unroll 8
-    for (int sp = 0; sp < used; ++sp) o += sm_wl[g][sp] * __ldcg(part + static_cast<int64_t>(sp) * HD);
-    p.out[(row0 + g) * HD + d] = from_f32<T>(o);
-  }
-  // Every one of the `used` CTAs has taken its ticket: nothing else touches the counter in this launch, and
-  // the next launch (stream order / graph replay, PDL waits included) sees 0.
-  if (threadIdx.x == 0) *counter = 0u;
+  finish_cta<T, fp8, NSUB, GT, HD>(p, sm_m, heads_per_cta, t, h0, split, used, vscale);
 }
 
 template <class T, class C, int HD>
 cudaError_t dispatch_heads(const DecodeAttnParamsT<T, C>& p, int hpc, int group, dim3 grid, cudaStream_t stream) {
   const dim3 block(kThreads);
+  if constexpr (std::is_same_v<C, fp8> && HD == kMmaHeadDim) {
+    // Tensor cores need 16-byte aligned rows: true for the engine's caches (256-byte aligned, head_dim 128).
+    const bool aligned = (reinterpret_cast<uintptr_t>(p.cache.k) | reinterpret_cast<uintptr_t>(p.cache.v) |
+                          static_cast<uintptr_t>(p.cache.block_stride)) % 16 == 0;
+    if (aligned && !(p.small_smem && hpc <= 2))
+      return launch_pdl(decode_attention_fp8_mma_kernel<T>, grid, block, 0, stream, p, hpc, group);
+  }
   if (p.small_smem && hpc <= 2) {
     if (hpc <= 1)
       return launch_pdl_decode(decode_attention_kernel<T, C, HD, 1, true>, grid, block, 0, stream, p, hpc, group);
