@@ -196,6 +196,26 @@ __device__ __forceinline__ void finish_cta(const DecodeAttnParamsT<T, C>& p, con
   if (threadIdx.x == 0) *counter = 0u;
 }
 
+// The slice of token t's cached positions that split `split` of a decode CTA covers: the context is [begin,
+// begin + len) (a sliding window cuts its start; padding, pos < 0, has len 0 and writes zeros), of which `used`
+// splits take ceil(len / used) positions each. split >= used: no slice (the CTA exits; uniform across it).
+struct CtaSlice {
+  int used, s0, s1;  // [s0, s1): this CTA's positions
+};
+template <class T, class C>
+__device__ __forceinline__ CtaSlice cta_slice(const DecodeAttnParamsT<T, C>& p, int t, int split) {
+  const int pos = p.positions[t];
+  const int begin = pos >= 0 && p.window > 0 ? max(0, pos + 1 - p.window) : 0;
+  const int len = pos >= 0 ? pos + 1 - begin : 0;
+  CtaSlice c{decode_splits_used(len, p.n_splits, p.min_slice), 0, 0};
+  if (split < c.used) {
+    const int chunk = (len + c.used - 1) / c.used;
+    c.s0 = begin + split * chunk;
+    c.s1 = min(begin + len, c.s0 + chunk);
+  }
+  return c;
+}
+
 template <class T, class C, int HD, int GT, bool SMALL>
 __global__ void __launch_bounds__(kThreads) decode_attention_kernel(DecodeAttnParamsT<T, C> p, int heads_per_cta,
                                                                     int group) {
@@ -223,16 +243,9 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(DecodeAttnPa
   const int kvh = h0 / group;
   const int split = blockIdx.z;
   const int sub = threadIdx.x / LANES, sl = threadIdx.x % LANES;
-  const int pos = p.positions[t];
-
-  // The context of token t is [begin, begin + len); padding (pos < 0) has len 0 and writes zeros.
-  const int begin = pos >= 0 && p.window > 0 ? max(0, pos + 1 - p.window) : 0;
-  const int len = pos >= 0 ? pos + 1 - begin : 0;
-  const int used = decode_splits_used(len, p.n_splits, p.min_slice);
-  if (split >= used) return;  // uniform across the CTA
-  const int chunk = (len + used - 1) / used;
-  const int s0 = begin + split * chunk;  // this CTA's slice of cached positions [s0, s1)
-  const int s1 = min(begin + len, s0 + chunk);
+  const CtaSlice cs = cta_slice(p, t, split);
+  const int used = cs.used, s0 = cs.s0, s1 = cs.s1;  // this CTA's slice of cached positions [s0, s1)
+  if (split >= used) return;                         // uniform across the CTA
 
   // fp8: K = stored * k_scale (folded into q), V = stored * v_scale (applied to the CTA's output).
   float qscale = p.scale * kLog2e, vscale = 1.f;
@@ -435,14 +448,9 @@ __global__ void __launch_bounds__(kThreads, 4) decode_attention_fp8_mma_kernel(D
   const int kvh = h0 / group;
   const int split = blockIdx.z;
   const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, c = threadIdx.x % 4;
-  const int pos = p.positions[t];
-  const int begin = pos >= 0 && p.window > 0 ? max(0, pos + 1 - p.window) : 0;
-  const int len = pos >= 0 ? pos + 1 - begin : 0;
-  const int used = decode_splits_used(len, p.n_splits, p.min_slice);
+  const CtaSlice cs = cta_slice(p, t, split);
+  const int used = cs.used, s0 = cs.s0, s1 = cs.s1;
   if (split >= used) return;  // uniform across the CTA
-  const int chunk = (len + used - 1) / used;
-  const int s0 = begin + split * chunk;
-  const int s1 = min(begin + len, s0 + chunk);
   const float kscale = p.cache.k_scale[kvh], vscale = p.cache.v_scale[kvh];
 
   // q of head g (zero for padding rows g >= heads_per_cta): k-step s holds dims c * 32 + 4 s, + 1 | + 2, + 3.
