@@ -23,13 +23,16 @@ done
 #   per layer: norms 128, attention 64x64 + 2 x 64x32 + 64x64 = 12,288, router 64x8 = 512, experts 8 x 3 x 64x96 = 147,456
 #   total 65,600 + 2 x 160,384 = 386,368; active (2 of 8 experts) 65,600 + 2 x (128 + 12,288 + 512 + 36,864) = 165,184
 #   read per token (f32, the embedding lookup excluded) 4 x (165,184 - 32,768) = 529,664 bytes
-"$MOPT_BIN" inspect "$tmp/mixtral" --json >"$tmp/mixtral.json" || fail "inspect mixtral"
-[[ $(jget "$tmp/mixtral.json" 'd.architecture') == mixtral ]] || fail "architecture"
-[[ $(jget "$tmp/mixtral.json" 'd.n_params') == 386368 ]] || fail "n_params $(jget "$tmp/mixtral.json" 'd.n_params')"
-[[ $(jget "$tmp/mixtral.json" 'd.n_active_params') == 165184 ]] ||
-  fail "n_active_params $(jget "$tmp/mixtral.json" 'd.n_active_params')"
-[[ $(jget "$tmp/mixtral.json" 'd.bytes_read_per_token') == 529664 ]] ||
-  fail "bytes_read_per_token $(jget "$tmp/mixtral.json" 'd.bytes_read_per_token')"
+# `mopt inspect --json` of model $1: architecture $2, $3 parameters, $4 active, $5 bytes read per token.
+expect_counts() {
+  local j=$tmp/$1.json key want
+  "$MOPT_BIN" inspect "$tmp/$1" --json >"$j" || fail "inspect $1"
+  for key in architecture:$2 n_params:$3 n_active_params:$4 bytes_read_per_token:$5; do
+    want=${key#*:}
+    [[ $(jget "$j" "d.${key%%:*}") == "$want" ]] || fail "$1 ${key%%:*} $(jget "$j" "d.${key%%:*}") (expected $want)"
+  done
+}
+expect_counts mixtral mixtral 386368 165184 529664
 [[ $(jget "$tmp/mixtral.json" 'd.hyperparameters.n_expert_used') == 2 ]] || fail "n_expert_used"
 "$MOPT_BIN" inspect "$tmp/qwen2_moe" >"$tmp/q2.txt" || fail "inspect qwen2_moe"
 grep -q "^active: .*per token" "$tmp/q2.txt" || { cat "$tmp/q2.txt"; fail "inspect prints no active count"; }
@@ -46,14 +49,9 @@ grep -q "^blk.1.ffn_down_exps.weight .*\[32,64,8\]" "$tmp/q2.txt" || fail "no st
 #   total 131,200 (embedding, output, final norm) + 166,208 + 2 x 291,136 = 879,680; active 633,920
 #   read per token (f32, the embedding lookup excluded) 4 x (633,920 - 65,536) = 2,273,536 bytes
 #   KV cache per token (K and zero-padded V per head, fp16): 2 x 3 layers x 4 heads x 48 x 2 bytes = 2,304
-"$MOPT_BIN" inspect "$tmp/deepseek_v2_lite" --json >"$tmp/ds.json" || fail "inspect deepseek_v2_lite"
-[[ $(jget "$tmp/ds.json" 'd.architecture') == deepseek2 ]] || fail "deepseek architecture"
-[[ $(jget "$tmp/ds.json" 'd.n_params') == 879680 ]] || fail "deepseek n_params $(jget "$tmp/ds.json" 'd.n_params')"
-[[ $(jget "$tmp/ds.json" 'd.n_active_params') == 633920 ]] ||
-  fail "deepseek n_active_params $(jget "$tmp/ds.json" 'd.n_active_params')"
-[[ $(jget "$tmp/ds.json" 'd.bytes_read_per_token') == 2273536 ]] ||
-  fail "deepseek bytes_read_per_token $(jget "$tmp/ds.json" 'd.bytes_read_per_token')"
-[[ $(jget "$tmp/ds.json" 'd.hyperparameters.kv_bytes_per_token_f16') == 2304 ]] || fail "deepseek KV bytes per token"
+expect_counts deepseek_v2_lite deepseek2 879680 633920 2273536
+[[ $(jget "$tmp/deepseek_v2_lite.json" 'd.hyperparameters.kv_bytes_per_token_f16') == 2304 ]] ||
+  fail "deepseek KV bytes per token"
 
 "$MOPT_BIN" plan -m "$tmp/mixtral" --device cpu --no-measure --max-num-seqs 4 >"$tmp/plan.txt" || fail "plan"
 grep -q "0.39M parameters (0.17M active per token: 2 of 8 experts)" "$tmp/plan.txt" || { cat "$tmp/plan.txt"; fail "plan"; }
