@@ -23,18 +23,6 @@
 namespace mopt {
 namespace {
 
-// Dequantizes a (small) tensor — norms, biases — into fp32, checking its element count.
-Status to_f32(const TensorView& t, int64_t expect, std::vector<float>& out) {
-  if (t.n_elements() != expect)
-    return error("tensor %s has %lld elements, expected %lld", t.name.c_str(),
-                 static_cast<long long>(t.n_elements()), static_cast<long long>(expect));
-  out.resize(static_cast<size_t>(expect));
-  const uint64_t rb = *row_bytes(t.dtype, static_cast<uint64_t>(t.ne[0]));
-  for (int64_t r = 0; r < t.rows(); ++r)
-    cpu::dequantize_row(t.dtype, static_cast<const uint8_t*>(t.data) + r * rb, out.data() + r * t.ne[0], t.ne[0]);
-  return Status::ok();
-}
-
 // Reserves `bytes` (rounded up to whole huge pages) at a 2 MiB boundary, asking for transparent huge pages: 4 KiB
 // pages would cost a page fault per 4 KiB of new context. With `populate`, the pages are faulted in now
 // (MADV_POPULATE_WRITE, else one write per page) instead of on first use inside a step, where each new huge page
@@ -144,7 +132,7 @@ Result<std::unique_ptr<CpuRunner>> CpuRunner::create(const Model& model, const R
   if (c.is_moe())  // the 2-D router and shared expert are counted above; of the experts, those a token uses
     r->matrix_elems_ += 3.0 * c.n_embd * c.n_ff_exp * c.n_expert_used * (c.n_layer - c.n_layer_dense_lead);
   MOPT_ASSIGN_OR_RETURN(const TensorView* on, model.require("output_norm.weight"));
-  MOPT_TRY(to_f32(*on, c.n_embd, r->out_norm_));
+  MOPT_TRY(cpu::tensor_to_f32(*on, c.n_embd, r->out_norm_));
   r->inv_freq_ = rope_inv_freq(c);
   {  // cos / sin of the first positions' RoPE angles, computed once (fp64 sin/cos per token and step otherwise)
     const int half = c.rope_dim / 2;
@@ -177,21 +165,21 @@ Result<std::unique_ptr<CpuRunner>> CpuRunner::create(const Model& model, const R
     }
     MOPT_ASSIGN_OR_RETURN(const TensorView* an, model.require(p + "attn_norm.weight"));
     MOPT_ASSIGN_OR_RETURN(const TensorView* fn, model.require(p + "ffn_norm.weight"));
-    MOPT_TRY(to_f32(*an, c.n_embd, L.attn_norm));
-    MOPT_TRY(to_f32(*fn, c.n_embd, L.ffn_norm));
+    MOPT_TRY(cpu::tensor_to_f32(*an, c.n_embd, L.attn_norm));
+    MOPT_TRY(cpu::tensor_to_f32(*fn, c.n_embd, L.ffn_norm));
     if (c.qkv_bias) {
       MOPT_ASSIGN_OR_RETURN(const TensorView* bq, model.require(p + "attn_q.bias"));
       MOPT_ASSIGN_OR_RETURN(const TensorView* bk, model.require(p + "attn_k.bias"));
       MOPT_ASSIGN_OR_RETURN(const TensorView* bv, model.require(p + "attn_v.bias"));
-      MOPT_TRY(to_f32(*bq, c.q_dim(), L.bq));
-      MOPT_TRY(to_f32(*bk, c.kv_dim(), L.bk));
-      MOPT_TRY(to_f32(*bv, c.kv_dim(), L.bv));
+      MOPT_TRY(cpu::tensor_to_f32(*bq, c.q_dim(), L.bq));
+      MOPT_TRY(cpu::tensor_to_f32(*bk, c.kv_dim(), L.bk));
+      MOPT_TRY(cpu::tensor_to_f32(*bv, c.kv_dim(), L.bv));
     }
     if (c.qk_norm) {
       MOPT_ASSIGN_OR_RETURN(const TensorView* qn, model.require(p + "attn_q_norm.weight"));
       MOPT_ASSIGN_OR_RETURN(const TensorView* kn, model.require(p + "attn_k_norm.weight"));
-      MOPT_TRY(to_f32(*qn, c.head_dim, L.q_norm));
-      MOPT_TRY(to_f32(*kn, c.head_dim, L.k_norm));
+      MOPT_TRY(cpu::tensor_to_f32(*qn, c.head_dim, L.q_norm));
+      MOPT_TRY(cpu::tensor_to_f32(*kn, c.head_dim, L.k_norm));
     }
   }
   // Every matrix in a type and row length that matmul takes: refused here, with the types it runs, not mid-step.
@@ -204,7 +192,8 @@ Result<std::unique_ptr<CpuRunner>> CpuRunner::create(const Model& model, const R
   };
   MOPT_TRY(check_matrix(*r->output_));
   for (const Layer& L : r->layers_)
-    for (const TensorView* w : {L.wq, L.wk, L.wv, L.wo, L.w_gate, L.w_up, L.w_down})
+    for (const TensorView* w : {L.wq, L.wk, L.wv, L.wo, L.w_gate, L.w_up, L.w_down, L.mla.wq, L.mla.wq_a,
+                                L.mla.wq_b, L.mla.wkv_a, L.mla.wkv_b})
       if (w) MOPT_TRY(check_matrix(*w));  // MoE layers: no dense MLP (cpu::moe_layer checked the experts)
   bool all_f32 = r->output_->dtype == DType::F32 && !c.is_moe();  // MoE models run the row-dot kernels
   for (const Layer& L : r->layers_)

@@ -8,18 +8,6 @@
 
 namespace mopt::cpu {
 
-namespace {
-
-Status norm_f32(const TensorView& t, int64_t n, std::vector<float>& out) {
-  if (t.n_elements() != n)
-    return error("tensor %s has %lld elements, expected %lld", t.name.c_str(), (long long)t.n_elements(), (long long)n);
-  out.resize(static_cast<size_t>(n));
-  dequantize_row(t.dtype, t.data, out.data(), n);
-  return Status::ok();
-}
-
-}  // namespace
-
 Result<MlaLayer> mla_layer(const Model& m, int l) {
   const ModelConfig& c = m.config;
   auto get = [&](const char* what) { return m.require("blk." + std::to_string(l) + "." + what); };
@@ -28,19 +16,15 @@ Result<MlaLayer> mla_layer(const Model& m, int l) {
     MOPT_ASSIGN_OR_RETURN(L.wq_a, get("attn_q_a.weight"));
     MOPT_ASSIGN_OR_RETURN(L.wq_b, get("attn_q_b.weight"));
     MOPT_ASSIGN_OR_RETURN(const TensorView* qn, get("attn_q_a_norm.weight"));
-    MOPT_TRY(norm_f32(*qn, c.q_lora_rank, L.q_a_norm));
+    MOPT_TRY(tensor_to_f32(*qn, c.q_lora_rank, L.q_a_norm));
   } else {
     MOPT_ASSIGN_OR_RETURN(L.wq, get("attn_q.weight"));
   }
   MOPT_ASSIGN_OR_RETURN(L.wkv_a, get("attn_kv_a_mqa.weight"));
   MOPT_ASSIGN_OR_RETURN(L.wkv_b, get("attn_kv_b.weight"));
   MOPT_ASSIGN_OR_RETURN(const TensorView* kn, get("attn_kv_a_norm.weight"));
-  MOPT_TRY(norm_f32(*kn, c.kv_lora_rank, L.kv_a_norm));
-  for (const TensorView* w : {L.wq, L.wq_a, L.wq_b, L.wkv_a, L.wkv_b})
-    if (w && !matmul_supports(w->dtype, w->ne[0]))
-      return error("tensor %s: the CPU matmul does not take %s weights with rows of %lld", w->name.c_str(),
-                   dtype_name(w->dtype), static_cast<long long>(w->ne[0]));
-  return L;
+  MOPT_TRY(tensor_to_f32(*kn, c.kv_lora_rank, L.kv_a_norm));
+  return L;  // the matrices' types are checked with the runner's other matrices
 }
 
 void mla_qkv(const ModelConfig& c, const MlaLayer& L, const float* x, int T, const float* cs, const float* sn,

@@ -33,7 +33,8 @@ struct MlaLayer {
   const TensorView* wkv_b = nullptr;   // [kv_lora_rank, n_head * (qk_nope_dim + v_head_dim)]
 };
 
-// Finds and checks layer l's tensors (shapes were checked by finalize_model; dtypes the matmul kernels take).
+// Finds layer l's tensors (shapes were checked by finalize_model; the CPU runner checks that matmul takes the
+// matrices' types) and copies its norms to fp32.
 Result<MlaLayer> mla_layer(const Model& m, int l);
 
 struct MlaScratch {

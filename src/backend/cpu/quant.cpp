@@ -150,6 +150,17 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
   convert_row(t, cpu_format(t).to_float, dequantize_row_ref, src, dst, n, "dequantize_row");
 }
 
+Status tensor_to_f32(const TensorView& t, int64_t expect, std::vector<float>& out) {
+  if (t.n_elements() != expect)
+    return error("tensor %s has %lld elements, expected %lld", t.name.c_str(),
+                 static_cast<long long>(t.n_elements()), static_cast<long long>(expect));
+  out.resize(static_cast<size_t>(expect));
+  const uint64_t rb = *row_bytes(t.dtype, static_cast<uint64_t>(t.ne[0]));
+  for (int64_t r = 0; r < t.rows(); ++r)
+    dequantize_row(t.dtype, static_cast<const uint8_t*>(t.data) + r * rb, out.data() + r * t.ne[0], t.ne[0]);
+  return Status::ok();
+}
+
 void quantize_row(DType t, const float* src, void* dst, int64_t n) {
   convert_row(t, cpu_format(t).from_float, quantize_row_ref, src, dst, n, "quantize_row");
 }

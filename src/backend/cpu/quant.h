@@ -5,15 +5,21 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "core/dtype.h"
 #include "core/formats/formats.h"
+#include "core/status.h"
+#include "core/tensor.h"
 
 namespace mopt::cpu {
 
 // Row conversions for every type with a dtype-table conversion (F32, F16, BF16 and the quantized types). n must be
 // a multiple of the block size (MOPT_CHECK otherwise: callers validate shapes first); I8/I32 are not supported.
 void dequantize_row(DType t, const void* src, float* dst, int64_t n);
+// Dequantizes a small tensor (norms, biases) row by row into out [expect] fp32; an error names the tensor when it
+// does not have `expect` elements.
+Status tensor_to_f32(const TensorView& t, int64_t expect, std::vector<float>& out);
 void quantize_row(DType t, const float* src, void* dst, int64_t n);
 
 // fp16 rows (F16C where available).
