@@ -5,8 +5,7 @@
 //   positions and max |delta logit| < 1e-3; the reference's router picks the same experts with the same weights at
 //   every layer and token; the checkpoint transformers saved back has synth's tensor names and shapes; and a wrong
 //   routing (flipped renormalization, one expert fewer) fails the comparison.
-// The reference files are committed (tests/data/moe): without them the tests fail and say how to make them, but for the
-// configs in kPendingReferences, whose references the GPU machine has not made yet: those skip, naming the file.
+// The reference files are committed (tests/data/moe): without them the tests fail and say how to make them.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -21,15 +20,6 @@
 
 namespace mopt::test {
 namespace {
-
-// Configs whose <name>.ref.json is not committed yet (DeepSeek-V2: scripts/moe_reference_gpu.sh makes it).
-const char* const kPendingReferences[] = {"deepseek_v2_grouped", "deepseek_v2_lite"};
-
-bool reference_pending(const std::string& name) {
-  for (const char* p : kPendingReferences)
-    if (name == p) return true;
-  return false;
-}
 
 struct TransformersRef {
   nlohmann::json meta;
@@ -93,7 +83,6 @@ class MoeVsTransformers : public ::testing::TestWithParam<std::string> {};
 TEST_P(MoeVsTransformers, LogitsAndRouting) {
   std::string why;
   const std::optional<TransformersRef> ref = read_ref(GetParam(), why);
-  if (!ref && reference_pending(GetParam())) GTEST_SKIP() << why;
   ASSERT_TRUE(ref) << why;
   ASSERT_EQ(ref->meta["tokens"].get<std::vector<int32_t>>(), kRefTokens);
   auto m = synth_moe(GetParam());
@@ -103,8 +92,9 @@ TEST_P(MoeVsTransformers, LogitsAndRouting) {
   ASSERT_EQ(ref->meta["n_expert"].get<int>(), c.n_expert);
   ASSERT_EQ(ref->meta["top_k"].get<int>(), c.n_expert_used);
   EXPECT_EQ(ref->meta["norm_topk_prob"].get<bool>(), c.expert_norm_topk);
-  if (ref->meta.contains("routed_scaling_factor"))  // written by moe_reference.py since DeepSeek-V2
+  if (ref->meta.contains("routed_scaling_factor")) {  // written by moe_reference.py since DeepSeek-V2
     EXPECT_NEAR(ref->meta["routed_scaling_factor"].get<double>(), c.expert_weights_scale, 1e-6);
+  }
   expect_same_weights(*m, ref->meta["weight_sums"]);
   for (int l = 0; l < c.n_layer; ++l)  // the same layers have routers
     EXPECT_EQ(ref->meta["experts"][l].is_null(), !c.is_moe_layer(l)) << "layer " << l;
@@ -144,7 +134,6 @@ TEST_P(MoeVsTransformers, LogitsAndRouting) {
 TEST_P(MoeVsTransformers, SavePretrainedWritesTheLayoutSynthWrites) {
   std::string why;
   const std::optional<TransformersRef> ref = read_ref(GetParam(), why);
-  if (!ref && reference_pending(GetParam())) GTEST_SKIP() << why;
   ASSERT_TRUE(ref) << why;
   auto m = synth_moe(GetParam());
   ASSERT_NE(m, nullptr);
@@ -165,7 +154,6 @@ TEST_P(MoeVsTransformers, SavePretrainedWritesTheLayoutSynthWrites) {
 TEST_P(MoeVsTransformers, WrongRoutingFailsAgainstTransformers) {
   std::string why;
   const std::optional<TransformersRef> ref = read_ref(GetParam(), why);
-  if (!ref && reference_pending(GetParam())) GTEST_SKIP() << why;
   ASSERT_TRUE(ref) << why;
   auto m = synth_moe(GetParam());
   ASSERT_NE(m, nullptr);
