@@ -460,6 +460,11 @@ int main(int argc, char** argv) {
     for (const auto& k : prof.value().classes) out += strfmt(" %s %.1f;", k.name.c_str(), k.us);
     return out + "\n";
   };
+  // One eager step of batch b, GPU time per kernel class, one class a line.
+  auto profile_text = [&](const Batch& b) {
+    auto prof = runner->profile_step(b.view());
+    return prof.is_ok() ? prof.value().format() : "  (not available: " + prof.message() + ")\n";
+  };
   // The tuned plans of the single-stream GEMMs (m = 1), for --recaptures.
   auto m1_plans = [&] {
     std::string out, rep = runner->gemm_report();
@@ -568,14 +573,18 @@ int main(int argc, char** argv) {
     return 0;
   }
   // Where one single-stream decode step's time goes: one eager step with an event after each kernel class.
-  std::string step_profile;
+  std::string step_profile, prefill_profile, batch_profile;
   {
     Batch b;
     b.max_blocks = max_blocks;
     b.bs = bs;
     b.add(65, prompt + 4 + 2 * decode_steps, 1, 17);
-    auto prof = runner->profile_step(b.view());
-    step_profile = prof.is_ok() ? prof.value().format() : "  (not available: " + prof.message() + ")\n";
+    step_profile = profile_text(b);
+    Batch p;  // the 2,048-token prefill, as timed above
+    p.max_blocks = max_blocks;
+    p.bs = bs;
+    p.add(64, 0, T, 11);
+    prefill_profile = profile_text(p);
   }
 
   // ---- 64 sequences: prompt 512, 128 new tokens ------------------------------------------------------
@@ -622,6 +631,13 @@ int main(int argc, char** argv) {
     tbl.push_back(now_s() - t0);
   }
   const double ms_step_logits = 1e3 * median(tbl);
+  {
+    Batch b;  // one more 64-sequence step, eager, by kernel class
+    b.max_blocks = max_blocks;
+    b.bs = bs;
+    for (int s = 0; s < B; ++s) b.add(s, P + G + 8, 1, toks[s]);
+    batch_profile = profile_text(b);
+  }
   // Bytes a batch-64 step must move at least: weights once + the KV of every sequence (avg context P + G/2).
   const double kv_bytes = static_cast<double>(B) * (P + G / 2.0) * c.kv_bytes_per_token(kv_es);
   const double batch_floor_ms = 1e3 * (bench::decode_step_bytes(c, weight_bytes, 2, B) + kv_bytes) / bw;
@@ -771,6 +787,9 @@ int main(int argc, char** argv) {
               kv_layer_large / attn_large_s / 1e9, 100.0 * kv_layer_large / attn_large_s / bw, large_splits);
   std::printf("%-44s %10.1f us   %18.1f us (16 splits launched)\n", "attention kernel alone, 1 x 650, 1 layer",
               attn_single_s * 1e6, 1e6 * kv_layer_single / bw);
+  std::printf("prefill of 2,048 tokens by kernel class (one eager step, events between kernels):\n%s"
+              "64-sequence decode step (context ~650) by kernel class (eager):\n%s",
+              prefill_profile.c_str(), batch_profile.c_str());
   std::printf("256-sequence decode step (context ~1,500) by kernel class (%d layers; one eager step, events between "
               "kernels; bytes = weights for GEMMs, KV read for attention):\n%s",
               c.n_layer, large_profile.c_str());
