@@ -56,8 +56,12 @@ __global__ void embed_kernel(EmbedParamsT<T> p) {
   for (int i = threadIdx.x; i < p.n_embd; i += blockDim.x) out[i] = to_f32(row[i]);
 }
 
+// One CTA per row. With `stage` (dynamic shared memory of n floats), the row's new residual values are kept there
+// by the first pass, and the later passes (the normalized outputs, their max |.| and E4M3 codes) read them there
+// instead of from `residual` again.
 template <class T>
-__global__ void rmsnorm_kernel(RmsNormParamsT<T> p) {
+__global__ void rmsnorm_kernel(RmsNormParamsT<T> p, bool staged) {
+  extern __shared__ float norm_stage[];  // [n] with `staged`
   pdl_wait();
   pdl_trigger();
   const int r = blockIdx.x;
@@ -94,13 +98,16 @@ __global__ void rmsnorm_kernel(RmsNormParamsT<T> p) {
         v[u] += a[u];
         res[j] = v[u];
       }
+      if (staged) norm_stage[j] = v[u];
       ss += v[u] * v[u];
     }
   }
   const float rstd = rsqrtf(block_sum(ss) / static_cast<float>(p.n) + p.eps);
   T* out = p.out ? p.out + static_cast<int64_t>(r) * p.n : nullptr;
-  // The output element j, rounded to T (the same expression in every pass below).
-  auto normed = [&](int j) { return from_f32<T>(res[j] * rstd * to_f32(p.weight[j])); };
+  // The output element j, rounded to T (the same expression in every pass below; block_sum's __syncthreads
+  // published the staged row).
+  const float* row = staged ? norm_stage : res;
+  auto normed = [&](int j) { return from_f32<T>(row[j] * rstd * to_f32(p.weight[j])); };
   if (!p.q_out) {
     for (int j = threadIdx.x; j < p.n; j += blockDim.x) out[j] = normed(j);
     return;
@@ -164,15 +171,33 @@ __global__ void qkv_rope_cache_kernel(QkvRopeParamsT<T, C> p) {
       sin_t[i] = static_cast<float>(sd);
     }
   __syncthreads();
-  // grid.y splits the heads so that a single decode token is spread over several CTAs.
-  for (int h = blockIdx.y * kRopeWarps + warp; h < n_heads_all; h += kRopeWarps * gridDim.y) {
+  // grid.y splits the heads so that a single decode token is spread over several CTAs. Each lane holds elements
+  // d = lane + 32 i of a head in registers; the next head's are loaded before this one's are processed, so that a
+  // warp always has a head's loads in flight (one CTA per token loops over all heads when tokens are many).
+  constexpr int kPerLane = kMaxHeadDim / 32;
+  auto load_head = [&](int h, float* v) {
     const T* src = p.qkv + static_cast<int64_t>(t) * row_len + static_cast<int64_t>(h) * hd;
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i)
+      if (lane + 32 * i < hd) v[i] = to_f32(src[lane + 32 * i]);
+  };
+  const int h_step = kRopeWarps * gridDim.y;
+  float nxt[kPerLane];
+  if (blockIdx.y * kRopeWarps + warp < n_heads_all) load_head(blockIdx.y * kRopeWarps + warp, nxt);
+  for (int h = blockIdx.y * kRopeWarps + warp; h < n_heads_all; h += h_step) {
+    float cur[kPerLane];
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) cur[i] = nxt[i];
+    if (h + h_step < n_heads_all) load_head(h + h_step, nxt);
     const bool is_q = h < p.n_head;
     const bool is_v = h >= p.n_head + p.n_head_kv;
     const float* col_scale = p.row_scale ? p.col_scale + static_cast<int64_t>(h) * hd : nullptr;
     float ss = 0.f;
-    for (int d = lane; d < hd; d += 32) {
-      float v = to_f32(src[d]);
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+      const int d = lane + 32 * i;
+      if (d >= hd) break;
+      float v = cur[i];
       if (col_scale) v *= row_scale * col_scale[d];  // an FP8 GEMM's scales, epilogue order
       x[d] = v;
       ss += v * v;
@@ -260,10 +285,19 @@ __global__ void swiglu_kernel(SwiGluParamsT<T> p) {
 // SwiGLU with FP8 output (SwiGluParamsT::q_out): one CTA of kThreads per token row, 8 consecutive outputs (a
 // chunk: 16-byte loads of gate and up for bf16) per thread and step, kSwiGluUnroll chunks' loads issued before any
 // is used (a decode batch has few rows, so few CTAs: each needs many bytes in flight; launch_swiglu gives those
-// 512 threads, many rows 256, which fit 3 CTAs an SM: 77 registers, ptxas sm_90a). Pass 1: the outputs rounded to
-// T (written to `out` when set) and their max |.|; pass 2: the codes, recomputed from gate|up (this CTA's row,
-// read again from L1 / L2), as launch_quantize_rows_fp8 would read them back from `out`.
+// 512 threads, many rows 256). Pass 1: the outputs rounded to T (written to `out` when set) and their max |.|;
+// pass 2: their codes. kStage: pass 1 keeps the row's outputs in shared memory (n_ff T values, dynamic), which
+// pass 2 reads; otherwise (rows too long for it) pass 2 recomputes them from gate|up (this CTA's row, read again
+// from L1 / L2). Both give the codes launch_quantize_rows_fp8 would give reading `out`.
 constexpr int kSwiGluUnroll = 4;
+constexpr size_t kSwiGluStageMax = 48 * 1024;  // dynamic shared memory without an opt-in
+
+// The 8 deferred column scales of chunk c (col + 8 c, 32-byte aligned: n_ff % 16 == 0).
+__device__ __forceinline__ void load8_f32(const float* col, int c, float* out) {
+  const float4 a = __ldg(reinterpret_cast<const float4*>(col) + 2 * c);
+  const float4 b = __ldg(reinterpret_cast<const float4*>(col) + 2 * c + 1);
+  out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w, out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
+}
 
 // f(c, o) for each chunk c of this thread in row `gate` / `up`, o[8] the chunk's outputs rounded to T.
 template <int kThreads, class T, class F>
@@ -285,23 +319,25 @@ __device__ __forceinline__ void swiglu_row_chunks(const SwiGluParamsT<T>& p, con
     for (int i = 0; i < kSwiGluUnroll; ++i) {
       const int c = c0 + i * kThreads;
       if (c >= n_chunks) break;
-      float g[8], u[8];
+      float g[8], u[8], cg[8] = {}, cu[8] = {};
       unpack8(rg[i], g);
       unpack8(ru[i], u);
+      if (scaled) {
+        load8_f32(p.col_scale, c, cg);
+        load8_f32(p.col_scale + p.n_ff, c, cu);
+      }
       T o[8];
 #pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        const int j = 8 * c + e;
-        o[e] = from_f32<T>(swiglu_one<T>(g[e], u[e], scaled, rs, scaled ? p.col_scale[j] : 0.f,
-                                         scaled ? p.col_scale[p.n_ff + j] : 0.f));
-      }
+      for (int e = 0; e < 8; ++e) o[e] = from_f32<T>(swiglu_one<T>(g[e], u[e], scaled, rs, cg[e], cu[e]));
       f(c, o);
     }
   }
 }
 
-template <class T, int kThreads>
+template <class T, int kThreads, bool kStage>
 __global__ void __launch_bounds__(kThreads) swiglu_quant_kernel(SwiGluParamsT<T> p) {
+  extern __shared__ __align__(16) unsigned char swiglu_stage[];
+  T* stage = reinterpret_cast<T*>(swiglu_stage);  // [n_ff] with kStage
   pdl_wait();
   pdl_trigger();
   const int64_t t = blockIdx.x;
@@ -317,16 +353,25 @@ __global__ void __launch_bounds__(kThreads) swiglu_quant_kernel(SwiGluParamsT<T>
 #pragma unroll
       for (int e = 0; e < 8; ++e) out[8 * c + e] = o[e];
     }
+    if constexpr (kStage) {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) stage[8 * c + e] = o[e];
+    }
   });
-  const Fp8RowScale s = fp8_row_scale(block_max_nonneg(amax));
+  const Fp8RowScale s = fp8_row_scale(block_max_nonneg(amax));  // its __syncthreads also publishes `stage`
   if (threadIdx.x == 0) p.q_scale[t] = s.d;
   uint8_t* q = p.q_out + t * p.n_ff;
-  swiglu_row_chunks<kThreads>(p, gate, up, rs, [&](int c, const T* o) {
+  auto store_codes = [&](int c, const T* o) {
     uint32_t word[2] = {0, 0};
 #pragma unroll
     for (int e = 0; e < 8; ++e) word[e / 4] |= fp8_act_code(to_f32(o[e]), s) << (8 * (e % 4));
     *reinterpret_cast<uint2*>(q + 8 * c) = make_uint2(word[0], word[1]);
-  });
+  };
+  if constexpr (kStage) {
+    for (int c = threadIdx.x; c < p.n_ff / 8; c += kThreads) store_codes(c, stage + 8 * c);
+  } else {
+    swiglu_row_chunks<kThreads>(p, gate, up, rs, store_codes);
+  }
 }
 
 // out[i] = D(in[i]) through fp32 (exact for every source type used here: f32, f16, bf16).
@@ -430,7 +475,9 @@ cudaError_t launch_rmsnorm(const RmsNormParamsT<T>& p, cudaStream_t stream) {
               : !p.out)
     return cudaErrorInvalidValue;
   const int threads = p.n >= 2048 ? 512 : (p.n >= 512 ? 256 : 64);
-  return launch_pdl(rmsnorm_kernel<T>, dim3(p.n_rows_out), dim3(threads), 0, stream, p);
+  const size_t stage = static_cast<size_t>(p.n) * sizeof(float);
+  const bool staged = stage <= 48 * 1024;  // dynamic shared memory without an opt-in
+  return launch_pdl(rmsnorm_kernel<T>, dim3(p.n_rows_out), dim3(threads), staged ? stage : 0, stream, p, staged);
 }
 
 template <class T, class C>
@@ -454,12 +501,19 @@ cudaError_t launch_swiglu(const SwiGluParamsT<T>& p, cudaStream_t stream) {
   if (p.row_scale && !p.col_scale) return cudaErrorInvalidValue;
   if (p.q_out) {
     if (!p.q_scale || p.q_scale == p.row_scale || p.n_ff % 16 != 0 ||
-        (reinterpret_cast<uintptr_t>(p.q_out) | reinterpret_cast<uintptr_t>(p.gate_up)) % 16 != 0)
+        (reinterpret_cast<uintptr_t>(p.q_out) | reinterpret_cast<uintptr_t>(p.gate_up) |
+         reinterpret_cast<uintptr_t>(p.row_scale ? p.col_scale : nullptr)) % 16 != 0)
       return cudaErrorInvalidValue;
     // Few rows (decode batches): fewer CTAs than SMs, so more threads per row.
+    const size_t stage = static_cast<size_t>(p.n_ff) * sizeof(T);
+    if (stage <= kSwiGluStageMax) {
+      if (p.n_tokens <= 128)
+        return launch_pdl(swiglu_quant_kernel<T, 512, true>, dim3(p.n_tokens), dim3(512), stage, stream, p);
+      return launch_pdl(swiglu_quant_kernel<T, 256, true>, dim3(p.n_tokens), dim3(256), stage, stream, p);
+    }
     if (p.n_tokens <= 128)
-      return launch_pdl(swiglu_quant_kernel<T, 512>, dim3(p.n_tokens), dim3(512), 0, stream, p);
-    return launch_pdl(swiglu_quant_kernel<T, 256>, dim3(p.n_tokens), dim3(256), 0, stream, p);
+      return launch_pdl(swiglu_quant_kernel<T, 512, false>, dim3(p.n_tokens), dim3(512), 0, stream, p);
+    return launch_pdl(swiglu_quant_kernel<T, 256, false>, dim3(p.n_tokens), dim3(256), 0, stream, p);
   }
   if (!p.out) return cudaErrorInvalidValue;
   return launch_pdl(swiglu_kernel<T>, dim3(grid_for(n)), dim3(kThreads), 0, stream, p);
