@@ -1,15 +1,16 @@
 // Flash-attention prefill / chunked prefill over the paged KV cache (FlashAttention-2 scheme on mma.sync
 // m16n8k16 bf16 tensor-core instructions; sm_80+). A CTA of 4 warps owns a tile of 64 query rows of one
 // sequence and one query head (each warp 16 rows); it walks the sequence's cached keys in tiles of 64 tokens,
-// gathered from the paged cache into shared memory with cp.async, computes S = Q K^T in registers, applies the
-// causal (and sliding-window) mask by absolute position, keeps an online softmax per row and accumulates
-// O += P V with P re-packed from the S accumulators as the A operand (no round trip through shared memory).
+// gathered from the paged cache into shared memory (V(j) while S(j) is computed, K(j+1) while P V(j) is),
+// computes S = Q K^T in registers, applies the causal (and sliding-window) mask by absolute position, keeps an
+// online softmax per row and accumulates O += P V with P re-packed from the S accumulators as the A operand (no
+// round trip through shared memory).
 //
 // Fragment layouts (PTX ISA, mma.m16n8k16, g = lane / 4, c = lane % 4):
 //   A 16x16: a0 = (g, 2c..2c+1)  a1 = (g+8, 2c..)  a2 = (g, 2c+8..)  a3 = (g+8, 2c+8..)
 //   B 16x8 (k x n): b0 = (k 2c..2c+1, n g)  b1 = (k 2c+8.., n g)
 //   C 16x8: c0,c1 = (g, 2c..2c+1)  c2,c3 = (g+8, 2c..2c+1)
-// K^T as B: (k = dim, n = token) is two consecutive dims of one K row: a 32-bit shared load.
+// K^T as B: (k = dim, n = token) is two consecutive dims of one K row: ldmatrix (not transposed) on K rows.
 // V as B: (k = token, n = dim) needs a transpose: ldmatrix.trans on rows of V.
 // fp8 cache (C = fp8): the gather loads 8 bytes per 8 elements into registers and stores them to shared memory
 // as bf16 (exact: every E4M3 value is a bf16 value); k_scale is folded into the softmax scale, v_scale into
@@ -39,6 +40,13 @@ __device__ __forceinline__ void mma_bf16(float* c, const uint32_t* a, uint32_t b
 __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t* r, const void* smem_row) {
   const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(smem_row));
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t* r, const void* smem_row) {
+  const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(smem_row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(addr));
 }
@@ -126,64 +134,68 @@ __global__ void __launch_bounds__(kWarps * 32) prefill_attention_kernel(PrefillA
   }
   const int64_t head_off = static_cast<int64_t>(kvh) * bs * HD;
 
-  for (int j0 = kv_begin; j0 < kv_end; j0 += kKvTile) {
-    // Gather the K/V tile (zero rows past the end).
-    if constexpr (kFp8) {
-      // All of this thread's 8-byte loads first, then the conversions and shared stores.
-      constexpr int kIters = kKvTile * CHUNKS / (kWarps * 32);
-      static_assert(kKvTile * CHUNKS % (kWarps * 32) == 0, "whole gather iterations");
-      uint2 kr[kIters], vr[kIters];
+  // Gathering a K or V tile of keys [j0, j0 + kKvTile) (rows past kv_end are zeros) overlaps the other half's
+  // compute: V(j) arrives while S = Q K(j)^T and the softmax run, K(j + 1) while O += P V(j), so one buffer
+  // each suffices. bf16: cp.async straight into shared memory, finish = wait; fp8: 8-byte loads into registers
+  // (issue), converted to bf16 and stored once the buffer is free (finish).
+  constexpr int kIters = kKvTile * CHUNKS / (kWarps * 32);  // 16-byte (bf16) chunks of a tile per thread
+  static_assert(kKvTile * CHUNKS % (kWarps * 32) == 0, "whole gather iterations");
+  uint2 kr[kFp8 ? kIters : 1], vr[kFp8 ? kIters : 1];
+  auto issue = [&](const C* base, bf16 (*dst)[LD], uint2* raw, int j0) {
 #pragma unroll
-      for (int it = 0; it < kIters; ++it) {
-        const int idx = threadIdx.x + it * kWarps * 32;
-        const int r = idx / CHUNKS, ch = idx % CHUNKS;
-        const int j = j0 + r;
-        kr[it] = vr[it] = make_uint2(0u, 0u);
-        if (j < kv_end) {
-          const int64_t off = static_cast<int64_t>(bt[j / bs]) * p.cache.block_stride + head_off +
-                              static_cast<int64_t>(j % bs) * HD + ch * 8;
-          kr[it] = *reinterpret_cast<const uint2*>(p.cache.k + off);
-          vr[it] = *reinterpret_cast<const uint2*>(p.cache.v + off);
-        }
-      }
-#pragma unroll
-      for (int it = 0; it < kIters; ++it) {
-        const int idx = threadIdx.x + it * kWarps * 32;
-        const int r = idx / CHUNKS, ch = idx % CHUNKS;
-        *reinterpret_cast<uint4*>(&Ks[r][ch * 8]) = e4m3x8_to_bf16x8(kr[it]);
-        *reinterpret_cast<uint4*>(&Vs[r][ch * 8]) = e4m3x8_to_bf16x8(vr[it]);
-      }
-    } else {
-      for (int idx = threadIdx.x; idx < kKvTile * CHUNKS; idx += kWarps * 32) {
-        const int r = idx / CHUNKS, ch = idx % CHUNKS;
-        const int j = j0 + r;
-        if (j < kv_end) {
-          const int64_t off = static_cast<int64_t>(bt[j / bs]) * p.cache.block_stride + head_off +
-                              static_cast<int64_t>(j % bs) * HD + ch * 8;
-          cp_async16(&Ks[r][ch * 8], p.cache.k + off);
-          cp_async16(&Vs[r][ch * 8], p.cache.v + off);
-        } else {
-          *reinterpret_cast<uint4*>(&Ks[r][ch * 8]) = make_uint4(0, 0, 0, 0);
-          *reinterpret_cast<uint4*>(&Vs[r][ch * 8]) = make_uint4(0, 0, 0, 0);
-        }
+    for (int it = 0; it < kIters; ++it) {
+      const int idx = threadIdx.x + it * kWarps * 32;
+      const int r = idx / CHUNKS, ch = idx % CHUNKS;
+      const int j = j0 + r;
+      const int64_t off = j < kv_end ? static_cast<int64_t>(bt[j / bs]) * p.cache.block_stride + head_off +
+                                           static_cast<int64_t>(j % bs) * HD + ch * 8
+                                     : -1;
+      if constexpr (kFp8) {
+        raw[it] = off >= 0 ? *reinterpret_cast<const uint2*>(base + off) : make_uint2(0u, 0u);
+      } else if (off >= 0) {
+        cp_async16(&dst[r][ch * 8], base + off);
+      } else {
+        *reinterpret_cast<uint4*>(&dst[r][ch * 8]) = make_uint4(0, 0, 0, 0);
       }
     }
-    asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::);
-    __syncthreads();
+    if constexpr (!kFp8) asm volatile("cp.async.commit_group;\n" ::);
+  };
+  auto finish = [&](bf16 (*dst)[LD], const uint2* raw) {
+    if constexpr (kFp8) {
+#pragma unroll
+      for (int it = 0; it < kIters; ++it) {
+        const int idx = threadIdx.x + it * kWarps * 32;
+        *reinterpret_cast<uint4*>(&dst[idx / CHUNKS][(idx % CHUNKS) * 8]) = e4m3x8_to_bf16x8(raw[it]);
+      }
+    } else {
+      asm volatile("cp.async.wait_group 0;\n" ::);
+    }
+  };
+  if (kv_begin < kv_end) {
+    issue(p.cache.k, Ks, kr, kv_begin);
+    finish(Ks, kr);
+  }
+  __syncthreads();
 
+  for (int j0 = kv_begin; j0 < kv_end; j0 += kKvTile) {
+    issue(p.cache.v, Vs, vr, j0);  // Vs is free: every warp passed the previous iteration's last barrier
     // S = Q K^T for this warp's 16 rows x 64 keys.
+    // K^T fragments by ldmatrix (non-transposed, rows = keys): lanes 8 q .. 8 q + 7 address keys nt * 8 + 0..7
+    // at dims ks * 16 + 8 q (q = 0, 1) and (ks + 1) * 16 + 8 (q - 2) (q = 2, 3): b0, b1 of step ks, then of ks + 1.
     float s[kKvTile / 8][4];
 #pragma unroll
     for (int nt = 0; nt < kKvTile / 8; ++nt) {
       s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
 #pragma unroll
-      for (int ks = 0; ks < KSTEPS; ++ks) {
-        const bf16* krow = &Ks[nt * 8 + g][ks * 16 + 2 * c];
-        mma_bf16(s[nt], qa[ks], *reinterpret_cast<const uint32_t*>(krow),
-                 *reinterpret_cast<const uint32_t*>(krow + 8));
+      for (int ks = 0; ks < KSTEPS; ks += 2) {
+        uint32_t kb[4];
+        ldmatrix_x4(kb, &Ks[nt * 8 + lane % 8][ks * 16 + (lane / 8) * 8]);
+        mma_bf16(s[nt], qa[ks], kb[0], kb[1]);
+        mma_bf16(s[nt], qa[ks + 1], kb[2], kb[3]);
       }
     }
-    // Mask, scale, row max.
+    // Mask (unless every key of the tile is visible to every row of the CTA), scale, row max.
+    const bool all_visible = j0 + kKvTile - 1 <= tile_min_pos && (p.window <= 0 || j0 > tile_max_pos - p.window);
     float mx_lo = -INFINITY, mx_hi = -INFINITY;
 #pragma unroll
     for (int nt = 0; nt < kKvTile / 8; ++nt) {
@@ -191,7 +203,7 @@ __global__ void __launch_bounds__(kWarps * 32) prefill_attention_kernel(PrefillA
       for (int e = 0; e < 4; ++e) {
         const int j = j0 + nt * 8 + 2 * c + (e & 1);
         const int pos = e < 2 ? pos_lo : pos_hi;
-        const bool ok = j <= pos && (p.window <= 0 || j > pos - p.window);
+        const bool ok = all_visible || (j <= pos && (p.window <= 0 || j > pos - p.window));
         s[nt][e] = ok ? s[nt][e] * sc : -INFINITY;
       }
       mx_lo = fmaxf(mx_lo, fmaxf(s[nt][0], s[nt][1]));
@@ -227,6 +239,10 @@ __global__ void __launch_bounds__(kWarps * 32) prefill_attention_kernel(PrefillA
       l_lo += s[nt][0] + s[nt][1];
       l_hi += s[nt][2] + s[nt][3];
     }
+    finish(Vs, vr);
+    __syncthreads();  // V(j) visible; every warp is done with K(j)
+    const bool more = j0 + kKvTile < kv_end;
+    if (more) issue(p.cache.k, Ks, kr, j0 + kKvTile);
     // O += P V.
 #pragma unroll
     for (int kk = 0; kk < kKvTile / 16; ++kk) {
@@ -244,7 +260,8 @@ __global__ void __launch_bounds__(kWarps * 32) prefill_attention_kernel(PrefillA
         mma_bf16(o[dt + 1], pa, vb[2], vb[3]);
       }
     }
-    __syncthreads();
+    if (more) finish(Ks, kr);
+    __syncthreads();  // K(j + 1) visible; every warp is done with V(j)
   }
 
 #pragma unroll
