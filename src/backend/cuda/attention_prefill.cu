@@ -80,7 +80,6 @@ __global__ void __launch_bounds__(kWarps * 32) prefill_attention_kernel(PrefillA
   constexpr int LD = HD + 8;  // padded row (16 bytes) -> conflict-free fragment loads
   constexpr int KSTEPS = HD / 16;
   constexpr int DTILES = HD / 8;
-  constexpr int CHUNKS = HD / 8;  // 16-byte chunks per row
   __shared__ __align__(16) bf16 Ks[kKvTile][LD];
   __shared__ __align__(16) bf16 Vs[kKvTile][LD];
   pdl_wait();
@@ -136,49 +135,50 @@ __global__ void __launch_bounds__(kWarps * 32) prefill_attention_kernel(PrefillA
 
   // Gathering a K or V tile of keys [j0, j0 + kKvTile) (rows past kv_end are zeros) overlaps the other half's
   // compute: V(j) arrives while S = Q K(j)^T and the softmax run, K(j + 1) while O += P V(j), so one buffer
-  // each suffices. bf16: cp.async straight into shared memory, finish = wait; fp8: 8-byte loads into registers
-  // (issue), converted to bf16 and stored once the buffer is free (finish).
-  constexpr int kIters = kKvTile * CHUNKS / (kWarps * 32);  // 16-byte (bf16) chunks of a tile per thread
-  static_assert(kKvTile * CHUNKS % (kWarps * 32) == 0, "whole gather iterations");
-  uint2 kr[kFp8 ? kIters : 1], vr[kFp8 ? kIters : 1];
-  auto issue = [&](const C* base, bf16 (*dst)[LD], uint2* raw, int j0) {
+  // each suffices. Both by cp.async, 16 bytes a chunk: bf16 straight into Ks / Vs (finish = wait); fp8 into
+  // Raw (never both halves in flight), which finish converts into Ks / Vs, each thread the chunks it copied
+  // itself (its own cp.async writes are visible to it after the wait: no barrier needed in between).
+  constexpr int kChunkElems = kFp8 ? 16 : 8;  // cache elements per 16-byte chunk
+  constexpr int kRowChunks = HD / kChunkElems;
+  constexpr int kIters = kKvTile * kRowChunks / (kWarps * 32);  // chunks of a tile per thread
+  static_assert(kKvTile * kRowChunks % (kWarps * 32) == 0, "whole gather iterations");
+  __shared__ __align__(16) uint8_t Raw[kFp8 ? kKvTile * HD : 16];
+  auto issue = [&](const C* base, bf16 (*dst)[LD], int j0) {
 #pragma unroll
     for (int it = 0; it < kIters; ++it) {
       const int idx = threadIdx.x + it * kWarps * 32;
-      const int r = idx / CHUNKS, ch = idx % CHUNKS;
+      const int r = idx / kRowChunks, ch = idx % kRowChunks;
       const int j = j0 + r;
-      const int64_t off = j < kv_end ? static_cast<int64_t>(bt[j / bs]) * p.cache.block_stride + head_off +
-                                           static_cast<int64_t>(j % bs) * HD + ch * 8
-                                     : -1;
-      if constexpr (kFp8) {
-        raw[it] = off >= 0 ? *reinterpret_cast<const uint2*>(base + off) : make_uint2(0u, 0u);
-      } else if (off >= 0) {
-        cp_async16(&dst[r][ch * 8], base + off);
-      } else {
-        *reinterpret_cast<uint4*>(&dst[r][ch * 8]) = make_uint4(0, 0, 0, 0);
-      }
+      void* to = kFp8 ? static_cast<void*>(&Raw[(r * kRowChunks + ch) * 16]) : static_cast<void*>(&dst[r][ch * 8]);
+      if (j < kv_end)
+        cp_async16(to, base + static_cast<int64_t>(bt[j / bs]) * p.cache.block_stride + head_off +
+                           static_cast<int64_t>(j % bs) * HD + ch * kChunkElems);
+      else
+        *static_cast<uint4*>(to) = make_uint4(0, 0, 0, 0);
     }
-    if constexpr (!kFp8) asm volatile("cp.async.commit_group;\n" ::);
+    asm volatile("cp.async.commit_group;\n" ::);
   };
-  auto finish = [&](bf16 (*dst)[LD], const uint2* raw) {
+  auto finish = [&](bf16 (*dst)[LD]) {
+    asm volatile("cp.async.wait_group 0;\n" ::);
     if constexpr (kFp8) {
 #pragma unroll
       for (int it = 0; it < kIters; ++it) {
         const int idx = threadIdx.x + it * kWarps * 32;
-        *reinterpret_cast<uint4*>(&dst[idx / CHUNKS][(idx % CHUNKS) * 8]) = e4m3x8_to_bf16x8(raw[it]);
+        const int r = idx / kRowChunks, ch = idx % kRowChunks;
+        const uint4 w = *reinterpret_cast<const uint4*>(&Raw[idx * 16]);
+        *reinterpret_cast<uint4*>(&dst[r][ch * 16]) = e4m3x8_to_bf16x8(make_uint2(w.x, w.y));
+        *reinterpret_cast<uint4*>(&dst[r][ch * 16 + 8]) = e4m3x8_to_bf16x8(make_uint2(w.z, w.w));
       }
-    } else {
-      asm volatile("cp.async.wait_group 0;\n" ::);
     }
   };
   if (kv_begin < kv_end) {
-    issue(p.cache.k, Ks, kr, kv_begin);
-    finish(Ks, kr);
+    issue(p.cache.k, Ks, kv_begin);
+    finish(Ks);
   }
   __syncthreads();
 
   for (int j0 = kv_begin; j0 < kv_end; j0 += kKvTile) {
-    issue(p.cache.v, Vs, vr, j0);  // Vs is free: every warp passed the previous iteration's last barrier
+    issue(p.cache.v, Vs, j0);  // Vs is free: every warp passed the previous iteration's last barrier
     // S = Q K^T for this warp's 16 rows x 64 keys.
     // K^T fragments by ldmatrix (non-transposed, rows = keys): lanes 8 q .. 8 q + 7 address keys nt * 8 + 0..7
     // at dims ks * 16 + 8 q (q = 0, 1) and (ks + 1) * 16 + 8 (q - 2) (q = 2, 3): b0, b1 of step ks, then of ks + 1.
@@ -239,10 +239,10 @@ __global__ void __launch_bounds__(kWarps * 32) prefill_attention_kernel(PrefillA
       l_lo += s[nt][0] + s[nt][1];
       l_hi += s[nt][2] + s[nt][3];
     }
-    finish(Vs, vr);
+    finish(Vs);
     __syncthreads();  // V(j) visible; every warp is done with K(j)
     const bool more = j0 + kKvTile < kv_end;
-    if (more) issue(p.cache.k, Ks, kr, j0 + kKvTile);
+    if (more) issue(p.cache.k, Ks, j0 + kKvTile);
     // O += P V.
 #pragma unroll
     for (int kk = 0; kk < kKvTile / 16; ++kk) {
@@ -260,7 +260,7 @@ __global__ void __launch_bounds__(kWarps * 32) prefill_attention_kernel(PrefillA
         mma_bf16(o[dt + 1], pa, vb[2], vb[3]);
       }
     }
-    if (more) finish(Ks, kr);
+    if (more) finish(Ks);
     __syncthreads();  // K(j + 1) visible; every warp is done with V(j)
   }
 

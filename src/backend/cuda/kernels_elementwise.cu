@@ -56,12 +56,8 @@ __global__ void embed_kernel(EmbedParamsT<T> p) {
   for (int i = threadIdx.x; i < p.n_embd; i += blockDim.x) out[i] = to_f32(row[i]);
 }
 
-// One CTA per row. With `stage` (dynamic shared memory of n floats), the row's new residual values are kept there
-// by the first pass, and the later passes (the normalized outputs, their max |.| and E4M3 codes) read them there
-// instead of from `residual` again.
 template <class T>
-__global__ void rmsnorm_kernel(RmsNormParamsT<T> p, bool staged) {
-  extern __shared__ float norm_stage[];  // [n] with `staged`
+__global__ void rmsnorm_kernel(RmsNormParamsT<T> p) {
   pdl_wait();
   pdl_trigger();
   const int r = blockIdx.x;
@@ -98,16 +94,13 @@ __global__ void rmsnorm_kernel(RmsNormParamsT<T> p, bool staged) {
         v[u] += a[u];
         res[j] = v[u];
       }
-      if (staged) norm_stage[j] = v[u];
       ss += v[u] * v[u];
     }
   }
   const float rstd = rsqrtf(block_sum(ss) / static_cast<float>(p.n) + p.eps);
   T* out = p.out ? p.out + static_cast<int64_t>(r) * p.n : nullptr;
-  // The output element j, rounded to T (the same expression in every pass below; block_sum's __syncthreads
-  // published the staged row).
-  const float* row = staged ? norm_stage : res;
-  auto normed = [&](int j) { return from_f32<T>(row[j] * rstd * to_f32(p.weight[j])); };
+  // The output element j, rounded to T (the same expression in every pass below).
+  auto normed = [&](int j) { return from_f32<T>(res[j] * rstd * to_f32(p.weight[j])); };
   if (!p.q_out) {
     for (int j = threadIdx.x; j < p.n; j += blockDim.x) out[j] = normed(j);
     return;
@@ -171,33 +164,15 @@ __global__ void qkv_rope_cache_kernel(QkvRopeParamsT<T, C> p) {
       sin_t[i] = static_cast<float>(sd);
     }
   __syncthreads();
-  // grid.y splits the heads so that a single decode token is spread over several CTAs. Each lane holds elements
-  // d = lane + 32 i of a head in registers; the next head's are loaded before this one's are processed, so that a
-  // warp always has a head's loads in flight (one CTA per token loops over all heads when tokens are many).
-  constexpr int kPerLane = kMaxHeadDim / 32;
-  auto load_head = [&](int h, float* v) {
+  // grid.y splits the heads so that a single decode token is spread over several CTAs.
+  for (int h = blockIdx.y * kRopeWarps + warp; h < n_heads_all; h += kRopeWarps * gridDim.y) {
     const T* src = p.qkv + static_cast<int64_t>(t) * row_len + static_cast<int64_t>(h) * hd;
-#pragma unroll
-    for (int i = 0; i < kPerLane; ++i)
-      if (lane + 32 * i < hd) v[i] = to_f32(src[lane + 32 * i]);
-  };
-  const int h_step = kRopeWarps * gridDim.y;
-  float nxt[kPerLane];
-  if (blockIdx.y * kRopeWarps + warp < n_heads_all) load_head(blockIdx.y * kRopeWarps + warp, nxt);
-  for (int h = blockIdx.y * kRopeWarps + warp; h < n_heads_all; h += h_step) {
-    float cur[kPerLane];
-#pragma unroll
-    for (int i = 0; i < kPerLane; ++i) cur[i] = nxt[i];
-    if (h + h_step < n_heads_all) load_head(h + h_step, nxt);
     const bool is_q = h < p.n_head;
     const bool is_v = h >= p.n_head + p.n_head_kv;
     const float* col_scale = p.row_scale ? p.col_scale + static_cast<int64_t>(h) * hd : nullptr;
     float ss = 0.f;
-#pragma unroll
-    for (int i = 0; i < kPerLane; ++i) {
-      const int d = lane + 32 * i;
-      if (d >= hd) break;
-      float v = cur[i];
+    for (int d = lane; d < hd; d += 32) {
+      float v = to_f32(src[d]);
       if (col_scale) v *= row_scale * col_scale[d];  // an FP8 GEMM's scales, epilogue order
       x[d] = v;
       ss += v * v;
@@ -475,9 +450,7 @@ cudaError_t launch_rmsnorm(const RmsNormParamsT<T>& p, cudaStream_t stream) {
               : !p.out)
     return cudaErrorInvalidValue;
   const int threads = p.n >= 2048 ? 512 : (p.n >= 512 ? 256 : 64);
-  const size_t stage = static_cast<size_t>(p.n) * sizeof(float);
-  const bool staged = stage <= 48 * 1024;  // dynamic shared memory without an opt-in
-  return launch_pdl(rmsnorm_kernel<T>, dim3(p.n_rows_out), dim3(threads), staged ? stage : 0, stream, p, staged);
+  return launch_pdl(rmsnorm_kernel<T>, dim3(p.n_rows_out), dim3(threads), 0, stream, p);
 }
 
 template <class T, class C>
