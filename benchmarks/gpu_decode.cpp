@@ -527,6 +527,7 @@ int main(int argc, char** argv) {
   const double tps_greedy = decode_steps / sum_g;
   const double roofline_tps = bw / streamed;
   if (single_only) {
+    std::printf("prefill 2,048 tokens: %.1f ms (%.0f TFLOP/s)\n", ttft * 1e3, prefill_tflops);
     std::printf("decode, 1 stream: GPU greedy %.1f tok/s, fp32 logits to host %.1f tok/s (roofline %.1f)\n", tps_greedy,
                 tps_logits, roofline_tps);
     if (recaptures > 0) std::printf("%s%s", m1_plans().c_str(), compact_profile(65, prompt + 4).c_str());

@@ -19,7 +19,8 @@ status=0
 # MOPT_GPU_ENGINE_ONLY=1 runs only the engine sections below (bench_gpu_offline, mopt run/serve) and the summary,
 # e.g. as a second device call when everything at once would pass the 10-minute limit of one call.
 # A folder with test_backend_cuda alone runs only that.
-if [[ -z "${MOPT_GPU_ENGINE_ONLY:-}" ]]; then
+FORMATS_ONLY=${MOPT_GPU_FORMATS_ONLY:-}
+if [[ -z "${MOPT_GPU_ENGINE_ONLY:-}" && -z "$FORMATS_ONLY" ]]; then
 echo "== test_backend_cuda"
 qwen_test=CudaRunner.CodeQwen2MatchesTransformersTop5:CudaRunner.CodeQwen2Fp8KvCacheAgreesWithBf16Cache
 filter=()
@@ -43,7 +44,7 @@ fi
 if [[ ! -x "$G/bench_gpu_decode" && -z "${MOPT_GPU_ENGINE_ONLY:-}" ]]; then
   export MOPT_GPU_TESTS_ONLY=1  # a folder with test_backend_cuda alone
 fi
-if [[ -z "${MOPT_GPU_ENGINE_ONLY:-}" && -z "${MOPT_GPU_TESTS_ONLY:-}" ]]; then
+if [[ -z "${MOPT_GPU_ENGINE_ONLY:-}" && -z "${MOPT_GPU_TESTS_ONLY:-}" && -z "$FORMATS_ONLY" ]]; then
 
 echo "== bench_gpu_decode"
 timeout 240 stdbuf -oL -eL "$G/bench_gpu_decode" --json "$O/bench.json" 2>&1 | tee "$O/bench.log"
@@ -83,6 +84,36 @@ if [[ -x "$G/mopt" ]] && grep -q -- "--dtype" <<<"$("$G/mopt" run --help 2>&1)";
 fi
 
 fi  # MOPT_GPU_ENGINE_ONLY / MOPT_GPU_TESTS_ONLY
+
+# ---- low-precision formats (issue 16) ------------------------------------------------------------------------
+# Random weights quantized on the GPU, beside the bf16 figures above: one stream (and the 2,048-token prefill) per
+# format; FP8 weights + FP8 KV cache at 64 and 256 sequences; offline 1k x 1k -> 1k with FP8 weights + FP8 KV and
+# with BF16 weights + FP8 KV (each up to ~300 s). MOPT_GPU_FORMATS_ONLY=1 runs only this section and the summary
+# (a call of its own: everything at once passes one call's 10 minutes); MOPT_SKIP_FORMATS=1 skips it.
+if [[ -x "$G/bench_gpu_decode" && -z "${MOPT_SKIP_FORMATS:-}" && -z "${MOPT_GPU_TESTS_ONLY:-}" ]] &&
+   [[ -n "$FORMATS_ONLY" || -z "${MOPT_GPU_ENGINE_ONLY:-}" ]]; then
+  for w in fp8 int4 q4_k q8_0; do
+    echo "== bench_gpu_decode --single-only --weights $w"
+    timeout 120 stdbuf -oL -eL "$G/bench_gpu_decode" --single-only --weights "$w" 2>&1 | tee "$O/format_$w.log"
+    [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+  done
+  echo "== bench_gpu_decode --weights fp8 --kv-cache-dtype fp8"
+  timeout 200 stdbuf -oL -eL "$G/bench_gpu_decode" --weights fp8 --kv-cache-dtype fp8 --json "$O/bench_fp8kv.json" \
+    2>&1 | tee "$O/format_fp8_fp8kv.log"
+  [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+  if [[ -x "$G/bench_gpu_offline" && -z "${MOPT_SKIP_OFFLINE:-}" ]]; then
+    for w in fp8 bf16; do
+      echo "== bench_gpu_offline --weights $w --kv-cache-dtype fp8 (1000 x 1000 -> 1000)"
+      wflag=(); [[ $w == bf16 ]] || wflag=(--weights "$w")
+      timeout 300 stdbuf -oL -eL "$G/bench_gpu_offline" --device cuda "${wflag[@]}" --kv-cache-dtype fp8 \
+        --max-seconds 270 --json "$O/offline_${w}_fp8kv.json" 2>&1 | tee "$O/offline_${w}_fp8kv.log"
+      [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+    done
+  fi
+fi
+if [[ -n "$FORMATS_ONLY" ]]; then  # the engine sections below are not this call's
+  export MOPT_GPU_TESTS_ONLY=1 MOPT_SKIP_OFFLINE=1
+fi
 
 # ---- the engine on the GPU (issue 5) ----------------------------------------------------------------------
 # Offline throughput through the Engine: 1,000 prompts x 1,000 random tokens -> 1,000 tokens each, Llama-3.1-8B
@@ -196,8 +227,11 @@ def load(name):
     except Exception as e:
         return None
 rows = []
+formats_only = bool(os.environ.get("MOPT_GPU_FORMATS_ONLY"))
 t = load("test_backend_cuda.json")
-if t:
+if formats_only:
+    pass
+elif t:
     cases = [(f"{s['name']}.{c['name']}", c) for s in t["testsuites"] for c in s["testsuite"]]
     failed = [n for n, c in cases if c.get("failures")]
     skipped = [n for n, c in cases if c.get("result") == "SKIPPED" and not c.get("failures")]
@@ -249,8 +283,33 @@ for shape, target in (("qwen3-30b-a3b", 300), ("mixtral-8x7b", 110)):
                  f"target >= {target}; ceiling {one.group(2)}" if one else f"target >= {target}"))
     rows.append((f"{shape} decode 64 seqs", f"{many.group(1)} tok/s" if many else "no result",
                  f"ceiling {many.group(2)} (experts touched + KV)" if many else ""))
+# Issue 16's targets, each with its ceiling (one stream: weight bytes / copy bandwidth).
+for w, target in (("fp8", 450), ("int4", 650), ("q4_k", 500), ("q8_0", 400)):
+    p = os.path.join(o, f"format_{w}.log")
+    if not os.path.exists(p):
+        continue
+    text = open(p).read()
+    one = re.search(r"decode, 1 stream: GPU greedy ([\d.]+) tok/s.*\(roofline ([\d.]+)\)", text)
+    rows.append((f"{w} decode 1 stream", f"{one.group(1)} tok/s" if one else "no result",
+                 f"target >= {target}; ceiling {float(one.group(2)):.0f}" if one else f"target >= {target}"))
+    pre = re.search(r"prefill 2,048 tokens: ([\d.]+) ms", text)
+    if w == "fp8":
+        rows.append(("fp8 prefill 2048: TTFT", f"{pre.group(1)} ms" if pre else "no result", "target <= 40 ms"))
+k = load("bench_fp8kv.json")
+if k:
+    rows += [
+        ("fp8 + fp8 KV decode 64 seqs", f"{k['batch64_tps']:.0f} tok/s", f"target >= 14,000; floor {k['batch64_floor_ms']:.2f} ms/step"),
+        ("fp8 KV attention alone 256x1501", f"{100 * k['attn_alone_256x1501_copy_fraction']:.0f}% of copy bw", "target >= 75%"),
+    ]
+if b and not tests_only:
+    rows.append(("bf16 KV attention alone 256x1501", f"{100 * b.get('attn_alone_256x1501_copy_fraction', 0):.0f}% of copy bw", "target >= 75%"))
+for w, target in (("fp8", "18,000"), ("bf16", "10,000")):
+    f2 = load(f"offline_{w}_fp8kv.json")
+    if f2:
+        rows.append((f"offline {w} + fp8 KV" + ("" if f2["complete"] else " (INCOMPLETE)"), f"{f2['output_tps']:.0f} tok/s",
+                     f"target >= {target}; ceiling {f2['ceiling_output_tps']:.0f}"))
 h = load("hf.json")
-if tests_only:
+if tests_only or formats_only:
     pass
 elif h and h.get("models") and "hf_bf16" in h["models"][0]:
     for m in h["models"]:
