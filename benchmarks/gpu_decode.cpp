@@ -14,7 +14,7 @@
 // Usage: bench_gpu_decode [--layers N] [--decode-steps N] [--json PATH] [--profile-window] [--attn-sweep]
 //                         [--single-only [--recaptures N] [--fresh N]] [--kv-cache-dtype bf16|fp8]
 //                         [--weights FORMAT] [--fp8-quant fused|separate] [--fp8-fast-accum] [--shape NAME]
-// --shape llama-3.1-8b|qwen3-30b-a3b|mixtral-8x7b (gpu_shapes.h): the model shape; MoE shapes stop after the
+// --shape llama-3.1-8b|qwen3-30b-a3b|mixtral-8x7b|deepseek-v2-lite (gpu_shapes.h): the model shape; MoE shapes stop after the
 // 64-sequence figures and print their own summary (decode rooflines from the experts a step's tokens use).
 // --kv-cache-dtype fp8: every runner and the attention-alone timings use the fp8 (E4M3) KV cache; KV byte counts
 // (floors, the attention's fraction of copy bandwidth) count 1 byte per element.
@@ -640,7 +640,8 @@ int main(int argc, char** argv) {
     batch_profile = profile_text(b);
   }
   // Bytes a batch-64 step must move at least: weights once + the KV of every sequence (avg context P + G/2).
-  const double kv_bytes = static_cast<double>(B) * (P + G / 2.0) * c.kv_bytes_per_token(kv_es);
+  // The runner's KV bytes (an MLA cache's heads are padded: docs/moe.md).
+  const double kv_bytes = static_cast<double>(B) * (P + G / 2.0) * static_cast<double>(runner->kv_block_bytes(1));
   const double batch_floor_ms = 1e3 * (bench::decode_step_bytes(c, weight_bytes, 2, B) + kv_bytes) / bw;
 
   std::printf("GEMM plans tuned during the run (decode shapes):\n%s", runner->gemm_report().c_str());

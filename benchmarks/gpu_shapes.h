@@ -1,6 +1,7 @@
 // --shape of bench_gpu_decode: the model shapes it runs with random bf16 weights, and what a decode step of each
-// must read. llama-3.1-8b (dense, the default; tests/gpu/llama-3.1-8b/config.json), qwen3-30b-a3b and mixtral-8x7b
-// (mixture of experts, the shapes of their Hugging Face config.json files).
+// must read. llama-3.1-8b (dense, the default; tests/gpu/llama-3.1-8b/config.json), qwen3-30b-a3b, mixtral-8x7b and
+// deepseek-v2-lite (mixture of experts, the shapes of their Hugging Face config.json files; DeepSeek-V2-Lite with
+// multi-head latent attention and a dense first layer).
 #pragma once
 
 #include <cmath>
@@ -11,7 +12,7 @@
 
 namespace mopt::bench {
 
-inline constexpr const char* kGpuShapeChoices = "llama-3.1-8b, qwen3-30b-a3b, mixtral-8x7b";
+inline constexpr const char* kGpuShapeChoices = "llama-3.1-8b, qwen3-30b-a3b, mixtral-8x7b, deepseek-v2-lite";
 
 // The shape `name` with `layers` layers (0: the model's own count), or nullopt for an unknown name.
 inline std::optional<ModelConfig> gpu_shape(std::string_view name, int layers) {
@@ -67,6 +68,34 @@ inline std::optional<ModelConfig> gpu_shape(std::string_view name, int layers) {
     c.n_expert_used = 2;
     c.n_ff_exp = 14336;
     c.expert_norm_topk = true;
+  } else if (name == "deepseek-v2-lite") {  // 15.7B parameters, 2.4B active: 64 experts of 1,408, top-6, 2 shared
+    c.arch = Arch::kDeepseek2;
+    c.name = "DeepSeek-V2-Lite";
+    c.n_vocab = 102400;
+    c.n_embd = 2048;
+    c.n_layer = 27;
+    c.n_head = 16;
+    c.n_head_kv = 16;
+    c.head_dim = 192;  // qk_nope 128 + qk_rope 64
+    c.rope_dim = 64;
+    c.rope_style = RopeStyle::kInterleaved;
+    c.n_ff = 10944;
+    c.context_length = 163840;
+    c.norm_eps = 1e-6f;
+    c.rope_theta = 10000.f;
+    c.rope_scaling = RopeScaling::kYarn;
+    c.rope_scale_factor = 40.f;
+    c.rope_original_context = 4096;
+    const float m = 0.1f * 0.707f * std::log(40.f) + 1.f;  // mscale_all_dim 0.707 (= mscale: attention factor 1)
+    c.attn_scale_mult = m * m;
+    c.n_expert = 64;
+    c.n_expert_used = 6;
+    c.n_ff_exp = 1408;
+    c.n_ff_shexp = 2 * 1408;
+    c.n_layer_dense_lead = 1;
+    c.kv_lora_rank = 512;
+    c.qk_nope_dim = 128;
+    c.v_head_dim = 128;
   } else {
     return std::nullopt;
   }
@@ -75,13 +104,18 @@ inline std::optional<ModelConfig> gpu_shape(std::string_view name, int layers) {
 }
 
 // Parameters of the linear layers one token runs through (attention, MLP or router + its experts + shared expert;
-// no embedding, no LM head).
+// no embedding, no LM head). MLA: q (or its LoRA pair), kv_a, kv_b and o as the checkpoint has them.
 inline double active_linear_params(const ModelConfig& c) {
   const double d = c.n_embd;
-  const double attn = d * (c.q_dim() + 2.0 * c.kv_dim()) + static_cast<double>(c.q_dim()) * d;
-  const double mlp = c.is_moe() ? d * c.n_expert + 3.0 * d * c.n_ff_exp * c.n_expert_used + 3.0 * d * c.n_ff_shexp
-                                : 3.0 * d * c.n_ff;
-  return static_cast<double>(c.n_layer) * (attn + mlp);
+  double attn = d * (c.q_dim() + 2.0 * c.kv_dim()) + static_cast<double>(c.q_dim()) * d;
+  if (c.is_mla()) {
+    const double H = c.n_head, qk = c.qk_nope_dim + c.rope_dim, kl = c.kv_lora_rank, ql = c.q_lora_rank;
+    const double q = ql > 0 ? d * ql + ql * H * qk : d * H * qk;
+    attn = q + d * (kl + c.rope_dim) + kl * H * (c.qk_nope_dim + c.v_head_dim) + H * c.v_head_dim * d;
+  }
+  const double moe = d * c.n_expert + 3.0 * d * c.n_ff_exp * c.n_expert_used + 3.0 * d * c.n_ff_shexp;
+  const double n_moe = c.is_moe() ? c.n_layer - c.n_layer_dense_lead : 0.0;
+  return static_cast<double>(c.n_layer) * attn + n_moe * moe + (c.n_layer - n_moe) * 3.0 * d * c.n_ff;
 }
 
 // Weight bytes a decode step of n_tokens tokens reads (es bytes per weight): all but the embedding table, and of
@@ -92,7 +126,7 @@ inline double decode_step_bytes(const ModelConfig& c, double weight_bytes, doubl
   if (c.is_moe()) {
     const double E = c.n_expert, k = c.n_expert_used;
     const double touched = n_tokens == 1 ? k : E * (1.0 - std::pow(1.0 - k / E, n_tokens));
-    b -= static_cast<double>(c.n_layer) * 3.0 * c.n_embd * c.n_ff_exp * (E - touched) * es;
+    b -= static_cast<double>(c.n_layer - c.n_layer_dense_lead) * 3.0 * c.n_embd * c.n_ff_exp * (E - touched) * es;
   }
   return b;
 }

@@ -79,6 +79,8 @@ struct ModelConfig {
   bool is_mla() const { return kv_lora_rank > 0; }
   // Layer l's MLP is the routed experts (else dense, n_ff).
   bool is_moe_layer(int l) const { return is_moe() && l >= n_layer_dense_lead; }
+  // The shared expert is scaled by sigmoid(its gate row · x) (Qwen2-MoE); DeepSeek-V2's shared experts have no gate.
+  bool shared_expert_gated() const { return n_ff_shexp > 0 && arch != Arch::kDeepseek2; }
   // Width of the attention output (o_proj's input): n_head * v_head_dim under MLA.
   int attn_out_dim() const { return is_mla() ? n_head * v_head_dim : q_dim(); }
 

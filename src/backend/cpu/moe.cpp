@@ -45,7 +45,7 @@ Result<MoeLayer> moe_layer(const Model& m, int l) {
     MOPT_ASSIGN_OR_RETURN(L.up_shexp, get("ffn_up_shexp.weight"));
     MOPT_ASSIGN_OR_RETURN(L.down_shexp, get("ffn_down_shexp.weight"));
     for (const TensorView* t : {L.gate_shexp, L.up_shexp, L.down_shexp}) MOPT_TRY(check_matrix(*t));
-    if (c.arch == Arch::kDeepseek2) return L;  // DeepSeek's shared experts have no gate
+    if (!c.shared_expert_gated()) return L;  // DeepSeek's shared experts have no gate
     MOPT_ASSIGN_OR_RETURN(const TensorView* g, get("ffn_gate_inp_shexp.weight"));
     if (g->n_elements() != c.n_embd)
       return error("tensor %s has %lld elements, expected %d", g->name.c_str(), (long long)g->n_elements(), c.n_embd);
@@ -183,7 +183,7 @@ void moe_ffn(const ModelConfig& c, const MoeLayer& L, const float* x, int T, flo
 double moe_macs_per_token(const ModelConfig& c) {
   const double d = c.n_embd;
   return d * c.n_expert + 3.0 * d * c.n_ff_exp * c.n_expert_used + 3.0 * d * c.n_ff_shexp +
-         (c.n_ff_shexp > 0 && c.arch != Arch::kDeepseek2 ? d : 0.0);
+         (c.shared_expert_gated() ? d : 0.0);
 }
 
 }  // namespace mopt::cpu

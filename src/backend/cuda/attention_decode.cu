@@ -639,7 +639,7 @@ int decode_heads_per_cta(int group, int max_heads_per_cta) {
 }
 
 bool decode_attention_supported(int head_dim) {
-  return head_dim == 8 || head_dim == 16 || head_dim == 32 || head_dim == 64 || head_dim == 128;
+  return head_dim == 8 || head_dim == 16 || head_dim == 32 || head_dim == 64 || head_dim == 128 || head_dim == 256;
 }
 
 int choose_decode_splits(int n_ctas_without_split, int max_ctx, int n_sms, int min_slice) {
@@ -669,7 +669,8 @@ cudaError_t launch_attention_decode(const DecodeAttnParamsT<T, C>& p, cudaStream
     case 16: err = dispatch_heads<T, C, 16>(p, hpc, group, grid, stream); break;
     case 32: err = dispatch_heads<T, C, 32>(p, hpc, group, grid, stream); break;
     case 64: err = dispatch_heads<T, C, 64>(p, hpc, group, grid, stream); break;
-    default: err = dispatch_heads<T, C, 128>(p, hpc, group, grid, stream); break;
+    case 128: err = dispatch_heads<T, C, 128>(p, hpc, group, grid, stream); break;
+    default: err = dispatch_heads<T, C, 256>(p, hpc, group, grid, stream); break;  // LANES = 32: a warp per token
   }
   return err;
 }

@@ -39,10 +39,13 @@ Status CudaRunner::alloc_workspace() {
   MOPT_TRY(q_.alloc(T * c.q_dim() * es, "activations"));
   MOPT_TRY(attn_.alloc(T * c.q_dim() * es, "activations"));
   MOPT_TRY(proj_.alloc(T * c.n_embd * es, "activations"));
-  const size_t ff = static_cast<size_t>(c.is_moe() ? std::max(c.n_ff_shexp, 1) : c.n_ff);  // dense or shared expert
+  // gu_ / act_: the dense MLP's width (dense models; DeepSeek-V2's dense leading layers) or the shared expert's.
+  const int ff_dense = c.is_moe() && c.n_layer_dense_lead == 0 ? 0 : c.n_ff;
+  const size_t ff = static_cast<size_t>(std::max({ff_dense, c.n_ff_shexp, 1}));
   MOPT_TRY(gu_.alloc(T * 2 * ff * es, "activations"));
   MOPT_TRY(act_.alloc(T * ff * es, "activations"));
   MOPT_TRY(alloc_moe_workspace());
+  MOPT_TRY(alloc_mla_workspace());
   MOPT_TRY(logits_.alloc(static_cast<size_t>(logit_rows_) * c.n_vocab * 4, "logits"));
   MOPT_TRY(logits_host_.alloc(static_cast<size_t>(logit_rows_) * c.n_vocab * 4, "logits"));
   MOPT_TRY(sampled_.alloc(static_cast<size_t>(logit_rows_) * 4, "sampled tokens"));
@@ -58,6 +61,15 @@ Status CudaRunner::alloc_workspace() {
   return alloc_quant_workspace();
 }
 
+// The cache's head_dim under multi-head latent attention: the smallest one the attention kernels take that holds
+// K (qk_nope + qk_rope) and V (v_head_dim), zero-padded (runner_mla.cpp); 0 when there is none.
+static int mla_cache_head_dim(const ModelConfig& c) {
+  const int need = std::max(c.qk_nope_dim + c.rope_dim, c.v_head_dim);
+  for (int hd = 8; hd <= 256; hd *= 2)
+    if (hd >= need && decode_attention_supported(hd)) return hd;
+  return 0;
+}
+
 Result<std::unique_ptr<CudaRunner>> CudaRunner::create(const Model& model, const RunnerOptions& opts,
                                                        const CudaRunnerExtras& extras) {
   const ModelConfig& c = model.config;
@@ -67,13 +79,23 @@ Result<std::unique_ptr<CudaRunner>> CudaRunner::create(const Model& model, const
                  "n_vocab %d)", c.n_embd, c.n_layer, c.n_head, c.n_head_kv, c.head_dim, c.n_ff, c.n_vocab);
   if (c.n_head % c.n_head_kv != 0)
     return error("n_head %d is not a multiple of n_head_kv %d", c.n_head, c.n_head_kv);
-  if (c.is_mla() || c.arch == Arch::kDeepseek2)
-    return error("the CUDA backend does not run DeepSeek-V2 yet: it has no multi-head latent attention (the "
-                 "q/kv low-rank projections, the shared RoPE key, v_head_dim != head_dim), no dense leading layers in "
-                 "a MoE model, no group-limited routing and no ungated shared experts (use --device cpu)");
-  if (!decode_attention_supported(c.head_dim))
-    return error("the CUDA backend supports head_dim 8, 16, 32, 64 or 128; this model has %d (use --device cpu)",
+  const int cache_hd = c.is_mla() ? mla_cache_head_dim(c) : c.head_dim;
+  if (c.is_mla()) {
+    if (cache_hd == 0)
+      return error("multi-head latent attention with qk_nope_head_dim + qk_rope_head_dim = %d and v_head_dim %d: the "
+                   "CUDA backend's attention caches head dims up to 256 (use --device cpu)",
+                   c.qk_nope_dim + c.rope_dim, c.v_head_dim);
+    if (opts.kv_cache_dtype == KvCacheDtype::kFp8)
+      return error("--kv-cache-dtype fp8 is not supported for multi-head latent attention (DeepSeek-V2) on the CUDA "
+                   "backend yet: drop --kv-cache-dtype fp8");
+    if (extras.nccl_all_reduce)
+      return error("multi-head latent attention (DeepSeek-V2) does not run tensor-parallel on the CUDA backend");
+    if (c.rope_dim <= 0 || c.n_head_kv != c.n_head)
+      return error("multi-head latent attention needs qk_rope_head_dim > 0 and one KV head per query head");
+  } else if (!decode_attention_supported(c.head_dim)) {
+    return error("the CUDA backend supports head_dim 8, 16, 32, 64, 128 or 256; this model has %d (use --device cpu)",
                  c.head_dim);
+  }
   const int rope_dim = c.rope_dim > 0 ? c.rope_dim : c.head_dim;
   if (rope_dim % 2 != 0 || rope_dim > c.head_dim)
     return error("rotary dims %d must be even and <= head_dim %d", rope_dim, c.head_dim);
@@ -83,6 +105,12 @@ Result<std::unique_ptr<CudaRunner>> CudaRunner::create(const Model& model, const
                  "n_embd and the expert size multiples of 8; this model has %d experts, %d per token, n_embd %d, "
                  "expert size %d (use --device cpu)", kMoeMaxExperts, c.n_expert, c.n_expert_used, c.n_embd,
                  c.n_ff_exp);
+  if (c.is_moe() && !moe_route_valid({.n_tokens = 1, .ld = c.n_expert + 1, .n_expert = c.n_expert,
+                                      .k = c.n_expert_used, .n_group = c.n_expert_groups,
+                                      .topk_group = c.n_group_used}))
+    return error("the CUDA backend's group-limited routing takes at most %d groups of equal size, each token's %d "
+                 "experts within the kept groups; this model has %d experts in %d groups, %d kept (use --device cpu)",
+                 kMoeMaxGroups, c.n_expert_used, c.n_expert, c.n_expert_groups, c.n_group_used);
   if (opts.max_batch_tokens <= 0 || opts.max_seqs <= 0)
     return error("max_batch_tokens (%d) and max_seqs (%d) must be positive", opts.max_batch_tokens, opts.max_seqs);
   if (opts.spec_tokens < 0 || opts.spec_tokens > kMaxSpecTokens)
@@ -99,6 +127,7 @@ Result<std::unique_ptr<CudaRunner>> CudaRunner::create(const Model& model, const
   std::unique_ptr<CudaRunner> r(new CudaRunner());
   r->cfg_ = c;
   r->cfg_.rope_dim = rope_dim;
+  r->cfg_.head_dim = cache_hd;  // MLA: the padded head of the cache (kv_block_bytes counts it)
   r->opts_ = opts;
   r->device_id_ = extras.device_id;
   r->f32_ = resolve_f32(model, opts.dtype, extras.random_weights);
@@ -121,8 +150,9 @@ Result<std::unique_ptr<CudaRunner>> CudaRunner::create(const Model& model, const
     MOPT_ASSIGN_OR_RETURN(auto group, NcclComm::create_group(dev));
     r->nccl_ = std::move(group[0]);
   }
-  r->fused_decode_ = !r->f32_ && extras.fused_decode && !r->nccl_ && c.n_embd % 8 == 0 && c.q_dim() % 8 == 0 &&
-                     c.n_ff % 8 == 0;
+  // MLA models take the general path (their projections are not fused GEMMs).
+  r->fused_decode_ = !r->f32_ && extras.fused_decode && !r->nccl_ && !c.is_mla() && c.n_embd % 8 == 0 &&
+                     c.q_dim() % 8 == 0 && c.n_ff % 8 == 0;
   constexpr uint32_t kL2PrefetchBytes = 16u << 20;
   using Pf = CudaRunnerExtras::L2Prefetch;
   r->l2_prefetch_o_ = extras.l2_prefetch != Pf::kNone ? kL2PrefetchBytes : 0;

@@ -192,7 +192,7 @@ using DecodeAttnParams = DecodeAttnParamsT<bf16>;
 // Query heads one CTA of launch_attention_decode serves for a GQA group of `group` heads: the whole group, or its
 // largest divisor <= max_heads_per_cta (0: up to 8). The grid has n_head / that many CTAs per (token, split).
 int decode_heads_per_cta(int group, int max_heads_per_cta);
-// True when the decode kernel supports this head_dim (8, 16, 32, 64, 128).
+// True when the decode kernel supports this head_dim (8, 16, 32, 64, 128, 256).
 bool decode_attention_supported(int head_dim);
 template <class T, class C>
 cudaError_t launch_attention_decode(const DecodeAttnParamsT<T, C>& p, cudaStream_t stream);

@@ -33,6 +33,16 @@ class Buffer {
     o.p_ = nullptr;
     o.bytes_ = 0;
   }
+  Buffer& operator=(Buffer&& o) noexcept {  // frees what this buffer held
+    if (this != &o) {
+      reset();
+      p_ = o.p_;
+      bytes_ = o.bytes_;
+      o.p_ = nullptr;
+      o.bytes_ = 0;
+    }
+    return *this;
+  }
   // Frees what the buffer held, then allocates `bytes` (none for 0); `what` names the allocation in errors.
   Status alloc(size_t bytes, const char* what) {
     reset();

@@ -254,7 +254,7 @@ __global__ void __launch_bounds__(kCombineThreads) moe_combine_kernel(MoeCombine
 #pragma unroll
     for (int q = 0; q < kCombineBatch; ++q) a = fmaf(w[q], v[q], a);  // past k: fma(0, 0, a) = a
   }
-  if (p.shared_gate) a += p.shared_gate[t] * to_f32(p.shared[row + c]);
+  if (p.shared) a += (p.shared_gate ? p.shared_gate[t] : 1.f) * to_f32(p.shared[row + c]);
   if (p.out) p.out[row + c] = from_f32<T>(a);
   else p.residual[row + c] += a;
 }

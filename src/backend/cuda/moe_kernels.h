@@ -39,16 +39,25 @@ inline int moe_max_blocks(int n_pairs, int n_expert) {
 }
 
 // Router: per token t, probs = softmax(logits[t, 0 .. n_expert)); the k largest (ties: lower id, as the CPU's
-// moe_route), weights divided by their sum when norm_topk. With shared_gate: shared_gate[t] = sigmoid(logits[t,
-// n_expert]) (the shared expert's gate row sits after the experts' rows in the router matrix).
+// moe_route), weights divided by their sum when norm_topk, then multiplied by scale (DeepSeek's
+// routed_scaling_factor). With n_group > 0 (DeepSeek's group_limited_greedy) the experts are n_group equal runs of
+// ids and only the topk_group groups with the largest best probability (ties: lower group) are eligible. With
+// shared_gate: shared_gate[t] = sigmoid(logits[t, n_expert]) (the shared expert's gate row sits after the experts'
+// rows in the router matrix).
 struct MoeRouteParams {
   const float* logits = nullptr;  // [n_tokens, ld] fp32, ld >= n_expert (+ 1 with shared_gate)
   int32_t* pick = nullptr;        // [n_tokens, k] expert ids, best first
   float* pick_w = nullptr;        // [n_tokens, k]
-  float* shared_gate = nullptr;   // [n_tokens] or null (no shared expert)
+  float* shared_gate = nullptr;   // [n_tokens] or null (no shared expert, or an ungated one)
   int n_tokens = 0, ld = 0, n_expert = 0, k = 0;
   bool norm_topk = false;
+  float scale = 1.f;
+  int n_group = 0, topk_group = 0;  // n_group <= kMoeMaxGroups dividing n_expert, k <= topk_group * n_expert / n_group
 };
+// Largest n_group launch_moe_route takes (a 64-bit mask of the kept groups, as cpu::moe_route).
+constexpr int kMoeMaxGroups = 64;
+// Whether p's routing is one the kernels take (n_tokens aside).
+bool moe_route_valid(const MoeRouteParams& p);
 cudaError_t launch_moe_route(const MoeRouteParams& p, cudaStream_t stream);
 
 // Bucketing of the n_pairs = n_tokens * k pairs by expert (one CTA): expert e's pairs fill ceil(c_e / R) blocks,
@@ -121,16 +130,17 @@ struct MoeGemmParamsT {
 template <class T>
 cudaError_t launch_moe_gemm(const MoeGemmParamsT<T>& p, cudaStream_t stream);
 
-// m[t, :] = sum_{j < k} pick_w[t, j] * y[t * k + j, :]  (rank order, fp32)  + (shared_gate ? shared_gate[t] *
-// shared[t, :] : 0); then out[t, :] = m (general path), or residual[t, :] += m (fused decode path: out null).
-// shared may be out (each element read, then written, by the same thread).
+// m[t, :] = sum_{j < k} pick_w[t, j] * y[t * k + j, :]  (rank order, fp32)  + g[t] * shared[t, :] (shared set;
+// g = shared_gate, or 1 without it: DeepSeek's ungated shared experts); then out[t, :] = m (general path), or
+// residual[t, :] += m (fused decode path: out null). shared may be out (each element read, then written, by the
+// same thread).
 template <class T>
 struct MoeCombineParamsT {
   const T* y = nullptr;               // [n_tokens * k, n_embd]
   const int32_t* y_row = nullptr;     // [n_tokens * k] row of y of each pair (grouped path), or null (the pair)
   const float* pick_w = nullptr;      // [n_tokens, k]
-  const float* shared_gate = nullptr; // [n_tokens] or null
-  const T* shared = nullptr;          // [n_tokens, n_embd] the shared expert's output (with shared_gate)
+  const float* shared_gate = nullptr; // [n_tokens] or null (ungated, or no shared expert)
+  const T* shared = nullptr;          // [n_tokens, n_embd] the shared expert's output, or null (none)
   T* out = nullptr;                   // [n_tokens, n_embd], or null
   float* residual = nullptr;          // [n_tokens, n_embd] fp32 residual stream (when out is null)
   int n_tokens = 0, k = 0, n_embd = 0;

@@ -27,6 +27,41 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+// The topk_group groups (of n_group equal runs of expert ids) with the largest best probability in pr [n_expert],
+// ties to the lower group (as cpu::moe_route), as a mask (bit g: group g kept), on every lane of the warp. Keys as
+// in route_token: a probability's bits + 1 (probabilities are >= 0; NaN and taken groups 0).
+__device__ uint64_t kept_groups(const MoeRouteParams& p, const float* pr, int lane) {
+  const int per_group = p.n_expert / p.n_group;
+  unsigned key[kMoeMaxGroups / 32];  // this lane's groups lane and lane + 32
+#pragma unroll
+  for (int i = 0; i < kMoeMaxGroups / 32; ++i) {
+    const int g = lane + 32 * i;
+    float best = -1.f;
+    if (g < p.n_group)
+      for (int e = g * per_group; e < (g + 1) * per_group; ++e) best = fmaxf(best, pr[e]);
+    key[i] = best >= 0.f ? __float_as_uint(best) + 1u : 0u;
+  }
+  uint64_t kept = 0;
+  for (int j = 0; j < p.topk_group; ++j) {
+    unsigned bk = 0;
+    int bg = INT_MAX;
+#pragma unroll
+    for (int i = 0; i < kMoeMaxGroups / 32; ++i)
+      if (key[i] > bk) {  // ascending groups within a lane: a tie keeps the lower one
+        bk = key[i];
+        bg = lane + 32 * i;
+      }
+    const unsigned top = __reduce_max_sync(0xffffffffu, bk);
+    bg = __reduce_min_sync(0xffffffffu, bk == top ? bg : INT_MAX);
+    if (bg >= p.n_group) break;  // no candidate left (NaN probabilities)
+    kept |= uint64_t{1} << bg;
+#pragma unroll
+    for (int i = 0; i < kMoeMaxGroups / 32; ++i)
+      if (lane + 32 * i == bg) key[i] = 0u;
+  }
+  return kept;
+}
+
 // Token t's routing by one warp (lane = its lane), its probabilities in pr [n_expert] (shared memory). Returns
 // the expert of rank `lane` (lanes >= k: -1). The logits are read through L2 (ld.global.cg): in
 // moe_router_decode_kernel other CTAs of the same launch wrote them.
@@ -50,6 +85,13 @@ __device__ int route_token(const MoeRouteParams& p, int t, int lane, float* pr) 
   const float inv = 1.f / sum;
   for (int e = lane; e < E; e += 32) pr[e] *= inv;
   __syncwarp();
+  if (p.n_group > 0) {  // group_limited_greedy: the experts of groups not kept become ineligible (-1, as taken)
+    const uint64_t kept = kept_groups(p, pr, lane);
+    const int per_group = E / p.n_group;
+    for (int e = lane; e < E; e += 32)
+      if (!(kept >> (e / per_group) & 1)) pr[e] = -1.f;
+    __syncwarp();
+  }
   // k rounds: the largest remaining probability, ties to the lower id (as cpu::moe_route); taken ones set to -1.
   float wsum = 0.f, mine = 0.f;  // lane j keeps pick j's weight and expert
   int mine_e = -1;
@@ -83,7 +125,7 @@ __device__ int route_token(const MoeRouteParams& p, int t, int lane, float* pr) 
     if (lane == bi % 32) pr[bi] = -1.f;
     __syncwarp();
   }
-  if (lane < p.k) p.pick_w[static_cast<int64_t>(t) * p.k + lane] = p.norm_topk ? mine / wsum : mine;
+  if (lane < p.k) p.pick_w[static_cast<int64_t>(t) * p.k + lane] = (p.norm_topk ? mine / wsum : mine) * p.scale;
   if (p.shared_gate && lane == 0) p.shared_gate[t] = 1.f / (1.f + expf(-__ldcg(l + E)));
   return mine_e;
 }
@@ -324,6 +366,15 @@ constexpr size_t kFusedSmem = 24u << 10;
 
 }  // namespace
 
+bool moe_route_valid(const MoeRouteParams& p) {
+  if (p.n_expert <= 0 || p.n_expert > kMoeMaxExperts || p.k <= 0 || p.k > 32 || p.k > p.n_expert ||
+      p.ld < p.n_expert + (p.shared_gate ? 1 : 0))
+    return false;
+  if (p.n_group == 0) return true;
+  return p.n_group > 0 && p.n_group <= kMoeMaxGroups && p.n_expert % p.n_group == 0 && p.topk_group >= 1 &&
+         p.topk_group <= p.n_group && p.k <= p.topk_group * (p.n_expert / p.n_group);
+}
+
 cudaError_t launch_moe_route_align(const MoeRouteParams& rp, const MoeAlignParams& ap, cudaStream_t stream) {
   const size_t per_warp = sizeof(float) * static_cast<size_t>(rp.n_expert > 0 ? rp.n_expert : 1);
   const int n_route_warps = static_cast<int>(std::min<size_t>({32, static_cast<size_t>(std::max(rp.n_tokens, 1)),
@@ -333,8 +384,7 @@ cudaError_t launch_moe_route_align(const MoeRouteParams& rp, const MoeAlignParam
     if (const cudaError_t e = launch_moe_route(rp, stream); e != cudaSuccess) return e;
     return launch_moe_align(ap, stream);
   }
-  if (rp.n_expert > kMoeMaxExperts || rp.k <= 0 || rp.k > 32 || rp.k > rp.n_expert ||
-      rp.ld < rp.n_expert + (rp.shared_gate ? 1 : 0) || ap.n_pairs != rp.n_tokens * rp.k ||
+  if (!moe_route_valid(rp) || ap.n_pairs != rp.n_tokens * rp.k ||
       ap.n_expert != rp.n_expert || ap.pick != rp.pick || ap.max_blocks < moe_max_blocks(ap.n_pairs, ap.n_expert))
     return cudaErrorInvalidValue;
   return launch_pdl_decode(moe_route_align_kernel, dim3(1), dim3(kMoeMaxExperts), smem, stream, rp, ap,
@@ -343,9 +393,7 @@ cudaError_t launch_moe_route_align(const MoeRouteParams& rp, const MoeAlignParam
 
 cudaError_t launch_moe_route(const MoeRouteParams& p, cudaStream_t stream) {
   if (p.n_tokens <= 0) return cudaSuccess;
-  if (p.n_expert <= 0 || p.n_expert > kMoeMaxExperts || p.k <= 0 || p.k > 32 || p.k > p.n_expert ||
-      p.ld < p.n_expert + (p.shared_gate ? 1 : 0))
-    return cudaErrorInvalidValue;
+  if (!moe_route_valid(p)) return cudaErrorInvalidValue;
   const size_t smem = sizeof(float) * kRouteWarps * static_cast<size_t>(p.n_expert);
   return launch_pdl(moe_route_kernel, dim3((p.n_tokens + kRouteWarps - 1) / kRouteWarps), dim3(kRouteWarps * 32),
                     smem, stream, p);
@@ -362,9 +410,7 @@ cudaError_t launch_moe_router_decode(const MoeRouterDecodeParams& p, cudaStream_
   const MoeRouteParams& r = p.route;
   if (p.d <= 0 || p.d % 8 != 0 || p.n_rows <= 0 || !p.residual || !p.norm_w || !p.normed || !p.router ||
       !p.logits || !p.ticket || !p.block_expert || !p.block_pairs || r.n_tokens != 1 || r.logits != p.logits ||
-      r.ld != p.n_rows || r.n_expert <= 0 || r.n_expert > kMoeMaxExperts || r.k <= 0 || r.k > 32 ||
-      r.k > r.n_expert || p.n_rows < r.n_expert + (r.shared_gate ? 1 : 0) ||
-      p.max_blocks < moe_max_blocks(r.k, r.n_expert))
+      r.ld != p.n_rows || !moe_route_valid(r) || p.max_blocks < moe_max_blocks(r.k, r.n_expert))
     return cudaErrorInvalidValue;
   return launch_pdl_decode(moe_router_decode_kernel, dim3((p.n_rows + kRdWarps - 1) / kRdWarps),
                            dim3(kRdWarps * 32), 0, stream, p);

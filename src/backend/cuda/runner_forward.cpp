@@ -1,6 +1,7 @@
 // CudaRunner's forward passes (runner_impl.h): the general path (any batch; add+RMSNorm, GEMMs, q/k-norm + RoPE +
-// cache write, prefill or decode attention, SwiGLU) in bf16 or fp32, and the fused bf16 decode path for steps of
-// at most kSkinnyMaxRows rows. Both only enqueue on stream_ (no allocation, no host sync), so a decode step can
+// cache write, prefill or decode attention, SwiGLU; DeepSeek-V2's MLA projections in place of the qkv GEMM:
+// runner_mla.cpp) in bf16 or fp32, and the fused bf16 decode path for steps of at most kSkinnyMaxRows rows (not
+// for MLA models). Both only enqueue on stream_ (no allocation, no host sync), so a decode step can
 // be captured into a CUDA graph.
 //
 // Tensor parallelism (docs/tensor_parallel.md): qkv and gate_up column-parallel, attn_output and ffn_down
@@ -138,7 +139,10 @@ Status CudaRunner::enqueue_layers_t(const StepShape& s) {
   };
   for (int l = 0; l < c.n_layer; ++l) {
     const Layer& L = layers_[static_cast<size_t>(l)];
-    MOPT_ASSIGN_OR_RETURN(const Fp8Input qkv_in, fp8_input(L.qkv, T, Fp8Slot::kNormed));
+    Fp8Input qkv_in{.slot = Fp8Slot::kNormed};  // MLA: its projections read normed_ (runner_mla.cpp)
+    if (!c.is_mla()) {
+      MOPT_ASSIGN_OR_RETURN(qkv_in, fp8_input(L.qkv, T, Fp8Slot::kNormed));
+    }
     RmsNormParamsT<E> np{.residual = resid_.as<float>(), .add = l == 0 ? nullptr : proj_.as<E>(),
                          .weight = L.attn_norm.as<E>(), .n_rows_out = T, .n = d, .eps = c.norm_eps,
                          .add_row_scale = proj_scales.row, .add_col_scale = proj_scales.col};
@@ -146,8 +150,12 @@ Status CudaRunner::enqueue_layers_t(const StepShape& s) {
     MOPT_CUDA_TRY(launch_rmsnorm(np, st));
     MOPT_TRY(mark(qkv_in.q ? "add + rmsnorm (+fp8 quantize)" : "add + rmsnorm"));
     DeferredScales qkv_scales;
-    MOPT_TRY(run_linear(L.qkv, normed_.as<E>(), qkv_.as<E>(), T, &qkv_scales, qkv_in));
-    MOPT_TRY(mark("qkv GEMM"));
+    if (c.is_mla()) {
+      MOPT_TRY(enqueue_mla_qkv<E>(l, T));
+    } else {
+      MOPT_TRY(run_linear(L.qkv, normed_.as<E>(), qkv_.as<E>(), T, &qkv_scales, qkv_in));
+      MOPT_TRY(mark("qkv GEMM"));
+    }
 
     MOPT_TRY(enqueue_rope_cache(l, T, qkv_scales));
     MOPT_TRY(enqueue_attention(s, l));
@@ -160,14 +168,15 @@ Status CudaRunner::enqueue_layers_t(const StepShape& s) {
     np.add_col_scale = proj_scales.col;
     np.weight = L.ffn_norm.as<E>();
     // MoE layers: the router and experts read normed_ in bf16.
+    const bool moe = c.is_moe_layer(l);
     Fp8Input gu_in{.slot = Fp8Slot::kNormed};
-    if (!c.is_moe()) {
+    if (!moe) {
       MOPT_ASSIGN_OR_RETURN(gu_in, fp8_input(L.gate_up, T, Fp8Slot::kNormed));
     }
     norm_into(np, gu_in);
     MOPT_CUDA_TRY(launch_rmsnorm(np, st));
     MOPT_TRY(mark(gu_in.q ? "add + rmsnorm (+fp8 quantize)" : "add + rmsnorm"));
-    if (c.is_moe()) {  // proj_ = MoE(normed_) (runner_moe.cpp)
+    if (moe) {  // proj_ = MoE(normed_) (runner_moe.cpp)
       MOPT_TRY(enqueue_moe<E>(l, T, nullptr, s.graph_bucket == 0));
       proj_scales = {};
       continue;
@@ -227,6 +236,7 @@ Status CudaRunner::enqueue_layers_fused(const StepShape& s) {
   cudaStream_t st = stream_;
   if (T > kSkinnyMaxRows || s.use_prefill_kernel) return error("internal: fused decode with %d rows", T);
   if (s.verify && c.is_moe()) return error("internal: a verification step in a mixture-of-experts model");
+  if (c.is_mla()) return error("internal: fused decode of a multi-head latent attention model");
   MOPT_CUDA_TRY(launch_embed(embed_params<bf16>(T), st));
   MOPT_TRY(mark("step metadata H2D + embedding"));
   float* resid = resid_.as<float>();
@@ -249,7 +259,7 @@ Status CudaRunner::enqueue_layers_fused(const StepShape& s) {
     MOPT_TRY(gemm_.run_fused(o, st, s.verify));
     MOPT_TRY(mark("o GEMM (+residual)"));
 
-    if (c.is_moe()) {  // normed_ = rmsnorm(resid); resid += MoE(normed_) (runner_moe.cpp)
+    if (c.is_moe_layer(l)) {  // normed_ = rmsnorm(resid); resid += MoE(normed_) (runner_moe.cpp)
       MOPT_TRY(enqueue_moe_fused(l, T, resid));
       continue;
     }

@@ -9,6 +9,7 @@
 //   runner_warmup.cpp    warmup: every decode bucket and timed GEMM shape before serving; the plan cache
 //   runner_kv_fp8.cpp    the fp8 KV cache's per-head scales (bounds on K and V from the weights)
 //   runner_moe.cpp       mixture-of-experts layers: expert weights, routing and expert GEMMs (moe_kernels.h)
+//   runner_mla.cpp       multi-head latent attention (DeepSeek-V2): its projections in front of the cache
 // Internal to src/backend/cuda; see cuda_runner.h for the API and docs/cuda.md for the design.
 #pragma once
 
@@ -28,6 +29,7 @@
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/memory.h"
+#include "backend/cuda/mla_kernels.h"
 #include "backend/cuda/moe_kernels.h"
 #include "backend/cuda/nccl_comm.h"
 #include "backend/cuda/quant_weights.h"
@@ -38,8 +40,12 @@ namespace mopt::cuda {
 // Split-K CTAs per (token, head group) the runner launches at most (the attention workspace holds that many
 // partials per head): half the kernel's limit, enough to fill the GPU from 8 (token, head group) pairs up.
 constexpr int kMaxSplits = kDecodeMaxSplits / 2;
-// Softmax scale of the attention kernels.
-inline float attn_scale(const ModelConfig& c) { return 1.0f / std::sqrt(static_cast<float>(c.head_dim)); }
+// Softmax scale of the attention kernels: 1 / sqrt(the dims of q . k), times attn_scale_mult (DeepSeek-V2's yarn
+// mscale^2). Under MLA the runner's head_dim is the cache's, padded (CudaRunner::create): q . k spans nope + rope.
+inline float attn_scale(const ModelConfig& c) {
+  const int dims = c.is_mla() ? c.qk_nope_dim + c.rope_dim : c.head_dim;
+  return c.attn_scale_mult / std::sqrt(static_cast<float>(dims));
+}
 
 // A linear layer y = x W^T + b: W [n_out, n_in] row-major in the compute dtype (bf16 or fp32), or quantized
 // (qw.fmt != kFloat: w holds the codes, scale / group the parameters; layouts in quant_weights.h).
@@ -86,14 +92,28 @@ struct MoeWeights {
   Linear sh_down;        // [n_embd, n_ff_shexp]
 };
 
+// Multi-head latent attention (ModelConfig::is_mla, DeepSeek-V2; runner_mla.cpp), in the compute dtype. Shapes
+// with H = n_head, nope / rope = qk_nope_dim / qk_rope_dim, vd = v_head_dim, kl / ql = kv_lora_rank / q_lora_rank.
+struct MlaWeights {
+  Linear q;                // [H (nope + rope), n_embd] q_proj; empty with a q LoRA (q_lora_rank > 0)
+  Linear q_a;              // [ql, n_embd]
+  DeviceBuffer q_a_norm;   // [ql]
+  Linear q_b;              // [H (nope + rope), ql]
+  Linear kv_a;             // [kl + rope, n_embd] kv_a_proj_with_mqa: [c_kv | k_pe] rows
+  DeviceBuffer kv_a_norm;  // [kl]
+  Linear kv_b;             // [H (nope + vd), kl]: per head k_nope rows, then v rows
+};
+
 struct Layer {
   DeviceBuffer attn_norm, ffn_norm;  // [n_embd]
   DeviceBuffer q_norm, k_norm;       // [head_dim] (Qwen3) or empty
-  Linear qkv;      // [q_dim + 2 kv_dim, n_embd] q | k | v rows   (column-parallel under TP)
-  Linear o;        // [n_embd, q_dim]                             (row-parallel, all-reduce after)
+  Linear qkv;      // [q_dim + 2 kv_dim, n_embd] q | k | v rows   (column-parallel under TP); empty under MLA
+  Linear o;        // [n_embd, q_dim]                             (row-parallel, all-reduce after); under MLA
+                   //   o_proj's [n_embd, H vd] with each head's vd columns followed by head_dim - vd zero ones
   Linear gate_up;  // [2 n_ff, n_embd] gate | up rows             (column-parallel); empty in MoE layers
   Linear down;     // [n_embd, n_ff]                              (row-parallel, all-reduce after)
-  MoeWeights moe;  // MoE layers only
+  MoeWeights moe;  // MoE layers only (ModelConfig::is_moe_layer)
+  MlaWeights mla;  // MLA models only
 };
 
 // The compute dtype for opts.dtype: true for fp32 (runner_weights.cpp).
@@ -208,6 +228,14 @@ class CudaRunner final : public CudaModelRunner {
   template <class E>
   Status enqueue_moe_tail(int l, int T, float* resid, bool packed);
 
+  // runner_mla.cpp: layer l's MLA matrices (after load_mat, which runner_weights.cpp passes in) and o's padding;
+  // the workspaces; qkv_ [T, 3 n_head head_dim] of normed_ (q | k | v rows for enqueue_rope_cache), enqueue only.
+  Status check_mla_layer(int l) const;
+  Status pad_mla_o(Linear& o);
+  Status alloc_mla_workspace();
+  template <class E>
+  Status enqueue_mla_qkv(int l, int T);
+
   // runner_plan.cpp
   Status check_batch(const ForwardBatch& b) const;
   Status plan_step(const ForwardBatch& b, StepShape& s);
@@ -310,6 +338,11 @@ class CudaRunner final : public CudaModelRunner {
   DeviceBuffer moe_act_;    // [P, n_ff_exp] swiglu of the experts' gate|up outputs
   DeviceBuffer moe_y_;      // [P, n_embd] expert outputs (grouped path: packed by expert; first its packed inputs)
   DeviceBuffer moe_ticket_; // [1] int32 launch_moe_router_decode's ticket, zeroed once (left 0)
+  // MLA (runner_mla.cpp):
+  DeviceBuffer mla_lat_;    // [max_tokens, max(q_lora_rank, kv_lora_rank)] q_a output, then the normed c_kv
+  DeviceBuffer mla_q_;      // [max_tokens, n_head (nope + rope)]
+  DeviceBuffer mla_kva_;    // [max_tokens, kv_lora_rank + rope]
+  DeviceBuffer mla_kvb_;    // [max_tokens, n_head (nope + v_head_dim)]
   // The grouped path (max_tokens >= kMoeGroupedMinTokens only):
   DeviceBuffer moe_gu_;     // [P, 2 n_ff_exp] gate|up outputs, packed by expert
   DeviceBuffer moe_pair_row_, moe_packed_;  // [P] int32: packed row of each pair, pair of each packed row

@@ -8,8 +8,9 @@
 //     launch_moe_router_decode)
 //   moe_act_ [T*k, ff_exp] = swiglu(normed_[t] . W_gu[e]^T)                 (launch_moe_gemm, SwiGLU epilogue)
 //   moe_y_ [T*k, d] = moe_act_ . W_down[e]^T                                 (launch_moe_gemm)
-//   shared expert (Qwen2-MoE): proj_ [T, d] = swiglu(normed_ . W_sh_gu^T) . W_sh_down^T     (run_linear)
-//   proj_ [T, d] = sum_j w[t, j] moe_y_[t*k + j] (+ sigmoid gate * proj_)    (launch_moe_combine)
+//   shared expert (Qwen2-MoE, DeepSeek-V2): proj_ [T, d] = swiglu(normed_ . W_sh_gu^T) . W_sh_down^T  (run_linear)
+//   proj_ [T, d] = sum_j w[t, j] moe_y_[t*k + j] (+ (sigmoid gate or 1) * proj_)  (launch_moe_combine)
+// Only layers with c.is_moe_layer(l) come here (DeepSeek-V2's first layers are dense).
 //     or, on the fused decode path, that sum added into the fp32 residual stream resid_ [T, d]; for one token
 //     without a shared expert, by the down GEMM itself (MoeGemmParamsT::residual).
 // Eager steps of >= kMoeGroupedMinTokens tokens (prefill) run the experts as per-expert cuBLASLt GEMMs instead
@@ -25,10 +26,10 @@
 
 namespace mopt::cuda {
 
-// Router rows: the experts, the shared expert's gate row when there is one, then zero rows up to a multiple of 8
-// (16-byte rows of the fp32 logits for cuBLASLt).
+// Router rows: the experts, the shared expert's gate row when there is one (Qwen2-MoE), then zero rows up to a
+// multiple of 8 (16-byte rows of the fp32 logits for cuBLASLt).
 int CudaRunner::moe_router_rows() const {
-  const int n = cfg_.n_expert + (cfg_.n_ff_shexp > 0 ? 1 : 0);
+  const int n = cfg_.n_expert + (cfg_.shared_expert_gated() ? 1 : 0);
   return (n + 7) / 8 * 8;
 }
 
@@ -54,7 +55,7 @@ Status CudaRunner::upload_moe_layer(const Model& model, int l, const CudaRunnerE
       return Status::ok();
     };
     const float sd = std::sqrt(3.0f / static_cast<float>(d));
-    MOPT_TRY(fill(M.router.as<void>(), static_cast<int64_t>(E + (c.n_ff_shexp > 0 ? 1 : 0)) * d, sd));
+    MOPT_TRY(fill(M.router.as<void>(), static_cast<int64_t>(E + (c.shared_expert_gated() ? 1 : 0)) * d, sd));
     MOPT_TRY(fill(M.gate_up.as<void>(), static_cast<int64_t>(2 * expert_mat * E), sd));
     return fill(M.down.as<void>(), static_cast<int64_t>(expert_mat * E), std::sqrt(3.0f / static_cast<float>(ff)));
   }
@@ -67,7 +68,7 @@ Status CudaRunner::upload_moe_layer(const Model& model, int l, const CudaRunnerE
                     "experts yet)", t->name.c_str(), dtype_name(t->dtype), f32_ ? "float32" : "bfloat16");
   }
   MOPT_TRY(upload_into(model, p + "ffn_gate_inp.weight", d, E, M.router.as<void>(), false, nullptr));
-  if (c.n_ff_shexp > 0)
+  if (c.shared_expert_gated())
     MOPT_TRY(upload_into(model, p + "ffn_gate_inp_shexp.weight", d, 1,
                          M.router.as<char>() + static_cast<size_t>(E) * d * es, false, nullptr));
   MOPT_TRY(upload_into(model, p + "ffn_down_exps.weight", ff, static_cast<int64_t>(d) * E, M.down.as<void>(), false,
@@ -151,9 +152,10 @@ MoeRouteParams CudaRunner::moe_route_params(int T) const {
   const ModelConfig& c = cfg_;
   return MoeRouteParams{.logits = moe_logits_.as<float>(), .pick = moe_pick_.as<int32_t>(),
                         .pick_w = moe_w_.as<float>(),
-                        .shared_gate = c.n_ff_shexp > 0 ? moe_shg_.as<float>() : nullptr, .n_tokens = T,
+                        .shared_gate = c.shared_expert_gated() ? moe_shg_.as<float>() : nullptr, .n_tokens = T,
                         .ld = moe_router_rows(), .n_expert = c.n_expert, .k = c.n_expert_used,
-                        .norm_topk = c.expert_norm_topk};
+                        .norm_topk = c.expert_norm_topk, .scale = c.expert_weights_scale,
+                        .n_group = c.n_expert_groups, .topk_group = c.n_group_used};
 }
 
 template <class E>
@@ -237,7 +239,7 @@ Status CudaRunner::enqueue_moe_experts(int l, int T, float* resid) {
   return fused_combine ? Status::ok() : enqueue_moe_tail<E>(l, T, resid, false);
 }
 
-// The shared expert (Qwen2-MoE) and the combine; packed: moe_y_ in the grouped path's packed order.
+// The shared expert (Qwen2-MoE: gated; DeepSeek-V2: not) and the combine; packed: moe_y_ in the grouped path's packed order.
 template <class E>
 Status CudaRunner::enqueue_moe_tail(int l, int T, float* resid, bool packed) {
   const ModelConfig& c = cfg_;
@@ -253,7 +255,7 @@ Status CudaRunner::enqueue_moe_tail(int l, int T, float* resid, bool packed) {
   }
   const MoeCombineParamsT<E> cp{.y = moe_y_.as<E>(), .y_row = packed ? moe_pair_row_.as<int32_t>() : nullptr,
                                 .pick_w = moe_w_.as<float>(),
-                                .shared_gate = shared ? moe_shg_.as<float>() : nullptr,
+                                .shared_gate = c.shared_expert_gated() ? moe_shg_.as<float>() : nullptr,
                                 .shared = shared ? proj_.as<E>() : nullptr, .out = resid ? nullptr : proj_.as<E>(),
                                 .residual = resid, .n_tokens = T, .k = k, .n_embd = d};
   MOPT_CUDA_TRY(launch_moe_combine(cp, stream_));

@@ -60,6 +60,10 @@ PlanCacheKey CudaRunner::plan_cache_key() const {
   if (c.is_moe())  // dense models keep their keys (and cache files)
     k.model.insert(k.model.end(), {{"n_expert", num(c.n_expert)}, {"n_expert_used", num(c.n_expert_used)},
                                    {"n_ff_exp", num(c.n_ff_exp)}, {"n_ff_shexp", num(c.n_ff_shexp)}});
+  if (c.is_mla())
+    k.model.insert(k.model.end(), {{"q_lora_rank", num(c.q_lora_rank)}, {"kv_lora_rank", num(c.kv_lora_rank)},
+                                   {"qk_nope_dim", num(c.qk_nope_dim)}, {"v_head_dim", num(c.v_head_dim)},
+                                   {"n_layer_dense_lead", num(c.n_layer_dense_lead)}});
   cudaDeviceProp prop{};
   int driver = 0, runtime = 0;
   cudaGetDeviceProperties(&prop, device_id_);

@@ -225,12 +225,30 @@ Status CudaRunner::upload_weights(const Model& model, const CudaRunnerExtras& ex
       MOPT_TRY(load_vec(L.q_norm, p + "attn_q_norm.weight", hd, 0.1f, 1.0f));
       MOPT_TRY(load_vec(L.k_norm, p + "attn_k_norm.weight", hd, 0.1f, 1.0f));
     }
-    std::vector<std::string> qkv_bias;
-    if (c.qkv_bias) qkv_bias = {p + "attn_q.bias", p + "attn_k.bias", p + "attn_v.bias"};
-    MOPT_TRY(load_mat(L.qkv, {p + "attn_q.weight", p + "attn_k.weight", p + "attn_v.weight"}, {qd, kvd, kvd}, d,
-                      qkv_bias));
-    MOPT_TRY(load_mat(L.o, {p + "attn_output.weight"}, {d}, qd, {}));
-    if (c.is_moe()) {  // router and experts: runner_moe.cpp; the shared expert is an ordinary pair of matrices
+    if (c.is_mla()) {  // DeepSeek-V2's projections (runner_mla.cpp); o's input columns padded per head
+      MlaWeights& M = L.mla;
+      const int H = c.n_head, qk = c.qk_nope_dim + c.rope_dim, kl = c.kv_lora_rank, ql = c.q_lora_rank;
+      if (ql > 0) {
+        MOPT_TRY(load_mat(M.q_a, {p + "attn_q_a.weight"}, {ql}, d, {}));
+        MOPT_TRY(load_vec(M.q_a_norm, p + "attn_q_a_norm.weight", ql, 0.1f, 1.0f));
+        MOPT_TRY(load_mat(M.q_b, {p + "attn_q_b.weight"}, {H * qk}, ql, {}));
+      } else {
+        MOPT_TRY(load_mat(M.q, {p + "attn_q.weight"}, {H * qk}, d, {}));
+      }
+      MOPT_TRY(load_mat(M.kv_a, {p + "attn_kv_a_mqa.weight"}, {kl + c.rope_dim}, d, {}));
+      MOPT_TRY(load_vec(M.kv_a_norm, p + "attn_kv_a_norm.weight", kl, 0.1f, 1.0f));
+      MOPT_TRY(load_mat(M.kv_b, {p + "attn_kv_b.weight"}, {H * (c.qk_nope_dim + c.v_head_dim)}, kl, {}));
+      MOPT_TRY(load_mat(L.o, {p + "attn_output.weight"}, {d}, H * c.v_head_dim, {}));
+      MOPT_TRY(check_mla_layer(l));
+      MOPT_TRY(pad_mla_o(L.o));
+    } else {
+      std::vector<std::string> qkv_bias;
+      if (c.qkv_bias) qkv_bias = {p + "attn_q.bias", p + "attn_k.bias", p + "attn_v.bias"};
+      MOPT_TRY(load_mat(L.qkv, {p + "attn_q.weight", p + "attn_k.weight", p + "attn_v.weight"}, {qd, kvd, kvd}, d,
+                        qkv_bias));
+      MOPT_TRY(load_mat(L.o, {p + "attn_output.weight"}, {d}, qd, {}));
+    }
+    if (c.is_moe_layer(l)) {  // router and experts: runner_moe.cpp; the shared expert is an ordinary pair of matrices
       MOPT_TRY(upload_moe_layer(model, l, extras, seed));
       const int sh = c.n_ff_shexp;
       if (sh > 0) {

@@ -259,7 +259,7 @@ TYPED_TEST_SUITE(CudaAttentionT, StorageTypes, cudatest::StorageName);
 TYPED_TEST(CudaAttentionT, DecodeSweep) {
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(5);
-  for (int hd : {8, 32, 64, 128})
+  for (int hd : {8, 32, 64, 128, 256})
     for (auto [nh, nkv] : {std::pair{8, 8}, {8, 2}, {32, 8}, {28, 4}, {32, 2}})  // GQA 1, 4, 4, 7, 16
       for (int bs : {16, 32})
         for (int splits : {1, 3, 16}) {
@@ -337,7 +337,7 @@ TEST(CudaAttention, DecodeSplitsUsed) {
 TYPED_TEST(CudaAttentionT, PerTokenKernelOnPrefillBatches) {
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(7);
-  for (int hd : {8, 64, 128}) {
+  for (int hd : {8, 64, 128, 256}) {
     AttnCase c{hd, 8, 4, 16, {20, 100, 64}, {20, 30, 1}, 0};
     run_attention_case<TypeParam>(c, false, 1, rng);
     run_attention_case<TypeParam>(c, false, 4, rng);

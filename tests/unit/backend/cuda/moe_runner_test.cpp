@@ -1,6 +1,9 @@
 // The CUDA backend's mixture-of-experts layers (runner_moe.cpp, moe_kernels.h) on the test models of tests/data/moe
-// (Mixtral, Qwen2-MoE with its shared expert, Qwen3-MoE top-2 and top-4; random weights from mopt synth, seed 7):
-//   - the router kernel against cpu::moe_route on random and tied logits: the same experts, weights within 1e-6;
+// (Mixtral, Qwen2-MoE with its shared expert, Qwen3-MoE top-2 and top-4, DeepSeek-V2 lite-shaped and grouped: MLA
+// (runner_mla.cpp), yarn RoPE, dense first layer, ungated shared experts; random weights from mopt synth, seed 7):
+//   - the router kernel against cpu::moe_route on random and tied logits: the same experts, weights within 1e-6
+//     (times routed_scaling_factor), plain top-k and DeepSeek's group-limited top-k;
+//   - DeepSeek-V2's fp8 KV cache and quantized attention matrices refused with the reason;
 //     the bucketing of the pairs by expert (fused with the routing for small batches): every pair once, in place;
 //   - float32: the GPU runner's logits against the CPU runner's (prefill, chunks of 5, token by token through the
 //     CUDA graphs) within 2e-4 with every top-1 the same, and against transformers' float32 logits
@@ -49,19 +52,30 @@ std::unique_ptr<ModelRunner> gpu_runner(const Model& m, ComputeDtype dtype) {
   return std::move(g).value();
 }
 
-// DeepSeek-V2 is refused on the GPU with what is missing (the CPU backend runs it).
-TEST(CudaMoe, DeepseekV2IsRefusedWithTheReason) {
+// What the GPU does not run of DeepSeek-V2 is refused with the reason: an fp8 KV cache and quantized attention
+// matrices (GGUF deepseek2 files and DeepSeek-V3 are refused at load: tests/unit/backend/moe/deepseek_v2_test.cpp).
+TEST(CudaMoe, DeepseekV2RefusesWhatTheGpuDoesNotRun) {
   SKIP_WITHOUT_GPU();
   auto m = synth_moe("deepseek_v2_lite");
   ASSERT_NE(m, nullptr);
   RunnerOptions o;
   o.device = DeviceKind::kCuda;
-  o.max_batch_tokens = 512;
-  o.max_seqs = 8;
-  o.dtype = ComputeDtype::kFloat32;
+  o.max_batch_tokens = 64;
+  o.max_seqs = 4;
+  o.dtype = ComputeDtype::kBFloat16;
+  o.kv_cache_dtype = KvCacheDtype::kFp8;
   auto g = create_cuda_runner(*m, o);
   ASSERT_FALSE(g.is_ok());
-  EXPECT_NE(g.message().find("multi-head latent attention"), std::string::npos) << g.message();
+  EXPECT_NE(g.message().find("--kv-cache-dtype fp8 is not supported for multi-head latent attention"),
+            std::string::npos) << g.message();
+  o.kv_cache_dtype = KvCacheDtype::kAuto;
+  auto q = requantize(*m, DType::Q8_0);  // the 2-D matrices (MLA's projections among them) to Q8_0
+  ASSERT_NE(q, nullptr);
+  auto gq = create_cuda_runner(*q, o);
+  ASSERT_FALSE(gq.is_ok());
+  EXPECT_NE(gq.message().find("quantized attention weights of a DeepSeek-V2"), std::string::npos) << gq.message();
+  auto ok = create_cuda_runner(*m, o);  // and the same model in bf16 runs
+  EXPECT_TRUE(ok.is_ok()) << ok.message();
 }
 
 TEST(CudaMoe, RouteKernelPicksTheCpuExperts) {
@@ -71,10 +85,15 @@ TEST(CudaMoe, RouteKernelPicksTheCpuExperts) {
   struct Case {
     int E, k;
     bool norm, shared;
+    int groups = 0, kept = 0;  // DeepSeek's group_limited_greedy: n_group, topk_group
+    float scale = 1.f;         // routed_scaling_factor
   };
   for (const Case cs : {Case{8, 2, true, false}, Case{60, 4, false, true}, Case{128, 8, true, false},
-                        Case{256, 8, false, false}}) {
-    SCOPED_TRACE(testing::Message() << cs.E << " experts, top-" << cs.k);
+                        Case{256, 8, false, false}, Case{16, 4, false, false, 4, 2, 2.5f},
+                        Case{64, 6, false, false, 8, 3, 1.f}, Case{160, 6, false, false, 8, 3, 16.f},
+                        Case{256, 8, true, false, 64, 5, 2.5f}}) {
+    SCOPED_TRACE(testing::Message() << cs.E << " experts, top-" << cs.k << ", groups " << cs.groups << " / "
+                                    << cs.kept << ", scale " << cs.scale);
     constexpr int T = 100;  // > 64: routing and bucketing in two launches; 37, 3, 1 below: one
     const int ld = cs.E + (cs.shared ? 1 : 0) + 3;
     std::vector<float> logits(static_cast<size_t>(T) * ld);
@@ -86,7 +105,8 @@ TEST(CudaMoe, RouteKernelPicksTheCpuExperts) {
     cudatest::DevVec<int32_t> dp(static_cast<size_t>(T) * cs.k);
     const cuda::MoeRouteParams p{.logits = dl.get(), .pick = dp.get(), .pick_w = dw.get(),
                            .shared_gate = cs.shared ? dg.get() : nullptr, .n_tokens = T, .ld = ld, .n_expert = cs.E,
-                           .k = cs.k, .norm_topk = cs.norm};
+                           .k = cs.k, .norm_topk = cs.norm, .scale = cs.scale, .n_group = cs.groups,
+                           .topk_group = cs.kept};
     CUDA_OK(cuda::launch_moe_route(p, nullptr));
     const std::vector<int32_t> pick = dp.download();
     const std::vector<float> w = dw.download(), g = dg.download();
@@ -95,11 +115,12 @@ TEST(CudaMoe, RouteKernelPicksTheCpuExperts) {
                              logits.begin() + static_cast<long>(t) * ld + cs.E);
       std::vector<int32_t> want(static_cast<size_t>(cs.k));
       std::vector<float> want_w(static_cast<size_t>(cs.k));
-      cpu::moe_route(row.data(), 1, cs.E, cs.k, cs.norm, want.data(), want_w.data());
+      cpu::moe_route(row.data(), 1, cpu::MoeRouting{cs.E, cs.k, cs.norm, cs.scale, cs.groups, cs.kept}, want.data(),
+                     want_w.data());
       for (int j = 0; j < cs.k; ++j) {
         const size_t i = static_cast<size_t>(t) * cs.k + j;
         EXPECT_EQ(pick[i], want[static_cast<size_t>(j)]) << "token " << t << " rank " << j;
-        EXPECT_NEAR(w[i], want_w[static_cast<size_t>(j)], 1e-6) << "token " << t << " rank " << j;
+        EXPECT_NEAR(w[i], want_w[static_cast<size_t>(j)], 1e-6 * cs.scale) << "token " << t << " rank " << j;
       }
       if (cs.shared) {
         const float z = logits[static_cast<size_t>(t) * ld + cs.E];
@@ -437,7 +458,7 @@ std::vector<float> transformers_logits(const std::string& name, int n_vocab) {
 
 TEST(CudaMoe, Float32MatchesCpuAndTransformers) {
   SKIP_WITHOUT_GPU();
-  for (const std::string& name : cuda_moe_config_names()) {
+  for (const std::string& name : moe_config_names()) {
     SCOPED_TRACE(name);
     auto m = synth_moe(name);
     ASSERT_NE(m, nullptr);
@@ -516,7 +537,7 @@ void batch_matches_cpu(const std::string& name, ComputeDtype dtype, DType weight
 
 TEST(CudaMoe, Float32BatchOfSequencesMatchesCpu) {
   SKIP_WITHOUT_GPU();
-  for (const std::string& name : cuda_moe_config_names()) {
+  for (const std::string& name : moe_config_names()) {
     SCOPED_TRACE(name);
     batch_matches_cpu(name, ComputeDtype::kFloat32, DType::F32, 2e-4);
   }
@@ -528,7 +549,7 @@ TEST(CudaMoe, Float32BatchOfSequencesMatchesCpu) {
 // mutations of docs/moe.md). Bound 0.1 and at most 2 top-1 flips (near-ties) over the positions compared.
 TEST(CudaMoe, Bf16MatchesCpuOnTheSameWeights) {
   SKIP_WITHOUT_GPU();
-  for (const std::string& name : cuda_moe_config_names()) {
+  for (const std::string& name : moe_config_names()) {
     SCOPED_TRACE(name);
     auto m = synth_moe(name, kSynthSeed, DType::BF16);
     ASSERT_NE(m, nullptr);
@@ -554,13 +575,14 @@ TEST(CudaMoe, LongPromptTakesTheGroupedPath) {
   SKIP_WITHOUT_GPU();
   std::vector<int32_t> prompt;
   for (int i = 0; i < 300; ++i) prompt.push_back(kRefTokens[static_cast<size_t>(i) % kRefTokens.size()] + i % 5);
-  for (const std::string& name : cuda_moe_config_names()) {
+  for (const std::string& name : moe_config_names()) {
     for (const bool f32 : {true, false}) {
       SCOPED_TRACE(name + (f32 ? " float32" : " bf16"));
       auto m = synth_moe(name, kSynthSeed, f32 ? DType::F32 : DType::BF16);
       ASSERT_NE(m, nullptr);
       // The test configs' max_position_embeddings (256) is below the prompt, and the CUDA runner sizes its block
-      // table for the model's context: raised (plain RoPE in these configs: no result depends on it).
+      // table for the model's context: raised (no RoPE frequency depends on it; DeepSeek's yarn uses
+      // original_max_position_embeddings).
       m->config.context_length = 512;
       const int V = m->config.n_vocab;
       auto cpu = cpu_runner(*m);

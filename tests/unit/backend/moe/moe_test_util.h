@@ -47,14 +47,6 @@ inline std::vector<std::string> moe_config_names() {
   return out;
 }
 
-// The configs the CUDA backend runs: all but DeepSeek-V2's (deepseek_v2_*), which it refuses (CPU only so far).
-inline std::vector<std::string> cuda_moe_config_names() {
-  std::vector<std::string> out;
-  for (const std::string& n : moe_config_names())
-    if (!n.starts_with("deepseek_v2")) out.push_back(n);
-  return out;
-}
-
 // Writes the checkpoint of config `name` (mopt synth, f32 unless told) into a fresh folder and loads it.
 inline std::unique_ptr<Model> synth_moe(const std::string& name, uint64_t seed = kSynthSeed, DType dtype = DType::F32) {
   const std::string dir = ::testing::TempDir() + "mopt_moe_" + std::to_string(::getpid()) + "_" + name + "_" +
