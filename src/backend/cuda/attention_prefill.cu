@@ -75,7 +75,7 @@ __device__ __forceinline__ uint4 e4m3x8_to_bf16x8(uint2 w) {
 }
 
 template <int HD, class C>
-__global__ void __launch_bounds__(kWarps * 32) prefill_attention_kernel(PrefillAttnParamsT<C> p, int group) {
+__global__ void __launch_bounds__(kWarps * 32, 3) prefill_attention_kernel(PrefillAttnParamsT<C> p, int group) {
   constexpr bool kFp8 = std::is_same_v<C, fp8>;
   constexpr int LD = HD + 8;  // padded row (16 bytes) -> conflict-free fragment loads
   constexpr int KSTEPS = HD / 16;

@@ -79,6 +79,9 @@ Result<std::unique_ptr<CudaRunner>> CudaRunner::create(const Model& model, const
                  "n_vocab %d)", c.n_embd, c.n_layer, c.n_head, c.n_head_kv, c.head_dim, c.n_ff, c.n_vocab);
   if (c.n_head % c.n_head_kv != 0)
     return error("n_head %d is not a multiple of n_head_kv %d", c.n_head, c.n_head_kv);
+  if (c.n_embd > kRmsNormMaxN)
+    return error("n_embd %d: the CUDA backend's RMSNorm takes rows of up to %d (use --device cpu)", c.n_embd,
+                 kRmsNormMaxN);
   const int cache_hd = c.is_mla() ? mla_cache_head_dim(c) : c.head_dim;
   if (c.is_mla()) {
     if (cache_hd == 0)

@@ -76,6 +76,7 @@ struct RmsNormParamsT {
   uint8_t* q_out = nullptr;              // [n_rows_out, n] E4M3 codes of out, or null
   float* q_scale = nullptr;              // [n_rows_out] their per-token scales (with q_out); not add_row_scale
 };
+inline constexpr int kRmsNormMaxN = 16384;  // the widest row launch_rmsnorm takes (cudaErrorInvalidValue past it)
 template <class T>
 cudaError_t launch_rmsnorm(const RmsNormParamsT<T>& p, cudaStream_t stream);
 

@@ -56,7 +56,44 @@ __global__ void embed_kernel(EmbedParamsT<T> p) {
   for (int i = threadIdx.x; i < p.n_embd; i += blockDim.x) out[i] = to_f32(row[i]);
 }
 
-template <class T>
+// Elements [8 c, 8 c + 8) of a row of n as floats (0 past n). kVec: n % 8 == 0 and 16-byte aligned rows, so one
+// 16-byte load per 8 bf16 (two for fp32); otherwise one guarded load per element.
+template <bool kVec, class S>
+__device__ __forceinline__ void load_chunk(const S* row, int c, int n, float* f) {
+  if constexpr (kVec) {
+    unpack8(load8(row + 8 * c), f);
+  } else {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) f[e] = 8 * c + e < n ? to_f32(row[8 * c + e]) : 0.f;
+  }
+}
+
+// The inverse: f[e] rounded to S (f holds S values already where the caller rounded them).
+template <bool kVec, class S>
+__device__ __forceinline__ void store_chunk(S* row, int c, int n, const float* f) {
+  if constexpr (kVec && sizeof(S) == 4) {
+    reinterpret_cast<float4*>(row + 8 * c)[0] = make_float4(f[0], f[1], f[2], f[3]);
+    reinterpret_cast<float4*>(row + 8 * c)[1] = make_float4(f[4], f[5], f[6], f[7]);
+  } else if constexpr (kVec) {
+    uint32_t w[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const __nv_bfloat162 h = __floats2bfloat162_rn(f[2 * k], f[2 * k + 1]);
+      w[k] = *reinterpret_cast<const uint32_t*>(&h);
+    }
+    *reinterpret_cast<uint4*>(row + 8 * c) = make_uint4(w[0], w[1], w[2], w[3]);
+  } else {
+#pragma unroll
+    for (int e = 0; e < 8; ++e)
+      if (8 * c + e < n) row[8 * c + e] = from_f32<S>(f[e]);
+  }
+}
+
+// One CTA per row; each thread owns kC chunks of 8 consecutive elements (chunk c = threadIdx.x + k blockDim.x),
+// all loaded before any is used (one memory round trip, which a decode batch of few rows cannot hide otherwise)
+// and kept in registers through the passes: the new residual, the normalized outputs rounded to T, their max |.|
+// and E4M3 codes.
+template <class T, int kC, bool kVec>
 __global__ void rmsnorm_kernel(RmsNormParamsT<T> p) {
   pdl_wait();
   pdl_trigger();
@@ -64,64 +101,62 @@ __global__ void rmsnorm_kernel(RmsNormParamsT<T> p) {
   const int64_t i = p.rows ? p.rows[r] : r;
   float* res = p.residual + i * p.n;
   const T* add = p.add ? p.add + i * p.n : nullptr;
-  const float add_rs = add && p.add_row_scale ? p.add_row_scale[i] : 0.f;
-  // Elements j = threadIdx.x + u blockDim.x in order of u (so the sum of squares adds in the same order for
-  // any unroll), kNormUnroll at a time, their loads issued before their stores: the compiler may not move a load
-  // of `res` or `add` above a store to `res`, so one element per step waits for a DRAM round trip per step, which
-  // a decode batch (one CTA per row, few rows) does not hide.
-  constexpr int kNormUnroll = 4;
-  const int stride = static_cast<int>(blockDim.x);
+  const bool scaled = add && p.add_row_scale;
+  const float add_rs = scaled ? p.add_row_scale[i] : 0.f;
+  const int n = p.n;
+  float v[kC][8], a[kC][8];
+#pragma unroll
+  for (int k = 0; k < kC; ++k) {
+    const int c = threadIdx.x + k * blockDim.x;
+    if (8 * c >= n) continue;
+    load_chunk<kVec>(res, c, n, v[k]);
+    if (add) load_chunk<kVec>(add, c, n, a[k]);
+  }
   float ss = 0.f;
-  for (int j0 = threadIdx.x; j0 < p.n; j0 += kNormUnroll * stride) {
-    float v[kNormUnroll], a[kNormUnroll], cs[kNormUnroll];
 #pragma unroll
-    for (int u = 0; u < kNormUnroll; ++u) {
-      const int j = j0 + u * stride;
-      v[u] = a[u] = 0.f;
-      cs[u] = 1.f;
-      if (j < p.n) {
-        v[u] = res[j];
-        if (add) a[u] = to_f32(add[j]);
-        if (add && p.add_row_scale) cs[u] = p.add_col_scale[j];
-      }
+  for (int k = 0; k < kC; ++k) {
+    const int c = threadIdx.x + k * blockDim.x;
+    if (8 * c >= n) continue;
+    if (add) {
+      float cs[8];
+      if (scaled) load_chunk<kVec>(p.add_col_scale, c, n, cs);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) v[k][e] += scaled ? a[k][e] * (add_rs * cs[e]) : a[k][e];  // FP8 GEMM scales
+      store_chunk<kVec>(res, c, n, v[k]);
     }
 #pragma unroll
-    for (int u = 0; u < kNormUnroll; ++u) {
-      const int j = j0 + u * stride;
-      if (j >= p.n) break;
-      if (add) {
-        if (p.add_row_scale) a[u] *= add_rs * cs[u];  // an FP8 GEMM's scales, epilogue order
-        v[u] += a[u];
-        res[j] = v[u];
-      }
-      ss += v[u] * v[u];
-    }
+    for (int e = 0; e < 8; ++e) ss += v[k][e] * v[k][e];
   }
-  const float rstd = rsqrtf(block_sum(ss) / static_cast<float>(p.n) + p.eps);
-  T* out = p.out ? p.out + static_cast<int64_t>(r) * p.n : nullptr;
-  // The output element j, rounded to T (the same expression in every pass below).
-  auto normed = [&](int j) { return from_f32<T>(res[j] * rstd * to_f32(p.weight[j])); };
-  if (!p.q_out) {
-    for (int j = threadIdx.x; j < p.n; j += blockDim.x) out[j] = normed(j);
-    return;
-  }
-  // FP8 output (fp8_act.cuh): the row's max |out| over the rounded values, then their codes, recomputed from the
-  // residual (this CTA's row: L1 / L2) as launch_quantize_rows_fp8 would read them back from `out`.
+  const float rstd = rsqrtf(block_sum(ss) / static_cast<float>(n) + p.eps);
+  T* out = p.out ? p.out + static_cast<int64_t>(r) * n : nullptr;
   float amax = 0.f;
-  for (int j = threadIdx.x; j < p.n; j += blockDim.x) {
-    const T o = normed(j);
-    if (out) out[j] = o;
-    amax = fmaxf(amax, fabsf(to_f32(o)));
+#pragma unroll
+  for (int k = 0; k < kC; ++k) {  // v becomes the output, rounded to T
+    const int c = threadIdx.x + k * blockDim.x;
+    if (8 * c >= n) continue;
+    float w[8];
+    load_chunk<kVec>(p.weight, c, n, w);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      v[k][e] = to_f32(from_f32<T>(v[k][e] * rstd * w[e]));
+      amax = fmaxf(amax, fabsf(v[k][e]));
+    }
+    if (out) store_chunk<kVec>(out, c, n, v[k]);
   }
+  if (!p.q_out) return;
+  // FP8 output (fp8_act.cuh): the codes of the rounded outputs, as launch_quantize_rows_fp8 would write them
+  // reading `out` (n % 16 == 0 and q_out 16-byte aligned: launch_rmsnorm checks; then kVec).
   const Fp8RowScale s = fp8_row_scale(block_max_nonneg(amax));
   if (threadIdx.x == 0) p.q_scale[r] = s.d;
-  // 4 consecutive codes per thread and store (n % 16 == 0, q_out 16-byte aligned: launch_rmsnorm checks).
-  uint32_t* q = reinterpret_cast<uint32_t*>(p.q_out + static_cast<int64_t>(r) * p.n);
-  for (int c = threadIdx.x; c < p.n / 4; c += blockDim.x) {
-    uint32_t word = 0;
+  uint8_t* q = p.q_out + static_cast<int64_t>(r) * n;
 #pragma unroll
-    for (int e = 0; e < 4; ++e) word |= fp8_act_code(to_f32(normed(4 * c + e)), s) << (8 * e);
-    q[c] = word;
+  for (int k = 0; k < kC; ++k) {
+    const int c = threadIdx.x + k * blockDim.x;
+    if (8 * c >= n) continue;
+    uint32_t word[2] = {0, 0};
+#pragma unroll
+    for (int e = 0; e < 8; ++e) word[e / 4] |= fp8_act_code(v[k][e], s) << (8 * (e % 4));
+    *reinterpret_cast<uint2*>(q + 8 * c) = make_uint2(word[0], word[1]);
   }
 }
 
@@ -164,6 +199,26 @@ __global__ void qkv_rope_cache_kernel(QkvRopeParamsT<T, C> p) {
       sin_t[i] = static_cast<float>(sd);
     }
   __syncthreads();
+  // This lane's dims d = lane + 32 i of every head, and their rotation, the same for all heads of the token:
+  // rotated = x[d] * rc[i] + x[partner[i]] * rs[i] (rs carries the pair's sign; dims past rope_dim: 1, 0).
+  constexpr int kPerLane = kMaxHeadDim / 32;
+  float rc[kPerLane], rs[kPerLane];
+  int partner[kPerLane];
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    const int d = lane + 32 * i;
+    rc[i] = 1.f;
+    rs[i] = 0.f;
+    partner[i] = d;
+    if (p.inv_freq && d < p.rope_dim) {
+      const int half = p.rope_dim / 2;
+      const int f = p.neox ? d % half : d / 2;                    // frequency index
+      const bool first = p.neox ? d < half : d % 2 == 0;          // x0 of its pair (x0 c - x1 s), else x1 (x1 c + x0 s)
+      partner[i] = p.neox ? (first ? d + half : d - half) : (first ? d + 1 : d - 1);
+      rc[i] = cos_t[f];
+      rs[i] = first ? -sin_t[f] : sin_t[f];
+    }
+  }
   // grid.y splits the heads so that a single decode token is spread over several CTAs.
   for (int h = blockIdx.y * kRopeWarps + warp; h < n_heads_all; h += kRopeWarps * gridDim.y) {
     const T* src = p.qkv + static_cast<int64_t>(t) * row_len + static_cast<int64_t>(h) * hd;
@@ -171,7 +226,10 @@ __global__ void qkv_rope_cache_kernel(QkvRopeParamsT<T, C> p) {
     const bool is_v = h >= p.n_head + p.n_head_kv;
     const float* col_scale = p.row_scale ? p.col_scale + static_cast<int64_t>(h) * hd : nullptr;
     float ss = 0.f;
-    for (int d = lane; d < hd; d += 32) {
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+      const int d = lane + 32 * i;
+      if (d >= hd) break;
       float v = to_f32(src[d]);
       if (col_scale) v *= row_scale * col_scale[d];  // an FP8 GEMM's scales, epilogue order
       x[d] = v;
@@ -201,24 +259,12 @@ __global__ void qkv_rope_cache_kernel(QkvRopeParamsT<T, C> p) {
       if constexpr (std::is_same_v<C, fp8>) cs = is_v ? p.cache.v_scale[kvh] : p.cache.k_scale[kvh];
     }
     const bool rope = !is_v && p.inv_freq != nullptr;
-    for (int d = lane; d < hd; d += 32) {
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+      const int d = lane + 32 * i;
+      if (d >= hd) break;
       float v = x[d];
-      if (rope && d < p.rope_dim) {
-        int i, d0, d1;
-        if (p.neox) {
-          const int half = p.rope_dim / 2;
-          i = d % half;
-          d0 = i;
-          d1 = i + half;
-        } else {
-          i = d / 2;
-          d0 = 2 * i;
-          d1 = 2 * i + 1;
-        }
-        const float s = sin_t[i], c = cos_t[i];
-        const float x0 = x[d0], x1 = x[d1];
-        v = (d == d0) ? x0 * c - x1 * s : x1 * c + x0 * s;
-      }
+      if (rope && partner[i] != d) v = v * rc[i] + x[partner[i]] * rs[i];
       if (is_q)
         qdst[d] = from_f32<T>(v);
       else
@@ -310,7 +356,7 @@ __device__ __forceinline__ void swiglu_row_chunks(const SwiGluParamsT<T>& p, con
 }
 
 template <class T, int kThreads, bool kStage>
-__global__ void __launch_bounds__(kThreads) swiglu_quant_kernel(SwiGluParamsT<T> p) {
+__global__ void __launch_bounds__(kThreads, 768 / kThreads) swiglu_quant_kernel(SwiGluParamsT<T> p) {
   extern __shared__ __align__(16) unsigned char swiglu_stage[];
   T* stage = reinterpret_cast<T*>(swiglu_stage);  // [n_ff] with kStage
   pdl_wait();
@@ -449,8 +495,23 @@ cudaError_t launch_rmsnorm(const RmsNormParamsT<T>& p, cudaStream_t stream) {
                     reinterpret_cast<uintptr_t>(p.q_out) % 16 != 0
               : !p.out)
     return cudaErrorInvalidValue;
-  const int threads = p.n >= 2048 ? 512 : (p.n >= 512 ? 256 : 64);
-  return launch_pdl(rmsnorm_kernel<T>, dim3(p.n_rows_out), dim3(threads), 0, stream, p);
+  // Chunks of 8 per thread: 1 up to 512 threads' worth, then 2 and 4 (n up to kRmsNormMaxN; 512 threads of the
+  // 4-chunk kernel's ~96 registers fit an SM's register file).
+  const int chunks = (p.n + 7) / 8;
+  if (p.n > kRmsNormMaxN) return cudaErrorInvalidValue;
+  const int kc = chunks <= 512 ? 1 : chunks <= 1024 ? 2 : 4;
+  const int threads = std::max(32, ((chunks + kc - 1) / kc + 31) / 32 * 32);
+  const bool vec = p.n % 8 == 0;
+  const dim3 grid(p.n_rows_out), block(threads);
+  auto go = [&](auto kernel) { return launch_pdl(kernel, grid, block, 0, stream, p); };
+  if (vec) {
+    if (kc == 1) return go(rmsnorm_kernel<T, 1, true>);
+    if (kc == 2) return go(rmsnorm_kernel<T, 2, true>);
+    return go(rmsnorm_kernel<T, 4, true>);
+  }
+  if (kc == 1) return go(rmsnorm_kernel<T, 1, false>);
+  if (kc == 2) return go(rmsnorm_kernel<T, 2, false>);
+  return go(rmsnorm_kernel<T, 4, false>);
 }
 
 template <class T, class C>
