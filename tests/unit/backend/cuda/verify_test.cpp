@@ -4,7 +4,8 @@
 // kernels row by row (bucket 1's attention splits, the fused GEMMs' row-invariant tilings), so the rows are
 // compared bit for bit; in float32 (general path, cuBLASLt GEMMs of other shapes) within 1e-5 of the row's
 // largest logit. Also: several sequences with different k in one step, a verification graph's replay against
-// its eager first run, and the warm-up capturing every verification graph (no tuning or capture afterwards).
+// its eager first run, the warm-up capturing every verification graph (no tuning or capture afterwards), and
+// profile_step of a verification step.
 #if MOPT_HAVE_CUDA
 #include <gtest/gtest.h>
 
@@ -241,6 +242,43 @@ TEST(CudaVerifyStep, WarmupCapturesVerificationGraphs) {
   const TuningCounters after = r->tuning_counters();
   EXPECT_EQ(after.gemm_tunings, before.gemm_tunings);
   EXPECT_EQ(after.graph_captures, before.graph_captures);
+}
+
+// profile_step of a verification step (bench_speculative --profile) runs it eagerly on the path its graph runs:
+// the fused GEMMs (no separate SwiGLU or LM head launch) with the decode attention, and leaves the graphs, the
+// plans and the step's bits as they were (the graph replayed afterwards gives the logits it gave before).
+TEST(CudaVerifyStep, ProfileRunsTheFusedVerificationPath) {
+  SKIP_WITHOUT_GPU();
+  const Model model = verify_model();
+  const int V = model.config.n_vocab, n_layer = model.config.n_layer;
+  auto r = make_runner(model, ComputeDtype::kBFloat16, true);
+  ASSERT_TRUE(r);
+  StepArrays prompt;
+  prompt.add(3, tokens_from(6, 9, V), 0, false);
+  run(*r, prompt);
+  StepArrays st;
+  st.add(3, tokens_from(7, 5, V), 9);
+  const std::vector<float> before = run(*r, st);
+  const uint64_t launches = r->runtime_stats().cuda_graph_launches;
+  const TuningCounters tc = r->tuning_counters();
+  auto prof = r->profile_step(st.view());
+  ASSERT_TRUE(prof.is_ok()) << prof.message();
+  const StepProfile& p = prof.value();
+  const StepProfile::Class* qkv = p.find("qkv GEMM (+rmsnorm)");
+  const StepProfile::Class* attn = p.find("attention");
+  ASSERT_NE(qkv, nullptr) << p.format();
+  ASSERT_NE(attn, nullptr) << p.format();
+  EXPECT_EQ(qkv->launches, n_layer);
+  EXPECT_EQ(attn->launches, n_layer);
+  EXPECT_NE(p.find("final norm + LM head"), nullptr) << p.format();
+  EXPECT_EQ(p.find("swiglu"), nullptr) << p.format();
+  EXPECT_GT(p.total_us, 0.0);
+  EXPECT_EQ(r->runtime_stats().cuda_graph_launches, launches);
+  EXPECT_EQ(r->tuning_counters().gemm_tunings, tc.gemm_tunings);
+  EXPECT_EQ(r->tuning_counters().graph_captures, tc.graph_captures);
+  const std::vector<float> after = run(*r, st);
+  EXPECT_EQ(r->runtime_stats().cuda_graph_launches, launches + 1);
+  compare_rows(after, before, V, -1.f, "graph replay after the profile vs before");
 }
 
 }  // namespace
