@@ -89,6 +89,18 @@ std::vector<int32_t> tokens_from(int seed, int n, int V) {
   return t;
 }
 
+// Runs sequence seq's prompt of n_prompt tokens (tokens_from(prompt_seed)) and returns the step of `rows` tokens
+// (tokens_from(step_seed)) after it, every row's logits.
+StepArrays after_prompt(ModelRunner& r, int seq, int prompt_seed, int n_prompt, int step_seed, int rows) {
+  const int V = r.config().n_vocab;
+  StepArrays prompt;
+  prompt.add(seq, tokens_from(prompt_seed, n_prompt, V), 0, false);
+  run(r, prompt);
+  StepArrays st;
+  st.add(seq, tokens_from(step_seed, rows, V), n_prompt);
+  return st;
+}
+
 // The logits of each token of toks fed alone (one-row decode steps) at positions start.., sequence seq.
 std::vector<float> sequential_decode(ModelRunner& r, int seq, const std::vector<int32_t>& toks, int start) {
   std::vector<float> out;
@@ -201,11 +213,7 @@ TEST(CudaVerifyStep, GraphReplayEqualsEagerRun) {
   const int V = model.config.n_vocab;
   auto r = make_runner(model, ComputeDtype::kBFloat16, false);
   ASSERT_TRUE(r);
-  StepArrays prompt;
-  prompt.add(1, tokens_from(3, 10, V), 0, false);
-  run(*r, prompt);
-  StepArrays st;
-  st.add(1, tokens_from(4, 5, V), 10);
+  const StepArrays st = after_prompt(*r, 1, 3, 10, 4, 5);
   const std::vector<float> eager = run(*r, st);
   const uint64_t captures = r->tuning_counters().graph_captures;
   const std::vector<float> captured = run(*r, st);
@@ -253,11 +261,7 @@ TEST(CudaVerifyStep, ProfileRunsTheFusedVerificationPath) {
   const int V = model.config.n_vocab, n_layer = model.config.n_layer;
   auto r = make_runner(model, ComputeDtype::kBFloat16, true);
   ASSERT_TRUE(r);
-  StepArrays prompt;
-  prompt.add(3, tokens_from(6, 9, V), 0, false);
-  run(*r, prompt);
-  StepArrays st;
-  st.add(3, tokens_from(7, 5, V), 9);
+  const StepArrays st = after_prompt(*r, 3, 6, 9, 7, 5);
   const std::vector<float> before = run(*r, st);
   const uint64_t launches = r->runtime_stats().cuda_graph_launches;
   const TuningCounters tc = r->tuning_counters();
