@@ -167,9 +167,16 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_gemm_kernel(SkinnyGe
   }
   pdl_wait();
 
+  // Input row of each output row (rows past p.m, never read: a copy of the last), loaded without a test between
+  // the rows (one round trip for the gathered rows of the LM head).
   int xrow[M];
+  if (p.x_rows) {
 #pragma unroll
-  for (int i = 0; i < M; ++i) xrow[i] = i < p.m ? (p.x_rows ? p.x_rows[i] : i) : 0;
+    for (int i = 0; i < M; ++i) xrow[i] = p.x_rows[min(i, p.m - 1)];
+  } else {
+#pragma unroll
+    for (int i = 0; i < M; ++i) xrow[i] = min(i, p.m - 1);
+  }
   float acc[M][R], ss[M];
 #pragma unroll
   for (int i = 0; i < M; ++i) {
