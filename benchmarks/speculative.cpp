@@ -8,11 +8,17 @@
 // the same machine load; the faster run of each counts. Reported per file and in total: decode tokens/s (tokens
 // after the first / time after the first token), mean acceptance length (tokens per verification round, 1 +
 // accepted / rounds), acceptance rate (accepted / proposed tokens), and the speed-up. The greedy outputs of both
-// engines must be identical (checked; a difference is an error). On CUDA both engines share one fresh plan
-// cache (the same GEMM tilings).
+// engines must be identical round by round (checked; a difference is an error): round 1 prefills the whole
+// prompt, later rounds find its full blocks in the prefix cache and prefill only the rest (fewer rows, other
+// GEMM plans, so bf16 roundings and a near-tie may differ from round 1 in both engines alike; reported, not an
+// error). On CUDA both engines share one fresh plan cache (the same GEMM tilings).
+// --profile (CUDA): on a third runner made as the speculative engine's (same options, same plan cache), one
+// sequence at position --profile-pos: wall time per step (graph replay + device sampling, as the engine runs
+// it) for 1 .. k + 1 rows, and the GPU time per kernel class of an eager decode step and an eager verification
+// step of k + 1 rows (ModelRunner::profile_step).
 // Usage: bench_speculative [--model DIR ($MOPT_MODELS_DIR/code-qwen2-25m)] [--eval-text FILE]
 //                          [--device cpu|cuda] [--threads 0] [--speculative-config JSON] [--lines 40]
-//                          [--tokens 256] [--rounds 2]
+//                          [--tokens 256] [--rounds 2] [--profile] [--profile-pos 400]
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -109,6 +115,105 @@ std::vector<std::pair<std::string, std::vector<std::string>>> split_modules(cons
   return mods;
 }
 
+// The first index where a and b differ (the shorter length when one is a prefix of the other).
+size_t first_difference(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  size_t i = 0;
+  while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
+  return i;
+}
+
+// --profile: see the header. Returns false (after a message) when the runner cannot be made or run.
+bool profile_steps(const Model& model, const EngineConfig& scfg, int pos) {
+  RunnerOptions ro = scfg.runner;  // as Engine::create makes the speculative engine's runner
+  ro.max_batch_tokens = scfg.max_num_batched_tokens;
+  ro.max_seqs = scfg.max_num_seqs;
+  ro.spec_tokens = scfg.speculative.num_speculative_tokens;
+  const int k = ro.spec_tokens, n_vocab = model.config.n_vocab;
+  auto rr = create_runner(model, ro);
+  if (!rr) {
+    std::fprintf(stderr, "profile: %s\n", rr.message().c_str());
+    return false;
+  }
+  ModelRunner& run = *rr.value();
+  // A pool as wide as the model's context (the runner sizes its block tables, and so the attention's fixed split
+  // count, by the context), with room for the sequence.
+  constexpr int kBs = 16;
+  const int ctx = std::max(model.config.context_length, pos + k + 1);
+  const int n_blocks = (ctx + kBs - 1) / kBs + 2;
+  Status st = run.init_kv_cache(n_blocks, kBs, 0);
+  if (st) st = run.warmup([](int, int, const std::string&) {}).status();
+  if (!st) {
+    std::fprintf(stderr, "profile: %s\n", st.message().c_str());
+    return false;
+  }
+  // One sequence's step of `rows` tokens at positions pos .. pos + rows - 1, every row's logits (rows = 1: a
+  // decode step; more: a verification step, the real token and rows - 1 proposals).
+  auto step = [&](int rows) {
+    BatchArrays a;
+    a.max_blocks_per_seq = n_blocks;
+    for (int i = 0; i < rows; ++i) {
+      a.tokens.push_back((17 + 31 * i) % n_vocab);
+      a.positions.push_back(pos + i);
+      a.slot_mapping.push_back(pos + i);
+      a.logits_indices.push_back(i);
+    }
+    a.query_start.push_back(rows);
+    a.seq_lens.push_back(pos + rows);
+    for (int b = 0; b < n_blocks; ++b) a.block_tables.push_back(b);
+    return a;
+  };
+  const int max_rows = std::min(k + 1, run.max_sample_rows() > 0 ? run.max_sample_rows() : k + 1);
+  std::printf("\nprofile at position %d (%s): wall time per step, graph replay + greedy pick on the device "
+              "(forward_sample, as the engine runs it), median of 200\n", pos, device_name(run.device()));
+  std::vector<int32_t> out(static_cast<size_t>(max_rows));
+  double one_row_us = 0;
+  for (int rows = 1; rows <= max_rows; ++rows) {
+    const BatchArrays a = step(rows);
+    const std::vector<RowSampling> params(static_cast<size_t>(rows));  // greedy
+    std::vector<double> us;
+    for (int i = 0; i < 220 && st; ++i) {
+      const auto t0 = Clock::now();
+      st = run.forward_sample(a.view(), params, out.data());
+      if (i >= 20) us.push_back(1e6 * std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+    if (!st) break;
+    std::nth_element(us.begin(), us.begin() + us.size() / 2, us.end());
+    const double med = us[us.size() / 2];
+    if (rows == 1) one_row_us = med;
+    std::printf("  %d row%s %8.1f us  (%.2fx one row)%s\n", rows, rows == 1 ? " " : "s", med, med / one_row_us,
+                rows == 1 ? "  decode step" : "  verification step");
+  }
+  if (!st) {
+    std::fprintf(stderr, "profile: %s\n", st.message().c_str());
+    return false;
+  }
+  // GPU time per kernel class: an eager decode step and an eager verification step of max_rows rows.
+  auto p1 = run.profile_step(step(1).view());
+  auto pk = run.profile_step(step(max_rows).view());
+  if (!p1 || !pk) {
+    std::fprintf(stderr, "profile: %s\n", (!p1 ? p1 : pk).message().c_str());
+    return false;
+  }
+  std::printf("GPU time per kernel class, one eager step each (events between kernel classes: no PDL overlap, "
+              "so the totals exceed a replay's; the decode step's attention splits by its own length, the "
+              "graph's by the context)\n  %-32s %10s %12s %7s\n", "class", "1 row us",
+              strfmt("%d rows us", max_rows).c_str(), "ratio");
+  std::vector<std::string> names;
+  for (const StepProfile* p : {&pk.value(), &p1.value()})
+    for (const StepProfile::Class& c : p->classes)
+      if (std::find(names.begin(), names.end(), c.name) == names.end()) names.push_back(c.name);
+  for (const std::string& n : names) {
+    const StepProfile::Class* a = p1.value().find(n);
+    const StepProfile::Class* b = pk.value().find(n);
+    const double ua = a ? a->us : 0, ub = b ? b->us : 0;
+    std::printf("  %-32s %10.1f %12.1f %6.2fx  (%d launches)\n", n.c_str(), ua, ub, ua > 0 ? ub / ua : 0.0,
+                b ? b->launches : a->launches);
+  }
+  std::printf("  %-32s %10.1f %12.1f %6.2fx\n", "total", p1.value().total_us, pk.value().total_us,
+              p1.value().total_us > 0 ? pk.value().total_us / p1.value().total_us : 0.0);
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -120,7 +225,8 @@ int main(int argc, char** argv) {
   std::string device = "cpu";
   std::string spec_json =
       R"({"method":"ngram","num_speculative_tokens":4,"prompt_lookup_max":4,"prompt_lookup_min":2})";
-  int threads = 0, lines = 40, tokens = 256, rounds = 2;
+  int threads = 0, lines = 40, tokens = 256, rounds = 2, profile_pos = 400;
+  bool profile = false;
   app.add_option("--model", model_path, "model (file or Hugging Face folder)");
   app.add_option("--eval-text", eval_path, "code-eval.txt (the files to edit)");
   app.add_option("--device", device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
@@ -129,7 +235,13 @@ int main(int argc, char** argv) {
   app.add_option("--lines", lines, "lines of each module in the prompt")->check(CLI::Range(1, 100000));
   app.add_option("--tokens", tokens, "tokens generated per request")->check(CLI::Range(2, 100000));
   app.add_option("--rounds", rounds, "runs of each side per file (the faster counts)")->check(CLI::Range(1, 100));
+  app.add_flag("--profile", profile, "CUDA: time decode and verification steps, GPU time per kernel class");
+  app.add_option("--profile-pos", profile_pos, "--profile: the sequence's position")->check(CLI::Range(1, 1 << 20));
   CLI11_PARSE(app, argc, argv);
+  if (profile && device != "cuda") {
+    std::fprintf(stderr, "--profile needs --device cuda (the CPU runner has no per-kernel profile)\n");
+    return 1;
+  }
   set_log_level(LogLevel::kWarn);
 
   auto sc = parse_speculative_config(spec_json);
@@ -195,14 +307,25 @@ int main(int argc, char** argv) {
         "# " + name + ".py\n" + file + "\n\n# The same file, rewritten:\n# " + name + ".py\n" + mod[0] + "\n";
     const std::vector<int32_t> prompt = tok.encode(text, false, false);
     Run best[2];
-    for (int r = 0; r < rounds; ++r)
-      for (int i = 0; i < 2; ++i) {
-        Run x = generate(*engines[i], prompt, tokens);
-        if (r == 0 || x.decode_tps() > best[i].decode_tps()) best[i] = std::move(x);
+    std::vector<int32_t> first[2];  // each engine's round-1 output
+    for (int r = 0; r < rounds; ++r) {
+      Run x[2];
+      for (int i = 0; i < 2; ++i) x[i] = generate(*engines[i], prompt, tokens);
+      // Same round, same prefix-cache state: the outputs must be equal.
+      if (x[0].tokens != x[1].tokens) {
+        ++mismatches;
+        std::fprintf(stderr, "%s, round %d: the speculative output differs from the plain greedy output at "
+                     "token %zu of %zu\n", name.c_str(), r + 1, first_difference(x[0].tokens, x[1].tokens),
+                     x[0].tokens.size());
       }
-    if (best[0].tokens != best[1].tokens) {
-      ++mismatches;
-      std::fprintf(stderr, "%s: the speculative output differs from the plain greedy output\n", name.c_str());
+      for (int i = 0; i < 2; ++i) {
+        if (r == 0) first[i] = x[i].tokens;
+        else if (x[i].tokens != first[i])
+          std::fprintf(stderr, "%s, round %d: the %s output differs from round 1's at token %zu (prompt prefix "
+                       "from the prefix cache: a shorter prefill, other roundings)\n", name.c_str(), r + 1,
+                       i ? "speculative" : "plain", first_difference(x[i].tokens, first[i]));
+        if (r == 0 || x[i].decode_tps() > best[i].decode_tps()) best[i] = std::move(x[i]);
+      }
     }
     const Run& p = best[0];
     const Run& s = best[1];
@@ -252,10 +375,11 @@ int main(int argc, char** argv) {
                   1e6 * (ph.forward - ph.forward_verify) / std::max<uint64_t>(1, steps[1] - verify_steps));
     std::printf("\n");
   }
-  if (mismatches) std::fprintf(stderr, "%d files: speculative output != plain output\n", mismatches);
+  if (mismatches) std::fprintf(stderr, "%d runs: speculative output != plain output\n", mismatches);
+  const bool profiled = !profile || profile_steps(model, scfg, profile_pos);
   if (!cache_dir.empty()) {
     std::error_code ec;
     std::filesystem::remove_all(cache_dir, ec);
   }
-  return mismatches ? 1 : 0;
+  return mismatches || !profiled ? 1 : 0;
 }

@@ -39,6 +39,10 @@ Status ModelRunner::sampled_logits(std::span<const int32_t>, float*) {
                device_name(device()));
 }
 
+Result<StepProfile> ModelRunner::profile_step(const ForwardBatch&) {
+  return error("the %s backend has no per-kernel step profile (CUDA only)", device_name(device()));
+}
+
 Status validate_batch(const ForwardBatch& b, const BatchLimits& lim) {
   const int T = b.n_tokens(), S = b.n_seqs();
   if (T == 0 || S == 0) return error("empty batch");

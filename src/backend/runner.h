@@ -7,10 +7,12 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -128,6 +130,34 @@ struct TuningCounters {
   uint64_t graph_captures = 0;
 };
 
+// GPU time of one eagerly run step per kernel class (ModelRunner::profile_step), summed over layers.
+struct StepProfile {
+  struct Class {
+    std::string name;
+    double us = 0.0;    // GPU time, microseconds
+    int launches = 0;   // marks taken for this class (one per layer for per-layer classes)
+  };
+  std::vector<Class> classes;  // in the order first seen
+  double total_us = 0.0;
+  const Class* find(std::string_view name) const {
+    for (const Class& c : classes)
+      if (c.name == name) return &c;
+    return nullptr;
+  }
+  // One line per class: name, us, share of the total, launches; then the total.
+  std::string format() const {
+    std::string out;
+    char line[160];
+    for (const Class& c : classes) {
+      std::snprintf(line, sizeof line, "  %-32s %9.1f us %5.1f%%  (%d launches)\n", c.name.c_str(), c.us,
+                    total_us > 0 ? 100.0 * c.us / total_us : 0.0, c.launches);
+      out += line;
+    }
+    std::snprintf(line, sizeof line, "  %-32s %9.1f us\n", "total (eager, events between kernels)", total_us);
+    return out + line;
+  }
+};
+
 class ModelRunner {
  public:
   virtual ~ModelRunner() = default;
@@ -176,6 +206,9 @@ class ModelRunner {
     return WarmupReport{};
   }
   virtual TuningCounters tuning_counters() const { return {}; }
+  // Benchmarks: runs `batch` once with the device time of each kernel class measured (StepProfile; CUDA:
+  // CudaModelRunner's). The default (CPU): an error saying the runner has no per-kernel profile.
+  virtual Result<StepProfile> profile_step(const ForwardBatch& batch);
 
   // Swap blocks between the device cache and the host swap pool: pairs of (device_block, host_block).
   virtual Status swap_out(std::span<const std::pair<int32_t, int32_t>> device_to_host) = 0;

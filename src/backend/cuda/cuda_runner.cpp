@@ -256,7 +256,7 @@ Status CudaRunner::run_step(const ForwardBatch& b, int* rows_on_device) {
   StepShape s;
   MOPT_TRY(plan_step(b, s));
   MOPT_TRY(stage_metadata(b, s, s.n_tokens));
-  if (s.graph_bucket > 0) {
+  if (s.graph_bucket > 0 && !profiling_) {
     GraphEntry& g = graphs_[s.graph_key()];
     if (!g.warmed) {  // first use: eager, so GEMM algorithms are tuned outside capture
       MOPT_TRY(enqueue_layers(s));

@@ -63,34 +63,6 @@ struct CudaRunnerExtras {
   bool fp8_fast_accum = false;
 };
 
-// GPU time of one eager step per kernel class (CudaModelRunner::profile_step), summed over layers.
-struct StepProfile {
-  struct Class {
-    std::string name;
-    double us = 0.0;    // GPU time, microseconds
-    int launches = 0;   // marks taken for this class (one per layer for per-layer classes)
-  };
-  std::vector<Class> classes;  // in the order first seen
-  double total_us = 0.0;
-  const Class* find(std::string_view name) const {
-    for (const Class& c : classes)
-      if (c.name == name) return &c;
-    return nullptr;
-  }
-  // One line per class: name, us, share of the total, launches; then the total.
-  std::string format() const {
-    std::string out;
-    char line[160];
-    for (const Class& c : classes) {
-      std::snprintf(line, sizeof line, "  %-32s %9.1f us %5.1f%%  (%d launches)\n", c.name.c_str(), c.us,
-                    total_us > 0 ? 100.0 * c.us / total_us : 0.0, c.launches);
-      out += line;
-    }
-    std::snprintf(line, sizeof line, "  %-32s %9.1f us\n", "total (eager, events between kernels)", total_us);
-    return out + line;
-  }
-};
-
 // Per-row sampling settings of forward_sample (see kernels.h launch_sample): the backend-neutral RowSampling.
 using GpuSampling = RowSampling;
 
@@ -108,12 +80,12 @@ class CudaModelRunner : public ModelRunner {
   virtual uint64_t weight_bytes() const = 0;
   // The GEMM plans tuned so far (shape, choice, time, bandwidth), for benchmark reports.
   virtual std::string gemm_report() const = 0;
-  // Runs one step eagerly (no graph) with a CUDA event after every kernel class (fused decode path or general
-  // path, e.g. a large decode batch) and returns the GPU time per class summed over layers (benchmarks: where a
-  // step's time goes; events between kernels remove the PDL overlap, so the total exceeds a graph replay's).
-  // Class names of the attention: "attention" (decode kernel, split merge included) or "attention (prefill)".
-  // The step's shapes should have run before (GEMM tuning happens on first use).
-  virtual Result<StepProfile> profile_step(const ForwardBatch& batch) = 0;
+  // profile_step (ModelRunner): one step eagerly (no graph) with a CUDA event after every kernel class (fused
+  // decode path, a verification step's fused row-invariant path, or the general path, e.g. a large decode batch),
+  // the GPU time per class summed over layers (events between kernels remove the PDL overlap, so the total
+  // exceeds a graph replay's). Class names of the attention: "attention" (decode kernel, split merge included)
+  // or "attention (prefill)". The step's shapes should have run before (GEMM tuning happens on first use).
+  Result<StepProfile> profile_step(const ForwardBatch& batch) override = 0;
   // Destroys every captured decode graph (the next decode step of a bucket captures it again; GEMM plans are
   // kept) and turns CUDA graphs on or off for later steps (off: as --enforce-eager). Benchmarks use it to compare
   // graph instances and eager steps within one process.

@@ -89,24 +89,37 @@ __device__ __forceinline__ void load_x(const SkinnyGemmParams& p, int row32, int
   }
 }
 
-// The epilogue of output (row i, feature n) with its finished value v: kAddRes adds into the fp32 residual, else
-// v + bias is stored (fp32 or bf16).
+// What the epilogue adds to output (row i, feature n): the fp32 residual's value (kAddRes: y += v; read through
+// L2 only, so the residual never sits in a stale L1 line) or the bias (0 without one).
 template <int EPI>
-__device__ __forceinline__ void store_out(const SkinnyGemmParams& p, int i, int n, float v) {
-  const int64_t at = static_cast<int64_t>(i) * p.n + n;
-  if constexpr (EPI == kAddRes) {
-    float* y = static_cast<float*>(p.y) + at;  // L2 only: the residual never sits in a stale L1 line
-    __stcg(y, __ldcg(y) + v);
-  } else {
-    const float b = p.bias ? __bfloat162float(p.bias[n]) : 0.f;
-    if (p.y_f32) static_cast<float*>(p.y)[at] = v + b;
-    else static_cast<bf16*>(p.y)[at] = __float2bfloat16(v + b);
-  }
+__device__ __forceinline__ float epilogue_addend(const SkinnyGemmParams& p, int i, int n) {
+  if constexpr (EPI == kAddRes) return __ldcg(static_cast<const float*>(p.y) + static_cast<int64_t>(i) * p.n + n);
+  else return p.bias ? __bfloat162float(p.bias[n]) : 0.f;
 }
 
-// M: activation rows (padded up), R: output features per row group, U: 16-byte loads per lane and weight row
-// per stage, KW: warps per row group sharing the k-reduction, PIPE: two stages in flight (the next stage's loads
-// are issued before the current stage's arithmetic). PRO / EPI: SkinnyPrologue / SkinnyEpilogue.
+// Output (row i, feature n) from its finished value v and its addend (epilogue_addend): kAddRes stores add + v
+// into the fp32 residual, else v + bias is stored (fp32 or bf16).
+template <int EPI>
+__device__ __forceinline__ void store_sum(const SkinnyGemmParams& p, int i, int n, float v, float add) {
+  const int64_t at = static_cast<int64_t>(i) * p.n + n;
+  if constexpr (EPI == kAddRes) __stcg(static_cast<float*>(p.y) + at, add + v);
+  else if (p.y_f32) static_cast<float*>(p.y)[at] = v + add;
+  else static_cast<bf16*>(p.y)[at] = __float2bfloat16(v + add);
+}
+
+template <int EPI>
+__device__ __forceinline__ void store_out(const SkinnyGemmParams& p, int i, int n, float v) {
+  store_sum<EPI>(p, i, n, v, epilogue_addend<EPI>(p, i, n));
+}
+
+// bf16 weights are instantiated for every row count 1 .. kSkinnyMaxRows (dispatch_rows: M == p.m), quantized
+// ones for 1, 2, 4 and 8 (M >= p.m, the rows past p.m skipped at run time).
+template <class F>
+inline constexpr bool kExactRows = F::kFormat == WeightFormat::kFloat;
+
+// M: activation rows (padded up; kExactRows: exactly p.m), R: output features per row group, U: 16-byte loads per lane
+// and weight row per stage, KW: warps per row group sharing the k-reduction, PIPE: two stages in flight (the next
+// stage's loads are issued before the current stage's arithmetic). PRO / EPI: SkinnyPrologue / SkinnyEpilogue.
 template <class F, int M, int R, int U, int KW, bool PIPE, int PRO, int EPI>
 __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_gemm_kernel(SkinnyGemmParams p) {
   constexpr int kGroups = kWarpsPerCta / KW;
@@ -154,9 +167,16 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_gemm_kernel(SkinnyGe
   }
   pdl_wait();
 
+  // Input row of each output row (rows past p.m, never read: a copy of the last), loaded without a test between
+  // the rows (one round trip for the gathered rows of the LM head).
   int xrow[M];
+  if (p.x_rows) {
 #pragma unroll
-  for (int i = 0; i < M; ++i) xrow[i] = i < p.m ? (p.x_rows ? p.x_rows[i] : i) : 0;
+    for (int i = 0; i < M; ++i) xrow[i] = p.x_rows[min(i, p.m - 1)];
+  } else {
+#pragma unroll
+    for (int i = 0; i < M; ++i) xrow[i] = min(i, p.m - 1);
+  }
   float acc[M][R], ss[M];
 #pragma unroll
   for (int i = 0; i < M; ++i) {
@@ -194,7 +214,11 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_gemm_kernel(SkinnyGe
           if constexpr (PRO == kNorm) unpack8_bf16(__ldg(reinterpret_cast<const uint4*>(p.norm_w + xch * 8)), nw);
 #pragma unroll
           for (int i = 0; i < M; ++i) {
-            if (i >= p.m) break;
+            // Exact row counts (bf16): no branch between the rows, so their activation loads issue together
+            // instead of one L1/L2 round trip per row.
+            if constexpr (!kExactRows<F>) {
+              if (i >= p.m) break;
+            }
             float xf[8];
             load_x<PRO>(p, xrow[i], xch, nw, xf, ss[i]);
 #pragma unroll
@@ -238,6 +262,19 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_gemm_kernel(SkinnyGe
     }
   }
   if (kw != 0 || lane != 0) return;
+  // The epilogue's loads (residual values or bias, per-row weight scales) for all of the thread's M x R outputs
+  // before its first store: one memory round trip, not one per output behind the row and feature tests. Rows
+  // past p.m and features past p.n read a clamped (valid) element and store nothing.
+  float add[M][R], rs[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const int n = min(n0 + r, p.n - 1);
+    rs[r] = 1.f;
+    if constexpr (F::kFormat != WeightFormat::kFloat)
+      if (p.qw.row_scale) rs[r] = __ldg(p.qw.row_scale + n);
+#pragma unroll
+    for (int i = 0; i < M; ++i) add[i][r] = epilogue_addend<EPI>(p, min(i, p.m - 1), n);
+  }
 #pragma unroll
   for (int i = 0; i < M; ++i) {
     if (i >= p.m) break;
@@ -249,8 +286,8 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_gemm_kernel(SkinnyGe
       if (n >= p.n) break;
       float v = acc[i][r] * scale;
       if constexpr (F::kFormat != WeightFormat::kFloat)
-        if (p.qw.row_scale) v *= __ldg(p.qw.row_scale + n);
-      store_out<EPI>(p, i, n, v);
+        if (p.qw.row_scale) v *= rs[r];
+      store_sum<EPI>(p, i, n, v, add[i][r]);
     }
   }
 }
@@ -325,10 +362,22 @@ cudaError_t dispatch_variant(const SkinnyGemmParams& p, cudaStream_t stream) {
 
 template <class F, int PRO, int EPI>
 cudaError_t dispatch_rows(const SkinnyGemmParams& p, cudaStream_t stream) {
+  static_assert(kSkinnyMaxRows == 8, "dispatch_rows instantiates row counts up to 8");
   if (p.m == 1) return dispatch_variant<F, 1, PRO, EPI>(p, stream);
   if (p.m == 2) return dispatch_variant<F, 2, PRO, EPI>(p, stream);
-  if (p.m <= 4) return dispatch_variant<F, 4, PRO, EPI>(p, stream);
-  return dispatch_variant<F, 8, PRO, EPI>(p, stream);
+  if constexpr (kExactRows<F>) {
+    switch (p.m) {
+      case 3: return dispatch_variant<F, 3, PRO, EPI>(p, stream);
+      case 4: return dispatch_variant<F, 4, PRO, EPI>(p, stream);
+      case 5: return dispatch_variant<F, 5, PRO, EPI>(p, stream);
+      case 6: return dispatch_variant<F, 6, PRO, EPI>(p, stream);
+      case 7: return dispatch_variant<F, 7, PRO, EPI>(p, stream);
+      default: return dispatch_variant<F, 8, PRO, EPI>(p, stream);
+    }
+  } else {
+    if (p.m <= 4) return dispatch_variant<F, 4, PRO, EPI>(p, stream);
+    return dispatch_variant<F, 8, PRO, EPI>(p, stream);
+  }
 }
 
 // f(PRO, EPI) with p's prologue / epilogue pair as std::integral_constant<int> values; cudaErrorInvalidValue for a

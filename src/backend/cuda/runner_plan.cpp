@@ -53,7 +53,8 @@ Status CudaRunner::plan_step(const ForwardBatch& b, StepShape& s) {
   s.n_out = std::min(n_out, logit_rows_);
   bool in_order = true;  // logits rows 0, 1, ...
   for (int i = 0; in_order && i < n_out; ++i) in_order = b.logits_indices[i] == i;
-  if (!decode && n <= verify_max_rows_ && n_out == n && in_order && !opts_.enforce_eager && !profiling_) {
+  // (profile_step plans it too, and run_step then runs it eagerly: a verification step has no other fused shape.)
+  if (!decode && n <= verify_max_rows_ && n_out == n && in_order && !opts_.enforce_eager) {
     s.verify = true;
     s.graph_bucket = n;
     s.n_tokens = n;

@@ -315,6 +315,20 @@ TEST(CpuRunner, RejectsMatricesItCannotMultiply) {
   EXPECT_NE(r.message().find("it runs f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k"), std::string::npos);
 }
 
+// ModelRunner::profile_step (bench_speculative --profile) is CUDA's: the CPU runner answers with an error that
+// says so instead of running anything.
+TEST(CpuRunner, ProfileStepIsRefused) {
+  auto m = load_model(models_dir() + "/stories260K.gguf");
+  ASSERT_TRUE(m.is_ok()) << m.message();
+  auto r = CpuRunner::create(**m, RunnerOptions{});
+  ASSERT_TRUE(r.is_ok());
+  ASSERT_TRUE((*r)->init_kv_cache(4, 16, 0).is_ok());
+  std::vector<int32_t> tok = {1}, pos = {0}, slot = {0}, qs = {0, 1}, lens = {1}, table = {0}, idx = {0};
+  auto prof = (*r)->profile_step(ForwardBatch{tok, pos, slot, qs, lens, table, 1, idx});
+  ASSERT_FALSE(prof.is_ok());
+  EXPECT_NE(prof.message().find("cpu backend has no per-kernel step profile"), std::string::npos) << prof.message();
+}
+
 TEST(CpuRunner, RejectsMalformedBatches) {
   auto m = load_model(models_dir() + "/stories260K.gguf");
   ASSERT_TRUE(m.is_ok()) << m.message();

@@ -4,7 +4,8 @@
 // kernels row by row (bucket 1's attention splits, the fused GEMMs' row-invariant tilings), so the rows are
 // compared bit for bit; in float32 (general path, cuBLASLt GEMMs of other shapes) within 1e-5 of the row's
 // largest logit. Also: several sequences with different k in one step, a verification graph's replay against
-// its eager first run, and the warm-up capturing every verification graph (no tuning or capture afterwards).
+// its eager first run, the warm-up capturing every verification graph (no tuning or capture afterwards), and
+// profile_step of a verification step.
 #if MOPT_HAVE_CUDA
 #include <gtest/gtest.h>
 
@@ -86,6 +87,18 @@ std::vector<int32_t> tokens_from(int seed, int n, int V) {
   std::vector<int32_t> t;
   for (int i = 0; i < n; ++i) t.push_back((37 * i + 101 * seed + 7) % V);
   return t;
+}
+
+// Runs sequence seq's prompt of n_prompt tokens (tokens_from(prompt_seed)) and returns the step of `rows` tokens
+// (tokens_from(step_seed)) after it, every row's logits.
+StepArrays after_prompt(ModelRunner& r, int seq, int prompt_seed, int n_prompt, int step_seed, int rows) {
+  const int V = r.config().n_vocab;
+  StepArrays prompt;
+  prompt.add(seq, tokens_from(prompt_seed, n_prompt, V), 0, false);
+  run(r, prompt);
+  StepArrays st;
+  st.add(seq, tokens_from(step_seed, rows, V), n_prompt);
+  return st;
 }
 
 // The logits of each token of toks fed alone (one-row decode steps) at positions start.., sequence seq.
@@ -200,11 +213,7 @@ TEST(CudaVerifyStep, GraphReplayEqualsEagerRun) {
   const int V = model.config.n_vocab;
   auto r = make_runner(model, ComputeDtype::kBFloat16, false);
   ASSERT_TRUE(r);
-  StepArrays prompt;
-  prompt.add(1, tokens_from(3, 10, V), 0, false);
-  run(*r, prompt);
-  StepArrays st;
-  st.add(1, tokens_from(4, 5, V), 10);
+  const StepArrays st = after_prompt(*r, 1, 3, 10, 4, 5);
   const std::vector<float> eager = run(*r, st);
   const uint64_t captures = r->tuning_counters().graph_captures;
   const std::vector<float> captured = run(*r, st);
@@ -241,6 +250,39 @@ TEST(CudaVerifyStep, WarmupCapturesVerificationGraphs) {
   const TuningCounters after = r->tuning_counters();
   EXPECT_EQ(after.gemm_tunings, before.gemm_tunings);
   EXPECT_EQ(after.graph_captures, before.graph_captures);
+}
+
+// profile_step of a verification step (bench_speculative --profile) runs it eagerly on the path its graph runs:
+// the fused GEMMs (no separate SwiGLU or LM head launch) with the decode attention, and leaves the graphs, the
+// plans and the step's bits as they were (the graph replayed afterwards gives the logits it gave before).
+TEST(CudaVerifyStep, ProfileRunsTheFusedVerificationPath) {
+  SKIP_WITHOUT_GPU();
+  const Model model = verify_model();
+  const int V = model.config.n_vocab, n_layer = model.config.n_layer;
+  auto r = make_runner(model, ComputeDtype::kBFloat16, true);
+  ASSERT_TRUE(r);
+  const StepArrays st = after_prompt(*r, 3, 6, 9, 7, 5);
+  const std::vector<float> before = run(*r, st);
+  const uint64_t launches = r->runtime_stats().cuda_graph_launches;
+  const TuningCounters tc = r->tuning_counters();
+  auto prof = r->profile_step(st.view());
+  ASSERT_TRUE(prof.is_ok()) << prof.message();
+  const StepProfile& p = prof.value();
+  const StepProfile::Class* qkv = p.find("qkv GEMM (+rmsnorm)");
+  const StepProfile::Class* attn = p.find("attention");
+  ASSERT_NE(qkv, nullptr) << p.format();
+  ASSERT_NE(attn, nullptr) << p.format();
+  EXPECT_EQ(qkv->launches, n_layer);
+  EXPECT_EQ(attn->launches, n_layer);
+  EXPECT_NE(p.find("final norm + LM head"), nullptr) << p.format();
+  EXPECT_EQ(p.find("swiglu"), nullptr) << p.format();
+  EXPECT_GT(p.total_us, 0.0);
+  EXPECT_EQ(r->runtime_stats().cuda_graph_launches, launches);
+  EXPECT_EQ(r->tuning_counters().gemm_tunings, tc.gemm_tunings);
+  EXPECT_EQ(r->tuning_counters().graph_captures, tc.graph_captures);
+  const std::vector<float> after = run(*r, st);
+  EXPECT_EQ(r->runtime_stats().cuda_graph_launches, launches + 1);
+  compare_rows(after, before, V, -1.f, "graph replay after the profile vs before");
 }
 
 }  // namespace
