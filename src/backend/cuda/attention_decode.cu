@@ -106,11 +106,12 @@ __device__ __forceinline__ void reduce_scatter(float (&v)[GT], int sl) {
   }
 }
 
-// The end of a decode CTA, after its NSUB partial states (m, l [NSUB][GT] then acc [NSUB][GT][HD] floats, the
-// log2-domain max, the sum and the unnormalized output of each of the first heads_per_cta heads) are in `st`
+// The end of a decode CTA, after its NSUB partial states (m, l [NSUB][GT] then acc [NSUB][GT][ACC] floats (ACC >=
+// HD: a padded row stride), the log2-domain max, the sum and the unnormalized output of each of the first
+// heads_per_cta heads) are in `st`
 // (shared memory) and a __syncthreads: combines them, then writes the output (one split used) or the partial
 // state, and the last split's CTA merges (see the header comment). Every thread of the CTA calls it.
-template <class T, class C, int NSUB, int GT, int HD>
+template <class T, class C, int NSUB, int GT, int HD, int ACC = HD>
 __device__ __forceinline__ void finish_cta(const DecodeAttnParamsT<T, C>& p, const float* st, int heads_per_cta,
                                            int t, int h0, int split, int used, float vscale) {
   constexpr bool kFp8 = std::is_same_v<C, fp8>;
@@ -118,7 +119,7 @@ __device__ __forceinline__ void finish_cta(const DecodeAttnParamsT<T, C>& p, con
   __shared__ float sm_wm[GT][kDecodeMaxSplits], sm_wl[GT][kDecodeMaxSplits];  // merge: per head and split
   const float* sm_m = st;                 // [NSUB][GT]
   const float* sm_l = sm_m + NSUB * GT;   // [NSUB][GT]
-  const float* sm_acc = sm_l + NSUB * GT; // [NSUB][GT][HD]
+  const float* sm_acc = sm_l + NSUB * GT; // [NSUB][GT][ACC]
   // This CTA's state per head: o = A / L (normalized), running max mx (log2 domain) and sum L.
   const int64_t row0 = static_cast<int64_t>(t) * p.n_head + h0;  // first output row [t, h0]
   // Partials: workspace [n_tokens, n_head, n_splits, HD] then ml [n_tokens, n_head, n_splits, 2].
@@ -132,7 +133,7 @@ __device__ __forceinline__ void finish_cta(const DecodeAttnParamsT<T, C>& p, con
       for (int s = 0; s < NSUB; ++s) {
         const float w = exp2f(sm_m[s * GT + g] - mx);
         L += sm_l[s * GT + g] * w;
-        A += sm_acc[(s * GT + g) * HD + d] * w;
+        A += sm_acc[(s * GT + g) * ACC + d] * w;
       }
     }
     float o = L > 0.f ? A / L : 0.f;
@@ -412,33 +413,45 @@ __device__ __forceinline__ void mma_rows8(float& d0, float& d1, uint32_t a0, uin
       : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1));
 }
 
-constexpr int kMmaHeadDim = 128;
-constexpr int kMmaStages = 2;
+constexpr int kMmaHeadDim = 128;                                      // = bytes of one fp8 K or V row
+constexpr int kMmaStages = 3;                                         // 2 tiles in flight while one is consumed
+constexpr int kMmaWarps = kThreads / 32;
 constexpr int kMmaWarpTokens = 16;                                    // one k-step of P.V per warp and tile
-constexpr int kMmaTileTokens = kThreads / 32 * kMmaWarpTokens;        // 64 per CTA
-constexpr int kMmaCopies = 8;                                         // 16-byte copies per thread and stage
+constexpr int kMmaTileTokens = kMmaWarps * kMmaWarpTokens;            // 64 per CTA
+constexpr int kMmaChunks = kMmaHeadDim / 16;                          // 16-byte chunks per row: 8
+constexpr int kMmaWarpChunks = 2 * kMmaWarpTokens * kMmaChunks;       // K and V of a warp's 16 tokens: 256
+constexpr int kMmaPipeBytes = kMmaStages * kMmaWarps * kMmaWarpChunks * 16;  // 48 KiB
+constexpr int kMmaAccStride = kMmaHeadDim + 1;  // floats per head row of the combine buffer (bank-conflict free)
+constexpr int kMmaCombineBytes = kMmaWarps * kMaxHeadsPerCta * (2 + kMmaAccStride) * 4;  // 16.4 KiB
+constexpr int kMmaSmemBytes = kMmaPipeBytes > kMmaCombineBytes ? kMmaPipeBytes : kMmaCombineBytes;  // dynamic
 
-// Warp w of the CTA takes tokens [w * 16, w * 16 + 16) of every 64-token tile; lane (g = lane / 4, c = lane % 4).
+// Warp w of the CTA takes tokens [w * 16, w * 16 + 16) of every 64-token tile and is the only reader and writer
+// of its region of each stage (K rows 0..15 then V rows 0..15, 128 bytes each), so the loop synchronizes with
+// __syncwarp only. Copies: lane L copies 16-byte chunk L % 8 of the K and of the V row of tokens L / 8 + 4 k
+// (k = 0..3): each cp.async.cg instruction moves 4 whole 128-byte rows (every sector fully used), zero-filled past
+// s1. Shared layout (16-byte chunks): chunk j of row r of K|V (kv) of warp w in stage s is stored at chunk
+// ((s * 4 + w) * 2 + kv) * 128 + r * 8 + (j ^ (r % 8)) (XOR swizzle): the copies' stores (8 lanes, one row, 8
+// chunks) and the fragment loads below (8 lanes of a quarter warp read 8 different chunk columns) are free of
+// bank conflicts. Lane (g = lane / 4, c = lane % 4):
 // S = Q K^T (rows: the CTA's heads, padded to 16; columns: 8 tokens per n-tile, tile n = tokens n * 8 + g for
 // this lane's K row): the reduction over head_dim is permuted so that lane c's k slots of k-step s are the dims
-// c * 32 + 4 s .. + 3 (one 32-bit word of its 32-byte slice of the K row: e4m3x4_to_f16x2 gives b0, b1), and q
+// c * 32 + 4 s .. + 3 (one 32-bit word of chunks 2c, 2c + 1 of the K row: e4m3x4_to_f16x2 gives b0, b1), and q
 // uses the same permutation. Its accumulator layout (row g, tokens 2c, 2c + 1 of n-tiles 0 and 1) is the A
 // layout of P for O = P V (k = the 16 tokens), so P never leaves the registers. For V (B: k = tokens 2c, 2c + 1
 // | 2c + 8, 2c + 9 of column g) the output dims are permuted: column n of n-tile j is dim n * 16 + j, so lane g
-// reads 16 bytes (dims g * 16 ..) of its 4 token rows and pairs the rows' bytes with one byte_perm per 4 dims.
-// Each thread copies exactly the 8 x 16 bytes it reads (K rows g, 8 + g; V rows 2c, 2c + 1, 2c + 8, 2c + 9):
-// no barrier in the loop. Numerics: E4M3 codes are exact in f16; q * scale * log2(e) is rounded to f16
+// reads chunk g (dims g * 16 ..) of its 4 token rows and pairs the rows' bytes with one byte_perm per 4 dims.
+// Combine buffer (after the loop): per warp and head a row of kMmaAccStride floats; lane (g, c) stores its 32
+// outputs in an order rotated by c (index j ^ 8 (c / 2), column e ^ (c % 2)) so that each store's 32 addresses
+// fall in 32 different banks.
+// Numerics: E4M3 codes are exact in f16; q * scale * log2(e) is rounded to f16
 // (relative 2^-11; clamped to f16's finite range, which only |q| above ~5e5 at scale 1/sqrt(128) reaches);
 // products are exact and summed in fp32, the scores scaled by k_scale in fp32; softmax in fp32; P is rounded to
 // f16 (relative 2^-11; l sums the fp32 values) and P.V summed in fp32.
 template <class T>
-__global__ void __launch_bounds__(kThreads, 4) decode_attention_fp8_mma_kernel(DecodeAttnParamsT<T, fp8> p,
+__global__ void __launch_bounds__(kThreads, 3) decode_attention_fp8_mma_kernel(DecodeAttnParamsT<T, fp8> p,
                                                                             int heads_per_cta, int group) {
-  constexpr int HD = kMmaHeadDim, GT = kMaxHeadsPerCta, NSUB = kThreads / 32, S = kMmaStages;
-  constexpr int kPipeBytes = S * kMmaCopies * kThreads * 16;  // 32 KiB
-  constexpr int kCombineBytes = NSUB * GT * (HD + 2) * 4;     // 16.3 KiB
-  constexpr int kSmemBytes = kPipeBytes > kCombineBytes ? kPipeBytes : kCombineBytes;
-  __shared__ __align__(16) unsigned char smem[kSmemBytes];
+  constexpr int HD = kMmaHeadDim, GT = kMaxHeadsPerCta, NSUB = kMmaWarps, S = kMmaStages;
+  extern __shared__ __align__(16) unsigned char smem[];  // kMmaSmemBytes
   uint4* pipe = reinterpret_cast<uint4*>(smem);
   pdl_wait();
   pdl_trigger();
@@ -447,7 +460,7 @@ __global__ void __launch_bounds__(kThreads, 4) decode_attention_fp8_mma_kernel(D
   const int h0 = blockIdx.y * heads_per_cta;
   const int kvh = h0 / group;
   const int split = blockIdx.z;
-  const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, c = threadIdx.x % 4;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, c = lane % 4;
   const CtaSlice cs = cta_slice(p, t, split);
   const int used = cs.used, s0 = cs.s0, s1 = cs.s1;
   if (split >= used) return;  // uniform across the CTA
@@ -476,32 +489,36 @@ __global__ void __launch_bounds__(kThreads, 4) decode_attention_fp8_mma_kernel(D
   const int bs = p.cache.block_size;
   const int32_t* bt = p.block_tables + static_cast<int64_t>(p.token_seq[t]) * p.max_blocks_per_seq;
   const int64_t head_off = static_cast<int64_t>(kvh) * bs * HD;
-  auto slot = [&](int stage, int k) -> uint4* { return pipe + (stage * kMmaCopies + k) * kThreads + threadIdx.x; };
-  // Copies 0..3: K rows g, g (bytes c * 32, + 16), 8 + g, 8 + g; 4..7: V rows 2c, 2c + 1, 2c + 8, 2c + 9 (bytes
-  // g * 16), of this warp's 16 tokens of tile `tile`; zero-filled past s1. One division per tile: a row's block
-  // is found by stepping from the block of the warp's first token (16 / block_size steps at most).
+  // Chunk j of row r of K (kv 0) or V (kv 1) of this warp in `stage` (swizzled, see above).
+  auto chunk = [&](int stage, int kv, int r, int j) -> uint4* {
+    return pipe + ((stage * kMmaWarps + warp) * 2 + kv) * (kMmaWarpChunks / 2) + r * kMmaChunks + (j ^ (r % 8));
+  };
+  // This lane's copies of tile `tile`: chunk lane % 8 of the K and V rows of tokens base + lane / 8 + 4 k. One
+  // division per tile: the block of a row is found by stepping from that of the first one (4 / block_size
+  // steps at most per row); block table entries are read only for rows in the slice.
   auto issue = [&](int tile, int stage) {
     const int base = s0 + tile * kMmaTileTokens + warp * kMmaWarpTokens;
-    const int q0 = base / bs, r0 = base - q0 * bs;
-    auto row_off = [&](int row) -> int64_t {  // element offset of token base + row (< s1) in a K or V block
-      int blk = q0, r = r0 + row;
+    const int r8 = lane / 8, j = lane % 8;
+    const int first = base + r8;
+    int blk = first / bs, r = first - blk * bs;
+    int64_t off[4];
+    bool ok[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      ok[k] = first + 4 * k < s1;
+      off[k] = ok[k] ? static_cast<int64_t>(bt[blk]) * p.cache.block_stride + head_off +
+                           static_cast<int64_t>(r) * HD + j * 16
+                     : 0;
+      r += 4;
       while (r >= bs) {
         r -= bs;
         ++blk;
       }
-      return static_cast<int64_t>(bt[blk]) * p.cache.block_stride + head_off + static_cast<int64_t>(r) * HD;
-    };
+    }
 #pragma unroll
-    for (int k = 0; k < kMmaCopies; k += 2) {  // two copies per row: K's two halves, or V rows r and r + 1
-      const bool kk = k < 4;
-      const int row0 = kk ? (k / 2) * 8 + g : 2 * c + (k - 4) / 2 * 8;
-      const int row1 = kk ? row0 : row0 + 1;
-      const bool ok0 = base + row0 < s1, ok1 = base + row1 < s1;
-      const int64_t off0 = ok0 ? row_off(row0) : 0;
-      const int64_t off1 = kk ? off0 : ok1 ? row_off(row1) : 0;
-      const fp8* src = kk ? p.cache.k : p.cache.v;
-      cp_async<16>(slot(stage, k), src + off0 + (kk ? c * 32 : g * 16), ok0);
-      cp_async<16>(slot(stage, k + 1), src + off1 + (kk ? c * 32 + 16 : g * 16), ok1);
+    for (int k = 0; k < 4; ++k) {
+      cp_async<16>(chunk(stage, 0, r8 + 4 * k, j), p.cache.k + off[k], ok[k]);
+      cp_async<16>(chunk(stage, 1, r8 + 4 * k, j), p.cache.v + off[k], ok[k]);
     }
   };
 
@@ -512,15 +529,20 @@ __global__ void __launch_bounds__(kThreads, 4) decode_attention_fp8_mma_kernel(D
 
   const int n_tiles = (s1 - s0 + kMmaTileTokens - 1) / kMmaTileTokens;
 #pragma unroll
-  for (int i = 0; i < S - 1; ++i) {
+  for (int i = 0; i < S - 1; ++i) {  // prologue: tiles 0 .. S-2 in flight (one commit group each, maybe empty)
     if (i < n_tiles) issue(i, i);
     cp_async_commit();
   }
+  int stage = 0;  // = i % S
   for (int i = 0; i < n_tiles; ++i) {
-    const int stage = i % S;
-    if (i + S - 1 < n_tiles) issue(i + S - 1, (i + S - 1) % S);
+    // Groups 0 .. i are complete (S - 1 + i committed): tile i is in shared memory; after the __syncwarp it is
+    // visible to the whole warp, and every lane is done reading stage (i - 1) % S, which is refilled next.
+    cp_async_wait<S - 2>();
+    __syncwarp();
+    if (i + S - 1 < n_tiles) issue(i + S - 1, stage == 0 ? S - 1 : stage - 1);
     cp_async_commit();
-    cp_async_wait<S - 1>();  // tile i is in this thread's slots
+    const int cur = stage;
+    stage = stage == S - 1 ? 0 : stage + 1;
     const int base = s0 + i * kMmaTileTokens + warp * kMmaWarpTokens;
     if (base >= s1) continue;  // uniform across the warp: none of its 16 tokens is in the slice
 
@@ -529,7 +551,7 @@ __global__ void __launch_bounds__(kThreads, 4) decode_attention_fp8_mma_kernel(D
     float mx = -INFINITY;
 #pragma unroll
     for (int n = 0; n < 2; ++n) {
-      const uint4 k0 = *slot(stage, 2 * n), k1 = *slot(stage, 2 * n + 1);
+      const uint4 k0 = *chunk(cur, 0, n * 8 + g, 2 * c), k1 = *chunk(cur, 0, n * 8 + g, 2 * c + 1);
       const uint32_t kw[8] = {k0.x, k0.y, k0.z, k0.w, k1.x, k1.y, k1.z, k1.w};
       sc[n][0] = sc[n][1] = 0.f;
 #pragma unroll
@@ -562,8 +584,10 @@ __global__ void __launch_bounds__(kThreads, 4) decode_attention_fp8_mma_kernel(D
     const __half2 p0 = __floats2half2_rn(pr[0][0], pr[0][1]), p1 = __floats2half2_rn(pr[1][0], pr[1][1]);
     const uint32_t pa0 = *reinterpret_cast<const uint32_t*>(&p0), pa2 = *reinterpret_cast<const uint32_t*>(&p1);
 
-    // O += P V: rows (2c, 2c + 1) and (2c + 8, 2c + 9), bytes 4 w .. 4 w + 3 of each -> n-tiles 4 w .. 4 w + 3.
-    const uint4 va = *slot(stage, 4), vb = *slot(stage, 5), vc = *slot(stage, 6), vd = *slot(stage, 7);
+    // O += P V: rows (2c, 2c + 1) and (2c + 8, 2c + 9), bytes 4 w .. 4 w + 3 of chunk g of each -> n-tiles
+    // 4 w .. 4 w + 3.
+    const uint4 va = *chunk(cur, 1, 2 * c, g), vb = *chunk(cur, 1, 2 * c + 1, g);
+    const uint4 vc = *chunk(cur, 1, 2 * c + 8, g), vd = *chunk(cur, 1, 2 * c + 9, g);
     const uint32_t ra[4] = {va.x, va.y, va.z, va.w}, rb[4] = {vb.x, vb.y, vb.z, vb.w};
     const uint32_t rc[4] = {vc.x, vc.y, vc.z, vc.w}, rd[4] = {vd.x, vd.y, vd.z, vd.w};
 #pragma unroll
@@ -588,19 +612,36 @@ __global__ void __launch_bounds__(kThreads, 4) decode_attention_fp8_mma_kernel(D
   l += __shfl_xor_sync(0xffffffffu, l, 2);
   float* sm_m = reinterpret_cast<float*>(smem);  // [NSUB][GT]
   float* sm_l = sm_m + NSUB * GT;                // [NSUB][GT]
-  float* sm_acc = sm_l + NSUB * GT;              // [NSUB][GT][HD]
+  float* sm_acc = sm_l + NSUB * GT;              // [NSUB][GT][kMmaAccStride]
   if (g < heads_per_cta) {
     if (c == 0) {
       sm_m[warp * GT + g] = m;
       sm_l[warp * GT + g] = l;
     }
+    // Store (j, e) of lane c writes o[jj][ee], jj = j ^ 8 (c / 2), ee = e ^ (c % 2): its bank is (8 warp + g +
+    // 16 ee + jj) % 32, and the four c of one g take jj + 16 ee + {0, 8, 16, 24} (mod 32).
+    const bool hi = c >= 2, odd = c % 2 != 0;
+    float* row = sm_acc + (warp * GT + g) * kMmaAccStride;
 #pragma unroll
     for (int j = 0; j < HD / 8; ++j)
 #pragma unroll
-      for (int e = 0; e < 2; ++e) sm_acc[(warp * GT + g) * HD + (2 * c + e) * 16 + j] = o[j][e];
+      for (int e = 0; e < 2; ++e) {
+        const float x0 = hi ? o[j ^ 8][0] : o[j][0], x1 = hi ? o[j ^ 8][1] : o[j][1];
+        const int jj = hi ? j ^ 8 : j, ee = odd ? e ^ 1 : e;
+        row[(2 * c + ee) * 16 + jj] = (ee == 0) ? x0 : x1;
+      }
   }
   __syncthreads();
-  finish_cta<T, fp8, NSUB, GT, HD>(p, sm_m, heads_per_cta, t, h0, split, used, vscale);
+  finish_cta<T, fp8, NSUB, GT, HD, kMmaAccStride>(p, sm_m, heads_per_cta, t, h0, split, used, vscale);
+}
+
+// Dynamic shared memory above 48 KiB needs the opt-in, once per process (one GPU per process).
+template <class T>
+cudaError_t launch_fp8_mma(const DecodeAttnParamsT<T, fp8>& p, int hpc, int group, dim3 grid, cudaStream_t stream) {
+  static const cudaError_t opt_in = cudaFuncSetAttribute(
+      decode_attention_fp8_mma_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, kMmaSmemBytes);
+  if (opt_in != cudaSuccess) return opt_in;
+  return launch_pdl(decode_attention_fp8_mma_kernel<T>, grid, dim3(kThreads), kMmaSmemBytes, stream, p, hpc, group);
 }
 
 template <class T, class C, int HD>
@@ -611,7 +652,7 @@ cudaError_t dispatch_heads(const DecodeAttnParamsT<T, C>& p, int hpc, int group,
     const bool aligned = (reinterpret_cast<uintptr_t>(p.cache.k) | reinterpret_cast<uintptr_t>(p.cache.v) |
                           static_cast<uintptr_t>(p.cache.block_stride)) % 16 == 0;
     if (aligned && !(p.small_smem && hpc <= 2))
-      return launch_pdl(decode_attention_fp8_mma_kernel<T>, grid, block, 0, stream, p, hpc, group);
+      return launch_fp8_mma(p, hpc, group, grid, stream);
   }
   if (p.small_smem && hpc <= 2) {
     if (hpc <= 1)
