@@ -423,7 +423,9 @@ constexpr int kMmaWarpChunks = 2 * kMmaWarpTokens * kMmaChunks;       // K and V
 constexpr int kMmaPipeBytes = kMmaStages * kMmaWarps * kMmaWarpChunks * 16;  // 48 KiB
 constexpr int kMmaAccStride = kMmaHeadDim + 1;  // floats per head row of the combine buffer (bank-conflict free)
 constexpr int kMmaCombineBytes = kMmaWarps * kMaxHeadsPerCta * (2 + kMmaAccStride) * 4;  // 16.4 KiB
-constexpr int kMmaSmemBytes = kMmaPipeBytes > kMmaCombineBytes ? kMmaPipeBytes : kMmaCombineBytes;  // dynamic
+static_assert(kMmaCombineBytes <= kMmaPipeBytes, "the combine buffer reuses the pipeline's shared memory");
+constexpr int kMmaQBytes = 32 * 16 * 4;  // q's A fragments, after the pipeline: 2 KiB
+constexpr int kMmaSmemBytes = (kMmaPipeBytes > kMmaCombineBytes ? kMmaPipeBytes : kMmaCombineBytes) + kMmaQBytes;
 
 // Warp w of the CTA takes tokens [w * 16, w * 16 + 16) of every 64-token tile and is the only reader and writer
 // of its region of each stage (K rows 0..15 then V rows 0..15, 128 bytes each), so the loop synchronizes with
@@ -448,11 +450,10 @@ constexpr int kMmaSmemBytes = kMmaPipeBytes > kMmaCombineBytes ? kMmaPipeBytes :
 // products are exact and summed in fp32, the scores scaled by k_scale in fp32; softmax in fp32; P is rounded to
 // f16 (relative 2^-11; l sums the fp32 values) and P.V summed in fp32.
 template <class T>
-__global__ void __launch_bounds__(kThreads, 3) decode_attention_fp8_mma_kernel(DecodeAttnParamsT<T, fp8> p,
+__global__ void __launch_bounds__(kThreads, 4) decode_attention_fp8_mma_kernel(DecodeAttnParamsT<T, fp8> p,
                                                                             int heads_per_cta, int group) {
   constexpr int HD = kMmaHeadDim, GT = kMaxHeadsPerCta, NSUB = kMmaWarps, S = kMmaStages;
   extern __shared__ __align__(16) unsigned char smem[];  // kMmaSmemBytes
-  uint4* pipe = reinterpret_cast<uint4*>(smem);
   pdl_wait();
   pdl_trigger();
 
@@ -467,8 +468,11 @@ __global__ void __launch_bounds__(kThreads, 3) decode_attention_fp8_mma_kernel(D
   const float kscale = p.cache.k_scale[kvh], vscale = p.cache.v_scale[kvh];
 
   // q of head g (zero for padding rows g >= heads_per_cta): k-step s holds dims c * 32 + 4 s, + 1 | + 2, + 3.
-  uint32_t qa[8][2];
-  {
+  // The same A fragments serve every warp: warp 0 builds them once into shared memory (words 2 s, 2 s + 1 of
+  // lane L: uint4 (s / 2) * 32 + L, halves s % 2), read back per tile rather than held across the loop
+  // (16 registers fewer: no spills under 4 CTAs per SM).
+  uint4* q_frag = reinterpret_cast<uint4*>(smem + kMmaPipeBytes);  // [4][32]
+  if (warp == 0) {
     const float qs = p.scale * kLog2e;
     const bool real = g < heads_per_cta;
     const T* qrow = p.q + (static_cast<int64_t>(t) * p.n_head + h0 + (real ? g : 0)) * HD + c * 32;
@@ -476,30 +480,40 @@ __global__ void __launch_bounds__(kThreads, 3) decode_attention_fp8_mma_kernel(D
     for (int v = 0; v < 4; ++v) {
       float f[8];
       unpack8(load8(qrow + v * 8), f);
+      uint32_t w[4];
 #pragma unroll
       for (int i = 0; i < 4; ++i) {  // pair 4 v + i = dims 8 v + 2 i, + 1: k-step 2 v + i / 2, half i % 2
         const float x0 = real ? fminf(fmaxf(f[2 * i] * qs, -65504.f), 65504.f) : 0.f;  // f16's finite range
         const float x1 = real ? fminf(fmaxf(f[2 * i + 1] * qs, -65504.f), 65504.f) : 0.f;
         const __half2 h = __floats2half2_rn(x0, x1);
-        qa[2 * v + i / 2][i % 2] = *reinterpret_cast<const uint32_t*>(&h);
+        w[i] = *reinterpret_cast<const uint32_t*>(&h);
       }
+      q_frag[v * 32 + lane] = make_uint4(w[0], w[1], w[2], w[3]);
     }
   }
+  __syncthreads();
 
   const int bs = p.cache.block_size;
   const int32_t* bt = p.block_tables + static_cast<int64_t>(p.token_seq[t]) * p.max_blocks_per_seq;
   const int64_t head_off = static_cast<int64_t>(kvh) * bs * HD;
-  // Chunk j of row r of K (kv 0) or V (kv 1) of this warp in `stage` (swizzled, see above).
-  auto chunk = [&](int stage, int kv, int r, int j) -> uint4* {
-    return pipe + ((stage * kMmaWarps + warp) * 2 + kv) * (kMmaWarpChunks / 2) + r * kMmaChunks + (j ^ (r % 8));
-  };
-  // This lane's copies of tile `tile`: chunk lane % 8 of the K and V rows of tokens base + lane / 8 + 4 k. One
-  // division per tile: the block of a row is found by stepping from that of the first one (4 / block_size
-  // steps at most per row); block table entries are read only for rows in the slice.
+  // Byte offsets in shared memory (swizzled, see above) of this lane's 16-byte chunks, stage 0; stage s adds
+  // s * kStageBytes, a row + 8 adds 1024 (same swizzle), a row + 4 k adds 512 k. With r8 = lane / 8, j = lane % 8:
+  // copies: K row r8 + 4 k, chunk j at st_even + 512 k (k even) / st_even ^ 64 + 512 k (k odd: (r8 + 4) % 8 =
+  // r8 ^ 4), V at + 2048; fragment loads: K row g (+ 8 n), chunks 2c (k_lo) and 2c + 1 (k_lo ^ 16); V rows 2c
+  // (v_lo) and 2c + 1 (v_hi), chunk g (+ 1024 for rows 2c + 8, 2c + 9).
+  constexpr int kRowBytes = kMmaChunks * 16, kStageBytes = kMmaWarps * kMmaWarpChunks * 16, kVBytes = kMmaWarpTokens * kRowBytes;
+  const int r8 = lane / 8, jc = lane % 8;
+  const uint32_t wbase = warp * kMmaWarpChunks * 16;
+  const uint32_t st_even = wbase + r8 * kRowBytes + (jc ^ r8) * 16, st_odd = st_even ^ 64;
+  const uint32_t k_lo = wbase + g * kRowBytes + ((2 * c) ^ g) * 16, k_hi = k_lo ^ 16;
+  const uint32_t v_lo = wbase + kVBytes + 2 * c * kRowBytes + (g ^ (2 * c)) * 16;
+  const uint32_t v_hi = wbase + kVBytes + (2 * c + 1) * kRowBytes + (g ^ (2 * c + 1)) * 16;
+  auto at = [&](uint32_t byte_off) -> uint4* { return reinterpret_cast<uint4*>(smem + byte_off); };
+  // This lane's copies of tile `tile`: chunk jc of the K and V rows of tokens base + r8 + 4 k. One division per
+  // tile: the block of a row is found by stepping from that of the first one (4 / block_size steps at most per
+  // row); block table entries are read only for rows in the slice.
   auto issue = [&](int tile, int stage) {
-    const int base = s0 + tile * kMmaTileTokens + warp * kMmaWarpTokens;
-    const int r8 = lane / 8, j = lane % 8;
-    const int first = base + r8;
+    const int first = s0 + tile * kMmaTileTokens + warp * kMmaWarpTokens + r8;
     int blk = first / bs, r = first - blk * bs;
     int64_t off[4];
     bool ok[4];
@@ -507,7 +521,7 @@ __global__ void __launch_bounds__(kThreads, 3) decode_attention_fp8_mma_kernel(D
     for (int k = 0; k < 4; ++k) {
       ok[k] = first + 4 * k < s1;
       off[k] = ok[k] ? static_cast<int64_t>(bt[blk]) * p.cache.block_stride + head_off +
-                           static_cast<int64_t>(r) * HD + j * 16
+                           static_cast<int64_t>(r) * HD + jc * 16
                      : 0;
       r += 4;
       while (r >= bs) {
@@ -515,10 +529,12 @@ __global__ void __launch_bounds__(kThreads, 3) decode_attention_fp8_mma_kernel(D
         ++blk;
       }
     }
+    const uint32_t so = stage * kStageBytes;
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
-      cp_async<16>(chunk(stage, 0, r8 + 4 * k, j), p.cache.k + off[k], ok[k]);
-      cp_async<16>(chunk(stage, 1, r8 + 4 * k, j), p.cache.v + off[k], ok[k]);
+      const uint32_t d = so + (k % 2 ? st_odd : st_even) + 4 * kRowBytes * k;
+      cp_async<16>(at(d), p.cache.k + off[k], ok[k]);
+      cp_async<16>(at(d + kVBytes), p.cache.v + off[k], ok[k]);
     }
   };
 
@@ -541,7 +557,7 @@ __global__ void __launch_bounds__(kThreads, 3) decode_attention_fp8_mma_kernel(D
     __syncwarp();
     if (i + S - 1 < n_tiles) issue(i + S - 1, stage == 0 ? S - 1 : stage - 1);
     cp_async_commit();
-    const int cur = stage;
+    const uint32_t so = stage * kStageBytes;  // tile i's stage
     stage = stage == S - 1 ? 0 : stage + 1;
     const int base = s0 + i * kMmaTileTokens + warp * kMmaWarpTokens;
     if (base >= s1) continue;  // uniform across the warp: none of its 16 tokens is in the slice
@@ -549,9 +565,18 @@ __global__ void __launch_bounds__(kThreads, 3) decode_attention_fp8_mma_kernel(D
     // Scores of tokens n * 8 + 2c + e (log2 domain; -inf past s1).
     float sc[2][2];
     float mx = -INFINITY;
+    uint32_t qa[8][2];
+#pragma unroll
+    for (int v = 0; v < 4; ++v) {
+      const uint4 x = q_frag[v * 32 + lane];
+      qa[2 * v][0] = x.x;
+      qa[2 * v][1] = x.y;
+      qa[2 * v + 1][0] = x.z;
+      qa[2 * v + 1][1] = x.w;
+    }
 #pragma unroll
     for (int n = 0; n < 2; ++n) {
-      const uint4 k0 = *chunk(cur, 0, n * 8 + g, 2 * c), k1 = *chunk(cur, 0, n * 8 + g, 2 * c + 1);
+      const uint4 k0 = *at(so + k_lo + 8 * kRowBytes * n), k1 = *at(so + k_hi + 8 * kRowBytes * n);
       const uint32_t kw[8] = {k0.x, k0.y, k0.z, k0.w, k1.x, k1.y, k1.z, k1.w};
       sc[n][0] = sc[n][1] = 0.f;
 #pragma unroll
@@ -586,8 +611,8 @@ __global__ void __launch_bounds__(kThreads, 3) decode_attention_fp8_mma_kernel(D
 
     // O += P V: rows (2c, 2c + 1) and (2c + 8, 2c + 9), bytes 4 w .. 4 w + 3 of chunk g of each -> n-tiles
     // 4 w .. 4 w + 3.
-    const uint4 va = *chunk(cur, 1, 2 * c, g), vb = *chunk(cur, 1, 2 * c + 1, g);
-    const uint4 vc = *chunk(cur, 1, 2 * c + 8, g), vd = *chunk(cur, 1, 2 * c + 9, g);
+    const uint4 va = *at(so + v_lo), vb = *at(so + v_hi);
+    const uint4 vc = *at(so + v_lo + 8 * kRowBytes), vd = *at(so + v_hi + 8 * kRowBytes);
     const uint32_t ra[4] = {va.x, va.y, va.z, va.w}, rb[4] = {vb.x, vb.y, vb.z, vb.w};
     const uint32_t rc[4] = {vc.x, vc.y, vc.z, vc.w}, rd[4] = {vd.x, vd.y, vd.z, vd.w};
 #pragma unroll
@@ -635,11 +660,17 @@ __global__ void __launch_bounds__(kThreads, 3) decode_attention_fp8_mma_kernel(D
   finish_cta<T, fp8, NSUB, GT, HD, kMmaAccStride>(p, sm_m, heads_per_cta, t, h0, split, used, vscale);
 }
 
-// Dynamic shared memory above 48 KiB needs the opt-in, once per process (one GPU per process).
+// Dynamic shared memory above 48 KiB needs the opt-in, set once per process (one GPU per process), with the
+// largest shared-memory carveout so that 4 CTAs (4 x ~53 KiB) fit an SM.
 template <class T>
 cudaError_t launch_fp8_mma(const DecodeAttnParamsT<T, fp8>& p, int hpc, int group, dim3 grid, cudaStream_t stream) {
-  static const cudaError_t opt_in = cudaFuncSetAttribute(
-      decode_attention_fp8_mma_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, kMmaSmemBytes);
+  static const cudaError_t opt_in = [] {
+    const cudaError_t e = cudaFuncSetAttribute(decode_attention_fp8_mma_kernel<T>,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize, kMmaSmemBytes);
+    if (e != cudaSuccess) return e;
+    return cudaFuncSetAttribute(decode_attention_fp8_mma_kernel<T>,
+                                cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+  }();
   if (opt_in != cudaSuccess) return opt_in;
   return launch_pdl(decode_attention_fp8_mma_kernel<T>, grid, dim3(kThreads), kMmaSmemBytes, stream, p, hpc, group);
 }
