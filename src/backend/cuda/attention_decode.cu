@@ -501,7 +501,8 @@ __global__ void __launch_bounds__(kThreads, 4) decode_attention_fp8_mma_kernel(D
   // copies: K row r8 + 4 k, chunk j at st_even + 512 k (k even) / st_even ^ 64 + 512 k (k odd: (r8 + 4) % 8 =
   // r8 ^ 4), V at + 2048; fragment loads: K row g (+ 8 n), chunks 2c (k_lo) and 2c + 1 (k_lo ^ 16); V rows 2c
   // (v_lo) and 2c + 1 (v_hi), chunk g (+ 1024 for rows 2c + 8, 2c + 9).
-  constexpr int kRowBytes = kMmaChunks * 16, kStageBytes = kMmaWarps * kMmaWarpChunks * 16, kVBytes = kMmaWarpTokens * kRowBytes;
+  constexpr int kRowBytes = kMmaChunks * 16, kVBytes = kMmaWarpTokens * kRowBytes;
+  constexpr int kStageBytes = kMmaWarps * kMmaWarpChunks * 16;
   const int r8 = lane / 8, jc = lane % 8;
   const uint32_t wbase = warp * kMmaWarpChunks * 16;
   const uint32_t st_even = wbase + r8 * kRowBytes + (jc ^ r8) * 16, st_odd = st_even ^ 64;
