@@ -106,11 +106,12 @@ __device__ __forceinline__ void reduce_scatter(float (&v)[GT], int sl) {
   }
 }
 
-// The end of a decode CTA, after its NSUB partial states (m, l [NSUB][GT] then acc [NSUB][GT][HD] floats, the
-// log2-domain max, the sum and the unnormalized output of each of the first heads_per_cta heads) are in `st`
+// The end of a decode CTA, after its NSUB partial states (m, l [NSUB][GT] then acc [NSUB][GT][ACC] floats (ACC >=
+// HD: a padded row stride), the log2-domain max, the sum and the unnormalized output of each of the first
+// heads_per_cta heads) are in `st`
 // (shared memory) and a __syncthreads: combines them, then writes the output (one split used) or the partial
 // state, and the last split's CTA merges (see the header comment). Every thread of the CTA calls it.
-template <class T, class C, int NSUB, int GT, int HD>
+template <class T, class C, int NSUB, int GT, int HD, int ACC = HD>
 __device__ __forceinline__ void finish_cta(const DecodeAttnParamsT<T, C>& p, const float* st, int heads_per_cta,
                                            int t, int h0, int split, int used, float vscale) {
   constexpr bool kFp8 = std::is_same_v<C, fp8>;
@@ -118,7 +119,7 @@ __device__ __forceinline__ void finish_cta(const DecodeAttnParamsT<T, C>& p, con
   __shared__ float sm_wm[GT][kDecodeMaxSplits], sm_wl[GT][kDecodeMaxSplits];  // merge: per head and split
   const float* sm_m = st;                 // [NSUB][GT]
   const float* sm_l = sm_m + NSUB * GT;   // [NSUB][GT]
-  const float* sm_acc = sm_l + NSUB * GT; // [NSUB][GT][HD]
+  const float* sm_acc = sm_l + NSUB * GT; // [NSUB][GT][ACC]
   // This CTA's state per head: o = A / L (normalized), running max mx (log2 domain) and sum L.
   const int64_t row0 = static_cast<int64_t>(t) * p.n_head + h0;  // first output row [t, h0]
   // Partials: workspace [n_tokens, n_head, n_splits, HD] then ml [n_tokens, n_head, n_splits, 2].
@@ -132,7 +133,7 @@ __device__ __forceinline__ void finish_cta(const DecodeAttnParamsT<T, C>& p, con
       for (int s = 0; s < NSUB; ++s) {
         const float w = exp2f(sm_m[s * GT + g] - mx);
         L += sm_l[s * GT + g] * w;
-        A += sm_acc[(s * GT + g) * HD + d] * w;
+        A += sm_acc[(s * GT + g) * ACC + d] * w;
       }
     }
     float o = L > 0.f ? A / L : 0.f;
@@ -412,34 +413,47 @@ __device__ __forceinline__ void mma_rows8(float& d0, float& d1, uint32_t a0, uin
       : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1));
 }
 
-constexpr int kMmaHeadDim = 128;
-constexpr int kMmaStages = 2;
+constexpr int kMmaHeadDim = 128;                                      // = bytes of one fp8 K or V row
+constexpr int kMmaStages = 3;                                         // 2 tiles in flight while one is consumed
+constexpr int kMmaWarps = kThreads / 32;
 constexpr int kMmaWarpTokens = 16;                                    // one k-step of P.V per warp and tile
-constexpr int kMmaTileTokens = kThreads / 32 * kMmaWarpTokens;        // 64 per CTA
-constexpr int kMmaCopies = 8;                                         // 16-byte copies per thread and stage
+constexpr int kMmaTileTokens = kMmaWarps * kMmaWarpTokens;            // 64 per CTA
+constexpr int kMmaChunks = kMmaHeadDim / 16;                          // 16-byte chunks per row: 8
+constexpr int kMmaWarpChunks = 2 * kMmaWarpTokens * kMmaChunks;       // K and V of a warp's 16 tokens: 256
+constexpr int kMmaPipeBytes = kMmaStages * kMmaWarps * kMmaWarpChunks * 16;  // 48 KiB
+constexpr int kMmaAccStride = kMmaHeadDim + 1;  // floats per head row of the combine buffer (bank-conflict free)
+constexpr int kMmaCombineBytes = kMmaWarps * kMaxHeadsPerCta * (2 + kMmaAccStride) * 4;  // 16.4 KiB
+static_assert(kMmaCombineBytes <= kMmaPipeBytes, "the combine buffer reuses the pipeline's shared memory");
+constexpr int kMmaQBytes = 32 * 16 * 4;  // q's A fragments, after the pipeline: 2 KiB
+constexpr int kMmaSmemBytes = (kMmaPipeBytes > kMmaCombineBytes ? kMmaPipeBytes : kMmaCombineBytes) + kMmaQBytes;
 
-// Warp w of the CTA takes tokens [w * 16, w * 16 + 16) of every 64-token tile; lane (g = lane / 4, c = lane % 4).
+// Warp w of the CTA takes tokens [w * 16, w * 16 + 16) of every 64-token tile and is the only reader and writer
+// of its region of each stage (K rows 0..15 then V rows 0..15, 128 bytes each), so the loop synchronizes with
+// __syncwarp only. Copies: lane L copies 16-byte chunk L % 8 of the K and of the V row of tokens L / 8 + 4 k
+// (k = 0..3): each cp.async.cg instruction moves 4 whole 128-byte rows (every sector fully used), zero-filled past
+// s1. Shared layout (16-byte chunks): chunk j of row r of K|V (kv) of warp w in stage s is stored at chunk
+// ((s * 4 + w) * 2 + kv) * 128 + r * 8 + (j ^ (r % 8)) (XOR swizzle): the copies' stores (8 lanes, one row, 8
+// chunks) and the fragment loads below (8 lanes of a quarter warp read 8 different chunk columns) are free of
+// bank conflicts. Lane (g = lane / 4, c = lane % 4):
 // S = Q K^T (rows: the CTA's heads, padded to 16; columns: 8 tokens per n-tile, tile n = tokens n * 8 + g for
 // this lane's K row): the reduction over head_dim is permuted so that lane c's k slots of k-step s are the dims
-// c * 32 + 4 s .. + 3 (one 32-bit word of its 32-byte slice of the K row: e4m3x4_to_f16x2 gives b0, b1), and q
+// c * 32 + 4 s .. + 3 (one 32-bit word of chunks 2c, 2c + 1 of the K row: e4m3x4_to_f16x2 gives b0, b1), and q
 // uses the same permutation. Its accumulator layout (row g, tokens 2c, 2c + 1 of n-tiles 0 and 1) is the A
 // layout of P for O = P V (k = the 16 tokens), so P never leaves the registers. For V (B: k = tokens 2c, 2c + 1
 // | 2c + 8, 2c + 9 of column g) the output dims are permuted: column n of n-tile j is dim n * 16 + j, so lane g
-// reads 16 bytes (dims g * 16 ..) of its 4 token rows and pairs the rows' bytes with one byte_perm per 4 dims.
-// Each thread copies exactly the 8 x 16 bytes it reads (K rows g, 8 + g; V rows 2c, 2c + 1, 2c + 8, 2c + 9):
-// no barrier in the loop. Numerics: E4M3 codes are exact in f16; q * scale * log2(e) is rounded to f16
+// reads chunk g (dims g * 16 ..) of its 4 token rows and pairs the rows' bytes with one byte_perm per 4 dims.
+// Combine buffer (after the loop): per warp and head a row of kMmaAccStride floats; lane (g, c) stores its 32
+// outputs in an order rotated by c (index j ^ 8 (c / 2), column e ^ (c % 2)) so that each store's 32 addresses
+// fall in 32 different banks.
+// Numerics: E4M3 codes are exact in f16; q * scale * log2(e) is rounded to f16
 // (relative 2^-11; clamped to f16's finite range, which only |q| above ~5e5 at scale 1/sqrt(128) reaches);
 // products are exact and summed in fp32, the scores scaled by k_scale in fp32; softmax in fp32; P is rounded to
 // f16 (relative 2^-11; l sums the fp32 values) and P.V summed in fp32.
 template <class T>
 __global__ void __launch_bounds__(kThreads, 4) decode_attention_fp8_mma_kernel(DecodeAttnParamsT<T, fp8> p,
                                                                             int heads_per_cta, int group) {
-  constexpr int HD = kMmaHeadDim, GT = kMaxHeadsPerCta, NSUB = kThreads / 32, S = kMmaStages;
-  constexpr int kPipeBytes = S * kMmaCopies * kThreads * 16;  // 32 KiB
-  constexpr int kCombineBytes = NSUB * GT * (HD + 2) * 4;     // 16.3 KiB
-  constexpr int kSmemBytes = kPipeBytes > kCombineBytes ? kPipeBytes : kCombineBytes;
-  __shared__ __align__(16) unsigned char smem[kSmemBytes];
-  uint4* pipe = reinterpret_cast<uint4*>(smem);
+  constexpr int HD = kMmaHeadDim, GT = kMaxHeadsPerCta, NSUB = kMmaWarps, S = kMmaStages;
+  extern __shared__ __align__(16) unsigned char smem[];  // kMmaSmemBytes
   pdl_wait();
   pdl_trigger();
 
@@ -447,15 +461,18 @@ __global__ void __launch_bounds__(kThreads, 4) decode_attention_fp8_mma_kernel(D
   const int h0 = blockIdx.y * heads_per_cta;
   const int kvh = h0 / group;
   const int split = blockIdx.z;
-  const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, c = threadIdx.x % 4;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, c = lane % 4;
   const CtaSlice cs = cta_slice(p, t, split);
   const int used = cs.used, s0 = cs.s0, s1 = cs.s1;
   if (split >= used) return;  // uniform across the CTA
   const float kscale = p.cache.k_scale[kvh], vscale = p.cache.v_scale[kvh];
 
   // q of head g (zero for padding rows g >= heads_per_cta): k-step s holds dims c * 32 + 4 s, + 1 | + 2, + 3.
-  uint32_t qa[8][2];
-  {
+  // The same A fragments serve every warp: warp 0 builds them once into shared memory (words 2 s, 2 s + 1 of
+  // lane L: uint4 (s / 2) * 32 + L, halves s % 2), read back per tile rather than held across the loop
+  // (16 registers fewer: no spills under 4 CTAs per SM).
+  uint4* q_frag = reinterpret_cast<uint4*>(smem + kMmaPipeBytes);  // [4][32]
+  if (warp == 0) {
     const float qs = p.scale * kLog2e;
     const bool real = g < heads_per_cta;
     const T* qrow = p.q + (static_cast<int64_t>(t) * p.n_head + h0 + (real ? g : 0)) * HD + c * 32;
@@ -463,45 +480,62 @@ __global__ void __launch_bounds__(kThreads, 4) decode_attention_fp8_mma_kernel(D
     for (int v = 0; v < 4; ++v) {
       float f[8];
       unpack8(load8(qrow + v * 8), f);
+      uint32_t w[4];
 #pragma unroll
       for (int i = 0; i < 4; ++i) {  // pair 4 v + i = dims 8 v + 2 i, + 1: k-step 2 v + i / 2, half i % 2
         const float x0 = real ? fminf(fmaxf(f[2 * i] * qs, -65504.f), 65504.f) : 0.f;  // f16's finite range
         const float x1 = real ? fminf(fmaxf(f[2 * i + 1] * qs, -65504.f), 65504.f) : 0.f;
         const __half2 h = __floats2half2_rn(x0, x1);
-        qa[2 * v + i / 2][i % 2] = *reinterpret_cast<const uint32_t*>(&h);
+        w[i] = *reinterpret_cast<const uint32_t*>(&h);
       }
+      q_frag[v * 32 + lane] = make_uint4(w[0], w[1], w[2], w[3]);
     }
   }
+  __syncthreads();
 
   const int bs = p.cache.block_size;
   const int32_t* bt = p.block_tables + static_cast<int64_t>(p.token_seq[t]) * p.max_blocks_per_seq;
   const int64_t head_off = static_cast<int64_t>(kvh) * bs * HD;
-  auto slot = [&](int stage, int k) -> uint4* { return pipe + (stage * kMmaCopies + k) * kThreads + threadIdx.x; };
-  // Copies 0..3: K rows g, g (bytes c * 32, + 16), 8 + g, 8 + g; 4..7: V rows 2c, 2c + 1, 2c + 8, 2c + 9 (bytes
-  // g * 16), of this warp's 16 tokens of tile `tile`; zero-filled past s1. One division per tile: a row's block
-  // is found by stepping from the block of the warp's first token (16 / block_size steps at most).
+  // Byte offsets in shared memory (swizzled, see above) of this lane's 16-byte chunks, stage 0; stage s adds
+  // s * kStageBytes, a row + 8 adds 1024 (same swizzle), a row + 4 k adds 512 k. With r8 = lane / 8, j = lane % 8:
+  // copies: K row r8 + 4 k, chunk j at st_even + 512 k (k even) / st_even ^ 64 + 512 k (k odd: (r8 + 4) % 8 =
+  // r8 ^ 4), V at + 2048; fragment loads: K row g (+ 8 n), chunks 2c (k_lo) and 2c + 1 (k_lo ^ 16); V rows 2c
+  // (v_lo) and 2c + 1 (v_hi), chunk g (+ 1024 for rows 2c + 8, 2c + 9).
+  constexpr int kRowBytes = kMmaChunks * 16, kVBytes = kMmaWarpTokens * kRowBytes;
+  constexpr int kStageBytes = kMmaWarps * kMmaWarpChunks * 16;
+  const int r8 = lane / 8, jc = lane % 8;
+  const uint32_t wbase = warp * kMmaWarpChunks * 16;
+  const uint32_t st_even = wbase + r8 * kRowBytes + (jc ^ r8) * 16, st_odd = st_even ^ 64;
+  const uint32_t k_lo = wbase + g * kRowBytes + ((2 * c) ^ g) * 16, k_hi = k_lo ^ 16;
+  const uint32_t v_lo = wbase + kVBytes + 2 * c * kRowBytes + (g ^ (2 * c)) * 16;
+  const uint32_t v_hi = wbase + kVBytes + (2 * c + 1) * kRowBytes + (g ^ (2 * c + 1)) * 16;
+  auto at = [&](uint32_t byte_off) -> uint4* { return reinterpret_cast<uint4*>(smem + byte_off); };
+  // This lane's copies of tile `tile`: chunk jc of the K and V rows of tokens base + r8 + 4 k. One division per
+  // tile: the block of a row is found by stepping from that of the first one (4 / block_size steps at most per
+  // row); block table entries are read only for rows in the slice.
   auto issue = [&](int tile, int stage) {
-    const int base = s0 + tile * kMmaTileTokens + warp * kMmaWarpTokens;
-    const int q0 = base / bs, r0 = base - q0 * bs;
-    auto row_off = [&](int row) -> int64_t {  // element offset of token base + row (< s1) in a K or V block
-      int blk = q0, r = r0 + row;
+    const int first = s0 + tile * kMmaTileTokens + warp * kMmaWarpTokens + r8;
+    int blk = first / bs, r = first - blk * bs;
+    int64_t off[4];
+    bool ok[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      ok[k] = first + 4 * k < s1;
+      off[k] = ok[k] ? static_cast<int64_t>(bt[blk]) * p.cache.block_stride + head_off +
+                           static_cast<int64_t>(r) * HD + jc * 16
+                     : 0;
+      r += 4;
       while (r >= bs) {
         r -= bs;
         ++blk;
       }
-      return static_cast<int64_t>(bt[blk]) * p.cache.block_stride + head_off + static_cast<int64_t>(r) * HD;
-    };
+    }
+    const uint32_t so = stage * kStageBytes;
 #pragma unroll
-    for (int k = 0; k < kMmaCopies; k += 2) {  // two copies per row: K's two halves, or V rows r and r + 1
-      const bool kk = k < 4;
-      const int row0 = kk ? (k / 2) * 8 + g : 2 * c + (k - 4) / 2 * 8;
-      const int row1 = kk ? row0 : row0 + 1;
-      const bool ok0 = base + row0 < s1, ok1 = base + row1 < s1;
-      const int64_t off0 = ok0 ? row_off(row0) : 0;
-      const int64_t off1 = kk ? off0 : ok1 ? row_off(row1) : 0;
-      const fp8* src = kk ? p.cache.k : p.cache.v;
-      cp_async<16>(slot(stage, k), src + off0 + (kk ? c * 32 : g * 16), ok0);
-      cp_async<16>(slot(stage, k + 1), src + off1 + (kk ? c * 32 + 16 : g * 16), ok1);
+    for (int k = 0; k < 4; ++k) {
+      const uint32_t d = so + (k % 2 ? st_odd : st_even) + 4 * kRowBytes * k;
+      cp_async<16>(at(d), p.cache.k + off[k], ok[k]);
+      cp_async<16>(at(d + kVBytes), p.cache.v + off[k], ok[k]);
     }
   };
 
@@ -512,24 +546,38 @@ __global__ void __launch_bounds__(kThreads, 4) decode_attention_fp8_mma_kernel(D
 
   const int n_tiles = (s1 - s0 + kMmaTileTokens - 1) / kMmaTileTokens;
 #pragma unroll
-  for (int i = 0; i < S - 1; ++i) {
+  for (int i = 0; i < S - 1; ++i) {  // prologue: tiles 0 .. S-2 in flight (one commit group each, maybe empty)
     if (i < n_tiles) issue(i, i);
     cp_async_commit();
   }
+  int stage = 0;  // = i % S
   for (int i = 0; i < n_tiles; ++i) {
-    const int stage = i % S;
-    if (i + S - 1 < n_tiles) issue(i + S - 1, (i + S - 1) % S);
+    // Groups 0 .. i are complete (S - 1 + i committed): tile i is in shared memory; after the __syncwarp it is
+    // visible to the whole warp, and every lane is done reading stage (i - 1) % S, which is refilled next.
+    cp_async_wait<S - 2>();
+    __syncwarp();
+    if (i + S - 1 < n_tiles) issue(i + S - 1, stage == 0 ? S - 1 : stage - 1);
     cp_async_commit();
-    cp_async_wait<S - 1>();  // tile i is in this thread's slots
+    const uint32_t so = stage * kStageBytes;  // tile i's stage
+    stage = stage == S - 1 ? 0 : stage + 1;
     const int base = s0 + i * kMmaTileTokens + warp * kMmaWarpTokens;
     if (base >= s1) continue;  // uniform across the warp: none of its 16 tokens is in the slice
 
     // Scores of tokens n * 8 + 2c + e (log2 domain; -inf past s1).
     float sc[2][2];
     float mx = -INFINITY;
+    uint32_t qa[8][2];
+#pragma unroll
+    for (int v = 0; v < 4; ++v) {
+      const uint4 x = q_frag[v * 32 + lane];
+      qa[2 * v][0] = x.x;
+      qa[2 * v][1] = x.y;
+      qa[2 * v + 1][0] = x.z;
+      qa[2 * v + 1][1] = x.w;
+    }
 #pragma unroll
     for (int n = 0; n < 2; ++n) {
-      const uint4 k0 = *slot(stage, 2 * n), k1 = *slot(stage, 2 * n + 1);
+      const uint4 k0 = *at(so + k_lo + 8 * kRowBytes * n), k1 = *at(so + k_hi + 8 * kRowBytes * n);
       const uint32_t kw[8] = {k0.x, k0.y, k0.z, k0.w, k1.x, k1.y, k1.z, k1.w};
       sc[n][0] = sc[n][1] = 0.f;
 #pragma unroll
@@ -562,8 +610,10 @@ __global__ void __launch_bounds__(kThreads, 4) decode_attention_fp8_mma_kernel(D
     const __half2 p0 = __floats2half2_rn(pr[0][0], pr[0][1]), p1 = __floats2half2_rn(pr[1][0], pr[1][1]);
     const uint32_t pa0 = *reinterpret_cast<const uint32_t*>(&p0), pa2 = *reinterpret_cast<const uint32_t*>(&p1);
 
-    // O += P V: rows (2c, 2c + 1) and (2c + 8, 2c + 9), bytes 4 w .. 4 w + 3 of each -> n-tiles 4 w .. 4 w + 3.
-    const uint4 va = *slot(stage, 4), vb = *slot(stage, 5), vc = *slot(stage, 6), vd = *slot(stage, 7);
+    // O += P V: rows (2c, 2c + 1) and (2c + 8, 2c + 9), bytes 4 w .. 4 w + 3 of chunk g of each -> n-tiles
+    // 4 w .. 4 w + 3.
+    const uint4 va = *at(so + v_lo), vb = *at(so + v_hi);
+    const uint4 vc = *at(so + v_lo + 8 * kRowBytes), vd = *at(so + v_hi + 8 * kRowBytes);
     const uint32_t ra[4] = {va.x, va.y, va.z, va.w}, rb[4] = {vb.x, vb.y, vb.z, vb.w};
     const uint32_t rc[4] = {vc.x, vc.y, vc.z, vc.w}, rd[4] = {vd.x, vd.y, vd.z, vd.w};
 #pragma unroll
@@ -588,19 +638,42 @@ __global__ void __launch_bounds__(kThreads, 4) decode_attention_fp8_mma_kernel(D
   l += __shfl_xor_sync(0xffffffffu, l, 2);
   float* sm_m = reinterpret_cast<float*>(smem);  // [NSUB][GT]
   float* sm_l = sm_m + NSUB * GT;                // [NSUB][GT]
-  float* sm_acc = sm_l + NSUB * GT;              // [NSUB][GT][HD]
+  float* sm_acc = sm_l + NSUB * GT;              // [NSUB][GT][kMmaAccStride]
   if (g < heads_per_cta) {
     if (c == 0) {
       sm_m[warp * GT + g] = m;
       sm_l[warp * GT + g] = l;
     }
+    // Store (j, e) of lane c writes o[jj][ee], jj = j ^ 8 (c / 2), ee = e ^ (c % 2): its bank is (8 warp + g +
+    // 16 ee + jj) % 32, and the four c of one g take jj + 16 ee + {0, 8, 16, 24} (mod 32).
+    const bool hi = c >= 2, odd = c % 2 != 0;
+    float* row = sm_acc + (warp * GT + g) * kMmaAccStride;
 #pragma unroll
     for (int j = 0; j < HD / 8; ++j)
 #pragma unroll
-      for (int e = 0; e < 2; ++e) sm_acc[(warp * GT + g) * HD + (2 * c + e) * 16 + j] = o[j][e];
+      for (int e = 0; e < 2; ++e) {
+        const float x0 = hi ? o[j ^ 8][0] : o[j][0], x1 = hi ? o[j ^ 8][1] : o[j][1];
+        const int jj = hi ? j ^ 8 : j, ee = odd ? e ^ 1 : e;
+        row[(2 * c + ee) * 16 + jj] = (ee == 0) ? x0 : x1;
+      }
   }
   __syncthreads();
-  finish_cta<T, fp8, NSUB, GT, HD>(p, sm_m, heads_per_cta, t, h0, split, used, vscale);
+  finish_cta<T, fp8, NSUB, GT, HD, kMmaAccStride>(p, sm_m, heads_per_cta, t, h0, split, used, vscale);
+}
+
+// Dynamic shared memory above 48 KiB needs the opt-in, set once per process (one GPU per process), with the
+// largest shared-memory carveout so that 4 CTAs (4 x ~53 KiB) fit an SM.
+template <class T>
+cudaError_t launch_fp8_mma(const DecodeAttnParamsT<T, fp8>& p, int hpc, int group, dim3 grid, cudaStream_t stream) {
+  static const cudaError_t opt_in = [] {
+    const cudaError_t e = cudaFuncSetAttribute(decode_attention_fp8_mma_kernel<T>,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize, kMmaSmemBytes);
+    if (e != cudaSuccess) return e;
+    return cudaFuncSetAttribute(decode_attention_fp8_mma_kernel<T>,
+                                cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+  }();
+  if (opt_in != cudaSuccess) return opt_in;
+  return launch_pdl(decode_attention_fp8_mma_kernel<T>, grid, dim3(kThreads), kMmaSmemBytes, stream, p, hpc, group);
 }
 
 template <class T, class C, int HD>
@@ -611,7 +684,7 @@ cudaError_t dispatch_heads(const DecodeAttnParamsT<T, C>& p, int hpc, int group,
     const bool aligned = (reinterpret_cast<uintptr_t>(p.cache.k) | reinterpret_cast<uintptr_t>(p.cache.v) |
                           static_cast<uintptr_t>(p.cache.block_stride)) % 16 == 0;
     if (aligned && !(p.small_smem && hpc <= 2))
-      return launch_pdl(decode_attention_fp8_mma_kernel<T>, grid, block, 0, stream, p, hpc, group);
+      return launch_fp8_mma(p, hpc, group, grid, stream);
   }
   if (p.small_smem && hpc <= 2) {
     if (hpc <= 1)
