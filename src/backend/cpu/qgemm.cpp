@@ -1,6 +1,9 @@
 // Packing into the interleaved layout of qgemm.h, the activation side (Q8_0 codes, scales and offset terms), the
-// portable kernels (the same arithmetic lane by lane), and the driver that splits the product over threads.
+// portable kernels (the same arithmetic lane by lane), and the driver that splits the product over threads (K-quant
+// packing, activations and portable kernels: qgemm_k.cpp).
 #include "backend/cpu/qgemm.h"
+
+#include "backend/cpu/qgemm_k.h"
 
 #include <algorithm>
 #include <cmath>
@@ -23,8 +26,10 @@ namespace {
 constexpr int64_t kTileTokens = 64;  // tokens per work item: a group's row is reused by all of them from L1/L2
 
 int64_t group_block_bytes(DType t) {
+  if (const QKLayout* L = qk_layout(t)) return L->bytes;
   return t == DType::Q4_0 ? 2 * kQGroup + kQGroup * 16 : 2 * kQGroup + kQGroup * 32;
 }
+int64_t block_elems(DType t) { return qk_layout(t) ? kQKK : kQK0; }
 
 // ---- portable kernels: the SIMD kernels' arithmetic lane by lane (same integer dots, same fma chain) ----
 
@@ -75,8 +80,9 @@ constexpr QGemmSet scalar_set() {
 
 // Activations of one matmul_q call, reused across calls on the same thread.
 struct ActScratch {
-  std::vector<int8_t> qs;  // [M, K]
-  std::vector<float> d, o; // [M, nb]
+  std::vector<int8_t> qs;      // [M, K]
+  std::vector<float> d, o;     // [M, nb]
+  std::vector<uint32_t> sums;  // [M, nb, 8] K-quants
 };
 ActScratch& act_scratch() {
   static thread_local ActScratch s;
@@ -90,30 +96,33 @@ const QGemmSet q4_0 = scalar_set<true>();
 const QGemmSet q8_0 = scalar_set<false>();
 }  // namespace qgemm_scalar
 
-const QGemmSet* qgemm_set(DType t, DotIsa isa) {
-  if (!isa_supported(isa) || (t != DType::Q4_0 && t != DType::Q8_0)) return nullptr;
-  const bool q4 = t == DType::Q4_0;
-  switch (isa) {
-    case DotIsa::kScalar:
-      return q4 ? &qgemm_scalar::q4_0 : &qgemm_scalar::q8_0;
+namespace {
+
+// Per path, the kernels of Q4_0, Q8_0, Q4_K, Q5_K, Q6_K (in that order).
+#define MOPT_QGEMM_SETS(ns) {&ns::q4_0, &ns::q8_0, &ns::q4_k, &ns::q5_k, &ns::q6_k}
+constexpr DType kQTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 #ifdef __AVX2__
-    case DotIsa::kAvx2:
-      return q4 ? &qgemm_avx2::q4_0 : &qgemm_avx2::q8_0;
-    case DotIsa::kAvxVnni:
-      return q4 ? &qgemm_vnni::q4_0 : &qgemm_vnni::q8_0;
-    case DotIsa::kAvx512:
-      return q4 ? &qgemm_avx512::q4_0 : &qgemm_avx512::q8_0;
+const QGemmSet* const kQSets[kNumDotIsa][5] = {MOPT_QGEMM_SETS(qgemm_scalar), MOPT_QGEMM_SETS(qgemm_avx2),
+                                               MOPT_QGEMM_SETS(qgemm_vnni), MOPT_QGEMM_SETS(qgemm_avx512)};
 #else
-    case DotIsa::kAvx2:
-    case DotIsa::kAvxVnni:
-    case DotIsa::kAvx512:
-      return nullptr;
+const QGemmSet* const kQSets[kNumDotIsa][5] = {MOPT_QGEMM_SETS(qgemm_scalar)};
 #endif
-  }
+#undef MOPT_QGEMM_SETS
+
+}  // namespace
+
+const QGemmSet* qgemm_set(DType t, DotIsa isa) {
+  if (!isa_supported(isa)) return nullptr;
+  for (int i = 0; i < 5; ++i)
+    if (kQTypes[i] == t) return kQSets[static_cast<int>(isa)][i];
   return nullptr;
 }
 
-bool pack_q_supports(DType t, int64_t K) { return (t == DType::Q4_0 || t == DType::Q8_0) && K > 0 && K % kQK0 == 0; }
+bool pack_q_supports(DType t, int64_t K) {
+  if (K <= 0) return false;
+  if (qk_layout(t)) return K % kQKK == 0;
+  return (t == DType::Q4_0 || t == DType::Q8_0) && K % kQK0 == 0;
+}
 
 PackedQ pack_q(DType t, std::span<const PackQSource> parts) {
   MOPT_CHECK(!parts.empty(), "pack_q: no matrices");
@@ -128,7 +137,7 @@ PackedQ pack_q(DType t, std::span<const PackQSource> parts) {
                static_cast<long long>(s.K), static_cast<long long>(K));
     out.N += s.N;
   }
-  const int64_t nb = K / kQK0, gbb = group_block_bytes(t), groups = (out.N + kQGroup - 1) / kQGroup;
+  const int64_t nb = K / block_elems(t), gbb = group_block_bytes(t), groups = (out.N + kQGroup - 1) / kQGroup;
   out.group_bytes = static_cast<uint64_t>(nb * gbb);
   // 2 MiB-aligned and, where the kernel has transparent huge pages on request, backed by them: decode streams the
   // whole buffer once per token, and with 4 KiB pages every page crossed is a TLB miss the prefetchers stop at.
@@ -149,6 +158,10 @@ PackedQ pack_q(DType t, std::span<const PackQSource> parts) {
       const uint8_t* src = static_cast<const uint8_t*>(s.w) + static_cast<uint64_t>(r) * src_row;
       const int j = static_cast<int>(n % kQGroup);
       uint8_t* dst = out.data.get() + static_cast<uint64_t>(n / kQGroup) * out.group_bytes;
+      if (qk_layout(t)) {
+        qk_pack_row(t, src, nb, j, dst);
+        continue;
+      }
       for (int64_t i = 0; i < nb; ++i, dst += gbb) {
         uint8_t* q = dst + 2 * kQGroup;
         if (q4) {
@@ -171,15 +184,22 @@ bool matmul_q_isa(const PackedQ& w, const float* x, int64_t M, float* y, ThreadP
   const QGemmSet* set = qgemm_set(w.type, isa);
   if (!set) return false;
   if (M == 0) return true;
-  const int64_t K = w.K, N = w.N, nb = K / kQK0;
+  const bool kq = qk_layout(w.type) != nullptr;
+  const int64_t K = w.K, N = w.N, nb = K / block_elems(w.type);
 
-  // Activations: Q8_0 codes per row, the fp32 scale and the offset term o = -d * off * sum(codes) per block.
+  // Activations: Q8_0 codes per row, the fp32 scale and the offset term o = -d * off * sum(codes) per block (K-quants:
+  // Q8_K codes, scales and sums, qgemm_k.h).
   ActScratch& s = act_scratch();
   if (s.qs.size() < static_cast<size_t>(M * K)) s.qs.resize(static_cast<size_t>(M * K));
   if (s.d.size() < static_cast<size_t>(M * nb)) s.d.resize(static_cast<size_t>(M * nb)), s.o.resize(s.d.size());
+  if (kq && s.sums.size() < static_cast<size_t>(M * nb * 8)) s.sums.resize(static_cast<size_t>(M * nb * 8));
   const float off = static_cast<float>(set->offset);
   auto quant_rows = [&](int64_t b, int64_t e, int) {
-    for (int64_t m = b; m < e; ++m)
+    for (int64_t m = b; m < e; ++m) {
+      if (kq) {
+        qk_quant_act(w.type, x + m * K, K, s.qs.data() + m * K, s.d.data() + m * nb, s.sums.data() + m * nb * 8);
+        continue;
+      }
       for (int64_t i = 0; i < nb; ++i) {
         BlockQ8_0 blk;
         quantize_row(DType::Q8_0, x + m * K + i * kQK0, &blk, kQK0);
@@ -190,13 +210,14 @@ bool matmul_q_isa(const PackedQ& w, const float* x, int64_t M, float* y, ThreadP
         s.d[static_cast<size_t>(m * nb + i)] = d;
         s.o[static_cast<size_t>(m * nb + i)] = -(d * (off * static_cast<float>(sum)));  // off * sum: exact
       }
+    }
   };
   if (pool && M >= 4) {
     pool->parallel_for(M, quant_rows);
   } else {
     quant_rows(0, M, 0);
   }
-  const QAct act{s.qs.data(), s.d.data(), s.o.data(), K, nb};
+  const QAct act{s.qs.data(), s.d.data(), s.o.data(), kq ? s.sums.data() : nullptr, K, nb};
 
   // Work items: a run of groups x a tile of tokens; each group's row is read from memory once per tile.
   const int64_t groups = (N + kQGroup - 1) / kQGroup;

@@ -15,6 +15,9 @@
 // sum(x) * off that the activation side removes, with one fp32 per (token, block): o = -d_x * off * sum(x). Per lane
 // and block: t = fma(d_x, float(int dot), o); acc = fma(d_w, t, acc). The AVX2 path without VNNI multiplies Q8_0
 // through the sign trick (off = 0). Numerics as matmul (kernels.h): exact integer dots, activations rounded to Q8_0.
+//
+// K-quants (Q4_K, Q5_K, Q6_K) use the same groups of 16 rows, one group-block per 256-element super-block, with
+// Q8_K activations (qgemm_k.h: layout and arithmetic).
 #pragma once
 
 #include <cstdint>
@@ -30,10 +33,10 @@ namespace mopt::cpu {
 inline constexpr int kQGroup = 16;  // rows per interleaved group
 
 struct PackedQ {
-  DType type = DType::F32;  // the source type, Q4_0 or Q8_0; F32 while empty
+  DType type = DType::F32;  // the source type (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K); F32 while empty
   int64_t N = 0, K = 0;     // outputs (all parts together), inputs
-  uint64_t group_bytes = 0; // bytes of one group: K/32 group-blocks
-  std::unique_ptr<uint8_t[], void (*)(void*)> data{nullptr, nullptr};  // [ceil(N/16), K/32, group-block], 64-aligned
+  uint64_t group_bytes = 0; // bytes of one group: K/32 (K/256 for K-quants) group-blocks
+  std::unique_ptr<uint8_t[], void (*)(void*)> data{nullptr, nullptr};  // [ceil(N/16), blocks, group-block], 64-aligned
   bool empty() const { return N == 0; }
 };
 
@@ -42,7 +45,7 @@ struct PackQSource {
   int64_t N, K;
 };
 
-// True where t has interleaved kernels and rows of K elements fit them (K a multiple of 32).
+// True where t has interleaved kernels and rows of K elements fit them (K a multiple of t's block).
 bool pack_q_supports(DType t, int64_t K);
 // Packs several matrices of type t with the same K as one (their outputs concatenated, as pack_f32 does).
 PackedQ pack_q(DType t, std::span<const PackQSource> parts);
@@ -54,11 +57,13 @@ bool matmul_q_isa(const PackedQ& w, const float* x, int64_t M, float* y, ThreadP
 
 // ---- kernel interface (qgemm_impl.h, one instantiation per instruction set) ----
 
-// Activations of a tile: Q8_0 codes and, per block, the scale d and the offset term o (see above).
+// Activations of a tile: Q8_0 codes and, per block, the scale d and the offset term o (see above); for K-quants Q8_K
+// codes, per super-block d and the activation sums (qgemm_k.h), o unused.
 struct QAct {
-  const int8_t* qs;  // [M, K]
-  const float* d;    // [M, nb]
-  const float* o;    // [M, nb]
+  const int8_t* qs;      // [M, K]
+  const float* d;        // [M, nb]
+  const float* o;        // [M, nb]
+  const uint32_t* sums;  // [M, nb, 8] K-quants only
   int64_t K, nb;
 };
 inline constexpr int kQMaxTokens = 8;  // tokens per kernel call, at most
@@ -69,14 +74,14 @@ struct QGemmSet {
   int max_tokens;           // tokens per call this path's registers hold
   int offset;               // the code offset its dots leave in (8, 128, or 0 for signed Q8_0 dots)
 };
-// The kernels of type t (Q4_0 / Q8_0) on one path, nullptr where not built or not run by this CPU.
+// The kernels of type t (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K) on one path, nullptr where not built or not run by this CPU.
 const QGemmSet* qgemm_set(DType t, DotIsa isa);
 
-namespace qgemm_scalar { extern const QGemmSet q4_0, q8_0; }
+namespace qgemm_scalar { extern const QGemmSet q4_0, q8_0, q4_k, q5_k, q6_k; }  // qgemm.cpp, qgemm_k.cpp
 #ifdef __AVX2__
-namespace qgemm_avx2 { extern const QGemmSet q4_0, q8_0; }
-namespace qgemm_vnni { extern const QGemmSet q4_0, q8_0; }
-namespace qgemm_avx512 { extern const QGemmSet q4_0, q8_0; }
+namespace qgemm_avx2 { extern const QGemmSet q4_0, q8_0, q4_k, q5_k, q6_k; }
+namespace qgemm_vnni { extern const QGemmSet q4_0, q8_0, q4_k, q5_k, q6_k; }
+namespace qgemm_avx512 { extern const QGemmSet q4_0, q8_0, q4_k, q5_k, q6_k; }
 #endif
 
 }  // namespace mopt::cpu

@@ -152,6 +152,44 @@ struct V256 {
     }
   }
   static F scales(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  // K-quants (qgemm_k_impl.h). VNNI: sub-block dots in s32, scaled by vpmulld; else s16 sums scaled by madd with the
+  // scale in both s16 halves of a lane.
+  static constexpr bool kS16 = !kVnni;
+  static I and_(I a, I b) { return _mm256_and_si256(a, b); }
+  static I or_(I a, I b) { return _mm256_or_si256(a, b); }
+  static I set8(char c) { return _mm256_set1_epi8(c); }
+  template <int S>
+  static I shl16(I v) { return _mm256_slli_epi16(v, S); }
+  template <int S>
+  static I shr16(I v) { return _mm256_srli_epi16(v, S); }
+  static I pairs(const uint8_t* p) { return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  template <int E>
+  static I scale(I p) {
+    if constexpr (kVnni) {
+      return E == 0 ? _mm256_srai_epi32(_mm256_slli_epi32(p, 16), 16) : _mm256_srai_epi32(p, 16);
+    } else {  // bytes 2E, 2E + 1 of each lane into both halves
+      const int b = 0x01000100 + 0x02020202 * E, l = 0x04040404;
+      return _mm256_shuffle_epi8(p, _mm256_setr_epi32(b, b + l, b + 2 * l, b + 3 * l, b, b + l, b + 2 * l, b + 3 * l));
+    }
+  }
+  static I fold(I isum, I sub, I sc) {
+    if constexpr (kVnni) {
+      return _mm256_add_epi32(isum, _mm256_mullo_epi32(sub, sc));
+    } else {
+      return _mm256_add_epi32(isum, _mm256_madd_epi16(sub, sc));
+    }
+  }
+  static I pdot(I acc, I a, I b) {
+    if constexpr (kVnni) {
+      return _mm256_dpwssd_avx_epi32(acc, a, b);
+    } else {
+      return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
+    }
+  }
+  static I sub32(I a, I b) { return _mm256_sub_epi32(a, b); }
+  template <int S>
+  static I shl32(I v) { return _mm256_slli_epi32(v, S); }
+  static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
   static F set1(float v) { return _mm256_set1_ps(v); }
   static F cvt(I v) { return _mm256_cvtepi32_ps(v); }
   static F fmadd(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
