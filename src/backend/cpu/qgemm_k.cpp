@@ -68,12 +68,12 @@ SuperBlock unpack(DType t, const uint8_t* blk) {
 // ---- the packed layout read back element by element (the portable kernels) ----
 
 inline int code(const QKLayout& L, const uint8_t* gb, int j, int e) {
-  const int r = e & 7, b = r & 3;
-  const uint8_t nib = gb[L.nib + 64 * (e >> 3) + 4 * j + b];
+  const int s = e / L.sub, n = (e % L.sub) >> 3, r = e & 7, b = r & 3;
+  const uint8_t nib = gb[L.nib(s, n) + 4 * j + b];
   int c = r < 4 ? nib & 15 : nib >> 4;
   if (L.hbits) {
-    const int n = (e % L.sub) >> 3, shift = 2 * L.hbits * n + (r < 4 ? 0 : L.hbits);
-    c |= ((gb[L.hi + 64 * (e / L.sub) + 4 * j + b] >> shift) & ((1 << L.hbits) - 1)) << 4;
+    const int shift = 2 * L.hbits * n + (r < 4 ? 0 : L.hbits);
+    c |= ((gb[L.hi(s) + 4 * j + b] >> shift) & ((1 << L.hbits) - 1)) << 4;
   }
   return c;
 }
@@ -97,7 +97,7 @@ void tile_scalar(const uint8_t* g, const QAct& a, int64_t m, float* y, int64_t l
           isum += pair_value(gb + L.sc, j, s) * dot;
         }
         for (int s = 0; s < 2 * L.min_pairs(); ++s)
-          imin += pair_value(gb + L.min_plane(), j, s) * static_cast<int16_t>(xs[s >> 1] >> (16 * (s & 1)));
+          imin += pair_value(gb + L.mn, j, s) * static_cast<int16_t>(xs[s >> 1] >> (16 * (s & 1)));
         const float dx = a.d[(m + r) * a.nb + i];
         uint16_t h;
         std::memcpy(&h, gb + L.d + 2 * j, 2);
@@ -152,17 +152,15 @@ void qk_pack_row(DType t, const void* src, int64_t nsb, int j, uint8_t* group) {
   for (int64_t i = 0; i < nsb; ++i) {
     const SuperBlock s = unpack(t, static_cast<const uint8_t*>(src) + i * src_block);
     uint8_t* gb = group + i * L.bytes;
-    for (int l = 0; l < 32; ++l)
-      for (int b = 0; b < 4; ++b)
-        gb[L.nib + 64 * l + 4 * j + b] = static_cast<uint8_t>((s.q[8 * l + b] & 15) | (s.q[8 * l + 4 + b] & 15) << 4);
     for (int k = 0; k < L.subs(); ++k) {
-      if (L.hbits)
-        for (int n = 0; n < L.sub / 8; ++n)
-          for (int b = 0; b < 4; ++b) {
-            const int e = L.sub * k + 8 * n + b;
-            gb[L.hi + 64 * k + 4 * j + b] |= static_cast<uint8_t>((s.q[e] >> 4) << (2 * L.hbits * n) |
-                                                                  (s.q[e + 4] >> 4) << (2 * L.hbits * n + L.hbits));
-          }
+      for (int n = 0; n < L.sub / 8; ++n)
+        for (int b = 0; b < 4; ++b) {
+          const int e = L.sub * k + 8 * n + b;
+          gb[L.nib(k, n) + 4 * j + b] = static_cast<uint8_t>((s.q[e] & 15) | (s.q[e + 4] & 15) << 4);
+          if (L.hbits)
+            gb[L.hi(k) + 4 * j + b] |= static_cast<uint8_t>((s.q[e] >> 4) << (2 * L.hbits * n) |
+                                                           (s.q[e + 4] >> 4) << (2 * L.hbits * n + L.hbits));
+        }
       gb[L.sc + 32 * (k >> 1) + 2 * j + (k & 1)] = static_cast<uint8_t>(s.sc[k]);
       if (L.dmin) gb[L.mn + 32 * (k >> 1) + 2 * j + (k & 1)] = s.mn[k];
     }

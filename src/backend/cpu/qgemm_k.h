@@ -1,15 +1,17 @@
 // K-quant matrices (Q4_K, Q5_K, Q6_K) in the interleaved groups of qgemm.h: the layout of one group-block (16 rows x
 // one 256-element super-block), the packing, and the activation side.
 //
-// Every code plane is row-interleaved as the Q4_0 one: a 64-byte load holds 4 bytes of each of the 16 rows, byte
-// 4j + b of row j (a 256-bit path takes half h = rows 8h..8h+7 at bytes 32h..32h+31). Codes q (unsigned: Q4_K 4 bits,
-// Q5_K 5, Q6_K 6) are split into a nibble plane and a high plane:
-//   nib  32 loads: load L, byte 4j + b: low nibble = q[8L + b] & 15, high nibble = q[8L + 4 + b] & 15;
-//   hi   one load per sub-block s (Q5_K: 1 bit per code, 8 loads; Q6_K: 2 bits, 16 loads): byte 4j + b holds, for
-//        n < sub / 8, q[sub*s + 8n + b] >> 4 at bit 2Bn and q[sub*s + 8n + 4 + b] >> 4 at bit 2Bn + B (B bits);
-//   sc   the sub-block scales as int8 pairs: byte 32k + 2j + e = scale of sub-block 2k + e (Q4_K/Q5_K 6-bit, Q6_K s8);
-//   mn   Q4_K/Q5_K: the 6-bit mins, the same pair layout (4 pairs);
-//   d    16 fp16 (row j at 2j); dmin (Q4_K/Q5_K) the same.
+// A group-block is read front to back, one stream: a header, then one chunk per sub-block s:
+//   header: sc  the sub-block scales as int8 pairs: byte 32k + 2j + e = scale of sub-block 2k + e of row j (Q4_K/Q5_K
+//               6-bit, Q6_K s8);
+//           mn  Q4_K/Q5_K: the 6-bit mins in the same pair layout (4 pairs);
+//           d   16 fp16 (row j at 2j); dm (Q4_K/Q5_K) dmin, the same;
+//   chunk s: [hi] then sub / 8 nibble loads. Every 64-byte load is row-interleaved as the Q4_0 ones: 4 bytes of each
+//   of the 16 rows, byte 4j + b of row j (a 256-bit path takes half h = rows 8h..8h+7, bytes 32h..32h+31). Codes q
+//   (unsigned: Q4_K 4 bits, Q5_K 5, Q6_K 6) of sub-block s, element e = sub*s + 8n + b:
+//     nibble load n: low nibble = q[e] & 15, high nibble = q[e + 4] & 15;
+//     hi (Q5_K: B = 1 bit per code; Q6_K: B = 2; Q4_K: none): for each n, q[e] >> 4 at bit 2Bn, q[e + 4] >> 4 at bit
+//     2Bn + B.
 // A pair register (sign-extended to s16: lane j = (v[2k], v[2k+1]) of row j) gives a sub-block's scale per lane with
 // one shift or shuffle, and the min term of 2 sub-blocks per multiply-add against 2 activation sums broadcast.
 // Per row and super-block, with x the Q8_K activations (d_x, codes, sums xs per sub-block):
@@ -32,15 +34,20 @@ struct QKLayout {
   int sub;         // elements per sub-block: 32 (Q4_K, Q5_K), 16 (Q6_K)
   int hbits;       // bits per code in the high plane: 0, 1, 2
   int s16_loads;   // nibble loads whose maddubs sums fit s16 (AVX2 without VNNI folds after this many)
-  bool dmin;       // Q4_K/Q5_K: the min term has its own scales (mn, dmin); Q6_K: offset 32 through sc and d
-  int64_t hi, nib, sc, mn, d, dm, bytes;  // plane offsets in a group-block, and its size
+  bool dmin;       // Q4_K/Q5_K: the min term has its own scales (mn, dm); Q6_K: offset 32 through sc and d
+  int64_t sc, mn, d, dm, body, bytes;  // header offsets (mn = sc, dm = d for Q6_K), the first chunk, the size
   constexpr int subs() const { return 256 / sub; }
   constexpr int min_pairs() const { return dmin ? 4 : subs() / 2; }
-  constexpr int64_t min_plane() const { return dmin ? mn : sc; }
+  constexpr int64_t hi_bytes() const { return hbits ? 64 : 0; }
+  constexpr int64_t chunk() const { return hi_bytes() + 64 * (sub / 8); }  // bytes per sub-block
+  constexpr int64_t hi(int s) const { return body + chunk() * s; }
+  constexpr int64_t nib(int s, int n) const { return body + chunk() * s + hi_bytes() + 64 * n; }
 };
-inline constexpr QKLayout kLayoutQ4K{32, 0, 4, true, 0, 0, 2048, 2176, 2304, 2336, 2368};
-inline constexpr QKLayout kLayoutQ5K{32, 1, 2, true, 0, 512, 2560, 2688, 2816, 2848, 2880};
-inline constexpr QKLayout kLayoutQ6K{16, 2, 1, false, 0, 1024, 3072, 3072, 3328, 3328, 3360};
+inline constexpr QKLayout kLayoutQ4K{32, 0, 4, true, 0, 128, 256, 288, 320, 2368};
+inline constexpr QKLayout kLayoutQ5K{32, 1, 2, true, 0, 128, 256, 288, 320, 2880};
+inline constexpr QKLayout kLayoutQ6K{16, 2, 1, false, 0, 0, 256, 256, 288, 3360};
+static_assert(kLayoutQ4K.hi(8) == kLayoutQ4K.bytes && kLayoutQ5K.hi(8) == kLayoutQ5K.bytes &&
+              kLayoutQ6K.hi(16) == kLayoutQ6K.bytes);
 
 // The layout of t, nullptr where t is no K-quant.
 const QKLayout* qk_layout(DType t);

@@ -61,11 +61,11 @@ void ktile(const uint8_t* g, const QAct& a, int64_t m, float* y, int64_t ldy, in
           const int s = 2 * k + E;
           const I sc = V::template scale<E>(P);
           I hb = V::zero();
-          if constexpr (B > 0) hb = V::load(g + L.hi + 64 * s + hoff);
+          if constexpr (B > 0) hb = V::load(g + L.hi(s) + hoff);
           I sub[R];
           for (int r = 0; r < R; ++r) sub[r] = V::zero();
           static_for<NL>([&](auto n) {
-            const I v = V::load(g + L.nib + 64 * (NL * s + n) + hoff);
+            const I v = V::load(g + L.nib(s, n) + hoff);
             I lo = V::lo(v), hi = V::hi(v);
             if constexpr (B > 0) {
               lo = V::or_(lo, high_bits<V, 2 * B * n, B>(hb));
@@ -88,7 +88,7 @@ void ktile(const uint8_t* g, const QAct& a, int64_t m, float* y, int64_t ldy, in
       I imin[R];
       for (int r = 0; r < R; ++r) imin[r] = V::zero();
       for (int k = 0; k < L.min_pairs(); ++k) {
-        const I mp = V::pairs(g + L.min_plane() + 32 * k + 2 * V::L * h);
+        const I mp = V::pairs(g + L.mn + 32 * k + 2 * V::L * h);
         for (int r = 0; r < R; ++r)
           imin[r] = V::pdot(imin[r], mp, V::bcast(reinterpret_cast<const int8_t*>(xs[r] + 8 * i + k)));
       }
