@@ -6,6 +6,8 @@
 #include "backend/cpu/qgemm_k.h"
 
 #include <algorithm>
+#include <atomic>
+#include <functional>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -24,6 +26,9 @@ namespace mopt::cpu {
 namespace {
 
 constexpr int64_t kTileTokens = 64;  // tokens per work item: a group's row is reused by all of them from L1/L2
+// Groups per work item of a decode-sized call (one token tile), streamed per thread (stream_items; the gain against
+// items shared dynamically is in docs/cpu.md).
+constexpr int64_t kStreamGroups = 2;
 
 int64_t group_block_bytes(DType t) {
   if (const QKLayout* L = qk_layout(t)) return L->bytes;
@@ -87,6 +92,36 @@ struct ActScratch {
 ActScratch& act_scratch() {
   static thread_local ActScratch s;
   return s;
+}
+
+// Items [0, n) over the pool's threads, each thread walking its own contiguous range front to back (one memory
+// stream per core, which the hardware prefetchers follow), then taking items from the back of the others' ranges
+// (a core slowed by other work is helped without breaking the others' streams).
+void stream_items(ThreadPool& pool, int64_t n, const std::function<void(int64_t item)>& fn) {
+  const int nt = pool.size();
+  struct alignas(64) Range {
+    std::atomic<uint64_t> fb;  // items [front, back) left: front in the low 32 bits, back in the high 32
+  };
+  std::vector<Range> ranges(static_cast<size_t>(nt));
+  for (int c = 0; c < nt; ++c)
+    ranges[static_cast<size_t>(c)].fb.store(static_cast<uint64_t>(ThreadPool::chunk_begin(n, nt, c)) |
+                                            static_cast<uint64_t>(ThreadPool::chunk_begin(n, nt, c + 1)) << 32);
+  auto take = [&](int c, bool front) -> int64_t {
+    std::atomic<uint64_t>& a = ranges[static_cast<size_t>(c)].fb;
+    uint64_t v = a.load(std::memory_order_relaxed);
+    for (;;) {
+      const uint64_t f = v & 0xFFFFFFFFu, b = v >> 32;
+      if (f >= b) return -1;
+      const uint64_t nv = front ? v + 1 : v - (uint64_t{1} << 32);
+      if (a.compare_exchange_weak(v, nv, std::memory_order_relaxed)) return static_cast<int64_t>(front ? f : b - 1);
+    }
+  };
+  pool.parallel_for(nt, [&](int64_t c, int64_t, int) {
+    const int own = static_cast<int>(c);
+    for (int64_t i; (i = take(own, true)) >= 0;) fn(i);
+    for (int k = 1; k < nt; ++k)
+      for (int64_t i; (i = take((own + k) % nt, false)) >= 0;) fn(i);
+  });
 }
 
 }  // namespace
@@ -219,12 +254,14 @@ bool matmul_q_isa(const PackedQ& w, const float* x, int64_t M, float* y, ThreadP
   }
   const QAct act{s.qs.data(), s.d.data(), s.o.data(), kq ? s.sums.data() : nullptr, K, nb};
 
-  // Work items: a run of groups x a tile of tokens; each group's row is read from memory once per tile.
+  // Work items: a run of groups x a tile of tokens; each group's row is read from memory once per tile. With one
+  // tile (decode), runs of kStreamGroups groups streamed per thread (stream_items); else handed out dynamically.
   const int64_t groups = (N + kQGroup - 1) / kQGroup;
   const int64_t nt = pool ? std::max(1, pool->size()) : 1;
-  const int64_t gchunk = std::clamp<int64_t>(groups / (8 * nt), 1, 8);
-  const int64_t chunks = (groups + gchunk - 1) / gchunk, tiles = (M + kTileTokens - 1) / kTileTokens;
-  parallel_items(pool, chunks * tiles, [&](int64_t item, int) {
+  const int64_t tiles = (M + kTileTokens - 1) / kTileTokens;
+  const int64_t gchunk = tiles == 1 ? kStreamGroups : std::clamp<int64_t>(groups / (8 * nt), 1, 8);
+  const int64_t chunks = (groups + gchunk - 1) / gchunk;
+  auto run_item = [&](int64_t item) {
     const int64_t c = item % chunks, tm = item / chunks;
     const int64_t g1 = std::min(groups, (c + 1) * gchunk), m1 = std::min(M, (tm + 1) * kTileTokens);
     for (int64_t g = c * gchunk; g < g1; ++g) {
@@ -236,7 +273,12 @@ bool matmul_q_isa(const PackedQ& w, const float* x, int64_t M, float* y, ThreadP
         m += r;
       }
     }
-  });
+  };
+  if (tiles == 1 && nt > 1) {
+    stream_items(*pool, chunks, run_item);
+  } else {
+    parallel_items(pool, chunks * tiles, [&](int64_t item, int) { run_item(item); });
+  }
   return true;
 }
 
