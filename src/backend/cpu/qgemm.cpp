@@ -30,18 +30,19 @@ constexpr int64_t kTileTokens = 64;  // tokens per work item: a group's row is r
 // items shared dynamically is in docs/cpu.md).
 constexpr int64_t kStreamGroups = 2;
 
-int64_t group_block_bytes(DType t) {
-  if (const QKLayout* L = qk_layout(t)) return L->bytes;
-  return t == DType::Q4_0 ? 2 * kQGroup + kQGroup * 16 : 2 * kQGroup + kQGroup * 32;
+// Bytes of one group of nb blocks.
+uint64_t group_bytes(DType t, int64_t nb) {
+  if (const QKLayout* L = qk_layout(t)) return static_cast<uint64_t>(nb * L->bytes);
+  const int64_t pair = t == DType::Q4_0 ? QPairs<true>::kPair : QPairs<false>::kPair;
+  return static_cast<uint64_t>((nb + 1) / 2 * pair);
 }
 int64_t block_elems(DType t) { return qk_layout(t) ? kQKK : kQK0; }
 
 // ---- portable kernels: the SIMD kernels' arithmetic lane by lane (same integer dots, same fma chain) ----
 
-// Code c (unsigned, offset included) of element e of row j in group-block g.
+// Code c (unsigned, offset included) of element e of row j in a block's codes q.
 template <bool kQ4>
-inline int code(const uint8_t* g, int j, int e) {
-  const uint8_t* q = g + 2 * kQGroup;
+inline int code(const uint8_t* q, int j, int e) {
   if constexpr (kQ4) {
     const int l = e & 15;  // source byte l: elements l (low nibble) and l + 16 (high nibble)
     const uint8_t byte = q[64 * (l >> 2) + 4 * j + (l & 3)];
@@ -53,17 +54,15 @@ inline int code(const uint8_t* g, int j, int e) {
 
 template <bool kQ4, int R>
 void tile_scalar(const uint8_t* g, const QAct& a, int64_t m, float* y, int64_t ldy, int valid) {
-  const int64_t gb = kQ4 ? 2 * kQGroup + kQGroup * 16 : 2 * kQGroup + kQGroup * 32;
   for (int j = 0; j < valid; ++j)
     for (int r = 0; r < R; ++r) {
       const int8_t* x = a.qs + (m + r) * a.K;
       float acc = 0.0f;
       for (int64_t i = 0; i < a.nb; ++i) {
-        const uint8_t* b = g + i * gb;
         uint16_t h;
-        std::memcpy(&h, b + 2 * j, 2);
+        std::memcpy(&h, QPairs<kQ4>::scales(g, i) + 2 * j, 2);
         int32_t dot = 0;
-        for (int e = 0; e < kQK0; ++e) dot += code<kQ4>(b, j, e) * x[kQK0 * i + e];
+        for (int e = 0; e < kQK0; ++e) dot += code<kQ4>(QPairs<kQ4>::codes(g, i), j, e) * x[kQK0 * i + e];
         const float t = std::fma(a.d[(m + r) * a.nb + i], static_cast<float>(dot), a.o[(m + r) * a.nb + i]);
         acc = std::fma(fp16_to_fp32(h), t, acc);
       }
@@ -172,8 +171,8 @@ PackedQ pack_q(DType t, std::span<const PackQSource> parts) {
                static_cast<long long>(s.K), static_cast<long long>(K));
     out.N += s.N;
   }
-  const int64_t nb = K / block_elems(t), gbb = group_block_bytes(t), groups = (out.N + kQGroup - 1) / kQGroup;
-  out.group_bytes = static_cast<uint64_t>(nb * gbb);
+  const int64_t nb = K / block_elems(t), groups = (out.N + kQGroup - 1) / kQGroup;
+  out.group_bytes = group_bytes(t, nb);
   // 2 MiB-aligned and, where the kernel has transparent huge pages on request, backed by them: decode streams the
   // whole buffer once per token, and with 4 KiB pages every page crossed is a TLB miss the prefetchers stop at.
   constexpr size_t kHuge = size_t(2) << 20;
@@ -197,15 +196,17 @@ PackedQ pack_q(DType t, std::span<const PackQSource> parts) {
         qk_pack_row(t, src, nb, j, dst);
         continue;
       }
-      for (int64_t i = 0; i < nb; ++i, dst += gbb) {
-        uint8_t* q = dst + 2 * kQGroup;
+      for (int64_t i = 0; i < nb; ++i) {
+        uint8_t* sc = dst + ((q4 ? QPairs<true>::scales(dst, i) : QPairs<false>::scales(dst, i)) - dst);
         if (q4) {
+          uint8_t* q = dst + (QPairs<true>::codes(dst, i) - dst);
           const auto& b = reinterpret_cast<const BlockQ4_0*>(src)[i];
-          std::memcpy(dst + 2 * j, &b.d, 2);
+          std::memcpy(sc + 2 * j, &b.d, 2);
           for (int p = 0; p < 4; ++p) std::memcpy(q + 64 * p + 4 * j, b.qs + 4 * p, 4);
         } else {
+          uint8_t* q = dst + (QPairs<false>::codes(dst, i) - dst);
           const auto& b = reinterpret_cast<const BlockQ8_0*>(src)[i];
-          std::memcpy(dst + 2 * j, &b.d, 2);
+          std::memcpy(sc + 2 * j, &b.d, 2);
           for (int e = 0; e < kQK0; ++e)
             q[64 * (e >> 2) + 4 * j + (e & 3)] = static_cast<uint8_t>(static_cast<uint8_t>(b.qs[e]) ^ 0x80u);
         }

@@ -2,11 +2,12 @@
 // prompt processing alike): y[M, N] = x[M, K] · W^T for Q4_0 and Q8_0 weights.
 //
 // Layout: the N rows in groups of kQGroup = 16 (the last one zero-padded), each group's K/32 blocks one after the
-// other, one group-block holding the 16 rows' block i:
-//   [16 fp16 scales (row j at j)] then the codes as 32-bit lanes, lane j = 4 consecutive codes of row j:
+// other in pairs, a pair (blocks 2u, 2u + 1) being [32 fp16 scales: block 2u's 16 (row j at j), then block 2u+1's]
+// then the codes of block 2u, then those of block 2u + 1 (an odd last block fills the first half of its pair), so
+// every 64-byte load of codes is aligned. A block's codes as 32-bit lanes, lane j = 4 consecutive codes of row j:
 //   Q4_0: 4 chunks p of 64 bytes, byte 64p + 4j + b = row j's byte 4p + b (low nibble: element 4p + b, high nibble:
-//         element 16 + 4p + b) -> 288 bytes, the same bytes as the 16 source blocks;
-//   Q8_0: 8 chunks t of 64 bytes, byte 64t + 4j + b = row j's code 4t + b, stored + 128 (as u8) -> 544 bytes.
+//         element 16 + 4p + b) -> 256 bytes; with the scales 576 bytes a pair, the same bytes as the 32 source blocks;
+//   Q8_0: 8 chunks t of 64 bytes, byte 64t + 4j + b = row j's code 4t + b, stored + 128 (as u8) -> 512 bytes.
 // One load then holds 4 codes of each of 16 rows (or 8 rows on 256 bits), multiplied against 4 activation codes
 // broadcast to every lane (vpdpbusd, or maddubs + madd): each lane accumulates its own row, so no horizontal sums,
 // the 16 scales of a block convert in one instruction, and a weight load serves every token of a tile.
@@ -32,10 +33,18 @@ namespace mopt::cpu {
 
 inline constexpr int kQGroup = 16;  // rows per interleaved group
 
+// Q4_0 / Q8_0 group-blocks in pairs (above): block i's 16 scales and codes within its group g.
+template <bool kQ4>
+struct QPairs {
+  static constexpr int64_t kCodes = kQ4 ? 256 : 512, kPair = 64 + 2 * kCodes;
+  static const uint8_t* scales(const uint8_t* g, int64_t i) { return g + (i >> 1) * kPair + 32 * (i & 1); }
+  static const uint8_t* codes(const uint8_t* g, int64_t i) { return g + (i >> 1) * kPair + 64 + kCodes * (i & 1); }
+};
+
 struct PackedQ {
   DType type = DType::F32;  // the source type (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K); F32 while empty
   int64_t N = 0, K = 0;     // outputs (all parts together), inputs
-  uint64_t group_bytes = 0; // bytes of one group: K/32 (K/256 for K-quants) group-blocks
+  uint64_t group_bytes = 0; // bytes of one group: ceil(K/64) pairs of blocks (K/256 group-blocks for K-quants)
   std::unique_ptr<uint8_t[], void (*)(void*)> data{nullptr, nullptr};  // [ceil(N/16), blocks, group-block], 64-aligned
   bool empty() const { return N == 0; }
 };

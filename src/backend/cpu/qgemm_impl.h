@@ -21,7 +21,7 @@ namespace {
 
 // Q4_0 group-blocks: 8 registers of codes per half, t = 0..3 low nibbles of chunk t, 4..7 high nibbles of chunk t-4.
 struct FmtQ4 {
-  static constexpr int64_t kBytes = 2 * kQGroup + kQGroup * 16;
+  using Pairs = QPairs<true>;
   template <class V>
   static auto codes(const uint8_t* q, int t) {
     const typename V::I v = V::load(q + 64 * (t & 3));
@@ -35,7 +35,7 @@ struct FmtQ4 {
 
 // Q8_0 group-blocks: chunk t holds codes 4t..4t+3 (+ 128).
 struct FmtQ8 {
-  static constexpr int64_t kBytes = 2 * kQGroup + kQGroup * 32;
+  using Pairs = QPairs<false>;
   template <class V>
   static auto codes(const uint8_t* q, int t) { return V::prep8(V::load(q + 64 * t)); }
   template <class V, class W>
@@ -62,8 +62,8 @@ void tile(const uint8_t* g, const QAct& a, int64_t m, float* y, int64_t ldy, int
     xd[r] = a.d + (m + r) * a.nb;
     xo[r] = a.o + (m + r) * a.nb;
   }
-  for (int64_t i = 0; i < a.nb; ++i, g += Fmt::kBytes) {
-    const uint8_t* q = g + 2 * kQGroup;
+  for (int64_t i = 0; i < a.nb; ++i) {
+    const uint8_t* q = Fmt::Pairs::codes(g, i);
     I iacc[H][R];
     for (int h = 0; h < H; ++h)
       for (int r = 0; r < R; ++r) iacc[h][r] = V::zero();
@@ -77,7 +77,7 @@ void tile(const uint8_t* g, const QAct& a, int64_t m, float* y, int64_t ldy, int
       }
     }
     for (int h = 0; h < H; ++h) {
-      const F dw = V::scales(g + 2 * V::L * h);
+      const F dw = V::scales(Fmt::Pairs::scales(g, i) + 2 * V::L * h);
       for (int r = 0; r < R; ++r) {
         const F dot = V::cvt(Fmt::template finish<V>(iacc[h][r]));
         acc[h][r] = V::fmadd(dw, V::fmadd(V::set1(xd[r][i]), dot, V::set1(xo[r][i])), acc[h][r]);
