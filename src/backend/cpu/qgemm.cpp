@@ -70,17 +70,6 @@ void tile_scalar(const uint8_t* g, const QAct& a, int64_t m, float* y, int64_t l
     }
 }
 
-template <bool kQ4>
-constexpr QGemmSet scalar_set() {
-  QGemmSet s{};
-  s.fn[0] = tile_scalar<kQ4, 1>;
-  s.fn[1] = tile_scalar<kQ4, 2>;
-  s.fn[2] = tile_scalar<kQ4, 3>;
-  s.fn[3] = tile_scalar<kQ4, 4>;
-  s.max_tokens = 4;
-  s.offset = kQ4 ? 8 : 128;
-  return s;
-}
 
 // Activations of one matmul_q call, reused across calls on the same thread.
 struct ActScratch {
@@ -126,8 +115,8 @@ void stream_items(ThreadPool& pool, int64_t n, const std::function<void(int64_t 
 }  // namespace
 
 namespace qgemm_scalar {
-const QGemmSet q4_0 = scalar_set<true>();
-const QGemmSet q8_0 = scalar_set<false>();
+const QGemmSet q4_0 = qgemm_set_of<4>(8, [](auto r) { return &tile_scalar<true, r>; });
+const QGemmSet q8_0 = qgemm_set_of<4>(128, [](auto r) { return &tile_scalar<false, r>; });
 }  // namespace qgemm_scalar
 
 namespace {

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <utility>
 
 #include "backend/cpu/isa.h"
 #include "core/dtype.h"
@@ -83,6 +84,17 @@ struct QGemmSet {
   int max_tokens;           // tokens per call this path's registers hold
   int offset;               // the code offset its dots leave in (8, 128, or 0 for signed Q8_0 dots)
 };
+// The set of kernels get(std::integral_constant<int, R>{}) for R = 1..N tokens per call.
+template <int N, class Get>
+constexpr QGemmSet qgemm_set_of(int offset, Get get) {
+  QGemmSet s{};
+  [&]<int... Rs>(std::integer_sequence<int, Rs...>) {
+    ((s.fn[Rs] = get(std::integral_constant<int, Rs + 1>{})), ...);
+  }(std::make_integer_sequence<int, N>{});
+  s.max_tokens = N;
+  s.offset = offset;
+  return s;
+}
 // The kernels of type t (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K) on one path, nullptr where not built or not run by this CPU.
 const QGemmSet* qgemm_set(DType t, DotIsa isa);
 

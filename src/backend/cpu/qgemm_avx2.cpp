@@ -5,10 +5,10 @@
 #include "backend/cpu/qgemm_k_impl.h"
 
 namespace mopt::cpu::qgemm_avx2 {
-const QGemmSet q4_0 = make_set<V256<false>, FmtQ4>(8, std::make_integer_sequence<int, 3>{});
-const QGemmSet q8_0 = make_set<V256<false>, FmtQ8>(0, std::make_integer_sequence<int, 3>{});
-const QGemmSet q4_k = make_kset<V256<false>, kLayoutQ4K>(std::make_integer_sequence<int, 2>{});
-const QGemmSet q5_k = make_kset<V256<false>, kLayoutQ5K>(std::make_integer_sequence<int, 2>{});
-const QGemmSet q6_k = make_kset<V256<false>, kLayoutQ6K>(std::make_integer_sequence<int, 2>{});
+const QGemmSet q4_0 = make_set<V256<false>, FmtQ4, 3>(8);
+const QGemmSet q8_0 = make_set<V256<false>, FmtQ8, 3>(0);
+const QGemmSet q4_k = make_kset<V256<false>, kLayoutQ4K, 2>();
+const QGemmSet q5_k = make_kset<V256<false>, kLayoutQ5K, 2>();
+const QGemmSet q6_k = make_kset<V256<false>, kLayoutQ6K, 2>();
 }  // namespace mopt::cpu::qgemm_avx2
 #endif

@@ -63,11 +63,11 @@ struct V512 {
 }  // namespace
 
 namespace qgemm_avx512 {
-const QGemmSet q4_0 = make_set<V512, FmtQ4>(8, std::make_integer_sequence<int, 8>{});
-const QGemmSet q8_0 = make_set<V512, FmtQ8>(128, std::make_integer_sequence<int, 8>{});
-const QGemmSet q4_k = make_kset<V512, kLayoutQ4K>(std::make_integer_sequence<int, 4>{});
-const QGemmSet q5_k = make_kset<V512, kLayoutQ5K>(std::make_integer_sequence<int, 4>{});
-const QGemmSet q6_k = make_kset<V512, kLayoutQ6K>(std::make_integer_sequence<int, 4>{});
+const QGemmSet q4_0 = make_set<V512, FmtQ4, 8>(8);
+const QGemmSet q8_0 = make_set<V512, FmtQ8, 8>(128);
+const QGemmSet q4_k = make_kset<V512, kLayoutQ4K, 4>();
+const QGemmSet q5_k = make_kset<V512, kLayoutQ5K, 4>();
+const QGemmSet q6_k = make_kset<V512, kLayoutQ6K, 4>();
 }  // namespace qgemm_avx512
 
 }  // namespace mopt::cpu

@@ -91,13 +91,9 @@ void tile(const uint8_t* g, const QAct& a, int64_t m, float* y, int64_t ldy, int
   }
 }
 
-template <class V, class Fmt, int... Rs>
-constexpr QGemmSet make_set(int offset, std::integer_sequence<int, Rs...>) {
-  QGemmSet s{};
-  ((s.fn[Rs] = tile<V, Fmt, Rs + 1>), ...);
-  s.max_tokens = static_cast<int>(sizeof...(Rs));
-  s.offset = offset;
-  return s;
+template <class V, class Fmt, int N>
+constexpr QGemmSet make_set(int offset) {
+  return qgemm_set_of<N>(offset, [](auto r) { return &tile<V, Fmt, r>; });
 }
 
 // 256-bit lanes: 8 rows per register, two halves per group. kVnni: vpdpbusd (AVX-VNNI); else maddubs + madd, and

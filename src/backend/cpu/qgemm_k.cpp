@@ -115,24 +115,13 @@ void tile_scalar(const uint8_t* g, const QAct& a, int64_t m, float* y, int64_t l
     }
 }
 
-template <const QKLayout& L>
-constexpr QGemmSet scalar_set() {
-  QGemmSet s{};
-  s.fn[0] = tile_scalar<L, 1>;
-  s.fn[1] = tile_scalar<L, 2>;
-  s.fn[2] = tile_scalar<L, 3>;
-  s.fn[3] = tile_scalar<L, 4>;
-  s.max_tokens = 4;
-  s.offset = 0;
-  return s;
-}
 
 }  // namespace
 
 namespace qgemm_scalar {
-const QGemmSet q4_k = scalar_set<kLayoutQ4K>();
-const QGemmSet q5_k = scalar_set<kLayoutQ5K>();
-const QGemmSet q6_k = scalar_set<kLayoutQ6K>();
+const QGemmSet q4_k = qgemm_set_of<4>(0, [](auto r) { return &tile_scalar<kLayoutQ4K, r>; });
+const QGemmSet q5_k = qgemm_set_of<4>(0, [](auto r) { return &tile_scalar<kLayoutQ5K, r>; });
+const QGemmSet q6_k = qgemm_set_of<4>(0, [](auto r) { return &tile_scalar<kLayoutQ6K, r>; });
 }  // namespace qgemm_scalar
 
 const QKLayout* qk_layout(DType t) {

@@ -115,13 +115,9 @@ void ktile(const uint8_t* g, const QAct& a, int64_t m, float* y, int64_t ldy, in
   }
 }
 
-template <class V, const QKLayout& L, int... Rs>
-constexpr QGemmSet make_kset(std::integer_sequence<int, Rs...>) {
-  QGemmSet s{};
-  ((s.fn[Rs] = ktile<V, L, Rs + 1>), ...);
-  s.max_tokens = static_cast<int>(sizeof...(Rs));
-  s.offset = 0;
-  return s;
+template <class V, const QKLayout& L, int N>
+constexpr QGemmSet make_kset() {
+  return qgemm_set_of<N>(0, [](auto r) { return &ktile<V, L, r>; });
 }
 
 }  // namespace

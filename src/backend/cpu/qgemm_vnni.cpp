@@ -13,11 +13,11 @@
 #include "backend/cpu/qgemm_k_impl.h"
 
 namespace mopt::cpu::qgemm_vnni {
-const QGemmSet q4_0 = make_set<V256<true>, FmtQ4>(8, std::make_integer_sequence<int, 3>{});
-const QGemmSet q8_0 = make_set<V256<true>, FmtQ8>(128, std::make_integer_sequence<int, 3>{});
-const QGemmSet q4_k = make_kset<V256<true>, kLayoutQ4K>(std::make_integer_sequence<int, 2>{});
-const QGemmSet q5_k = make_kset<V256<true>, kLayoutQ5K>(std::make_integer_sequence<int, 2>{});
-const QGemmSet q6_k = make_kset<V256<true>, kLayoutQ6K>(std::make_integer_sequence<int, 2>{});
+const QGemmSet q4_0 = make_set<V256<true>, FmtQ4, 3>(8);
+const QGemmSet q8_0 = make_set<V256<true>, FmtQ8, 3>(128);
+const QGemmSet q4_k = make_kset<V256<true>, kLayoutQ4K, 2>();
+const QGemmSet q5_k = make_kset<V256<true>, kLayoutQ5K, 2>();
+const QGemmSet q6_k = make_kset<V256<true>, kLayoutQ6K, 2>();
 }  // namespace mopt::cpu::qgemm_vnni
 
 #if defined(__GNUC__) && !defined(__clang__)
