@@ -1,4 +1,5 @@
-// The interleaved Q4_0 / Q8_0 kernels (qgemm.h) on AVX2 + FMA + F16C, the build's baseline: maddubs + madd.
+// The interleaved Q4_0 / Q8_0 and K-quant kernels (qgemm.h, qgemm_k.h) on AVX2 + FMA + F16C, the build's baseline:
+// maddubs + madd.
 #include "backend/cpu/qgemm.h"
 
 #ifdef __AVX2__

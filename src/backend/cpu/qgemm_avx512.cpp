@@ -1,5 +1,6 @@
-// The interleaved Q4_0 / Q8_0 kernels (qgemm.h) on AVX-512 F/BW/VL/VNNI: one 512-bit register holds 4 codes of all
-// 16 rows of a group, vpdpbusd on 512 bits, and 32 registers let a call take 8 tokens. Compiled for that target
+// The interleaved Q4_0 / Q8_0 and K-quant kernels (qgemm.h, qgemm_k.h) on AVX-512 F/BW/VL/VNNI: one 512-bit register
+// holds 4 codes of all 16 rows of a group, vpdpbusd on 512 bits, and 32 registers let a call take 8 tokens (K-quants:
+// 4). Compiled for that target
 // inside the AVX2 build and taken only where the CPU has it (isa.h).
 #include "backend/cpu/qgemm.h"
 
@@ -43,7 +44,9 @@ struct V512 {
   static I shl16(I v) { return _mm512_slli_epi16(v, S); }
   template <int S>
   static I shr16(I v) { return _mm512_srli_epi16(v, S); }
-  static I pairs(const uint8_t* p) { return _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+  static I pairs(const uint8_t* p) {
+    return _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
   template <int E>
   static I scale(I p) { return E == 0 ? _mm512_srai_epi32(_mm512_slli_epi32(p, 16), 16) : _mm512_srai_epi32(p, 16); }
   static I fold(I isum, I sub, I sc) { return _mm512_add_epi32(isum, _mm512_mullo_epi32(sub, sc)); }

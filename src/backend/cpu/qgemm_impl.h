@@ -158,7 +158,9 @@ struct V256 {
   static I shl16(I v) { return _mm256_slli_epi16(v, S); }
   template <int S>
   static I shr16(I v) { return _mm256_srli_epi16(v, S); }
-  static I pairs(const uint8_t* p) { return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  static I pairs(const uint8_t* p) {
+    return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
   template <int E>
   static I scale(I p) {
     if constexpr (kVnni) {

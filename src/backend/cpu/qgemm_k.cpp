@@ -40,10 +40,11 @@ SuperBlock unpack(DType t, const uint8_t* blk) {
     s.d = b.d;
     return s;
   }
-  const bool q5 = t == DType::Q5_K;
-  const uint8_t* scales = q5 ? reinterpret_cast<const BlockQ5_K*>(blk)->scales : reinterpret_cast<const BlockQ4_K*>(blk)->scales;
-  const uint8_t* qs = q5 ? reinterpret_cast<const BlockQ5_K*>(blk)->qs : reinterpret_cast<const BlockQ4_K*>(blk)->qs;
-  const uint8_t* qh = q5 ? reinterpret_cast<const BlockQ5_K*>(blk)->qh : nullptr;
+  const auto* b4 = reinterpret_cast<const BlockQ4_K*>(blk);
+  const auto* b5 = t == DType::Q5_K ? reinterpret_cast<const BlockQ5_K*>(blk) : nullptr;
+  const uint8_t* scales = b5 ? b5->scales : b4->scales;
+  const uint8_t* qs = b5 ? b5->qs : b4->qs;
+  const uint8_t* qh = b5 ? b5->qh : nullptr;
   for (int c = 0; c < 4; ++c)
     for (int l = 0; l < 32; ++l) {
       int lo = qs[32 * c + l] & 15, hi = qs[32 * c + l] >> 4;

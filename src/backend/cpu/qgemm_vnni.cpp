@@ -1,5 +1,5 @@
-// The interleaved Q4_0 / Q8_0 kernels (qgemm.h) on AVX-VNNI: vpdpbusd on 256 bits, compiled for that target inside
-// the AVX2 build and taken only where the CPU has it (isa.h).
+// The interleaved Q4_0 / Q8_0 and K-quant kernels (qgemm.h, qgemm_k.h) on AVX-VNNI: vpdpbusd on 256 bits, compiled
+// for that target inside the AVX2 build and taken only where the CPU has it (isa.h).
 #include "backend/cpu/qgemm.h"
 
 #ifdef __AVX2__
