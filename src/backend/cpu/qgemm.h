@@ -33,6 +33,9 @@
 namespace mopt::cpu {
 
 inline constexpr int kQGroup = 16;  // rows per interleaved group
+// Bytes ahead of the block in hand that the kernels prefetch, a line per 64 bytes they read: the hardware
+// prefetchers alone left decode short of the read bandwidth (docs/cpu.md).
+inline constexpr int64_t kQPrefetch = 4096;
 
 // Q4_0 / Q8_0 group-blocks in pairs (above): block i's 16 scales and codes within its group g.
 template <bool kQ4>
