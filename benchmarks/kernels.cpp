@@ -1,8 +1,10 @@
 // CPU kernel throughput at TinyLlama-1.1B shapes (d 2048, ff 5632, 4 KV heads x 64, 22 layers, vocab 32000),
 // next to the machine's read bandwidth measured in the same run.
 //
-//   bench_kernels [--threads 0] [--layers 4] [--reps 5] [--m 1,4,16,64] [--dtypes q8_0,q4_0,...] [--attn]
+//   bench_kernels [--threads 0] [--layers 4] [--reps 5] [--m 1,4,16,64] [--dtypes q8_0,q4_0,...] [--attn] [--repack]
 //
+// --repack: the weights repacked into the interleaved groups of cpu/qgemm.h (matmul_q, the runner's default for
+// Q4_0, Q8_0 and K-quants) instead of the row kernels over the file's blocks.
 // For each weight dtype: matmul over `layers` layers' worth of distinct weight matrices (q, k, v, o, gate,
 // up, down; larger than the caches), for each batch size M. Reports GB/s of weights streamed, % of the
 // read bandwidth, and the decode rate this implies for the whole 1.1B model (22 layers + output head) if
@@ -22,6 +24,7 @@
 
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/membw.h"
+#include "backend/cpu/qgemm.h"
 #include "backend/cpu/quant.h"
 #include "core/dtype.h"
 #include "core/thread_pool.h"
@@ -131,7 +134,7 @@ void bench_attention(ThreadPool& pool, int reps) {
 
 int main(int argc, char** argv) {
   int threads = 0, layers = 4, reps = 5;
-  bool attn = false;
+  bool attn = false, repack = false;
   std::vector<int64_t> ms = {1, 4, 16, 64};
   std::vector<std::string> dts = {"f16", "bf16", "q8_0", "q4_0", "q4_k", "q5_k", "q6_k"};
   for (int i = 1; i < argc; ++i) {
@@ -139,6 +142,8 @@ int main(int argc, char** argv) {
     const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
     if (a == "--attn") {
       attn = true;
+    } else if (a == "--repack") {
+      repack = true;
     } else if (a == "--threads" && v) {
       threads = std::atoi(v), ++i;
     } else if (a == "--layers" && v) {
@@ -152,7 +157,8 @@ int main(int argc, char** argv) {
     } else if (a == "--dtypes" && v) {
       dts = split(v), ++i;
     } else {
-      std::fprintf(stderr, "usage: %s [--threads N] [--layers N] [--reps N] [--m 1,4,64] [--dtypes q8_0,...] [--attn]\n",
+      std::fprintf(stderr, "usage: %s [--threads N] [--layers N] [--reps N] [--m 1,4,64] [--dtypes q8_0,...] [--attn] "
+                   "[--repack]\n",
                    argv[0]);
       return 2;
     }
@@ -195,15 +201,24 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "unsupported dtype %s\n", name.c_str());
       return 2;
     }
+    if (repack && !cpu::pack_q_supports(*t, kEmbd)) {
+      std::fprintf(stderr, "--repack: %s has no interleaved kernels\n", name.c_str());
+      return 2;
+    }
     struct W {
       std::vector<uint8_t> data;
       int64_t N, K;
+      cpu::PackedQ packed;
     };
     std::vector<W> ws;
     double layer_bytes = 0;
     for (int l = 0; l < layers; ++l)
       for (const Shape& s : kShapes) {
-        ws.push_back({make_weight(*t, s.N, s.K, static_cast<uint32_t>(l * 10 + s.N)), s.N, s.K});
+        ws.push_back({make_weight(*t, s.N, s.K, static_cast<uint32_t>(l * 10 + s.N)), s.N, s.K, {}});
+        if (repack) {
+          const cpu::PackQSource src{ws.back().data.data(), s.N, s.K};
+          ws.back().packed = cpu::pack_q(*t, {&src, 1});
+        }
         if (l == 0) layer_bytes += static_cast<double>(ws.back().data.size());
       }
     const double total_bytes = layer_bytes * layers;
@@ -212,7 +227,13 @@ int main(int argc, char** argv) {
       std::vector<float> x(static_cast<size_t>(M * kFF), 0.5f), y(static_cast<size_t>(M * kFF));
       for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
       auto pass = [&] {
-        for (const W& w : ws) cpu::matmul_raw(*t, w.data.data(), w.N, w.K, x.data(), M, y.data(), &pool);
+        for (const W& w : ws) {
+          if (repack) {
+            cpu::matmul_q(w.packed, x.data(), M, y.data(), &pool);
+          } else {
+            cpu::matmul_raw(*t, w.data.data(), w.N, w.K, x.data(), M, y.data(), &pool);
+          }
+        }
       };
       pass();
       double best = 1e30, best_cpu = 1e30;

@@ -1,8 +1,13 @@
 // Packing into the interleaved layout of qgemm.h, the activation side (Q8_0 codes, scales and offset terms), the
-// portable kernels (the same arithmetic lane by lane), and the driver that splits the product over threads.
+// portable kernels (the same arithmetic lane by lane), and the driver that splits the product over threads (K-quant
+// packing, activations and portable kernels: qgemm_k.cpp).
 #include "backend/cpu/qgemm.h"
 
+#include "backend/cpu/qgemm_k.h"
+
 #include <algorithm>
+#include <atomic>
+#include <functional>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -21,17 +26,23 @@ namespace mopt::cpu {
 namespace {
 
 constexpr int64_t kTileTokens = 64;  // tokens per work item: a group's row is reused by all of them from L1/L2
+// Groups per work item of a decode-sized call (one token tile), streamed per thread (stream_items; the gain against
+// items shared dynamically is in docs/cpu.md).
+constexpr int64_t kStreamGroups = 2;
 
-int64_t group_block_bytes(DType t) {
-  return t == DType::Q4_0 ? 2 * kQGroup + kQGroup * 16 : 2 * kQGroup + kQGroup * 32;
+// Bytes of one group of nb blocks.
+uint64_t group_bytes(DType t, int64_t nb) {
+  if (const QKLayout* L = qk_layout(t)) return static_cast<uint64_t>(nb * L->bytes);
+  const int64_t pair = t == DType::Q4_0 ? QPairs<true>::kPair : QPairs<false>::kPair;
+  return static_cast<uint64_t>((nb + 1) / 2 * pair);
 }
+int64_t block_elems(DType t) { return qk_layout(t) ? kQKK : kQK0; }
 
 // ---- portable kernels: the SIMD kernels' arithmetic lane by lane (same integer dots, same fma chain) ----
 
-// Code c (unsigned, offset included) of element e of row j in group-block g.
+// Code c (unsigned, offset included) of element e of row j in a block's codes q.
 template <bool kQ4>
-inline int code(const uint8_t* g, int j, int e) {
-  const uint8_t* q = g + 2 * kQGroup;
+inline int code(const uint8_t* q, int j, int e) {
   if constexpr (kQ4) {
     const int l = e & 15;  // source byte l: elements l (low nibble) and l + 16 (high nibble)
     const uint8_t byte = q[64 * (l >> 2) + 4 * j + (l & 3)];
@@ -43,17 +54,15 @@ inline int code(const uint8_t* g, int j, int e) {
 
 template <bool kQ4, int R>
 void tile_scalar(const uint8_t* g, const QAct& a, int64_t m, float* y, int64_t ldy, int valid) {
-  const int64_t gb = kQ4 ? 2 * kQGroup + kQGroup * 16 : 2 * kQGroup + kQGroup * 32;
   for (int j = 0; j < valid; ++j)
     for (int r = 0; r < R; ++r) {
       const int8_t* x = a.qs + (m + r) * a.K;
       float acc = 0.0f;
       for (int64_t i = 0; i < a.nb; ++i) {
-        const uint8_t* b = g + i * gb;
         uint16_t h;
-        std::memcpy(&h, b + 2 * j, 2);
+        std::memcpy(&h, QPairs<kQ4>::scales(g, i) + 2 * j, 2);
         int32_t dot = 0;
-        for (int e = 0; e < kQK0; ++e) dot += code<kQ4>(b, j, e) * x[kQK0 * i + e];
+        for (int e = 0; e < kQK0; ++e) dot += code<kQ4>(QPairs<kQ4>::codes(g, i), j, e) * x[kQK0 * i + e];
         const float t = std::fma(a.d[(m + r) * a.nb + i], static_cast<float>(dot), a.o[(m + r) * a.nb + i]);
         acc = std::fma(fp16_to_fp32(h), t, acc);
       }
@@ -61,59 +70,82 @@ void tile_scalar(const uint8_t* g, const QAct& a, int64_t m, float* y, int64_t l
     }
 }
 
-template <bool kQ4>
-constexpr QGemmSet scalar_set() {
-  QGemmSet s{};
-  s.fn[0] = tile_scalar<kQ4, 1>;
-  s.fn[1] = tile_scalar<kQ4, 2>;
-  s.fn[2] = tile_scalar<kQ4, 3>;
-  s.fn[3] = tile_scalar<kQ4, 4>;
-  s.max_tokens = 4;
-  s.offset = kQ4 ? 8 : 128;
-  return s;
-}
 
 // Activations of one matmul_q call, reused across calls on the same thread.
 struct ActScratch {
-  std::vector<int8_t> qs;  // [M, K]
-  std::vector<float> d, o; // [M, nb]
+  std::vector<int8_t> qs;      // [M, K]
+  std::vector<float> d, o;     // [M, nb]
+  std::vector<uint32_t> sums;  // [M, nb, 8] K-quants
 };
 ActScratch& act_scratch() {
   static thread_local ActScratch s;
   return s;
 }
 
+// Items [0, n) over the pool's threads, each thread walking its own contiguous range front to back (one memory
+// stream per core, which the hardware prefetchers follow), then taking items from the back of the others' ranges
+// (a core slowed by other work is helped without breaking the others' streams).
+void stream_items(ThreadPool& pool, int64_t n, const std::function<void(int64_t item)>& fn) {
+  const int nt = pool.size();
+  struct alignas(64) Range {
+    std::atomic<uint64_t> fb;  // items [front, back) left: front in the low 32 bits, back in the high 32
+  };
+  std::vector<Range> ranges(static_cast<size_t>(nt));
+  for (int c = 0; c < nt; ++c)
+    ranges[static_cast<size_t>(c)].fb.store(static_cast<uint64_t>(ThreadPool::chunk_begin(n, nt, c)) |
+                                            static_cast<uint64_t>(ThreadPool::chunk_begin(n, nt, c + 1)) << 32);
+  auto take = [&](int c, bool front) -> int64_t {
+    std::atomic<uint64_t>& a = ranges[static_cast<size_t>(c)].fb;
+    uint64_t v = a.load(std::memory_order_relaxed);
+    for (;;) {
+      const uint64_t f = v & 0xFFFFFFFFu, b = v >> 32;
+      if (f >= b) return -1;
+      const uint64_t nv = front ? v + 1 : v - (uint64_t{1} << 32);
+      if (a.compare_exchange_weak(v, nv, std::memory_order_relaxed)) return static_cast<int64_t>(front ? f : b - 1);
+    }
+  };
+  pool.parallel_for(nt, [&](int64_t c, int64_t, int) {
+    const int own = static_cast<int>(c);
+    for (int64_t i; (i = take(own, true)) >= 0;) fn(i);
+    for (int k = 1; k < nt; ++k)
+      for (int64_t i; (i = take((own + k) % nt, false)) >= 0;) fn(i);
+  });
+}
+
 }  // namespace
 
 namespace qgemm_scalar {
-const QGemmSet q4_0 = scalar_set<true>();
-const QGemmSet q8_0 = scalar_set<false>();
+const QGemmSet q4_0 = qgemm_set_of<4>(8, [](auto r) { return &tile_scalar<true, r>; });
+const QGemmSet q8_0 = qgemm_set_of<4>(128, [](auto r) { return &tile_scalar<false, r>; });
 }  // namespace qgemm_scalar
 
-const QGemmSet* qgemm_set(DType t, DotIsa isa) {
-  if (!isa_supported(isa) || (t != DType::Q4_0 && t != DType::Q8_0)) return nullptr;
-  const bool q4 = t == DType::Q4_0;
-  switch (isa) {
-    case DotIsa::kScalar:
-      return q4 ? &qgemm_scalar::q4_0 : &qgemm_scalar::q8_0;
+namespace {
+
+// Per path, the kernels of Q4_0, Q8_0, Q4_K, Q5_K, Q6_K (in that order).
+#define MOPT_QGEMM_SETS(ns) {&ns::q4_0, &ns::q8_0, &ns::q4_k, &ns::q5_k, &ns::q6_k}
+constexpr DType kQTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 #ifdef __AVX2__
-    case DotIsa::kAvx2:
-      return q4 ? &qgemm_avx2::q4_0 : &qgemm_avx2::q8_0;
-    case DotIsa::kAvxVnni:
-      return q4 ? &qgemm_vnni::q4_0 : &qgemm_vnni::q8_0;
-    case DotIsa::kAvx512:
-      return q4 ? &qgemm_avx512::q4_0 : &qgemm_avx512::q8_0;
+const QGemmSet* const kQSets[kNumDotIsa][5] = {MOPT_QGEMM_SETS(qgemm_scalar), MOPT_QGEMM_SETS(qgemm_avx2),
+                                               MOPT_QGEMM_SETS(qgemm_vnni), MOPT_QGEMM_SETS(qgemm_avx512)};
 #else
-    case DotIsa::kAvx2:
-    case DotIsa::kAvxVnni:
-    case DotIsa::kAvx512:
-      return nullptr;
+const QGemmSet* const kQSets[kNumDotIsa][5] = {MOPT_QGEMM_SETS(qgemm_scalar)};
 #endif
-  }
+#undef MOPT_QGEMM_SETS
+
+}  // namespace
+
+const QGemmSet* qgemm_set(DType t, DotIsa isa) {
+  if (!isa_supported(isa)) return nullptr;
+  for (int i = 0; i < 5; ++i)
+    if (kQTypes[i] == t) return kQSets[static_cast<int>(isa)][i];
   return nullptr;
 }
 
-bool pack_q_supports(DType t, int64_t K) { return (t == DType::Q4_0 || t == DType::Q8_0) && K > 0 && K % kQK0 == 0; }
+bool pack_q_supports(DType t, int64_t K) {
+  if (K <= 0) return false;
+  if (qk_layout(t)) return K % kQKK == 0;
+  return (t == DType::Q4_0 || t == DType::Q8_0) && K % kQK0 == 0;
+}
 
 PackedQ pack_q(DType t, std::span<const PackQSource> parts) {
   MOPT_CHECK(!parts.empty(), "pack_q: no matrices");
@@ -128,8 +160,8 @@ PackedQ pack_q(DType t, std::span<const PackQSource> parts) {
                static_cast<long long>(s.K), static_cast<long long>(K));
     out.N += s.N;
   }
-  const int64_t nb = K / kQK0, gbb = group_block_bytes(t), groups = (out.N + kQGroup - 1) / kQGroup;
-  out.group_bytes = static_cast<uint64_t>(nb * gbb);
+  const int64_t nb = K / block_elems(t), groups = (out.N + kQGroup - 1) / kQGroup;
+  out.group_bytes = group_bytes(t, nb);
   // 2 MiB-aligned and, where the kernel has transparent huge pages on request, backed by them: decode streams the
   // whole buffer once per token, and with 4 KiB pages every page crossed is a TLB miss the prefetchers stop at.
   constexpr size_t kHuge = size_t(2) << 20;
@@ -149,15 +181,21 @@ PackedQ pack_q(DType t, std::span<const PackQSource> parts) {
       const uint8_t* src = static_cast<const uint8_t*>(s.w) + static_cast<uint64_t>(r) * src_row;
       const int j = static_cast<int>(n % kQGroup);
       uint8_t* dst = out.data.get() + static_cast<uint64_t>(n / kQGroup) * out.group_bytes;
-      for (int64_t i = 0; i < nb; ++i, dst += gbb) {
-        uint8_t* q = dst + 2 * kQGroup;
+      if (qk_layout(t)) {
+        qk_pack_row(t, src, nb, j, dst);
+        continue;
+      }
+      for (int64_t i = 0; i < nb; ++i) {
+        uint8_t* sc = dst + ((q4 ? QPairs<true>::scales(dst, i) : QPairs<false>::scales(dst, i)) - dst);
         if (q4) {
+          uint8_t* q = dst + (QPairs<true>::codes(dst, i) - dst);
           const auto& b = reinterpret_cast<const BlockQ4_0*>(src)[i];
-          std::memcpy(dst + 2 * j, &b.d, 2);
+          std::memcpy(sc + 2 * j, &b.d, 2);
           for (int p = 0; p < 4; ++p) std::memcpy(q + 64 * p + 4 * j, b.qs + 4 * p, 4);
         } else {
+          uint8_t* q = dst + (QPairs<false>::codes(dst, i) - dst);
           const auto& b = reinterpret_cast<const BlockQ8_0*>(src)[i];
-          std::memcpy(dst + 2 * j, &b.d, 2);
+          std::memcpy(sc + 2 * j, &b.d, 2);
           for (int e = 0; e < kQK0; ++e)
             q[64 * (e >> 2) + 4 * j + (e & 3)] = static_cast<uint8_t>(static_cast<uint8_t>(b.qs[e]) ^ 0x80u);
         }
@@ -171,15 +209,22 @@ bool matmul_q_isa(const PackedQ& w, const float* x, int64_t M, float* y, ThreadP
   const QGemmSet* set = qgemm_set(w.type, isa);
   if (!set) return false;
   if (M == 0) return true;
-  const int64_t K = w.K, N = w.N, nb = K / kQK0;
+  const bool kq = qk_layout(w.type) != nullptr;
+  const int64_t K = w.K, N = w.N, nb = K / block_elems(w.type);
 
-  // Activations: Q8_0 codes per row, the fp32 scale and the offset term o = -d * off * sum(codes) per block.
+  // Activations: Q8_0 codes per row, the fp32 scale and the offset term o = -d * off * sum(codes) per block (K-quants:
+  // Q8_K codes, scales and sums, qgemm_k.h).
   ActScratch& s = act_scratch();
   if (s.qs.size() < static_cast<size_t>(M * K)) s.qs.resize(static_cast<size_t>(M * K));
   if (s.d.size() < static_cast<size_t>(M * nb)) s.d.resize(static_cast<size_t>(M * nb)), s.o.resize(s.d.size());
+  if (kq && s.sums.size() < static_cast<size_t>(M * nb * 8)) s.sums.resize(static_cast<size_t>(M * nb * 8));
   const float off = static_cast<float>(set->offset);
   auto quant_rows = [&](int64_t b, int64_t e, int) {
-    for (int64_t m = b; m < e; ++m)
+    for (int64_t m = b; m < e; ++m) {
+      if (kq) {
+        qk_quant_act(w.type, x + m * K, K, s.qs.data() + m * K, s.d.data() + m * nb, s.sums.data() + m * nb * 8);
+        continue;
+      }
       for (int64_t i = 0; i < nb; ++i) {
         BlockQ8_0 blk;
         quantize_row(DType::Q8_0, x + m * K + i * kQK0, &blk, kQK0);
@@ -190,20 +235,23 @@ bool matmul_q_isa(const PackedQ& w, const float* x, int64_t M, float* y, ThreadP
         s.d[static_cast<size_t>(m * nb + i)] = d;
         s.o[static_cast<size_t>(m * nb + i)] = -(d * (off * static_cast<float>(sum)));  // off * sum: exact
       }
+    }
   };
   if (pool && M >= 4) {
     pool->parallel_for(M, quant_rows);
   } else {
     quant_rows(0, M, 0);
   }
-  const QAct act{s.qs.data(), s.d.data(), s.o.data(), K, nb};
+  const QAct act{s.qs.data(), s.d.data(), s.o.data(), kq ? s.sums.data() : nullptr, K, nb};
 
-  // Work items: a run of groups x a tile of tokens; each group's row is read from memory once per tile.
+  // Work items: a run of groups x a tile of tokens; each group's row is read from memory once per tile. With one
+  // tile (decode), runs of kStreamGroups groups streamed per thread (stream_items); else handed out dynamically.
   const int64_t groups = (N + kQGroup - 1) / kQGroup;
   const int64_t nt = pool ? std::max(1, pool->size()) : 1;
-  const int64_t gchunk = std::clamp<int64_t>(groups / (8 * nt), 1, 8);
-  const int64_t chunks = (groups + gchunk - 1) / gchunk, tiles = (M + kTileTokens - 1) / kTileTokens;
-  parallel_items(pool, chunks * tiles, [&](int64_t item, int) {
+  const int64_t tiles = (M + kTileTokens - 1) / kTileTokens;
+  const int64_t gchunk = tiles == 1 ? kStreamGroups : std::clamp<int64_t>(groups / (8 * nt), 1, 8);
+  const int64_t chunks = (groups + gchunk - 1) / gchunk;
+  auto run_item = [&](int64_t item) {
     const int64_t c = item % chunks, tm = item / chunks;
     const int64_t g1 = std::min(groups, (c + 1) * gchunk), m1 = std::min(M, (tm + 1) * kTileTokens);
     for (int64_t g = c * gchunk; g < g1; ++g) {
@@ -215,7 +263,12 @@ bool matmul_q_isa(const PackedQ& w, const float* x, int64_t M, float* y, ThreadP
         m += r;
       }
     }
-  });
+  };
+  if (tiles == 1 && nt > 1) {
+    stream_items(*pool, chunks, run_item);
+  } else {
+    parallel_items(pool, chunks * tiles, [&](int64_t item, int) { run_item(item); });
+  }
   return true;
 }
 

@@ -21,7 +21,7 @@ namespace {
 
 // Q4_0 group-blocks: 8 registers of codes per half, t = 0..3 low nibbles of chunk t, 4..7 high nibbles of chunk t-4.
 struct FmtQ4 {
-  static constexpr int64_t kBytes = 2 * kQGroup + kQGroup * 16;
+  using Pairs = QPairs<true>;
   template <class V>
   static auto codes(const uint8_t* q, int t) {
     const typename V::I v = V::load(q + 64 * (t & 3));
@@ -35,7 +35,7 @@ struct FmtQ4 {
 
 // Q8_0 group-blocks: chunk t holds codes 4t..4t+3 (+ 128).
 struct FmtQ8 {
-  static constexpr int64_t kBytes = 2 * kQGroup + kQGroup * 32;
+  using Pairs = QPairs<false>;
   template <class V>
   static auto codes(const uint8_t* q, int t) { return V::prep8(V::load(q + 64 * t)); }
   template <class V, class W>
@@ -62,8 +62,10 @@ void tile(const uint8_t* g, const QAct& a, int64_t m, float* y, int64_t ldy, int
     xd[r] = a.d + (m + r) * a.nb;
     xo[r] = a.o + (m + r) * a.nb;
   }
-  for (int64_t i = 0; i < a.nb; ++i, g += Fmt::kBytes) {
-    const uint8_t* q = g + 2 * kQGroup;
+  for (int64_t i = 0; i < a.nb; ++i) {
+    const uint8_t* q = Fmt::Pairs::codes(g, i);
+    for (int64_t o = 0; o < Fmt::Pairs::kCodes; o += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(q + kQPrefetch + o), _MM_HINT_T0);
     I iacc[H][R];
     for (int h = 0; h < H; ++h)
       for (int r = 0; r < R; ++r) iacc[h][r] = V::zero();
@@ -77,7 +79,7 @@ void tile(const uint8_t* g, const QAct& a, int64_t m, float* y, int64_t ldy, int
       }
     }
     for (int h = 0; h < H; ++h) {
-      const F dw = V::scales(g + 2 * V::L * h);
+      const F dw = V::scales(Fmt::Pairs::scales(g, i) + 2 * V::L * h);
       for (int r = 0; r < R; ++r) {
         const F dot = V::cvt(Fmt::template finish<V>(iacc[h][r]));
         acc[h][r] = V::fmadd(dw, V::fmadd(V::set1(xd[r][i]), dot, V::set1(xo[r][i])), acc[h][r]);
@@ -91,13 +93,9 @@ void tile(const uint8_t* g, const QAct& a, int64_t m, float* y, int64_t ldy, int
   }
 }
 
-template <class V, class Fmt, int... Rs>
-constexpr QGemmSet make_set(int offset, std::integer_sequence<int, Rs...>) {
-  QGemmSet s{};
-  ((s.fn[Rs] = tile<V, Fmt, Rs + 1>), ...);
-  s.max_tokens = static_cast<int>(sizeof...(Rs));
-  s.offset = offset;
-  return s;
+template <class V, class Fmt, int N>
+constexpr QGemmSet make_set(int offset) {
+  return qgemm_set_of<N>(offset, [](auto r) { return &tile<V, Fmt, r>; });
 }
 
 // 256-bit lanes: 8 rows per register, two halves per group. kVnni: vpdpbusd (AVX-VNNI); else maddubs + madd, and
@@ -152,6 +150,46 @@ struct V256 {
     }
   }
   static F scales(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  // K-quants (qgemm_k_impl.h). VNNI: sub-block dots in s32, scaled by vpmulld; else s16 sums scaled by madd with the
+  // scale in both s16 halves of a lane.
+  static constexpr bool kS16 = !kVnni;
+  static I and_(I a, I b) { return _mm256_and_si256(a, b); }
+  static I or_(I a, I b) { return _mm256_or_si256(a, b); }
+  static I set8(char c) { return _mm256_set1_epi8(c); }
+  template <int S>
+  static I shl16(I v) { return _mm256_slli_epi16(v, S); }
+  template <int S>
+  static I shr16(I v) { return _mm256_srli_epi16(v, S); }
+  static I pairs(const uint8_t* p) {
+    return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  template <int E>
+  static I scale(I p) {
+    if constexpr (kVnni) {
+      return E == 0 ? _mm256_srai_epi32(_mm256_slli_epi32(p, 16), 16) : _mm256_srai_epi32(p, 16);
+    } else {  // bytes 2E, 2E + 1 of each lane into both halves
+      const int b = 0x01000100 + 0x02020202 * E, l = 0x04040404;
+      return _mm256_shuffle_epi8(p, _mm256_setr_epi32(b, b + l, b + 2 * l, b + 3 * l, b, b + l, b + 2 * l, b + 3 * l));
+    }
+  }
+  static I fold(I isum, I sub, I sc) {
+    if constexpr (kVnni) {
+      return _mm256_add_epi32(isum, _mm256_mullo_epi32(sub, sc));
+    } else {
+      return _mm256_add_epi32(isum, _mm256_madd_epi16(sub, sc));
+    }
+  }
+  static I pdot(I acc, I a, I b) {
+    if constexpr (kVnni) {
+      return _mm256_dpwssd_avx_epi32(acc, a, b);
+    } else {
+      return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
+    }
+  }
+  static I sub32(I a, I b) { return _mm256_sub_epi32(a, b); }
+  template <int S>
+  static I shl32(I v) { return _mm256_slli_epi32(v, S); }
+  static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
   static F set1(float v) { return _mm256_set1_ps(v); }
   static F cvt(I v) { return _mm256_cvtepi32_ps(v); }
   static F fmadd(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }

@@ -1,0 +1,125 @@
+// The interleaved K-quant tile kernels (layout: qgemm_k.h), written once over the vector policy V of qgemm_impl.h and
+// instantiated per instruction set next to the Q4_0 / Q8_0 ones. Internal linkage only (see qgemm_impl.h).
+//
+// V additions: kS16 (sub-block dots summed in s16: maddubs, folded every L.s16_loads loads), and_ / or_ / set8 /
+// shl16<S> / shr16<S>, pairs (an int8 pair plane -> s16 pairs per lane), scale<E> (sub-block 2k + E's scale per
+// lane, in the form fold takes), fold (isum += sub-block sum * scale), pdot (acc += pairs . pairs), sub32, shl32<S>,
+// mul.
+#pragma once
+
+#include <utility>
+
+#include "backend/cpu/qgemm_impl.h"
+#include "backend/cpu/qgemm_k.h"
+#include "core/formats/formats.h"
+
+namespace mopt::cpu {
+namespace {
+
+template <int N, class Fn>
+inline void static_for(Fn&& f) {
+  [&]<int... Is>(std::integer_sequence<int, Is...>) { (f(std::integral_constant<int, Is>{}), ...); }(
+      std::make_integer_sequence<int, N>{});
+}
+
+// The high-plane bits at bit P (B of them) moved to bits 4.. of each byte.
+template <class V, int P, int B>
+inline typename V::I high_bits(typename V::I hb) {
+  typename V::I v = hb;
+  if constexpr (P < 4) v = V::template shl16<4 - P>(hb);
+  if constexpr (P > 4) v = V::template shr16<P - 4>(hb);
+  return V::and_(v, V::set8(static_cast<char>(((1 << B) - 1) << 4)));
+}
+
+// R tokens x one group (16 rows), the whole row; per super-block and half of V::L rows: the sub-blocks' integer dots
+// scaled into isum, the min term into imin, then the fp32 epilogue of qgemm_k.h.
+template <class V, const QKLayout& L, int R>
+void ktile(const uint8_t* g, const QAct& a, int64_t m, float* y, int64_t ldy, int valid) {
+  using I = typename V::I;
+  using F = typename V::F;
+  constexpr int H = kQGroup / V::L, NL = L.sub / 8, B = L.hbits;
+  constexpr int kFold = V::kS16 ? L.s16_loads : NL;  // nibble loads per fold
+  F acc[H][R];
+  for (int h = 0; h < H; ++h)
+    for (int r = 0; r < R; ++r) acc[h][r] = V::fzero();
+  const int8_t* x[R];
+  const float* xd[R];
+  const uint32_t* xs[R];
+  for (int r = 0; r < R; ++r) {
+    x[r] = a.qs + (m + r) * a.K;
+    xd[r] = a.d + (m + r) * a.nb;
+    xs[r] = a.sums + (m + r) * a.nb * 8;
+  }
+  for (int64_t i = 0; i < a.nb; ++i, g += L.bytes) {
+    for (int64_t o = 0; o < L.bytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(g + kQPrefetch + o), _MM_HINT_T0);
+    for (int h = 0; h < H; ++h) {
+      const int64_t hoff = 4 * V::L * h;  // this half's bytes in a 64-byte load
+      I isum[R];
+      for (int r = 0; r < R; ++r) isum[r] = V::zero();
+      for (int k = 0; k < L.subs() / 2; ++k) {
+        const I P = V::pairs(g + L.sc + 32 * k + 2 * V::L * h);
+        static_for<2>([&](auto E) {
+          const int s = 2 * k + E;
+          const I sc = V::template scale<E>(P);
+          I hb = V::zero();
+          if constexpr (B > 0) hb = V::load(g + L.hi(s) + hoff);
+          I sub[R];
+          for (int r = 0; r < R; ++r) sub[r] = V::zero();
+          static_for<NL>([&](auto n) {
+            const I v = V::load(g + L.nib(s, n) + hoff);
+            I lo = V::lo(v), hi = V::hi(v);
+            if constexpr (B > 0) {
+              lo = V::or_(lo, high_bits<V, 2 * B * n, B>(hb));
+              hi = V::or_(hi, high_bits<V, 2 * B * n + B, B>(hb));
+            }
+            for (int r = 0; r < R; ++r) {
+              const int8_t* xp = x[r] + kQKK * i + L.sub * s + 8 * n;
+              sub[r] = V::dot4(sub[r], lo, V::bcast(xp));
+              sub[r] = V::dot4(sub[r], hi, V::bcast(xp + 4));
+            }
+            if constexpr ((n + 1) % kFold == 0) {
+              for (int r = 0; r < R; ++r) {
+                isum[r] = V::fold(isum[r], sub[r], sc);
+                sub[r] = V::zero();
+              }
+            }
+          });
+        });
+      }
+      I imin[R];
+      for (int r = 0; r < R; ++r) imin[r] = V::zero();
+      for (int k = 0; k < L.min_pairs(); ++k) {
+        const I mp = V::pairs(g + L.mn + 32 * k + 2 * V::L * h);
+        for (int r = 0; r < R; ++r)
+          imin[r] = V::pdot(imin[r], mp, V::bcast(reinterpret_cast<const int8_t*>(xs[r] + 8 * i + k)));
+      }
+      const F dw = V::scales(g + L.d + 2 * V::L * h);
+      if constexpr (L.dmin) {
+        const F dm = V::scales(g + L.dm + 2 * V::L * h);
+        for (int r = 0; r < R; ++r) {
+          const F t1 = V::mul(V::set1(xd[r][i]), V::cvt(isum[r]));
+          const F t2 = V::mul(V::set1(-xd[r][i]), V::cvt(imin[r]));
+          acc[h][r] = V::fmadd(dm, t2, V::fmadd(dw, t1, acc[h][r]));
+        }
+      } else {
+        for (int r = 0; r < R; ++r) {
+          const I t = V::sub32(isum[r], V::template shl32<5>(imin[r]));
+          acc[h][r] = V::fmadd(dw, V::mul(V::set1(xd[r][i]), V::cvt(t)), acc[h][r]);
+        }
+      }
+    }
+  }
+  for (int h = 0; h < H; ++h) {
+    const int n = valid - V::L * h;
+    if (n <= 0) break;
+    for (int r = 0; r < R; ++r) V::store(y + r * ldy + V::L * h, acc[h][r], n);
+  }
+}
+
+template <class V, const QKLayout& L, int N>
+constexpr QGemmSet make_kset() {
+  return qgemm_set_of<N>(0, [](auto r) { return &ktile<V, L, r>; });
+}
+
+}  // namespace
+}  // namespace mopt::cpu
