@@ -3,8 +3,8 @@
 //  2. A generated 1.1B-parameter Llama-shaped model (d 2048, ff 5632, 22 layers, 32/4 heads, vocab 32000) per
 //     weight format: for every instruction-set path this CPU runs (cpu/isa.h; the others are named as skipped),
 //     decode tokens/s, the weight bytes read per token, the fraction of the machine's memory read bandwidth that
-//     implies, and the speed of one 64-token prompt; the bandwidth is measured by this program in the same run,
-//     right before each format's figures. Decode is also given by CPU time (tokens per CPU-second / threads, spin
+//     implies, and the speed of one 64-token prompt; the bandwidth is probed by this program between the runs, and
+//     each decode run is set against the mean of the probes just before and after it. Decode is also given by CPU time (tokens per CPU-second / threads, spin
 //     waits included): on a machine shared with other work it is the rate the cores reached while they ran it.
 // Usage: bench_decode [--models DIR] [--threads N] [--tokens N] [--no-1b] [--no-stories] [--dtypes q8_0,q4_0,...]
 //                     [--isas avx2,avxvnni,avx512] [--prompt N] [--baseline]
@@ -249,14 +249,17 @@ int main(int argc, char** argv) {
   for (DType t : a.dtypes) {
     uint64_t wbytes = 0;
     auto big = synth_llama_1b(t, &wbytes);
-    const double bw0 = cpu::measure_read_bandwidth(bw_pool, size_t(1) << 30, 5);
+    // The bandwidth is probed between runs (1 GiB, best of 3): each decode run is set against the mean of the probes
+    // just before and just after it, so that a change in the host's load moves both sides of a fraction together.
+    auto probe = [&] { return cpu::measure_read_bandwidth(bw_pool, size_t(1) << 30, 3); };
     // Each path on the repacked weights, then (--baseline) the best path on the row kernels over the file's blocks.
     // Rounds alternate between them (best of each kept), so that a change in the machine's load hits every one.
     struct Config {
       cpu::DotIsa isa;
       bool repack;
       double decode = 0, prompt = 0;
-      double decode_cpu = 0;  // tokens per (CPU-second / threads): what the wall rate would be with no other load
+      double frac = 0, frac_bw = 0, frac_cpu = 0;  // the run with the best fraction: its fraction, its bandwidth,
+                                                  // and its fraction by CPU time (tokens per CPU-second / threads)
     };
     std::vector<Config> configs;
     for (cpu::DotIsa isa : isas) configs.push_back({isa, true});
@@ -271,23 +274,34 @@ int main(int argc, char** argv) {
       runners[c.repack] = std::move(*r);
       decode_tps(*runners[c.repack], 4, 1);  // warm-up (page in)
     }
+    double bw_prev = probe(), bw_lo = bw_prev, bw_hi = bw_prev;
     for (int round = 0; round < 3; ++round)
       for (Config& c : configs) {
         cpu::ScopedIsa on(c.isa);
         CpuRunner& rr = *runners[c.repack];
         double cpu_s = 0;
-        c.decode = std::max(c.decode, decode_tps(rr, 32, 1, &cpu_s));
-        c.decode_cpu = std::max(c.decode_cpu, 32 * bw_pool.size() / cpu_s);
+        const double tps = decode_tps(rr, 32, 1, &cpu_s);
+        const double bw_next = probe();
+        const double bw = 0.5 * (bw_prev + bw_next);
+        bw_prev = bw_next;
+        bw_lo = std::min(bw_lo, bw_next);
+        bw_hi = std::max(bw_hi, bw_next);
+        c.decode = std::max(c.decode, tps);
+        if (tps * wbytes / bw > c.frac) {
+          c.frac = tps * wbytes / bw;
+          c.frac_bw = bw;
+          c.frac_cpu = 32.0 * bw_pool.size() / cpu_s * wbytes / bw;
+        }
         if (a.prompt > 0) c.prompt = std::max(c.prompt, prompt_tps(rr, a.prompt));
       }
-    const double bw = std::max(bw0, cpu::measure_read_bandwidth(bw_pool, size_t(1) << 30, 5));
-    std::printf("%-5s: %.2f GB weights/token; memory read bandwidth %.2f GB/s (1 GiB, best of 5 before and after)\n",
-                dtype_name(t), wbytes / 1e9, bw / 1e9);
+    std::printf("%-5s: %.2f GB weights/token; memory read bandwidth %.2f to %.2f GB/s over %d probes (1 GiB, best of "
+                "3, one before the first run and one after each)\n",
+                dtype_name(t), wbytes / 1e9, bw_lo / 1e9, bw_hi / 1e9, 1 + 3 * static_cast<int>(configs.size()));
     for (const Config& c : configs)
-      std::printf("  %-5s %-7s%s decode %6.2f tokens/s -> %6.2f GB/s = %3.0f%% of read bandwidth (by CPU time "
-                  "%6.2f tokens/s, %3.0f%%); prompt %7.2f tokens/s\n",
+      std::printf("  %-5s %-7s%s decode %6.2f tokens/s best -> %6.2f GB/s; best run %3.0f%% of the %5.2f GB/s probed "
+                  "around it (by CPU time %3.0f%%); prompt %7.2f tokens/s\n",
                   dtype_name(t), cpu::isa_name(c.isa), c.repack ? "" : " rows", c.decode, c.decode * wbytes / 1e9,
-                  100.0 * c.decode * wbytes / bw, c.decode_cpu, 100.0 * c.decode_cpu * wbytes / bw, c.prompt);
+                  100.0 * c.frac, c.frac_bw / 1e9, 100.0 * c.frac_cpu, c.prompt);
   }
   return 0;
 }
