@@ -38,7 +38,7 @@ struct V512 {
   static F scales(const uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
   static constexpr bool kS16 = false;
   static I and_(I a, I b) { return _mm512_and_si512(a, b); }
-  static I or_(I a, I b) { return _mm512_or_si512(a, b); }
+  static I orand(I a, I b, I m) { return _mm512_ternarylogic_epi32(a, b, m, 0xF8); }  // a | (b & m)
   static I set8(char c) { return _mm512_set1_epi8(c); }
   template <int S>
   static I shl16(I v) { return _mm512_slli_epi16(v, S); }

@@ -154,7 +154,7 @@ struct V256 {
   // scale in both s16 halves of a lane.
   static constexpr bool kS16 = !kVnni;
   static I and_(I a, I b) { return _mm256_and_si256(a, b); }
-  static I or_(I a, I b) { return _mm256_or_si256(a, b); }
+  static I orand(I a, I b, I m) { return _mm256_or_si256(a, _mm256_and_si256(b, m)); }
   static I set8(char c) { return _mm256_set1_epi8(c); }
   template <int S>
   static I shl16(I v) { return _mm256_slli_epi16(v, S); }

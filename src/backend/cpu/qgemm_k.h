@@ -20,8 +20,9 @@
 //   Q4_K/Q5_K: acc = fma(d, d_x * isum, acc); acc = fma(dmin, -d_x * imin, acc)
 //   Q6_K:      acc = fma(d, d_x * (isum - 32 * imin), acc)
 // The integer parts are exact, so every path (and the portable kernel) gives the same bits.
-// Bytes per group-block: Q4_K 2368 (the file's 2304 + the scales unpacked to bytes), Q5_K 2880 (2816), Q6_K 3360
-// (the same as the file's).
+// Bytes per group-block: Q4_K 2368 (the file's 2304 + the scales unpacked to bytes), Q5_K 2880 (2816), Q6_K 3392
+// (the file's 3360 + 32 bytes of padding after the header). Every size and chunk offset is a multiple of 64, so a
+// 64-byte load never splits a cache line.
 #pragma once
 
 #include <cstdint>
@@ -45,7 +46,7 @@ struct QKLayout {
 };
 inline constexpr QKLayout kLayoutQ4K{32, 0, 4, true, 0, 128, 256, 288, 320, 2368};
 inline constexpr QKLayout kLayoutQ5K{32, 1, 2, true, 0, 128, 256, 288, 320, 2880};
-inline constexpr QKLayout kLayoutQ6K{16, 2, 1, false, 0, 0, 256, 256, 288, 3360};
+inline constexpr QKLayout kLayoutQ6K{16, 2, 1, false, 0, 0, 256, 256, 320, 3392};
 static_assert(kLayoutQ4K.hi(8) == kLayoutQ4K.bytes && kLayoutQ5K.hi(8) == kLayoutQ5K.bytes &&
               kLayoutQ6K.hi(16) == kLayoutQ6K.bytes);
 

@@ -1,7 +1,7 @@
 // The interleaved K-quant tile kernels (layout: qgemm_k.h), written once over the vector policy V of qgemm_impl.h and
 // instantiated per instruction set next to the Q4_0 / Q8_0 ones. Internal linkage only (see qgemm_impl.h).
 //
-// V additions: kS16 (sub-block dots summed in s16: maddubs, folded every L.s16_loads loads), and_ / or_ / set8 /
+// V additions: kS16 (sub-block dots summed in s16: maddubs, folded every L.s16_loads loads), and_ / orand (a | b & m) / set8 /
 // shl16<S> / shr16<S>, pairs (an int8 pair plane -> s16 pairs per lane), scale<E> (sub-block 2k + E's scale per
 // lane, in the form fold takes), fold (isum += sub-block sum * scale), pdot (acc += pairs . pairs), sub32, shl32<S>,
 // mul.
@@ -22,13 +22,13 @@ inline void static_for(Fn&& f) {
       std::make_integer_sequence<int, N>{});
 }
 
-// The high-plane bits at bit P (B of them) moved to bits 4.. of each byte.
+// nib | the high-plane bits at bit P (B of them) moved to bits 4.. of each byte.
 template <class V, int P, int B>
-inline typename V::I high_bits(typename V::I hb) {
+inline typename V::I with_high_bits(typename V::I nib, typename V::I hb) {
   typename V::I v = hb;
   if constexpr (P < 4) v = V::template shl16<4 - P>(hb);
   if constexpr (P > 4) v = V::template shr16<P - 4>(hb);
-  return V::and_(v, V::set8(static_cast<char>(((1 << B) - 1) << 4)));
+  return V::orand(nib, v, V::set8(static_cast<char>(((1 << B) - 1) << 4)));
 }
 
 // R tokens x one group (16 rows), the whole row; per super-block and half of V::L rows: the sub-blocks' integer dots
@@ -69,8 +69,8 @@ void ktile(const uint8_t* g, const QAct& a, int64_t m, float* y, int64_t ldy, in
             const I v = V::load(g + L.nib(s, n) + hoff);
             I lo = V::lo(v), hi = V::hi(v);
             if constexpr (B > 0) {
-              lo = V::or_(lo, high_bits<V, 2 * B * n, B>(hb));
-              hi = V::or_(hi, high_bits<V, 2 * B * n + B, B>(hb));
+              lo = with_high_bits<V, 2 * B * n, B>(lo, hb);
+              hi = with_high_bits<V, 2 * B * n + B, B>(hi, hb);
             }
             for (int r = 0; r < R; ++r) {
               const int8_t* xp = x[r] + kQKK * i + L.sub * s + 8 * n;
