@@ -118,6 +118,13 @@ Result<std::unique_ptr<CudaRunner>> CudaRunner::create(const Model& model, const
     return error("max_batch_tokens (%d) and max_seqs (%d) must be positive", opts.max_batch_tokens, opts.max_seqs);
   if (opts.spec_tokens < 0 || opts.spec_tokens > kMaxSpecTokens)
     return error("spec_tokens %d out of range 0 .. %d", opts.spec_tokens, kMaxSpecTokens);
+  // A sequence's verification rows (its token and the k proposals) must fit one verification graph, whose rows
+  // have the bits of plain decoding (docs/cuda.md): beyond that the rows run on the general path and greedy
+  // speculative output could part from plain greedy output.
+  if (opts.spec_tokens + 1 > kSkinnyMaxRows)
+    return error("num_speculative_tokens %d: the CUDA backend verifies at most %d proposed tokens per step with "
+                 "the bits of plain decoding; use num_speculative_tokens <= %d (or --device cpu)", opts.spec_tokens,
+                 kSkinnyMaxRows - 1, kSkinnyMaxRows - 1);
 
   int n_dev = 0;
   const cudaError_t de = cudaGetDeviceCount(&n_dev);

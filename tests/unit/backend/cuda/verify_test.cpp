@@ -285,6 +285,21 @@ TEST(CudaVerifyStep, ProfileRunsTheFusedVerificationPath) {
   compare_rows(after, before, V, -1.f, "graph replay after the profile vs before");
 }
 
+// More proposals than one verification graph holds (k + 1 > kSkinnyMaxRows rows) would run on the general path,
+// whose bits differ from decode's: refused at creation, with the limit (checked before any device call, so
+// this runs without a GPU too).
+TEST(CudaVerifyStep, MoreProposalsThanAGraphHoldsAreRefused) {
+  const Model model = verify_model();
+  RunnerOptions o;
+  o.device = DeviceKind::kCuda;
+  o.max_batch_tokens = 64;
+  o.max_seqs = kSeqs;
+  o.spec_tokens = cuda::kSkinnyMaxRows;
+  auto r = create_cuda_runner(model, o, CudaRunnerExtras{});
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.message().find("num_speculative_tokens <= 7"), std::string::npos) << r.message();
+}
+
 }  // namespace
 }  // namespace mopt
 #endif  // MOPT_HAVE_CUDA
