@@ -12,8 +12,8 @@
 //   C 16x8: c0,c1 = (g, 2c..2c+1)  c2,c3 = (g+8, 2c..2c+1)
 // K^T as B: (k = dim, n = token) is two consecutive dims of one K row: ldmatrix (not transposed) on K rows.
 // V as B: (k = token, n = dim) needs a transpose: ldmatrix.trans on rows of V.
-// fp8 cache (C = fp8): the gather loads 8 bytes per 8 elements into registers and stores them to shared memory
-// as bf16 (exact: every E4M3 value is a bf16 value); k_scale is folded into the softmax scale, v_scale into
+// fp8 cache (C = fp8): the gather copies the E4M3 bytes (16 a chunk) into a staging buffer and converts them into
+// the bf16 tiles (exact: every E4M3 value is a bf16 value); k_scale is folded into the softmax scale, v_scale into
 // the final normalization.
 #include <type_traits>
 
@@ -149,7 +149,7 @@ __global__ void __launch_bounds__(kWarps * 32, 3) prefill_attention_kernel(Prefi
       const int idx = threadIdx.x + it * kWarps * 32;
       const int r = idx / kRowChunks, ch = idx % kRowChunks;
       const int j = j0 + r;
-      void* to = kFp8 ? static_cast<void*>(&Raw[(r * kRowChunks + ch) * 16]) : static_cast<void*>(&dst[r][ch * 8]);
+      void* to = kFp8 ? static_cast<void*>(&Raw[idx * 16]) : static_cast<void*>(&dst[r][ch * 8]);
       if (j < kv_end)
         cp_async16(to, base + static_cast<int64_t>(bt[j / bs]) * p.cache.block_stride + head_off +
                            static_cast<int64_t>(j % bs) * HD + ch * kChunkElems);
