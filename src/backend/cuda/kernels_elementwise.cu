@@ -313,13 +313,6 @@ __global__ void swiglu_kernel(SwiGluParamsT<T> p) {
 constexpr int kSwiGluUnroll = 4;
 constexpr size_t kSwiGluStageMax = 48 * 1024;  // dynamic shared memory without an opt-in
 
-// The 8 deferred column scales of chunk c (col + 8 c, 32-byte aligned: n_ff % 16 == 0).
-__device__ __forceinline__ void load8_f32(const float* col, int c, float* out) {
-  const float4 a = __ldg(reinterpret_cast<const float4*>(col) + 2 * c);
-  const float4 b = __ldg(reinterpret_cast<const float4*>(col) + 2 * c + 1);
-  out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w, out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
-}
-
 // f(c, o) for each chunk c of this thread in row `gate` / `up`, o[8] the chunk's outputs rounded to T.
 template <int kThreads, class T, class F>
 __device__ __forceinline__ void swiglu_row_chunks(const SwiGluParamsT<T>& p, const T* gate, const T* up, float rs,
@@ -344,8 +337,9 @@ __device__ __forceinline__ void swiglu_row_chunks(const SwiGluParamsT<T>& p, con
       unpack8(rg[i], g);
       unpack8(ru[i], u);
       if (scaled) {
-        load8_f32(p.col_scale, c, cg);
-        load8_f32(p.col_scale + p.n_ff, c, cu);
+        // The 8 deferred column scales of chunk c (16-byte aligned rows: n_ff % 16 == 0, launch_swiglu checks).
+        load_chunk<true>(p.col_scale, c, p.n_ff, cg);
+        load_chunk<true>(p.col_scale + p.n_ff, c, p.n_ff, cu);
       }
       T o[8];
 #pragma unroll
