@@ -438,6 +438,12 @@ int run(const Args& a) {
   std::printf("step time ms: mean / p50 / max      %10.3f / %.3f / %.3f\n", mean_step_ms, p50_ms, max_ms);
   std::printf("step at %4d running: wall / CPU ms %10.3f / %.3f (%d steps; CPU: this thread only)\n", busiest,
               busiest_ms, busiest_cpu_ms, busiest_steps);
+  if (es.decode_steps > 0) {  // the engine's own split of its decode steps: host phases against the forward pass
+    const double n = static_cast<double>(es.decode_steps);
+    std::printf("decode step phases, ms (engine)     schedule %.3f, forward %.3f, outputs %.3f (%llu steps)\n",
+                es.phase_s.schedule * 1e3 / n, es.phase_s.forward * 1e3 / n, es.phase_s.output * 1e3 / n,
+                static_cast<unsigned long long>(es.decode_steps));
+  }
   std::printf("KV capacity (%-4s)                  %10lld tokens (%d blocks of %d), %d sequences at full length\n",
               a.kv_cache_dtype == "fp8" ? "fp8" : "auto", static_cast<long long>(kv_tokens), st0.num_blocks,
               st0.block_size,
