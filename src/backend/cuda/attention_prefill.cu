@@ -234,7 +234,7 @@ __global__ void __launch_bounds__(HPC * kWarpsPerHead * 32, 2 / HPC)
   if (n_kv_tiles > 0) issue(kv_begin, 0);
   for (int it = 0; it < n_kv_tiles; ++it) {
     const int j0 = kv_begin + it * kKvTile, st = it & 1;
-    asm volatile("cp.async.wait_group 0;\n" ::);
+    asm volatile("cp.async.wait_group 0;\n" ::: "memory");  // the conversion's plain loads stay after it
     // Stage st was last read in iteration it - 2, which every warp finished before the previous barrier.
     if constexpr (kFp8) convert(st);
     // Tile it visible to all; every warp is done with iteration it - 1, so stage st ^ 1 (and, fp8, the raw
