@@ -12,7 +12,7 @@
 //   - the decode attention kernel alone (one layer, random KV) at 256 x 1,500 and at 1 x 650 with the 16 splits a
 //     single-stream graph launches: time against KV bytes / copy bandwidth.
 // Usage: bench_gpu_decode [--layers N] [--decode-steps N] [--json PATH] [--profile-window] [--attn-sweep]
-//                         [--single-only [--recaptures N] [--fresh N]] [--kv-cache-dtype bf16|fp8]
+//                         [--prefill-attn] [--single-only [--recaptures N] [--fresh N]] [--kv-cache-dtype bf16|fp8]
 //                         [--weights FORMAT] [--fp8-quant fused|separate] [--fp8-fast-accum] [--shape NAME]
 // --shape llama-3.1-8b|qwen3-30b-a3b|mixtral-8x7b|deepseek-v2-lite (gpu_shapes.h): the model shape; MoE shapes stop after the
 // 64-sequence figures and print their own summary (decode rooflines from the experts a step's tokens use).
@@ -28,7 +28,10 @@
 // --attn-sweep: the decode attention kernel alone for one token over contexts x minimum split slices, then exit.
 // --attn-large-sweep: the decode attention kernel alone at 256 x 1,501 over split counts (with --kv-cache-dtype),
 // then exit.
-// --single-only: stop after the single-stream decode figures (prefill and single stream only). With
+// --prefill-attn: the prefill attention kernel alone (bf16 and fp8 KV; 1 x 2,048, 4 x 512 and 1 x 8,192 tokens;
+// gpu_prefill_attention.h), then exit.
+// --single-only: stop after the single-stream decode figures (prefill, its GPU time per kernel class, and single
+//   stream only). With
 //   --recaptures N: then N rounds of (capture the graph again, graph steps, eager steps) on the same runner, the
 //   tuned m = 1 plans and an eager step's time per kernel class, and one step of sequence 0 (KV at the other end
 //   of the cache); --fresh N: then N fresh runners in turn (weights, KV cache, tuning, graphs all new), cycling
@@ -51,6 +54,7 @@
 #include "backend/cuda/cuda_runner.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/kernels.h"
+#include "gpu_prefill_attention.h"
 #include "gpu_shapes.h"
 #include "gpu_weights.h"
 #include "model/model.h"
@@ -267,6 +271,7 @@ int main(int argc, char** argv) {
   const char* shape_name = "llama-3.1-8b";
   std::string json_path;
   bool profile_window = false, attn_sweep = false, single_only = false, attn_large_sweep = false;
+  bool prefill_attn = false;
   bool fp8_fused_quant = CudaRunnerExtras{}.fp8_fused_quant, fp8_fast_accum = false;
   const char* weights_name = nullptr;  // --weights (absent: bf16, output unchanged)
   DType weights = DType::BF16;
@@ -278,6 +283,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--profile-window")) profile_window = true;
     else if (!std::strcmp(argv[i], "--attn-sweep")) attn_sweep = true;
     else if (!std::strcmp(argv[i], "--attn-large-sweep")) attn_large_sweep = true;
+    else if (!std::strcmp(argv[i], "--prefill-attn")) prefill_attn = true;
     else if (!std::strcmp(argv[i], "--single-only")) single_only = true;
     else if (!std::strcmp(argv[i], "--recaptures") && i + 1 < argc) recaptures = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--fresh") && i + 1 < argc) fresh = std::atoi(argv[++i]);
@@ -300,7 +306,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: %s [--layers N] [--decode-steps N] [--json PATH] [--profile-window] [--attn-sweep] "
                    "[--single-only] [--recaptures N] [--fresh N] [--kv-cache-dtype bf16|fp8] [--attn-large-sweep] "
-                   "[--weights FORMAT] [--fp8-quant fused|separate] [--fp8-fast-accum] [--shape %s]\n",
+                   "[--prefill-attn] [--weights FORMAT] [--fp8-quant fused|separate] [--fp8-fast-accum] [--shape %s]\n",
                    argv[0], bench::kGpuShapeChoices);
       return 2;
     }
@@ -319,6 +325,10 @@ int main(int argc, char** argv) {
   cudaDeviceProp prop{};
   CK(cudaGetDeviceProperties(&prop, 0));
   std::printf("GPU: %s, %d SMs, %.1f GiB\n", prop.name, prop.multiProcessorCount, prop.totalGlobalMem / 1073741824.0);
+  if (prefill_attn) {
+    bench::print_prefill_attention(32);
+    return 0;
+  }
 
   const double bw = measure_copy_bw();
   const double peak = measure_gemm_peak();
@@ -528,6 +538,13 @@ int main(int argc, char** argv) {
   const double roofline_tps = bw / streamed;
   if (single_only) {
     std::printf("prefill 2,048 tokens: %.1f ms (%.0f TFLOP/s)\n", ttft * 1e3, prefill_tflops);
+    {
+      Batch p;  // one more 2,048-token prefill, eager, by kernel class
+      p.max_blocks = max_blocks;
+      p.bs = bs;
+      p.add(64, 0, T, 11);
+      std::printf("prefill 2,048 tokens by kernel class:\n%s", profile_text(p).c_str());
+    }
     std::printf("decode, 1 stream: GPU greedy %.1f tok/s, fp32 logits to host %.1f tok/s (roofline %.1f)\n", tps_greedy,
                 tps_logits, roofline_tps);
     if (recaptures > 0) std::printf("%s%s", m1_plans().c_str(), compact_profile(65, prompt + 4).c_str());

@@ -366,6 +366,29 @@ TEST(CudaAttention, PrefillLongPrompt) {
   run_attention_case<bf16>(c, true, 1, rng);
 }
 
+// The prefill kernel's tiling boundaries, with a cache of C: query counts and prefix contexts that are not
+// multiples of the 64-row / 64-key tiles (1, 63, 65, 129 query rows; prefixes of 63, 64 and 379 cached tokens),
+// several sequences in one batch, GQA groups of 1, 2, 3 and 4 (odd groups take one query head per CTA, even
+// ones two), a block size that is not a power of two (24), a sliding window that starts inside a key tile.
+template <class C>
+void prefill_tiling_sweep(std::mt19937& rng) {
+  for (int hd : {64, 128})
+    for (auto [nh, nkv] : {std::pair{4, 4}, {8, 4}, {12, 4}, {32, 8}})
+      for (int bs : {24, 32})
+        for (int window : {0, 100}) {
+          SCOPED_TRACE(testing::Message() << "hd " << hd << " heads " << nh << "/" << nkv << " bs " << bs
+                                          << " window " << window);
+          AttnCase c{hd, nh, nkv, bs, {1, 63, 65, 200, 129, 700, 128}, {1, 63, 65, 137, 1, 321, 64}, window};
+          run_attention_case<bf16, C>(c, true, 1, rng);
+        }
+}
+
+TEST(CudaAttention, PrefillTilingBoundaries) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(10);
+  prefill_tiling_sweep<bf16>(rng);
+}
+
 // ---- fp8 (E4M3) KV cache --------------------------------------------------------------------------------
 // Decode (per-token kernel, bf16 q/out) and prefill (tensor cores) reading an fp8 cache: head dims 64 / 128
 // (and 32 for the per-token kernel), GQA 1..8, contexts from 1 token to several splits, block sizes 1 / 16.
@@ -429,6 +452,20 @@ TEST(CudaAttentionFp8, PrefillSweep) {
           AttnCase c{hd, nh, nkv, bs, {130, 17, 250, 64, 9}, {130, 17, 100, 1, 9}, window};
           run_attention_case<bf16, fp8>(c, true, 1, rng);
         }
+}
+
+TEST(CudaAttentionFp8, PrefillTilingBoundaries) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(26);
+  prefill_tiling_sweep<fp8>(rng);
+}
+
+// The benchmark's shape (Llama-3.1-8B heads) on an fp8 cache, after a 100-token cached prefix.
+TEST(CudaAttentionFp8, PrefillLongPrompt) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(27);
+  AttnCase c{128, 32, 8, 16, {2148}, {2048}, 0};
+  run_attention_case<bf16, fp8>(c, true, 1, rng);
 }
 
 }  // namespace
