@@ -94,21 +94,32 @@ void stream_items(ThreadPool& pool, int64_t n, const std::function<void(int64_t 
   for (int c = 0; c < nt; ++c)
     ranges[static_cast<size_t>(c)].fb.store(static_cast<uint64_t>(ThreadPool::chunk_begin(n, nt, c)) |
                                             static_cast<uint64_t>(ThreadPool::chunk_begin(n, nt, c + 1)) << 32);
-  auto take = [&](int c, bool front) -> int64_t {
+  // Claims items of range c: from the front (its owner) a quarter of what is left, at least one, or one item from
+  // the back (another thread); returns the first item and sets *n to the count, or -1 when the range is empty. A
+  // claim is a locked instruction, which keeps the core from running ahead into the next item's loads while the
+  // earlier ones drain: a claim per item showed in profiles of decode (docs/cpu.md). Quarters take a few claims
+  // per call, down to single items at the end (guided scheduling), so a helping thread still waits one item at most.
+  auto take = [&](int c, bool front, int64_t* n) -> int64_t {
     std::atomic<uint64_t>& a = ranges[static_cast<size_t>(c)].fb;
     uint64_t v = a.load(std::memory_order_relaxed);
     for (;;) {
       const uint64_t f = v & 0xFFFFFFFFu, b = v >> 32;
       if (f >= b) return -1;
-      const uint64_t nv = front ? v + 1 : v - (uint64_t{1} << 32);
-      if (a.compare_exchange_weak(v, nv, std::memory_order_relaxed)) return static_cast<int64_t>(front ? f : b - 1);
+      const uint64_t k = front ? std::max<uint64_t>(1, (b - f) / 4) : 1;
+      const uint64_t nv = front ? v + k : v - (uint64_t{1} << 32);
+      if (a.compare_exchange_weak(v, nv, std::memory_order_relaxed)) {
+        *n = static_cast<int64_t>(k);
+        return static_cast<int64_t>(front ? f : b - 1);
+      }
     }
   };
   pool.parallel_for(nt, [&](int64_t c, int64_t, int) {
     const int own = static_cast<int>(c);
-    for (int64_t i; (i = take(own, true)) >= 0;) fn(i);
+    int64_t n = 0;
+    for (int64_t i; (i = take(own, true, &n)) >= 0;)
+      for (int64_t j = i; j < i + n; ++j) fn(j);
     for (int k = 1; k < nt; ++k)
-      for (int64_t i; (i = take((own + k) % nt, false)) >= 0;) fn(i);
+      for (int64_t i; (i = take((own + k) % nt, false, &n)) >= 0;) fn(i);
   });
 }
 
@@ -220,18 +231,21 @@ bool matmul_q_isa(const PackedQ& w, const float* x, int64_t M, float* y, ThreadP
   if (kq && s.sums.size() < static_cast<size_t>(M * nb * 8)) s.sums.resize(static_cast<size_t>(M * nb * 8));
   const float off = static_cast<float>(set->offset);
   auto quant_rows = [&](int64_t b, int64_t e, int) {
+    static thread_local std::vector<BlockQ8_0> blk;  // one row's Q8_0 blocks (per thread: rows run in parallel)
+    if (!kq && blk.size() < static_cast<size_t>(nb)) blk.resize(static_cast<size_t>(nb));
     for (int64_t m = b; m < e; ++m) {
       if (kq) {
         qk_quant_act(w.type, x + m * K, K, s.qs.data() + m * K, s.d.data() + m * nb, s.sums.data() + m * nb * 8);
         continue;
       }
+      // The row in one call: per block, the conversion's dispatch and checks cost as much as the block itself.
+      quantize_row(DType::Q8_0, x + m * K, blk.data(), K);
       for (int64_t i = 0; i < nb; ++i) {
-        BlockQ8_0 blk;
-        quantize_row(DType::Q8_0, x + m * K + i * kQK0, &blk, kQK0);
-        std::memcpy(s.qs.data() + m * K + i * kQK0, blk.qs, kQK0);
+        const BlockQ8_0& q = blk[static_cast<size_t>(i)];
+        std::memcpy(s.qs.data() + m * K + i * kQK0, q.qs, kQK0);
         int32_t sum = 0;
-        for (int e = 0; e < kQK0; ++e) sum += blk.qs[e];
-        const float d = fp16_to_fp32(blk.d);
+        for (int e = 0; e < kQK0; ++e) sum += q.qs[e];
+        const float d = fp16_to_fp32(q.d);
         s.d[static_cast<size_t>(m * nb + i)] = d;
         s.o[static_cast<size_t>(m * nb + i)] = -(d * (off * static_cast<float>(sum)));  // off * sum: exact
       }

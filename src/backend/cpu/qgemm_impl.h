@@ -65,7 +65,7 @@ void tile(const uint8_t* g, const QAct& a, int64_t m, float* y, int64_t ldy, int
   for (int64_t i = 0; i < a.nb; ++i) {
     const uint8_t* q = Fmt::Pairs::codes(g, i);
     for (int64_t o = 0; o < Fmt::Pairs::kCodes; o += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(q + kQPrefetch + o), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(q + kQPrefetch + o), _MM_HINT_NTA);
     I iacc[H][R];
     for (int h = 0; h < H; ++h)
       for (int r = 0; r < R; ++r) iacc[h][r] = V::zero();
