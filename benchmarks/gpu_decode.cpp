@@ -54,6 +54,7 @@
 #include "backend/cuda/cuda_runner.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/kernels.h"
+#include "gpu_decode_attention.h"
 #include "gpu_prefill_attention.h"
 #include "gpu_shapes.h"
 #include "gpu_weights.h"
@@ -167,101 +168,13 @@ struct Batch : BatchArrays {
   }
 };
 
-// The decode attention kernel alone on one layer of random KV (Llama-3.1-8B heads), a cache of C (bf16, or fp8
-// with per-head scales): B sequences at context ctx (contiguous blocks of 16), n_splits CTAs per (token, head
-// group), splits of at least min_slice tokens.
-// Returns seconds per launch: the median over 20 timings of `back_to_back` consecutive launches each.
-template <class C>
-double time_attention_t(const ModelConfig& c, int B, int ctx, int n_splits, int min_slice, int back_to_back,
-                        int max_heads_per_cta) {
-  const int bs = 16, nb = (ctx + bs - 1) / bs;
-  const int64_t kv_stride = static_cast<int64_t>(c.n_head_kv) * bs * c.head_dim, block_stride = 2 * kv_stride;
-  const size_t cache_elems = static_cast<size_t>(B) * nb * block_stride;
-  const size_t q_elems = static_cast<size_t>(B) * c.n_head * c.head_dim;
-  C* cache = nullptr;
-  cuda::bf16 *q = nullptr, *out = nullptr;
-  float* scales = nullptr;  // [2][n_head_kv] (fp8)
-  int32_t* meta = nullptr;  // positions[B] token_seq[B] block_tables[B, nb]
-  float* ws = nullptr;
-  uint32_t* cnt = nullptr;
-  CK(cudaMalloc(reinterpret_cast<void**>(&cache), cache_elems * sizeof(C)));
-  const std::vector<float> hs(2 * static_cast<size_t>(c.n_head_kv), 0.01f);
-  CK(cudaMalloc(reinterpret_cast<void**>(&scales), hs.size() * 4));
-  CK(cudaMemcpy(scales, hs.data(), hs.size() * 4, cudaMemcpyHostToDevice));
-  CK(cudaMalloc(reinterpret_cast<void**>(&q), q_elems * 2));
-  CK(cudaMalloc(reinterpret_cast<void**>(&out), q_elems * 2));
-  CK(cudaMalloc(reinterpret_cast<void**>(&meta), (2 * static_cast<size_t>(B) + static_cast<size_t>(B) * nb) * 4));
-  // Partials [B, n_head, n_splits, head_dim] and (max, sum) [B, n_head, n_splits, 2], fp32.
-  CK(cudaMalloc(reinterpret_cast<void**>(&ws),
-                (q_elems * n_splits + static_cast<size_t>(B) * c.n_head * n_splits * 2) * 4));
-  CK(cudaMalloc(reinterpret_cast<void**>(&cnt), static_cast<size_t>(B) * c.n_head * 4));
-  CK(cudaMemset(cnt, 0, static_cast<size_t>(B) * c.n_head * 4));
-  if constexpr (sizeof(C) == 1)
-    CK(cudaMemset(cache, 0x30, cache_elems));  // E4M3 0.5: the values do not change what the kernel reads
-  else
-    CK(cuda::launch_fill_random(cache, static_cast<int64_t>(cache_elems), 3, 1.f, 0.f, nullptr));
-  CK(cuda::launch_fill_random(q, static_cast<int64_t>(q_elems), 4, 1.f, 0.f, nullptr));
-  std::vector<int32_t> h(2 * static_cast<size_t>(B) + static_cast<size_t>(B) * nb);
-  for (int s = 0; s < B; ++s) {
-    h[s] = ctx - 1;
-    h[B + s] = s;
-    for (int j = 0; j < nb; ++j) h[2 * B + static_cast<size_t>(s) * nb + j] = s * nb + j;
-  }
-  CK(cudaMemcpy(meta, h.data(), h.size() * 4, cudaMemcpyHostToDevice));
-  cuda::DecodeAttnParamsT<cuda::bf16, C> p;
-  p.q = q;
-  p.out = out;
-  p.positions = meta;
-  p.token_seq = meta + B;
-  p.block_tables = meta + 2 * B;
-  p.max_blocks_per_seq = nb;
-  p.cache.k = cache;
-  p.cache.v = cache + kv_stride;
-  p.cache.block_stride = block_stride;
-  p.cache.block_size = bs;
-  p.cache.n_head_kv = c.n_head_kv;
-  p.cache.head_dim = c.head_dim;
-  p.cache.k_scale = scales;
-  p.cache.v_scale = scales + c.n_head_kv;
-  p.n_tokens = B;
-  p.n_head = c.n_head;
-  p.scale = 1.f / std::sqrt(static_cast<float>(c.head_dim));
-  p.n_splits = n_splits;
-  p.min_slice = min_slice;
-  p.max_heads_per_cta = max_heads_per_cta;
-  p.workspace = ws;
-  p.counters = cnt;
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  std::vector<double> t;
-  for (int i = 0; i < 23; ++i) {
-    CK(cudaEventRecord(e0));
-    for (int k = 0; k < back_to_back; ++k) CK(cuda::launch_attention_decode(p, nullptr));
-    CK(cudaEventRecord(e1));
-    CK(cudaEventSynchronize(e1));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
-    if (i >= 3) t.push_back(ms / 1e3 / back_to_back);
-  }
-  CK(cudaEventDestroy(e0));
-  CK(cudaEventDestroy(e1));
-  cudaFree(cache);
-  cudaFree(q);
-  cudaFree(out);
-  cudaFree(meta);
-  cudaFree(ws);
-  cudaFree(cnt);
-  cudaFree(scales);
-  return median(t);
-}
-
 bool g_kv_fp8 = false;  // --kv-cache-dtype fp8
 
 double time_attention(const ModelConfig& c, int B, int ctx, int n_splits, int min_slice = cuda::kDecodeMinSliceTokens,
                       int back_to_back = 1, int max_heads_per_cta = 0) {
-  return g_kv_fp8 ? time_attention_t<cuda::fp8>(c, B, ctx, n_splits, min_slice, back_to_back, max_heads_per_cta)
-                  : time_attention_t<cuda::bf16>(c, B, ctx, n_splits, min_slice, back_to_back, max_heads_per_cta);
+  if (g_kv_fp8)
+    return bench::time_decode_attention<cuda::fp8>(c, B, ctx, n_splits, min_slice, back_to_back, max_heads_per_cta);
+  return bench::time_decode_attention<cuda::bf16>(c, B, ctx, n_splits, min_slice, back_to_back, max_heads_per_cta);
 }
 
 }  // namespace

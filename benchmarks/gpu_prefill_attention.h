@@ -13,19 +13,13 @@
 #include <vector>
 
 #include "backend/cuda/kernels.h"
+#include "gpu_bench_timing.h"
 
 namespace mopt::bench {
 
 struct PrefillAttnShape {
   int n_head = 32, n_head_kv = 8, head_dim = 128;
 };
-
-inline void prefill_attn_ck(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    std::fprintf(stderr, "prefill attention bench: %s: %s\n", what, cudaGetErrorString(e));
-    std::exit(1);
-  }
-}
 
 // Seconds per launch: the median of 20 timings of 5 back-to-back launches each (after 3 warm-up timings).
 template <class C>
@@ -38,17 +32,17 @@ double time_prefill_attention(const PrefillAttnShape& s, int n_seqs, int len) {
   cuda::bf16 *q = nullptr, *out = nullptr;
   float* scales = nullptr;
   int32_t* meta = nullptr;
-  prefill_attn_ck(cudaMalloc(reinterpret_cast<void**>(&cache), cache_elems * sizeof(C)), "malloc");
-  prefill_attn_ck(cudaMalloc(reinterpret_cast<void**>(&q), q_elems * 2), "malloc");
-  prefill_attn_ck(cudaMalloc(reinterpret_cast<void**>(&out), q_elems * 2), "malloc");
+  gpu_ck(cudaMalloc(reinterpret_cast<void**>(&cache), cache_elems * sizeof(C)), "malloc");
+  gpu_ck(cudaMalloc(reinterpret_cast<void**>(&q), q_elems * 2), "malloc");
+  gpu_ck(cudaMalloc(reinterpret_cast<void**>(&out), q_elems * 2), "malloc");
   const std::vector<float> hs(2 * static_cast<size_t>(s.n_head_kv), 0.01f);
-  prefill_attn_ck(cudaMalloc(reinterpret_cast<void**>(&scales), hs.size() * 4), "malloc");
-  prefill_attn_ck(cudaMemcpy(scales, hs.data(), hs.size() * 4, cudaMemcpyHostToDevice), "copy");
+  gpu_ck(cudaMalloc(reinterpret_cast<void**>(&scales), hs.size() * 4), "malloc");
+  gpu_ck(cudaMemcpy(scales, hs.data(), hs.size() * 4, cudaMemcpyHostToDevice), "copy");
   if constexpr (sizeof(C) == 1)
-    prefill_attn_ck(cudaMemset(cache, 0x30, cache_elems), "fill");  // E4M3 0.5
+    gpu_ck(cudaMemset(cache, 0x30, cache_elems), "fill");  // E4M3 0.5
   else
-    prefill_attn_ck(cuda::launch_fill_random(cache, static_cast<int64_t>(cache_elems), 3, 1.f, 0.f, nullptr), "fill");
-  prefill_attn_ck(cuda::launch_fill_random(q, static_cast<int64_t>(q_elems), 4, 1.f, 0.f, nullptr), "fill");
+    gpu_ck(cuda::launch_fill_random(cache, static_cast<int64_t>(cache_elems), 3, 1.f, 0.f, nullptr), "fill");
+  gpu_ck(cuda::launch_fill_random(q, static_cast<int64_t>(q_elems), 4, 1.f, 0.f, nullptr), "fill");
   // Host metadata: positions [T], tiles (start, end, seq), block tables [n_seqs, nb].
   std::vector<int32_t> pos, ts, te, tq, bt;
   for (int sq = 0; sq < n_seqs; ++sq) {
@@ -69,8 +63,8 @@ double time_prefill_attention(const PrefillAttnShape& s, int n_seqs, int len) {
   h.insert(h.end(), tq.begin(), tq.end());
   const size_t o_bt = h.size();
   h.insert(h.end(), bt.begin(), bt.end());
-  prefill_attn_ck(cudaMalloc(reinterpret_cast<void**>(&meta), h.size() * 4), "malloc");
-  prefill_attn_ck(cudaMemcpy(meta, h.data(), h.size() * 4, cudaMemcpyHostToDevice), "copy");
+  gpu_ck(cudaMalloc(reinterpret_cast<void**>(&meta), h.size() * 4), "malloc");
+  gpu_ck(cudaMemcpy(meta, h.data(), h.size() * 4, cudaMemcpyHostToDevice), "copy");
   cuda::PrefillAttnParamsT<C> p;
   p.q = q;
   p.out = out;
@@ -80,40 +74,17 @@ double time_prefill_attention(const PrefillAttnShape& s, int n_seqs, int len) {
   p.tile_seq = meta + o_tq;
   p.block_tables = meta + o_bt;
   p.max_blocks_per_seq = nb;
-  p.cache.k = cache;
-  p.cache.v = cache + kv_stride;
-  p.cache.block_stride = block_stride;
-  p.cache.block_size = bs;
-  p.cache.n_head_kv = s.n_head_kv;
-  p.cache.head_dim = s.head_dim;
-  p.cache.k_scale = scales;
-  p.cache.v_scale = scales + s.n_head_kv;
+  p.cache = bench_kv_view(cache, bs, s.n_head_kv, s.head_dim, scales);
   p.n_tiles = static_cast<int>(ts.size());
   p.n_head = s.n_head;
   p.scale = 1.f / std::sqrt(static_cast<float>(s.head_dim));
-  cudaEvent_t e0, e1;
-  prefill_attn_ck(cudaEventCreate(&e0), "event");
-  prefill_attn_ck(cudaEventCreate(&e1), "event");
-  const int back_to_back = 5;
-  std::vector<double> t;
-  for (int i = 0; i < 23; ++i) {
-    prefill_attn_ck(cudaEventRecord(e0), "record");
-    for (int k = 0; k < back_to_back; ++k) prefill_attn_ck(cuda::launch_attention_prefill(p, nullptr), "launch");
-    prefill_attn_ck(cudaEventRecord(e1), "record");
-    prefill_attn_ck(cudaEventSynchronize(e1), "sync");
-    float ms = 0;
-    prefill_attn_ck(cudaEventElapsedTime(&ms, e0, e1), "elapsed");
-    if (i >= 3) t.push_back(ms / 1e3 / back_to_back);
-  }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
+  const double t = median_launch_seconds([&] { return cuda::launch_attention_prefill(p, nullptr); }, 5);
   cudaFree(cache);
   cudaFree(q);
   cudaFree(out);
   cudaFree(scales);
   cudaFree(meta);
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return t;
 }
 
 // Causal attention FLOPs of n_seqs fresh prompts of len tokens (S = Q K^T and P V over the visible keys).
