@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "backend/cuda/kernels.h"
-#include "gpu_bench_timing.h"
+#include "gpu_attention_common.h"
 #include "model/model.h"
 
 namespace mopt::bench {
@@ -21,19 +21,12 @@ template <class C>
 double time_decode_attention(const ModelConfig& c, int B, int ctx, int n_splits, int min_slice, int back_to_back,
                              int max_heads_per_cta) {
   const int bs = 16, nb = (ctx + bs - 1) / bs;
-  const int64_t kv_stride = static_cast<int64_t>(c.n_head_kv) * bs * c.head_dim, block_stride = 2 * kv_stride;
-  const size_t cache_elems = static_cast<size_t>(B) * nb * block_stride;
   const size_t q_elems = static_cast<size_t>(B) * c.n_head * c.head_dim;
-  C* cache = nullptr;
+  BenchKvCache<C> cache(static_cast<int64_t>(B) * nb, bs, c.n_head_kv, c.head_dim);
   cuda::bf16 *q = nullptr, *out = nullptr;
-  float* scales = nullptr;  // [2][n_head_kv] (fp8)
   int32_t* meta = nullptr;  // positions[B] token_seq[B] block_tables[B, nb]
   float* ws = nullptr;
   uint32_t* cnt = nullptr;
-  gpu_ck(cudaMalloc(reinterpret_cast<void**>(&cache), cache_elems * sizeof(C)), "cudaMalloc");
-  const std::vector<float> hs(2 * static_cast<size_t>(c.n_head_kv), 0.01f);
-  gpu_ck(cudaMalloc(reinterpret_cast<void**>(&scales), hs.size() * 4), "cudaMalloc");
-  gpu_ck(cudaMemcpy(scales, hs.data(), hs.size() * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
   gpu_ck(cudaMalloc(reinterpret_cast<void**>(&q), q_elems * 2), "cudaMalloc");
   gpu_ck(cudaMalloc(reinterpret_cast<void**>(&out), q_elems * 2), "cudaMalloc");
   const size_t meta_ints = 2 * static_cast<size_t>(B) + static_cast<size_t>(B) * nb;
@@ -43,10 +36,6 @@ double time_decode_attention(const ModelConfig& c, int B, int ctx, int n_splits,
   gpu_ck(cudaMalloc(reinterpret_cast<void**>(&ws), ws_floats * 4), "cudaMalloc");
   gpu_ck(cudaMalloc(reinterpret_cast<void**>(&cnt), static_cast<size_t>(B) * c.n_head * 4), "cudaMalloc");
   gpu_ck(cudaMemset(cnt, 0, static_cast<size_t>(B) * c.n_head * 4), "cudaMemset");
-  if constexpr (sizeof(C) == 1)
-    gpu_ck(cudaMemset(cache, 0x30, cache_elems), "cudaMemset");  // E4M3 0.5: the values do not change the reads
-  else
-    gpu_ck(cuda::launch_fill_random(cache, static_cast<int64_t>(cache_elems), 3, 1.f, 0.f, nullptr), "fill");
   gpu_ck(cuda::launch_fill_random(q, static_cast<int64_t>(q_elems), 4, 1.f, 0.f, nullptr), "fill");
   std::vector<int32_t> h(2 * static_cast<size_t>(B) + static_cast<size_t>(B) * nb);
   for (int s = 0; s < B; ++s) {
@@ -62,7 +51,7 @@ double time_decode_attention(const ModelConfig& c, int B, int ctx, int n_splits,
   p.token_seq = meta + B;
   p.block_tables = meta + 2 * B;
   p.max_blocks_per_seq = nb;
-  p.cache = bench_kv_view(cache, bs, c.n_head_kv, c.head_dim, scales);
+  p.cache = cache.view;
   p.n_tokens = B;
   p.n_head = c.n_head;
   p.scale = 1.f / std::sqrt(static_cast<float>(c.head_dim));
@@ -73,13 +62,11 @@ double time_decode_attention(const ModelConfig& c, int B, int ctx, int n_splits,
   p.counters = cnt;
   const double t =
       median_launch_seconds([&] { return cuda::launch_attention_decode(p, nullptr); }, back_to_back);
-  cudaFree(cache);
   cudaFree(q);
   cudaFree(out);
   cudaFree(meta);
   cudaFree(ws);
   cudaFree(cnt);
-  cudaFree(scales);
   return t;
 }
 

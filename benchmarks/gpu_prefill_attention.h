@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "backend/cuda/kernels.h"
-#include "gpu_bench_timing.h"
+#include "gpu_attention_common.h"
 
 namespace mopt::bench {
 
@@ -25,23 +25,12 @@ struct PrefillAttnShape {
 template <class C>
 double time_prefill_attention(const PrefillAttnShape& s, int n_seqs, int len) {
   const int bs = 16, nb = (len + bs - 1) / bs, T = n_seqs * len;
-  const int64_t kv_stride = static_cast<int64_t>(s.n_head_kv) * bs * s.head_dim, block_stride = 2 * kv_stride;
-  const size_t cache_elems = static_cast<size_t>(n_seqs) * nb * block_stride;
   const size_t q_elems = static_cast<size_t>(T) * s.n_head * s.head_dim;
-  C* cache = nullptr;
+  BenchKvCache<C> cache(static_cast<int64_t>(n_seqs) * nb, bs, s.n_head_kv, s.head_dim);
   cuda::bf16 *q = nullptr, *out = nullptr;
-  float* scales = nullptr;
   int32_t* meta = nullptr;
-  gpu_ck(cudaMalloc(reinterpret_cast<void**>(&cache), cache_elems * sizeof(C)), "malloc");
   gpu_ck(cudaMalloc(reinterpret_cast<void**>(&q), q_elems * 2), "malloc");
   gpu_ck(cudaMalloc(reinterpret_cast<void**>(&out), q_elems * 2), "malloc");
-  const std::vector<float> hs(2 * static_cast<size_t>(s.n_head_kv), 0.01f);
-  gpu_ck(cudaMalloc(reinterpret_cast<void**>(&scales), hs.size() * 4), "malloc");
-  gpu_ck(cudaMemcpy(scales, hs.data(), hs.size() * 4, cudaMemcpyHostToDevice), "copy");
-  if constexpr (sizeof(C) == 1)
-    gpu_ck(cudaMemset(cache, 0x30, cache_elems), "fill");  // E4M3 0.5
-  else
-    gpu_ck(cuda::launch_fill_random(cache, static_cast<int64_t>(cache_elems), 3, 1.f, 0.f, nullptr), "fill");
   gpu_ck(cuda::launch_fill_random(q, static_cast<int64_t>(q_elems), 4, 1.f, 0.f, nullptr), "fill");
   // Host metadata: positions [T], tiles (start, end, seq), block tables [n_seqs, nb].
   std::vector<int32_t> pos, ts, te, tq, bt;
@@ -74,15 +63,13 @@ double time_prefill_attention(const PrefillAttnShape& s, int n_seqs, int len) {
   p.tile_seq = meta + o_tq;
   p.block_tables = meta + o_bt;
   p.max_blocks_per_seq = nb;
-  p.cache = bench_kv_view(cache, bs, s.n_head_kv, s.head_dim, scales);
+  p.cache = cache.view;
   p.n_tiles = static_cast<int>(ts.size());
   p.n_head = s.n_head;
   p.scale = 1.f / std::sqrt(static_cast<float>(s.head_dim));
   const double t = median_launch_seconds([&] { return cuda::launch_attention_prefill(p, nullptr); }, 5);
-  cudaFree(cache);
   cudaFree(q);
   cudaFree(out);
-  cudaFree(scales);
   cudaFree(meta);
   return t;
 }
