@@ -27,6 +27,7 @@
 // V as B: (k = token, n = dim) needs a transpose: ldmatrix.trans on rows of V.
 #include <type_traits>
 
+#include "backend/cuda/func_attr.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/storage.cuh"
@@ -352,14 +353,14 @@ __global__ void __launch_bounds__(HPC * kWarpsPerHead * 32, 2 / HPC)
   }
 }
 
-// One instantiation's launch; dynamic shared memory above 48 KiB needs the opt-in, set once per process (one GPU
-// per process).
+// One instantiation's launch; dynamic shared memory above 48 KiB needs the opt-in, set once per device.
 template <int HD, int HPC, class C>
 cudaError_t launch_heads(const PrefillAttnParamsT<C>& p, int group, cudaStream_t stream) {
   constexpr size_t kSmem = PrefillSmem<HD, C>::kBytes;
-  static const cudaError_t opt_in = cudaFuncSetAttribute(prefill_attention_kernel<HD, HPC, C>,
-                                                         cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
-  if (opt_in != cudaSuccess) return opt_in;
+  if (const cudaError_t e = set_func_attr_once(reinterpret_cast<const void*>(prefill_attention_kernel<HD, HPC, C>),
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem));
+      e != cudaSuccess)
+    return e;
   const dim3 grid(p.n_head / HPC, p.n_tiles);
   return launch_pdl(prefill_attention_kernel<HD, HPC, C>, grid, dim3(HPC * kWarpsPerHead * 32), kSmem, stream, p,
                     group);

@@ -4,11 +4,10 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
-#include <mutex>
 #include <type_traits>
-#include <vector>
 
 #include "backend/cuda/fp8_act.cuh"
+#include "backend/cuda/func_attr.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/storage.cuh"
@@ -584,14 +583,7 @@ cudaError_t launch_bf16_to_f32(const bf16* in, float* out, int64_t n, cudaStream
 }
 
 cudaError_t use_decode_carveout(const void* kernel) {
-  static std::mutex mu;
-  static std::vector<const void*> done;  // a few dozen kernels at most
-  std::lock_guard<std::mutex> lock(mu);
-  if (std::find(done.begin(), done.end(), kernel) != done.end()) return cudaSuccess;
-  const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                             kDecodeCarveoutPercent);
-  if (e == cudaSuccess) done.push_back(kernel);
-  return e;
+  return set_func_attr_once(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, kDecodeCarveoutPercent);
 }
 
 cudaError_t launch_read_sweep(const void* p, size_t bytes, cudaStream_t stream) {

@@ -417,20 +417,33 @@ TEST(CudaAttentionFp8, DecodeRepeatsSmallBatchAndWindow) {
   run_attention_case<bf16, fp8>(c, false, 8, rng);
 }
 
-// The large-batch shape of the tensor-core path (head_dim 128, 4 heads per CTA): many sequences, contexts up to
-// 1,501 tokens (partial 64-token tiles, warps with nothing in the slice), 1 to 8 splits, repeats and a window.
-TEST(CudaAttentionFp8, DecodeLargeBatchTensorCores) {
-  SKIP_WITHOUT_GPU();
-  std::mt19937 rng(25);
+// The large-batch shape of the tensor-core decode kernel (head_dim 128, 4 heads per CTA) for cache type C: many
+// sequences, contexts up to 1,501 tokens (partial 64-token tiles, warps with nothing in the slice), 1 to 8
+// splits, repeats and a window.
+template <class C>
+void decode_large_batch_tensor_cores(unsigned seed) {
+  std::mt19937 rng(seed);
   std::vector<int> lens;
   for (int i = 0; i < 24; ++i) lens.push_back(i % 3 == 0 ? 1501 : 1 + (i * 97) % 1500);
   AttnCase c{128, 32, 8, 16, lens, std::vector<int>(lens.size(), 1), 0, 2};
   for (int splits : {1, 3, 8}) {
     SCOPED_TRACE(testing::Message() << "splits " << splits);
-    run_attention_case<bf16, fp8>(c, false, splits, rng, RepeatCheck{.enabled = true, .graph_replays = 2});
+    run_attention_case<bf16, C>(c, false, splits, rng, RepeatCheck{.enabled = true, .graph_replays = 2});
   }
   c.window = 500;
-  run_attention_case<bf16, fp8>(c, false, 8, rng);
+  run_attention_case<bf16, C>(c, false, 8, rng);
+  AttnCase b{128, 32, 8, 32, lens, std::vector<int>(lens.size(), 1), 0, 2};  // another block size
+  run_attention_case<bf16, C>(b, false, 3, rng);
+}
+
+TEST(CudaAttention, DecodeLargeBatchTensorCores) {
+  SKIP_WITHOUT_GPU();
+  decode_large_batch_tensor_cores<bf16>(26);
+}
+
+TEST(CudaAttentionFp8, DecodeLargeBatchTensorCores) {
+  SKIP_WITHOUT_GPU();
+  decode_large_batch_tensor_cores<fp8>(25);
 }
 
 TEST(CudaAttentionFp8, PerTokenKernelOnPrefillBatches) {
