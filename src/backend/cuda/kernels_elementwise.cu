@@ -161,6 +161,7 @@ __global__ void rmsnorm_kernel(RmsNormParamsT<T> p) {
 
 // One warp per head; the head's values pass through shared memory so RoPE can read each lane's pair.
 constexpr int kRopeWarps = 4;
+constexpr int kRopeTargetCtas = 2048;  // ~ a full wave of 128-thread CTAs on an H200 (132 SMs x 16)
 constexpr int kMaxHeadDim = 256;
 
 // A K/V value as stored in a cache of element type C (s: the head's fp8 scale, unused otherwise).
@@ -515,8 +516,12 @@ cudaError_t launch_qkv_rope_cache(const QkvRopeParamsT<T, C>& p, cudaStream_t st
   if (std::is_same_v<C, fp8> && (p.cache.k_scale == nullptr || p.cache.v_scale == nullptr))
     return cudaErrorInvalidValue;
   const int n_heads_all = p.n_head + 2 * p.n_head_kv;
-  // Few tokens (decode): one warp per head across CTAs; many tokens: one CTA per token loops over heads.
-  const int head_groups = p.n_tokens >= 256 ? 1 : (n_heads_all + kRopeWarps - 1) / kRopeWarps;
+  // A token's heads are split over enough CTAs (up to one warp per head) that a launch has about kRopeTargetCtas
+  // CTAs: each warp's heads run one after the other (a load, the norm, RoPE and a store per head, all latency), so
+  // a decode batch of a few hundred tokens with one CTA per token took ~3x longer than 64 tokens with 12 (H200,
+  // docs/cuda.md). Prefills of 2,048 tokens and more keep one CTA per token.
+  const int max_groups = (n_heads_all + kRopeWarps - 1) / kRopeWarps;
+  const int head_groups = std::clamp((kRopeTargetCtas + p.n_tokens - 1) / p.n_tokens, 1, max_groups);
   return launch_pdl_decode(qkv_rope_cache_kernel<T, C>, dim3(p.n_tokens, head_groups), dim3(kRopeWarps * 32), 0,
                            stream, p);
 }

@@ -223,8 +223,10 @@ TEST(CudaKernels, ConvertAndRandomFill) {
 // fp32 in a different order) within E4M3's rounding bound of the reference: 2^-4 relative, 2^-10 absolute).
 // scaled: qkv is an FP8 GEMM's unscaled output with per-token x per-column scales (QkvRopeParamsT::row_scale /
 // col_scale); the reference scales the inputs in fp32 first, in the kernel's order, so the bounds stay the same.
+// `extra` tokens after the six fixed ones (positions spread over 0..4999, no cache slot) change the launch's split of
+// the heads over CTAs (kernels_elementwise.cu: more head groups for fewer tokens).
 template <class T, class C>
-void run_qkv_rope_cache(std::mt19937& rng, bool scaled = false) {
+void run_qkv_rope_cache(std::mt19937& rng, bool scaled = false, int extra = 0) {
   constexpr bool kFp8 = std::is_same_v<C, cuda::fp8>;
   struct Case { int hd, rope_dim, n_head, n_kv, bs; RopeStyle style; bool qk_norm; RopeScaling scaling; };
   const Case cases[] = {
@@ -245,10 +247,14 @@ void run_qkv_rope_cache(std::mt19937& rng, bool scaled = false) {
     cfg.rope_scale_factor = 8.f;
     cfg.rope_original_context = 8192;
     const std::vector<float> inv = rope_inv_freq(cfg);
-    const int T_ = 6, n_blocks = 4;
+    const int T_ = 6 + extra, n_blocks = 4;
     const int row = (c.n_head + 2 * c.n_kv) * c.hd;
-    const std::vector<int32_t> positions = {0, 1, 77, 4095, 131000, 5};
-    const std::vector<int32_t> slots = {0, c.bs + 3, 2 * c.bs - 1, -1, 3 * c.bs, 5};
+    std::vector<int32_t> positions = {0, 1, 77, 4095, 131000, 5};
+    std::vector<int32_t> slots = {0, c.bs + 3, 2 * c.bs - 1, -1, 3 * c.bs, 5};
+    for (int i = 0; i < extra; ++i) {
+      positions.push_back((i * 37) % 5000);
+      slots.push_back(-1);
+    }
     std::vector<host_t<T>> xb, qnb, knb;
     std::vector<float> xv, qnv, knv;
     random_vals<T>(rng, static_cast<size_t>(T_) * row, -2.f, 2.f, xb, xv);
@@ -377,6 +383,10 @@ TYPED_TEST(CudaKernelsT, QkvRopeCache) {
   run_qkv_rope_cache<TypeParam, TypeParam>(rng);
   SCOPED_TRACE("with an FP8 GEMM's scales");
   run_qkv_rope_cache<TypeParam, TypeParam>(rng, true);
+  for (int extra : {300, 2100}) {
+    SCOPED_TRACE(testing::Message() << 6 + extra << " tokens");
+    run_qkv_rope_cache<TypeParam, TypeParam>(rng, false, extra);
+  }
 }
 
 TEST(CudaKernels, QkvRopeCacheFp8) {
