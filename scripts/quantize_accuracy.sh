@@ -5,7 +5,8 @@
 #   scripts/quantize_accuracy.sh OUT [BYTES]    BYTES > 0: only the text's first BYTES bytes (the e2e test's prefix)
 # Environment: MOPT_BIN (default build/mopt), MOPT_MODELS_DIR (default ../shared/models), MOPT_THREADS (default 2),
 # MOPT_QUANT_FORMATS (default: all, "q8_0 q6_k q5_k_m q4_k_m q4_0 int8 fp8 fp8-tensor awq awq-rtn"; fp8-tensor is
-# --to fp8 --fp8-scale tensor, awq-rtn is --to awq --method rtn).
+# --to fp8 --fp8-scale tensor, awq-rtn is --to awq --method rtn; FORMAT-gptq is --to FORMAT --method gptq and
+# FORMAT-gptq-ao adds --act-order, for FORMAT int8, q8_0, q4_0, awq).
 set -euo pipefail
 out=${1:?usage: scripts/quantize_accuracy.sh OUT [BYTES]}
 bytes=${2:-0}
@@ -25,6 +26,10 @@ for f in $formats; do
   case $f in
     q8_0 | q6_k | q5_k_m | q4_k_m | q4_0) dst="$out/$f.gguf" flags=(--to "$f") ;;
     int8 | fp8 | awq) dst="$out/$f" flags=(--to "$f") ;;
+    q8_0-gptq | q4_0-gptq) dst="$out/$f.gguf" flags=(--to "${f%-gptq}" --method gptq) ;;
+    q8_0-gptq-ao | q4_0-gptq-ao) dst="$out/$f.gguf" flags=(--to "${f%-gptq-ao}" --method gptq --act-order) ;;
+    int8-gptq | awq-gptq) dst="$out/$f" flags=(--to "${f%-gptq}" --method gptq) ;;
+    int8-gptq-ao | awq-gptq-ao) dst="$out/$f" flags=(--to "${f%-gptq-ao}" --method gptq --act-order) ;;
     fp8-tensor) dst="$out/$f" flags=(--to fp8 --fp8-scale tensor) ;;
     awq-rtn) dst="$out/$f" flags=(--to awq --method rtn) ;;
     *) echo "unknown format $f" >&2; exit 2 ;;

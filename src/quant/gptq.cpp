@@ -1,0 +1,257 @@
+// GPTQ on one matrix (gptq.h) and the WeightTransform of `mopt quantize --method gptq` (pipeline.h): the model runs
+// one decoder layer at a time over the calibration tokens (calibration.h); each linear layer is quantized by GPTQ
+// as the forward pass reaches it, from the Gram matrix of its inputs, and the forward pass goes on through the
+// quantized weights. So every linear layer sees inputs computed through the quantized layers before it, those of
+// its own decoder layer included ("true sequential" in the GPTQ reference code).
+#include "quant/gptq.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <numeric>
+
+#include "backend/cpu/kernels.h"
+#include "core/strfmt.h"
+#include "quant/calibration.h"
+#include "quant/convert.h"
+#include "quant/pipeline.h"
+
+namespace mopt::quant {
+
+namespace {
+
+constexpr int64_t kLazyBlock = 128;  // columns whose updates of the later columns are batched
+constexpr int64_t kRowTile = 16;     // rows updated together (one row of U serves all of them)
+
+GptqObserver g_observer;
+
+// In place: the lower Cholesky factor L of the symmetric positive definite a [n, n] (row-major; lower triangle read
+// and written, a = L L^T). False if a pivot is not positive.
+bool cholesky_lower(std::vector<double>& a, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    double* ri = a.data() + i * n;
+    for (int64_t j = 0; j <= i; ++j) {
+      const double* rj = a.data() + j * n;
+      double s = ri[j];
+      for (int64_t k = 0; k < j; ++k) s -= ri[k] * rj[k];
+      if (j == i) {
+        if (!(s > 0.0)) return false;
+        ri[i] = std::sqrt(s);
+      } else {
+        ri[j] = s / rj[j];
+      }
+    }
+  }
+  return true;
+}
+
+// In place: the inverse of the lower triangular l [n, n] (lower triangle), row by row: row i of L^-1 is
+// (e_i - sum_{k < i} l[i][k] row k) / l[i][i].
+void invert_lower(std::vector<double>& l, int64_t n) {
+  std::vector<double> row(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const double* li = l.data() + i * n;
+    std::fill(row.begin(), row.begin() + i + 1, 0.0);
+    row[static_cast<size_t>(i)] = 1.0;
+    for (int64_t k = 0; k < i; ++k) {
+      const double c = li[k];
+      const double* mk = l.data() + k * n;  // row k of the inverse (already replaced), columns 0..k
+      for (int64_t j = 0; j <= k; ++j) row[static_cast<size_t>(j)] -= c * mk[j];
+    }
+    const double inv = 1.0 / li[i];
+    double* out = l.data() + i * n;
+    for (int64_t j = 0; j <= i; ++j) out[j] = row[static_cast<size_t>(j)] * inv;
+  }
+}
+
+// u [K, K] (upper triangle) = the upper Cholesky factor of (H + damp I)^-1, H = h with its rows and columns in the
+// order `perm` (H[i][j] = h[perm[i]][perm[j]]): GPTQ's "Hinv". With J the reversal of the indices, J H J = L L^T
+// (L lower: Cholesky) gives H^-1 = (J L^-1 J)^T (J L^-1 J), J L^-1 J being upper: one factorization and one
+// triangular inverse, in fp64. False if not positive definite.
+bool inverse_cholesky_upper(const std::vector<float>& h, int64_t K, const std::vector<int64_t>& perm, double damp,
+                            std::vector<float>& u) {
+  std::vector<double> a(static_cast<size_t>(K * K));
+  for (int64_t i = 0; i < K; ++i)
+    for (int64_t j = 0; j <= i; ++j)
+      a[static_cast<size_t>(i * K + j)] =
+          h[static_cast<size_t>(perm[static_cast<size_t>(K - 1 - i)] * K + perm[static_cast<size_t>(K - 1 - j)])] +
+          (i == j ? damp : 0.0);
+  if (!cholesky_lower(a, K)) return false;
+  invert_lower(a, K);
+  u.assign(static_cast<size_t>(K * K), 0.0f);
+  for (int64_t i = 0; i < K; ++i)
+    for (int64_t j = i; j < K; ++j)
+      u[static_cast<size_t>(i * K + j)] = static_cast<float>(a[static_cast<size_t>((K - 1 - i) * K + (K - 1 - j))]);
+  return true;
+}
+
+}  // namespace
+
+void set_gptq_observer(GptqObserver f) { g_observer = std::move(f); }
+
+Status gptq_quantize(float* w, int64_t N, int64_t K, std::vector<float> h, WeightGrid& grid, const GptqOptions& o,
+                     ThreadPool& pool) {
+  // Inputs that are always 0 carry no information: their weights are set to 0 and H made regular there.
+  double diag_mean = 0.0;
+  for (int64_t k = 0; k < K; ++k) {
+    float& d = h[static_cast<size_t>(k * K + k)];
+    if (d == 0.0f) {
+      d = 1.0f;
+      for (int64_t n = 0; n < N; ++n) w[n * K + k] = 0.0f;
+    }
+    diag_mean += d / static_cast<double>(K);
+  }
+  // The column order: as stored, or by decreasing H diagonal (act-order; ties in stored order).
+  std::vector<int64_t> perm(static_cast<size_t>(K));
+  std::iota(perm.begin(), perm.end(), 0);
+  if (o.act_order)
+    std::stable_sort(perm.begin(), perm.end(), [&](int64_t a, int64_t b) {
+      return h[static_cast<size_t>(a * K + a)] > h[static_cast<size_t>(b * K + b)];
+    });
+  std::vector<float> u;  // [K, K] upper
+  double damp = o.damp * diag_mean;
+  for (int tries = 0; !inverse_cholesky_upper(h, K, perm, damp, u); ++tries) {
+    if (tries == 3)
+      return error("GPTQ: the inputs' Gram matrix [%lld, %lld] is not positive definite even with %.3g x its mean "
+                   "diagonal added; give more (or more varied) calibration text", (long long)K, (long long)K, damp / diag_mean);
+    damp *= 10.0;
+  }
+  h = {};
+  // Static group scales (act-order, and INT8's one scale per row) from the weights before any update.
+  const int64_t g = grid.group();
+  const bool static_groups = o.act_order || g == K;
+  if (static_groups)
+    pool.parallel_for(N, [&](int64_t b, int64_t e, int) {
+      for (int64_t n = b; n < e; ++n)
+        for (int64_t k0 = 0; k0 < K; k0 += g) grid.set_scale(n, k0, w + n * K + k0);
+    });
+  // wp [N, K]: the weights with their columns in processing order.
+  std::vector<float> wp(static_cast<size_t>(N * K));
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t i = 0; i < K; ++i) wp[static_cast<size_t>(n * K + i)] = w[n * K + perm[static_cast<size_t>(i)]];
+
+  const int64_t tiles = (N + kRowTile - 1) / kRowTile;
+  pool.parallel_for(tiles, [&](int64_t tb, int64_t te, int) {
+    std::vector<float> err(static_cast<size_t>(kRowTile * kLazyBlock));  // [rows of the tile, columns of the block]
+    for (int64_t tile = tb; tile < te; ++tile) {
+      const int64_t n0 = tile * kRowTile, nr = std::min(kRowTile, N - n0);
+      for (int64_t i1 = 0; i1 < K; i1 += kLazyBlock) {
+        const int64_t i2 = std::min(i1 + kLazyBlock, K);
+        // The block's columns one at a time: round, then spread the error over the block's later columns.
+        for (int64_t i = i1; i < i2; ++i) {
+          const float* ui = u.data() + i * K;
+          for (int64_t r = 0; r < nr; ++r) {
+            float* wr = wp.data() + (n0 + r) * K;
+            if (!static_groups && i % g == 0) grid.set_scale(n0 + r, i, wr + i);
+            const float q = grid.round(n0 + r, perm[static_cast<size_t>(i)], wr[i]);
+            const float e = (wr[i] - q) / ui[i];
+            wr[i] = q;
+            err[static_cast<size_t>(r * kLazyBlock + (i - i1))] = e;
+            for (int64_t j = i + 1; j < i2; ++j) wr[j] -= e * ui[j];
+          }
+        }
+        // The deferred updates of the columns after the block: W[:, i2:] -= E U[i1:i2, i2:].
+        for (int64_t i = i1; i < i2; ++i) {
+          const float* ui = u.data() + i * K;
+          for (int64_t r = 0; r < nr; ++r) {
+            float* wr = wp.data() + (n0 + r) * K;
+            const float e = err[static_cast<size_t>(r * kLazyBlock + (i - i1))];
+            for (int64_t j = i2; j < K; ++j) wr[j] -= e * ui[j];
+          }
+        }
+      }
+    }
+  });
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t i = 0; i < K; ++i) w[n * K + perm[static_cast<size_t>(i)]] = wp[static_cast<size_t>(n * K + i)];
+  return Status::ok();
+}
+
+namespace {
+
+// The transform of --method gptq: begin_layer(l) runs decoder layer l over the calibration tokens and quantizes each
+// of its linear layers as the forward pass reaches it; the writer then takes their bytes from encoded().
+class Gptq : public WeightTransform {
+ public:
+  Gptq(const Model& m, std::vector<std::vector<int32_t>> seqs, ThreadPool& pool, GptqTypeFn type_of,
+       DType row_scale_type, GptqOptions opt)
+      : m_(m), pool_(pool), fwd_(m, std::move(seqs), pool), type_of_(std::move(type_of)),
+        row_scale_type_(row_scale_type), opt_(opt) {}
+
+  Status begin_layer(int l) override {
+    if (l != next_layer_)
+      return error("GPTQ: the writer reached layer %d where layer %d was expected (tensors out of layer order)", l,
+                   next_layer_);
+    ++next_layer_;
+    encoded_.clear(), views_.clear();
+    gram_x_ = nullptr;
+    Status st = Status::ok();
+    fwd_.run_layer(l, [&](const std::string& name, const float* x, int64_t T, int64_t K) -> const TensorView* {
+      if (!st.is_ok()) return nullptr;
+      Result<const TensorView*> v = quantize(name, x, T, K);
+      if (!v) st = v.status();
+      return v ? *v : nullptr;
+    });
+    return st;
+  }
+
+  void apply(const std::string&, float*, int64_t, int64_t) override {}  // GPTQ changes no float tensor
+
+  const std::vector<uint8_t>* encoded(const std::string& name) const override {
+    auto it = encoded_.find(name);
+    return it == encoded_.end() ? nullptr : &it->second;
+  }
+
+ private:
+  // GPTQ of linear `name` [N, K] on its inputs x [T, K]: its bytes kept for the writer, and a view of them for the
+  // rest of the forward pass. nullptr (the model's weights, converted by the writer) where the type written is no
+  // GPTQ format (a GGUF fallback to F16 for rows that fit no block).
+  Result<const TensorView*> quantize(const std::string& name, const float* x, int64_t T, int64_t K) {
+    const TensorView& t = *m_.find(name);
+    const int64_t N = t.rows();
+    const DType type = type_of_(name, K);
+    if (!WeightGrid::supports(type)) return static_cast<const TensorView*>(nullptr);
+    if (x != gram_x_) {  // the linear layers that share an input share its Gram matrix [K, K]
+      gram_.resize(static_cast<size_t>(K * K));
+      column_gram(x, T, K, 0, K, nullptr, gram_.data(), packed_, pool_);
+      gram_x_ = x;
+    }
+    std::vector<float> w = to_f32(t, pool_);
+    WeightGrid grid(type, N, K, row_scale_type_);
+    if (Status s = gptq_quantize(w.data(), N, K, gram_, grid, opt_, pool_); !s.is_ok())
+      return s.with_context(name);
+    if (g_observer) g_observer(name, w.data(), N, K);
+    const std::vector<uint8_t>& bytes = encoded_[name] = std::move(grid.bytes());
+    TensorView& v = views_[name];
+    v = t;
+    v.dtype = type, v.data = bytes.data(), v.nbytes = bytes.size();
+    return &v;
+  }
+
+  const Model& m_;
+  ThreadPool& pool_;
+  CalibrationForward fwd_;
+  GptqTypeFn type_of_;
+  DType row_scale_type_;
+  GptqOptions opt_;
+  int next_layer_ = 0;
+  std::map<std::string, std::vector<uint8_t>> encoded_;  // this layer's linears in their written types
+  std::map<std::string, TensorView> views_;              // the same as tensors for the forward pass
+  const float* gram_x_ = nullptr;                        // the input whose Gram matrix gram_ holds
+  std::vector<float> gram_;                              // [K, K]
+  cpu::PackedF32 packed_;                                // column_gram()'s storage, reused
+};
+
+}  // namespace
+
+Result<std::unique_ptr<WeightTransform>> make_gptq(const Model& m, const QuantizeOptions& o, ThreadPool& pool,
+                                                   GptqTypeFn type_of, DType row_scale_type) {
+  MOPT_ASSIGN_OR_RETURN(auto seqs, calibration_sequences_of(m, o.calib_path, "GPTQ"));
+  GptqOptions opt;
+  opt.act_order = o.act_order;
+  return std::unique_ptr<WeightTransform>(
+      new Gptq(m, std::move(seqs), pool, std::move(type_of), row_scale_type, opt));
+}
+
+}  // namespace mopt::quant
