@@ -1,5 +1,5 @@
 // mopt quantize: writes a model's weights in a smaller format (quant/quantize.h, docs/quantize.md).
-//   mopt quantize MODEL -o OUT --to FORMAT [--method awq|gptq|rtn] [--calib FILE] [--act-order]
+//   mopt quantize MODEL -o OUT --to FORMAT [--method awq|gptq|rtn] [--calib FILE] [--calib-tokens N] [--act-order]
 //                 [--fp8-scale channel|tensor] [--force] [--threads N] [--progress] [--json]
 #include <chrono>
 #include <cstdio>
@@ -18,7 +18,7 @@ namespace {
 struct QuantizeArgs {
   std::string model, output, to, method, calib, fp8_scale = "channel";
   bool force = false, progress = false, json = false, act_order = false;
-  int threads = 0;
+  int threads = 0, calib_tokens = 0;
 };
 
 int quantize(const QuantizeArgs& a) {
@@ -37,6 +37,7 @@ int quantize(const QuantizeArgs& a) {
              : a.method == "rtn"  ? quant::Method::kRtn
                                   : quant::Method::kDefault;
   o.act_order = a.act_order;
+  o.calib_tokens = a.calib_tokens;
   o.calib_path = a.calib;
   o.force = a.force;
   o.fp8_per_tensor = a.fp8_scale == "tensor";
@@ -81,6 +82,8 @@ Registration reg("quantize", 44, [](CLI::App& app) {
                                             "calibration text (int8, q8_0, q4_0, awq); rtn: round to nearest")
       ->check(CLI::IsMember({"awq", "gptq", "rtn"}));
   cmd->add_option("--calib", args->calib, "Calibration text for AWQ and GPTQ (default: the bundled sample)");
+  cmd->add_option("--calib-tokens", args->calib_tokens, "GPTQ: calibration tokens used at most (default 2048)")
+      ->check(CLI::PositiveNumber);
   cmd->add_flag("--act-order", args->act_order, "GPTQ: quantize columns by decreasing input energy (group scales "
                                                 "from the original weights)");
   cmd->add_option("--fp8-scale", args->fp8_scale, "fp8 weight scales: one per output channel or one per tensor")

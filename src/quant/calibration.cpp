@@ -14,7 +14,8 @@
 namespace mopt::quant {
 
 Result<std::vector<std::vector<int32_t>>> calibration_sequences(const Model& m, std::string_view text,
-                                                                const std::string& source, const char* method) {
+                                                                const std::string& source, const char* method,
+                                                                int max_tokens) {
   MOPT_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tok, Tokenizer::create(m.vocab));
   const std::vector<int32_t> ids = tok->encode(text, /*add_special=*/false, /*parse_special=*/false);
   if (ids.size() < static_cast<size_t>(kCalibMinTokens))
@@ -24,10 +25,10 @@ Result<std::vector<std::vector<int32_t>>> calibration_sequences(const Model& m, 
   const bool bos = m.vocab.add_bos && m.vocab.bos >= 0;
   std::vector<std::vector<int32_t>> seqs;
   size_t used = 0, pos = 0;
-  while (pos < ids.size() && used < static_cast<size_t>(kCalibMaxTokens)) {
+  while (pos < ids.size() && used < static_cast<size_t>(max_tokens)) {
     std::vector<int32_t> s;
     if (bos) s.push_back(m.vocab.bos);
-    const size_t room = std::min<size_t>(kCalibSeqLen - s.size(), kCalibMaxTokens - used - s.size());
+    const size_t room = std::min<size_t>(kCalibSeqLen - s.size(), static_cast<size_t>(max_tokens) - used - s.size());
     const size_t n = std::min(room, ids.size() - pos);
     s.insert(s.end(), ids.begin() + static_cast<int64_t>(pos), ids.begin() + static_cast<int64_t>(pos + n));
     pos += n;
@@ -39,13 +40,13 @@ Result<std::vector<std::vector<int32_t>>> calibration_sequences(const Model& m, 
 }
 
 Result<std::vector<std::vector<int32_t>>> calibration_sequences_of(const Model& m, const std::string& calib_path,
-                                                                   const char* method) {
+                                                                   const char* method, int max_tokens) {
   std::string text = kDefaultCalibText, source = "(the bundled sample)";
   if (!calib_path.empty()) {
     MOPT_ASSIGN_OR_RETURN(text, read_file(calib_path));
     source = calib_path;
   }
-  return calibration_sequences(m, text, source, method);
+  return calibration_sequences(m, text, source, method, max_tokens);
 }
 
 void column_gram(const float* x, int64_t T, int64_t K, int64_t k0, int64_t n, const float* s, float* g,

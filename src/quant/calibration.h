@@ -18,17 +18,19 @@
 namespace mopt::quant {
 
 inline constexpr int kCalibSeqLen = 512;      // tokens per calibration sequence
-inline constexpr int kCalibMaxTokens = 2048;  // calibration tokens used at most (the CPU's budget)
+inline constexpr int kCalibMaxTokens = 2048;  // calibration tokens used at most by default (the CPU's budget)
 inline constexpr int kCalibMinTokens = 128;   // at least one quantization group's worth of tokens
 
 // `text` tokenized with the model's tokenizer (no special-token parsing) into sequences of up to kCalibSeqLen tokens
-// (each starting with BOS where the vocab adds one), at most kCalibMaxTokens in all. Fewer than kCalibMinTokens
+// (each starting with BOS where the vocab adds one), at most max_tokens in all. Fewer than kCalibMinTokens
 // is an error naming `source`; `method` ("AWQ", "GPTQ") names what needs them.
 Result<std::vector<std::vector<int32_t>>> calibration_sequences(const Model& m, std::string_view text,
-                                                                const std::string& source, const char* method);
+                                                                const std::string& source, const char* method,
+                                                                int max_tokens = kCalibMaxTokens);
 // The same for a --calib file (empty path: the bundled sample, calib_text.h).
 Result<std::vector<std::vector<int32_t>>> calibration_sequences_of(const Model& m, const std::string& calib_path,
-                                                                   const char* method);
+                                                                   const char* method,
+                                                                   int max_tokens = kCalibMaxTokens);
 
 // g [n, n] = Xc^T Xc, Xc being the columns k0 .. k0+n-1 of x [T, K], each divided by s[k] where s [K] is given: the
 // Gram matrix of a layer's inputs (GPTQ's Hessian, AWQ's clipping error). fp32 products of the CPU backend over

@@ -247,7 +247,7 @@ class Gptq : public WeightTransform {
 
 Result<std::unique_ptr<WeightTransform>> make_gptq(const Model& m, const QuantizeOptions& o, ThreadPool& pool,
                                                    GptqTypeFn type_of, DType row_scale_type) {
-  MOPT_ASSIGN_OR_RETURN(auto seqs, calibration_sequences_of(m, o.calib_path, "GPTQ"));
+  MOPT_ASSIGN_OR_RETURN(auto seqs, calibration_sequences_of(m, o.calib_path, "GPTQ", o.calib_tokens > 0 ? o.calib_tokens : kCalibMaxTokens));
   GptqOptions opt;
   opt.act_order = o.act_order;
   return std::unique_ptr<WeightTransform>(

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <map>
+#include <random>
 
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/quant.h"
@@ -96,6 +97,60 @@ TEST_F(QuantGptq, LayerOutputErrorBelowRoundToNearest) {
       }
     }
   }
+}
+
+// GPTQ against its definition on a small problem: for each column i in order, round w_i, then w_j -= (w_i - q_i) /
+// Hi[0][0] Hi[0][j - i] for j > i, Hi being the inverse of the dampened H restricted to columns i.. (explicit
+// inverses in fp64, no Cholesky, no lazy batches). INT8 (scales from the original rows) so the grids are the same.
+TEST(QuantGptqDefinition, MatchesExplicitInverses) {
+  constexpr int64_t N = 8, K = 160, T = 400;  // K > 128: two lazy blocks
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd;
+  std::vector<float> x(static_cast<size_t>(T * K)), w(static_cast<size_t>(N * K));
+  for (float& v : x) v = nd(rng);
+  for (int64_t t = 0; t < T; ++t)  // correlated inputs: each input leaks into the next
+    for (int64_t k = 1; k < K; ++k) x[static_cast<size_t>(t * K + k)] += 0.8f * x[static_cast<size_t>(t * K + k - 1)];
+  for (float& v : w) v = nd(rng);
+  ThreadPool pool(2);
+  cpu::PackedF32 packed;
+  std::vector<float> h(static_cast<size_t>(K * K));
+  quant::column_gram(x.data(), T, K, 0, K, nullptr, h.data(), packed, pool);
+  double mean = 0;
+  for (int64_t k = 0; k < K; ++k) mean += h[static_cast<size_t>(k * K + k)] / K;
+  quant::WeightGrid grid(DType::INT8, N, K), ref_grid(DType::INT8, N, K);
+  std::vector<float> q = w;
+  ASSERT_TRUE(quant::gptq_quantize(q.data(), N, K, h, grid, quant::GptqOptions{}, pool).is_ok());
+  int64_t differ = 0;
+  for (int64_t n = 0; n < N; ++n) {
+    ref_grid.set_scale(n, 0, w.data() + n * K);
+    std::vector<double> wr(w.begin() + n * K, w.begin() + (n + 1) * K);
+    for (int64_t i = 0; i < K; ++i) {
+      const int64_t m = K - i;  // Hi = inverse of H[i:, i:] + damp I by Gauss-Jordan
+      std::vector<double> a(static_cast<size_t>(m * 2 * m), 0.0);
+      for (int64_t r = 0; r < m; ++r) {
+        for (int64_t c = 0; c < m; ++c)
+          a[static_cast<size_t>(r * 2 * m + c)] = h[static_cast<size_t>((i + r) * K + i + c)] + (r == c ? 0.01 * mean : 0);
+        a[static_cast<size_t>(r * 2 * m + m + r)] = 1.0;
+      }
+      for (int64_t c = 0; c < m; ++c) {
+        const double piv = a[static_cast<size_t>(c * 2 * m + c)];
+        for (int64_t j = 0; j < 2 * m; ++j) a[static_cast<size_t>(c * 2 * m + j)] /= piv;
+        for (int64_t r = 0; r < m; ++r)
+          if (r != c) {
+            const double f = a[static_cast<size_t>(r * 2 * m + c)];
+            for (int64_t j = 0; j < 2 * m; ++j) a[static_cast<size_t>(r * 2 * m + j)] -= f * a[static_cast<size_t>(c * 2 * m + j)];
+          }
+      }
+      const double qi = ref_grid.round(n, i, static_cast<float>(wr[static_cast<size_t>(i)]));
+      const double e = (wr[static_cast<size_t>(i)] - qi) / a[static_cast<size_t>(m)];
+      for (int64_t j = 1; j < m; ++j) wr[static_cast<size_t>(i + j)] -= e * a[static_cast<size_t>(m + j)];
+      wr[static_cast<size_t>(i)] = qi;
+      differ += static_cast<float>(qi) != q[static_cast<size_t>(n * K + i)];
+    }
+  }
+  // Rounding differences (fp32 against fp64) may move a weight that sits at a midpoint to the other code.
+  EXPECT_LE(differ, N * K / 100) << "of " << N * K;
+  std::printf("GPTQ against explicit inverses: %lld of %lld codes differ\n", (long long)differ, (long long)(N * K));
 }
 
 // Quantizes the generated Llama with --method gptq to `target`, recording GPTQ's values of every linear layer, and
