@@ -1,6 +1,6 @@
 // mopt quantize: writes a model's weights in a smaller format (quant/quantize.h, docs/quantize.md).
-//   mopt quantize MODEL -o OUT --to FORMAT [--method awq|gptq|rtn] [--calib FILE] [--calib-tokens N] [--act-order]
-//                 [--fp8-scale channel|tensor] [--force] [--threads N] [--progress] [--json]
+//   mopt quantize MODEL -o OUT --to FORMAT [--method awq|gptq|rtn] [--calib FILE] [--calib-tokens N] [--damp F]
+//                 [--act-order] [--fp8-scale channel|tensor] [--force] [--threads N] [--progress] [--json]
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -19,6 +19,7 @@ struct QuantizeArgs {
   std::string model, output, to, method, calib, fp8_scale = "channel";
   bool force = false, progress = false, json = false, act_order = false;
   int threads = 0, calib_tokens = 0;
+  double damp = 0;
 };
 
 int quantize(const QuantizeArgs& a) {
@@ -38,6 +39,7 @@ int quantize(const QuantizeArgs& a) {
                                   : quant::Method::kDefault;
   o.act_order = a.act_order;
   o.calib_tokens = a.calib_tokens;
+  o.damp = a.damp;
   o.calib_path = a.calib;
   o.force = a.force;
   o.fp8_per_tensor = a.fp8_scale == "tensor";
@@ -84,6 +86,8 @@ Registration reg("quantize", 44, [](CLI::App& app) {
   cmd->add_option("--calib", args->calib, "Calibration text for AWQ and GPTQ (default: the bundled sample)");
   cmd->add_option("--calib-tokens", args->calib_tokens, "GPTQ: calibration tokens used at most (default 2048)")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--damp", args->damp, "GPTQ: dampening added to H's diagonal, a fraction of its mean (default "
+                                        "1)");
   cmd->add_flag("--act-order", args->act_order, "GPTQ: quantize columns by decreasing input energy (group scales "
                                                 "from the original weights)");
   cmd->add_option("--fp8-scale", args->fp8_scale, "fp8 weight scales: one per output channel or one per tensor")

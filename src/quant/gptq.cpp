@@ -114,7 +114,8 @@ Status gptq_quantize(float* w, int64_t N, int64_t K, std::vector<float> h, Weigh
   for (int tries = 0; !inverse_cholesky_upper(h, K, perm, damp, u); ++tries) {
     if (tries == 3)
       return error("GPTQ: the inputs' Gram matrix [%lld, %lld] is not positive definite even with %.3g x its mean "
-                   "diagonal added; give more (or more varied) calibration text", (long long)K, (long long)K, damp / diag_mean);
+                   "diagonal added; give more (or more varied) calibration text", (long long)K, (long long)K,
+                   damp / diag_mean);
     damp *= 10.0;
   }
   h = {};
@@ -247,9 +248,11 @@ class Gptq : public WeightTransform {
 
 Result<std::unique_ptr<WeightTransform>> make_gptq(const Model& m, const QuantizeOptions& o, ThreadPool& pool,
                                                    GptqTypeFn type_of, DType row_scale_type) {
-  MOPT_ASSIGN_OR_RETURN(auto seqs, calibration_sequences_of(m, o.calib_path, "GPTQ", o.calib_tokens > 0 ? o.calib_tokens : kCalibMaxTokens));
+  const int max_tokens = o.calib_tokens > 0 ? o.calib_tokens : kCalibMaxTokens;
+  MOPT_ASSIGN_OR_RETURN(auto seqs, calibration_sequences_of(m, o.calib_path, "GPTQ", max_tokens));
   GptqOptions opt;
   opt.act_order = o.act_order;
+  if (o.damp > 0) opt.damp = o.damp;
   return std::unique_ptr<WeightTransform>(
       new Gptq(m, std::move(seqs), pool, std::move(type_of), row_scale_type, opt));
 }

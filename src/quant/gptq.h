@@ -17,7 +17,7 @@
 namespace mopt::quant {
 
 struct GptqOptions {
-  double damp = 0.01;      // added to H's diagonal: this fraction of its mean diagonal (the paper's 1%)
+  double damp = 1.0;       // added to H's diagonal: this fraction of its mean diagonal (the paper: 1%; docs/quantize.md)
   bool act_order = false;  // columns in order of decreasing H diagonal ("act-order"); the group scales are then set
                            // from the original weights before the first column (static groups)
 };

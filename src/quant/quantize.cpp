@@ -57,6 +57,8 @@ Result<QuantizeReport> quantize_model(const QuantizeOptions& o, const ProgressFn
                  "does not use it", o.target == Target::kAwq ? "--method rtn" : ti.name);
   if (o.act_order && o.method != Method::kGptq) return error("--act-order applies to --method gptq only");
   if (o.calib_tokens != 0 && o.method != Method::kGptq) return error("--calib-tokens applies to --method gptq only");
+  if (o.damp != 0 && o.method != Method::kGptq) return error("--damp applies to --method gptq only");
+  if (o.damp < 0 || o.damp > 10) return error("--damp %g: give a fraction of the mean diagonal in (0, 10]", o.damp);
   if (o.fp8_per_tensor && o.target != Target::kFp8)
     return error("--fp8-scale tensor applies to --to fp8 only");
   if (same_path(o.input, o.output)) return error("output %s is the input; choose another -o", o.output.c_str());

@@ -114,6 +114,12 @@ TEST_F(QuantErrors, OptionsThatDoNotApply) {
   o = opts(Target::kInt8, "x");
   o.calib_tokens = 4096;
   EXPECT_TRUE(fails_with(quant::quantize_model(o), "--calib-tokens applies to --method gptq only"));
+  o.calib_tokens = 0;
+  o.damp = 0.1;
+  EXPECT_TRUE(fails_with(quant::quantize_model(o), "--damp applies to --method gptq only"));
+  o.method = quant::Method::kGptq;
+  o.damp = -1;
+  EXPECT_TRUE(fails_with(quant::quantize_model(o), "--damp -1: give a fraction"));
   o = opts(Target::kInt8, "x");
   o.fp8_per_tensor = true;
   EXPECT_TRUE(fails_with(quant::quantize_model(o), "--fp8-scale tensor applies to --to fp8 only"));

@@ -119,7 +119,8 @@ TEST(QuantGptqDefinition, MatchesExplicitInverses) {
   for (int64_t k = 0; k < K; ++k) mean += h[static_cast<size_t>(k * K + k)] / K;
   quant::WeightGrid grid(DType::INT8, N, K), ref_grid(DType::INT8, N, K);
   std::vector<float> q = w;
-  ASSERT_TRUE(quant::gptq_quantize(q.data(), N, K, h, grid, quant::GptqOptions{}, pool).is_ok());
+  const quant::GptqOptions opt;
+  ASSERT_TRUE(quant::gptq_quantize(q.data(), N, K, h, grid, opt, pool).is_ok());
   int64_t differ = 0;
   for (int64_t n = 0; n < N; ++n) {
     ref_grid.set_scale(n, 0, w.data() + n * K);
@@ -129,7 +130,8 @@ TEST(QuantGptqDefinition, MatchesExplicitInverses) {
       std::vector<double> a(static_cast<size_t>(m * 2 * m), 0.0);
       for (int64_t r = 0; r < m; ++r) {
         for (int64_t c = 0; c < m; ++c)
-          a[static_cast<size_t>(r * 2 * m + c)] = h[static_cast<size_t>((i + r) * K + i + c)] + (r == c ? 0.01 * mean : 0);
+          a[static_cast<size_t>(r * 2 * m + c)] =
+              h[static_cast<size_t>((i + r) * K + i + c)] + (r == c ? opt.damp * mean : 0);
         a[static_cast<size_t>(r * 2 * m + m + r)] = 1.0;
       }
       for (int64_t c = 0; c < m; ++c) {
@@ -138,7 +140,8 @@ TEST(QuantGptqDefinition, MatchesExplicitInverses) {
         for (int64_t r = 0; r < m; ++r)
           if (r != c) {
             const double f = a[static_cast<size_t>(r * 2 * m + c)];
-            for (int64_t j = 0; j < 2 * m; ++j) a[static_cast<size_t>(r * 2 * m + j)] -= f * a[static_cast<size_t>(c * 2 * m + j)];
+            for (int64_t j = 0; j < 2 * m; ++j)
+              a[static_cast<size_t>(r * 2 * m + j)] -= f * a[static_cast<size_t>(c * 2 * m + j)];
           }
       }
       const double qi = ref_grid.round(n, i, static_cast<float>(wr[static_cast<size_t>(i)]));
