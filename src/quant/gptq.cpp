@@ -27,42 +27,52 @@ constexpr int64_t kRowTile = 16;     // rows updated together (one row of U serv
 GptqObserver g_observer;
 
 // In place: the lower Cholesky factor L of the symmetric positive definite a [n, n] (row-major; lower triangle read
-// and written, a = L L^T). False if a pivot is not positive.
-bool cholesky_lower(std::vector<double>& a, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    double* ri = a.data() + i * n;
-    for (int64_t j = 0; j <= i; ++j) {
-      const double* rj = a.data() + j * n;
-      double s = ri[j];
-      for (int64_t k = 0; k < j; ++k) s -= ri[k] * rj[k];
-      if (j == i) {
-        if (!(s > 0.0)) return false;
-        ri[i] = std::sqrt(s);
-      } else {
-        ri[j] = s / rj[j];
+// and written, a = L L^T), column by column: L_jj = sqrt(a_jj - |L[j, :j]|^2), then the rows below,
+// L_ij = (a_ij - L[i, :j] . L[j, :j]) / L_jj, split over the pool. False if a pivot is not positive.
+bool cholesky_lower(std::vector<double>& a, int64_t n, ThreadPool& pool) {
+  for (int64_t j = 0; j < n; ++j) {
+    double* rj = a.data() + j * n;
+    double s = rj[j];
+    for (int64_t k = 0; k < j; ++k) s -= rj[k] * rj[k];
+    if (!(s > 0.0)) return false;
+    rj[j] = std::sqrt(s);
+    const double inv = 1.0 / rj[j];
+    auto rows = [&](int64_t b, int64_t e, int) {
+      for (int64_t i = j + 1 + b; i < j + 1 + e; ++i) {
+        double* ri = a.data() + i * n;
+        double t = ri[j];
+        for (int64_t k = 0; k < j; ++k) t -= ri[k] * rj[k];
+        ri[j] = t * inv;
       }
+    };
+    if ((n - j - 1) * j > 1 << 16) {
+      pool.parallel_for(n - j - 1, rows);
+    } else {
+      rows(0, n - j - 1, 0);
     }
   }
   return true;
 }
 
-// In place: the inverse of the lower triangular l [n, n] (lower triangle), row by row: row i of L^-1 is
-// (e_i - sum_{k < i} l[i][k] row k) / l[i][i].
-void invert_lower(std::vector<double>& l, int64_t n) {
-  std::vector<double> row(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    const double* li = l.data() + i * n;
-    std::fill(row.begin(), row.begin() + i + 1, 0.0);
-    row[static_cast<size_t>(i)] = 1.0;
-    for (int64_t k = 0; k < i; ++k) {
-      const double c = li[k];
-      const double* mk = l.data() + k * n;  // row k of the inverse (already replaced), columns 0..k
-      for (int64_t j = 0; j <= k; ++j) row[static_cast<size_t>(j)] -= c * mk[j];
+// M = L^-1 for the lower triangular L in l's lower triangle, one column at a time (columns are independent: split
+// over the pool): M_jj = 1 / L_jj, M_ij = -(L[i, j:i] . M[j:i, j]) / L_ii for i > j. M's strictly lower part is
+// stored transposed in l's strictly upper triangle (M_ij at l[j][i]), its diagonal in `diag` [n].
+void invert_lower(std::vector<double>& l, int64_t n, std::vector<double>& diag, ThreadPool& pool) {
+  diag.resize(static_cast<size_t>(n));
+  pool.parallel_for(n, [&](int64_t b, int64_t e, int) {
+    std::vector<double> m(static_cast<size_t>(n));  // column j of M, rows j..n-1
+    for (int64_t j = b; j < e; ++j) {
+      m[static_cast<size_t>(j)] = 1.0 / l[static_cast<size_t>(j * n + j)];
+      for (int64_t i = j + 1; i < n; ++i) {
+        const double* li = l.data() + i * n;
+        double t = 0.0;
+        for (int64_t k = j; k < i; ++k) t -= li[k] * m[static_cast<size_t>(k)];
+        m[static_cast<size_t>(i)] = t / li[i];
+        l[static_cast<size_t>(j * n + i)] = m[static_cast<size_t>(i)];
+      }
+      diag[static_cast<size_t>(j)] = m[static_cast<size_t>(j)];
     }
-    const double inv = 1.0 / li[i];
-    double* out = l.data() + i * n;
-    for (int64_t j = 0; j <= i; ++j) out[j] = row[static_cast<size_t>(j)] * inv;
-  }
+  });
 }
 
 // u [K, K] (upper triangle) = the upper Cholesky factor of (H + damp I)^-1, H = h with its rows and columns in the
@@ -70,19 +80,23 @@ void invert_lower(std::vector<double>& l, int64_t n) {
 // (L lower: Cholesky) gives H^-1 = (J L^-1 J)^T (J L^-1 J), J L^-1 J being upper: one factorization and one
 // triangular inverse, in fp64. False if not positive definite.
 bool inverse_cholesky_upper(const std::vector<float>& h, int64_t K, const std::vector<int64_t>& perm, double damp,
-                            std::vector<float>& u) {
+                            std::vector<float>& u, ThreadPool& pool) {
   std::vector<double> a(static_cast<size_t>(K * K));
   for (int64_t i = 0; i < K; ++i)
     for (int64_t j = 0; j <= i; ++j)
       a[static_cast<size_t>(i * K + j)] =
           h[static_cast<size_t>(perm[static_cast<size_t>(K - 1 - i)] * K + perm[static_cast<size_t>(K - 1 - j)])] +
           (i == j ? damp : 0.0);
-  if (!cholesky_lower(a, K)) return false;
-  invert_lower(a, K);
+  if (!cholesky_lower(a, K, pool)) return false;
+  std::vector<double> diag;
+  invert_lower(a, K, diag, pool);
+  // u[i][j] = M[K-1-i][K-1-j] for j >= i, M's strictly lower part being at a[K-1-j][K-1-i].
   u.assign(static_cast<size_t>(K * K), 0.0f);
-  for (int64_t i = 0; i < K; ++i)
-    for (int64_t j = i; j < K; ++j)
-      u[static_cast<size_t>(i * K + j)] = static_cast<float>(a[static_cast<size_t>((K - 1 - i) * K + (K - 1 - j))]);
+  for (int64_t i = 0; i < K; ++i) {
+    u[static_cast<size_t>(i * K + i)] = static_cast<float>(diag[static_cast<size_t>(K - 1 - i)]);
+    for (int64_t j = i + 1; j < K; ++j)
+      u[static_cast<size_t>(i * K + j)] = static_cast<float>(a[static_cast<size_t>((K - 1 - j) * K + (K - 1 - i))]);
+  }
   return true;
 }
 
@@ -111,7 +125,7 @@ Status gptq_quantize(float* w, int64_t N, int64_t K, std::vector<float> h, Weigh
     });
   std::vector<float> u;  // [K, K] upper
   double damp = o.damp * diag_mean;
-  for (int tries = 0; !inverse_cholesky_upper(h, K, perm, damp, u); ++tries) {
+  for (int tries = 0; !inverse_cholesky_upper(h, K, perm, damp, u, pool); ++tries) {
     if (tries == 3)
       return error("GPTQ: the inputs' Gram matrix [%lld, %lld] is not positive definite even with %.3g x its mean "
                    "diagonal added; give more (or more varied) calibration text", (long long)K, (long long)K,
