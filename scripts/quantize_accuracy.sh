@@ -5,13 +5,16 @@
 #   scripts/quantize_accuracy.sh OUT [BYTES]    BYTES > 0: only the text's first BYTES bytes (the e2e test's prefix)
 # Environment: MOPT_BIN (default build/mopt), MOPT_MODELS_DIR (default ../shared/models), MOPT_THREADS (default 2),
 # MOPT_QUANT_FORMATS (default: all, "q8_0 q6_k q5_k_m q4_k_m q4_0 int8 fp8 fp8-tensor awq awq-rtn"; fp8-tensor is
-# --to fp8 --fp8-scale tensor, awq-rtn is --to awq --method rtn).
+# --to fp8 --fp8-scale tensor, awq-rtn is --to awq --method rtn; FORMAT-gptq is --to FORMAT --method gptq and
+# FORMAT-gptq-ao adds --act-order, for FORMAT int8, q8_0, q4_0, awq), MOPT_GPTQ_FLAGS (more flags for the gptq
+# formats, e.g. "--calib FILE --calib-tokens 16384").
 set -euo pipefail
 out=${1:?usage: scripts/quantize_accuracy.sh OUT [BYTES]}
 bytes=${2:-0}
 bin=${MOPT_BIN:-build/mopt}
 models=${MOPT_MODELS_DIR:-../shared/models}
 threads=${MOPT_THREADS:-2}
+read -r -a gptq_flags <<<"${MOPT_GPTQ_FLAGS:-}"
 formats=${MOPT_QUANT_FORMATS:-"q8_0 q6_k q5_k_m q4_k_m q4_0 int8 fp8 fp8-tensor awq awq-rtn"}
 model="$models/code-qwen2-25m"
 mkdir -p "$out"
@@ -25,6 +28,10 @@ for f in $formats; do
   case $f in
     q8_0 | q6_k | q5_k_m | q4_k_m | q4_0) dst="$out/$f.gguf" flags=(--to "$f") ;;
     int8 | fp8 | awq) dst="$out/$f" flags=(--to "$f") ;;
+    q8_0-gptq | q4_0-gptq) dst="$out/$f.gguf" flags=(--to "${f%-gptq}" --method gptq "${gptq_flags[@]}") ;;
+    q8_0-gptq-ao | q4_0-gptq-ao) dst="$out/$f.gguf" flags=(--to "${f%-gptq-ao}" --method gptq --act-order "${gptq_flags[@]}") ;;
+    int8-gptq | awq-gptq) dst="$out/$f" flags=(--to "${f%-gptq}" --method gptq "${gptq_flags[@]}") ;;
+    int8-gptq-ao | awq-gptq-ao) dst="$out/$f" flags=(--to "${f%-gptq-ao}" --method gptq --act-order "${gptq_flags[@]}") ;;
     fp8-tensor) dst="$out/$f" flags=(--to fp8 --fp8-scale tensor) ;;
     awq-rtn) dst="$out/$f" flags=(--to awq --method rtn) ;;
     *) echo "unknown format $f" >&2; exit 2 ;;

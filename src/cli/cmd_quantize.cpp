@@ -1,6 +1,6 @@
 // mopt quantize: writes a model's weights in a smaller format (quant/quantize.h, docs/quantize.md).
-//   mopt quantize MODEL -o OUT --to FORMAT [--method awq|rtn] [--calib FILE] [--fp8-scale channel|tensor]
-//                 [--force] [--threads N] [--progress] [--json]
+//   mopt quantize MODEL -o OUT --to FORMAT [--method awq|gptq|rtn] [--calib FILE] [--calib-tokens N] [--damp F]
+//                 [--act-order] [--fp8-scale channel|tensor] [--force] [--threads N] [--progress] [--json]
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -17,8 +17,9 @@ namespace {
 
 struct QuantizeArgs {
   std::string model, output, to, method, calib, fp8_scale = "channel";
-  bool force = false, progress = false, json = false;
-  int threads = 0;
+  bool force = false, progress = false, json = false, act_order = false;
+  int threads = 0, calib_tokens = 0;
+  double damp = 0;
 };
 
 int quantize(const QuantizeArgs& a) {
@@ -32,7 +33,13 @@ int quantize(const QuantizeArgs& a) {
   o.input = a.model;
   o.output = a.output;
   o.target = *target;
-  o.method = a.method == "awq" ? quant::Method::kAwq : a.method == "rtn" ? quant::Method::kRtn : quant::Method::kDefault;
+  o.method = a.method == "awq"    ? quant::Method::kAwq
+             : a.method == "gptq" ? quant::Method::kGptq
+             : a.method == "rtn"  ? quant::Method::kRtn
+                                  : quant::Method::kDefault;
+  o.act_order = a.act_order;
+  o.calib_tokens = a.calib_tokens;
+  o.damp = a.damp;
   o.calib_path = a.calib;
   o.force = a.force;
   o.fp8_per_tensor = a.fp8_scale == "tensor";
@@ -73,9 +80,16 @@ Registration reg("quantize", 44, [](CLI::App& app) {
   for (const quant::TargetInfo& t : quant::targets()) formats += strfmt("\n  %-7s %s", t.name, t.summary);
   cmd->add_option("--to", args->to, "Format:" + formats)->required();
   cmd->add_option("--method", args->method, "awq: activation-aware scales and clipping on calibration text "
-                                            "(default for --to awq); rtn: round to nearest")
-      ->check(CLI::IsMember({"awq", "rtn"}));
-  cmd->add_option("--calib", args->calib, "Calibration text for AWQ (default: the bundled sample)");
+                                            "(default for --to awq); gptq: GPTQ's error-compensating rounding on "
+                                            "calibration text (int8, q8_0, q4_0, awq); rtn: round to nearest")
+      ->check(CLI::IsMember({"awq", "gptq", "rtn"}));
+  cmd->add_option("--calib", args->calib, "Calibration text for AWQ and GPTQ (default: the bundled sample)");
+  cmd->add_option("--calib-tokens", args->calib_tokens, "GPTQ: calibration tokens used at most (default 2048)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--damp", args->damp, "GPTQ: dampening added to H's diagonal, a fraction of its mean (default "
+                                        "1)");
+  cmd->add_flag("--act-order", args->act_order, "GPTQ: quantize columns by decreasing input energy (group scales "
+                                                "from the original weights)");
   cmd->add_option("--fp8-scale", args->fp8_scale, "fp8 weight scales: one per output channel or one per tensor")
       ->check(CLI::IsMember({"channel", "tensor"}));
   cmd->add_flag("--force", args->force, "Replace an existing output");

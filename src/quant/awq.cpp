@@ -17,9 +17,7 @@
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/vec.h"
 #include "core/formats/formats.h"
-#include "core/mmap.h"
 #include "core/strfmt.h"
-#include "quant/calib_text.h"
 #include "quant/calibration.h"
 #include "quant/convert.h"
 #include "quant/pipeline.h"
@@ -189,16 +187,9 @@ class Awq : public WeightTransform {
     // The inputs as the scaled weights see them (x / s), as a Gram matrix per group of 128: [G, 128, 128].
     const std::vector<float>* s = col_.count(name) ? &col_[name] : nullptr;
     std::vector<float> gram(static_cast<size_t>(G * kQKGroup * kQKGroup), 0.0f);
-    std::vector<float> xg(static_cast<size_t>(kQKGroup * T));  // [128, T] one group's inputs, transposed
-    for (int64_t g = 0; g < G; ++g) {
-      for (int64_t t = 0; t < T; ++t)
-        for (int j = 0; j < kQKGroup; ++j) {
-          const int64_t k = g * kQKGroup + j;
-          xg[static_cast<size_t>(j * T + t)] = x[static_cast<size_t>(t * K + k)] / (s ? (*s)[static_cast<size_t>(k)] : 1.0f);
-        }
-      // G_g = xg xg^T: the rows of xg taken as both the weights and the activations of a product.
-      product(xg.data(), kQKGroup, T, xg.data(), kQKGroup, gram.data() + g * kQKGroup * kQKGroup);
-    }
+    for (int64_t g = 0; g < G; ++g)
+      column_gram(x.data(), T, K, g * kQKGroup, kQKGroup, s ? s->data() : nullptr,
+                  gram.data() + g * kQKGroup * kQKGroup, packed_, pool_);
     std::vector<float> best(static_cast<size_t>(N * G));
     pool_.parallel_for(N, [&](int64_t b, int64_t e, int) {
       BlockINT4_G128 blk;
@@ -237,12 +228,7 @@ class Awq : public WeightTransform {
 }  // namespace
 
 Result<std::unique_ptr<WeightTransform>> make_awq(const Model& m, const QuantizeOptions& o, ThreadPool& pool) {
-  std::string text = kDefaultCalibText, source = "(the bundled sample)";
-  if (!o.calib_path.empty()) {
-    MOPT_ASSIGN_OR_RETURN(text, read_file(o.calib_path));
-    source = o.calib_path;
-  }
-  MOPT_ASSIGN_OR_RETURN(auto seqs, calibration_sequences(m, text, source));
+  MOPT_ASSIGN_OR_RETURN(auto seqs, calibration_sequences_of(m, o.calib_path, "AWQ"));
   return std::unique_ptr<WeightTransform>(new Awq(m, std::move(seqs), pool));
 }
 

@@ -1,4 +1,4 @@
-// AWQ calibration: token sequences and the layer-by-layer fp32 forward pass that records linear-layer inputs.
+// Calibration (AWQ, GPTQ): token sequences and the layer-by-layer fp32 forward pass that records linear-layer inputs.
 #include "quant/calibration.h"
 
 #include <cmath>
@@ -6,26 +6,29 @@
 #include "backend/cpu/kernels.h"
 #include "backend/rope.h"
 #include "backend/cpu/quant.h"
+#include "core/mmap.h"
 #include "core/strfmt.h"
+#include "quant/calib_text.h"
 #include "tokenizer/tokenizer.h"
 
 namespace mopt::quant {
 
 Result<std::vector<std::vector<int32_t>>> calibration_sequences(const Model& m, std::string_view text,
-                                                                const std::string& source) {
+                                                                const std::string& source, const char* method,
+                                                                int max_tokens) {
   MOPT_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tok, Tokenizer::create(m.vocab));
   const std::vector<int32_t> ids = tok->encode(text, /*add_special=*/false, /*parse_special=*/false);
   if (ids.size() < static_cast<size_t>(kCalibMinTokens))
-    return error("calibration text %s has %zu tokens; AWQ needs at least %d (one quantization group of %d inputs) to "
-                 "measure activation scales; give a longer --calib file", source.c_str(), ids.size(),
+    return error("calibration text %s has %zu tokens; %s needs at least %d (one quantization group of %d inputs) to "
+                 "measure the layers' inputs; give a longer --calib file", source.c_str(), ids.size(), method,
                  kCalibMinTokens, kCalibMinTokens);
   const bool bos = m.vocab.add_bos && m.vocab.bos >= 0;
   std::vector<std::vector<int32_t>> seqs;
   size_t used = 0, pos = 0;
-  while (pos < ids.size() && used < static_cast<size_t>(kCalibMaxTokens)) {
+  while (pos < ids.size() && used < static_cast<size_t>(max_tokens)) {
     std::vector<int32_t> s;
     if (bos) s.push_back(m.vocab.bos);
-    const size_t room = std::min<size_t>(kCalibSeqLen - s.size(), kCalibMaxTokens - used - s.size());
+    const size_t room = std::min<size_t>(kCalibSeqLen - s.size(), static_cast<size_t>(max_tokens) - used - s.size());
     const size_t n = std::min(room, ids.size() - pos);
     s.insert(s.end(), ids.begin() + static_cast<int64_t>(pos), ids.begin() + static_cast<int64_t>(pos + n));
     pos += n;
@@ -34,6 +37,31 @@ Result<std::vector<std::vector<int32_t>>> calibration_sequences(const Model& m, 
     if (n == 0) break;
   }
   return seqs;
+}
+
+Result<std::vector<std::vector<int32_t>>> calibration_sequences_of(const Model& m, const std::string& calib_path,
+                                                                   const char* method, int max_tokens) {
+  std::string text = kDefaultCalibText, source = "(the bundled sample)";
+  if (!calib_path.empty()) {
+    MOPT_ASSIGN_OR_RETURN(text, read_file(calib_path));
+    source = calib_path;
+  }
+  return calibration_sequences(m, text, source, method, max_tokens);
+}
+
+void column_gram(const float* x, int64_t T, int64_t K, int64_t k0, int64_t n, const float* s, float* g,
+                 cpu::PackedF32& packed, ThreadPool& pool) {
+  std::vector<float> xt(static_cast<size_t>(n * T));  // [n, T] the columns, transposed
+  pool.parallel_for(n, [&](int64_t b, int64_t e, int) {
+    for (int64_t j = b; j < e; ++j) {
+      const float sj = s ? s[k0 + j] : 1.0f;
+      for (int64_t t = 0; t < T; ++t) xt[static_cast<size_t>(j * T + t)] = x[t * K + k0 + j] / sj;
+    }
+  });
+  // g = xt xt^T: the rows of xt taken as both the weights and the activations of a product.
+  const cpu::PackSource src{xt.data(), n, T};
+  cpu::pack_f32({&src, 1}, packed);
+  cpu::matmul_packed(packed, xt.data(), n, g, &pool);
 }
 
 CalibrationForward::CalibrationForward(const Model& m, std::vector<std::vector<int32_t>> seqs, ThreadPool& pool)
@@ -51,7 +79,7 @@ CalibrationForward::CalibrationForward(const Model& m, std::vector<std::vector<i
   inv_freq_ = rope_inv_freq(c);
 }
 
-LayerInputs CalibrationForward::run_layer(int l) {
+LayerInputs CalibrationForward::run_layer(int l, const LinearHook& hook) {
   MOPT_CHECK(l == next_layer_, "calibration: layer %d run out of order (expected %d)", l, next_layer_);
   ++next_layer_;
   const ModelConfig& c = m_.config;
@@ -68,7 +96,8 @@ LayerInputs CalibrationForward::run_layer(int l) {
   };
   auto linear = [&](const char* name, const std::vector<float>& x, int64_t out_dim, const char* bias) {
     std::vector<float> y(static_cast<size_t>(T * out_dim));
-    cpu::matmul(*w(name), x.data(), T, y.data(), &pool_);
+    const TensorView* given = hook ? hook(p + name, x.data(), T, static_cast<int64_t>(x.size()) / T) : nullptr;
+    cpu::matmul(given ? *given : *w(name), x.data(), T, y.data(), &pool_);
     const std::vector<float> b = f32(bias);
     if (!b.empty())
       for (int64_t t = 0; t < T; ++t) cpu::add(y.data() + t * out_dim, b.data(), out_dim);

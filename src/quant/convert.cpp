@@ -39,4 +39,18 @@ std::vector<uint8_t> from_f32(const float* x, int64_t rows, int64_t k, DType t, 
   return out;
 }
 
+float round_up_scale(float d, DType t) {
+  float r = d;
+  if (t == DType::BF16) {
+    uint16_t b = fp32_to_bf16(d);
+    if (bf16_to_fp32(b) < d) ++b;
+    r = bf16_to_fp32(b);
+  } else if (t == DType::F16) {
+    uint16_t h = fp32_to_fp16(d);
+    if (fp16_to_fp32(h) < d) ++h;
+    r = fp16_to_fp32(h);
+  }
+  return r;
+}
+
 }  // namespace mopt::quant

@@ -19,4 +19,8 @@ void to_f32_into(const TensorView& t, ThreadPool& pool, std::vector<float>& out)
 // rows x k fp32 values -> `rows` rows of type `t`, one conversion per row (per-row formats take one scale per row).
 std::vector<uint8_t> from_f32(const float* x, int64_t rows, int64_t k, DType t, ThreadPool& pool);
 
+// The smallest value of float type t (F32, F16, BF16) that is >= d: a scale stored in t, rounded up so that no
+// element saturates (int8's per-channel scales).
+float round_up_scale(float d, DType t);
+
 }  // namespace mopt::quant

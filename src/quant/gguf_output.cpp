@@ -70,11 +70,20 @@ Result<QuantizeReport> write_gguf(const Model& m, const QuantizeOptions& o, Thre
 
   uint64_t params = 0;
   for (const Planned& p : plan) params += static_cast<uint64_t>(p.ne[0] * p.ne[1] * p.ne[2] * p.ne[3]);
+  std::unique_ptr<WeightTransform> gptq;  // --method gptq: the linear layers' codes
+  if (o.method == Method::kGptq) {
+    auto type_of = [&](const std::string& name, int64_t k) {
+      return gguf_tensor_type(o.target, c, has_output, name, 2, k);
+    };
+    MOPT_ASSIGN_OR_RETURN(gptq, make_gptq(m, o, pool, type_of, DType::F32));
+  }
   OutputLog log(progress, params);
   MOPT_ASSIGN_OR_RETURN(std::unique_ptr<OutputFile> f, OutputFile::create(o.output));
   MOPT_TRY(w.write_header(*f));
+  int layer_begun = -1;
   for (size_t i = 0; i < plan.size(); ++i) {
     const Planned& p = plan[i];
+    MOPT_TRY(begin_layer_of(gptq.get(), p.name, c.n_layer, log, layer_begun));
     log.begin("quantizing", p.name);
     const int64_t k = p.ne[0], rows = p.ne[1] * p.ne[2] * p.ne[3];
     std::vector<uint8_t> bytes;
@@ -87,7 +96,16 @@ Result<QuantizeReport> write_gguf(const Model& m, const QuantizeOptions& o, Thre
       const std::vector<int64_t> perm = m.format == ModelFormat::kGGUF
                                             ? std::vector<int64_t>{}
                                             : gguf_row_order(c, c.rope_style, p.name, vec ? k : rows);
-      if (p.src->dtype == p.type && perm.empty()) {  // already in the type written: copied as is
+      const std::vector<uint8_t>* enc = gptq ? gptq->encoded(p.name) : nullptr;
+      if (enc) {  // GPTQ's codes, rows reordered as the fp32 rows would be
+        const uint64_t rb = *row_bytes(p.type, static_cast<uint64_t>(k));
+        MOPT_CHECK(enc->size() == rb * static_cast<uint64_t>(rows), "gptq: %s has %zu bytes", p.name.c_str(),
+                   enc->size());
+        bytes.resize(enc->size());
+        for (int64_t r = 0; r < rows; ++r)
+          std::memcpy(bytes.data() + static_cast<uint64_t>(r) * rb,
+                      enc->data() + static_cast<uint64_t>(perm.empty() ? r : perm[static_cast<size_t>(r)]) * rb, rb);
+      } else if (p.src->dtype == p.type && perm.empty()) {  // already in the type written: copied as is
         bytes.assign(static_cast<const uint8_t*>(p.src->data),
                      static_cast<const uint8_t*>(p.src->data) + p.src->nbytes);
       } else {

@@ -31,21 +31,6 @@ bool is_linear(const std::string& name) {
   return false;
 }
 
-// The smallest value of float type t that is >= d (scales rounded up, so no element saturates).
-float round_up_scale(float d, DType t) {
-  float r = d;
-  if (t == DType::BF16) {
-    uint16_t b = fp32_to_bf16(d);
-    if (bf16_to_fp32(b) < d) ++b;
-    r = bf16_to_fp32(b);
-  } else if (t == DType::F16) {
-    uint16_t h = fp32_to_fp16(d);
-    if (fp16_to_fp32(h) < d) ++h;
-    r = fp16_to_fp32(h);
-  }
-  return r;
-}
-
 // One part of the output: a tensor of the safetensors file.
 struct Part {
   std::string name;
@@ -142,26 +127,39 @@ void encode_fp8(const float* x, int64_t N, int64_t K, bool per_tensor, ThreadPoo
   });
 }
 
-// The bytes of each part of a linear layer from its fp32 weights x [N, K] (int8 and AWQ; fp8: encode_fp8).
-std::vector<std::vector<uint8_t>> encode_linear(Target t, const float* x, int64_t N, int64_t K, DType float_type,
-                                                bool fp8_per_tensor, ThreadPool& pool) {
+// A linear layer's fp32 weights x [N, K] as rows of its block format (int8: BlockINT8 with the row's scale rounded
+// up to float_type; awq: INT4_G128), by round to nearest.
+std::vector<uint8_t> quantize_linear(Target t, const float* x, int64_t N, int64_t K, DType float_type,
+                                     ThreadPool& pool) {
+  if (t != Target::kInt8) return from_f32(x, N, K, DType::INT4_G128, pool);
+  const int64_t nb = K / kQKRow;
+  std::vector<uint8_t> out(static_cast<size_t>(N * nb) * sizeof(BlockINT8));
+  auto* q = reinterpret_cast<BlockINT8*>(out.data());
+  pool.parallel_for(N, [&](int64_t b, int64_t e, int) {
+    for (int64_t n = b; n < e; ++n) {
+      const float d = round_up_scale(abs_max(x + n * K, static_cast<int>(K)) / 127.0f, float_type);
+      formats::int8_quantize_row(x + n * K, d, q + n * nb, K);
+    }
+  });
+  return out;
+}
+
+// The bytes of each part of a linear layer from its rows in the block format (quantize_linear(), or GPTQ's codes):
+// int8's packed codes, scales (the blocks' scale, already a float_type value) and shape; awq's qweight, qzeros,
+// scales. The codes are repacked, never re-derived.
+std::vector<std::vector<uint8_t>> pack_linear(Target t, const uint8_t* blocks, int64_t N, int64_t K,
+                                              DType float_type) {
   std::vector<std::vector<uint8_t>> out;
   auto bytes_of = [](const void* p, size_t n) {
     const auto* b = static_cast<const uint8_t*>(p);
     return std::vector<uint8_t>(b, b + n);
   };
-  const int64_t nb = K / kQKRow;
   if (t == Target::kInt8) {
-    std::vector<BlockINT8> q(static_cast<size_t>(N * nb));
+    const int64_t nb = K / kQKRow;
+    const auto* q = reinterpret_cast<const BlockINT8*>(blocks);
     std::vector<float> scales(static_cast<size_t>(N));
-    pool.parallel_for(N, [&](int64_t b, int64_t e, int) {
-      for (int64_t n = b; n < e; ++n) {
-        const float d = round_up_scale(abs_max(x + n * K, static_cast<int>(K)) / 127.0f, float_type);
-        scales[static_cast<size_t>(n)] = d;
-        formats::int8_quantize_row(x + n * K, d, q.data() + n * nb, K);
-      }
-    });
-    const std::vector<int32_t> packed = int8_pack(q.data(), N, K);
+    for (int64_t n = 0; n < N; ++n) scales[static_cast<size_t>(n)] = q[n * nb].d;
+    const std::vector<int32_t> packed = int8_pack(q, N, K);
     std::vector<uint8_t> sc(*row_bytes(float_type, static_cast<uint64_t>(N)));
     quantize_row_ref(float_type, scales.data(), sc.data(), N);
     const int64_t shape[2] = {N, K};
@@ -169,8 +167,7 @@ std::vector<std::vector<uint8_t>> encode_linear(Target t, const float* x, int64_
     out.push_back(std::move(sc));
     out.push_back(bytes_of(shape, sizeof(shape)));
   } else {
-    const std::vector<uint8_t> q = from_f32(x, N, K, DType::INT4_G128, pool);
-    const AwqPacked p = awq_pack(reinterpret_cast<const BlockINT4_G128*>(q.data()), N, K);
+    const AwqPacked p = awq_pack(reinterpret_cast<const BlockINT4_G128*>(blocks), N, K);
     out.push_back(bytes_of(p.qweight.data(), p.qweight.size() * 4));
     out.push_back(bytes_of(p.qzeros.data(), p.qzeros.size() * 4));
     out.push_back(bytes_of(p.scales.data(), p.scales.size() * 2));
@@ -217,9 +214,14 @@ Result<QuantizeReport> write_hf(const Model& m, const QuantizeOptions& o, Thread
     for (const Part& p : it.parts) w.add_tensor(p.name, p.type, p.shape);
   MOPT_TRY(check_free_space(o.output, w.file_bytes()));
 
-  std::unique_ptr<WeightTransform> awq;
-  if (t == Target::kAwq && o.method != Method::kRtn) {
-    MOPT_ASSIGN_OR_RETURN(awq, make_awq(m, o, pool));
+  std::unique_ptr<WeightTransform> tr;  // AWQ's scales and clipping (changes float weights), or GPTQ's codes
+  const bool awq = t == Target::kAwq && o.method != Method::kRtn && o.method != Method::kGptq;
+  if (awq) {
+    MOPT_ASSIGN_OR_RETURN(tr, make_awq(m, o, pool));
+  } else if (o.method == Method::kGptq) {
+    const DType base = target_info(t).base;
+    auto type_of = [base](const std::string& name, int64_t) { return is_linear(name) ? base : DType::F32; };
+    MOPT_ASSIGN_OR_RETURN(tr, make_gptq(m, o, pool, type_of, float_type));
   }
 
   uint64_t params = 0;
@@ -234,12 +236,7 @@ Result<QuantizeReport> write_hf(const Model& m, const QuantizeOptions& o, Thread
   std::vector<uint8_t> codes;     // [N, K]: fp8 codes of a linear layer
   std::vector<float> scales;      // [N] or [1]: its weight scales
   for (const Item& it : items) {
-    const std::optional<int> layer = layer_of_tensor(it.canonical);
-    if (awq && layer && *layer != layer_begun) {
-      log.begin("calibrating", strfmt("layer %d/%d", *layer + 1, m.config.n_layer));
-      MOPT_TRY(awq->begin_layer(*layer));
-      layer_begun = *layer;
-    }
+    MOPT_TRY(begin_layer_of(tr.get(), it.canonical, m.config.n_layer, log, layer_begun));
     log.begin("quantizing", it.hf);
     const int64_t k = it.src->ne[0], rows = it.src->rows();
     if (!it.linear && !awq && it.parts[0].type == it.src->dtype) {
@@ -249,8 +246,14 @@ Result<QuantizeReport> write_hf(const Model& m, const QuantizeOptions& o, Thread
       log.written(it.hf, dtype_name(it.parts[0].type), static_cast<uint64_t>(k * rows));
       continue;
     }
+    if (const std::vector<uint8_t>* enc = tr ? tr->encoded(it.canonical) : nullptr) {  // GPTQ's codes
+      for (const std::vector<uint8_t>& b : pack_linear(t, enc->data(), rows, k, float_type))
+        MOPT_TRY(w.write_tensor(*f, part++, b.data(), b.size()));
+      log.written(it.hf, target_info(t).name, static_cast<uint64_t>(k * rows));
+      continue;
+    }
     to_f32_into(*it.src, pool, x);
-    if (awq) awq->apply(it.canonical, x.data(), rows, k);
+    if (tr) tr->apply(it.canonical, x.data(), rows, k);
     if (it.linear && t == Target::kFp8) {
       encode_fp8(x.data(), rows, k, o.fp8_per_tensor, pool, codes, scales);
       MOPT_TRY(w.write_tensor(*f, part++, codes.data(), codes.size()));
@@ -260,7 +263,8 @@ Result<QuantizeReport> write_hf(const Model& m, const QuantizeOptions& o, Thread
     }
     std::vector<std::vector<uint8_t>> bytes;
     if (it.linear) {
-      bytes = encode_linear(t, x.data(), rows, k, float_type, o.fp8_per_tensor, pool);
+      const std::vector<uint8_t> q = quantize_linear(t, x.data(), rows, k, float_type, pool);
+      bytes = pack_linear(t, q.data(), rows, k, float_type);
     } else {
       bytes.push_back(from_f32(x.data(), 1, k * rows, it.parts[0].type, pool));
     }

@@ -1,6 +1,7 @@
 // The two output paths of quantize_model() (quantize.cpp validates the options and loads the model first).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -50,16 +51,30 @@ class OutputLog {
   QuantizeReport rep_;
 };
 
-// Changes the fp32 values of weights before they are encoded (AWQ's scales and clipping). The writer calls
-// begin_layer(l) before the first tensor of layer l and apply() on every tensor it writes (canonical names).
+// Changes the fp32 values of weights before they are encoded (AWQ's scales and clipping), or encodes linear layers
+// itself (GPTQ). The writer calls begin_layer(l) before the first tensor of layer l (begin_layer_of() below), then
+// for every tensor it writes (canonical names) takes encoded() bytes where there are some, and otherwise converts
+// the fp32 values after apply().
 class WeightTransform {
  public:
   virtual ~WeightTransform() = default;
   virtual Status begin_layer(int layer) = 0;
   virtual void apply(const std::string& name, float* x, int64_t rows, int64_t k) = 0;
+  // Tensor `name` of the current layer already in the type the writer writes for it: rows of that type in the
+  // model's row order (the writer reorders them as it reorders the fp32 rows), written as they are.
+  virtual const std::vector<uint8_t>* encoded(const std::string& name) const { return nullptr; }
 };
 // AWQ's activation-aware scale search and clipping search on calibration text (awq.cpp).
 Result<std::unique_ptr<WeightTransform>> make_awq(const Model& m, const QuantizeOptions& o, ThreadPool& pool);
+// GPTQ on calibration text (gptq.cpp): encodes the linear layers of the decoder blocks whose type (type_of(name, K),
+// the type the writer writes) is a GPTQ format (gptq_grid.h); int8's per-row scales are stored in row_scale_type.
+using GptqTypeFn = std::function<DType(const std::string& name, int64_t k)>;
+Result<std::unique_ptr<WeightTransform>> make_gptq(const Model& m, const QuantizeOptions& o, ThreadPool& pool,
+                                                   GptqTypeFn type_of, DType row_scale_type);
+
+// The writers' call of a transform's begin_layer(): when `canonical` is the first tensor of a layer not begun yet
+// (`begun`: the last layer begun, -1 at first), announced on the log as "calibrating layer i/n".
+Status begin_layer_of(WeightTransform* t, const std::string& canonical, int n_layer, OutputLog& log, int& begun);
 
 // Checks that `need` bytes fit on the file system of `path` (with a margin), naming both sizes otherwise.
 Status check_free_space(const std::string& path, uint64_t need);

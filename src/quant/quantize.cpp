@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "core/strfmt.h"
+#include "model/arch.h"
 #include "quant/output.h"
 #include "quant/pipeline.h"
 
@@ -33,14 +34,31 @@ Status check_free_space(const std::string& path, uint64_t need) {
   return Status::ok();
 }
 
+Status begin_layer_of(WeightTransform* t, const std::string& canonical, int n_layer, OutputLog& log, int& begun) {
+  const std::optional<int> layer = layer_of_tensor(canonical);
+  if (!t || !layer || *layer == begun) return Status::ok();
+  log.begin("calibrating", strfmt("layer %d/%d", *layer + 1, n_layer));
+  begun = *layer;
+  return t->begin_layer(*layer);
+}
+
 Result<QuantizeReport> quantize_model(const QuantizeOptions& o, const ProgressFn& progress) {
   const auto t0 = std::chrono::steady_clock::now();
   const TargetInfo& ti = target_info(o.target);
   if (o.method == Method::kAwq && o.target != Target::kAwq)
     return error("--method awq applies to --to awq only (%s is quantized round-to-nearest)", ti.name);
-  if (!o.calib_path.empty() && (o.target != Target::kAwq || o.method == Method::kRtn))
-    return error("--calib is calibration text for AWQ (--to awq with --method awq); %s does not use it",
-                 o.target == Target::kAwq ? "--method rtn" : ti.name);
+  if (o.method == Method::kGptq && o.target != Target::kInt8 && o.target != Target::kQ8_0 &&
+      o.target != Target::kQ4_0 && o.target != Target::kAwq)
+    return error("--method gptq is implemented for --to int8, q8_0, q4_0 and awq only, not --to %s (its blocks are "
+                 "not GPTQ's grids yet); use one of those, or --method rtn", ti.name);
+  const bool calibrated = o.method == Method::kGptq || (o.target == Target::kAwq && o.method != Method::kRtn);
+  if (!o.calib_path.empty() && !calibrated)
+    return error("--calib is calibration text for AWQ and GPTQ (--to awq with --method awq, or --method gptq); %s "
+                 "does not use it", o.target == Target::kAwq ? "--method rtn" : ti.name);
+  if (o.act_order && o.method != Method::kGptq) return error("--act-order applies to --method gptq only");
+  if (o.calib_tokens != 0 && o.method != Method::kGptq) return error("--calib-tokens applies to --method gptq only");
+  if (o.damp != 0 && o.method != Method::kGptq) return error("--damp applies to --method gptq only");
+  if (o.damp < 0 || o.damp > 10) return error("--damp %g: give a fraction of the mean diagonal in (0, 10]", o.damp);
   if (o.fp8_per_tensor && o.target != Target::kFp8)
     return error("--fp8-scale tensor applies to --to fp8 only");
   if (same_path(o.input, o.output)) return error("output %s is the input; choose another -o", o.output.c_str());

@@ -14,13 +14,17 @@
 
 namespace mopt::quant {
 
-enum class Method { kDefault, kRtn, kAwq };  // kDefault: AWQ for the awq target, round-to-nearest otherwise
+// kDefault: AWQ for the awq target, round-to-nearest otherwise. kGptq: GPTQ (gptq.h) for int8, q8_0, q4_0, awq.
+enum class Method { kDefault, kRtn, kAwq, kGptq };
 
 struct QuantizeOptions {
   std::string input, output;
   Target target = Target::kQ8_0;
   Method method = Method::kDefault;
-  std::string calib_path;       // AWQ calibration text; empty: the bundled sample (calib_text.h)
+  std::string calib_path;       // AWQ / GPTQ calibration text; empty: the bundled sample (calib_text.h)
+  int calib_tokens = 0;         // GPTQ: calibration tokens used at most; 0: kCalibMaxTokens (2048)
+  double damp = 0;              // GPTQ: dampening, a fraction of H's mean diagonal; 0: GptqOptions's default
+  bool act_order = false;       // GPTQ: columns by decreasing input energy, group scales from the original weights
   bool force = false;           // replace an existing output
   bool fp8_per_tensor = false;  // fp8: one weight scale per tensor instead of per output channel
   int threads = 0;              // 0: all cores

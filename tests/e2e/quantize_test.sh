@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # mopt quantize end to end: code-qwen2-25m to a GGUF mix and to the int8 safetensors layout, each reloaded by
 # `mopt run` (greedy text), the --json report (tensor types of the q4_k_m mix), and the exit codes and messages of
-# bad input (unknown format, unsupported architecture, an existing output without --force, a write refused by the
-# kernel), none leaving a file.
+# bad input (unknown format, unsupported architecture, an existing output without --force, --method gptq for a
+# format it does not implement, a write refused by the kernel), none leaving a file.
 set -euo pipefail
 : "${MOPT_BIN:?set MOPT_BIN to the mopt binary}"
 : "${MOPT_MODELS_DIR:?set MOPT_MODELS_DIR to the shared models folder}"
@@ -53,6 +53,13 @@ set +e
 set -e
 [[ $rc -eq 1 ]] || fail "existing output: exit $rc"
 grep -q "exists; pass --force" "$tmp/err.txt" || fail "existing output message: $(cat "$tmp/err.txt")"
+set +e
+"$MOPT_BIN" quantize "$model" -o "$tmp/g.gguf" --to q4_k_m --method gptq 2>"$tmp/err.txt"; rc=$?
+set -e
+[[ $rc -eq 1 ]] || fail "gptq for q4_k_m: exit $rc"
+grep -q "method gptq is implemented for --to int8, q8_0, q4_0 and awq only, not --to q4_k_m" "$tmp/err.txt" ||
+  fail "gptq refusal message: $(cat "$tmp/err.txt")"
+[[ ! -e "$tmp/g.gguf" ]] || fail "a refused gptq run left g.gguf"
 # A write the kernel refuses mid-file (a file-size limit of 2 MB, SIGXFSZ ignored: write() fails with EFBIG as a
 # full disk fails with ENOSPC): an error naming the file, and neither the output nor its temporary file remains.
 set +e

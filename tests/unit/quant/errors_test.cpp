@@ -82,6 +82,23 @@ TEST_F(QuantErrors, CalibrationTooShort) {
   o.calib_path = out_ + "/calib.txt";
   EXPECT_TRUE(fails_with(quant::quantize_model(o), "AWQ needs at least 128"));
   EXPECT_EQ(dir_entries(out_), std::vector<std::string>{"calib.txt"});
+  for (Target t : {Target::kInt8, Target::kQ8_0}) {  // GPTQ: the same check, before any output
+    o = opts(t, "gptq");
+    o.method = quant::Method::kGptq;
+    o.calib_path = out_ + "/calib.txt";
+    EXPECT_TRUE(fails_with(quant::quantize_model(o), "GPTQ needs at least 128")) << quant::target_info(t).name;
+    EXPECT_EQ(dir_entries(out_), std::vector<std::string>{"calib.txt"});
+  }
+}
+
+TEST_F(QuantErrors, GptqRefusesTargetsItDoesNotImplement) {
+  for (Target t : {Target::kQ4_K_M, Target::kQ5_K_M, Target::kQ6_K, Target::kFp8}) {
+    quant::QuantizeOptions o = opts(t, "out");
+    o.method = quant::Method::kGptq;
+    EXPECT_TRUE(fails_with(quant::quantize_model(o), "--method gptq is implemented for --to int8, q8_0, q4_0 and awq "
+                                                     "only, not --to " + std::string(quant::target_info(t).name)));
+    EXPECT_TRUE(dir_entries(out_).empty());
+  }
 }
 
 TEST_F(QuantErrors, OptionsThatDoNotApply) {
@@ -91,6 +108,18 @@ TEST_F(QuantErrors, OptionsThatDoNotApply) {
   o = opts(Target::kQ4_0, "x.gguf");
   o.calib_path = "calib.txt";
   EXPECT_TRUE(fails_with(quant::quantize_model(o), "--calib is calibration text for AWQ"));
+  o = opts(Target::kAwq, "x");
+  o.act_order = true;
+  EXPECT_TRUE(fails_with(quant::quantize_model(o), "--act-order applies to --method gptq only"));
+  o = opts(Target::kInt8, "x");
+  o.calib_tokens = 4096;
+  EXPECT_TRUE(fails_with(quant::quantize_model(o), "--calib-tokens applies to --method gptq only"));
+  o.calib_tokens = 0;
+  o.damp = 0.1;
+  EXPECT_TRUE(fails_with(quant::quantize_model(o), "--damp applies to --method gptq only"));
+  o.method = quant::Method::kGptq;
+  o.damp = -1;
+  EXPECT_TRUE(fails_with(quant::quantize_model(o), "--damp -1: give a fraction"));
   o = opts(Target::kInt8, "x");
   o.fp8_per_tensor = true;
   EXPECT_TRUE(fails_with(quant::quantize_model(o), "--fp8-scale tensor applies to --to fp8 only"));
