@@ -87,7 +87,8 @@ Registration reg("quantize", 44, [](CLI::App& app) {
   cmd->add_option("--calib-tokens", args->calib_tokens, "GPTQ: calibration tokens used at most (default 2048)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--damp", args->damp, "GPTQ: dampening added to H's diagonal, a fraction of its mean (default "
-                                        "1)");
+                                        "1)")
+      ->check(CLI::Range(1e-6, 10.0));  // 0 would otherwise read as "not given" (the default)
   cmd->add_flag("--act-order", args->act_order, "GPTQ: quantize columns by decreasing input energy (group scales "
                                                 "from the original weights)");
   cmd->add_option("--fp8-scale", args->fp8_scale, "fp8 weight scales: one per output channel or one per tensor")

@@ -60,6 +60,13 @@ set -e
 grep -q "method gptq is implemented for --to int8, q8_0, q4_0 and awq only, not --to q4_k_m" "$tmp/err.txt" ||
   fail "gptq refusal message: $(cat "$tmp/err.txt")"
 [[ ! -e "$tmp/g.gguf" ]] || fail "a refused gptq run left g.gguf"
+# --damp 0 is refused, not read as "not given" (the default dampening).
+set +e
+"$MOPT_BIN" quantize "$model" -o "$tmp/g.gguf" --to q8_0 --method gptq --damp 0 2>"$tmp/err.txt"; rc=$?
+set -e
+[[ $rc -ne 0 ]] || fail "--damp 0 accepted"
+grep -q "damp: Value 0 not in range" "$tmp/err.txt" || fail "--damp 0 message: $(cat "$tmp/err.txt")"
+[[ ! -e "$tmp/g.gguf" ]] || fail "a refused --damp 0 run left g.gguf"
 # A write the kernel refuses mid-file (a file-size limit of 2 MB, SIGXFSZ ignored: write() fails with EFBIG as a
 # full disk fails with ENOSPC): an error naming the file, and neither the output nor its temporary file remains.
 set +e
