@@ -18,9 +18,7 @@ using test::fails_with;
 class QuantErrors : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    src_ = ::testing::TempDir() + "mopt_quant_errors_" + std::to_string(::getpid());
-    ::mkdir(src_.c_str(), 0755);
-    test::make_tiny_llama(src_ + "/llama");
+    test::make_tiny_llama_suite("errors", src_);
   }
   void SetUp() override { out_ = test::scratch_dir(); }
   void TearDown() override { quant::set_write_fault_after(std::nullopt); }

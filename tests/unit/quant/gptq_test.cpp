@@ -24,9 +24,7 @@ namespace {
 class QuantGptq : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    src_ = ::testing::TempDir() + "mopt_quant_gptq_" + std::to_string(::getpid());
-    ::mkdir(src_.c_str(), 0755);
-    test::make_tiny_llama(src_ + "/llama");
+    test::make_tiny_llama_suite("gptq", src_);
   }
   static std::string src_;
 };

@@ -6,7 +6,10 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <string>
@@ -55,6 +58,15 @@ inline void make_tiny_llama(const std::string& dir) {
   ASSERT_TRUE(m) << m.message();
   Status s = quant::save_hf_folder(**m, dir, qwen_dir());
   ASSERT_TRUE(s.is_ok()) << s.message();
+}
+
+// A test suite's folder, made afresh (TempDir()/mopt_quant_<suite>_<pid>), holding make_tiny_llama's model in
+// `dir`/llama. For SetUpTestSuite.
+inline void make_tiny_llama_suite(const std::string& suite, std::string& dir) {
+  dir = ::testing::TempDir() + "mopt_quant_" + suite + "_" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  ::mkdir(dir.c_str(), 0755);
+  make_tiny_llama(dir + "/llama");
 }
 
 // Logits [tokens.size(), n_vocab] of `m` over one sequence (CPU runner, fp32 KV cache).

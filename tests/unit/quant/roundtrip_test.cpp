@@ -28,10 +28,7 @@ class QuantRoundTrip : public ::testing::TestWithParam<Target> {
   static void SetUpTestSuite() {
     // One folder per process, made afresh by each instantiation of the suite (a binary run as a whole sets up
     // several in one process).
-    dir_ = ::testing::TempDir() + "mopt_quant_roundtrip_" + std::to_string(::getpid());
-    std::filesystem::remove_all(dir_);
-    ::mkdir(dir_.c_str(), 0755);
-    test::make_tiny_llama(dir_ + "/llama");
+    test::make_tiny_llama_suite("roundtrip", dir_);
   }
   static void TearDownTestSuite() { std::filesystem::remove_all(dir_); }
   static std::string dir_;
