@@ -107,7 +107,7 @@ if [[ -x "$G/bench_gpu_decode" && -z "${MOPT_SKIP_FORMATS:-}" && -z "${MOPT_GPU_
       wflag=(); [[ $w == bf16 ]] || wflag=(--weights "$w")
       # FP8 weights: 97% of the memory for weights + KV lets all 1,000 sequences fit at full length beside the
       # workspaces of 16,384-token steps (at the default 92% and 8,192, 959 fit and the last 41 run alone at the
-      # end: docs/cuda.md "Offline throughput").
+      # end: docs/cuda_measured.md, eleventh session).
       [[ $w == fp8 ]] && wflag+=(--gpu-memory-utilization 0.97 --max-num-batched-tokens 16384)
       timeout 300 stdbuf -oL -eL "$G/bench_gpu_offline" --device cuda "${wflag[@]}" --kv-cache-dtype fp8 \
         --max-seconds 270 --json "$O/offline_${w}_fp8kv.json" 2>&1 | tee "$O/offline_${w}_fp8kv.log"

@@ -519,7 +519,7 @@ cudaError_t launch_qkv_rope_cache(const QkvRopeParamsT<T, C>& p, cudaStream_t st
   // A token's heads are split over enough CTAs (up to one warp per head) that a launch has about kRopeTargetCtas
   // CTAs: each warp's heads run one after the other (a load, the norm, RoPE and a store per head, all latency), so
   // a decode batch of a few hundred tokens with one CTA per token took ~3x longer than 64 tokens with 12 (H200,
-  // docs/cuda.md). Prefills of 2,048 tokens and more keep one CTA per token.
+  // docs/cuda_measured.md). Prefills of 2,048 tokens and more keep one CTA per token.
   const int max_groups = (n_heads_all + kRopeWarps - 1) / kRopeWarps;
   const int head_groups = std::clamp((kRopeTargetCtas + p.n_tokens - 1) / p.n_tokens, 1, max_groups);
   return launch_pdl_decode(qkv_rope_cache_kernel<T, C>, dim3(p.n_tokens, head_groups), dim3(kRopeWarps * 32), 0,
