@@ -37,6 +37,9 @@
 //   of the cache); --fresh N: then N fresh runners in turn (weights, KV cache, tuning, graphs all new), cycling
 //   through the defaults, no in-graph refinement of the GEMM tilings, and the other L2 prefetch settings. These
 //   tell a speed set per process, per runner or per graph instance apart, and compare the settings.
+//   --fresh-settings LIST: the settings --fresh cycles through, comma-separated, from defaults, no-refine,
+//   no-prefetch, prefetch-all and unfused (the general decode path: separate norm, GEMM and residual kernels, on
+//   a runner of the same options, unlike the summary's "unfused path" line); absent: the first four.
 #include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
 
@@ -177,11 +180,45 @@ double time_attention(const ModelConfig& c, int B, int ctx, int n_splits, int mi
   return bench::time_decode_attention<cuda::bf16>(c, B, ctx, n_splits, min_slice, back_to_back, max_heads_per_cta);
 }
 
+// --fresh-settings: what each fresh runner of --fresh changes.
+struct FreshSetting {
+  const char* name;
+  CudaRunnerExtras::L2Prefetch pf;
+  bool refine, fused;
+};
+constexpr FreshSetting kFreshSettings[] = {
+    {"defaults", CudaRunnerExtras::L2Prefetch::kAfterAttention, true, true},
+    {"no-refine", CudaRunnerExtras::L2Prefetch::kAfterAttention, false, true},
+    {"no-prefetch", CudaRunnerExtras::L2Prefetch::kNone, true, true},
+    {"prefetch-all", CudaRunnerExtras::L2Prefetch::kAll, true, true},
+    {"unfused", CudaRunnerExtras::L2Prefetch::kAfterAttention, true, false}};
+
+// "defaults,unfused" -> the settings, or an empty list after a message naming the unknown one.
+std::vector<const FreshSetting*> parse_fresh_settings(const std::string& list) {
+  std::vector<const FreshSetting*> out;
+  for (size_t b = 0; b <= list.size();) {
+    const size_t e = std::min(list.find(',', b), list.size());
+    const std::string name = list.substr(b, e - b);
+    const FreshSetting* st = nullptr;
+    for (const FreshSetting& x : kFreshSettings)
+      if (name == x.name) st = &x;
+    if (!st) {
+      std::fprintf(stderr, "--fresh-settings: '%s' is not one of defaults, no-refine, no-prefetch, prefetch-all, "
+                   "unfused\n", name.c_str());
+      return {};
+    }
+    out.push_back(st);
+    b = e + 1;
+  }
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int layers = 0, decode_steps = 256, recaptures = 0, fresh = 0;  // layers 0: the shape's own
   const char* shape_name = "llama-3.1-8b";
+  std::string fresh_settings = "defaults,no-refine,no-prefetch,prefetch-all";
   std::string json_path;
   bool profile_window = false, attn_sweep = false, single_only = false, attn_large_sweep = false;
   bool prefill_attn = false;
@@ -200,6 +237,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--single-only")) single_only = true;
     else if (!std::strcmp(argv[i], "--recaptures") && i + 1 < argc) recaptures = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--fresh") && i + 1 < argc) fresh = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--fresh-settings") && i + 1 < argc) fresh_settings = argv[++i];
     else if (!std::strcmp(argv[i], "--kv-cache-dtype") && i + 1 < argc &&
              (!std::strcmp(argv[i + 1], "bf16") || !std::strcmp(argv[i + 1], "fp8")))
       g_kv_fp8 = !std::strcmp(argv[++i], "fp8");
@@ -218,12 +256,14 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: %s [--layers N] [--decode-steps N] [--json PATH] [--profile-window] [--attn-sweep] "
-                   "[--single-only] [--recaptures N] [--fresh N] [--kv-cache-dtype bf16|fp8] [--attn-large-sweep] "
+                   "[--single-only] [--recaptures N] [--fresh N] [--fresh-settings LIST] [--kv-cache-dtype bf16|fp8] [--attn-large-sweep] "
                    "[--prefill-attn] [--weights FORMAT] [--fp8-quant fused|separate] [--fp8-fast-accum] [--shape %s]\n",
                    argv[0], bench::kGpuShapeChoices);
       return 2;
     }
   }
+  const std::vector<const FreshSetting*> fresh_cycle = parse_fresh_settings(fresh_settings);
+  if (fresh_cycle.empty()) return 2;
   const std::optional<ModelConfig> shape = bench::gpu_shape(shape_name, layers);
   if (!shape) {
     std::fprintf(stderr, "--shape %s: not one of %s\n", shape_name, bench::kGpuShapeChoices);
@@ -484,21 +524,11 @@ int main(int argc, char** argv) {
       std::printf("sequence 0: graph %.1f tok/s\n%s", decode_steps / sg, compact_profile(0, prompt + 4).c_str());
     }
     // --fresh N: N fresh runners in this process (weights, KV cache and graphs allocated again, the first
-    // runner's options), cycling through: the defaults, no in-graph refinement of the GEMM tilings, and the
-    // other two L2 prefetch settings of the fused decode GEMMs.
+    // runner's options), cycling through --fresh-settings.
     if (fresh > 0) rr = Result<std::unique_ptr<ModelRunner>>(Status::error("released"));
-    struct Setting {
-      const char* name;
-      Pf pf;
-      bool refine;
-    };
-    const Setting settings[] = {{"defaults", Pf::kAfterAttention, true},
-                                {"no in-graph refinement", Pf::kAfterAttention, false},
-                                {"no L2 prefetch", Pf::kNone, true},
-                                {"L2 prefetch in every GEMM", Pf::kAll, true}};
     for (int r = 0; r < fresh; ++r) {
-      const Setting& st = settings[r % 4];
-      const double tps = single_stream_tps(false, true, st.pf, false, recaptures > 0, st.refine);
+      const FreshSetting& st = *fresh_cycle[static_cast<size_t>(r) % fresh_cycle.size()];
+      const double tps = single_stream_tps(false, st.fused, st.pf, false, recaptures > 0, st.refine);
       std::printf("fresh runner %d (%s): graph %.1f tok/s\n", r + 1, st.name, tps);
     }
     return 0;

@@ -14,7 +14,8 @@
 // at the concurrency the KV cache allows, context L + G/2 on average. It ignores prefill and compute, so it
 // is an upper bound, not a target. References: aim 12,000 output tokens/s; TensorRT-LLM publishes 17,744 on
 // an H200 for this shape with FP8 weights. --kv-cache-dtype fp8: the fp8 (E4M3) KV cache (CUDA; about twice
-// the sequences fit, and the ceiling counts 1 byte per KV element).
+// the sequences fit, and the ceiling counts 1 byte per KV element). --fp8-fast-accum (with --weights fp8): the
+// FP8 GEMMs of more than 8 rows use cuBLASLt's fast accumulation, as vLLM's CUTLASS FP8 kernels on sm_90 do.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 #include <time.h>
@@ -82,6 +83,7 @@ struct Args {
   double max_seconds = 0;  // > 0: stop after this long and report the part that ran (marked incomplete)
   std::string json;
   std::string kv_cache_dtype = "auto";  // auto (= bf16 on CUDA, fp16 on the CPU) or fp8
+  bool fp8_fast_accum = false;          // FP8 GEMMs without periodic promotion (CudaRunnerExtras::fp8_fast_accum)
 };
 
 // A runner that computes nothing: the engine's host cost per step is then the whole step time. Tokens are a
@@ -230,14 +232,16 @@ Status make_setup(const Args& a, int runner_max_seqs, Setup& s) {
     ex.random_weights = true;
     ex.random_seed = a.seed;
     if (!a.weights.empty()) ex.random_weight_dtype = *bench::gpu_weights_dtype(a.weights);  // checked by the CLI
+    ex.fp8_fast_accum = a.fp8_fast_accum;
     MOPT_ASSIGN_OR_RETURN(s.runner, create_cuda_runner(*s.model, ro, ex));
   } else {
     MOPT_ASSIGN_OR_RETURN(s.runner, create_runner(*s.model, ro));
   }
   if (auto* cr = dynamic_cast<CudaModelRunner*>(s.runner.get())) s.weight_bytes = cr->weight_bytes();
   if (!a.weights.empty())  // the decode ceiling below uses these weight bytes
-    std::printf("weights: %s linear layers (random, quantized on the GPU), %.2f GiB in all\n", a.weights.c_str(),
-                static_cast<double>(s.weight_bytes) / 1073741824.0);
+    std::printf("weights: %s linear layers (random, quantized on the GPU), %.2f GiB in all%s\n", a.weights.c_str(),
+                static_cast<double>(s.weight_bytes) / 1073741824.0,
+                a.fp8_fast_accum ? "; FP8 GEMMs with fast accumulation" : "");
   return Status::ok();
 }
 
@@ -464,6 +468,7 @@ int run(const Args& a) {
         {"busiest_step_cpu_ms", busiest_cpu_ms}, {"max_num_seqs", cfg.max_num_seqs},
         {"max_num_batched_tokens", cfg.max_num_batched_tokens}, {"gpu_memory_utilization", a.gpu_memory_utilization},
         {"kv_tokens", kv_tokens}, {"kv_cache_dtype", a.kv_cache_dtype},
+        {"fp8_fast_accum", a.fp8_fast_accum},
         {"preemptions", es.preemptions}, {"copy_bw_gbs", bw / 1e9}, {"ceiling_output_tps", ceiling},
         {"aim_output_tps", kAimOutputTps}, {"trtllm_fp8_output_tps", kTrtllmFp8OutputTps},
         {"complete", complete}, {"finished", finished}, {"decode_tps", decode_tps}, {"decode_steps", decode_steps},
@@ -523,7 +528,14 @@ int main(int argc, char** argv) {
       ->transform([](std::string v) { return v == "bf16" ? std::string("auto") : v; })
       ->check(CLI::IsMember({"auto", "fp8"}))
       ->capture_default_str();
+  app.add_flag("--fp8-fast-accum", a.fp8_fast_accum,
+               "FP8 GEMMs of more than 8 rows with cuBLASLt's fast accumulation (random GPU weights, --weights fp8)");
   CLI11_PARSE(app, argc, argv);
   a.config_given = config_opt->count() > 0;
+  if (a.fp8_fast_accum && (a.weights != "fp8" || !a.model.empty() || a.device == "cpu" || a.device == "fake")) {
+    std::fprintf(stderr, "--fp8-fast-accum applies to the random FP8 GPU weights only (--device cuda --weights fp8, "
+                 "no --model)\n");
+    return 2;
+  }
   return run(a);
 }
