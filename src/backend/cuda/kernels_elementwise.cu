@@ -93,7 +93,7 @@ __device__ __forceinline__ void store_chunk(S* row, int c, int n, const float* f
 // and kept in registers through the passes: the new residual, the normalized outputs rounded to T, their max |.|
 // and E4M3 codes.
 template <class T, int kC, bool kVec>
-__global__ void rmsnorm_kernel(RmsNormParamsT<T> p) {
+__global__ void __launch_bounds__(512) rmsnorm_kernel(RmsNormParamsT<T> p) {
   pdl_wait();
   pdl_trigger();
   const int r = blockIdx.x;
@@ -103,13 +103,19 @@ __global__ void rmsnorm_kernel(RmsNormParamsT<T> p) {
   const bool scaled = add && p.add_row_scale;
   const float add_rs = scaled ? p.add_row_scale[i] : 0.f;
   const int n = p.n;
-  float v[kC][8], a[kC][8];
+  // Up to 2 chunks a thread, every load of the row is issued before any is used (one memory round trip): the
+  // residual, the added row and its deferred column scales, the norm weight. With 4, the scales and the weight
+  // are loaded where they are used (their registers would not fit 512 threads).
+  constexpr bool kEarly = kC <= 2;
+  float v[kC][8], a[kC][8], cs[kC][8], w[kC][8];
 #pragma unroll
   for (int k = 0; k < kC; ++k) {
     const int c = threadIdx.x + k * blockDim.x;
     if (8 * c >= n) continue;
     load_chunk<kVec>(res, c, n, v[k]);
     if (add) load_chunk<kVec>(add, c, n, a[k]);
+    if (kEarly && scaled) load_chunk<kVec>(p.add_col_scale, c, n, cs[k]);
+    if (kEarly) load_chunk<kVec>(p.weight, c, n, w[k]);
   }
   float ss = 0.f;
 #pragma unroll
@@ -117,10 +123,9 @@ __global__ void rmsnorm_kernel(RmsNormParamsT<T> p) {
     const int c = threadIdx.x + k * blockDim.x;
     if (8 * c >= n) continue;
     if (add) {
-      float cs[8];
-      if (scaled) load_chunk<kVec>(p.add_col_scale, c, n, cs);
+      if (!kEarly && scaled) load_chunk<kVec>(p.add_col_scale, c, n, cs[k]);
 #pragma unroll
-      for (int e = 0; e < 8; ++e) v[k][e] += scaled ? a[k][e] * (add_rs * cs[e]) : a[k][e];  // FP8 GEMM scales
+      for (int e = 0; e < 8; ++e) v[k][e] += scaled ? a[k][e] * (add_rs * cs[k][e]) : a[k][e];  // FP8 GEMM scales
       store_chunk<kVec>(res, c, n, v[k]);
     }
 #pragma unroll
@@ -133,11 +138,10 @@ __global__ void rmsnorm_kernel(RmsNormParamsT<T> p) {
   for (int k = 0; k < kC; ++k) {  // v becomes the output, rounded to T
     const int c = threadIdx.x + k * blockDim.x;
     if (8 * c >= n) continue;
-    float w[8];
-    load_chunk<kVec>(p.weight, c, n, w);
+    if (!kEarly) load_chunk<kVec>(p.weight, c, n, w[k]);
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
-      v[k][e] = to_f32(from_f32<T>(v[k][e] * rstd * w[e]));
+      v[k][e] = to_f32(from_f32<T>(v[k][e] * rstd * w[k][e]));
       amax = fmaxf(amax, fabsf(v[k][e]));
     }
     if (out) store_chunk<kVec>(out, c, n, v[k]);
@@ -310,46 +314,55 @@ __global__ void swiglu_kernel(SwiGluParamsT<T> p) {
 // pass 2: their codes. kStage: pass 1 keeps the row's outputs in shared memory (n_ff T values, dynamic), which
 // pass 2 reads; otherwise (rows too long for it) pass 2 recomputes them from gate|up (this CTA's row, read again
 // from L1 / L2). Both give the codes launch_quantize_rows_fp8 would give reading `out`.
-constexpr int kSwiGluUnroll = 4;
 constexpr size_t kSwiGluStageMax = 48 * 1024;  // dynamic shared memory without an opt-in
 
-// f(c, o) for each chunk c of this thread in row `gate` / `up`, o[8] the chunk's outputs rounded to T.
-template <int kThreads, class T, class F>
+// Chunks whose loads a thread issues together: 4 (gate and up: 32 bytes each), or 2 with an FP8 GEMM's deferred
+// column scales (and their 64 bytes: loaded with the values, not after them, which cost a second L2 round trip).
+template <bool kScaled>
+constexpr int kSwiGluUnroll = kScaled ? 2 : 4;
+
+// f(c, o) for each chunk c of this thread in row `gate` / `up`, o[8] the chunk's outputs rounded to T. kScaled:
+// p.row_scale is set (rs its value for this row).
+template <int kThreads, bool kScaled, class T, class F>
 __device__ __forceinline__ void swiglu_row_chunks(const SwiGluParamsT<T>& p, const T* gate, const T* up, float rs,
                                                   F&& f) {
+  constexpr int kU = kSwiGluUnroll<kScaled>;
   const int n_chunks = p.n_ff / 8;
-  const bool scaled = p.row_scale != nullptr;
-  for (int c0 = threadIdx.x; c0 < n_chunks; c0 += kSwiGluUnroll * kThreads) {
-    Raw8<T> rg[kSwiGluUnroll], ru[kSwiGluUnroll];
+  for (int c0 = threadIdx.x; c0 < n_chunks; c0 += kU * kThreads) {
+    Raw8<T> rg[kU], ru[kU];
+    Raw8<float> sg[kU], su[kU];  // kScaled: the chunk's 8 column scales of gate and of up
 #pragma unroll
-    for (int i = 0; i < kSwiGluUnroll; ++i) {
+    for (int i = 0; i < kU; ++i) {
       const int c = c0 + i * kThreads;
       if (c < n_chunks) {
         rg[i] = load8(gate + 8 * c);
         ru[i] = load8(up + 8 * c);
+        if constexpr (kScaled) {  // 16-byte aligned rows: n_ff % 16 == 0 (launch_swiglu checks)
+          sg[i] = load8(p.col_scale + 8 * c);
+          su[i] = load8(p.col_scale + p.n_ff + 8 * c);
+        }
       }
     }
 #pragma unroll
-    for (int i = 0; i < kSwiGluUnroll; ++i) {
+    for (int i = 0; i < kU; ++i) {
       const int c = c0 + i * kThreads;
       if (c >= n_chunks) break;
       float g[8], u[8], cg[8] = {}, cu[8] = {};
       unpack8(rg[i], g);
       unpack8(ru[i], u);
-      if (scaled) {
-        // The 8 deferred column scales of chunk c (16-byte aligned rows: n_ff % 16 == 0, launch_swiglu checks).
-        load_chunk<true>(p.col_scale, c, p.n_ff, cg);
-        load_chunk<true>(p.col_scale + p.n_ff, c, p.n_ff, cu);
+      if constexpr (kScaled) {
+        unpack8(sg[i], cg);
+        unpack8(su[i], cu);
       }
       T o[8];
 #pragma unroll
-      for (int e = 0; e < 8; ++e) o[e] = from_f32<T>(swiglu_one<T>(g[e], u[e], scaled, rs, cg[e], cu[e]));
+      for (int e = 0; e < 8; ++e) o[e] = from_f32<T>(swiglu_one<T>(g[e], u[e], kScaled, rs, cg[e], cu[e]));
       f(c, o);
     }
   }
 }
 
-template <class T, int kThreads, bool kStage>
+template <class T, int kThreads, bool kStage, bool kScaled>
 __global__ void __launch_bounds__(kThreads, 768 / kThreads) swiglu_quant_kernel(SwiGluParamsT<T> p) {
   extern __shared__ __align__(16) unsigned char swiglu_stage[];
   T* stage = reinterpret_cast<T*>(swiglu_stage);  // [n_ff] with kStage
@@ -358,10 +371,10 @@ __global__ void __launch_bounds__(kThreads, 768 / kThreads) swiglu_quant_kernel(
   const int64_t t = blockIdx.x;
   const T* gate = p.gate_up + t * 2 * p.n_ff;
   const T* up = gate + p.n_ff;
-  const float rs = p.row_scale ? p.row_scale[t] : 0.f;
+  const float rs = kScaled ? p.row_scale[t] : 0.f;
   float amax = 0.f;
   T* out = p.out ? p.out + t * p.n_ff : nullptr;
-  swiglu_row_chunks<kThreads>(p, gate, up, rs, [&](int c, const T* o) {
+  swiglu_row_chunks<kThreads, kScaled>(p, gate, up, rs, [&](int c, const T* o) {
 #pragma unroll
     for (int e = 0; e < 8; ++e) amax = fmaxf(amax, fabsf(to_f32(o[e])));
     if (out) {
@@ -385,7 +398,7 @@ __global__ void __launch_bounds__(kThreads, 768 / kThreads) swiglu_quant_kernel(
   if constexpr (kStage) {
     for (int c = threadIdx.x; c < p.n_ff / 8; c += kThreads) store_codes(c, stage + 8 * c);
   } else {
-    swiglu_row_chunks<kThreads>(p, gate, up, rs, store_codes);
+    swiglu_row_chunks<kThreads, kScaled>(p, gate, up, rs, store_codes);
   }
 }
 
@@ -538,14 +551,19 @@ cudaError_t launch_swiglu(const SwiGluParamsT<T>& p, cudaStream_t stream) {
       return cudaErrorInvalidValue;
     // Few rows (decode batches): fewer CTAs than SMs, so more threads per row.
     const size_t stage = static_cast<size_t>(p.n_ff) * sizeof(T);
-    if (stage <= kSwiGluStageMax) {
-      if (p.n_tokens <= 128)
-        return launch_pdl(swiglu_quant_kernel<T, 512, true>, dim3(p.n_tokens), dim3(512), stage, stream, p);
-      return launch_pdl(swiglu_quant_kernel<T, 256, true>, dim3(p.n_tokens), dim3(256), stage, stream, p);
-    }
-    if (p.n_tokens <= 128)
-      return launch_pdl(swiglu_quant_kernel<T, 512, false>, dim3(p.n_tokens), dim3(512), 0, stream, p);
-    return launch_pdl(swiglu_quant_kernel<T, 256, false>, dim3(p.n_tokens), dim3(256), 0, stream, p);
+    const bool wide = p.n_tokens <= 128, staged = stage <= kSwiGluStageMax, scaled = p.row_scale != nullptr;
+    auto go = [&](auto kernel, int threads) {
+      return launch_pdl(kernel, dim3(p.n_tokens), dim3(threads), staged ? stage : 0, stream, p);
+    };
+    auto pick = [&](auto stage_c, auto scaled_c) {
+      constexpr bool kStage = decltype(stage_c)::value, kScaled = decltype(scaled_c)::value;
+      return wide ? go(swiglu_quant_kernel<T, 512, kStage, kScaled>, 512)
+                  : go(swiglu_quant_kernel<T, 256, kStage, kScaled>, 256);
+    };
+    const std::true_type yes;
+    const std::false_type no;
+    if (staged) return scaled ? pick(yes, yes) : pick(yes, no);
+    return scaled ? pick(no, yes) : pick(no, no);
   }
   if (!p.out) return cudaErrorInvalidValue;
   return launch_pdl(swiglu_kernel<T>, dim3(grid_for(n)), dim3(kThreads), 0, stream, p);
