@@ -1,5 +1,5 @@
-// Elementwise and normalization kernels: embedding, fused add+RMSNorm, q/k-norm + RoPE + KV-cache write,
-// SwiGLU, dtype conversion and seeded random fill. Memory-bound; each is one pass over its data.
+// Elementwise and normalization kernels: embedding, fused add+RMSNorm (q/k-norm + RoPE + KV-cache write:
+// rope_cache.cu), SwiGLU, dtype conversion and seeded random fill. Memory-bound; each is one pass over its data.
 // Templated on the storage type T (bf16 or float, see storage.cuh); arithmetic is fp32 in both.
 #include <cuda_fp16.h>
 
@@ -160,121 +160,6 @@ __global__ void __launch_bounds__(512) rmsnorm_kernel(RmsNormParamsT<T> p) {
 #pragma unroll
     for (int e = 0; e < 8; ++e) word[e / 4] |= fp8_act_code(v[k][e], s) << (8 * (e % 4));
     *reinterpret_cast<uint2*>(q + 8 * c) = make_uint2(word[0], word[1]);
-  }
-}
-
-// One warp per head; the head's values pass through shared memory so RoPE can read each lane's pair.
-constexpr int kRopeWarps = 4;
-constexpr int kRopeTargetCtas = 2048;  // ~ a full wave of 128-thread CTAs on an H200 (132 SMs x 16)
-constexpr int kMaxHeadDim = 256;
-
-// A K/V value as stored in a cache of element type C (s: the head's fp8 scale, unused otherwise).
-template <class C>
-__device__ __forceinline__ C to_cache(float v, float s) {
-  if constexpr (std::is_same_v<C, fp8>) {
-    return to_e4m3(__fdiv_rn(v, s));
-  } else {
-    (void)s;
-    return from_f32<C>(v);
-  }
-}
-
-template <class T, class C>
-__global__ void qkv_rope_cache_kernel(QkvRopeParamsT<T, C> p) {
-  __shared__ float buf[kRopeWarps][kMaxHeadDim];
-  __shared__ float cos_t[kMaxHeadDim / 2], sin_t[kMaxHeadDim / 2];
-  pdl_wait();
-  pdl_trigger();
-  const int t = blockIdx.x;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int hd = p.head_dim;
-  const int n_heads_all = p.n_head + 2 * p.n_head_kv;
-  const int row_len = n_heads_all * hd;
-  const int pos = p.positions[t];
-  const int slot = p.slot_mapping[t];
-  const float row_scale = p.row_scale ? p.row_scale[t] : 0.f;
-  float* x = buf[warp];
-  // cos/sin of pos * inv_freq once per token; the angle in double as the CPU backend does (large positions).
-  if (p.inv_freq)
-    for (int i = threadIdx.x; i < p.rope_dim / 2; i += blockDim.x) {
-      double sd, cd;
-      sincos(static_cast<double>(pos) * static_cast<double>(p.inv_freq[i]), &sd, &cd);
-      cos_t[i] = static_cast<float>(cd);
-      sin_t[i] = static_cast<float>(sd);
-    }
-  __syncthreads();
-  // This lane's dims d = lane + 32 i of every head, and their rotation, the same for all heads of the token:
-  // rotated = x[d] * rc[i] + x[partner[i]] * rs[i] (rs carries the pair's sign; dims past rope_dim: 1, 0).
-  constexpr int kPerLane = kMaxHeadDim / 32;
-  float rc[kPerLane], rs[kPerLane];
-  int partner[kPerLane];
-#pragma unroll
-  for (int i = 0; i < kPerLane; ++i) {
-    const int d = lane + 32 * i;
-    rc[i] = 1.f;
-    rs[i] = 0.f;
-    partner[i] = d;
-    if (p.inv_freq && d < p.rope_dim) {
-      const int half = p.rope_dim / 2;
-      const int f = p.neox ? d % half : d / 2;                    // frequency index
-      const bool first = p.neox ? d < half : d % 2 == 0;          // x0 of its pair (x0 c - x1 s), else x1 (x1 c + x0 s)
-      partner[i] = p.neox ? (first ? d + half : d - half) : (first ? d + 1 : d - 1);
-      rc[i] = cos_t[f];
-      rs[i] = first ? -sin_t[f] : sin_t[f];
-    }
-  }
-  // grid.y splits the heads so that a single decode token is spread over several CTAs.
-  for (int h = blockIdx.y * kRopeWarps + warp; h < n_heads_all; h += kRopeWarps * gridDim.y) {
-    const T* src = p.qkv + static_cast<int64_t>(t) * row_len + static_cast<int64_t>(h) * hd;
-    const bool is_q = h < p.n_head;
-    const bool is_v = h >= p.n_head + p.n_head_kv;
-    const float* col_scale = p.row_scale ? p.col_scale + static_cast<int64_t>(h) * hd : nullptr;
-    float ss = 0.f;
-#pragma unroll
-    for (int i = 0; i < kPerLane; ++i) {
-      const int d = lane + 32 * i;
-      if (d >= hd) break;
-      float v = to_f32(src[d]);
-      if (col_scale) v *= row_scale * col_scale[d];  // an FP8 GEMM's scales, epilogue order
-      x[d] = v;
-      ss += v * v;
-    }
-    const T* norm_w = is_q ? p.q_norm : (is_v ? nullptr : p.k_norm);
-    if (norm_w) {
-      const float rstd = rsqrtf(warp_sum(ss) / static_cast<float>(hd) + p.norm_eps);
-      for (int d = lane; d < hd; d += 32) x[d] = x[d] * rstd * to_f32(norm_w[d]);
-    }
-    __syncwarp();
-    // Destination of this head: q_out (T) or the cache (C).
-    T* qdst = nullptr;
-    C* cdst = nullptr;
-    float cs = 1.f;  // fp8: the head's scale
-    if (is_q) {
-      qdst = p.q_out + (static_cast<int64_t>(t) * p.n_head + h) * hd;
-    } else {
-      if (slot < 0) {
-        __syncwarp();
-        continue;
-      }
-      const int kvh = is_v ? h - p.n_head - p.n_head_kv : h - p.n_head;
-      const int64_t block = slot / p.cache.block_size, off = slot % p.cache.block_size;
-      C* base = is_v ? p.cache.v : p.cache.k;
-      cdst = base + block * p.cache.block_stride + (static_cast<int64_t>(kvh) * p.cache.block_size + off) * hd;
-      if constexpr (std::is_same_v<C, fp8>) cs = is_v ? p.cache.v_scale[kvh] : p.cache.k_scale[kvh];
-    }
-    const bool rope = !is_v && p.inv_freq != nullptr;
-#pragma unroll
-    for (int i = 0; i < kPerLane; ++i) {
-      const int d = lane + 32 * i;
-      if (d >= hd) break;
-      float v = x[d];
-      if (rope && partner[i] != d) v = v * rc[i] + x[partner[i]] * rs[i];
-      if (is_q)
-        qdst[d] = from_f32<T>(v);
-      else
-        cdst[d] = to_cache<C>(v, cs);
-    }
-    __syncwarp();
   }
 }
 
@@ -521,24 +406,6 @@ cudaError_t launch_rmsnorm(const RmsNormParamsT<T>& p, cudaStream_t stream) {
   return go(rmsnorm_kernel<T, 4, false>);
 }
 
-template <class T, class C>
-cudaError_t launch_qkv_rope_cache(const QkvRopeParamsT<T, C>& p, cudaStream_t stream) {
-  if (p.n_tokens <= 0) return cudaSuccess;
-  if (p.head_dim > kMaxHeadDim || p.rope_dim > p.head_dim || p.rope_dim % 2 != 0) return cudaErrorInvalidValue;
-  if (p.row_scale && !p.col_scale) return cudaErrorInvalidValue;
-  if (std::is_same_v<C, fp8> && (p.cache.k_scale == nullptr || p.cache.v_scale == nullptr))
-    return cudaErrorInvalidValue;
-  const int n_heads_all = p.n_head + 2 * p.n_head_kv;
-  // A token's heads are split over enough CTAs (up to one warp per head) that a launch has about kRopeTargetCtas
-  // CTAs: each warp's heads run one after the other (a load, the norm, RoPE and a store per head, all latency), so
-  // a decode batch of a few hundred tokens with one CTA per token took ~3x longer than 64 tokens with 12 (H200,
-  // docs/cuda_measured.md). Prefills of 2,048 tokens and more keep one CTA per token.
-  const int max_groups = (n_heads_all + kRopeWarps - 1) / kRopeWarps;
-  const int head_groups = std::clamp((kRopeTargetCtas + p.n_tokens - 1) / p.n_tokens, 1, max_groups);
-  return launch_pdl_decode(qkv_rope_cache_kernel<T, C>, dim3(p.n_tokens, head_groups), dim3(kRopeWarps * 32), 0,
-                           stream, p);
-}
-
 template <class T>
 cudaError_t launch_swiglu(const SwiGluParamsT<T>& p, cudaStream_t stream) {
   const int64_t n = static_cast<int64_t>(p.n_tokens) * p.n_ff;
@@ -652,12 +519,10 @@ cudaError_t launch_kv_row_bounds(const KvRowBoundParams& p, cudaStream_t stream)
 #define MOPT_INSTANTIATE_ELEMENTWISE(T)                                                                  \
   template cudaError_t launch_embed<T>(const EmbedParamsT<T>&, cudaStream_t);                           \
   template cudaError_t launch_rmsnorm<T>(const RmsNormParamsT<T>&, cudaStream_t);                       \
-  template cudaError_t launch_qkv_rope_cache<T, T>(const QkvRopeParamsT<T, T>&, cudaStream_t);          \
   template cudaError_t launch_swiglu<T>(const SwiGluParamsT<T>&, cudaStream_t);                         \
   template cudaError_t launch_fill_random<T>(T*, int64_t, uint64_t, float, float, cudaStream_t);
 MOPT_INSTANTIATE_ELEMENTWISE(bf16)
 MOPT_INSTANTIATE_ELEMENTWISE(float)
 #undef MOPT_INSTANTIATE_ELEMENTWISE
-template cudaError_t launch_qkv_rope_cache<bf16, fp8>(const QkvRopeParamsT<bf16, fp8>&, cudaStream_t);
 
 }  // namespace mopt::cuda
