@@ -21,6 +21,11 @@ std::string format_table(const EvalResult& r, const ReportLabels& labels) {
     out += strfmt("  delta perplexity    %+12.4f   (ratio %.5f)\n", m.ppl_delta, m.ppl_ratio);
     out += strfmt("  KL(ref||model) nats mean %.6g   P99 %.6g   max %.6g\n", m.kl_mean, m.kl_p99, m.kl_max);
     out += strfmt("  top-1 agreement     %11.3f%%\n", 100 * m.top1);
+    if (m.top1_flips > 0)
+      out += strfmt("  top-1 flips %lld: reference top-1/top-2 margin there median %.3g, P90 %.3g, max %.3g nats; "
+                    "%.2f%% of targets within the P90\n",
+                    static_cast<long long>(m.top1_flips), m.flip_margin_median, m.flip_margin_p90, m.flip_margin_max,
+                    100 * m.near_tie_share);
     const int pad = m.top_k < 10 ? 6 : m.top_k < 100 ? 5 : 4;  // the figures line up under the column above
     out += strfmt("  top-%d overlap %*s%11.3f%%\n", m.top_k, pad, "", 100 * m.topk);
   }
@@ -63,6 +68,11 @@ nlohmann::json to_json(const EvalResult& r, const ReportLabels& labels, const st
     j["kl"] = {{"mean", m.kl_mean}, {"p99", m.kl_p99}, {"max", m.kl_max}};
     j["top1"] = m.top1;
     j["topk"] = m.topk;
+    j["top1_flips"] = {{"count", m.top1_flips},
+                       {"ref_margin_median", m.flip_margin_median},
+                       {"ref_margin_p90", m.flip_margin_p90},
+                       {"ref_margin_max", m.flip_margin_max},
+                       {"near_tie_share", m.near_tie_share}};
   }
   nlohmann::json wins = nlohmann::json::array();
   for (const WindowScore& w : r.windows) {

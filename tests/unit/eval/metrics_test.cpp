@@ -37,6 +37,7 @@ TEST(EvalMetrics, AgreesWithANaiveComputation) {
   long double nll = 0, ref_nll = 0, kl_sum = 0, topk = 0;
   int top1 = 0;
   std::vector<double> kls;
+  std::vector<float> margins, flip_margins;  // the reference's top-1 minus top-2 logit: every target, flips
   for (int t = 0; t < N; ++t) {
     std::vector<float> ref(V), model(V);
     for (int v = 0; v < V; ++v) {
@@ -63,6 +64,8 @@ TEST(EvalMetrics, AgreesWithANaiveComputation) {
     ref_nll -= std::log(p[target]);
     const auto tr = top_ids(ref, K), tm = top_ids(model, K);
     top1 += tr[0] == tm[0];
+    margins.push_back(ref[tr[0]] - ref[tr[1]]);
+    if (tr[0] != tm[0]) flip_margins.push_back(margins.back());
     int common = 0;
     for (int a : tr) common += std::count(tm.begin(), tm.end(), a) > 0;
     topk += static_cast<long double>(common) / K;
@@ -85,6 +88,36 @@ TEST(EvalMetrics, AgreesWithANaiveComputation) {
   EXPECT_GT(m.kl_mean, 0.01);
   EXPECT_LT(m.top1, 1.0);
   EXPECT_GT(m.top1, 0.3);
+  // Flips and the reference's margin there (nearest-rank median and P90 of a sorted copy).
+  ASSERT_EQ(m.top1_flips, static_cast<int64_t>(flip_margins.size()));
+  ASSERT_GT(flip_margins.size(), 10u);
+  std::sort(flip_margins.begin(), flip_margins.end());
+  const auto rank = [&](double q) {
+    return flip_margins[static_cast<size_t>(std::ceil(q * static_cast<double>(flip_margins.size()))) - 1];
+  };
+  EXPECT_EQ(m.flip_margin_median, rank(0.5));
+  EXPECT_EQ(m.flip_margin_p90, rank(0.9));
+  EXPECT_EQ(m.flip_margin_max, flip_margins.back());
+  const auto within = std::count_if(margins.begin(), margins.end(), [&](float x) { return x <= rank(0.9); });
+  EXPECT_DOUBLE_EQ(m.near_tie_share, static_cast<double>(within) / N);
+  EXPECT_GT(m.near_tie_share, 1.0 - m.top1);  // ties and close calls are commoner than flips
+}
+
+TEST(EvalMetrics, FlipMarginsWithTopKOfOne) {
+  TokenScorer sc(4, 1);
+  const float ref_a[4] = {2.0f, 1.75f, 0, 0}, model_a[4] = {1.0f, 1.5f, 0, 0};  // flip at margin 0.25
+  const float ref_b[4] = {0, 3.0f, 0, 0}, model_b[4] = {0, 2.0f, 0, 0};          // agree, margin 3
+  const float ref_c[4] = {-INFINITY, 1.0f, -INFINITY, -INFINITY}, model_c[4] = {0, 1.0f, 0, 0};  // margin +inf
+  ASSERT_TRUE(sc.add(model_a, ref_a, 0));
+  ASSERT_TRUE(sc.add(model_b, ref_b, 1));
+  ASSERT_TRUE(sc.add(model_c, ref_c, 1));
+  const EvalMetrics m = sc.metrics();
+  EXPECT_EQ(m.top1_flips, 1);
+  EXPECT_FLOAT_EQ(m.flip_margin_median, 0.25f);
+  EXPECT_FLOAT_EQ(m.flip_margin_p90, 0.25f);
+  EXPECT_FLOAT_EQ(m.flip_margin_max, 0.25f);
+  EXPECT_DOUBLE_EQ(m.near_tie_share, 1.0 / 3);
+  EXPECT_DOUBLE_EQ(m.topk, 2.0 / 3);  // k = 1: the top-1 overlap
 }
 
 TEST(EvalMetrics, IdenticalRowsAgreeExactly) {
@@ -105,6 +138,8 @@ TEST(EvalMetrics, IdenticalRowsAgreeExactly) {
   EXPECT_EQ(m.topk, 1.0);
   EXPECT_EQ(m.ppl_delta, 0.0);
   EXPECT_EQ(m.ppl_ratio, 1.0);
+  EXPECT_EQ(m.top1_flips, 0);
+  EXPECT_EQ(m.near_tie_share, 0.0);
 }
 
 TEST(EvalMetrics, WithoutAReferenceOnlyPerplexity) {
