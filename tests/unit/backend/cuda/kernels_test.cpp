@@ -229,12 +229,19 @@ template <class T, class C>
 void run_qkv_rope_cache(std::mt19937& rng, bool scaled = false, int extra = 0) {
   constexpr bool kFp8 = std::is_same_v<C, cuda::fp8>;
   struct Case { int hd, rope_dim, n_head, n_kv, bs; RopeStyle style; bool qk_norm; RopeScaling scaling; };
+  // launch_qkv_rope_cache's chunk kernel (head_dim a power of two: head_dim / 8 = 1 .. 32 lanes a head) and,
+  // for the last two cases, its warp-per-head kernel (head_dim 96; rotate-half over 40 dims).
   const Case cases[] = {
       {64, 64, 8, 2, 16, RopeStyle::kNeox, false, RopeScaling::kNone},
       {128, 128, 32, 8, 16, RopeStyle::kNeox, true, RopeScaling::kLlama3},
       {8, 8, 8, 4, 32, RopeStyle::kInterleaved, false, RopeScaling::kNone},
       {128, 64, 4, 4, 8, RopeStyle::kInterleaved, true, RopeScaling::kLinear},
       {64, 32, 6, 3, 16, RopeStyle::kNeox, false, RopeScaling::kNone},
+      {16, 16, 4, 2, 16, RopeStyle::kNeox, false, RopeScaling::kNone},
+      {32, 32, 8, 4, 16, RopeStyle::kInterleaved, true, RopeScaling::kNone},
+      {256, 256, 4, 2, 16, RopeStyle::kNeox, true, RopeScaling::kNone},
+      {96, 96, 4, 2, 16, RopeStyle::kNeox, true, RopeScaling::kNone},
+      {64, 40, 4, 2, 16, RopeStyle::kNeox, false, RopeScaling::kNone},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(testing::Message() << "hd " << c.hd << " rope " << c.rope_dim << " heads " << c.n_head << "/"
