@@ -1,5 +1,5 @@
-// Elementwise and normalization kernels: embedding, fused add+RMSNorm (q/k-norm + RoPE + KV-cache write:
-// rope_cache.cu), SwiGLU, dtype conversion and seeded random fill. Memory-bound; each is one pass over its data.
+// Elementwise and normalization kernels: embedding, fused add+RMSNorm, SwiGLU, dtype conversion and seeded random
+// fill (q/k-norm + RoPE + KV-cache write: rope_cache.cu). Memory-bound; each is one pass over its data.
 // Templated on the storage type T (bf16 or float, see storage.cuh); arithmetic is fp32 in both.
 #include <cuda_fp16.h>
 
