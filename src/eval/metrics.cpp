@@ -82,13 +82,14 @@ Result<TokenScorer::TokenScore> TokenScorer::add(const float* model, const float
   kl_sum_ += kl;
   kl_max_ = std::max(kl_max_, kl);
   kl_.push_back(static_cast<float>(kl));
-  // The reference's top-1 / top-2 margin (+inf when it rules out every other id, or has a single id).
+  // The reference's top-1 / top-2 margin (+inf when it rules out every other id, or has a single id; its top-1
+  // logit is finite: scan() refused an all -inf row).
   const float margin = top_r_.size() >= 2 ? ref[top_r_[0]] - ref[top_r_[1]] : INFINITY;
-  margin_.push_back(std::isnan(margin) ? INFINITY : margin);  // -inf - -inf: a single allowed id
+  margin_.push_back(margin);
   if (top_m_.front() == top_r_.front()) {
     ++top1_same_;
   } else {
-    flip_margin_.push_back(margin_.back());
+    flip_margin_.push_back(margin);
   }
   int common = 0;
   for (int i = 0; i < k_; ++i)
