@@ -58,6 +58,8 @@
 #include "backend/cuda/cuda_runner.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/kernels.h"
+#include "bench_clock.h"
+#include "gpu_batch.h"
 #include "gpu_decode_attention.h"
 #include "gpu_prefill_attention.h"
 #include "gpu_shapes.h"
@@ -68,14 +70,8 @@ using namespace mopt;
 
 namespace {
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
+using bench::median;
+using bench::now_s;
 
 #define CK(expr)                                                                     \
   do {                                                                               \
@@ -155,21 +151,8 @@ ModelConfig llama31_8b(int layers) { return *bench::gpu_shape("llama-3.1-8b", la
 int g_token_mod = 128000;
 
 // Flat batches over sequences with contiguous blocks: sequence s owns blocks [s * max_blocks, (s+1) * max_blocks).
-struct Batch : BatchArrays {
-  int max_blocks = 0, bs = 0;
-  void add(int seq, int start, int n, int first_token) {
-    max_blocks_per_seq = max_blocks;
-    for (int i = 0; i < n; ++i) {
-      const int pos = start + i;
-      tokens.push_back((first_token + i * 7919) % g_token_mod);
-      positions.push_back(pos);
-      slot_mapping.push_back((seq * max_blocks + pos / bs) * bs + pos % bs);
-    }
-    logits_indices.push_back(static_cast<int32_t>(tokens.size()) - 1);
-    query_start.push_back(static_cast<int32_t>(tokens.size()));
-    seq_lens.push_back(start + n);
-    for (int j = 0; j < max_blocks; ++j) block_tables.push_back(seq * max_blocks + j);
-  }
+struct Batch : bench::SlotBatch {
+  Batch() { token_mod = g_token_mod; }
 };
 
 bool g_kv_fp8 = false;  // --kv-cache-dtype fp8

@@ -1,5 +1,6 @@
-// --shape of bench_gpu_decode: the model shapes it runs with random bf16 weights, and what a decode step of each
-// must read. llama-3.1-8b (dense, the default; tests/gpu/llama-3.1-8b/config.json), qwen3-30b-a3b, mixtral-8x7b and
+// --shape of bench_gpu_decode and bench_gpu_tp: the model shapes they run with random bf16 weights, and what a
+// decode step of each must read. llama-3.1-8b (dense, the default; tests/gpu/llama-3.1-8b/config.json),
+// llama-3.1-70b (dense, tensor-parallel benchmarks: it fits no single H200 in bf16), qwen3-30b-a3b, mixtral-8x7b and
 // deepseek-v2-lite (mixture of experts, the shapes of their Hugging Face config.json files; DeepSeek-V2-Lite with
 // multi-head latent attention and a dense first layer).
 #pragma once
@@ -12,7 +13,8 @@
 
 namespace mopt::bench {
 
-inline constexpr const char* kGpuShapeChoices = "llama-3.1-8b, qwen3-30b-a3b, mixtral-8x7b, deepseek-v2-lite";
+inline constexpr const char* kGpuShapeChoices =
+    "llama-3.1-8b, llama-3.1-70b, qwen3-30b-a3b, mixtral-8x7b, deepseek-v2-lite";
 
 // The shape `name` with `layers` layers (0: the model's own count), or nullopt for an unknown name.
 inline std::optional<ModelConfig> gpu_shape(std::string_view name, int layers) {
@@ -21,14 +23,16 @@ inline std::optional<ModelConfig> gpu_shape(std::string_view name, int layers) {
   c.head_dim = 128;
   c.rope_dim = 128;
   c.rope_style = RopeStyle::kNeox;
-  if (name == "llama-3.1-8b") {
+  if (name == "llama-3.1-8b" || name == "llama-3.1-70b") {  // 70B: 141 GB of bf16 weights, more than one H200
+    const bool big = name == "llama-3.1-70b";
     c.arch = Arch::kLlama;
-    c.name = "Llama-3.1-8B";
+    c.name = big ? "Llama-3.1-70B" : "Llama-3.1-8B";
     c.n_vocab = 128256;
-    c.n_embd = 4096;
-    c.n_layer = 32;
+    c.n_embd = big ? 8192 : 4096;
+    c.n_layer = big ? 80 : 32;
+    c.n_head = big ? 64 : 32;
     c.n_head_kv = 8;
-    c.n_ff = 14336;
+    c.n_ff = big ? 28672 : 14336;
     c.context_length = 131072;
     c.norm_eps = 1e-5f;
     c.rope_theta = 500000.f;

@@ -104,7 +104,7 @@ Result<std::unique_ptr<ModelRunner>> create_runner(const Model& model, const Run
   switch (opts.device) {
     case DeviceKind::kCpu: {
       if (opts.tensor_parallel_size != 1) {
-        MOPT_ASSIGN_OR_RETURN(auto tp, TensorParallelCpuRunner::create(model, opts));
+        MOPT_ASSIGN_OR_RETURN(auto tp, create_tensor_parallel_cpu_runner(model, opts));
         return std::unique_ptr<ModelRunner>(std::move(tp));
       }
       MOPT_ASSIGN_OR_RETURN(auto r, CpuRunner::create(model, opts));
@@ -114,10 +114,6 @@ Result<std::unique_ptr<ModelRunner>> create_runner(const Model& model, const Run
       // The plan cache's default folder is resolved here, in the executable: that links backend/plan_cache.o
       // into every program that creates runners, and libmopt_cuda.so resolves the cache's functions against it
       // (tests/e2e/cuda_on_demand_test.sh checks every symbol the object needs is exported).
-      if (opts.tensor_parallel_size != 1)
-        return error("--tensor-parallel-size %d: the CUDA backend runs one GPU per process so far; use "
-                     "--tensor-parallel-size 1, or --device cpu to run the shards on the CPU",
-                     opts.tensor_parallel_size);
       if (opts.plan_cache && opts.plan_cache_dir.empty()) opts.plan_cache_dir = default_plan_cache_dir();
       auto r = create_cuda_runner(model, opts);
       if (!r && requested.device == DeviceKind::kAuto)

@@ -72,7 +72,7 @@ void add_engine_flags(CLI::App& app, EngineConfig& cfg) {
       ->check(CLI::Range(0, 4096))->capture_default_str()->group(g);
   app.add_option("--tensor-parallel-size", cfg.runner.tensor_parallel_size,
                  "(-tp) shards of the model: on the CPU, N shards in this process, one worker thread each, --threads "
-                 "divided among them (docs/tensor_parallel.md); CUDA: 1 only so far")
+                 "divided among them; CUDA: GPUs 0 .. N-1, one shard each (docs/tensor_parallel.md)")
       ->check(CLI::Range(1, 64))->capture_default_str()->group(g);
   const std::map<std::string, ComputeDtype> dtypes{{"auto", ComputeDtype::kAuto},
                                                    {"float32", ComputeDtype::kFloat32},

@@ -24,7 +24,7 @@ CudaRunner::~CudaRunner() {
     if (g.exec) cudaGraphExecDestroy(g.exec);
   if (stream_) {
     cudaStreamSynchronize(stream_);
-    nccl_.reset();  // after its last all-reduce
+    nccl_.reset();  // after its last all-reduce (a shard's communicator belongs to its tensor-parallel runner)
     cudaStreamDestroy(stream_);
   }
 }
@@ -91,7 +91,7 @@ Result<std::unique_ptr<CudaRunner>> CudaRunner::create(const Model& model, const
     if (opts.kv_cache_dtype == KvCacheDtype::kFp8)
       return error("--kv-cache-dtype fp8 is not supported for multi-head latent attention (DeepSeek-V2) on the CUDA "
                    "backend yet: drop --kv-cache-dtype fp8");
-    if (extras.nccl_all_reduce)
+    if (extras.nccl_all_reduce || extras.shard_comm)
       return error("multi-head latent attention (DeepSeek-V2) does not run tensor-parallel on the CUDA backend");
     if (c.rope_dim <= 0 || c.n_head_kv != c.n_head)
       return error("multi-head latent attention needs qk_rope_head_dim > 0 and one KV head per query head");
@@ -114,6 +114,8 @@ Result<std::unique_ptr<CudaRunner>> CudaRunner::create(const Model& model, const
     return error("the CUDA backend's group-limited routing takes at most %d groups of equal size, each token's %d "
                  "experts within the kept groups; this model has %d experts in %d groups, %d kept (use --device cpu)",
                  kMoeMaxGroups, c.n_expert_used, c.n_expert, c.n_expert_groups, c.n_group_used);
+  if (opts.tensor_parallel_size != 1)  // entry.cpp gives N > 1 to create_tensor_parallel_cuda_runner
+    return error("--tensor-parallel-size %d: at least 1", opts.tensor_parallel_size);
   if (opts.max_batch_tokens <= 0 || opts.max_seqs <= 0)
     return error("max_batch_tokens (%d) and max_seqs (%d) must be positive", opts.max_batch_tokens, opts.max_seqs);
   if (opts.spec_tokens < 0 || opts.spec_tokens > kMaxSpecTokens)
@@ -155,13 +157,22 @@ Result<std::unique_ptr<CudaRunner>> CudaRunner::create(const Model& model, const
     return error("GPU %s has compute capability %d.%d; the CUDA backend needs 8.0 or newer (bf16 tensor cores)",
                  prop.name, prop.major, prop.minor);
   r->n_sms_ = prop.multiProcessorCount;
-  if (extras.nccl_all_reduce) {
+  if (extras.shard_comm) {
+    if (extras.shard_full_vocab < c.n_vocab || extras.shard_vocab_begin < 0 ||
+        extras.shard_vocab_begin > extras.shard_full_vocab - c.n_vocab)
+      return error("internal: shard vocabulary rows [%d, +%d) outside a vocabulary of %d", extras.shard_vocab_begin,
+                   c.n_vocab, extras.shard_full_vocab);
+    r->comm_ = extras.shard_comm;
+    r->vocab_begin_ = extras.shard_vocab_begin;
+    r->full_vocab_ = extras.shard_full_vocab;
+  } else if (extras.nccl_all_reduce) {
     const int dev[] = {r->device_id_};
     MOPT_ASSIGN_OR_RETURN(auto group, NcclComm::create_group(dev));
     r->nccl_ = std::move(group[0]);
+    r->comm_ = r->nccl_.get();
   }
   // MLA models take the general path (their projections are not fused GEMMs).
-  r->fused_decode_ = !r->f32_ && extras.fused_decode && !r->nccl_ && !c.is_mla() && c.n_embd % 8 == 0 &&
+  r->fused_decode_ = !r->f32_ && extras.fused_decode && !r->comm_ && !c.is_mla() && c.n_embd % 8 == 0 &&
                      c.q_dim() % 8 == 0 && c.n_ff % 8 == 0;
   constexpr uint32_t kL2PrefetchBytes = 16u << 20;
   using Pf = CudaRunnerExtras::L2Prefetch;

@@ -23,6 +23,18 @@
 
 namespace mopt {
 
+namespace cuda {
+class DeviceComm;
+}
+
+// Where the collectives of a CUDA tensor-parallel group go (docs/tensor_parallel.md, "Collectives").
+enum class TpCommKind {
+  kAuto,  // the one-shot peer all-reduce up to 8 MiB, NCCL beyond (NCCL for all where GPUs lack peer access; the
+          // peer all-reduce for all where NCCL does not load or ranks share a GPU)
+  kPeer,  // the peer all-reduce for every size
+  kNccl,  // NCCL for every size
+};
+
 // Extra knobs that only the CUDA backend understands (benchmarks, tests).
 struct CudaRunnerExtras {
   // Fill every weight with seeded random values generated on the GPU instead of uploading the model's tensors
@@ -53,6 +65,15 @@ struct CudaRunnerExtras {
   // there), on the general path (no fused decode, whose residual epilogues would need the sums first). Tests
   // compare it with the plain path; NCCL (libnccl.so.2) must be loadable.
   bool nccl_all_reduce = false;
+  // RunnerOptions::tensor_parallel_size > 1: the GPU of each rank (empty: GPUs 0 .. N-1). A GPU may repeat: the
+  // ranks then share it (tests of the sharded forward on one GPU; the peer all-reduce only).
+  std::vector<int> tp_devices;
+  TpCommKind tp_comm = TpCommKind::kAuto;
+  // Set by the tensor-parallel runner for each of its shards (backend/cuda/tp_cuda.cpp), not by users: the
+  // shard's communicator, its first embedding / classifier row and the whole model's vocabulary (0: not a shard).
+  cuda::DeviceComm* shard_comm = nullptr;
+  int shard_vocab_begin = 0;
+  int shard_full_vocab = 0;
   // FP8 weights, steps of more than 8 rows (prefill, decode batches): the RMSNorm and SwiGLU kernels write the
   // E4M3 input rows of the FP8 GEMMs after them and their per-token scales, in the pass that computes the
   // activations (no separate quantizer launch for qkv, gate|up and down; o keeps one). False: a quantizer launch

@@ -5,6 +5,7 @@
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/runner_impl.h"
+#include "backend/cuda/tp_cuda.h"
 
 namespace mopt::cuda {
 namespace {
@@ -19,6 +20,7 @@ Status probe() {
 
 Result<std::unique_ptr<ModelRunner>> create(const Model& model, const RunnerOptions& opts,
                                             const CudaRunnerExtras& extras) {
+  if (opts.tensor_parallel_size > 1) return create_tensor_parallel_cuda_runner(model, opts, extras);
   MOPT_ASSIGN_OR_RETURN(auto r, CudaRunner::create(model, opts, extras));
   return std::unique_ptr<ModelRunner>(std::move(r));
 }

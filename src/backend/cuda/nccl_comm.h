@@ -13,24 +13,24 @@
 #include <span>
 #include <vector>
 
+#include "backend/cuda/device_comm.h"
 #include "core/status.h"
 
 namespace mopt::cuda {
 
-class NcclComm {
+class NcclComm : public DeviceComm {
  public:
   // One communicator per device of `devices`, all in this process (ncclCommInitAll): element i is rank i, on
   // devices[i], for the runner (thread) of that GPU. A single device gives a group of one rank (the NCCL path at
   // tensor-parallel size 1).
   static Result<std::vector<std::unique_ptr<NcclComm>>> create_group(std::span<const int> devices);
-  ~NcclComm();
+  ~NcclComm() override;
   NcclComm(const NcclComm&) = delete;
   NcclComm& operator=(const NcclComm&) = delete;
 
-  int rank() const { return rank_; }
-  int size() const { return size_; }
-  // buf [count] of fp32 (f32) or bf16 := the sum over the ranks, in place, enqueued on `stream`.
-  Status all_reduce_sum(void* buf, size_t count, bool f32, cudaStream_t stream);
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  Status all_reduce_sum(void* buf, size_t count, bool f32, cudaStream_t stream) override;
 
  private:
   NcclComm() = default;

@@ -4,9 +4,9 @@
 // for MLA models). Both only enqueue on stream_ (no allocation, no host sync), so a decode step can
 // be captured into a CUDA graph.
 //
-// Tensor parallelism (docs/tensor_parallel.md): qkv and gate_up column-parallel, attn_output and ffn_down
-// row-parallel, each followed by one all-reduce of `proj_` (all_reduce_proj; with nccl_ only, which so far is a
-// group of one GPU: CudaRunnerExtras::nccl_all_reduce).
+// Tensor parallelism (docs/tensor_parallel.md; with comm_ only, on the general path): the vocab-parallel embedding
+// followed by an all-reduce of the residual stream, qkv and gate_up column-parallel, attn_output and ffn_down
+// row-parallel, each followed by one all-reduce of `proj_`; the classifier's logits are the shard's columns.
 #include <cuda_runtime_api.h>
 
 #include <type_traits>
@@ -123,6 +123,7 @@ Status CudaRunner::enqueue_layers_t(const StepShape& s) {
 
   MOPT_CUDA_TRY(launch_embed(embed_params<E>(T), st));
   MOPT_TRY(mark("step metadata H2D + embedding"));
+  MOPT_TRY(all_reduce_rows(resid_.as<void>(), T, true));
 
   // FP8 weights on sm_90 (run_linear's `deferred`): a GEMM may leave its output unscaled, the kernel reading it
   // applying the per-token x per-channel scales (no epilogue pass): qkv_ -> RoPE + cache write, proj_ -> add +
@@ -160,9 +161,9 @@ Status CudaRunner::enqueue_layers_t(const StepShape& s) {
     MOPT_TRY(enqueue_rope_cache(l, T, qkv_scales));
     MOPT_TRY(enqueue_attention(s, l));
     // Under tensor parallelism the all-reduce sums scaled values: no deferral then.
-    MOPT_TRY(run_linear(L.o, attn_.as<E>(), proj_.as<E>(), T, nccl_ ? nullptr : &proj_scales));
+    MOPT_TRY(run_linear(L.o, attn_.as<E>(), proj_.as<E>(), T, comm_ ? nullptr : &proj_scales));
     MOPT_TRY(mark("o GEMM"));
-    MOPT_TRY(all_reduce_proj(T));
+    MOPT_TRY(all_reduce_rows(proj_.as<void>(), T, f32_));
     np.add = proj_.as<E>();
     np.add_row_scale = proj_scales.row;
     np.add_col_scale = proj_scales.col;
@@ -190,16 +191,16 @@ Status CudaRunner::enqueue_layers_t(const StepShape& s) {
                               .q_out = down_in.q, .q_scale = down_in.scale};
     MOPT_CUDA_TRY(launch_swiglu(sp, st));
     MOPT_TRY(mark(down_in.q ? "swiglu (+fp8 quantize)" : "swiglu"));
-    MOPT_TRY(run_linear(L.down, act_.as<E>(), proj_.as<E>(), T, nccl_ ? nullptr : &proj_scales, down_in));
+    MOPT_TRY(run_linear(L.down, act_.as<E>(), proj_.as<E>(), T, comm_ ? nullptr : &proj_scales, down_in));
     MOPT_TRY(mark("down GEMM"));
-    MOPT_TRY(all_reduce_proj(T));
+    MOPT_TRY(all_reduce_rows(proj_.as<void>(), T, f32_));
   }
   return Status::ok();
 }
 
-Status CudaRunner::all_reduce_proj(int n_tokens) {
-  if (!nccl_) return Status::ok();
-  MOPT_TRY(nccl_->all_reduce_sum(proj_.as<void>(), static_cast<size_t>(n_tokens) * cfg_.n_embd, f32_, stream_));
+Status CudaRunner::all_reduce_rows(void* buf, int n_tokens, bool f32) {
+  if (!comm_) return Status::ok();
+  MOPT_TRY(comm_->all_reduce_sum(buf, static_cast<size_t>(n_tokens) * cfg_.n_embd, f32, stream_));
   return mark("all-reduce");
 }
 
@@ -211,7 +212,7 @@ Status CudaRunner::enqueue_logits_t(const StepShape& s, int row_offset, int n_ro
   // The last down GEMM's deferred scales (enqueue_layers_t; its token scales stay in xq_scale_'s kInner half until
   // the next step's o GEMM input, also for the later logits chunks of forward()).
   const DeferredScales ds =
-      layers_.empty() || nccl_ ? DeferredScales{} : fp8_deferred(layers_.back().down, s.n_tokens, Fp8Slot::kInner);
+      layers_.empty() || comm_ ? DeferredScales{} : fp8_deferred(layers_.back().down, s.n_tokens, Fp8Slot::kInner);
   const RmsNormParamsT<E> np{.residual = resid_.as<float>(), .add = proj_.as<E>(), .weight = out_norm_.as<E>(),
                              .out = normed_.as<E>(), .rows = d_logit_rows_ + row_offset, .n_rows_out = n_rows,
                              .n = c.n_embd, .eps = c.norm_eps, .add_row_scale = ds.row, .add_col_scale = ds.col};

@@ -295,10 +295,16 @@ class CudaRunner final : public CudaModelRunner {
   cudaStream_t stream_ = nullptr;
   Gemm gemm_;
   bool fused_decode_ = false;  // extras.fused_decode and every fused GEMM's k a multiple of 8
-  // Tensor parallel (extras.nccl_all_reduce): the group's communicator; null on the plain path.
-  std::unique_ptr<NcclComm> nccl_;
-  // runner_forward.cpp: proj_ [T, n_embd] := its sum over the tensor-parallel group (nothing without nccl_).
-  Status all_reduce_proj(int n_tokens);
+  // Tensor parallel: the group's communicator (a shard's, extras.shard_comm, or nccl_); null on the plain path.
+  DeviceComm* comm_ = nullptr;
+  std::unique_ptr<NcclComm> nccl_;  // extras.nccl_all_reduce: a group of this one GPU
+  // A shard (extras.shard_full_vocab > 0) holds embedding / classifier rows [vocab_begin_, + cfg_.n_vocab) of a
+  // vocabulary of full_vocab_: tokens are shifted by vocab_begin_ (others embed as zeros, then the all-reduce),
+  // and its logits are its columns only. 0 / 0 for a whole model.
+  int vocab_begin_ = 0, full_vocab_ = 0;
+  // runner_forward.cpp: buf [n_tokens, n_embd] (fp32 when f32, else the compute dtype) := its sum over the
+  // tensor-parallel group (nothing without comm_).
+  Status all_reduce_rows(void* buf, int n_tokens, bool f32);
   // SkinnyGemmParams::l2_prefetch_bytes of the fused o GEMM and of the other fused GEMMs (extras.l2_prefetch).
   uint32_t l2_prefetch_o_ = 0, l2_prefetch_other_ = 0;
 

@@ -33,9 +33,10 @@ void CudaRunner::plan_graph_attention(int rows, StepShape& s) const {
 Status CudaRunner::check_batch(const ForwardBatch& b) const {
   if (kv_.bytes() == 0) return error("forward() before init_kv_cache()");
   // Consecutive positions: the prefill tiles assume them.
-  return validate_batch(b, {.n_vocab = cfg_.n_vocab, .n_blocks = n_blocks_, .block_size = block_size_,
-                            .max_tokens = max_tokens_, .max_seqs = opts_.max_seqs, .max_context_blocks = bt_stride_,
-                            .consecutive_positions = true, .unique_logits_indices = true});
+  return validate_batch(b, {.n_vocab = full_vocab_ > 0 ? full_vocab_ : cfg_.n_vocab, .n_blocks = n_blocks_,
+                            .block_size = block_size_, .max_tokens = max_tokens_, .max_seqs = opts_.max_seqs,
+                            .max_context_blocks = bt_stride_, .consecutive_positions = true,
+                            .unique_logits_indices = true});
 }
 
 // The step's shape. A decode batch (one token per sequence) whose logits are one row per sequence, in order,
@@ -126,7 +127,8 @@ Status CudaRunner::stage_metadata(const ForwardBatch& b, const StepShape& s, int
   int32_t* tile_end = tile_start + max_tiles_;
   int32_t* tile_seq = tile_end + max_tiles_;
   int32_t* bt = tile_seq + max_tiles_;
-  std::copy(b.tokens.begin(), b.tokens.end(), tokens);
+  // A shard's embedding rows start at vocab_begin_; tokens outside them index no row and embed as zeros.
+  for (int i = 0; i < n; ++i) tokens[i] = b.tokens[static_cast<size_t>(i)] - vocab_begin_;
   std::copy(b.positions.begin(), b.positions.end(), positions);
   std::copy(b.slot_mapping.begin(), b.slot_mapping.end(), slots);
   for (int q = 0; q < b.n_seqs(); ++q)

@@ -29,6 +29,8 @@ Status CudaRunner::forward_greedy(const ForwardBatch& b, int32_t* tokens) {
 }
 
 Status CudaRunner::forward_sample(const ForwardBatch& b, std::span<const GpuSampling> params, int32_t* tokens) {
+  if (full_vocab_ > 0)  // its logits are a slice of the vocabulary: the tensor-parallel runner samples the whole
+    return error("internal: a tensor-parallel shard cannot sample on the GPU");
   if (b.n_out() > logit_rows_)
     return error("sampling on the GPU: %d output rows, at most %d (max_seqs)", b.n_out(), logit_rows_);
   if (!params.empty() && params.size() != static_cast<size_t>(b.n_out()))

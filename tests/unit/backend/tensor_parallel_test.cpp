@@ -13,39 +13,11 @@
 #include "backend/cpu/tp_runner.h"
 #include "backend/shard_plan.h"
 #include "model_util.h"
-#include "seq_driver.h"
+#include "unit/backend/tp_compare.h"
 #include "unit/fails_with.h"
 
 namespace mopt::test {
 namespace {
-
-// Two sequences fed alternately through one paged cache: a prefill of `prompt` tokens, then `decode` single
-// tokens each. Returns every logit row, in feeding order.
-std::vector<float> run_two_sequences(ModelRunner& r, int prompt, int decode) {
-  constexpr int kBlock = 16, kBlocks = 64;
-  EXPECT_TRUE(r.init_kv_cache(kBlocks, kBlock, 0).is_ok());
-  SeqDriver drv(r, kBlocks, kBlock, 5);
-  const int a = drv.add_sequence(), b = drv.add_sequence();
-  std::mt19937 rng(17);
-  auto toks = [&](int n) {
-    std::vector<int32_t> t(static_cast<size_t>(n));
-    for (auto& x : t) x = static_cast<int32_t>(rng() % static_cast<uint32_t>(r.config().n_vocab));
-    return t;
-  };
-  std::vector<float> all;
-  auto feed = [&](int s, int n) {
-    auto l = drv.feed(s, toks(n));
-    EXPECT_TRUE(drv.last_status().is_ok()) << drv.last_status().message();
-    all.insert(all.end(), l.begin(), l.end());
-  };
-  feed(a, prompt);
-  feed(b, prompt + 3);
-  for (int i = 0; i < decode; ++i) {
-    feed(a, 1);
-    feed(b, 1);
-  }
-  return all;
-}
 
 // n_threads: all shards together (each gets n_threads / tp).
 RunnerOptions options(int tp, int n_threads = 2) {
@@ -65,24 +37,15 @@ constexpr double kRelTol = 1e-5;
 void expect_sharded_equal(const Model& m, int tp, int n_threads = 2, int prompt = 12, int decode = 6) {
   auto plain = create_runner(m, options(1));
   ASSERT_TRUE(plain.is_ok()) << plain.message();
-  auto sharded = TensorParallelCpuRunner::create(m, options(tp, n_threads));
+  auto sharded = create_tensor_parallel_cpu_runner(m, options(tp, n_threads));
   ASSERT_TRUE(sharded.is_ok()) << sharded.message();
   const auto want = run_two_sequences(**plain, prompt, decode);
   const auto got = run_two_sequences(**sharded, prompt, decode);
-  ASSERT_EQ(got.size(), want.size());
-  double max_abs = 0, max_ref = 0;
-  int top1 = 0;
-  const int V = m.config.n_vocab;
-  for (size_t i = 0; i < got.size(); ++i) {
-    max_abs = std::max(max_abs, static_cast<double>(std::fabs(got[i] - want[i])));
-    max_ref = std::max(max_ref, static_cast<double>(std::fabs(want[i])));
-  }
-  for (size_t row = 0; row < got.size() / V; ++row)
-    top1 += argmax(&got[row * V], V) != argmax(&want[row * V], V);
+  const LogitDiff d = compare_logits(got, want, m.config.n_vocab);
   std::printf("tp %d: %zu rows, max |logit diff| %.3e, max |logit| %.3e, ratio %.3e (bound %.0e), top-1 changes %d\n",
-              tp, got.size() / V, max_abs, max_ref, max_abs / max_ref, kRelTol, top1);
-  EXPECT_LE(max_abs, kRelTol * max_ref);
-  EXPECT_EQ(top1, 0);
+              tp, d.rows, d.max_abs, d.max_ref, d.max_abs / d.max_ref, kRelTol, d.top1_changes);
+  EXPECT_LE(d.max_abs, kRelTol * d.max_ref);
+  EXPECT_EQ(d.top1_changes, 0);
 }
 
 std::unique_ptr<Model> shared_model(const std::string& rel) {
@@ -168,13 +131,10 @@ TEST(TensorParallel, BadSplitsRefused) {
   auto base = dummy_model(kBlockLlama, 3);
   ASSERT_TRUE(base);
   auto q4k = requantize(*base, DType::Q4_K);  // 256-element blocks: a head's 64 columns cut a block
-  EXPECT_TRUE(fails_with(TensorParallelCpuRunner::create(*q4k, options(2)), "would cut"));
-  EXPECT_TRUE(fails_with(TensorParallelCpuRunner::create(*q4k, options(4)), "256-column blocks"));
-  EXPECT_TRUE(fails_with(TensorParallelCpuRunner::create(*base, options(5)), "above the model's 4 attention heads"));
+  EXPECT_TRUE(fails_with(create_tensor_parallel_cpu_runner(*q4k, options(2)), "would cut"));
+  EXPECT_TRUE(fails_with(create_tensor_parallel_cpu_runner(*q4k, options(4)), "256-column blocks"));
+  EXPECT_TRUE(fails_with(create_tensor_parallel_cpu_runner(*base, options(5)), "above the model's 4 attention heads"));
   EXPECT_TRUE(fails_with(create_runner(*base, options(0)), "at least 1"));
-  RunnerOptions cuda = options(2);
-  cuda.device = DeviceKind::kCuda;
-  EXPECT_TRUE(fails_with(create_runner(*base, cuda), "tensor-parallel-size 2"));
 }
 
 TEST(TensorParallel, InProcessCollectives) {

@@ -28,6 +28,18 @@ namespace mopt::cudatest {
 
 #define CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess) << #expr << ": " << cudaGetErrorString(cudaGetLastError())
 
+// The runner options of the small-model runner tests: steps of up to 256 tokens, 4 sequences, no plan cache.
+inline RunnerOptions small_cuda_options(ComputeDtype dtype, bool eager) {
+  RunnerOptions o;
+  o.device = DeviceKind::kCuda;
+  o.max_batch_tokens = 256;
+  o.max_seqs = 4;
+  o.dtype = dtype;
+  o.enforce_eager = eager;
+  o.plan_cache = false;
+  return o;
+}
+
 // A random-weight model with the Llama-3 block at a small width: GQA 2:1, head_dim 128 (the decode kernels' main
 // case), NeoX RoPE over the whole head, 1000-token vocabulary, untied output, context 512. Tests set the layer
 // count, QKV bias and RoPE base they need on the returned config.

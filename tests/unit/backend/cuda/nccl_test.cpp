@@ -29,13 +29,7 @@ namespace {
 constexpr int kBlocks = 64, kBlockSize = 16;
 
 std::unique_ptr<ModelRunner> runner(const Model& m, ComputeDtype dtype, bool nccl, bool eager) {
-  RunnerOptions o;
-  o.device = DeviceKind::kCuda;
-  o.max_batch_tokens = 256;
-  o.max_seqs = 4;
-  o.dtype = dtype;
-  o.enforce_eager = eager;
-  o.plan_cache = false;
+  const RunnerOptions o = cudatest::small_cuda_options(dtype, eager);
   CudaRunnerExtras ex;
   ex.fused_decode = false;  // the NCCL path runs the general path; compare like with like
   ex.nccl_all_reduce = nccl;
