@@ -11,17 +11,12 @@
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/storage.cuh"
+#include "backend/cuda/warp_reduce.cuh"
 
 namespace mopt::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
 
 // Sum over the CTA (blockDim.x a multiple of 32, <= 1024); every thread gets the result.
 __device__ float block_sum(float v) {
@@ -70,17 +65,8 @@ __device__ __forceinline__ void load_chunk(const S* row, int c, int n, float* f)
 // The inverse: f[e] rounded to S (f holds S values already where the caller rounded them).
 template <bool kVec, class S>
 __device__ __forceinline__ void store_chunk(S* row, int c, int n, const float* f) {
-  if constexpr (kVec && sizeof(S) == 4) {
-    reinterpret_cast<float4*>(row + 8 * c)[0] = make_float4(f[0], f[1], f[2], f[3]);
-    reinterpret_cast<float4*>(row + 8 * c)[1] = make_float4(f[4], f[5], f[6], f[7]);
-  } else if constexpr (kVec) {
-    uint32_t w[4];
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const __nv_bfloat162 h = __floats2bfloat162_rn(f[2 * k], f[2 * k + 1]);
-      w[k] = *reinterpret_cast<const uint32_t*>(&h);
-    }
-    *reinterpret_cast<uint4*>(row + 8 * c) = make_uint4(w[0], w[1], w[2], w[3]);
+  if constexpr (kVec) {
+    store8(row + 8 * c, f);
   } else {
 #pragma unroll
     for (int e = 0; e < 8; ++e)

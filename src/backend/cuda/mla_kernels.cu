@@ -7,6 +7,7 @@
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/mla_kernels.h"
 #include "backend/cuda/storage.cuh"
+#include "backend/cuda/warp_reduce.cuh"
 
 namespace mopt::cuda {
 namespace {
@@ -27,8 +28,7 @@ __global__ void __launch_bounds__(kNormWarps * 32) mla_norm_kernel(MlaNormParams
     const float v = to_f32(x[j]);
     ss += v * v;
   }
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  ss = warp_sum(ss);
   const float rstd = rsqrtf(ss / static_cast<float>(p.n) + p.eps);
   for (int j = lane; j < p.n; j += 32) out[j] = from_f32<T>(to_f32(x[j]) * rstd * to_f32(p.weight[j]));
 }

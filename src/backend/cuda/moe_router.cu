@@ -9,23 +9,12 @@
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/moe_kernels.h"
 #include "backend/cuda/storage.cuh"
+#include "backend/cuda/warp_reduce.cuh"
 
 namespace mopt::cuda {
 namespace {
 
 constexpr int kRouteWarps = 4;  // tokens per CTA of moe_route_kernel
-
-__device__ __forceinline__ float warp_max(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
 
 // The topk_group groups (of n_group equal runs of expert ids) with the largest best probability in pr [n_expert],
 // ties to the lower group (as cpu::moe_route), as a mask (bit g: group g kept), on every lane of the warp. Keys as

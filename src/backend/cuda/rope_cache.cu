@@ -17,6 +17,7 @@
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/storage.cuh"
+#include "backend/cuda/warp_reduce.cuh"
 
 namespace mopt::cuda {
 namespace {
@@ -25,14 +26,6 @@ constexpr int kRopeWarps = 4;
 constexpr int kRopeTargetCtas = 2048;  // ~ a full wave of 128-thread CTAs on an H200 (132 SMs x 16)
 constexpr int kMaxHeadDim = 256;
 constexpr int kChunkHeadsPerLane = 2;  // heads whose loads a lane of the chunk kernel issues together
-
-// Sum over aligned groups of kLanes lanes (a power of two <= 32); every lane of a group gets its group's sum.
-template <int kLanes>
-__device__ __forceinline__ float group_sum(float v) {
-#pragma unroll
-  for (int o = kLanes / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
 
 // A K/V value as stored in a cache of element type C (s: the head's fp8 scale, unused otherwise).
 template <class C>
@@ -71,19 +64,15 @@ __device__ __forceinline__ C* cache_row(const QkvRopeParamsT<T, C>& p, int slot,
 
 // 8 values stored as S at dst (16-byte aligned for bf16 / float, 8-byte for fp8), rounded by to_cache<S>.
 template <class S>
-__device__ __forceinline__ void store8(S* dst, const float* v, float scale) {
+__device__ __forceinline__ void store8_cache(S* dst, const float* v, float scale) {
   if constexpr (std::is_same_v<S, fp8>) {
     uint32_t w[2] = {0, 0};
 #pragma unroll
     for (int e = 0; e < 8; ++e) w[e / 4] |= static_cast<uint32_t>(to_cache<fp8>(v[e], scale).__x) << (8 * (e % 4));
     *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[1]);
   } else {
-    __align__(16) S o[8];
-#pragma unroll
-    for (int e = 0; e < 8; ++e) o[e] = from_f32<S>(v[e]);
-#pragma unroll
-    for (int i = 0; i < static_cast<int>(sizeof(S)) / 2; ++i)
-      reinterpret_cast<uint4*>(dst)[i] = reinterpret_cast<const uint4*>(o)[i];
+    (void)scale;
+    store8(dst, v);
   }
 }
 
@@ -178,11 +167,11 @@ __global__ void __launch_bounds__(kRopeWarps * 32) qkv_rope_chunk_kernel(QkvRope
         for (int e = 0; e < 8; ++e) v[e] = out[e];
       }
       if (is_q) {
-        store8<T>(p.q_out + (static_cast<int64_t>(t) * p.n_head + h) * HD + d0, v, 1.f);
+        store8_cache<T>(p.q_out + (static_cast<int64_t>(t) * p.n_head + h) * HD + d0, v, 1.f);
       } else if (slot >= 0) {
         float scale;
         C* dst = cache_row(p, slot, is_v ? h - p.n_head - p.n_head_kv : h - p.n_head, is_v, &scale);
-        store8<C>(dst + d0, v, scale);
+        store8_cache<C>(dst + d0, v, scale);
       }
     }
   }

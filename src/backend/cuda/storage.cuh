@@ -98,4 +98,21 @@ __device__ __forceinline__ void unpack8(const Raw8<__nv_bfloat16>& r, float* f) 
   }
 }
 
+// The inverse of load8 + unpack8: f[0..8) rounded to T (bf16 or float) and stored at p, aligned to 8 elements.
+template <class T>
+__device__ __forceinline__ void store8(T* p, const float* f) {
+  if constexpr (sizeof(T) == 4) {
+    reinterpret_cast<float4*>(p)[0] = make_float4(f[0], f[1], f[2], f[3]);
+    reinterpret_cast<float4*>(p)[1] = make_float4(f[4], f[5], f[6], f[7]);
+  } else {
+    uint32_t w[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const __nv_bfloat162 h = __floats2bfloat162_rn(f[2 * k], f[2 * k + 1]);  // .x: the low half
+      w[k] = *reinterpret_cast<const uint32_t*>(&h);
+    }
+    *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
+  }
+}
+
 }  // namespace mopt::cuda
