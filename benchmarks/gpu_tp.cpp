@@ -9,14 +9,15 @@
 //      compute), every row of 4 prompts of 256 pseudo-random tokens.
 // Usage: bench_gpu_tp [--tp N] [--same-gpu] [--shape NAME] [--layers N] [--batch N] [--steps N] [--comm KIND]
 //                     [--skip-allreduce] [--skip-decode] [--agreement MODEL] [--json PATH]
-// --same-gpu: every rank on GPU 0 (separate streams): exercises the protocol on a one-GPU machine; its figures
-// measure no interconnect.
+// --same-gpu: every rank on GPU 0 (separate streams; CUDA modules loaded eagerly, as ranks sharing a GPU need):
+// exercises the protocol on a one-GPU machine; its figures measure no interconnect.
 #include <cuda_runtime_api.h>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -353,5 +354,6 @@ int main(int argc, char** argv) {
   app.add_option("--agreement", a.agreement, "a model file / folder: top-1 agreement of TP N with TP 1 on it");
   app.add_option("--json", a.json, "write the figures as JSON to this path");
   CLI11_PARSE(app, argc, argv);
+  if (a.same_gpu) setenv("CUDA_MODULE_LOADING", "EAGER", 1);  // before the CUDA runtime starts (peer_comm.h)
   return mopt::run(a);
 }

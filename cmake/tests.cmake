@@ -20,7 +20,7 @@ foreach(dir IN LISTS test_dirs)
   string(REGEX REPLACE "/.*" "" mod ${rel})
   # The CUDA tests link the CUDA backend's shared object (first: its references resolve from the libraries after).
   set(cuda_so "")
-  if(rel STREQUAL "backend/cuda" AND TARGET mopt_cuda)
+  if((rel STREQUAL "backend/cuda" OR rel STREQUAL "backend/cuda_tp") AND TARGET mopt_cuda)
     set(cuda_so mopt_cuda)
   endif()
   if(TARGET mopt_${mod})

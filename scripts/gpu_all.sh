@@ -32,6 +32,13 @@ fi
 timeout 300 "$G/test_backend_cuda" "${filter[@]}" --gtest_output=json:"$O/test_backend_cuda.json" 2>&1 |
   tee "$O/test_backend_cuda.log"
 [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+# Tensor parallelism with every rank on this GPU (its own executable: eager module loading; scripts/gpu_tp.sh has
+# the figures).
+if [[ -x "$G/test_backend_cuda_tp" ]]; then
+  echo "== test_backend_cuda_tp"
+  timeout 120 "$G/test_backend_cuda_tp" 2>&1 | tee "$O/test_backend_cuda_tp.log" | grep -E "^\[ +(OK|FAILED) |CUDA tp"
+  [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+fi
 python3 - "$O/test_backend_cuda.json" <<'PY' || status=1
 import json, sys
 t = json.load(open(sys.argv[1]))

@@ -26,8 +26,8 @@ fi
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMOPT_CUDA=ON "${launcher[@]}" \
   -DMOPT_CUDA_ARCHS="${MOPT_CUDA_ARCHS:-90a-real}" \
   -DMOPT_TESTS=ON -DMOPT_BENCH=ON -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc" >/dev/null
-targets=(test_backend_cuda bench_gpu_decode bench_gpu_logits bench_gpu_offline bench_gpu_skinny bench_structured_output
-         bench_speculative bench_gpu_tp)
+targets=(test_backend_cuda test_backend_cuda_tp bench_gpu_decode bench_gpu_logits bench_gpu_offline bench_gpu_skinny
+         bench_structured_output bench_speculative bench_gpu_tp)
 nice ninja -C "$BUILD" -j "$JOBS" mopt_cuda "${targets[@]}"
 # mopt itself needs every module (others' work in progress may not build): optional.
 if ! nice ninja -C "$BUILD" -j "$JOBS" mopt; then

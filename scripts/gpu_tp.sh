@@ -3,7 +3,7 @@
 # carried by a call just before, as for gpu_all.sh): the tensor-parallel figures of issue 22 in one run
 # (docs/tensor_parallel.md). With two or more GPUs, ranks one GPU each; with one, every rank on GPU 0 (the
 # protocol only: its speed figures measure no interconnect).
-#   1. test_backend_cuda's CudaTensorParallel.* and CudaNccl.* tests;
+#   1. test_backend_cuda_tp (eager module loading: ranks may share a GPU) and test_backend_cuda's CudaNccl.*;
 #   2. top-1 agreement of TP 2 with TP 1 on code-qwen2-25m (fp32 and bf16 compute);
 #   3. bench_gpu_tp: all-reduce latency, peer against NCCL, and decode of the Llama-3.1-8B shape at TP 1 and 2;
 #      with two GPUs also the Llama-3.1-70B shape (bf16; it does not fit one H200);
@@ -20,8 +20,9 @@ n_gpu=$(nvidia-smi -L | wc -l)
 same=(); ((n_gpu >= 2)) || same=(--same-gpu)
 echo "== $n_gpu GPU(s)"
 
-echo "== test_backend_cuda (tensor parallel)"
-timeout 400 "$G/test_backend_cuda" --gtest_filter='CudaTensorParallel.*:CudaNccl.*' >"$O/tp_tests.log" 2>&1 || status=1
+echo "== test_backend_cuda_tp, test_backend_cuda CudaNccl.*"
+timeout 300 "$G/test_backend_cuda_tp" >"$O/tp_tests.log" 2>&1 || status=1
+timeout 120 "$G/test_backend_cuda" --gtest_filter='CudaNccl.*' >>"$O/tp_tests.log" 2>&1 || status=1
 grep -E "^\[ +(OK|FAILED) |CUDA tp|NCCL TP|Failure" "$O/tp_tests.log"
 
 echo "== top-1 agreement, TP 2 vs TP 1, code-qwen2-25m"

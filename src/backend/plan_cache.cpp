@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
@@ -225,7 +226,9 @@ Status save_plan_cache(const std::string& path, const PlanCacheKey& key, std::sp
     fs::create_directories(p.parent_path(), ec);
     if (ec) return error("cannot create the directory %s (%s)", p.parent_path().c_str(), ec.message().c_str());
   }
-  const std::string tmp = strfmt("%s.tmp.%d", path.c_str(), static_cast<int>(getpid()));
+  // Unique per writer: the shards of a tensor-parallel runner may write the same file from threads of one process.
+  static std::atomic<unsigned> writes{0};
+  const std::string tmp = strfmt("%s.tmp.%d.%u", path.c_str(), static_cast<int>(getpid()), writes.fetch_add(1));
   FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) return error("cannot write %s (%s)", tmp.c_str(), std::strerror(errno));
   const bool wrote = std::fwrite(body.data(), 1, body.size(), f) == body.size();

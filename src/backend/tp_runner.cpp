@@ -121,6 +121,31 @@ Status TensorParallelRunner::forward(const ForwardBatch& b, float* logits) {
   return Status::ok();
 }
 
+Result<WarmupReport> TensorParallelRunner::warmup(const WarmupProgress& progress) {
+  std::vector<WarmupReport> reps(runners_.size());
+  MOPT_TRY(on_every_rank([&](int rank) -> Status {
+    const size_t i = static_cast<size_t>(rank);
+    MOPT_ASSIGN_OR_RETURN(reps[i], runners_[i]->warmup(rank == 0 ? progress : WarmupProgress{}));
+    return Status::ok();
+  }));
+  WarmupReport rep = reps[0];
+  for (size_t i = 1; i < reps.size(); ++i) {
+    rep.plans_tuned += reps[i].plans_tuned;
+    rep.plans_from_cache += reps[i].plans_from_cache;
+  }
+  return rep;
+}
+
+TuningCounters TensorParallelRunner::tuning_counters() const {
+  TuningCounters t;
+  for (const auto& r : runners_) {
+    const TuningCounters s = r->tuning_counters();
+    t.gemm_tunings += s.gemm_tunings;
+    t.graph_captures += s.graph_captures;
+  }
+  return t;
+}
+
 Status TensorParallelRunner::swap_out(std::span<const std::pair<int32_t, int32_t>> device_to_host) {
   return on_every_rank([&](int i) { return runners_[static_cast<size_t>(i)]->swap_out(device_to_host); });
 }

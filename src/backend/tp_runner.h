@@ -46,6 +46,10 @@ class TensorParallelRunner : public ModelRunner {
   uint64_t available_kv_memory(double memory_utilization) const override;
   Status init_kv_cache(int n_blocks, int block_size, int n_swap_blocks) override;
   Status forward(const ForwardBatch& batch, float* logits) override;
+  // Every shard's warm-up at once (their steps hold the collectives, so they run in lockstep); rank 0's report,
+  // its plan counts summed over the shards. Progress from rank 0.
+  Result<WarmupReport> warmup(const WarmupProgress& progress) override;
+  TuningCounters tuning_counters() const override;  // summed over the shards
   Status swap_out(std::span<const std::pair<int32_t, int32_t>> device_to_host) override;
   Status swap_in(std::span<const std::pair<int32_t, int32_t>> host_to_device) override;
 

@@ -2,6 +2,8 @@
 #include "backend/cuda/peer_comm.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string_view>
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/nccl_comm.h"
@@ -120,6 +122,13 @@ Status PeerComm::all_reduce_sum(void* buf, size_t count, bool f32, cudaStream_t 
 Result<std::vector<std::unique_ptr<DeviceComm>>> create_tp_comm_group(std::span<const int> devices,
                                                                       size_t max_bytes, TpCommKind kind) {
   const bool distinct = all_distinct(devices);
+  if (!distinct) {
+    const char* loading = std::getenv("CUDA_MODULE_LOADING");
+    if (!loading || std::string_view(loading) != "EAGER")
+      return error("tensor-parallel ranks sharing a GPU need CUDA_MODULE_LOADING=EAGER in the environment before "
+                   "the process starts: with lazy loading, a kernel loaded while another rank's all-reduce waits on "
+                   "the same GPU waits for that GPU to go idle, which it never does");
+  }
   auto nccl_group = [&]() -> Result<std::vector<std::unique_ptr<DeviceComm>>> {
     if (!distinct) return error("NCCL needs one GPU per tensor-parallel rank; some ranks share a GPU");
     MOPT_ASSIGN_OR_RETURN(auto g, NcclComm::create_group(devices));

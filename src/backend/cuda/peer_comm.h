@@ -13,7 +13,10 @@
 // reading it: no second barrier. The grid is the same for every call (the slices never move between CTAs).
 //
 // The ranks are threads of one process. Their devices must reach each other's memory (peer access, enabled here)
-// or be the same device (several ranks on one GPU: tests of the sharded forward on one GPU). Messages above the
+// or be the same device (several ranks on one GPU: tests of the sharded forward on one GPU). Ranks sharing a GPU
+// need eager module loading (CUDA_MODULE_LOADING=EAGER): a lazily loaded kernel waits for its GPU to go idle,
+// which a GPU whose CTAs wait for a rank that is itself loading a kernel never does. (GPUs of their own do go
+// idle: each waits only for ranks whose all-reduce is already enqueued.) Messages above the
 // staging capacity go to the NCCL group given as fallback; without one the capacity is the whole message.
 #pragma once
 

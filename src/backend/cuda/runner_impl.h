@@ -164,6 +164,8 @@ class CudaRunner final : public CudaModelRunner {
   Status reset_graphs(bool use_graphs) override;
   RunnerRuntimeStats runtime_stats() const override;
   Result<WarmupReport> warmup(const WarmupProgress& progress) override;
+  // runner_warmup.cpp: one warm-up step (sampled on the GPU; a shard's logits stay on the GPU).
+  Status warm_step(const ForwardBatch& b, std::span<const GpuSampling> params, int32_t* tokens);
   TuningCounters tuning_counters() const override {
     return {gemm_.n_tuned() + gemm_.n_searched(), captures_.load()};
   }

@@ -75,6 +75,16 @@ PlanCacheKey CudaRunner::plan_cache_key() const {
   return k;
 }
 
+// One warm-up step as a request would run it: sampled on the GPU, or (a tensor-parallel shard, whose logits
+// are a slice of the vocabulary) with its logits left on the GPU: its runner gathers them on the host.
+Status CudaRunner::warm_step(const ForwardBatch& b, std::span<const GpuSampling> params, int32_t* tokens) {
+  if (full_vocab_ == 0) return forward_sample(b, params, tokens);
+  int rows = 0;
+  MOPT_TRY(run_step(b, &rows));
+  MOPT_CUDA_TRY(cudaStreamSynchronize(stream_));
+  return Status::ok();
+}
+
 Result<WarmupReport> CudaRunner::warmup(const WarmupProgress& progress) {
   if (kv_.bytes() == 0) return error("warmup() before init_kv_cache()");
   WarmupReport rep;
@@ -220,13 +230,13 @@ Result<WarmupReport> CudaRunner::warmup(const WarmupProgress& progress) {
     if (!params.empty()) params[0] = GpuSampling{.temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f,
                                                  .seed = 1, .allowed = {}};
     const auto t0 = Clock::now();
-    MOPT_TRY(forward_sample(b, params, tokens.data()).with_context("warm-up: " + w.what));
+    MOPT_TRY(warm_step(b, params, tokens.data()).with_context("warm-up: " + w.what));
     rep.tuning_s += secs_since(t0);
     ++rep.eager_shapes;
     if (w.graph) {
       const auto t1 = Clock::now();
       const uint64_t captured = captures_.load();
-      MOPT_TRY(forward_sample(b, params, tokens.data()).with_context("warm-up: capturing the " + w.what));
+      MOPT_TRY(warm_step(b, params, tokens.data()).with_context("warm-up: capturing the " + w.what));
       rep.capture_s += secs_since(t1);
       rep.graphs += static_cast<int>(captures_.load() - captured);
     }

@@ -15,11 +15,14 @@
 
 namespace mopt::test {
 
-// Two sequences fed alternately through one paged cache: a prefill of `prompt` tokens, then `decode` single
-// tokens each. Returns every logit row, in feeding order.
-inline std::vector<float> run_two_sequences(ModelRunner& r, int prompt, int decode) {
-  constexpr int kBlock = 16, kBlocks = 64;
-  EXPECT_TRUE(r.init_kv_cache(kBlocks, kBlock, 0).is_ok());
+inline constexpr int kTwoSeqBlock = 16, kTwoSeqBlocks = 64;
+
+// Two sequences fed alternately through one paged cache of kTwoSeqBlocks x kTwoSeqBlock: a prefill of `prompt`
+// tokens, then `decode` single tokens each. Returns every logit row, in feeding order. init: make the cache
+// (else the caller did).
+inline std::vector<float> run_two_sequences(ModelRunner& r, int prompt, int decode, bool init = true) {
+  constexpr int kBlock = kTwoSeqBlock, kBlocks = kTwoSeqBlocks;
+  if (init) EXPECT_TRUE(r.init_kv_cache(kBlocks, kBlock, 0).is_ok());
   SeqDriver drv(r, kBlocks, kBlock, 5);
   const int a = drv.add_sequence(), b = drv.add_sequence();
   std::mt19937 rng(17);

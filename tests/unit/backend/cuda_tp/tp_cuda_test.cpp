@@ -4,6 +4,9 @@
 // with one GPU every rank runs on it (tp_devices {0, 0, ...}: separate streams, the peer all-reduce through the
 // one device's memory); with two or more, the ranks also run one per GPU.
 //
+// This executable (test_backend_cuda_tp, apart from test_backend_cuda) loads CUDA modules eagerly: ranks sharing a
+// GPU need that (peer_comm.h says why), and the variable must be set before the CUDA runtime starts.
+//
 // Tolerances. fp32 compute: sharding reorders fp32 sums (row-parallel partial products added by the all-reduce)
 // and gives the GEMMs other shapes (so other cuBLAS algorithms): within 1e-4 of the largest logit, no top-1
 // change. bf16: each rank's row-parallel output is rounded to bf16 before the sum (the unsharded runner rounds
@@ -11,9 +14,11 @@
 #if MOPT_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <random>
 #include <thread>
@@ -27,6 +32,9 @@
 
 namespace mopt {
 namespace {
+
+// Before main, so before the CUDA runtime reads it.
+[[maybe_unused]] const int kEagerModules = setenv("CUDA_MODULE_LOADING", "EAGER", 1);
 
 using cuda::DeviceComm;
 
@@ -258,6 +266,48 @@ TEST(CudaTensorParallel, UnevenSplitsAndReplicatedKvHeads) {
   ASSERT_TRUE(odd && one);
   for (int tp : {2, 3, 4}) expect_sharded_close(*odd, tp, ComputeDtype::kFloat32, false, on_gpu0(tp));
   for (int tp : {2, 4}) expect_sharded_close(*one, tp, ComputeDtype::kFloat32, false, on_gpu0(tp));
+}
+
+// The shards warm up together (their steps hold the collectives), with one plan-cache file for both (stories260K
+// splits evenly: both shards have one key); afterwards a workload tunes and captures nothing, and its logits still
+// match the unsharded runner's.
+TEST(CudaTensorParallel, WarmupInLockstepThenNothingTunes) {
+  SKIP_WITHOUT_GPU();
+  auto m = load_model(test::models_dir() + "/stories260K.gguf");
+  ASSERT_TRUE(m.is_ok()) << m.message();
+  namespace fs = std::filesystem;
+  const std::string dir = (fs::temp_directory_path() / ("mopt_tp_warmup_" + std::to_string(getpid()))).string();
+  fs::remove_all(dir);
+  CudaRunnerExtras ex;
+  ex.fused_decode = false;
+  auto plain = create_cuda_runner(**m, options(ComputeDtype::kBFloat16, false, 1), ex);
+  ASSERT_TRUE(plain.is_ok()) << plain.message();
+  RunnerOptions o = options(ComputeDtype::kBFloat16, false, 2);
+  o.plan_cache = true;
+  o.plan_cache_dir = dir;
+  ex.tp_devices = on_gpu0(2);
+  auto sharded = create_cuda_runner(**m, o, ex);
+  ASSERT_TRUE(sharded.is_ok()) << sharded.message();
+  ModelRunner& r = **sharded;
+  ASSERT_TRUE(r.init_kv_cache(test::kTwoSeqBlocks, test::kTwoSeqBlock, 0).is_ok());
+  int progress_calls = 0;
+  auto rep = r.warmup([&](int, int, const std::string&) { ++progress_calls; });
+  ASSERT_TRUE(rep.is_ok()) << rep.message();
+  EXPECT_GT(rep->graphs, 0);
+  EXPECT_GT(rep->plans_tuned, 0u);
+  EXPECT_GT(progress_calls, 0);
+  EXPECT_NE(rep->plan_cache.find("wrote"), std::string::npos) << rep->plan_cache;
+  const TuningCounters after = r.tuning_counters();
+  const auto got = test::run_two_sequences(r, 12, 6, false);
+  const TuningCounters now = r.tuning_counters();
+  EXPECT_EQ(now.gemm_tunings, after.gemm_tunings);
+  EXPECT_EQ(now.graph_captures, after.graph_captures);
+  const auto want = test::run_two_sequences(**plain, 12, 6);
+  const test::LogitDiff d = test::compare_logits(got, want, (*m)->config.n_vocab, 0.1f);
+  std::printf("CUDA tp 2 after warm-up: %zu rows, max |logit diff| %.3e, top-1 changes %d (%d off near-ties); %s\n",
+              d.rows, d.max_abs, d.top1_changes, d.top1_changes_off_tie, rep->plan_cache.c_str());
+  EXPECT_EQ(d.top1_changes_off_tie, 0);
+  fs::remove_all(dir);
 }
 
 TEST(CudaTensorParallel, MoreShardsThanGpusRefused) {
