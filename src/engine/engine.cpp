@@ -455,6 +455,10 @@ bool EngineImpl::sample_row(EngineRequest& r, int row, SampleResult& sr) {
 
 // Appends the chosen token, detokenizes, checks stop conditions and emits the output (finishing if done).
 void EngineImpl::process_token(EngineRequest& r, SampleResult& s) {
+  {  // counted before the token can reach a client: a finished response never precedes its count in /metrics
+    std::lock_guard<std::mutex> slk(stats_mu_);
+    ++stats_.generation_tokens;
+  }
   r.tokens.push_back(s.token);
   if (r.matcher && !r.matcher->accept(s.token)) {  // the sampler honours the mask: a broken invariant
     RequestOutput o;
@@ -599,31 +603,34 @@ bool EngineImpl::step_locked() {
     return true;
   }
   sched_.on_step_done(out);
-  uint64_t n_prompt = 0, n_gen = 0;
+  // Tokens of this step that were still prompt are counted as prompt (the sampled ones as generation, by
+  // process_token), before any output of the step can reach a client: a response never precedes its counts.
+  uint64_t n_prompt = 0;
+  for (const ScheduledRequest& s : out.scheduled) {
+    const Request* req = s.req;
+    const int start = req->num_computed_tokens - (s.num_new_tokens - s.num_spec_tokens);
+    n_prompt += static_cast<uint64_t>(std::max(0, std::min(req->num_prompt_tokens, req->num_computed_tokens) - start));
+  }
+  {
+    std::lock_guard<std::mutex> slk(stats_mu_);
+    stats_.prompt_tokens += n_prompt;
+  }
   for (size_t k = 0; k < out.scheduled.size(); ++k) {
     const ScheduledRequest& s = out.scheduled[k];
-    Request* req = s.req;
-    // Tokens of this step that were still prompt are counted as prompt; the sampled ones as generation.
-    const int start = req->num_computed_tokens - (s.num_new_tokens - s.num_spec_tokens);
-    const int prompt_part = std::max(0, std::min(req->num_prompt_tokens, req->num_computed_tokens) - start);
-    n_prompt += static_cast<uint64_t>(prompt_part);
-    auto& er = *static_cast<EngineRequest*>(req);
+    auto& er = *static_cast<EngineRequest*>(s.req);
     const StepRows& rows = step_rows_[k];
     if (rows.n_prompt_rows > 0 && !deliver_prompt_rows(er, rows)) continue;
     if (!s.needs_logits) continue;
     if (rows.n_spec > 0) {
-      n_gen += static_cast<uint64_t>(verify_drafts(er, rows));
+      verify_drafts(er, rows);
       continue;
     }
-    ++n_gen;
     SampleResult sr;
     if (sample_row(er, rows.sample_row, sr)) process_token(er, sr);
   }
   ph.output = since(t);
   {
     std::lock_guard<std::mutex> slk(stats_mu_);
-    stats_.prompt_tokens += n_prompt;
-    stats_.generation_tokens += n_gen;
     if (!out.scheduled.empty() && n_prompt == 0) {
       ++stats_.decode_steps;
       stats_.phase_s.propose += ph.propose;
