@@ -3,7 +3,7 @@
 //      all-reduce (peer_comm.h) against NCCL's ring, both inside CUDA graphs of 32 back-to-back all-reduces per
 //      rank, replayed; NCCL only where every rank has a GPU of its own;
 //   2. decode of a random-weight model shape (--shape) at tensor-parallel size 1 and N: one stream, and --batch
-//      sequences, each step through forward() (the shards' logits gathered on the host), tokens per second. A size
+//      sequences, each step a greedy pick on the GPUs (forward_sample: no logits copied), tokens per second. A size
 //      whose weights do not fit (llama-3.1-70b at TP 1 on an H200) is reported as not run;
 //   3. with --agreement MODEL: top-1 agreement of TP N's logits with TP 1's on that model's weights (fp32 and bf16
 //      compute), every row of 4 prompts of 256 pseudo-random tokens.
@@ -157,8 +157,9 @@ DecodeFigures decode(const ModelConfig& shape, int tp, const std::vector<int>& d
     b.token_mod = std::min(shape.n_vocab, 128000);
     return b;
   };
-  auto run = [&](const bench::SlotBatch& b) {
-    const Status s = r.forward(b.view(), logits.data());
+  std::vector<int32_t> picks(static_cast<size_t>(a.batch));
+  auto run = [&](const bench::SlotBatch& b) {  // greedy picks on the GPU(s), as the engine takes them
+    const Status s = r.can_sample() ? r.forward_sample(b.view(), {}, picks.data()) : r.forward(b.view(), logits.data());
     if (!s.is_ok()) f.why_not = s.message();
     return s.is_ok();
   };
@@ -304,7 +305,7 @@ int run(const Args& a) {
     j["agreement"] = rows;
   }
   if (!a.skip_decode) {
-    std::printf("decode, random bf16 weights, %d steps after a 128-token prompt (forward(): logits to the host):\n",
+    std::printf("decode, random bf16 weights, %d steps after a 128-token prompt (greedy picks on the GPU):\n",
                 a.steps);
     nlohmann::json rows = nlohmann::json::array();
     for (int t : {1, tp}) {

@@ -92,14 +92,28 @@ Status TensorParallelRunner::init_kv_cache(int n_blocks, int block_size, int n_s
   return Status::ok();
 }
 
-Status TensorParallelRunner::forward(const ForwardBatch& b, float* logits) {
-  // Checked once here: a shard that refused the batch after the others entered a collective would hang them.
+Status TensorParallelRunner::check_batch(const ForwardBatch& b) const {
   if (n_blocks_ == 0) return error("forward() before init_kv_cache()");
   BatchLimits lim;
   lim.n_vocab = cfg_.n_vocab;
   lim.n_blocks = n_blocks_;
   lim.block_size = block_size_;
-  MOPT_TRY(validate_batch(b, lim));
+  return validate_batch(b, lim);
+}
+
+void TensorParallelRunner::gather_columns(const std::vector<std::vector<float>>& parts, size_t n_rows,
+                                          float* logits) const {
+  const size_t V = static_cast<size_t>(cfg_.n_vocab);
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const size_t cols = static_cast<size_t>(plan_.ranks[i].n_vocab);
+    const size_t begin = static_cast<size_t>(plan_.ranks[i].vocab_begin);
+    for (size_t r = 0; r < n_rows; ++r)
+      std::memcpy(logits + r * V + begin, parts[i].data() + r * cols, cols * sizeof(float));
+  }
+}
+
+Status TensorParallelRunner::forward(const ForwardBatch& b, float* logits) {
+  MOPT_TRY(check_batch(b));
   const size_t n_out = static_cast<size_t>(b.n_out());
   for (size_t i = 0; i < logits_.size(); ++i) {
     const int cols = gather_logits_ ? plan_.ranks[i].n_vocab : cfg_.n_vocab;
@@ -109,15 +123,7 @@ Status TensorParallelRunner::forward(const ForwardBatch& b, float* logits) {
     const size_t i = static_cast<size_t>(rank);
     return runners_[i]->forward(b, !gather_logits_ && rank == 0 ? logits : logits_[i].data());
   }));
-  if (gather_logits_) {  // row r of the output: every rank's columns of row r, in rank order
-    const size_t V = static_cast<size_t>(cfg_.n_vocab);
-    for (size_t i = 0; i < logits_.size(); ++i) {
-      const size_t cols = static_cast<size_t>(plan_.ranks[i].n_vocab);
-      const size_t begin = static_cast<size_t>(plan_.ranks[i].vocab_begin);
-      for (size_t r = 0; r < n_out; ++r)
-        std::memcpy(logits + r * V + begin, logits_[i].data() + r * cols, cols * sizeof(float));
-    }
-  }
+  if (gather_logits_) gather_columns(logits_, n_out, logits);
   return Status::ok();
 }
 

@@ -57,12 +57,20 @@ class TensorParallelRunner : public ModelRunner {
   int size() const { return static_cast<int>(runners_.size()); }
   ModelRunner& shard(int rank) { return *runners_[static_cast<size_t>(rank)]; }
 
+ protected:
+  // fn(rank) on every rank at once (rank 0 on the calling thread); the first rank's error, if any.
+  Status on_every_rank(const std::function<Status(int)>& fn);
+  // A batch every shard will take: checked here once, since a shard that refused it after the others entered a
+  // collective would leave them waiting.
+  Status check_batch(const ForwardBatch& b) const;
+  // logits [n_rows, n_vocab] := every rank's columns parts[rank] [n_rows, its n_vocab], side by side.
+  void gather_columns(const std::vector<std::vector<float>>& parts, size_t n_rows, float* logits) const;
+
  private:
   // fn(rank) on every rank at once: rank 0 on the calling thread, the others on their workers; returns when all
   // are done.
   void run_on_ranks(const std::function<void(int)>& fn);
   void worker_main(int rank);
-  Status on_every_rank(const std::function<Status(int)>& fn);
 
   ModelConfig cfg_;
   ShardPlan plan_;

@@ -157,6 +157,10 @@ class CudaRunner final : public CudaModelRunner {
   Status forward_greedy(const ForwardBatch& batch, int32_t* tokens) override;
   Status forward_sample(const ForwardBatch& batch, std::span<const GpuSampling> params, int32_t* tokens) override;
   Status sampled_logits(std::span<const int32_t> rows, float* logits) override;
+  // A tensor-parallel shard's greedy pick: each output row's argmax over this runner's vocabulary (its columns;
+  // lowest id on ties) into tokens [n_out] and that logit into values [n_out] (NaN for a row of NaN, whose token
+  // is 0). sampled_logits() then serves the rows' logits as after forward_sample().
+  Status forward_argmax(const ForwardBatch& batch, int32_t* tokens, float* values);
   int max_sample_rows() const override { return logit_rows_; }
   uint64_t weight_bytes() const override { return weight_bytes_; }
   std::string gemm_report() const override { return gemm_.describe(); }

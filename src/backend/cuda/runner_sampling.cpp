@@ -106,6 +106,31 @@ Status CudaRunner::forward_sample(const ForwardBatch& b, std::span<const GpuSamp
   return Status::ok();
 }
 
+Status CudaRunner::forward_argmax(const ForwardBatch& b, int32_t* tokens, float* values) {
+  if (b.n_out() > logit_rows_)
+    return error("greedy picks on the GPU: %d output rows, at most %d (max_seqs)", b.n_out(), logit_rows_);
+  int rows = 0;
+  last_sampled_rows_ = 0;
+  MOPT_TRY(run_step(b, &rows));
+  last_sampled_rows_ = rows;
+  if (rows > 0) {
+    MOPT_CUDA_TRY(launch_argmax(logits_.as<float>(), rows, cfg_.n_vocab, sampled_.as<int32_t>(),
+                                argmax_scratch_.as<void>(), stream_));
+    MOPT_CUDA_TRY(cudaMemcpyAsync(sampled_host_.as<int32_t>(), sampled_.as<int32_t>(), static_cast<size_t>(rows) * 4,
+                                  cudaMemcpyDeviceToHost, stream_));
+  }
+  MOPT_CUDA_TRY(cudaStreamSynchronize(stream_));
+  std::copy_n(sampled_host_.as<int32_t>(), rows, tokens);
+  // Each row's winning logit, staged in logits_host_ (pinned): one 4-byte copy a row.
+  float* staged = logits_host_.as<float>();
+  for (int r = 0; r < rows; ++r)
+    MOPT_CUDA_TRY(cudaMemcpyAsync(staged + r, logits_.as<float>() + static_cast<size_t>(r) * cfg_.n_vocab + tokens[r],
+                                  4, cudaMemcpyDeviceToHost, stream_));
+  MOPT_CUDA_TRY(cudaStreamSynchronize(stream_));
+  std::copy_n(staged, rows, values);
+  return Status::ok();
+}
+
 Status CudaRunner::sampled_logits(std::span<const int32_t> rows, float* logits) {
   // The sampling kernels only read logits_, so the last forward_sample's rows are still there.
   const size_t row_bytes = static_cast<size_t>(cfg_.n_vocab) * 4;

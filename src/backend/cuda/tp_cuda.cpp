@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "backend/cuda/check.h"
@@ -13,6 +14,71 @@
 #include "core/log.h"
 
 namespace mopt::cuda {
+namespace {
+
+// The CUDA shards' runner: besides forward() (logit columns gathered on the host), greedy picks on the GPUs:
+// each shard's argmax over its columns and that logit, the largest across shards (the lowest rank on ties, so the
+// lowest id, as one argmax over the whole row), with no logits copied. Rows that need the host sampler
+// (temperature, masks, logprobs) get their logits from sampled_logits(), gathered from the shards.
+class TensorParallelCudaRunner final : public TensorParallelRunner {
+ public:
+  TensorParallelCudaRunner(Shards s, std::vector<CudaRunner*> cuda)
+      : TensorParallelRunner(std::move(s)), cuda_(std::move(cuda)), tokens_(cuda_.size()), values_(cuda_.size()),
+        parts_(cuda_.size()) {}
+
+  bool can_sample() const override { return true; }
+  bool can_sample_random() const override { return false; }  // greedy rows only
+
+  Status forward_sample(const ForwardBatch& b, std::span<const RowSampling> params, int32_t* tokens) override {
+    MOPT_TRY(check_batch(b));
+    for (const RowSampling& p : params)
+      if ((p.temperature > 0 && p.top_k != 1) || !p.allowed.empty())
+        return error("tensor parallel on CUDA picks greedy rows on the GPU only; rows that draw at a temperature or "
+                     "under a token mask are sampled on the host (can_sample_random / can_sample_masked)");
+    const size_t n_out = static_cast<size_t>(b.n_out());
+    for (size_t i = 0; i < cuda_.size(); ++i) {
+      tokens_[i].resize(n_out);
+      values_[i].resize(n_out);
+    }
+    MOPT_TRY(on_every_rank([&](int rank) {
+      const size_t i = static_cast<size_t>(rank);
+      return cuda_[i]->forward_argmax(b, tokens_[i].data(), values_[i].data());
+    }));
+    for (size_t r = 0; r < n_out; ++r) {
+      int32_t id = 0;
+      float best = 0;
+      bool any = false;
+      for (size_t i = 0; i < cuda_.size(); ++i) {
+        const float v = values_[i][r];
+        if (std::isnan(v)) continue;  // a shard whose columns are all NaN
+        if (!any || v > best) {
+          best = v;
+          id = plan().ranks[i].vocab_begin + tokens_[i][r];
+          any = true;
+        }
+      }
+      tokens[r] = id;
+    }
+    return Status::ok();
+  }
+
+  Status sampled_logits(std::span<const int32_t> rows, float* logits) override {
+    MOPT_TRY(on_every_rank([&](int rank) {
+      const size_t i = static_cast<size_t>(rank);
+      parts_[i].resize(rows.size() * static_cast<size_t>(plan().ranks[i].n_vocab));
+      return cuda_[i]->sampled_logits(rows, parts_[i].data());
+    }));
+    gather_columns(parts_, rows.size(), logits);
+    return Status::ok();
+  }
+
+ private:
+  std::vector<CudaRunner*> cuda_;                   // [tp] the shards (owned by the base)
+  std::vector<std::vector<int32_t>> tokens_;        // [tp][n_out] each shard's pick (its own ids)
+  std::vector<std::vector<float>> values_, parts_;  // [tp][n_out] their logits; [tp] sampled_logits' columns
+};
+
+}  // namespace
 
 Result<std::unique_ptr<ModelRunner>> create_tensor_parallel_cuda_runner(const Model& model, const RunnerOptions& opts,
                                                                         const CudaRunnerExtras& extras) {
@@ -54,6 +120,7 @@ Result<std::unique_ptr<ModelRunner>> create_tensor_parallel_cuda_runner(const Mo
 
   RunnerOptions so = opts;
   so.tensor_parallel_size = 1;
+  std::vector<CudaRunner*> cuda;
   for (int i = 0; i < tp; ++i) {
     const ShardRank& rank = s.plan.ranks[static_cast<size_t>(i)];
     std::unique_ptr<Model> sm;
@@ -73,12 +140,13 @@ Result<std::unique_ptr<ModelRunner>> create_tensor_parallel_cuda_runner(const Mo
     auto r = CudaRunner::create(*sm, so, e);
     if (!r) return r.status().with_context("tensor-parallel rank " + std::to_string(i));
     s.models.push_back(std::move(sm));
+    cuda.push_back(r.value().get());
     s.runners.push_back(std::move(r).value());
   }
   std::string list;
   for (int d : devices) list += (list.empty() ? "" : ",") + std::to_string(d);
   MOPT_LOG_INFO("tensor parallel: %d CUDA shards on GPUs %s", tp, list.c_str());
-  return std::unique_ptr<ModelRunner>(std::make_unique<TensorParallelRunner>(std::move(s)));
+  return std::unique_ptr<ModelRunner>(std::make_unique<TensorParallelCudaRunner>(std::move(s), std::move(cuda)));
 }
 
 }  // namespace mopt::cuda

@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -308,6 +309,56 @@ TEST(CudaTensorParallel, WarmupInLockstepThenNothingTunes) {
               d.rows, d.max_abs, d.top1_changes, d.top1_changes_off_tie, rep->plan_cache.c_str());
   EXPECT_EQ(d.top1_changes_off_tie, 0);
   fs::remove_all(dir);
+}
+
+// Greedy picks on the GPUs (each shard's argmax and its logit, the largest across shards) equal the argmax of the
+// gathered logits of the same step; sampled_logits() gathers the rows asked for; draws at a temperature are
+// refused (the engine samples those on the host).
+TEST(CudaTensorParallel, GreedyPicksOnTheGpusEqualTheGatheredArgmax) {
+  SKIP_WITHOUT_GPU();
+  auto stories = load_model(test::models_dir() + "/stories260K.gguf");
+  ASSERT_TRUE(stories.is_ok()) << stories.message();
+  auto odd = test::dummy_model(kOddLlama, 5);  // 301-token vocabulary: uneven column splits
+  ASSERT_TRUE(odd);
+  for (const auto& [model, tp] : {std::pair<const Model*, int>{stories->get(), 2}, {odd.get(), 3}}) {
+    SCOPED_TRACE(testing::Message() << model->config.name << " tp " << tp);
+    CudaRunnerExtras ex;
+    ex.tp_devices = on_gpu0(tp);
+    auto rr = create_cuda_runner(*model, options(ComputeDtype::kFloat32, true, tp), ex);
+    ASSERT_TRUE(rr.is_ok()) << rr.message();
+    ModelRunner& r = **rr;
+    ASSERT_TRUE(r.can_sample());
+    EXPECT_FALSE(r.can_sample_random());
+    ASSERT_TRUE(r.init_kv_cache(8, 16, 0).is_ok());
+    const int V = model->config.n_vocab;
+    BatchArrays a;  // sequence 0: 7 tokens in block 0; sequence 1: 5 tokens in block 1
+    a.max_blocks_per_seq = 1;
+    for (int i = 0; i < 12; ++i) {
+      const int seq = i < 7 ? 0 : 1, pos = seq == 0 ? i : i - 7;
+      a.tokens.push_back((37 * i + 11) % V);
+      a.positions.push_back(pos);
+      a.slot_mapping.push_back(16 * seq + pos);
+    }
+    a.query_start = {0, 7, 12};
+    a.seq_lens = {7, 5};
+    a.block_tables = {0, 1};
+    a.logits_indices = {6, 3, 11};
+    const ForwardBatch b = a.view();
+    std::vector<float> logits(3 * static_cast<size_t>(V));
+    ASSERT_TRUE(r.forward(b, logits.data()).is_ok());
+    std::vector<int32_t> picks(3, -1);
+    ASSERT_TRUE(r.forward_sample(b, {}, picks.data()).is_ok());  // the same step again: the same values
+    for (int row = 0; row < 3; ++row)
+      EXPECT_EQ(picks[static_cast<size_t>(row)], test::argmax(&logits[static_cast<size_t>(row) * V], V)) << row;
+    const int32_t rows[] = {2, 0};
+    std::vector<float> got(2 * static_cast<size_t>(V));
+    ASSERT_TRUE(r.sampled_logits(rows, got.data()).is_ok());
+    EXPECT_TRUE(std::equal(got.begin(), got.begin() + V, logits.begin() + 2 * V));
+    EXPECT_TRUE(std::equal(got.begin() + V, got.end(), logits.begin()));
+    std::vector<RowSampling> hot(3);
+    hot[1].temperature = 0.7f;
+    EXPECT_TRUE(test::fails_with(r.forward_sample(b, hot, picks.data()), "greedy rows on the GPU only"));
+  }
 }
 
 TEST(CudaTensorParallel, MoreShardsThanGpusRefused) {
