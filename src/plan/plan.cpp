@@ -290,12 +290,11 @@ Result<Plan> make_plan(const PlanRequest& req) {
   if (dev == DeviceKind::kCuda) f += es == 4 ? " --dtype float32" : " --dtype bfloat16";
   if (dev == DeviceKind::kCuda && p.kv_elem_bytes == 1) f += " --kv-cache-dtype fp8";
   if (dev == DeviceKind::kCuda && e.runner.enforce_eager) f += " --enforce-eager";
+  if (tp > 1) f += strfmt(" --tensor-parallel-size %d", tp);
   p.flags = f;
   if (tp > 1)
     p.notes.push_back(
-        strfmt("mopt serve runs on one GPU (no tensor parallelism yet): the figures are per GPU of a "
-               "%d-way tensor-parallel group",
-               tp));
+        strfmt("the figures are per GPU of a %d-way tensor-parallel group (GPUs 0 .. %d, one shard each)", tp, tp - 1));
   if (dev == DeviceKind::kCuda)
     p.notes.push_back("the CUDA context and cuBLAS handles are an estimate (" +
                       gib(static_cast<double>(kCudaContextBytes)) +

@@ -144,6 +144,8 @@ TEST(Plan, Llama8bOnH200ByHand) {
   ASSERT_TRUE(p2) << p2.message();
   EXPECT_EQ(p2->kv_bytes_per_token, 65536u);
   EXPECT_NEAR(static_cast<double>(p2->weight_bytes), p->weight_bytes / 2.0, 0.001 * p->weight_bytes);
+  EXPECT_NE(p2->flags.find("--tensor-parallel-size 2"), std::string::npos) << p2->flags;
+  EXPECT_EQ(p->flags.find("--tensor-parallel-size"), std::string::npos) << p->flags;
   // 16-way: fewer KV heads (8) than GPUs, so each GPU keeps one.
   req.tensor_parallel = 16;
   auto p16 = make_plan(req);
