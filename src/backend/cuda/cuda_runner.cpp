@@ -44,6 +44,12 @@ Status CudaRunner::alloc_workspace() {
   const size_t ff = static_cast<size_t>(std::max({ff_dense, c.n_ff_shexp, 1}));
   MOPT_TRY(gu_.alloc(T * 2 * ff * es, "activations"));
   MOPT_TRY(act_.alloc(T * ff * es, "activations"));
+  if (comm_ && fused_decode_) {  // the fused o / down GEMMs' partial products, and their timing scratch
+    const size_t bytes = static_cast<size_t>(kSkinnyMaxRows) * c.n_embd * 4;
+    MOPT_TRY(tp_partial_.alloc(bytes, "activations"));
+    MOPT_CUDA_TRY(cudaMemsetAsync(tp_partial_.as<void>(), 0, bytes, stream_));
+    MOPT_TRY(gemm_.reserve_fused_scratch(bytes));
+  }
   MOPT_TRY(alloc_moe_workspace());
   MOPT_TRY(alloc_mla_workspace());
   MOPT_TRY(logits_.alloc(static_cast<size_t>(logit_rows_) * c.n_vocab * 4, "logits"));
@@ -171,14 +177,17 @@ Result<std::unique_ptr<CudaRunner>> CudaRunner::create(const Model& model, const
     r->nccl_ = std::move(group[0]);
     r->comm_ = r->nccl_.get();
   }
-  // MLA models take the general path (their projections are not fused GEMMs).
-  r->fused_decode_ = !r->f32_ && extras.fused_decode && !r->comm_ && !c.is_mla() && c.n_embd % 8 == 0 &&
-                     c.q_dim() % 8 == 0 && c.n_ff % 8 == 0;
+  // MLA models take the general path (their projections are not fused GEMMs). Tensor-parallel shards need an
+  // all-reduce that adds into the residual (the peer all-reduce's reduce_add; not NCCL's).
+  r->fused_decode_ = !r->f32_ && extras.fused_decode && (!r->comm_ || r->comm_->can_reduce_add()) &&
+                     !c.is_mla() && c.n_embd % 8 == 0 && c.q_dim() % 8 == 0 && c.n_ff % 8 == 0;
   constexpr uint32_t kL2PrefetchBytes = 16u << 20;
   using Pf = CudaRunnerExtras::L2Prefetch;
   r->l2_prefetch_o_ = extras.l2_prefetch != Pf::kNone ? kL2PrefetchBytes : 0;
   r->l2_prefetch_other_ = extras.l2_prefetch == Pf::kAll ? kL2PrefetchBytes : 0;
-  r->refine_graph_plans_ = extras.refine_graph_plans;
+  // In-graph refinement replays a shard's step graph a number of times of its own: its all-reduces would wait
+  // for replays the other shards never make.
+  r->refine_graph_plans_ = extras.refine_graph_plans && !r->comm_;
   r->fp8_fused_quant_ = extras.fp8_fused_quant;
   MOPT_CUDA_TRY(cudaStreamCreateWithFlags(&r->stream_, cudaStreamNonBlocking));
   MOPT_TRY(r->gemm_.init());
@@ -186,7 +195,7 @@ Result<std::unique_ptr<CudaRunner>> CudaRunner::create(const Model& model, const
   r->max_tokens_ = std::max(opts.max_batch_tokens, opts.max_seqs);
   r->logit_rows_ = opts.max_seqs + opts.spec_tokens;
   // Verification graphs (StepShape::verify): fused GEMMs and attention per row as in decode; not for MoE layers.
-  if (opts.spec_tokens > 0 && r->fused_decode_ && !c.is_moe())
+  if (opts.spec_tokens > 0 && r->fused_decode_ && !c.is_moe() && !r->comm_)
     r->verify_max_rows_ = std::min({kSkinnyMaxRows, r->logit_rows_, r->max_tokens_});
   if (r->verify_max_rows_ < 2) r->verify_max_rows_ = 0;
   r->attn_rows_ = std::max(opts.max_seqs, r->verify_max_rows_);

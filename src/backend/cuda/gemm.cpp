@@ -261,6 +261,16 @@ Gemm::FusedKey fused_key(const SkinnyGemmParams& p) {
 }
 }  // namespace
 
+Status Gemm::reserve_fused_scratch(size_t bytes) {
+  if (bytes <= scratch_bytes_) return Status::ok();
+  if (scratch_) MOPT_CUDA_TRY(cudaFree(scratch_));
+  scratch_ = nullptr;
+  scratch_bytes_ = 0;
+  MOPT_CUDA_TRY(cudaMalloc(&scratch_, bytes));
+  scratch_bytes_ = bytes;
+  return Status::ok();
+}
+
 Result<int> Gemm::fused_variant(const SkinnyGemmParams& p, cudaStream_t stream) {
   const FusedKey key = fused_key(p);
   const int n_var = skinny_variants(p.qw.fmt);
@@ -272,14 +282,7 @@ Result<int> Gemm::fused_variant(const SkinnyGemmParams& p, cudaStream_t stream) 
     return error("fused GEMM %dx%dx%d: first call inside stream capture (run the shape eagerly first)", p.m, p.n, p.k);
   SkinnyGemmParams t = p;
   if (p.epilogue == SkinnyEpilogue::kAddResidual) {  // time on scratch: the real residual is updated once
-    const size_t need = static_cast<size_t>(p.m) * p.n * sizeof(float);
-    if (need > scratch_bytes_) {
-      if (scratch_) MOPT_CUDA_TRY(cudaFree(scratch_));
-      scratch_ = nullptr;
-      scratch_bytes_ = 0;
-      MOPT_CUDA_TRY(cudaMalloc(&scratch_, need));
-      scratch_bytes_ = need;
-    }
+    MOPT_TRY(reserve_fused_scratch(static_cast<size_t>(p.m) * p.n * sizeof(float)));
     t.y = scratch_;
   }
   MOPT_ASSIGN_OR_RETURN(const std::vector<float> us, time_cold_l2(n_var, [&](int v) {

@@ -68,6 +68,9 @@ class Gemm {
   // (the same shape, its plan tuned first if need be) would give it: among the variants ranked for m rows, the
   // fastest whose reduction order (skinny_reduction_order) is that of the one-row plan's variant.
   Status run_fused(const SkinnyGemmParams& p, cudaStream_t stream, bool row_invariant = false);
+  // The kAddResidual timing scratch for outputs of up to `bytes`, allocated now: a tensor-parallel shard must not
+  // free it inside a step (cudaFree waits for the whole GPU, where another rank's all-reduce may wait for this one).
+  Status reserve_fused_scratch(size_t bytes);
 
   // FP8 W8A8 (gemm_fp8.cpp): y[m, n] bf16 = xs[i] ws[j] sum_k xq[i, k] wq[j, k] (+ bias[j] bf16) with E4M3
   // operands xq [m, k] (per-token scales xs [m]) and wq [n, k] (per-channel scales ws [n]), fp32 accumulation.

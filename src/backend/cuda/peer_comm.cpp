@@ -119,6 +119,20 @@ Status PeerComm::all_reduce_sum(void* buf, size_t count, bool f32, cudaStream_t 
   return Status::ok();
 }
 
+Status PeerComm::reduce_add(float* partial, float* resid, size_t count, cudaStream_t stream) {
+  const size_t bytes = count * 4;
+  if (bytes > capacity_ || bytes % 16 != 0 || reinterpret_cast<uintptr_t>(partial) % 16 != 0 ||
+      reinterpret_cast<uintptr_t>(resid) % 16 != 0)
+    return error("internal: reduce_add of %zu bytes (staging %zu; 16-byte multiples and alignment)", bytes,
+                 capacity_);
+  PeerReduceParams p = params_;
+  p.buf = partial;
+  p.add_to = resid;
+  p.n_vec = bytes / 16;
+  MOPT_CUDA_TRY(launch_peer_all_reduce(p, true, stream));
+  return Status::ok();
+}
+
 Result<std::vector<std::unique_ptr<DeviceComm>>> create_tp_comm_group(std::span<const int> devices,
                                                                       size_t max_bytes, TpCommKind kind) {
   const bool distinct = all_distinct(devices);

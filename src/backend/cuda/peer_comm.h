@@ -45,6 +45,9 @@ class PeerComm : public DeviceComm {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   Status all_reduce_sum(void* buf, size_t count, bool f32, cudaStream_t stream) override;
+  bool can_reduce_add() const override { return true; }
+  // Staged (never the NCCL fallback): count * 4 bytes must fit the staging capacity.
+  Status reduce_add(float* partial, float* resid, size_t count, cudaStream_t stream) override;
 
  private:
   PeerComm() = default;

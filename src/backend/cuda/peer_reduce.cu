@@ -65,7 +65,10 @@ __global__ void __launch_bounds__(kThreads) peer_all_reduce_kernel(PeerReducePar
   // 1. This CTA's slice of the message into this rank's staging half.
   const uint4* src = static_cast<const uint4*>(p.buf);
   uint4* own = reinterpret_cast<uint4*>(p.stage[p.rank] + half);
-  for (size_t i = first; i < p.n_vec; i += stride) own[i] = src[i];
+  for (size_t i = first; i < p.n_vec; i += stride) {
+    own[i] = src[i];
+    if (p.add_to) const_cast<uint4*>(src)[i] = make_uint4(0, 0, 0, 0);
+  }
   __threadfence_system();
   __syncthreads();
 
@@ -84,6 +87,14 @@ __global__ void __launch_bounds__(kThreads) peer_all_reduce_kernel(PeerReducePar
   for (size_t i = first; i < p.n_vec; i += stride) {
     float acc[8] = {};
     for (int r = 0; r < p.size; ++r) add_vec<kF32>(acc, __ldcg(reinterpret_cast<const uint4*>(p.stage[r] + half) + i));
+    if constexpr (kF32) {
+      if (p.add_to) {  // the residual: + the sum
+        float4* res = reinterpret_cast<float4*>(p.add_to) + i;
+        const float4 r = *res;
+        *res = make_float4(r.x + acc[0], r.y + acc[1], r.z + acc[2], r.w + acc[3]);
+        continue;
+      }
+    }
     dst[i] = pack_vec<kF32>(acc);
   }
   if (threadIdx.x == 0) p.counts[cta] = count;

@@ -16,7 +16,10 @@ struct PeerReduceParams {
   char* stage[kPeerReduceMaxRanks] = {};       // every rank's staging buffers [2][capacity]
   uint32_t* flags[kPeerReduceMaxRanks] = {};   // every rank's flags [kPeerReduceCtas][kPeerReduceMaxRanks]
   uint32_t* counts = nullptr;                  // this rank's [kPeerReduceCtas] calls made per CTA
-  void* buf = nullptr;                         // this rank's message, reduced in place
+  void* buf = nullptr;                         // this rank's message, reduced in place (or, with add_to, read)
+  // With add_to (fp32 messages only): add_to [n] += the sum, and this rank's buf is zeroed once staged (the fused
+  // decode's o / down GEMMs then add their next partial products into zeros).
+  float* add_to = nullptr;
   size_t n_vec = 0;                            // 16-byte vectors in the message
   size_t capacity = 0;                         // bytes of one staging half (>= 16 n_vec)
   int rank = 0, size = 1;

@@ -4,9 +4,10 @@
 // for MLA models). Both only enqueue on stream_ (no allocation, no host sync), so a decode step can
 // be captured into a CUDA graph.
 //
-// Tensor parallelism (docs/tensor_parallel.md; with comm_ only, on the general path): the vocab-parallel embedding
-// followed by an all-reduce of the residual stream, qkv and gate_up column-parallel, attn_output and ffn_down
-// row-parallel, each followed by one all-reduce of `proj_`; the classifier's logits are the shard's columns.
+// Tensor parallelism (docs/tensor_parallel.md; with comm_ only): the vocab-parallel embedding followed by an
+// all-reduce of the residual stream, qkv and gate_up column-parallel, attn_output and ffn_down row-parallel, each
+// followed by one all-reduce (general path: of `proj_`; fused path: of the fp32 partial products, added to the
+// residual); the classifier's logits are the shard's columns.
 #include <cuda_runtime_api.h>
 
 #include <type_traits>
@@ -240,7 +241,16 @@ Status CudaRunner::enqueue_layers_fused(const StepShape& s) {
   if (c.is_mla()) return error("internal: fused decode of a multi-head latent attention model");
   MOPT_CUDA_TRY(launch_embed(embed_params<bf16>(T), st));
   MOPT_TRY(mark("step metadata H2D + embedding"));
+  MOPT_TRY(all_reduce_rows(resid_.as<void>(), T, true));
   float* resid = resid_.as<float>();
+  // Tensor parallel: the o / down GEMMs add their partial products into tp_partial_ (zeros), whose sum over the
+  // shards the all-reduce adds to the residual (zeroing tp_partial_ again).
+  float* partial = comm_ ? tp_partial_.as<float>() : nullptr;
+  auto reduce_partial = [&]() -> Status {
+    if (!partial) return Status::ok();
+    MOPT_TRY(comm_->reduce_add(partial, resid, static_cast<size_t>(T) * d, st));
+    return mark("all-reduce");
+  };
   for (int l = 0; l < c.n_layer; ++l) {
     const Layer& L = layers_[static_cast<size_t>(l)];
     // Shapes: resid [T, d] fp32, qkv_ [T, q_dim + 2 kv_dim], attn_ [T, q_dim], gu_ [T, 2 n_ff] (bf16).
@@ -254,11 +264,12 @@ Status CudaRunner::enqueue_layers_fused(const StepShape& s) {
     MOPT_TRY(enqueue_attention(s, l));
 
     // resid += attn_ . Wo^T; the o projection follows the attention, so it takes l2_prefetch_o_.
-    SkinnyGemmParams o{.x = attn_.as<bf16>(), .w = L.o.w.as<bf16>(), .y = resid, .m = T, .n = d, .k = c.q_dim(),
-                       .epilogue = SkinnyEpilogue::kAddResidual, .l2_prefetch_bytes = l2_prefetch_o_,
-                       .qw = L.o.qw};
+    SkinnyGemmParams o{.x = attn_.as<bf16>(), .w = L.o.w.as<bf16>(), .y = partial ? partial : resid, .m = T, .n = d,
+                       .k = c.q_dim(), .epilogue = SkinnyEpilogue::kAddResidual,
+                       .l2_prefetch_bytes = l2_prefetch_o_, .qw = L.o.qw};
     MOPT_TRY(gemm_.run_fused(o, st, s.verify));
     MOPT_TRY(mark("o GEMM (+residual)"));
+    MOPT_TRY(reduce_partial());
 
     if (c.is_moe_layer(l)) {  // normed_ = rmsnorm(resid); resid += MoE(normed_) (runner_moe.cpp)
       MOPT_TRY(enqueue_moe_fused(l, T, resid));
@@ -282,6 +293,7 @@ Status CudaRunner::enqueue_layers_fused(const StepShape& s) {
     dn.k = c.n_ff;
     MOPT_TRY(gemm_.run_fused(dn, st, s.verify));
     MOPT_TRY(mark("down GEMM (+swiglu +residual)"));
+    MOPT_TRY(reduce_partial());
   }
   return Status::ok();
 }

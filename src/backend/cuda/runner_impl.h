@@ -337,6 +337,9 @@ class CudaRunner final : public CudaModelRunner {
   DeviceBuffer q_;          // [max_tokens, q_dim]
   DeviceBuffer attn_;       // [max_tokens, q_dim]
   DeviceBuffer proj_;       // [max_tokens, n_embd] output of attn_output / ffn_down
+  // Tensor-parallel fused decode: [kSkinnyMaxRows, n_embd] fp32 partial products of the o / down GEMMs (added
+  // into zeros; the all-reduce adds their sum to the residual and zeroes them again).
+  DeviceBuffer tp_partial_;
   DeviceBuffer gu_;         // [max_tokens, 2 n_ff]
   DeviceBuffer act_;        // [max_tokens, n_ff]
   // gu_ and act_ hold n_ff_shexp columns in MoE models (the shared expert). MoE routing and experts (runner_moe.cpp),

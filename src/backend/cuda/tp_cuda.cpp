@@ -120,6 +120,13 @@ Result<std::unique_ptr<ModelRunner>> create_tensor_parallel_cuda_runner(const Mo
 
   RunnerOptions so = opts;
   so.tensor_parallel_size = 1;
+  // Every shard takes the same path (their collectives differ between the general and the fused decode path):
+  // the fused one only where every shard's widths allow it (CudaRunner::create's own condition).
+  bool fused = extras.fused_decode;
+  for (int i = 0; i < tp; ++i) {
+    const ModelConfig rc = s.plan.rank_config(model.config, i);
+    fused = fused && rc.n_embd % 8 == 0 && rc.q_dim() % 8 == 0 && rc.n_ff % 8 == 0;
+  }
   std::vector<CudaRunner*> cuda;
   for (int i = 0; i < tp; ++i) {
     const ShardRank& rank = s.plan.ranks[static_cast<size_t>(i)];
@@ -131,6 +138,7 @@ Result<std::unique_ptr<ModelRunner>> create_tensor_parallel_cuda_runner(const Mo
       MOPT_ASSIGN_OR_RETURN(sm, shard_model(model, s.plan, i));
     }
     CudaRunnerExtras e = extras;
+    e.fused_decode = fused;
     e.tp_devices.clear();
     e.device_id = devices[static_cast<size_t>(i)];
     e.random_seed = extras.random_seed + static_cast<uint64_t>(i);

@@ -196,12 +196,15 @@ RunnerOptions options(ComputeDtype dtype, bool eager, int tp) {
   return o;
 }
 
-// tp shards on `devices` (empty: one GPU each) against the unsharded runner; both on the general path.
-void expect_sharded_close(const Model& m, int tp, ComputeDtype dtype, bool eager, std::vector<int> devices) {
+// tp shards on `devices` (empty: one GPU each) against the unsharded runner, both on the general path or both
+// with the fused decode path (bf16 decode steps of up to 8 rows).
+void expect_sharded_close(const Model& m, int tp, ComputeDtype dtype, bool eager, std::vector<int> devices,
+                          bool fused = false) {
   SCOPED_TRACE(testing::Message() << m.config.name << " tp " << tp << " " << compute_dtype_name(dtype)
-                                  << (eager ? " eager" : " graphs") << (devices.empty() ? " one GPU each" : ""));
+                                  << (eager ? " eager" : " graphs") << (devices.empty() ? " one GPU each" : "")
+                                  << (fused ? " fused" : ""));
   CudaRunnerExtras ex;
-  ex.fused_decode = false;  // shards run the general path; compare like with like
+  ex.fused_decode = fused;
   auto plain = create_cuda_runner(m, options(dtype, eager, 1), ex);
   ASSERT_TRUE(plain.is_ok()) << plain.message();
   ex.tp_devices = std::move(devices);
@@ -211,10 +214,10 @@ void expect_sharded_close(const Model& m, int tp, ComputeDtype dtype, bool eager
   const auto got = test::run_two_sequences(**sharded, 12, 6);
   const bool f32 = dtype == ComputeDtype::kFloat32;
   const test::LogitDiff d = test::compare_logits(got, want, m.config.n_vocab, f32 ? 0.f : 0.1f);
-  std::printf("CUDA tp %d %s (%s, %s): %zu rows, max |logit diff| %.3e, max |logit| %.3e, ratio %.3e, top-1 changes "
-              "%d (%d off near-ties)\n", tp, m.config.name.c_str(), compute_dtype_name(dtype),
-              eager ? "eager" : "graphs", d.rows, d.max_abs, d.max_ref, d.max_abs / d.max_ref, d.top1_changes,
-              d.top1_changes_off_tie);
+  std::printf("CUDA tp %d %s (%s, %s%s): %zu rows, max |logit diff| %.3e, max |logit| %.3e, ratio %.3e, top-1 "
+              "changes %d (%d off near-ties)\n", tp, m.config.name.c_str(), compute_dtype_name(dtype),
+              eager ? "eager" : "graphs", fused ? ", fused" : "", d.rows, d.max_abs, d.max_ref, d.max_abs / d.max_ref,
+              d.top1_changes, d.top1_changes_off_tie);
   if (f32) {
     EXPECT_LE(d.max_abs, 1e-4 * d.max_ref);
     EXPECT_EQ(d.top1_changes, 0);
@@ -242,6 +245,11 @@ TEST(CudaTensorParallel, CodeQwen2ShardsMatchUnsharded) {
   for (int tp : {2, 4})  // TP 4: each KV head replicated on two ranks
     for (ComputeDtype dt : {ComputeDtype::kFloat32, ComputeDtype::kBFloat16})
       expect_sharded_close(**m, tp, dt, false, on_gpu0(tp));
+  // The fused decode path (bf16; code-qwen2's widths split into multiples of 8, which it needs): the o / down
+  // partial products reduced into the residual.
+  for (int tp : {2, 4})
+    for (bool eager : {false, true})
+      expect_sharded_close(**m, tp, ComputeDtype::kBFloat16, eager, on_gpu0(tp), true);
   if (device_count() >= 2) {
     expect_sharded_close(**m, 2, ComputeDtype::kFloat32, false, {});
     expect_sharded_close(**m, 2, ComputeDtype::kBFloat16, false, {});
@@ -279,8 +287,7 @@ TEST(CudaTensorParallel, WarmupInLockstepThenNothingTunes) {
   namespace fs = std::filesystem;
   const std::string dir = (fs::temp_directory_path() / ("mopt_tp_warmup_" + std::to_string(getpid()))).string();
   fs::remove_all(dir);
-  CudaRunnerExtras ex;
-  ex.fused_decode = false;
+  CudaRunnerExtras ex;  // the fused decode path: its eager steps warm up too
   auto plain = create_cuda_runner(**m, options(ComputeDtype::kBFloat16, false, 1), ex);
   ASSERT_TRUE(plain.is_ok()) << plain.message();
   RunnerOptions o = options(ComputeDtype::kBFloat16, false, 2);
