@@ -180,7 +180,7 @@ Result<std::unique_ptr<CudaRunner>> CudaRunner::create(const Model& model, const
   // MLA models take the general path (their projections are not fused GEMMs). Tensor-parallel shards need an
   // all-reduce that adds into the residual (the peer all-reduce's reduce_add; not NCCL's).
   r->fused_decode_ = !r->f32_ && extras.fused_decode && (!r->comm_ || r->comm_->can_reduce_add()) &&
-                     !c.is_mla() && c.n_embd % 8 == 0 && c.q_dim() % 8 == 0 && c.n_ff % 8 == 0;
+                     !c.is_mla() && fused_decode_widths(c);
   constexpr uint32_t kL2PrefetchBytes = 16u << 20;
   using Pf = CudaRunnerExtras::L2Prefetch;
   r->l2_prefetch_o_ = extras.l2_prefetch != Pf::kNone ? kL2PrefetchBytes : 0;

@@ -14,12 +14,6 @@ namespace {
 
 constexpr size_t kStageCapWithFallback = size_t{8} << 20;  // vLLM's custom all-reduce stops at 8 MiB too
 
-bool all_distinct(std::span<const int> devices) {
-  std::vector<int> d(devices.begin(), devices.end());
-  std::sort(d.begin(), d.end());
-  return std::adjacent_find(d.begin(), d.end()) == d.end();
-}
-
 // ok when every pair of distinct devices can reach each other's memory; else which pair cannot.
 Status peer_reachable(std::span<const int> devices) {
   for (int a : devices)
@@ -56,6 +50,12 @@ struct DeviceRestore {
 };
 
 }  // namespace
+
+bool devices_distinct(std::span<const int> devices) {
+  std::vector<int> d(devices.begin(), devices.end());
+  std::sort(d.begin(), d.end());
+  return std::adjacent_find(d.begin(), d.end()) == d.end();
+}
 
 Result<std::vector<std::unique_ptr<DeviceComm>>> PeerComm::create_group(
     std::span<const int> devices, size_t max_bytes, std::vector<std::unique_ptr<DeviceComm>> fallback) {
@@ -135,7 +135,7 @@ Status PeerComm::reduce_add(float* partial, float* resid, size_t count, cudaStre
 
 Result<std::vector<std::unique_ptr<DeviceComm>>> create_tp_comm_group(std::span<const int> devices,
                                                                       size_t max_bytes, TpCommKind kind) {
-  const bool distinct = all_distinct(devices);
+  const bool distinct = devices_distinct(devices);
   if (!distinct) {
     const char* loading = std::getenv("CUDA_MODULE_LOADING");
     if (!loading || std::string_view(loading) != "EAGER")

@@ -60,6 +60,9 @@ class PeerComm : public DeviceComm {
   std::unique_ptr<DeviceComm> fallback_;
 };
 
+// False when some ranks share a GPU.
+bool devices_distinct(std::span<const int> devices);
+
 // The communicators of a tensor-parallel group on `devices` (rank i on devices[i]) for messages up to max_bytes.
 Result<std::vector<std::unique_ptr<DeviceComm>>> create_tp_comm_group(std::span<const int> devices,
                                                                       size_t max_bytes, TpCommKind kind);

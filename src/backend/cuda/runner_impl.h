@@ -116,6 +116,12 @@ struct Layer {
   MlaWeights mla;  // MLA models only
 };
 
+// Widths the fused decode path takes (its GEMMs' k and n multiples of 8): the whole model's, or a shard's
+// (tp_cuda.cpp puts every shard on the fused path only when all of them take it).
+inline bool fused_decode_widths(const ModelConfig& c) {
+  return c.n_embd % 8 == 0 && c.q_dim() % 8 == 0 && c.n_ff % 8 == 0;
+}
+
 // The compute dtype for opts.dtype: true for fp32 (runner_weights.cpp).
 bool resolve_f32(const Model& model, ComputeDtype dtype, bool random_weights);
 
@@ -161,6 +167,8 @@ class CudaRunner final : public CudaModelRunner {
   // lowest id on ties) into tokens [n_out] and that logit into values [n_out] (NaN for a row of NaN, whose token
   // is 0). sampled_logits() then serves the rows' logits as after forward_sample().
   Status forward_argmax(const ForwardBatch& batch, int32_t* tokens, float* values);
+  // runner_sampling.cpp: forward_sample's step without its shard check (tokens [n_out]; params empty: argmax).
+  Status sample_step(const ForwardBatch& batch, std::span<const GpuSampling> params, int32_t* tokens);
   int max_sample_rows() const override { return logit_rows_; }
   uint64_t weight_bytes() const override { return weight_bytes_; }
   std::string gemm_report() const override { return gemm_.describe(); }

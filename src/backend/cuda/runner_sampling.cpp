@@ -31,6 +31,10 @@ Status CudaRunner::forward_greedy(const ForwardBatch& b, int32_t* tokens) {
 Status CudaRunner::forward_sample(const ForwardBatch& b, std::span<const GpuSampling> params, int32_t* tokens) {
   if (full_vocab_ > 0)  // its logits are a slice of the vocabulary: the tensor-parallel runner samples the whole
     return error("internal: a tensor-parallel shard cannot sample on the GPU");
+  return sample_step(b, params, tokens);
+}
+
+Status CudaRunner::sample_step(const ForwardBatch& b, std::span<const GpuSampling> params, int32_t* tokens) {
   if (b.n_out() > logit_rows_)
     return error("sampling on the GPU: %d output rows, at most %d (max_seqs)", b.n_out(), logit_rows_);
   if (!params.empty() && params.size() != static_cast<size_t>(b.n_out()))
@@ -107,20 +111,8 @@ Status CudaRunner::forward_sample(const ForwardBatch& b, std::span<const GpuSamp
 }
 
 Status CudaRunner::forward_argmax(const ForwardBatch& b, int32_t* tokens, float* values) {
-  if (b.n_out() > logit_rows_)
-    return error("greedy picks on the GPU: %d output rows, at most %d (max_seqs)", b.n_out(), logit_rows_);
-  int rows = 0;
-  last_sampled_rows_ = 0;
-  MOPT_TRY(run_step(b, &rows));
-  last_sampled_rows_ = rows;
-  if (rows > 0) {
-    MOPT_CUDA_TRY(launch_argmax(logits_.as<float>(), rows, cfg_.n_vocab, sampled_.as<int32_t>(),
-                                argmax_scratch_.as<void>(), stream_));
-    MOPT_CUDA_TRY(cudaMemcpyAsync(sampled_host_.as<int32_t>(), sampled_.as<int32_t>(), static_cast<size_t>(rows) * 4,
-                                  cudaMemcpyDeviceToHost, stream_));
-  }
-  MOPT_CUDA_TRY(cudaStreamSynchronize(stream_));
-  std::copy_n(sampled_host_.as<int32_t>(), rows, tokens);
+  MOPT_TRY(sample_step(b, {}, tokens));
+  const int rows = last_sampled_rows_;
   // Each row's winning logit, staged in logits_host_ (pinned): one 4-byte copy a row.
   float* staged = logits_host_.as<float>();
   for (int r = 0; r < rows; ++r)

@@ -76,13 +76,10 @@ PlanCacheKey CudaRunner::plan_cache_key() const {
 }
 
 // One warm-up step as a request would run it: sampled on the GPU, or (a tensor-parallel shard, whose logits
-// are a slice of the vocabulary) with its logits left on the GPU: its runner gathers them on the host.
+// are a slice of the vocabulary) with its greedy pick over its columns, as forward_argmax makes it.
 Status CudaRunner::warm_step(const ForwardBatch& b, std::span<const GpuSampling> params, int32_t* tokens) {
   if (full_vocab_ == 0) return forward_sample(b, params, tokens);
-  int rows = 0;
-  MOPT_TRY(run_step(b, &rows));
-  MOPT_CUDA_TRY(cudaStreamSynchronize(stream_));
-  return Status::ok();
+  return sample_step(b, {}, tokens);
 }
 
 Result<WarmupReport> CudaRunner::warmup(const WarmupProgress& progress) {

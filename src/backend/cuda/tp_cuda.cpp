@@ -22,9 +22,9 @@ namespace {
 // (temperature, masks, logprobs) get their logits from sampled_logits(), gathered from the shards.
 class TensorParallelCudaRunner final : public TensorParallelRunner {
  public:
-  TensorParallelCudaRunner(Shards s, std::vector<CudaRunner*> cuda)
-      : TensorParallelRunner(std::move(s)), cuda_(std::move(cuda)), tokens_(cuda_.size()), values_(cuda_.size()),
-        parts_(cuda_.size()) {}
+  explicit TensorParallelCudaRunner(Shards s)  // s.runners: CudaRunners
+      : TensorParallelRunner(std::move(s)), tokens_(static_cast<size_t>(size())), values_(tokens_.size()),
+        parts_(tokens_.size()) {}
 
   bool can_sample() const override { return true; }
   bool can_sample_random() const override { return false; }  // greedy rows only
@@ -36,19 +36,19 @@ class TensorParallelCudaRunner final : public TensorParallelRunner {
         return error("tensor parallel on CUDA picks greedy rows on the GPU only; rows that draw at a temperature or "
                      "under a token mask are sampled on the host (can_sample_random / can_sample_masked)");
     const size_t n_out = static_cast<size_t>(b.n_out());
-    for (size_t i = 0; i < cuda_.size(); ++i) {
+    for (size_t i = 0; i < tokens_.size(); ++i) {
       tokens_[i].resize(n_out);
       values_[i].resize(n_out);
     }
     MOPT_TRY(on_every_rank([&](int rank) {
       const size_t i = static_cast<size_t>(rank);
-      return cuda_[i]->forward_argmax(b, tokens_[i].data(), values_[i].data());
+      return cuda(rank).forward_argmax(b, tokens_[i].data(), values_[i].data());
     }));
     for (size_t r = 0; r < n_out; ++r) {
       int32_t id = 0;
       float best = 0;
       bool any = false;
-      for (size_t i = 0; i < cuda_.size(); ++i) {
+      for (size_t i = 0; i < tokens_.size(); ++i) {
         const float v = values_[i][r];
         if (std::isnan(v)) continue;  // a shard whose columns are all NaN
         if (!any || v > best) {
@@ -66,14 +66,15 @@ class TensorParallelCudaRunner final : public TensorParallelRunner {
     MOPT_TRY(on_every_rank([&](int rank) {
       const size_t i = static_cast<size_t>(rank);
       parts_[i].resize(rows.size() * static_cast<size_t>(plan().ranks[i].n_vocab));
-      return cuda_[i]->sampled_logits(rows, parts_[i].data());
+      return cuda(rank).sampled_logits(rows, parts_[i].data());
     }));
     gather_columns(parts_, rows.size(), logits);
     return Status::ok();
   }
 
  private:
-  std::vector<CudaRunner*> cuda_;                   // [tp] the shards (owned by the base)
+  CudaRunner& cuda(int rank) { return static_cast<CudaRunner&>(shard(rank)); }
+
   std::vector<std::vector<int32_t>> tokens_;        // [tp][n_out] each shard's pick (its own ids)
   std::vector<std::vector<float>> values_, parts_;  // [tp][n_out] their logits; [tp] sampled_logits' columns
 };
@@ -113,9 +114,7 @@ Result<std::unique_ptr<ModelRunner>> create_tensor_parallel_cuda_runner(const Mo
   MOPT_ASSIGN_OR_RETURN(auto comms, create_tp_comm_group(devices, max_bytes, extras.tp_comm));
   auto group = std::make_shared<std::vector<std::unique_ptr<DeviceComm>>>(std::move(comms));
   s.group = group;
-  std::vector<int> sorted = devices;
-  std::sort(sorted.begin(), sorted.end());
-  s.shared_memory = std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end();  // ranks sharing a GPU
+  s.shared_memory = !devices_distinct(devices);  // ranks sharing a GPU share its memory
   s.gather_logits = true;
 
   RunnerOptions so = opts;
@@ -123,11 +122,7 @@ Result<std::unique_ptr<ModelRunner>> create_tensor_parallel_cuda_runner(const Mo
   // Every shard takes the same path (their collectives differ between the general and the fused decode path):
   // the fused one only where every shard's widths allow it (CudaRunner::create's own condition).
   bool fused = extras.fused_decode;
-  for (int i = 0; i < tp; ++i) {
-    const ModelConfig rc = s.plan.rank_config(model.config, i);
-    fused = fused && rc.n_embd % 8 == 0 && rc.q_dim() % 8 == 0 && rc.n_ff % 8 == 0;
-  }
-  std::vector<CudaRunner*> cuda;
+  for (int i = 0; i < tp; ++i) fused = fused && fused_decode_widths(s.plan.rank_config(model.config, i));
   for (int i = 0; i < tp; ++i) {
     const ShardRank& rank = s.plan.ranks[static_cast<size_t>(i)];
     std::unique_ptr<Model> sm;
@@ -148,13 +143,12 @@ Result<std::unique_ptr<ModelRunner>> create_tensor_parallel_cuda_runner(const Mo
     auto r = CudaRunner::create(*sm, so, e);
     if (!r) return r.status().with_context("tensor-parallel rank " + std::to_string(i));
     s.models.push_back(std::move(sm));
-    cuda.push_back(r.value().get());
     s.runners.push_back(std::move(r).value());
   }
   std::string list;
   for (int d : devices) list += (list.empty() ? "" : ",") + std::to_string(d);
   MOPT_LOG_INFO("tensor parallel: %d CUDA shards on GPUs %s", tp, list.c_str());
-  return std::unique_ptr<ModelRunner>(std::make_unique<TensorParallelCudaRunner>(std::move(s), std::move(cuda)));
+  return std::unique_ptr<ModelRunner>(std::make_unique<TensorParallelCudaRunner>(std::move(s)));
 }
 
 }  // namespace mopt::cuda
