@@ -28,6 +28,7 @@
 
 #include "backend/cuda/cuda_runner.h"
 #include "backend/cuda/peer_comm.h"
+#include "core/strfmt.h"
 #include "bench_clock.h"
 #include "gpu_batch.h"
 #include "gpu_shapes.h"
@@ -280,8 +281,13 @@ int run(const Args& a) {
     for (size_t bytes : {row, 8 * row, 64 * row, size_t{2} << 20, size_t{8} << 20, size_t{32} << 20}) {
       const double peer = all_reduce_us(devices, bytes, TpCommKind::kPeer);
       const double nccl = a.same_gpu ? -1 : all_reduce_us(devices, bytes, TpCommKind::kNccl);
-      std::printf("  %10zu  %10.2f  %10.2f  %8.2f\n", bytes, peer, nccl, peer > 0 && nccl > 0 ? nccl / peer : 0.0);
-      rows.push_back({{"bytes", bytes}, {"peer_us", peer}, {"nccl_us", nccl}});
+      // A figure that was not measured (no NCCL with ranks sharing a GPU, a group that could not be made) is
+      // printed as "-" and written as null.
+      auto cell = [](double us) { return us > 0 ? strfmt("%.2f", us) : std::string("-"); };
+      auto value = [](double us) { return us > 0 ? nlohmann::json(us) : nlohmann::json(nullptr); };
+      std::printf("  %10zu  %10s  %10s  %8s\n", bytes, cell(peer).c_str(), cell(nccl).c_str(),
+                  peer > 0 && nccl > 0 ? strfmt("%.2f", nccl / peer).c_str() : "-");
+      rows.push_back({{"bytes", bytes}, {"peer_us", value(peer)}, {"nccl_us", value(nccl)}});
     }
     j["all_reduce"] = rows;
   }
