@@ -3,8 +3,8 @@
 // batched inputs a weight block is decoded once per R rows.
 //
 // Integer products use _mm256_maddubs_epi16 (u8 x s8 -> pairwise s16 sums) then _mm256_madd_epi16 to s32.
-// Signed weights (Q8_0, Q4_0 - 8, Q5_0 - 16) go through the sign trick: |w| * (x * sign(w)). Unsigned K-quant and
-// Q5_1 codes feed maddubs directly, and their offsets (mins, -32) are applied through the activations' block sums.
+// Signed weights (Q8_0, Q5_0 - 16) go through the sign trick: |w| * (x * sign(w)). Unsigned K-quant, Q4_0 and Q5_1
+// codes feed maddubs directly, and their offsets (mins, -32, -8) are applied through the activations' block sums.
 #include "backend/cpu/dot_kernels.h"
 
 #ifdef __AVX2__
@@ -234,7 +234,7 @@ const DotSet f32 = kSet<DotFloat<F32W>>;
 const DotSet f16 = kSet<DotFloat<F16W>>;
 const DotSet bf16 = kSet<DotFloat<BF16W>>;
 const DotSet q8_0 = kSet<DotQ0<BlockQ8_0, load_q8_0, DotMaddubs>>;
-const DotSet q4_0 = kSet<DotQ0<BlockQ4_0, load_q4_0, DotMaddubs>>;
+const DotSet q4_0 = kSet<DotQ4_0U<Dot2Maddubs>>;
 const DotSet q4_k = kSet<DotK45<false>>;
 const DotSet q5_k = kSet<DotK45<true>>;
 const DotSet q6_k = kSet<DotQ6_K>;

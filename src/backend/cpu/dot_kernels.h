@@ -19,6 +19,7 @@ struct ActRows {
   uint64_t stride;
   const float* d;     // activation types with per-block scales to precompute (Q8_0): [R, d_stride] block scales
   int64_t d_stride;   // as fp32, computed once per matmul so the kernels do no fp16 conversions per (row, block)
+  const float* s;     // and [R, d_stride] the sums of each block's codes (exact in fp32), beside d
 };
 
 // out[r * out_stride] = dot(w_row, activation row r) for r < R. w_row: K elements of the weight dtype.

@@ -25,11 +25,17 @@ struct DotVnni {
   }
 };
 
+struct Dot2Vnni {  // as Dot2Maddubs
+  static __m256i dot2(__m256i wl, __m256i xl, __m256i wh, __m256i xh) {
+    return _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), wl, xl), wh, xh);
+  }
+};
+
 }  // namespace
 
 namespace dot_vnni {
 const DotSet q8_0 = kSet<DotQ0<BlockQ8_0, load_q8_0, DotVnni>>;
-const DotSet q4_0 = kSet<DotQ0<BlockQ4_0, load_q4_0, DotVnni>>;
+const DotSet q4_0 = kSet<DotQ4_0U<Dot2Vnni>>;
 const DotSet q5_0 = kSet<DotQ0<BlockQ5_0, load_q5_0, DotVnni>>;
 }  // namespace dot_vnni
 

@@ -12,9 +12,9 @@
 
 namespace mopt::cpu {
 
-// Per-block fp32 scales of n elements of an activation row, [n / block_elems], computed once per matmul
-// (ActRows::d) for kernels that would otherwise convert them per (row, block).
-using ActScalesFn = void (*)(const void* row, int64_t n, float* d);
+// Per-block fp32 scales d and code sums s of n elements of an activation row, each [n / block_elems], computed once
+// per matmul (ActRows::d, ActRows::s) for kernels that would otherwise work them out per (weight row, block).
+using ActScalesFn = void (*)(const void* row, int64_t n, float* d, float* s);
 
 // Weight rows converted once per matmul tile into a type with faster kernels, where the tile's rows meet at least
 // min_rows activation rows (Q4_0 -> Q8_0: widening once costs less than decoding nibbles for every row group).

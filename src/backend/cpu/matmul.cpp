@@ -62,18 +62,20 @@ void matmul_raw(DType t, const void* w, int64_t N, int64_t K, const float* x, in
   const uint8_t* act = reinterpret_cast<const uint8_t*>(x);
   const int64_t nbs = act_scales ? K / dtype_traits(at).block_elems : 0;  // block scales per row
   float* act_d = nullptr;                                                 // [M, nbs] the rows' block scales
+  float* act_s = nullptr;                                                 // [M, nbs] and their code sums
   if (at != DType::F32) {
     std::vector<uint8_t>& buf = act_scratch();
     if (buf.size() < a_row * static_cast<uint64_t>(M)) buf.resize(a_row * static_cast<uint64_t>(M));
     std::vector<float>& dbuf = act_scale_scratch();
-    if (dbuf.size() < static_cast<uint64_t>(nbs * M)) dbuf.resize(static_cast<uint64_t>(nbs * M));
+    if (dbuf.size() < static_cast<uint64_t>(2 * nbs * M)) dbuf.resize(static_cast<uint64_t>(2 * nbs * M));
     act_d = dbuf.data();
+    act_s = act_d + nbs * M;
     uint8_t* dst = buf.data();
     auto quant_rows = [&](int64_t b, int64_t e, int) {
       for (int64_t m = b; m < e; ++m) {
         uint8_t* row = dst + static_cast<uint64_t>(m) * a_row;
         quantize_row(at, x + m * K, row, K);
-        if (act_scales) act_scales(row, K, act_d + m * nbs);
+        if (act_scales) act_scales(row, K, act_d + m * nbs, act_s + m * nbs);
       }
     };
     if (pool && M >= 4) {
@@ -107,7 +109,8 @@ void matmul_raw(DType t, const void* w, int64_t N, int64_t K, const float* x, in
     for (int64_t m = m0; m < m1; m += kDotRows) {
       const int rows = static_cast<int>(std::min<int64_t>(kDotRows, m1 - m));
       const DotFn fn = fns[rows - 1];
-      const ActRows rows_m{act + static_cast<uint64_t>(m) * a_row, a_row, act_d ? act_d + m * nbs : nullptr, nbs};
+      const ActRows rows_m{act + static_cast<uint64_t>(m) * a_row, a_row, act_d ? act_d + m * nbs : nullptr, nbs,
+                           act_s ? act_s + m * nbs : nullptr};
       for (int64_t n = n0; n < n1; ++n) fn(wb + static_cast<uint64_t>(n - n_base) * w_row, rows_m, K, y + m * N + n, N);
     }
   };

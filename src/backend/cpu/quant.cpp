@@ -109,9 +109,14 @@ void q8_k_from_float_fast(const float* x, void* dst, int64_t n) {
 #endif
 }
 
-void q8_0_act_scales(const void* row, int64_t n, float* d) {
+void q8_0_act_scales(const void* row, int64_t n, float* d, float* s) {
   const auto* b = static_cast<const BlockQ8_0*>(row);
-  for (int64_t i = 0; i < n / kQK0; ++i) d[i] = fp16_to_fp32(b[i].d);
+  for (int64_t i = 0; i < n / kQK0; ++i) {
+    d[i] = fp16_to_fp32(b[i].d);
+    int sum = 0;
+    for (int j = 0; j < kQK0; ++j) sum += b[i].qs[j];
+    s[i] = static_cast<float>(sum);
+  }
 }
 
 void widen_q4_0_to_q8_0(const void* src_blocks, void* dst_blocks, int64_t n) {

@@ -33,8 +33,9 @@ void f16_from_float_fast(const float* src, void* dst, int64_t n);
 void q8_0_from_float_fast(const float* src, void* dst, int64_t n);  // the Q8_0 / Q4_0 activation quantizer
 void q8_k_from_float_fast(const float* src, void* dst, int64_t n);  // the K-quant activation quantizer
 
-// The fp32 block scales of n elements of Q8_0 activations: d[i] = fp16_to_fp32(block i's d), [n / 32].
-void q8_0_act_scales(const void* row, int64_t n, float* d);
+// The fp32 block scales and code sums of n elements of Q8_0 activations, each [n / 32]: d[i] = fp16_to_fp32(block
+// i's d), s[i] = the sum of block i's 32 codes.
+void q8_0_act_scales(const void* row, int64_t n, float* d, float* s);
 
 // Widens n elements of Q4_0 blocks to Q8_0 (same scale, codes q - 8): exact, so Q8_0 kernels give identical products.
 void widen_q4_0_to_q8_0(const void* src, void* dst, int64_t n);

@@ -135,41 +135,45 @@ TEST(KernelsMatmul, EveryTypeWithKernelsHasCases) {
 // for every group size. (The matmul tests above cover the variant dot_kernels() picks.)
 // A variant missing here (not built, not run by this CPU, or not provided for a dtype) is named in the output; with
 // none at all the test is skipped, saying so.
+// K = 608: 19 blocks of 32, so the kernels that take 8 blocks a step (Q4_0) run their tail too.
 TEST(KernelsMatmul, SimdMatchesScalarKernels) {
-  const int64_t K = 512;
   int compared = 0;
   std::string missing;
-  for (const DTypeTraits& row : dtype_table()) {
-    const DType t = row.type;
-    if (!dot_kernels(t)) continue;
-    const DType at = act_type(t);
-    auto wf = random_weights(K, 5);
-    std::vector<uint8_t> w(*row_bytes(t, K));
-    quantize_row(t, wf.data(), w.data(), K);
-    const uint64_t arow = *row_bytes(at, K);
-    std::vector<uint8_t> act(arow * kDotRows);
-    const int64_t nbs = K / dtype_traits(at).block_elems;
-    std::vector<float> act_d(kDotRows * nbs);  // [kDotRows, nbs] block scales as fp32, where the type has them
-    for (int r = 0; r < kDotRows; ++r) {
-      auto x = random_vec(K, 100 + r);
-      quantize_row(at, x.data(), act.data() + r * arow, K);
-      if (const ActScalesFn scales = cpu_format(at).act_scales) scales(act.data() + r * arow, K, act_d.data() + r * nbs);
-    }
-    const ActRows rows{act.data(), arow, act_d.data(), nbs};
-    for (DotIsa isa : {DotIsa::kAvx2, DotIsa::kAvxVnni, DotIsa::kAvx512}) {
-      const DotFn* fns = dot_kernels_isa(t, isa);
-      if (!fns) {  // not built / not supported by this CPU / not provided for this dtype
-        missing += std::string(missing.empty() ? "" : ", ") + dtype_name(t) + "/" + isa_name(isa);
-        continue;
+  for (const int64_t K : {int64_t{512}, int64_t{608}}) {
+    for (const DTypeTraits& row : dtype_table()) {
+      const DType t = row.type;
+      if (!dot_kernels(t) || !matmul_supports(t, K)) continue;
+      const DType at = act_type(t);
+      auto wf = random_weights(K, 5);
+      std::vector<uint8_t> w(*row_bytes(t, K));
+      quantize_row(t, wf.data(), w.data(), K);
+      const uint64_t arow = *row_bytes(at, K);
+      std::vector<uint8_t> act(arow * kDotRows);
+      const int64_t nbs = K / dtype_traits(at).block_elems;
+      std::vector<float> act_d(kDotRows * nbs), act_s(kDotRows * nbs);  // [kDotRows, nbs] scales and code sums
+      for (int r = 0; r < kDotRows; ++r) {
+        auto x = random_vec(K, 100 + r);
+        quantize_row(at, x.data(), act.data() + r * arow, K);
+        if (const ActScalesFn scales = cpu_format(at).act_scales)
+          scales(act.data() + r * arow, K, act_d.data() + r * nbs, act_s.data() + r * nbs);
       }
-      ++compared;
-      for (int R = 1; R <= kDotRows; ++R) {
-        float a[kDotRows * 2] = {}, b[kDotRows * 2] = {};
-        fns[R - 1](w.data(), rows, K, a, 2);
-        dot_kernels_isa(t, DotIsa::kScalar)[R - 1](w.data(), rows, K, b, 2);
-        for (int r = 0; r < R; ++r)
-          EXPECT_NEAR(a[2 * r], b[2 * r], 1e-4 * (std::fabs(b[2 * r]) + 1)) << dtype_name(t) << " isa " << int(isa);
-        for (int r = 0; r < kDotRows; ++r) EXPECT_EQ(a[2 * r + 1], 0.0f) << "wrote outside its rows";
+      const ActRows rows{act.data(), arow, act_d.data(), nbs, act_s.data()};
+      for (DotIsa isa : {DotIsa::kAvx2, DotIsa::kAvxVnni, DotIsa::kAvx512}) {
+        const DotFn* fns = dot_kernels_isa(t, isa);
+        if (!fns) {  // not built / not supported by this CPU / not provided for this dtype
+          if (K == 512) missing += std::string(missing.empty() ? "" : ", ") + dtype_name(t) + "/" + isa_name(isa);
+          continue;
+        }
+        ++compared;
+        for (int R = 1; R <= kDotRows; ++R) {
+          float a[kDotRows * 2] = {}, b[kDotRows * 2] = {};
+          fns[R - 1](w.data(), rows, K, a, 2);
+          dot_kernels_isa(t, DotIsa::kScalar)[R - 1](w.data(), rows, K, b, 2);
+          for (int r = 0; r < R; ++r)
+            EXPECT_NEAR(a[2 * r], b[2 * r], 1e-4 * (std::fabs(b[2 * r]) + 1))
+                << dtype_name(t) << " isa " << int(isa) << " K " << K << " rows " << R;
+          for (int r = 0; r < kDotRows; ++r) EXPECT_EQ(a[2 * r + 1], 0.0f) << "wrote outside its rows";
+        }
       }
     }
   }
