@@ -6,6 +6,10 @@
 //     implies, and the speed of one 64-token prompt; the bandwidth is probed by this program between the runs, and
 //     each decode run is set against the mean of the probes just before and after it. Decode is also given by CPU time (tokens per CPU-second / threads, spin
 //     waits included): on a machine shared with other work it is the rate the cores reached while they ran it.
+//     For the repacked paths it also gives each thread's speed on weights in cache (one token against its own
+//     512 x 2048 matrix of the format, all threads at once, as in decode): what the cores can turn into dot products,
+//     beside what the memory delivers (on a host whose cores differ, e.g. one shared with another tenant's thread,
+//     the slow one bounds a path whose kernels have little headroom).
 // Usage: bench_decode [--models DIR] [--threads N] [--tokens N] [--no-1b] [--no-stories] [--dtypes q8_0,q4_0,...]
 //                     [--isas avx2,avxvnni,avx512] [--prompt N] [--baseline]
 // --baseline adds, per format, the best path on the row kernels over the file's own blocks (no repacking at load).
@@ -90,6 +94,36 @@ std::vector<int32_t> block_table(int positions) {
 }
 
 // Decodes n tokens greedily from BOS (token 1) with one sequence; returns tokens/s of the decode loop.
+// Each pool thread's speed on the active path with its weights in cache: one token against its own N x K matrix of
+// type t (repacked, ~0.6 MB for 4-bit codes), every thread at once; weight bytes per second of each thread, best of
+// 10 rounds of 100 calls (activation quantization included).
+std::vector<double> in_cache_rates(ThreadPool& pool, DType t) {
+  constexpr int64_t N = 512, K = 2048;
+  const uint64_t rb = *row_bytes(t, static_cast<uint64_t>(K));
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> wf(static_cast<size_t>(N * K)), x(static_cast<size_t>(K));
+  for (float& v : wf) v = nd(rng);
+  for (float& v : x) v = nd(rng);
+  std::vector<uint8_t> w(rb * N);
+  for (int64_t n = 0; n < N; ++n) cpu::quantize_row(t, wf.data() + n * K, w.data() + rb * n, K);
+  const cpu::PackQSource src{w.data(), N, K};
+  std::vector<cpu::PackedQ> packed;
+  for (int i = 0; i < pool.size(); ++i) packed.push_back(cpu::pack_q(t, {&src, 1}));
+  std::vector<double> rate(static_cast<size_t>(pool.size()));
+  pool.run_on_each([&](int64_t, int64_t, int i) {
+    std::vector<float> y(static_cast<size_t>(N));
+    double best = 1e30;
+    for (int round = 0; round <= 10; ++round) {  // round 0 warms up
+      const auto t0 = Clock::now();
+      for (int c = 0; c < 100; ++c) cpu::matmul_q(packed[static_cast<size_t>(i)], x.data(), 1, y.data(), nullptr);
+      if (round > 0) best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count() / 100);
+    }
+    rate[static_cast<size_t>(i)] = static_cast<double>(rb * N) / best;
+  });
+  return rate;
+}
+
 double decode_tps(ModelRunner& r, int n, int bos, double* cpu_s = nullptr) {
   auto table = block_table(n);
   std::vector<float> logits(r.config().n_vocab);
@@ -260,6 +294,7 @@ int main(int argc, char** argv) {
       double decode = 0, prompt = 0;
       double frac = 0, frac_bw = 0, frac_cpu = 0;  // the run with the best fraction: its fraction, its bandwidth,
                                                   // and its fraction by CPU time (tokens per CPU-second / threads)
+      std::vector<double> in_cache = {};           // repacked: each thread's in_cache_rates, after the rounds
     };
     std::vector<Config> configs;
     for (cpu::DotIsa isa : isas) configs.push_back({isa, true});
@@ -294,6 +329,11 @@ int main(int argc, char** argv) {
         }
         if (a.prompt > 0) c.prompt = std::max(c.prompt, prompt_tps(rr, a.prompt));
       }
+    for (Config& c : configs) {
+      if (!c.repack) continue;
+      cpu::ScopedIsa on(c.isa);
+      c.in_cache = in_cache_rates(bw_pool, t);
+    }
     std::printf("%-5s: %.2f GB weights/token; memory read bandwidth %.2f to %.2f GB/s over %d probes (1 GiB, best of "
                 "3, one before the first run and one after each)\n",
                 dtype_name(t), wbytes / 1e9, bw_lo / 1e9, bw_hi / 1e9, 1 + 3 * static_cast<int>(configs.size()));
@@ -302,6 +342,16 @@ int main(int argc, char** argv) {
                   "around it (by CPU time %3.0f%%); prompt %7.2f tokens/s\n",
                   dtype_name(t), cpu::isa_name(c.isa), c.repack ? "" : " rows", c.decode, c.decode * wbytes / 1e9,
                   100.0 * c.frac, c.frac_bw / 1e9, 100.0 * c.frac_cpu, c.prompt);
+    for (const Config& c : configs) {
+      if (c.in_cache.empty()) continue;
+      std::printf("  %-5s %-7s weights in cache, one token, every thread at once: ", dtype_name(t), cpu::isa_name(c.isa));
+      double sum = 0;
+      for (size_t i = 0; i < c.in_cache.size(); ++i) {
+        std::printf("%sthread %zu %.1f", i ? ", " : "", i, c.in_cache[i] / 1e9);
+        sum += c.in_cache[i];
+      }
+      std::printf(" GB/s (sum %.1f GB/s)\n", sum / 1e9);
+    }
   }
   return 0;
 }
