@@ -134,10 +134,11 @@ class EngineImpl final : public Engine {
   // request finished instead (grammar done or dead end, a bad device pick).
   bool sample_row(EngineRequest& r, int row, SampleResult& s);
   // Speculative decoding (speculative/engine_spec.cpp): proposals for the running requests that caught up, before
-  // schedule(); after the forward pass, the verification of a request's proposals (returns the tokens emitted).
+  // schedule(); after the forward pass, the verification of a request's proposals (each emitted token through
+  // process_token, which counts it).
   void propose_drafts();
   bool can_speculate(const EngineRequest& r) const;
-  int verify_drafts(EngineRequest& r, const StepRows& rows);
+  void verify_drafts(EngineRequest& r, const StepRows& rows);
 
   std::unique_ptr<ModelRunner> runner_;
   const Tokenizer* tok_;

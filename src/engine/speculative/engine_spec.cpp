@@ -51,7 +51,7 @@ void EngineImpl::propose_drafts() {
   }
 }
 
-int EngineImpl::verify_drafts(EngineRequest& r, const StepRows& rows) {
+void EngineImpl::verify_drafts(EngineRequest& r, const StepRows& rows) {
   const uint64_t id = r.id;
   drafts_.assign(r.spec_tokens.begin(), r.spec_tokens.end());
   const int k = rows.n_spec;
@@ -59,20 +59,18 @@ int EngineImpl::verify_drafts(EngineRequest& r, const StepRows& rows) {
              static_cast<unsigned long long>(id), drafts_.size(), k);
   ++spec_drafts_;
   spec_draft_tokens_ += static_cast<uint64_t>(k);
-  int accepted = 0, emitted = 0;
+  int accepted = 0;
   for (int i = 0; i <= k; ++i) {
     SampleResult sr;
     if (!sample_row(r, rows.sample_row + i, sr)) break;  // finished without a token
     const bool match = i < k && sr.token == drafts_[static_cast<size_t>(i)];
     process_token(r, sr);
-    ++emitted;
     if (requests_.find(id) == requests_.end()) break;  // finished (stop, length): r is gone
     if (!match) break;
     ++accepted;
   }
   spec_accepted_ += static_cast<uint64_t>(accepted);
   if (requests_.find(id) != requests_.end()) sched_.accept_spec_tokens(&r, accepted);
-  return emitted;
 }
 
 }  // namespace mopt
