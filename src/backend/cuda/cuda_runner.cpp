@@ -54,10 +54,10 @@ Status CudaRunner::alloc_workspace() {
   MOPT_TRY(alloc_mla_workspace());
   MOPT_TRY(logits_.alloc(static_cast<size_t>(logit_rows_) * c.n_vocab * 4, "logits"));
   MOPT_TRY(logits_host_.alloc(static_cast<size_t>(logit_rows_) * c.n_vocab * 4, "logits"));
-  MOPT_TRY(sampled_.alloc(static_cast<size_t>(logit_rows_) * 4, "sampled tokens"));
+  MOPT_TRY(sampled_.alloc(static_cast<size_t>(logit_rows_) * 8, "sampled tokens"));
   MOPT_TRY(argmax_scratch_.alloc(argmax_scratch_bytes(logit_rows_), "argmax scratch"));
   MOPT_CUDA_TRY(cudaMemsetAsync(argmax_scratch_.as<void>(), 0, argmax_scratch_.bytes(), stream_));
-  MOPT_TRY(sampled_host_.alloc(static_cast<size_t>(logit_rows_) * 4, "sampled tokens"));
+  MOPT_TRY(sampled_host_.alloc(static_cast<size_t>(logit_rows_) * 8, "sampled tokens"));
   MOPT_TRY(sample_params_.alloc(sample_params_bytes(), "sampling settings"));
   MOPT_TRY(sample_params_host_.alloc(sample_params_bytes(), "sampling settings"));
   MOPT_TRY(attn_ws_.alloc(static_cast<size_t>(attn_rows_) * c.n_head * kMaxSplits * (c.head_dim + 2) * 4,

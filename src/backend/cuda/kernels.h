@@ -227,13 +227,14 @@ cudaError_t launch_attention_prefill(const PrefillAttnParamsT<C>& p, cudaStream_
 
 // ---- sampling ------------------------------------------------------------------------------------------
 
-// tokens[r] = argmax_j logits[r, j] (lowest index on ties; NaN ignored; 0 for a row of NaN). One launch of
+// tokens[r] = argmax_j logits[r, j] (lowest index on ties; NaN ignored; 0 for a row of NaN) and, where values is
+// given, values[r] = that logit (NaN for a row of NaN). One launch of
 // (n_rows, up to kArgmaxMaxSlices) CTAs, each reducing a slice of a row; they meet in `scratch`:
 // argmax_scratch_bytes(n_rows), 8-byte aligned, ZERO before the first launch (every launch leaves it zero).
 inline constexpr int kArgmaxMaxSlices = 64;
 inline constexpr size_t argmax_scratch_bytes(int n_rows) { return static_cast<size_t>(n_rows) * 12; }
 cudaError_t launch_argmax(const float* logits, int n_rows, int n_vocab, int32_t* tokens, void* scratch,
-                          cudaStream_t stream);
+                          cudaStream_t stream, float* values = nullptr);
 
 // Per row: greedy when temperature <= 0 or top_k == 1, else a draw from softmax(logits / T) restricted by
 // top-k (0 = off), top-p (>= 1 = off) and min-p (0 = off), each computed on the full distribution (the kept

@@ -319,9 +319,10 @@ __device__ __forceinline__ unsigned long long argmax_key(float v, int i) {
 }
 
 // Grid (n_rows, slices): each CTA reduces its slice of a row to the best key (NaN skipped), folded into
-// keys[row] with atomicMax; the last CTA of the row (ticket) writes the token and resets key and ticket to 0.
-__global__ void argmax_kernel(const float* logits, int n_vocab, int32_t* tokens, unsigned long long* keys,
-                              uint32_t* tickets) {
+// keys[row] with atomicMax; the last CTA of the row (ticket) writes the token (and its logit into values, when
+// given) and resets key and ticket to 0.
+__global__ void argmax_kernel(const float* logits, int n_vocab, int32_t* tokens, float* values,
+                              unsigned long long* keys, uint32_t* tickets) {
   pdl_wait();
   pdl_trigger();
   const int row = blockIdx.x;
@@ -349,7 +350,9 @@ __global__ void argmax_kernel(const float* logits, int n_vocab, int32_t* tokens,
   __threadfence();
   const unsigned long long k = atomicExch(keys + row, 0ull);  // every slice's atomicMax is in: read and reset
   tickets[row] = 0u;
-  tokens[row] = k == 0 ? 0 : static_cast<int32_t>(~static_cast<uint32_t>(k));
+  const int32_t tok = k == 0 ? 0 : static_cast<int32_t>(~static_cast<uint32_t>(k));
+  tokens[row] = tok;
+  if (values) values[row] = k == 0 ? __int_as_float(0x7fc00000) : r[tok];
 }
 
 int grid_for(int64_t n) {
@@ -423,14 +426,15 @@ cudaError_t launch_swiglu(const SwiGluParamsT<T>& p, cudaStream_t stream) {
 }
 
 cudaError_t launch_argmax(const float* logits, int n_rows, int n_vocab, int32_t* tokens, void* scratch,
-                          cudaStream_t stream) {
+                          cudaStream_t stream, float* values) {
   if (n_rows <= 0) return cudaSuccess;
   if (n_vocab <= 0 || scratch == nullptr || reinterpret_cast<uintptr_t>(scratch) % 8 != 0) return cudaErrorInvalidValue;
   constexpr int kElemsPerCta = 2048;  // ~8 loads per thread: a 128k vocabulary spreads over 63 CTAs per row
   const int slices = min(kArgmaxMaxSlices, (n_vocab + kElemsPerCta - 1) / kElemsPerCta);
   auto* keys = static_cast<unsigned long long*>(scratch);
   auto* tickets = reinterpret_cast<uint32_t*>(keys + n_rows);
-  return launch_pdl_decode(argmax_kernel, dim3(n_rows, slices), dim3(256), 0, stream, logits, n_vocab, tokens, keys, tickets);
+  return launch_pdl_decode(argmax_kernel, dim3(n_rows, slices), dim3(256), 0, stream, logits, n_vocab, tokens, values,
+                           keys, tickets);
 }
 
 namespace {

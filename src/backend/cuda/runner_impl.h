@@ -167,8 +167,10 @@ class CudaRunner final : public CudaModelRunner {
   // lowest id on ties) into tokens [n_out] and that logit into values [n_out] (NaN for a row of NaN, whose token
   // is 0). sampled_logits() then serves the rows' logits as after forward_sample().
   Status forward_argmax(const ForwardBatch& batch, int32_t* tokens, float* values);
-  // runner_sampling.cpp: forward_sample's step without its shard check (tokens [n_out]; params empty: argmax).
-  Status sample_step(const ForwardBatch& batch, std::span<const GpuSampling> params, int32_t* tokens);
+  // runner_sampling.cpp: forward_sample's step without its shard check (tokens [n_out]; params empty: argmax,
+  // and values [n_out], when given, the picked logits).
+  Status sample_step(const ForwardBatch& batch, std::span<const GpuSampling> params, int32_t* tokens,
+                     float* values = nullptr);
   int max_sample_rows() const override { return logit_rows_; }
   uint64_t weight_bytes() const override { return weight_bytes_; }
   std::string gemm_report() const override { return gemm_.describe(); }
@@ -381,7 +383,8 @@ class CudaRunner final : public CudaModelRunner {
   bool fp8_fused_quant_ = true;  // extras.fp8_fused_quant (set_fp8_fused_quant): fp8_input may fuse
   size_t max_quant_elems_ = 0, max_quant_k_ = 0;  // the largest quantized matrix (elements) and input width
   PinnedBuffer logits_host_;// [logit_rows, n_vocab] fp32
-  DeviceBuffer sampled_;    // [logit_rows] int32 token ids chosen on the GPU
+  DeviceBuffer sampled_;    // [logit_rows] int32 token ids chosen on the GPU, then [logit_rows] fp32 their logits
+                            // (forward_argmax)
   DeviceBuffer argmax_scratch_;  // argmax_scratch_bytes(logit_rows), zeroed once (kernels leave it 0)
   PinnedBuffer sampled_host_;
   // Sampling settings, struct-of-arrays [logit_rows] each: temperature f32 | top_k i32 | top_p f32 | min_p f32

@@ -34,7 +34,9 @@ Status CudaRunner::forward_sample(const ForwardBatch& b, std::span<const GpuSamp
   return sample_step(b, params, tokens);
 }
 
-Status CudaRunner::sample_step(const ForwardBatch& b, std::span<const GpuSampling> params, int32_t* tokens) {
+Status CudaRunner::sample_step(const ForwardBatch& b, std::span<const GpuSampling> params, int32_t* tokens,
+                               float* values) {
+  if (values && !params.empty()) return error("internal: picked logits are given for greedy steps only");
   if (b.n_out() > logit_rows_)
     return error("sampling on the GPU: %d output rows, at most %d (max_seqs)", b.n_out(), logit_rows_);
   if (!params.empty() && params.size() != static_cast<size_t>(b.n_out()))
@@ -99,28 +101,24 @@ Status CudaRunner::sample_step(const ForwardBatch& b, std::span<const GpuSamplin
     MOPT_CUDA_TRY(launch_sample(sp, stream_));
   } else if (rows > 0) {
     MOPT_CUDA_TRY(launch_argmax(logits_.as<float>(), rows, cfg_.n_vocab, sampled_.as<int32_t>(),
-                                      argmax_scratch_.as<void>(), stream_));
+                                      argmax_scratch_.as<void>(), stream_,
+                                      values ? sampled_.as<float>() + logit_rows_ : nullptr));
   }
   if (rows > 0) {
     MOPT_CUDA_TRY(cudaMemcpyAsync(sampled_host_.as<int32_t>(), sampled_.as<int32_t>(), static_cast<size_t>(rows) * 4,
                                   cudaMemcpyDeviceToHost, stream_));
+    if (values)
+      MOPT_CUDA_TRY(cudaMemcpyAsync(sampled_host_.as<float>() + logit_rows_, sampled_.as<float>() + logit_rows_,
+                                    static_cast<size_t>(rows) * 4, cudaMemcpyDeviceToHost, stream_));
   }
   MOPT_CUDA_TRY(cudaStreamSynchronize(stream_));
   std::copy_n(sampled_host_.as<int32_t>(), rows, tokens);
+  if (values) std::copy_n(sampled_host_.as<float>() + logit_rows_, rows, values);
   return Status::ok();
 }
 
 Status CudaRunner::forward_argmax(const ForwardBatch& b, int32_t* tokens, float* values) {
-  MOPT_TRY(sample_step(b, {}, tokens));
-  const int rows = last_sampled_rows_;
-  // Each row's winning logit, staged in logits_host_ (pinned): one 4-byte copy a row.
-  float* staged = logits_host_.as<float>();
-  for (int r = 0; r < rows; ++r)
-    MOPT_CUDA_TRY(cudaMemcpyAsync(staged + r, logits_.as<float>() + static_cast<size_t>(r) * cfg_.n_vocab + tokens[r],
-                                  4, cudaMemcpyDeviceToHost, stream_));
-  MOPT_CUDA_TRY(cudaStreamSynchronize(stream_));
-  std::copy_n(staged, rows, values);
-  return Status::ok();
+  return sample_step(b, {}, tokens, values);  // the argmax kernel writes each row's logit beside its token
 }
 
 Status CudaRunner::sampled_logits(std::span<const int32_t> rows, float* logits) {

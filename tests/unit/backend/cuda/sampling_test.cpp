@@ -171,6 +171,22 @@ TEST(CudaSampling, ArgmaxMatchesHost) {
       const auto got = dout.download();
       for (int r = 0; r < R; ++r) EXPECT_EQ(got[r], want[r]) << "row " << r << " launch " << rep;
     }
+    // With values: the same tokens, and each row's picked logit (NaN for the all-NaN row).
+    DevVec<float> dval(R);
+    dout.poison();
+    CUDA_OK(cudaMemset(dval.get(), 0, R * sizeof(float)));  // zeros, not NaN: the all-NaN row must be written
+    CUDA_OK(cuda::launch_argmax(dl.get(), R, V, dout.get(), scratch.get(), nullptr, dval.get()));
+    const auto got = dout.download();
+    const auto val = dval.download();
+    for (int r = 0; r < R; ++r) {
+      EXPECT_EQ(got[r], want[r]) << "row " << r << " (with values)";
+      const float w = row(r)[want[r]];
+      if (w != w) {
+        EXPECT_TRUE(std::isnan(val[r])) << "row " << r;
+      } else {
+        EXPECT_EQ(val[r], w) << "row " << r;
+      }
+    }
     const auto left = scratch.download();
     EXPECT_TRUE(std::all_of(left.begin(), left.end(), [](uint8_t b) { return b == 0; })) << "scratch not reset";
   }
