@@ -11,7 +11,9 @@
 // engines must be identical round by round (checked; a difference is an error): round 1 prefills the whole
 // prompt, later rounds find its full blocks in the prefix cache and prefill only the rest (fewer rows, other
 // GEMM plans, so bf16 roundings and a near-tie may differ from round 1 in both engines alike; reported, not an
-// error). On CUDA both engines share one fresh plan cache (the same GEMM tilings).
+// error). On CUDA both engines share one fresh plan cache (the same GEMM tilings). Then the proposer alone, replayed
+// on each speculative output (replay_ngram): the share of steps with a proposal and the tokens a step yields, which
+// must equal the engine's own counters.
 // --profile (CUDA): on a third runner made as the speculative engine's (same options, same plan cache), one
 // sequence at position --profile-pos: wall time per step (graph replay + device sampling, as the engine runs
 // it) for 1 .. k + 1 rows, and the GPU time per kernel class of an eager decode step and an eager verification
@@ -35,6 +37,7 @@
 #include "core/log.h"
 #include "core/strfmt.h"
 #include "engine/engine.h"
+#include "engine/speculative/ngram_proposer.h"
 #include "model/model.h"
 #include "server/speculative_config.h"
 #include "tokenizer/tokenizer.h"
@@ -87,6 +90,42 @@ Run generate(Engine& eng, const std::vector<int32_t>& prompt, int max_tokens) {
   r.phase = {s1.phase_s.propose - s0.phase_s.propose, s1.phase_s.schedule - s0.phase_s.schedule,
              s1.phase_s.forward - s0.phase_s.forward, s1.phase_s.output - s0.phase_s.output,
              s1.phase_s.forward_verify - s0.phase_s.forward_verify};
+  return r;
+}
+
+// The speculative schedule replayed on the plain greedy output (no model run): greedy verification emits exactly
+// the plain tokens, so each step's proposal (the engine's propose_ngram over prompt + output so far, k capped by
+// max_tokens as the engine caps it) and how many of its tokens the model accepts follow from the prompt and that
+// output alone. Separates the proposer's figures from the step costs, and checks the engine's counters.
+struct Replay {
+  uint64_t steps = 0, tokens = 0;  // decode steps after the first token, and the tokens they emitted
+  uint64_t drafts = 0, draft_tokens = 0, accepted = 0;
+};
+
+Replay replay_ngram(const std::vector<int32_t>& prompt, const std::vector<int32_t>& out, const SpeculativeConfig& sc,
+                    int max_tokens) {
+  Replay r;
+  if (out.empty()) return r;
+  std::vector<int32_t> ctx = prompt, draft;
+  ctx.push_back(out[0]);
+  for (size_t i = 1; i < out.size();) {
+    const int k = std::min<int>(sc.num_speculative_tokens, max_tokens - static_cast<int>(i) - 1);
+    draft.clear();
+    if (k > 0) propose_ngram(ctx, sc.prompt_lookup_min, sc.prompt_lookup_max, k, draft);
+    size_t a = 0;
+    while (a < draft.size() && i + a < out.size() && draft[a] == out[i + a]) ++a;
+    if (!draft.empty()) {
+      ++r.drafts;
+      r.draft_tokens += draft.size();
+      r.accepted += a;
+    }
+    const size_t emit = std::min(a + 1, out.size() - i);
+    ctx.insert(ctx.end(), out.begin() + static_cast<std::ptrdiff_t>(i),
+               out.begin() + static_cast<std::ptrdiff_t>(i + emit));
+    i += emit;
+    ++r.steps;
+    r.tokens += emit;
+  }
   return r;
 }
 
@@ -300,6 +339,7 @@ int main(int argc, char** argv) {
   StepPhaseSeconds phase[2];  // plain, speculative: summed over the files' best runs
   uint64_t steps[2] = {0, 0}, verify_steps = 0;
   int mismatches = 0;
+  std::vector<std::pair<std::string, Replay>> replays;
   for (const auto& [name, mod] : split_modules(eval_path)) {
     std::string file;
     for (int i = 0; i < lines && i < static_cast<int>(mod.size()); ++i) file += mod[static_cast<size_t>(i)] + "\n";
@@ -329,6 +369,16 @@ int main(int argc, char** argv) {
     }
     const Run& p = best[0];
     const Run& s = best[1];
+    const Replay rp = replay_ngram(prompt, s.tokens, scfg.speculative, tokens);
+    if (rp.drafts != s.drafts || rp.draft_tokens != s.draft_tokens || rp.accepted != s.accepted) {
+      ++mismatches;
+      std::fprintf(stderr, "%s: the engine proposed %llu drafts of %llu tokens and accepted %llu; replaying its "
+                   "output gives %llu, %llu, %llu\n", name.c_str(), static_cast<unsigned long long>(s.drafts),
+                   static_cast<unsigned long long>(s.draft_tokens), static_cast<unsigned long long>(s.accepted),
+                   static_cast<unsigned long long>(rp.drafts), static_cast<unsigned long long>(rp.draft_tokens),
+                   static_cast<unsigned long long>(rp.accepted));
+    }
+    replays.push_back({name, rp});
     std::printf("%-14s %7zu %7zu %12.1f %12.1f %8.2fx %10.2f %8.0f%% %6.2f | %5.2f\n", name.c_str(), prompt.size(),
                 p.tokens.size(), p.decode_tps(), s.decode_tps(), s.decode_tps() / p.decode_tps(),
                 s.drafts ? 1.0 + static_cast<double>(s.accepted) / s.drafts : 1.0,
@@ -360,6 +410,27 @@ int main(int argc, char** argv) {
   std::printf("single-stream decode speed-up with speculation: %.2fx (mean acceptance length %.2f tokens per "
               "verification round; target on the H200: >= 1.8x)\n", stps / ptps,
               drafts ? 1.0 + static_cast<double>(accepted) / drafts : 1.0);
+  // The proposer alone (replayed on the outputs, above): how often a step had a proposal, and the tokens a step
+  // yields; speed-up = tokens a step / (verification steps' share x their cost relative to a one-token step + the
+  // rest's share).
+  std::printf("proposer, replayed on the speculative runs' outputs: %-12s %9s %12s %14s\n", "file",
+              "proposals", "accept len", "tokens a step");
+  const auto print_replay = [](const std::string& n, const Replay& x) {
+    std::printf("%51s %-12s %8.0f%% %12.2f %14.2f\n", "", n.c_str(),
+                100.0 * x.drafts / std::max<uint64_t>(1, x.steps),
+                x.drafts ? 1.0 + static_cast<double>(x.accepted) / x.drafts : 1.0,
+                static_cast<double>(x.tokens) / std::max<uint64_t>(1, x.steps));
+  };
+  Replay all;
+  for (const auto& [name, r] : replays) {
+    print_replay(name, r);
+    all.steps += r.steps;
+    all.tokens += r.tokens;
+    all.drafts += r.drafts;
+    all.draft_tokens += r.draft_tokens;
+    all.accepted += r.accepted;
+  }
+  print_replay("all", all);
   // Where a decode step's time goes (the best runs' steps without prompt tokens), and the forward pass of the
   // steps that verified a proposal apart from the others (no n-gram match: one token decoded).
   for (int i = 0; i < 2; ++i) {
