@@ -263,14 +263,14 @@ int main(int argc, char** argv) {
   std::string eval_path = models + "/code-eval.txt";
   std::string device = "cpu";
   std::string spec_json =
-      R"({"method":"ngram","num_speculative_tokens":4,"prompt_lookup_max":4,"prompt_lookup_min":2})";
+      R"({"method":"ngram","num_speculative_tokens":7,"prompt_lookup_max":4,"prompt_lookup_min":1})";
   int threads = 0, lines = 40, tokens = 256, rounds = 2, profile_pos = 400;
   bool profile = false;
   app.add_option("--model", model_path, "model (file or Hugging Face folder)");
   app.add_option("--eval-text", eval_path, "code-eval.txt (the files to edit)");
   app.add_option("--device", device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--threads", threads, "CPU threads (0 = all cores)")->check(CLI::Range(0, 4096));
-  app.add_option("--speculative-config", spec_json, "vLLM's JSON (default: ngram, 4 tokens, lookup 2-4)");
+  app.add_option("--speculative-config", spec_json, "vLLM's JSON (default: ngram, 7 tokens, lookup 1-4)");
   app.add_option("--lines", lines, "lines of each module in the prompt")->check(CLI::Range(1, 100000));
   app.add_option("--tokens", tokens, "tokens generated per request")->check(CLI::Range(2, 100000));
   app.add_option("--rounds", rounds, "runs of each side per file (the faster counts)")->check(CLI::Range(1, 100));
