@@ -29,6 +29,9 @@ foreach(dir IN LISTS test_dirs)
     target_link_libraries(test_${tname} PRIVATE ${cuda_so} mopt_cli)
   endif()
   target_link_libraries(test_${tname} PRIVATE GTest::gtest GTest::gtest_main)
+  if(MOPT_UNITY_TESTS)
+    set_target_properties(test_${tname} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 8)
+  endif()
   target_include_directories(test_${tname} PRIVATE ${CMAKE_SOURCE_DIR}/tests)
   # Paths of this checkout only here, in the tests: the libraries compile to the same objects in any checkout
   # (ccache hits across worktrees).

@@ -11,7 +11,7 @@ echo "== ASan/UBSan build"
 # and clang compiles the sanitized tree in about two thirds of GCC's time (GCC's UBSan instrumentation doubles
 # its compile time; docs/testing.md has the figures). The release build above is GCC's.
 BUILD_DIR=build-asan BUILD_TYPE=None scripts/build.sh -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-  -DMOPT_UNITY=ON -DMOPT_CUDA=OFF -DMOPT_SANITIZE=address,undefined -DMOPT_BENCH=OFF \
+  -DMOPT_UNITY=ON -DMOPT_UNITY_TESTS=ON -DMOPT_CUDA=OFF -DMOPT_SANITIZE=address,undefined -DMOPT_BENCH=OFF \
   -DCMAKE_CXX_FLAGS="-O1 -gline-tables-only -DNDEBUG"
 echo "== ASan/UBSan build: $((SECONDS - start)) s"
 # Long-running model-quality and load tests already ran in the release pass; under ASan (~10x slower) they

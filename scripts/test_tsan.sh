@@ -13,7 +13,7 @@ echo "== ThreadSanitizer build ($targets)"
 # clang (as the ASan build, scripts/test.sh), -O1 and line tables: reports keep file:line.
 BUILD_DIR=build-tsan BUILD_TYPE=None TARGETS="$targets" scripts/build.sh \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-  -DMOPT_UNITY=ON -DMOPT_CUDA=OFF -DMOPT_SANITIZE=thread -DMOPT_BENCH=OFF \
+  -DMOPT_UNITY=ON -DMOPT_UNITY_TESTS=ON -DMOPT_CUDA=OFF -DMOPT_SANITIZE=thread -DMOPT_BENCH=OFF \
   -DCMAKE_CXX_FLAGS="-O1 -gline-tables-only -DNDEBUG"
 reports=$PWD/build-tsan/tsan-reports
 rm -rf "$reports" && mkdir -p "$reports"

@@ -6,7 +6,7 @@
 namespace mopt {
 namespace {
 
-BlockHash h_of(int i) { return Sha256::hash(std::to_string(i)); }
+BlockHash pool_hash(int i) { return Sha256::hash(std::to_string(i)); }
 
 TEST(BlockPool, AllocateFreeLruOrder) {
   BlockPool pool(6, true);
@@ -29,12 +29,12 @@ TEST(BlockPool, AllocateFreeLruOrder) {
 TEST(BlockPool, CachedBlocksSurviveFreeUntilEvicted) {
   BlockPool pool(3, true);
   auto a = *pool.allocate(2);
-  EXPECT_TRUE(pool.cache(a[0], h_of(0)));
-  EXPECT_FALSE(pool.cache(a[1], h_of(0))) << "hash already held by another block";
-  EXPECT_TRUE(pool.cache(a[1], h_of(1)));
-  EXPECT_FALSE(pool.cache(a[1], h_of(2))) << "a block has one hash";
+  EXPECT_TRUE(pool.cache(a[0], pool_hash(0)));
+  EXPECT_FALSE(pool.cache(a[1], pool_hash(0))) << "hash already held by another block";
+  EXPECT_TRUE(pool.cache(a[1], pool_hash(1)));
+  EXPECT_FALSE(pool.cache(a[1], pool_hash(2))) << "a block has one hash";
   pool.release(a);
-  EXPECT_EQ(pool.lookup(h_of(0)), a[0]);
+  EXPECT_EQ(pool.lookup(pool_hash(0)), a[0]);
   // Re-acquire a cached free block: it leaves the free list.
   pool.acquire(a[1]);
   EXPECT_EQ(pool.ref_count(a[1]), 1);
@@ -45,16 +45,16 @@ TEST(BlockPool, CachedBlocksSurviveFreeUntilEvicted) {
   // Allocation takes block 2 (never used), then evicts block a[0] and its hash.
   auto b = *pool.allocate(2);
   EXPECT_EQ(b, (std::vector<int32_t>{2, a[0]}));
-  EXPECT_FALSE(pool.lookup(h_of(0)));
-  EXPECT_EQ(pool.lookup(h_of(1)), a[1]);
+  EXPECT_FALSE(pool.lookup(pool_hash(0)));
+  EXPECT_EQ(pool.lookup(pool_hash(1)), a[1]);
   EXPECT_EQ(pool.check_invariants(), "");
 }
 
 TEST(BlockPool, CachingOffNeverFinds) {
   BlockPool pool(2, false);
   auto a = *pool.allocate(1);
-  EXPECT_FALSE(pool.cache(a[0], h_of(0)));
-  EXPECT_FALSE(pool.lookup(h_of(0)));
+  EXPECT_FALSE(pool.cache(a[0], pool_hash(0)));
+  EXPECT_FALSE(pool.lookup(pool_hash(0)));
 }
 
 TEST(BlockPoolDeathTest, DoubleFreeAborts) {

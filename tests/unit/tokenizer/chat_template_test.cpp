@@ -2,32 +2,21 @@
 // and the well-known Llama 3, Qwen2.5, Qwen3, Mistral and Gemma templates against hand-derived renderings.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <ctime>
-#include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "core/rng.h"
 #include "tokenizer/chat_template.h"
+#include "test_util.h"
 
 namespace mopt {
 namespace {
 
 using nlohmann::ordered_json;
 
-std::string models_dir() {
-  const char* env = std::getenv("MOPT_MODELS_DIR");
-  return env && *env ? env : MOPT_MODELS_DIR;
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using test::models_dir;
+using test::read_text;
 
 jinja::Value msgs(const char* json) { return jinja::from_json(ordered_json::parse(json)); }
 
@@ -49,9 +38,9 @@ Status render_status(const std::string& tmpl, const char* messages, TemplateLimi
 
 TEST(ChatTemplate, CodeQwen2OwnTemplateMatchesReference) {
   std::string dir = models_dir();
-  std::string tmpl = read_file(dir + "/code-qwen2-25m/chat_template.jinja");
+  std::string tmpl = read_text(dir + "/code-qwen2-25m/chat_template.jinja");
   ASSERT_FALSE(tmpl.empty()) << "missing " << dir << "/code-qwen2-25m/chat_template.jinja";
-  auto ref = ordered_json::parse(read_file(dir + "/code-qwen2-25m.reference.json"));
+  auto ref = ordered_json::parse(read_text(dir + "/code-qwen2-25m.reference.json"));
   std::string expected = ref.at("chat_template_rendering").get<std::string>();
   std::string got = render(tmpl, R"([{"role":"system","content":"You write Python."},
                                      {"role":"user","content":"Sort a list."}])", true);

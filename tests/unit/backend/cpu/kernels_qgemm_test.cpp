@@ -29,12 +29,12 @@ namespace {
 using kernels_test::random_vec;
 using kernels_test::random_weights;
 
-struct Case {
+struct QCase {
   DType t;
   DotIsa isa;
 };
 
-class QGemm : public ::testing::TestWithParam<Case> {
+class QGemm : public ::testing::TestWithParam<QCase> {
  protected:
   void SetUp() override {
     if (!isa_supported(GetParam().isa))
@@ -156,8 +156,8 @@ TEST_P(QGemm, PartsPackedAsOne) {
   }
 }
 
-std::vector<Case> all_cases() {
-  std::vector<Case> v;
+std::vector<QCase> all_cases() {
+  std::vector<QCase> v;
   for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K})
     for (DotIsa isa : kAllIsas) v.push_back({t, isa});
   return v;
