@@ -93,7 +93,6 @@ std::vector<int32_t> block_table(int positions) {
   return table;
 }
 
-// Decodes n tokens greedily from BOS (token 1) with one sequence; returns tokens/s of the decode loop.
 // Each pool thread's speed on the active path with its weights in cache: one token against its own N x K matrix of
 // type t (repacked, ~0.6 MB for 4-bit codes), every thread at once; weight bytes per second of each thread, best of
 // 10 rounds of 100 calls (activation quantization included).
@@ -124,6 +123,7 @@ std::vector<double> in_cache_rates(ThreadPool& pool, DType t) {
   return rate;
 }
 
+// Decodes n tokens greedily from BOS (token 1) with one sequence; returns tokens/s of the decode loop.
 double decode_tps(ModelRunner& r, int n, int bos, double* cpu_s = nullptr) {
   auto table = block_table(n);
   std::vector<float> logits(r.config().n_vocab);
