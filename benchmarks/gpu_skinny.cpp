@@ -14,7 +14,9 @@
 // bandwidth (the lm_head stays bf16 in the runner whatever the format, so it is not counted there).
 // Usage: bench_gpu_skinny [--weights bf16,fp8,int8,q8_0,int4,q4_k] [--m 1,2,4,8]
 //                         [--shapes qkv,o,gate_up,down,kv,lm_head] [--rounds 5] [--variants]
-//   (--variants: every tiling's times, not only the best)
+//                         [--dims N_EMBD,N_FF,Q_DIM,KV_DIM,VOCAB]
+//   (--variants: every tiling's times, not only the best; --dims: another model's shapes, e.g. code-qwen2-25m's
+//   512,1408,512,128,4096; default Llama-3.1-8B's 4096,14336,4096,1024,128256)
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -76,13 +78,15 @@ struct Shape {
   cuda::SkinnyEpilogue epi;
   bool y_f32;
 };
-const Shape kShapes[] = {
-    {"qkv", 6144, 4096, cuda::SkinnyPrologue::kRmsNorm, cuda::SkinnyEpilogue::kStore, false},
-    {"o", 4096, 4096, cuda::SkinnyPrologue::kNone, cuda::SkinnyEpilogue::kAddResidual, true},
-    {"gate_up", 28672, 4096, cuda::SkinnyPrologue::kRmsNorm, cuda::SkinnyEpilogue::kStore, false},
-    {"down", 4096, 14336, cuda::SkinnyPrologue::kSwiGlu, cuda::SkinnyEpilogue::kAddResidual, true},
-    {"kv", 1024, 4096, cuda::SkinnyPrologue::kNone, cuda::SkinnyEpilogue::kStore, false},
-    {"lm_head", 128256, 4096, cuda::SkinnyPrologue::kRmsNorm, cuda::SkinnyEpilogue::kStore, true}};
+// The shapes of a model of width e, FFN width ff, q / kv projection widths q, kv and vocabulary v.
+std::vector<Shape> model_shapes(int e, int ff, int q, int kv, int v) {
+  return {{"qkv", q + 2 * kv, e, cuda::SkinnyPrologue::kRmsNorm, cuda::SkinnyEpilogue::kStore, false},
+          {"o", e, q, cuda::SkinnyPrologue::kNone, cuda::SkinnyEpilogue::kAddResidual, true},
+          {"gate_up", 2 * ff, e, cuda::SkinnyPrologue::kRmsNorm, cuda::SkinnyEpilogue::kStore, false},
+          {"down", e, ff, cuda::SkinnyPrologue::kSwiGlu, cuda::SkinnyEpilogue::kAddResidual, true},
+          {"kv", kv, e, cuda::SkinnyPrologue::kNone, cuda::SkinnyEpilogue::kStore, false},
+          {"lm_head", v, e, cuda::SkinnyPrologue::kRmsNorm, cuda::SkinnyEpilogue::kStore, true}};
+}
 
 // Milliseconds between two events recorded around `enqueue`, median over `rounds`.
 template <class Fn>
@@ -205,6 +209,7 @@ int main(int argc, char** argv) {
   std::vector<int> ms = {1};
   int rounds = 5;
   bool all_variants = false;
+  std::vector<int> dims = {4096, 14336, 4096, 1024, 128256};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -221,12 +226,22 @@ int main(int argc, char** argv) {
       for (const std::string& v : split(next())) ms.push_back(std::atoi(v.c_str()));
     } else if (a == "--rounds") rounds = std::atoi(next().c_str());
     else if (a == "--variants") all_variants = true;
-    else {
+    else if (a == "--dims") {
+      dims.clear();
+      for (const std::string& v : split(next())) dims.push_back(std::atoi(v.c_str()));
+    } else {
       std::fprintf(stderr, "unknown option %s\nusage: bench_gpu_skinny [--weights LIST] [--m LIST] [--shapes LIST] "
-                   "[--rounds N] [--variants]\n", a.c_str());
+                   "[--rounds N] [--variants] [--dims N_EMBD,N_FF,Q_DIM,KV_DIM,VOCAB]\n", a.c_str());
       return 2;
     }
   }
+  if (dims.size() != 5 || *std::min_element(dims.begin(), dims.end()) < 8 ||
+      *std::max_element(dims.begin(), dims.end()) > 262144 ||
+      std::any_of(dims.begin(), dims.end(), [](int d) { return d % 32 != 0; })) {
+    std::fprintf(stderr, "--dims: five widths (n_embd, n_ff, q, kv, vocab), multiples of 32 up to 262144\n");
+    return 2;
+  }
+  const std::vector<Shape> kShapes = model_shapes(dims[0], dims[1], dims[2], dims[3], dims[4]);
   for (int m : ms)
     if (m < 1 || m > cuda::kSkinnyMaxRows) {
       std::fprintf(stderr, "--m: rows must be 1..%d\n", cuda::kSkinnyMaxRows);
@@ -264,7 +279,8 @@ int main(int argc, char** argv) {
   std::printf("%s: D2D copy %.0f GB/s (read + write), read sweep %.0f GB/s\n", prop.name, copy_bw / 1e9,
               read_bw / 1e9);
 
-  const int kmax = 14336, nmax = 128256;
+  int kmax = 0, nmax = 0;
+  for (const Shape& sh : kShapes) kmax = std::max(kmax, sh.k), nmax = std::max(nmax, sh.n);
   Operands o;
   CK(cudaMalloc(reinterpret_cast<void**>(&o.x), size_t{8} * 2 * kmax * 2));
   CK(cudaMalloc(reinterpret_cast<void**>(&o.x_f32), size_t{8} * kmax * 4));

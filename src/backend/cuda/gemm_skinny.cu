@@ -7,15 +7,15 @@ namespace mopt::cuda {
 template cudaError_t launch_skinny_fmt<FmtBf16>(const SkinnyGemmParams&, cudaStream_t);
 
 int skinny_variants(WeightFormat f) {
-  if (f == WeightFormat::kFloat) return kSkinnyVariants;
+  if (f == WeightFormat::kFloat) return kSkinnyVariants + skinny_detail::kMmaVariants;
   return kQuantSkinnyVariants + skinny_detail::kMmaVariants;
 }
 
 int skinny_reduction_order(WeightFormat f, int variant) {
   using namespace skinny_detail;
   if (variant < 0 || variant >= skinny_variants(f)) return -1;
+  if (variant >= kQuantSkinnyVariants) return 100 + variant;  // the tensor-core tilings (bf16 too)
   if (f == WeightFormat::kFloat) return kSplitWarpsBf16[variant];
-  if (variant >= kQuantSkinnyVariants) return 100 + variant;
   return f == WeightFormat::kNib4 ? kSplitWarpsNib[variant] : kSplitWarpsQuant[variant];
 }
 
@@ -70,7 +70,9 @@ cudaError_t launch_skinny_gemm(const SkinnyGemmParams& p, cudaStream_t stream) {
     return cudaErrorInvalidValue;
   }
   switch (fmt) {
-    case WeightFormat::kFloat: return launch_skinny_fmt<FmtBf16>(p, stream);
+    case WeightFormat::kFloat:
+      if (p.variant >= kSkinnyVariants) return launch_skinny_bf16_mma(p, stream);  // the tensor-core tilings
+      return launch_skinny_fmt<FmtBf16>(p, stream);
     case WeightFormat::kFp8:
       if (p.variant >= kQuantSkinnyVariants) return launch_skinny_fp8_mma(p, stream);  // the tensor-core tilings
       return launch_skinny_fmt<FmtFp8>(p, stream);

@@ -316,9 +316,9 @@ cudaError_t launch_one(const SkinnyGemmParams& p, cudaStream_t stream) {
 // Larger R amortizes the per-input prologue work over more rows: the RMSNorm product and sum of squares, and
 // SwiGLU's two MUFU operations per input (a quarter of the FMA rate), which at R = 2 cost about as many issue
 // cycles per fp8 chunk as the chunk's share of the memory time.
-// kQuantSkinnyVariants (kernels.h) = 10; every quantized format adds kMmaVariants tensor-core tilings after them
-// (gemm_skinny_mma.cuh), timed by the tuner beside these.
-inline constexpr int kMmaVariants = 20;
+// kQuantSkinnyVariants (kernels.h) = 10; every format adds kMmaVariants tensor-core tilings after its CUDA-core
+// ones (gemm_skinny_mma.cuh), timed by the tuner beside these.
+inline constexpr int kMmaVariants = kMmaSkinnyVariants;
 // KW of each variant in the tables below (skinny_reduction_order): bf16, quantized, and 4-bit codes.
 inline constexpr int kSplitWarpsBf16[kSkinnyVariants] = {1, 1, 1, 1, 2, 4, 8, 4, 4, 8};
 inline constexpr int kSplitWarpsQuant[kQuantSkinnyVariants] = {1, 4, 4, 2, 4, 2, 1, 2, 4, 8};
@@ -410,8 +410,9 @@ cudaError_t launch_skinny_fmt(const SkinnyGemmParams& p, cudaStream_t stream) {
   });
 }
 
-// The tensor-core tilings (gemm_skinny_mma.cuh) for fp8, per-channel int8, grouped int8 and 4-bit weights, p
+// The tensor-core tilings (gemm_skinny_mma.cuh) for bf16, fp8, per-channel int8, grouped int8 and 4-bit weights, p
 // validated, p.variant >= kQuantSkinnyVariants (grouped: a power-of-two number of chunks per group).
+cudaError_t launch_skinny_bf16_mma(const SkinnyGemmParams& p, cudaStream_t stream);
 cudaError_t launch_skinny_fp8_mma(const SkinnyGemmParams& p, cudaStream_t stream);
 cudaError_t launch_skinny_int8_mma(const SkinnyGemmParams& p, cudaStream_t stream);
 cudaError_t launch_skinny_int8g_mma(const SkinnyGemmParams& p, cudaStream_t stream);

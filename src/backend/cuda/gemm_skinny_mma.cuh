@@ -1,6 +1,7 @@
-// The skinny GEMM on the f16 tensor cores for quantized weights (launch_skinny_gemm's variants kQuantSkinnyVariants
-// and up of kFp8, kInt8 (per channel or grouped) and kNib4; gemm_skinny.cu validates and dispatches; one translation
-// unit per code type: gemm_skinny_mma_{fp8,int8,int8g,nib4}.cu). Same contract as the CUDA-core kernel of
+// The skinny GEMM on the tensor cores (launch_skinny_gemm's variants kQuantSkinnyVariants and up of kFp8, kInt8 (per
+// channel or grouped) and kNib4 on the f16 ones, and kSkinnyVariants and up of bf16 weights on the bf16 ones;
+// gemm_skinny.cu validates and dispatches; one translation unit per code type:
+// gemm_skinny_mma_{bf16,fp8,int8,int8g,nib4}.cu). Same contract as the CUDA-core kernel of
 // gemm_skinny.cuh: y[m, n] = x[m, k] . w[n, k]^T (* row_scale[n]) for m <= 8, with the RMSNorm / SwiGLU prologues
 // and the residual epilogue, PDL and the L2 prefetch.
 //
@@ -38,6 +39,17 @@
 // row and step), reduced through shared memory in a fixed order (deterministic). A stage = U steps of loads
 // (with groups: also each chunk's (a, b), 4 or 8 bytes a row, from L1 / L2).
 //
+// Rows. Every output row gets the bits of a one-row call of the same tiling (speculative verification rows must
+// reproduce plain decoding's: skinny_reduction_order): the activations of each row are computed as at m = 1 (the
+// X1 scheme below: a unit of C's pair order per lane, the pairs gathered by shuffles), the RMSNorm sum of squares
+// of each row summed in the one-row order (per lane over its units, over the 32 lanes by shuffles, over the KW
+// warps in order; XS tilings: over the CTA as their staging pass sums it), and a D column depends only on its
+// own B column. Only the work grows with m: m units per lane and step, and m shuffles per pair.
+//
+// bf16 weights (MmaBf16): the weights enter mma.m16n8k16 bf16 x bf16 as they are, and each activation as two
+// bf16 parts, hi = bf16(x) and lo = bf16(x - hi) (two mma a step: x to ~2^-17 relative, near the CUDA-core
+// kernel's fp32 operand); no kXScale (bf16 has fp32's range).
+//
 // Activations in f16: the prologue's fp32 value (bf16 x; x_f32 * norm_w, the 1/rms applied to the result as in
 // the CUDA-core kernel; silu(gate) * up) times kXScale = 2^-4, rounded to f16, and the result is divided by
 // kXScale (exact). f16 then holds |x| up to 2^20 without overflow (the residual stream's outliers are far below)
@@ -56,22 +68,30 @@ using namespace skinny_detail;
 constexpr float kXScale = 0.0625f;  // 2^-4: see above
 
 // Weight codes -> the A fragment. A code type C describes a 16-byte chunk:
-//   kElems     inputs per chunk (16: a byte each; 32: 4-bit codes); kElems / 2 pairs, kElems / 8 per 32-bit word
+//   kElems     inputs per chunk (8: bf16; 16: a byte each; 32: 4-bit codes); kElems / 2 pairs, kElems / 8 per
+//              32-bit word
+//   kBf16      bf16 weights: bf16 mma, activations as hi + lo bf16 parts; else f16 mma, activations times
+//              kScale (kXScale) in f16
 //   kGrouped   pairs() gives the exact codes q and the group's (a, b) is applied to them (see above); kAffine:
 //              the groups always hold (a, b) (else QuantWeightView::affine decides)
 //   pairs(word, out)   word w's codes as f16x2 pairs kElems / 8 w .. (the pair order above), exactly
-// and, through its pair order (BytePairs / NibblePairs), where the activations go: the kElems / 2 natural pairs
-// (inputs 2 i, 2 i + 1) of a chunk form 8 "units" of L = kElems / 16 pairs; x_unit(nat, out) reorders unit q's
-// pairs into the chunk's pairs x_pos(q) .. + L - 1, and pair i comes from unit x_unit_of(i), slot x_reg_of(i).
+// and, through its pair order (Bf16Pairs / BytePairs / NibblePairs), where the activations go: the kElems / 2
+// natural pairs (inputs 2 i, 2 i + 1) of a chunk form kUnits "units" of L = kElems / (2 kUnits) pairs;
+// x_unit(nat, out) reorders unit q's pairs into the chunk's pairs x_pos(q) .. + L - 1, and pair i comes from unit
+// x_unit_of(i), slot x_reg_of(i).
 struct BytePairs {  // pair i = inputs (2 i, 2 i + 1): the natural order
-  static constexpr int kElems = 16;
+  static constexpr int kElems = 16, kUnits = 8;
+  static constexpr bool kBf16 = false;
+  static constexpr float kScale = kXScale;
   __host__ __device__ static constexpr int x_pos(int q) { return q; }
   __host__ __device__ static constexpr int x_unit_of(int i) { return i; }
   __host__ __device__ static constexpr int x_reg_of(int) { return 0; }
   __device__ static void x_unit(const uint32_t (&nat)[1], uint32_t (&out)[1]) { out[0] = nat[0]; }
 };
 struct NibblePairs {  // unit q = inputs 4 q .. 4 q + 3 -> (4q, 4q+2), (4q+1, 4q+3) at pairs 4 q (q < 4), 4 (q-4) + 2
-  static constexpr int kElems = 32;
+  static constexpr int kElems = 32, kUnits = 8;
+  static constexpr bool kBf16 = false;
+  static constexpr float kScale = kXScale;
   __host__ __device__ static constexpr int x_pos(int q) { return q < 4 ? 4 * q : 4 * (q - 4) + 2; }
   __host__ __device__ static constexpr int x_unit_of(int i) { return (i & 2) ? 4 + i / 4 : i / 4; }
   __host__ __device__ static constexpr int x_reg_of(int i) { return i & 1; }
@@ -81,6 +101,15 @@ struct NibblePairs {  // unit q = inputs 4 q .. 4 q + 3 -> (4q, 4q+2), (4q+1, 4q
   }
 };
 
+struct Bf16Pairs : BytePairs {  // 8 bf16 inputs: 4 natural pairs, a unit each
+  static constexpr int kElems = 8, kUnits = 4;
+  static constexpr bool kBf16 = true;
+  static constexpr float kScale = 1.f;
+};
+struct MmaBf16 : Bf16Pairs {  // the weights as they are
+  static constexpr bool kGrouped = false, kAffine = false;
+  __device__ static void pairs(uint32_t w, uint32_t (&out)[1]) { out[0] = w; }
+};
 struct MmaFp8 : BytePairs {  // E4M3: two hardware pair conversions (quant_formats.cuh)
   static constexpr bool kGrouped = false, kAffine = false;
   __device__ static void pairs(uint32_t w, uint32_t (&out)[2]) { e4m3x4_to_f16x2(w, out[0], out[1]); }
@@ -135,6 +164,41 @@ __device__ __forceinline__ void mma_f16(float (&d)[4], uint32_t a0, uint32_t a1,
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
+// d += a . b: m16n8k16 with bf16 operands, the fragments as in mma_f16.
+__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// Two activation values as C's B operand: f16x2 (hi; lo unused), or bf16x2 hi and the bf16x2 of the remainders.
+template <class C>
+__device__ __forceinline__ void pack_x(float a, float b, uint32_t& hi, uint32_t& lo) {
+  if constexpr (C::kBf16) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+    const float2 hf = __bfloat1622float2(h);
+    const __nv_bfloat162 l = __floats2bfloat162_rn(a - hf.x, b - hf.y);
+    hi = *reinterpret_cast<const uint32_t*>(&h);
+    lo = *reinterpret_cast<const uint32_t*>(&l);
+  } else {
+    hi = pack_f16x2(a, b);
+    lo = 0;
+  }
+}
+
+// acc += the tile's rows (a0..a3, C's A fragment) times the B columns (x0, x1; bf16: plus the remainders l0, l1).
+template <class C>
+__device__ __forceinline__ void mma_step(float (&acc)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t x0, uint32_t x1, uint32_t l0, uint32_t l1) {
+  if constexpr (C::kBf16) {
+    mma_bf16(acc, a0, a1, a2, a3, x0, x1);
+    mma_bf16(acc, a0, a1, a2, a3, l0, l1);
+  } else {
+    mma_f16(acc, a0, a1, a2, a3, x0, x1);
+  }
+}
+
 // E consecutive bf16 / fp32 values from src (E = 2, 4: one 4-16 byte load; E = 8 q: 16-byte loads) as fp32.
 template <int E>
 __device__ __forceinline__ void ld_bf16(const bf16* src, float (&out)[E]) {
@@ -172,11 +236,12 @@ __device__ __forceinline__ void ld_f32(const float* src, float (&out)[E]) {
   }
 }
 
-// The E operand values of input row `row` at inputs [j, j + E) after the prologue, times kXScale, as E / 2 f16x2
-// in input order. kNorm: ss accumulates their squares (the row's sum of squares).
-template <int PRO, int E>
+// The E operand values of input row `row` at inputs [j, j + E) after the prologue, times C::kScale, as E / 2
+// operand pairs in input order (pack_x: hi, and lo for bf16 weights). kNorm: ss accumulates their squares.
+template <class C, int PRO, int E>
 __device__ __forceinline__ void load_x(const SkinnyGemmParams& p, int64_t row, int j, uint32_t (&xb)[E / 2],
-                                       float& ss) {
+                                       uint32_t (&xl)[E / 2], float& ss) {
+  constexpr float kS = C::kScale;
   float v[E];
   if constexpr (PRO == kNorm) {
     float nw[E];
@@ -185,7 +250,7 @@ __device__ __forceinline__ void load_x(const SkinnyGemmParams& p, int64_t row, i
 #pragma unroll
     for (int e = 0; e < E; ++e) {
       ss = fmaf(v[e], v[e], ss);
-      v[e] = v[e] * nw[e] * kXScale;
+      v[e] = v[e] * nw[e] * kS;
     }
   } else if constexpr (PRO == kSwiGlu) {
     const bf16* src = p.x + row * 2 * p.k + j;  // gate | up, each k wide
@@ -193,47 +258,57 @@ __device__ __forceinline__ void load_x(const SkinnyGemmParams& p, int64_t row, i
     ld_bf16<E>(src, v);
     ld_bf16<E>(src + p.k, u);
 #pragma unroll
-    for (int e = 0; e < E; ++e) v[e] = silu_fast(v[e]) * (u[e] * kXScale);
+    for (int e = 0; e < E; ++e) v[e] = silu_fast(v[e]) * (u[e] * kS);
   } else {
     ld_bf16<E>(p.x + row * p.k + j, v);
 #pragma unroll
-    for (int e = 0; e < E; ++e) v[e] *= kXScale;
+    for (int e = 0; e < E; ++e) v[e] *= kS;
   }
 #pragma unroll
-  for (int i = 0; i < E / 2; ++i) xb[i] = pack_f16x2(v[2 * i], v[2 * i + 1]);
+  for (int i = 0; i < E / 2; ++i) pack_x<C>(v[2 * i], v[2 * i + 1], xb[i], xl[i]);
 }
 
 // MT: 16-feature tiles per warp, U: steps per stage (2 MT U 16-byte weight loads per lane), KW: warps per group
 // sharing k, NB: stages in flight (1: a stage's loads are issued just before its arithmetic; NB > 1: a ring of NB
 // register buffers, the one just consumed refilled with the stage NB ahead, so 2 MT U NB loads per lane are in
 // flight, and the first NB stages are issued before the PDL wait). A CTA of 8 warps covers 16 MT 8 / KW
-// features. X1 (m = 1): the activations of a step are computed once, a unit (C's pair order) per lane, and quad 0
-// gathers its kElems / 2 pairs by shuffles (without X1 every lane computes the kElems of its token, 8x the
-// prologue work at m = 1: SwiGLU's exp and divide, RMSNorm's loads). XS (with X1): instead the CTA computes the
-// whole row once after the PDL wait into shared memory as f16 in C's pair order (s_x, k / 2 words: dynamic shared
-// memory of 2 k bytes), so the stages read no global activations and wait on no L2 round trip of theirs;
-// RMSNorm's sum of squares is then the CTA's (each thread's units, reduced over the CTA), not the group's.
+// features.
+// MX: activation rows computed per lane (1: m = 1; kSkinnyMaxRows: m = 2 .. 8, the rows past m skipped). The
+// activations of a step are computed once per row, a unit (C's pair order) per lane: lane 8 t' + q computes unit
+// q of chunk 4 s + t', and the quad (g, t) gathers token g's kElems / 2 pairs of chunk 4 s + t by shuffles (at
+// m = 1 every quad takes row 0: B columns g > 0 get copies, never stored). Each lane sums the squares of its units
+// (kNorm), per row.
+// XS: at m = 1 the CTA computes the whole row once after the PDL wait into shared memory in C's pair order (s_x:
+// dynamic shared memory of staged_bytes<C>(k)), so the stages read no global activations and wait on no L2 round
+// trip of theirs; RMSNorm's sum of squares is then the CTA's (each thread's units, reduced over the CTA), not the
+// group's. At m > 1 (same k) the rows are not staged, but their sums of squares come from the same CTA-wide pass,
+// so that every row gets the one-row call's bits.
 // Grouped C: (k / G) must be a power-of-two number of chunks per group (launch_skinny_gemm checks).
-template <class C, int MT, int U, int KW, int NB, bool X1, bool XS, int PRO, int EPI>
+template <class C, int MT, int U, int KW, int NB, int MX, bool XS, int PRO, int EPI>
 __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_mma_kernel(SkinnyGemmParams p) {
   constexpr int kGroups = kWarpsPerCta / KW;
   constexpr int kRows = 16 * MT;  // output features per group
   constexpr int kStage = KW * U;  // steps of the group per stage
   constexpr int kBufs = NB;  // stages in flight
-  constexpr int kPairs = C::kElems / 2;  // f16x2 pairs per chunk
+  constexpr int kPairs = C::kElems / 2;  // operand pairs per chunk
   constexpr int kWordPairs = C::kElems / 8;  // pairs per 32-bit word of codes
-  constexpr int L = C::kElems / 16;  // activation pairs per unit (8 units a chunk)
+  constexpr int kBlockWords = kWordPairs >= 2 ? 1 : 2;  // words per group of mma (each mma takes two pairs)
+  constexpr int kUnits = C::kUnits;  // activation units per chunk
+  constexpr int L = kPairs / kUnits;  // activation pairs per unit
   constexpr int kGBufs = C::kGrouped ? kBufs : 1;
+  constexpr bool kStaged = XS && MX == 1;  // the row in shared memory
   static_assert(NB >= 1, "at least one stage");
-  static_assert(X1 || !XS, "staged activations: m = 1 only");
-  extern __shared__ uint4 s_xdyn[];  // XS: [k / kElems][kElems / 8] uint4 = the row's f16 pairs in C's order
+  static_assert(MX == 1 || MX == kSkinnyMaxRows, "one row, or up to kSkinnyMaxRows");
+  static_assert(kUnits <= 8 && 32 % kUnits == 0 && kPairs % kUnits == 0, "a chunk's units: lanes 8 t' + q, q < 8");
+  extern __shared__ uint4 s_xdyn[];  // kStaged: [k / kElems][kElems / 8] uint4 = the row's pairs (bf16: hi, then lo)
   __shared__ float s_red[KW > 1 || XS ? kWarpsPerCta : 1][5][32];  // per warp and lane: one tile's D fragment, ss
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int group = warp / KW, kw = warp % KW;
   const int n0 = (blockIdx.x * kGroups + group) * kRows;
   const int chunks = n0 < p.n ? p.k / C::kElems : 0;  // groups past the end stream nothing (but reach every barrier)
   const int steps = (chunks + 3) / 4;
-  const char* wbase = static_cast<const char*>(p.qw.codes);
+  const char* wbase = C::kBf16 ? static_cast<const char*>(static_cast<const void*>(p.w))
+                               : static_cast<const char*>(p.qw.codes);
   const int64_t row_bytes = static_cast<int64_t>(p.k / C::kElems) * 16;
 
   const uint4* wrow[MT][2];  // feature rows g and g + 8 of each tile (clamped)
@@ -282,30 +357,53 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_mma_kernel(SkinnyGem
   }
   pdl_wait();
 
-  const bool has_x = g < p.m;  // token g of the B fragment: a real row, or zero padding
-  const int xtok = X1 ? 0 : (has_x ? g : 0);
-  const int64_t xrow = p.x_rows ? p.x_rows[xtok] : xtok;
-  float acc[MT][4], ss = 0.f;
-  if constexpr (XS) {  // the row once per CTA: thread i takes units i, i + 256, ...; ss: the CTA's total
-    uint32_t* s_x = reinterpret_cast<uint32_t*>(s_xdyn);
-#pragma unroll 4
-    for (int i = threadIdx.x; i < p.k / (2 * L); i += kWarpsPerCta * 32) {
-      uint32_t nat[L], mine[L];
-      load_x<PRO, 2 * L>(p, xrow, 2 * L * i, nat, ss);
-      C::x_unit(nat, mine);
+  int xrow[MX];  // input row of each activation row (rows past p.m: a copy of the last, never stored)
 #pragma unroll
-      for (int r = 0; r < L; ++r) s_x[kPairs * (i / 8) + C::x_pos(i % 8) + r] = mine[r];
+  for (int r = 0; r < MX; ++r) {
+    const int i = min(r, p.m - 1);
+    xrow[r] = p.x_rows ? p.x_rows[i] : i;
+  }
+  float acc[MT][4], ss[MX];
+#pragma unroll
+  for (int r = 0; r < MX; ++r) ss[r] = 0.f;
+  if constexpr (kStaged || (XS && PRO == kNorm)) {  // CTA-wide: thread i takes units i, i + 256, ... of each row
+    uint32_t* s_x = reinterpret_cast<uint32_t*>(s_xdyn);
+#pragma unroll
+    for (int r = 0; r < MX; ++r) {
+      if (MX > 1 && r >= p.m) break;  // m > 1: only the sums of squares
+#pragma unroll 4
+      for (int i = threadIdx.x; i < p.k / (2 * L); i += kWarpsPerCta * 32) {
+        uint32_t nat[L], nlo[L], mine[L], mlo[L];
+        load_x<C, PRO, 2 * L>(p, xrow[r], 2 * L * i, nat, nlo, ss[r]);
+        if constexpr (kStaged) {
+          C::x_unit(nat, mine);
+          C::x_unit(nlo, mlo);
+          const int at = kPairs * (i / kUnits) + C::x_pos(i % kUnits);
+#pragma unroll
+          for (int q = 0; q < L; ++q) {
+            s_x[at + q] = mine[q];
+            if constexpr (C::kBf16) s_x[p.k / 2 + at + q] = mlo[q];
+          }
+        }
+      }
     }
     if constexpr (PRO == kNorm) {
 #pragma unroll
-      for (int o = 1; o < 32; o <<= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-      if (lane == 0) s_red[warp][4][0] = ss;  // s_red is reused below only after a barrier
+      for (int r = 0; r < MX; ++r) {
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) ss[r] += __shfl_xor_sync(0xffffffffu, ss[r], o);
+        if (lane == 0) s_red[warp][4][r] = ss[r];  // s_red is reused below only after a barrier
+      }
       __syncthreads();
-      ss = 0.f;
-      for (int w = 0; w < kWarpsPerCta; ++w) ss += s_red[w][4][0];  // fixed order
+#pragma unroll
+      for (int r = 0; r < MX; ++r) {
+        ss[r] = 0.f;
+        for (int w = 0; w < kWarpsPerCta; ++w) ss[r] += s_red[w][4][r];  // fixed order
+      }
     }
     __syncthreads();
   }
+  float ss_none = 0.f;  // XS: the sums are complete; the stages' loads add to this instead
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -323,41 +421,47 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_mma_kernel(SkinnyGem
       for (int u = 0; u < U; ++u) {
         const int c = 4 * (s0 + u * KW) + t;
         if (s0 + u * KW >= steps) break;
-        uint32_t xb[kPairs];  // the activations of token g at chunk c, in C's pair order
+        uint32_t xb[kPairs], xl[kPairs];  // the activations of token g at chunk c, in C's pair order (xl: bf16 lo)
 #pragma unroll
-        for (int i = 0; i < kPairs; ++i) xb[i] = 0;
-        if constexpr (XS) {  // B columns g > 0 get copies (never stored)
+        for (int i = 0; i < kPairs; ++i) xb[i] = xl[i] = 0;
+        if constexpr (kStaged) {  // B columns g > 0 get copies (never stored)
           if (c < chunks) {
 #pragma unroll
             for (int v = 0; v < kPairs / 4; ++v) {
               const uint4 q4 = s_xdyn[kPairs / 4 * c + v];
               xb[4 * v] = q4.x, xb[4 * v + 1] = q4.y, xb[4 * v + 2] = q4.z, xb[4 * v + 3] = q4.w;
+              if constexpr (C::kBf16) {
+                const uint4 l4 = s_xdyn[p.k / 8 + kPairs / 4 * c + v];
+                xl[4 * v] = l4.x, xl[4 * v + 1] = l4.y, xl[4 * v + 2] = l4.z, xl[4 * v + 3] = l4.w;
+              }
             }
           }
-        } else if constexpr (X1) {  // lane 8 t' + q: unit q of chunk 4 s + t'; B columns g > 0 get copies
-          const int cl = c - t + lane / 8;
-          uint32_t mine[L];
+        } else {  // lane 8 t' + q: unit q of chunk 4 s + t', for each row
+          const int cl = c - t + lane / 8, uq = lane % 8;
+          const bool unit = cl < chunks && uq < kUnits;
+          uint32_t mine[MX][L], mlo[MX][L];
 #pragma unroll
-          for (int r = 0; r < L; ++r) mine[r] = 0;
-          if (cl < chunks) {
-            uint32_t nat[L];
-            load_x<PRO, 2 * L>(p, xrow, C::kElems * cl + 2 * L * (lane % 8), nat, ss);
-            C::x_unit(nat, mine);
+          for (int r = 0; r < MX; ++r) {
+#pragma unroll
+            for (int q = 0; q < L; ++q) mine[r][q] = mlo[r][q] = 0;
+            if (unit && (MX == 1 || r < p.m)) {
+              uint32_t nat[L], nlo[L];
+              load_x<C, PRO, 2 * L>(p, xrow[r], C::kElems * cl + 2 * L * uq, nat, nlo, XS ? ss_none : ss[r]);
+              C::x_unit(nat, mine[r]);
+              C::x_unit(nlo, mlo[r]);
+            }
           }
 #pragma unroll
-          for (int i = 0; i < kPairs; ++i)
-            xb[i] = __shfl_sync(0xffffffffu, mine[C::x_reg_of(i)], 8 * t + C::x_unit_of(i));
-        } else if (has_x && c < chunks) {
-          uint32_t nat[kPairs];
-          load_x<PRO, C::kElems>(p, xrow, C::kElems * c, nat, ss);
+          for (int i = 0; i < kPairs; ++i) {
+            const int src = 8 * t + C::x_unit_of(i);
 #pragma unroll
-          for (int q = 0; q < 8; ++q) {
-            uint32_t in[L], out[L];
-#pragma unroll
-            for (int r = 0; r < L; ++r) in[r] = nat[L * q + r];
-            C::x_unit(in, out);
-#pragma unroll
-            for (int r = 0; r < L; ++r) xb[C::x_pos(q) + r] = out[r];
+            for (int r = 0; r < MX; ++r) {
+              if (MX > 1 && r >= p.m) break;
+              const uint32_t h = __shfl_sync(0xffffffffu, mine[r][C::x_reg_of(i)], src);
+              uint32_t l = 0;
+              if constexpr (C::kBf16) l = __shfl_sync(0xffffffffu, mlo[r][C::x_reg_of(i)], src);
+              if (MX == 1 || g == r) xb[i] = h, xl[i] = l;
+            }
           }
         }
 #pragma unroll
@@ -372,20 +476,26 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_mma_kernel(SkinnyGem
             }
           }
 #pragma unroll
-          for (int w = 0; w < 4; ++w) {  // word w of the chunk: pairs kWordPairs w .. of rows g, g + 8
-            uint32_t a[2][kWordPairs];
+          for (int w0 = 0; w0 < 4; w0 += kBlockWords) {  // words w0 .. of the chunk: pairs kWordPairs w0 ..
+            constexpr int kBP = kWordPairs * kBlockWords;  // pairs of the block (even)
+            uint32_t a[2][kBP];
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              C::pairs(reinterpret_cast<const uint32_t*>(&wbuf[hb][u][mt][h])[w], a[h]);
-              if constexpr (C::kGrouped) {
+            for (int h = 0; h < 2; ++h)
 #pragma unroll
-                for (int e = 0; e < kWordPairs; ++e) a[h][e] = fma_f16x2(a[h][e], ga[h], gb[h]);
+              for (int wb = 0; wb < kBlockWords; ++wb) {
+                uint32_t pr[kWordPairs];
+                C::pairs(reinterpret_cast<const uint32_t*>(&wbuf[hb][u][mt][h])[w0 + wb], pr);
+#pragma unroll
+                for (int e = 0; e < kWordPairs; ++e) {
+                  if constexpr (C::kGrouped) pr[e] = fma_f16x2(pr[e], ga[h], gb[h]);
+                  a[h][kWordPairs * wb + e] = pr[e];
+                }
               }
-            }
 #pragma unroll
-            for (int j = 0; j < kWordPairs / 2; ++j) {
-              const int i = kWordPairs * w + 2 * j;  // pairs i, i + 1: columns 2t.. and 2t + 8..
-              mma_f16(acc[mt], a[0][2 * j], a[1][2 * j], a[0][2 * j + 1], a[1][2 * j + 1], xb[i], xb[i + 1]);
+            for (int j = 0; j < kBP / 2; ++j) {
+              const int i = kWordPairs * w0 + 2 * j;  // pairs i, i + 1: columns 2t.. and 2t + 8..
+              mma_step<C>(acc[mt], a[0][2 * j], a[1][2 * j], a[0][2 * j + 1], a[1][2 * j + 1], xb[i], xb[i + 1],
+                          xl[i], xl[i + 1]);
             }
           }
         }
@@ -394,10 +504,18 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_mma_kernel(SkinnyGem
     }
   }
 
-  // ss of token g over this warp's chunks: the quad's four lanes (X1: token 0's, over all 32 lanes).
-  if constexpr (PRO == kNorm && !XS) {  // (XS: every thread holds the row's total already)
+  // Row r's sum of squares over this warp's units: the 32 lanes (XS: every thread holds the row's total already);
+  // then lane r keeps row r's (m = 1: every lane row 0's).
+  float ssl = 0.f;
+  if constexpr (PRO == kNorm) {
 #pragma unroll
-    for (int o = 1; o < (X1 ? 32 : 4); o <<= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    for (int r = 0; r < MX; ++r) {
+      if constexpr (!XS) {
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) ss[r] += __shfl_xor_sync(0xffffffffu, ss[r], o);
+      }
+      if (MX == 1 || lane == r) ssl = ss[r];
+    }
   }
   if constexpr (KW > 1) {  // fixed-order sum over the group's KW warps, one tile at a time
 #pragma unroll
@@ -405,25 +523,25 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_mma_kernel(SkinnyGem
       if (mt > 0) __syncthreads();  // the previous tile's reads are done
 #pragma unroll
       for (int q = 0; q < 4; ++q) s_red[warp][q][lane] = acc[mt][q];
-      if (mt == 0) s_red[warp][4][lane] = XS ? 0.f : ss;  // XS: kw 0's ss is the total
+      if (mt == 0) s_red[warp][4][lane] = XS ? 0.f : ssl;  // XS: kw 0's ss is the total
       __syncthreads();
       if (kw == 0)
         for (int w = 1; w < KW; ++w) {
 #pragma unroll
           for (int q = 0; q < 4; ++q) acc[mt][q] += s_red[warp + w][q][lane];
-          if (mt == 0) ss += s_red[warp + w][4][lane];
+          if (mt == 0) ssl += s_red[warp + w][4][lane];
         }
     }
     if (kw != 0) return;
   }
 
   if (n0 >= p.n) return;
-  float out_scale[2];  // tokens 2t, 2t + 1: 1 / kXScale, times 1 / rms (kNorm)
+  float out_scale[2];  // tokens 2t, 2t + 1: 1 / C::kScale, times 1 / rms (kNorm)
 #pragma unroll
   for (int e = 0; e < 2; ++e) {
-    out_scale[e] = 1.f / kXScale;
+    out_scale[e] = 1.f / C::kScale;
     if constexpr (PRO == kNorm) {
-      const float tss = __shfl_sync(0xffffffffu, ss, 4 * (2 * t + e));  // token 2t + e's sum: quad 2t + e
+      const float tss = __shfl_sync(0xffffffffu, ssl, MX == 1 ? 0 : 2 * t + e);  // token 2t + e's: lane 2t + e
       out_scale[e] *= rsqrtf(tss / static_cast<float>(p.k) + p.norm_eps);
     }
   }
@@ -433,28 +551,40 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_mma_kernel(SkinnyGem
     for (int q = 0; q < 4; ++q) {
       const int n = n0 + 16 * mt + g + (q >= 2 ? 8 : 0), i = 2 * t + (q & 1);
       if (n >= p.n || i >= p.m) continue;
-      const float rs = p.qw.row_scale ? __ldg(p.qw.row_scale + n) : 1.f;  // grouped: none, or with the groups
+      float rs = 1.f;  // grouped: none, or with the groups
+      if constexpr (!C::kBf16)
+        if (p.qw.row_scale) rs = __ldg(p.qw.row_scale + n);
       store_out<EPI>(p, i, n, acc[mt][q] * out_scale[q & 1] * rs);
     }
 }
 
-constexpr int kMaxStagedK = 16384;  // XS: 2 k = 32 KiB of f16 row at most (+ 5 KiB s_red: under the 48 KiB default)
+// XS: bytes of the staged row (f16 pairs; bf16: hi and lo pairs), at most kMaxStagedBytes (+ 5 KiB s_red: under
+// the 48 KiB default).
+constexpr int kMaxStagedBytes = 32768;
+template <class C>
+constexpr int64_t staged_bytes(int k) {
+  return (C::kBf16 ? 4 : 2) * static_cast<int64_t>(k);
+}
 
-// XS: the m = 1 row staged in shared memory where k <= kMaxStagedK, else (and for m > 1) the same tiling without.
+// XS: the m = 1 row staged in shared memory where it fits, and its m > 1 twin (the same sums of squares); else the
+// same tiling without.
 template <class C, int MT, int U, int KW, int NB, bool XS, int PRO, int EPI>
 cudaError_t launch_mma(const SkinnyGemmParams& p, cudaStream_t stream) {
+  constexpr int M8 = kSkinnyMaxRows;
   const int rows_per_cta = kWarpsPerCta / KW * 16 * MT;
   const dim3 grid((p.n + rows_per_cta - 1) / rows_per_cta);
+  const dim3 block(kWarpsPerCta * 32);
   if constexpr (XS) {
-    if (p.m == 1 && p.k <= kMaxStagedK)
-      return launch_pdl_decode(skinny_mma_kernel<C, MT, U, KW, NB, true, true, PRO, EPI>, grid,
-                               dim3(kWarpsPerCta * 32), 2 * static_cast<size_t>(p.k), stream, p);
+    if (staged_bytes<C>(p.k) <= kMaxStagedBytes) {
+      if (p.m == 1)
+        return launch_pdl_decode(skinny_mma_kernel<C, MT, U, KW, NB, 1, true, PRO, EPI>, grid, block,
+                                 static_cast<size_t>(staged_bytes<C>(p.k)), stream, p);
+      return launch_pdl_decode(skinny_mma_kernel<C, MT, U, KW, NB, M8, true, PRO, EPI>, grid, block, 0, stream, p);
+    }
   }
   if (p.m == 1)
-    return launch_pdl_decode(skinny_mma_kernel<C, MT, U, KW, NB, true, false, PRO, EPI>, grid,
-                             dim3(kWarpsPerCta * 32), 0, stream, p);
-  return launch_pdl_decode(skinny_mma_kernel<C, MT, U, KW, NB, false, false, PRO, EPI>, grid,
-                           dim3(kWarpsPerCta * 32), 0, stream, p);
+    return launch_pdl_decode(skinny_mma_kernel<C, MT, U, KW, NB, 1, false, PRO, EPI>, grid, block, 0, stream, p);
+  return launch_pdl_decode(skinny_mma_kernel<C, MT, U, KW, NB, M8, false, PRO, EPI>, grid, block, 0, stream, p);
 }
 
 // Tilings (MT, U, KW) xNB of variant kQuantSkinnyVariants + i; features per CTA = 128 MT / KW, 16-byte loads per
@@ -468,8 +598,11 @@ cudaError_t launch_mma(const SkinnyGemmParams& p, cudaStream_t stream) {
 //        deeper rings of 16-24 loads per lane (64-96 buffer registers): 12-21 stay in flight during a stage's
 //        arithmetic where 8 and 9 keep 8 (long rows: down, k = 14336, is 28 steps a warp at KW = 8), and at
 //        k = 4096 (8 steps a warp at KW = 8, 16 at KW = 4) most or all of a warp's loads precede the PDL wait
-//   16 = (1, 4, 8)s, 17 = (1, 8, 8)s, 18 = (1, 2, 8)x4s, 19 = (1, 1, 8)x8s      "s": XS at m = 1, k <= 16384 (the
-//        stages wait on no activation loads; m > 1: the same as 0, 3, 10, 11)
+//   16 = (1, 4, 8)s, 17 = (1, 8, 8)s, 18 = (1, 2, 8)x4s, 19 = (1, 1, 8)x8s      "s": XS where the row fits
+//        (k <= 16384; bf16 weights 8192): the stages wait on no activation loads at m = 1; at m > 1 0, 3, 10, 11
+//        with the XS sums of squares
+// Every format numbers them after its CUDA-core tilings (bf16: kSkinnyVariants, quantized: kQuantSkinnyVariants).
+static_assert(kSkinnyVariants == kQuantSkinnyVariants, "the tensor-core tilings start at the same variant");
 template <class C, int PRO, int EPI>
 cudaError_t dispatch_mma(const SkinnyGemmParams& p, cudaStream_t stream) {
   switch (p.variant - kQuantSkinnyVariants) {
@@ -499,7 +632,8 @@ static_assert(kMmaVariants == 20, "dispatch_mma lists every tiling");
 
 }  // namespace skinny_mma
 
-// The tensor-core skinny GEMM with weight codes C, p validated and p.variant >= kQuantSkinnyVariants.
+// The tensor-core skinny GEMM with weight codes C, p validated and p.variant >= kQuantSkinnyVariants (bf16:
+// kSkinnyVariants).
 template <class C>
 cudaError_t launch_skinny_mma(const SkinnyGemmParams& p, cudaStream_t stream) {
   return skinny_detail::with_pair(p, [&](auto pro, auto epi) {

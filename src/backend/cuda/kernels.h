@@ -330,7 +330,7 @@ struct SkinnyGemmParams {
   void* y = nullptr;           // [m, n] bf16, or fp32 when y_f32 (kAddResidual: fp32 residual, y_f32 ignored)
   bool y_f32 = false;
   int m = 0, n = 0, k = 0;
-  int variant = 0;             // tiling variant, 0 .. kSkinnyVariants - 1 (see gemm_skinny.cu)
+  int variant = 0;             // tiling variant, 0 .. skinny_variants(format) - 1 (see gemm_skinny.cu)
   SkinnyPrologue prologue = SkinnyPrologue::kNone;
   SkinnyEpilogue epilogue = SkinnyEpilogue::kStore;
   const float* x_f32 = nullptr;      // kRmsNorm: [rows, k] fp32 residual stream (16-byte aligned)
@@ -345,17 +345,21 @@ struct SkinnyGemmParams {
   QuantWeightView qw;
 };
 inline constexpr int kSkinnyMaxRows = 8;
+// bf16 weights: kSkinnyVariants CUDA-core tilings (gemm_skinny.cuh; the unfused GEMM's skinny candidates), then
+// kMmaSkinnyVariants on the bf16 tensor cores (gemm_skinny_mma.cuh; the fused decode GEMMs time them all).
 inline constexpr int kSkinnyVariants = 10;
+inline constexpr int kMmaSkinnyVariants = 20;
 // Quantized formats: kQuantSkinnyVariants CUDA-core tilings (gemm_skinny.cuh), then variants kQuantSkinnyVariants
 // and up on the f16 tensor cores (gemm_skinny_mma.cuh; group parameters applied to the weights in f16, see there).
 inline constexpr int kQuantSkinnyVariants = 10;
-// Tilings instantiated for a weight format (bf16: kSkinnyVariants; quantized: kQuantSkinnyVariants + the
-// tensor-core ones).
+// Tilings instantiated for a weight format: the CUDA-core ones + kMmaSkinnyVariants.
 int skinny_variants(WeightFormat f);
+inline constexpr int kMaxSkinnyVariants = kSkinnyVariants + kMmaSkinnyVariants;  // skinny_variants(), every format
 // The order in which a variant of format f sums each output's k products, as a number: variants with equal
 // numbers give every output row the same bits whatever the row count m (a lane sums its chunks in ascending
 // order, the lanes by shuffles, the warps sharing a row in warp order: only the warps per row group, KW, decide;
-// rows per group, unroll, pipelining and m do not). Tensor-core variants: 100 + the variant (only themselves).
+// rows per group, unroll, pipelining and m do not). Tensor-core variants: 100 + the variant (only themselves:
+// their rows' activations and sums of squares are computed as at m = 1, gemm_skinny_mma.cuh).
 int skinny_reduction_order(WeightFormat f, int variant);
 cudaError_t launch_skinny_gemm(const SkinnyGemmParams& p, cudaStream_t stream);
 

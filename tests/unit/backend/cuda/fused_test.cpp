@@ -137,7 +137,8 @@ TEST(CudaFusedGemm, ProloguesAndEpilogueMatchCpuComposition) {
   for (const FusedCase& fc : cases)
     for (Shape s : {Shape{333, 512}, Shape{77, 1792}, Shape{5, 8}})
       for (int m = 1; m <= cuda::kSkinnyMaxRows; ++m)
-        for (int v = -1; v < cuda::kSkinnyVariants; ++v) check_fused(rng, fc, m, s.n, s.k, v, gemm);
+        for (int v = -1; v < cuda::skinny_variants(cuda::WeightFormat::kFloat); ++v)
+          check_fused(rng, fc, m, s.n, s.k, v, gemm);
 }
 
 // Row invariance (Gemm::run_fused's row_invariant, used by speculative verification steps): an m-row call of a
@@ -191,13 +192,13 @@ TEST(CudaFusedGemm, RowsMatchOneRowCallsOfTheSameReductionOrder) {
       EXPECT_EQ(cuda::launch_skinny_gemm(p, nullptr), cudaSuccess);
       return f32 ? d32.download() : cudatest::bf16_to_f32(d16.download());
     };
-    for (int v1 = 0; v1 < cuda::kSkinnyVariants; ++v1) {
+    for (int v1 = 0; v1 < cuda::skinny_variants(cuda::WeightFormat::kFloat); ++v1) {
       std::vector<float> one;  // [M, n]: each row from its own one-row call
       for (int i = 0; i < M; ++i) {
         const std::vector<float> r = call(1, v1, i);
         one.insert(one.end(), r.begin(), r.end());
       }
-      for (int v2 = 0; v2 < cuda::kSkinnyVariants; ++v2) {
+      for (int v2 = 0; v2 < cuda::skinny_variants(cuda::WeightFormat::kFloat); ++v2) {
         if (cuda::skinny_reduction_order(cuda::WeightFormat::kFloat, v2) !=
             cuda::skinny_reduction_order(cuda::WeightFormat::kFloat, v1))
           continue;

@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <random>
 #include <string>
@@ -452,6 +453,68 @@ TEST(CudaQuantGemm, TensorCoreTilingsMatchReference) {
             }
             CUDA_OK(cuda::launch_skinny_gemm(p, nullptr));
             expect_within(y.download(), ref);
+          }
+        }
+      }
+    }
+  }
+}
+
+// Row invariance (skinny_reduction_order; speculative verification rows reproduce plain decoding's bits): for every
+// format and prologue / epilogue pair, row i of an m-row call (m = 2 .. 8) of each tiling has the bits of a one-row
+// call on that row of any tiling with the same reduction order, the tensor-core tilings included (their RMSNorm
+// sums of squares: k = 2304 stages the row in the XS tilings' shared memory, 17408 does not).
+TEST(CudaQuantGemm, RowsMatchOneRowCallsOfTheSameReductionOrder) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(13);
+  constexpr int M = cuda::kSkinnyMaxRows, n = 40;
+  std::vector<int32_t> rows(M);
+  for (int i = 0; i < M; ++i) rows[i] = (3 * i + 1) % M;
+  DevVec<int32_t> drows(rows);
+  for (const int k : {2304, 17408}) {
+    std::vector<uint16_t> xb, nwb;
+    std::vector<float> xv, nwv;
+    cudatest::random_bf16(rng, static_cast<size_t>(M) * 2 * k, -4.f, 4.f, xb, xv);  // x [16, k] or [8, 2k]
+    cudatest::random_bf16(rng, k, 0.5f, 1.5f, nwb, nwv);
+    const std::vector<float> resid = random_floats(rng, static_cast<size_t>(M) * k, -2.f, 2.f);
+    const std::vector<float> y0 = random_floats(rng, static_cast<size_t>(M) * n, -1.f, 1.f);
+    DevVec<uint16_t> dx(xb), dnw(nwb);
+    DevVec<float> dres(resid);
+    for (const Case& c : cases()) {
+      if (!row_bytes(c.t, static_cast<uint64_t>(k))) continue;
+      const QTensor q = make_tensor(c.t, n, k, 31, "w", c.per_tensor);
+      DevQuant dq(repack_and_check({&q}, c.fmt, c.group));
+      for (int pair = 0; pair < 4; ++pair) {
+        const auto pro = pair == 2 ? cuda::SkinnyPrologue::kRmsNorm
+                         : pair == 3 ? cuda::SkinnyPrologue::kSwiGlu
+                                     : cuda::SkinnyPrologue::kNone;
+        const auto epi = pair == 1 || pair == 3 ? cuda::SkinnyEpilogue::kAddResidual : cuda::SkinnyEpilogue::kStore;
+        // Output rows [m, n] of input rows rows[row0 ..] (residual epilogue: added to y0's rows row0 ..).
+        auto call = [&](int m, int variant, int row0) {
+          DevVec<float> y(std::vector<float>(y0.begin() + static_cast<ptrdiff_t>(row0) * n,
+                                             y0.begin() + static_cast<ptrdiff_t>(row0 + m) * n));
+          cuda::SkinnyGemmParams p{.x = reinterpret_cast<const bf16*>(dx.get()), .y = y.get(), .y_f32 = true,
+                                   .m = m, .n = n, .k = k, .variant = variant, .prologue = pro, .epilogue = epi,
+                                   .x_f32 = dres.get(), .norm_w = reinterpret_cast<const bf16*>(dnw.get()),
+                                   .x_rows = drows.get() + row0, .qw = dq.view};
+          EXPECT_EQ(cuda::launch_skinny_gemm(p, nullptr), cudaSuccess);
+          return y.download();
+        };
+        const int n_var = cuda::skinny_variants(c.fmt);
+        for (int v1 = 0; v1 < n_var; ++v1) {
+          std::vector<float> one;  // [M, n]: each row from its own one-row call
+          for (int i = 0; i < M; ++i) {
+            const std::vector<float> r = call(1, v1, i);
+            one.insert(one.end(), r.begin(), r.end());
+          }
+          for (int v2 = 0; v2 < n_var; ++v2) {
+            if (cuda::skinny_reduction_order(c.fmt, v2) != cuda::skinny_reduction_order(c.fmt, v1)) continue;
+            for (int m = 2; m <= M; ++m) {
+              const std::vector<float> got = call(m, v2, 0);
+              EXPECT_EQ(std::memcmp(got.data(), one.data(), got.size() * sizeof(float)), 0)
+                  << case_name(c) << " k " << k << " pair " << pair << ": v" << v1 << " (m = 1) vs v" << v2
+                  << " (m = " << m << ")";
+            }
           }
         }
       }

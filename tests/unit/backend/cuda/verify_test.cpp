@@ -2,10 +2,10 @@
 // a sequence's k proposals and its real token (k + 1 rows, every row's logits) must give each row the logits a
 // plain decode step gives the same token at the same position. In bf16 the verification step runs the decode
 // kernels row by row (bucket 1's attention splits, the fused GEMMs' row-invariant tilings), so the rows are
-// compared bit for bit; in float32 (general path, cuBLASLt GEMMs of other shapes) within 1e-5 of the row's
-// largest logit. Also: several sequences with different k in one step, a verification graph's replay against
-// its eager first run, the warm-up capturing every verification graph (no tuning or capture afterwards), and
-// profile_step of a verification step.
+// compared bit for bit, with bf16 and with quantized weights (fp8, Q4_K, Q8_0); in float32 (general path,
+// cuBLASLt GEMMs of other shapes) within 1e-5 of the row's largest logit. Also: several sequences with different
+// k in one step, a verification graph's replay against its eager first run, the warm-up capturing every
+// verification graph (no tuning or capture afterwards), and profile_step of a verification step.
 #if MOPT_HAVE_CUDA
 #include <gtest/gtest.h>
 
@@ -35,7 +35,8 @@ Model verify_model() {
   return m;
 }
 
-std::unique_ptr<ModelRunner> make_runner(const Model& m, ComputeDtype dt, bool warm) {
+// wdt: the linear layers' format (random bf16 weights quantized on the GPU, CudaRunnerExtras).
+std::unique_ptr<ModelRunner> make_runner(const Model& m, ComputeDtype dt, bool warm, DType wdt = DType::BF16) {
   RunnerOptions o;
   o.device = DeviceKind::kCuda;
   o.max_batch_tokens = 64;
@@ -46,6 +47,7 @@ std::unique_ptr<ModelRunner> make_runner(const Model& m, ComputeDtype dt, bool w
   CudaRunnerExtras ex;
   ex.random_weights = true;
   ex.random_seed = 5;
+  ex.random_weight_dtype = wdt;
   auto r = create_cuda_runner(m, o, ex);
   EXPECT_TRUE(r.is_ok()) << r.message();
   if (!r.is_ok()) return nullptr;
@@ -140,10 +142,10 @@ float compare_rows(const std::vector<float>& a, const std::vector<float>& b, int
 
 // One sequence: a prompt, then rounds of a verification step of k + 1 tokens (k = 1, 3, 4, 7) against the same
 // tokens decoded one by one at the same positions (the decode steps rewrite the same K/V slots).
-void verify_against_decode(ComputeDtype dt, float tol) {
+void verify_against_decode(ComputeDtype dt, float tol, DType wdt = DType::BF16) {
   const Model model = verify_model();
   const int V = model.config.n_vocab;
-  auto r = make_runner(model, dt, true);
+  auto r = make_runner(model, dt, true, wdt);
   ASSERT_TRUE(r);
   StepArrays prompt;
   prompt.add(0, tokens_from(1, 12, V), 0, false);
@@ -163,13 +165,23 @@ void verify_against_decode(ComputeDtype dt, float tol) {
     worst = std::max(worst, compare_rows(verify, decode, V, tol, "verification vs decode"));
     pos += k + 1;
   }
-  std::printf("verification vs sequential decode (%s): max |logit diff| %g\n",
-              dt == ComputeDtype::kFloat32 ? "float32" : "bf16", worst);
+  std::printf("verification vs sequential decode (%s, %s weights): max |logit diff| %g\n",
+              dt == ComputeDtype::kFloat32 ? "float32" : "bf16", dtype_name(wdt), worst);
 }
 
 TEST(CudaVerifyStep, Bf16LogitsEqualSequentialDecode) {
   SKIP_WITHOUT_GPU();
   verify_against_decode(ComputeDtype::kBFloat16, -1.f);
+}
+
+// Quantized weights: the tensor-core tilings compute each row's activations and RMSNorm sums as a one-row call does
+// (gemm_skinny_mma.cuh), so verification rows equal decode rows bit for bit here too.
+TEST(CudaVerifyStep, QuantizedLogitsEqualSequentialDecode) {
+  SKIP_WITHOUT_GPU();
+  for (DType wdt : {DType::FP8, DType::Q4_K, DType::Q8_0}) {
+    SCOPED_TRACE(dtype_name(wdt));
+    verify_against_decode(ComputeDtype::kBFloat16, -1.f, wdt);
+  }
 }
 
 TEST(CudaVerifyStep, Float32LogitsMatchSequentialDecode) {
