@@ -21,6 +21,7 @@
 // Usage: bench_speculative [--model DIR ($MOPT_MODELS_DIR/code-qwen2-25m)] [--eval-text FILE]
 //                          [--device cpu|cuda] [--threads 0] [--speculative-config JSON] [--lines 40]
 //                          [--tokens 256] [--rounds 2] [--profile] [--profile-pos 400]
+// Logging is at warnings unless MOPT_LOG says otherwise (MOPT_LOG=debug: e.g. every GEMM plan as it is tuned).
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -281,7 +282,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--profile needs --device cuda (the CPU runner has no per-kernel profile)\n");
     return 1;
   }
-  set_log_level(LogLevel::kWarn);
+  if (!std::getenv("MOPT_LOG")) set_log_level(LogLevel::kWarn);  // MOPT_LOG=debug: e.g. the GEMM plans tuned
 
   auto sc = parse_speculative_config(spec_json);
   if (!sc) {

@@ -74,9 +74,11 @@ constexpr float kXScale = 0.0625f;  // 2^-4: see above
 //              kScale (kXScale) in f16
 //   kGrouped   pairs() gives the exact codes q and the group's (a, b) is applied to them (see above); kAffine:
 //              the groups always hold (a, b) (else QuantWeightView::affine decides)
-//   pairs(word, out)   word w's codes as f16x2 pairs kElems / 8 w .. (the pair order above), exactly
+//   pairs(word, out)   word w's codes as f16x2 (bf16: bf16x2) pairs kElems / 8 w .. (the pair order above),
+//                      exactly
 // and, through its pair order (Bf16Pairs / BytePairs / NibblePairs), where the activations go: the kElems / 2
-// natural pairs (inputs 2 i, 2 i + 1) of a chunk form kUnits "units" of L = kElems / (2 kUnits) pairs;
+// natural pairs (inputs 2 i, 2 i + 1) of a chunk form kUnits "units" of L = kElems / (2 kUnits) pairs (8 units,
+// bf16: 4, so lanes 8 t' + 4 .. 8 t' + 7 compute none);
 // x_unit(nat, out) reorders unit q's pairs into the chunk's pairs x_pos(q) .. + L - 1, and pair i comes from unit
 // x_unit_of(i), slot x_reg_of(i).
 struct BytePairs {  // pair i = inputs (2 i, 2 i + 1): the natural order
