@@ -14,15 +14,17 @@
 // bandwidth (the lm_head stays bf16 in the runner whatever the format, so it is not counted there).
 // Usage: bench_gpu_skinny [--weights bf16,fp8,int8,q8_0,int4,q4_k] [--m 1,2,4,8]
 //                         [--shapes qkv,o,gate_up,down,kv,lm_head] [--rounds 5] [--variants]
-//                         [--dims N_EMBD,N_FF,Q_DIM,KV_DIM,VOCAB]
+//                         [--dims N_EMBD,N_FF,Q_DIM,KV_DIM,VOCAB] [--only V,...]
 //   (--variants: every tiling's times, not only the best; --dims: another model's shapes, e.g. code-qwen2-25m's
-//   512,1408,512,128,4096; default Llama-3.1-8B's 4096,14336,4096,1024,128256)
+//   512,1408,512,128,4096; default Llama-3.1-8B's 4096,14336,4096,1024,128256; --only: time these tilings
+//   alone, e.g. to profile one under Nsight Compute)
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -209,7 +211,7 @@ int main(int argc, char** argv) {
   std::vector<int> ms = {1};
   int rounds = 5;
   bool all_variants = false;
-  std::vector<int> dims = {4096, 14336, 4096, 1024, 128256};
+  std::vector<int> dims = {4096, 14336, 4096, 1024, 128256}, only;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -226,12 +228,14 @@ int main(int argc, char** argv) {
       for (const std::string& v : split(next())) ms.push_back(std::atoi(v.c_str()));
     } else if (a == "--rounds") rounds = std::atoi(next().c_str());
     else if (a == "--variants") all_variants = true;
-    else if (a == "--dims") {
+    else if (a == "--only") {
+      for (const std::string& v : split(next())) only.push_back(std::atoi(v.c_str()));
+    } else if (a == "--dims") {
       dims.clear();
       for (const std::string& v : split(next())) dims.push_back(std::atoi(v.c_str()));
     } else {
       std::fprintf(stderr, "unknown option %s\nusage: bench_gpu_skinny [--weights LIST] [--m LIST] [--shapes LIST] "
-                   "[--rounds N] [--variants] [--dims N_EMBD,N_FF,Q_DIM,KV_DIM,VOCAB]\n", a.c_str());
+                   "[--rounds N] [--variants] [--dims N_EMBD,N_FF,Q_DIM,KV_DIM,VOCAB] [--only V,...]\n", a.c_str());
       return 2;
     }
   }
@@ -302,7 +306,12 @@ int main(int argc, char** argv) {
       for (const Shape* sh : ssel) {
         Weights w = make_weights(*f, *sh, s);
         std::vector<Timing> t(n_var);
+        auto timed = [&](int v) { return only.empty() || std::find(only.begin(), only.end(), v) != only.end(); };
         for (int v = 0; v < n_var; ++v) {
+          if (!timed(v)) {
+            t[v].cold_us = t[v].stream_us = std::numeric_limits<double>::infinity();
+            continue;
+          }
           auto launch = [&](int copy) {
             CK(cuda::launch_skinny_gemm(params_for(*f, *sh, w, o, m, copy, v), s));
           };
@@ -321,7 +330,12 @@ int main(int argc, char** argv) {
           }) * 1e3 / kStreamLaunches;
         }
         int bc = 0, bs = 0;
-        for (int v = 1; v < n_var; ++v) {
+        while (bc < n_var - 1 && !timed(bc)) bs = ++bc;
+        if (!timed(bc)) {
+          std::fprintf(stderr, "--only: no tiling of %s has those numbers (0 .. %d)\n", f->name, n_var - 1);
+          return 2;
+        }
+        for (int v = bc + 1; v < n_var; ++v) {
           if (t[v].cold_us < t[bc].cold_us) bc = v;
           if (t[v].stream_us < t[bs].stream_us) bs = v;
         }
@@ -333,9 +347,11 @@ int main(int argc, char** argv) {
                     100 * gbs(t[bs].stream_us) * 1e9 / copy_bw);
         if (all_variants) {
           std::printf("      cold us:  ");
-          for (int v = 0; v < n_var; ++v) std::printf(" v%d %.1f", v, t[v].cold_us);
+          for (int v = 0; v < n_var; ++v)
+            if (timed(v)) std::printf(" v%d %.1f", v, t[v].cold_us);
           std::printf("\n      stream us:");
-          for (int v = 0; v < n_var; ++v) std::printf(" v%d %.1f", v, t[v].stream_us);
+          for (int v = 0; v < n_var; ++v)
+            if (timed(v)) std::printf(" v%d %.1f", v, t[v].stream_us);
           std::printf("\n");
         }
         if (std::strcmp(sh->name, "lm_head") != 0 && std::strcmp(sh->name, "kv") != 0) {
