@@ -288,11 +288,11 @@ int main(int argc, char** argv) {
   Operands o;
   CK(cudaMalloc(reinterpret_cast<void**>(&o.x), size_t{8} * 2 * kmax * 2));
   CK(cudaMalloc(reinterpret_cast<void**>(&o.x_f32), size_t{8} * kmax * 4));
-  CK(cudaMalloc(reinterpret_cast<void**>(&o.norm_w), size_t{kmax} * 2));
+  CK(cudaMalloc(reinterpret_cast<void**>(&o.norm_w), static_cast<size_t>(kmax) * 2));
   CK(cudaMalloc(&o.y, size_t{8} * nmax * 4));
   CK(cuda::launch_fill_random(o.x, int64_t{8} * 2 * kmax, 1, 1.f, 0.f, s));
   CK(cuda::launch_fill_random(o.x_f32, int64_t{8} * kmax, 2, 2.f, 0.f, s));
-  CK(cuda::launch_fill_random(o.norm_w, int64_t{kmax}, 3, 0.5f, 1.f, s));
+  CK(cuda::launch_fill_random(o.norm_w, static_cast<int64_t>(kmax), 3, 0.5f, 1.f, s));
   CK(cudaMemsetAsync(o.y, 0, size_t{8} * nmax * 4, s));
   void* flush = nullptr;
   CK(cudaMalloc(&flush, kFlushBytes));
