@@ -494,6 +494,13 @@ std::string SchemaCompiler::compile_object(const json& s, const std::string& pat
     names.push_back(k);
     values.push_back(compile(v, path + "/properties/" + pointer_escape(k), depth + 1));
   }
+  std::string extra_value;  // "" = no additional properties
+  bool extra_forbidden = false;  // additionalProperties: false
+  if (s.contains("additionalProperties")) {
+    const json& ap = s["additionalProperties"];
+    if (ap.is_boolean() && !ap.get<bool>()) extra_forbidden = true;
+    else extra_value = compile(ap, path + "/additionalProperties", depth + 1);
+  }
   std::set<std::string> required;
   if (s.contains("required")) {
     if (!s["required"].is_array()) fail(path, "'required' must be an array of property names");
@@ -501,16 +508,14 @@ std::string SchemaCompiler::compile_object(const json& s, const std::string& pat
       if (!r.is_string()) fail(path, "'required' must be an array of property names");
       const std::string name = r.get<std::string>();
       required.insert(name);
-      if (std::find(names.begin(), names.end(), name) == names.end()) {  // required, any value
+      if (std::find(names.begin(), names.end(), name) == names.end()) {  // required, not among the properties:
+        if (extra_forbidden)                                            // an additional property
+          fail(path, "required property '" + name +
+                         "' is not in 'properties' and 'additionalProperties' is false: no object can match");
         names.push_back(name);
-        values.push_back("json-value");
+        values.push_back(extra_value.empty() ? "json-value" : extra_value);
       }
     }
-  }
-  std::string extra_value;  // "" = no additional properties
-  if (s.contains("additionalProperties")) {
-    const json& ap = s["additionalProperties"];
-    if (!(ap.is_boolean() && !ap.get<bool>())) extra_value = compile(ap, path + "/additionalProperties", depth + 1);
   }
   const std::string hint = path.empty() ? "object" : path.substr(path.find_last_of('/') + 1);
   std::string extra;

@@ -1,6 +1,7 @@
 // JSON Schema -> grammar: texts drawn at random from the compiled grammar parse as JSON and pass a small
 // independent validator of the schema (below); hand-picked valid and invalid texts; every unsupported keyword and
 // unsatisfiable schema is refused with a message naming it.
+#include <cstdio>
 #include <regex>
 
 #include <gtest/gtest.h>
@@ -200,9 +201,63 @@ TEST(JsonSchema, ValidAndInvalidTexts) {
   EXPECT_TRUE(matches(*extra, R"({"a": 2, "b": "xyz", "aa": "q"})"));
   EXPECT_FALSE(matches(*extra, R"({"a": 2, "a": "x"})"));
   EXPECT_FALSE(matches(*extra, R"({"a": 4})"));
+  // A required property that 'properties' does not declare is an additional one: its value follows
+  // 'additionalProperties' (found by MutatedSchemasCompileOrAreRefused: it took any value).
+  auto req = schema_grammar(json::parse(R"({"type": "object", "properties": {"a": {"type": "integer"}},
+      "required": ["b"], "additionalProperties": {"type": "string", "maxLength": 2}})"));
+  EXPECT_TRUE(matches(*req, R"({"b": "xy"})"));
+  EXPECT_TRUE(matches(*req, R"({"a": 1, "b": "x"})"));
+  EXPECT_FALSE(matches(*req, R"({"b": 1})"));
+  EXPECT_FALSE(matches(*req, R"({"b": "xyz"})"));
+  EXPECT_FALSE(matches(*req, R"({"a": 1})"));
   auto obj = compile_or_die(json_object_gbnf());
   EXPECT_TRUE(matches(*obj, R"({"a": [1, {"b": null}, "c"], "d": true})"));
   EXPECT_FALSE(matches(*obj, R"([1])"));
+}
+
+// Hostile schemas (response_format and tools come from requests): random edits of the schemas above that still
+// parse as JSON compile to a grammar or are refused with a message, never crash (ASan / UBSan in CI); a grammar
+// that compiles (under small limits) gives texts that are JSON and pass the independent validator.
+TEST(JsonSchema, MutatedSchemasCompileOrAreRefused) {
+  const std::string alphabet = "{}[]\",:0123456789-.eEtrufalsn#/$ ";
+  Xoshiro256 rng(977);
+  auto rnd = [&](size_t n) { return static_cast<size_t>(rng.next() % n); };
+  grammar::GrammarLimits small;
+  small.automaton.max_nfa_states = 20000;
+  small.automaton.max_positions = 20000;
+  int parsed = 0, compiled = 0;
+  for (int iter = 0; iter < 6000; ++iter) {
+    std::string src = kSchemas[rnd(std::size(kSchemas))];
+    const int edits = 1 + static_cast<int>(rnd(2));
+    for (int e = 0; e < edits && !src.empty(); ++e) {
+      const size_t pos = rnd(src.size());
+      if (rnd(2)) src[pos] = alphabet[rnd(alphabet.size())];
+      else src.erase(pos, 1 + rnd(4));
+    }
+    const json schema = json::parse(src, nullptr, false);
+    if (schema.is_discarded()) continue;
+    ++parsed;
+    auto text = json_schema_to_gbnf(schema);
+    if (!text) {
+      EXPECT_FALSE(text.message().empty()) << src;
+      continue;
+    }
+    auto g = grammar::CompiledGrammar::from_gbnf(*text, byte_vocab(), small);
+    if (!g) {
+      EXPECT_FALSE(g.message().empty()) << src;
+      continue;
+    }
+    ++compiled;
+    for (int i = 0; i < 3; ++i) {
+      const std::string out = sample(**g, rng);
+      if (out.empty()) continue;
+      const json v = json::parse(out, nullptr, false);
+      ASSERT_FALSE(v.is_discarded()) << "schema " << src << "\ntext " << out;
+      EXPECT_TRUE(validate(v, schema, schema)) << "schema " << src << "\ntext " << out;
+    }
+  }
+  std::printf("%d of 6000 mutated schemas parsed, %d compiled\n", parsed, compiled);
+  EXPECT_GT(compiled, 150);  // the edits are not all refused
 }
 
 TEST(JsonSchema, RefusalsNameTheKeywordAndWhere) {
@@ -234,6 +289,8 @@ TEST(JsonSchema, RefusalsNameTheKeywordAndWhere) {
       {R"({"type": "integer", "maxLength": 3})", "'maxLength' does not apply"},
       {R"({"type": "array", "items": [{"type": "string"}]})", "use 'prefixItems'"},
       {R"({"type": "array", "prefixItems": [{}], "items": false, "minItems": 2})", "no array can match"},
+      {R"({"type": "object", "required": ["x"], "additionalProperties": false})",
+       "required property 'x' is not in 'properties' and 'additionalProperties' is false"},
   };
   for (const Case& c : cases) {
     auto g = json_schema_to_gbnf(json::parse(c.schema));
