@@ -39,11 +39,12 @@ ObjectScan scan_object(std::string_view s, std::string_view args_key, std::strin
   enum { kKey, kColon, kValue, kAfter } st = kKey;
   size_t str_begin = 0, val_begin = npos;
   std::string key;
-  auto is_args = [&] { return key == args_key || (key == alt_args_key && r.args_begin == npos); };
+  // A repeated key keeps its first value (a stream has sent the first before a second can appear).
+  auto is_args = [&] { return key == args_key || key == alt_args_key; };
   auto open_value = [&](size_t i, bool prim) {
     val_begin = i;
     primitive = prim;
-    if (is_args()) {
+    if (is_args() && r.args_begin == npos) {
       r.args_begin = i;
       r.args_end = npos;
       r.args_first = s[i];
@@ -51,8 +52,10 @@ ObjectScan scan_object(std::string_view s, std::string_view args_key, std::strin
   };
   auto close_value = [&](size_t e) {
     if (key == "name") {
-      r.has_name = decode_string(s.substr(val_begin, e - val_begin), r.name);
-      r.bad_name = !r.has_name;
+      if (!r.has_name && !r.bad_name) {
+        r.has_name = decode_string(s.substr(val_begin, e - val_begin), r.name);
+        r.bad_name = !r.has_name;
+      }
     } else if (is_args() && r.args_begin == val_begin) {
       r.args_end = e;
     }
@@ -135,12 +138,14 @@ void ToolCallParser::start_call(ParsedDelta& out, const std::string& name) {
   args_sent_ = 0;
 }
 
-// The current block is not a tool call after all: its text is content.
+// The current block is not a tool call after all: what opened it (its marker) is content, and the text after that
+// is scanned again as content, where a later block may start. (Not the whole rest as content: how much of it had
+// arrived would then decide whether a later block is a call, and a stream would part from the whole text.)
 void ToolCallParser::malformed(ParsedDelta& out) {
-  content(out, block_ + obj_ + buf_);
+  content(out, block_);
+  buf_ = obj_ + buf_;
   block_.clear();
   obj_.clear();
-  buf_.clear();
   mode_ = Mode::kContent;
 }
 
@@ -357,26 +362,35 @@ bool ToolCallParser::step_deepseek(ParsedDelta& out) {
 ParsedDelta ToolCallParser::finish() {
   ParsedDelta out;
   if (kind_ == ToolParserKind::kNone) return out;
-  switch (mode_) {
-    case Mode::kLeading:
-    case Mode::kContent: content(out, buf_); break;
-    case Mode::kAfterObject:
-    case Mode::kDsExpect:
-      if (after_calls_ || kind_ != ToolParserKind::kDeepSeekV3 || n_calls_ > 0) {
-        after_calls_ = true;
-        content(out, buf_);
-      } else {
-        malformed(out);
+  // A block the end leaves unfinished and without a call is content (malformed), and the text after its marker is
+  // scanned again: it may hold another block, which the end may leave unfinished in turn.
+  for (bool again = true; again;) {
+    again = false;
+    switch (mode_) {
+      case Mode::kLeading:
+      case Mode::kContent: content(out, buf_); break;
+      case Mode::kAfterObject:
+      case Mode::kDsExpect:
+        if (after_calls_ || kind_ != ToolParserKind::kDeepSeekV3 || n_calls_ > 0) {
+          after_calls_ = true;
+          content(out, buf_);
+        } else {
+          malformed(out);
+          again = true;
+        }
+        break;
+      case Mode::kDsArgs:
+        if (!buf_.empty()) out.calls.push_back({n_calls_ - 1, false, "", buf_});
+        break;
+      default:  // truncated before its name: text; after it, the call stays (truncated)
+        if (!started_) {
+          malformed(out);
+          again = true;
+        }
+    }
+    if (again)
+      while (step(out)) {
       }
-      break;
-    case Mode::kDsArgs:
-      if (!buf_.empty()) out.calls.push_back({n_calls_ - 1, false, "", buf_});
-      break;
-    case Mode::kObject:
-      if (!started_) malformed(out);  // truncated before its name: text; after it, the call stays (truncated)
-      break;
-    default:
-      if (!started_) malformed(out);
   }
   buf_.clear();
   if (!trailing_.empty() && !all_ws(trailing_)) out.content += trailing_;

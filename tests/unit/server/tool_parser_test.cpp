@@ -1,6 +1,7 @@
 // Tool-call and reasoning parsers on outputs in the formats the model families document (Qwen's function-calling
 // guide, Meta's Llama 3.1 prompt format, Mistral's function calling, DeepSeek-V3's chat template): the calls and
-// the content, and the same result when the text arrives in pieces cut at every position (streaming).
+// the content, and the same result when the text arrives in pieces cut at every position (streaming); random edits
+// of those outputs (hostile or broken model output) stream as they parse whole.
 #include <gtest/gtest.h>
 
 #include "core/rng.h"
@@ -15,6 +16,7 @@ struct Call {
   std::string name, arguments;
   bool operator==(const Call&) const = default;
 };
+void PrintTo(const Call& c, std::ostream* os) { *os << "{" << c.name << ": " << c.arguments << "}"; }
 struct Parsed {
   std::string content;
   std::vector<Call> calls;
@@ -161,6 +163,54 @@ TEST(ToolParser, RandomPiecesAgreeWithWhole) {
   }
 }
 
+// Hostile outputs (a model may write anything): random edits of each family's example texts, with its markers
+// among the characters inserted, parse without a crash (ASan / UBSan in CI), and the calls and content are the same
+// whether the text arrives whole or in random pieces (what a streaming client sees equals the whole response).
+TEST(ToolParser, MutatedOutputsStreamAsWhole) {
+  using namespace markers;
+  struct Family {
+    ToolParserKind kind;
+    std::string text;
+  };
+  const Family families[] = {
+      {ToolParserKind::kHermes, "Ok.<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": [1, \"}\"]}}\n</tool_call>"
+                                "<tool_call>{\"name\":\"g\",\"arguments\":\"{}\"}</tool_call> end"},
+      {ToolParserKind::kLlama3Json, "<|python_tag|>{\"name\": \"a\", \"parameters\": {\"x\": [true]}}; "
+                                    "{\"name\": \"b\", \"parameters\": {}}"},
+      {ToolParserKind::kMistral, "Hm [TOOL_CALLS][{\"name\": \"p\", \"arguments\": {\"id\": \"T1\"}}, "
+                                 "{\"name\": \"q\", \"arguments\": {}}]"},
+      {ToolParserKind::kDeepSeekV3, std::string("Look.") + kDsCallsBegin + kDsCallBegin + "function" + kDsSep +
+                                        "w\n```json\n{\"l\": \"T\"}\n```" + kDsCallEnd + kDsCallsEnd + " ok"}};
+  Xoshiro256 rng(4242);
+  auto rnd = [&](size_t n) { return static_cast<size_t>(rng.next() % n); };
+  int with_calls = 0;
+  for (const Family& f : families) {
+    std::vector<std::string> inserts = tool_parser_markers(f.kind);
+    for (const char* x : {"{", "}", "\"", "[", "]", ",", ":", "\\", "\n", "name", "\xc3", "\xe2\x80"}) inserts.push_back(x);
+    for (int iter = 0; iter < 1500; ++iter) {
+      std::string t = f.text;
+      const int edits = 1 + static_cast<int>(rnd(3));
+      for (int e = 0; e < edits && !t.empty(); ++e) {
+        const size_t pos = rnd(t.size());
+        if (rnd(2)) t.erase(pos, 1 + rnd(6));
+        else t.insert(pos, inserts[rnd(inserts.size())]);
+      }
+      const Parsed whole = parse(f.kind, {t});
+      with_calls += !whole.calls.empty();
+      std::vector<std::string> pieces;
+      for (size_t i = 0; i < t.size();) {
+        const size_t n = 1 + rnd(5);
+        pieces.push_back(t.substr(i, n));
+        i += n;
+      }
+      const Parsed streamed = parse(f.kind, pieces);
+      EXPECT_EQ(streamed.content, whole.content) << tool_parser_name(f.kind) << ": " << t;
+      EXPECT_EQ(streamed.calls, whole.calls) << tool_parser_name(f.kind) << ": " << t;
+    }
+  }
+  EXPECT_GT(with_calls, 1500);  // many edits keep some call intact
+}
+
 std::pair<std::string, std::string> think(ReasoningKind k, bool open, const std::vector<std::string>& pieces) {
   ReasoningParser p(k, open);
   std::string r, c;
@@ -204,6 +254,33 @@ TEST(Reasoning, SplitsThinkBlocksFedInAnyPieces) {
   EXPECT_TRUE(prompt_opens_thinking("<|im_start|>assistant\n<think>\n"));
   EXPECT_FALSE(prompt_opens_thinking("<think>\n\n</think>\n\n"));
   EXPECT_FALSE(prompt_opens_thinking("no tags"));
+}
+
+// Random edits of think blocks (tags inserted, removed or cut): reasoning and content are the same whether the text
+// arrives whole or in random pieces.
+TEST(Reasoning, MutatedOutputsStreamAsWhole) {
+  const std::string bases[] = {"<think>\nLet me think.\n</think>\n\nThe answer is 4.", "Okay, 2+2.</think>4 <think>x",
+                               "a <thin> b </think> c"};
+  const std::string inserts[] = {"<think>", "</think>", "<", "</", "think>", "\n", "\xe2\x80"};
+  Xoshiro256 rng(77);
+  auto rnd = [&](size_t n) { return static_cast<size_t>(rng.next() % n); };
+  for (ReasoningKind k : {ReasoningKind::kQwen3, ReasoningKind::kDeepSeekR1})
+    for (bool open : {false, true})
+      for (int iter = 0; iter < 500; ++iter) {
+        std::string t = bases[rnd(std::size(bases))];
+        for (int e = 1 + static_cast<int>(rnd(3)); e > 0 && !t.empty(); --e) {
+          const size_t pos = rnd(t.size());
+          if (rnd(2)) t.erase(pos, 1 + rnd(5));
+          else t.insert(pos, inserts[rnd(std::size(inserts))]);
+        }
+        std::vector<std::string> pieces;
+        for (size_t i = 0; i < t.size();) {
+          const size_t n = 1 + rnd(4);
+          pieces.push_back(t.substr(i, n));
+          i += n;
+        }
+        EXPECT_EQ(think(k, open, pieces), think(k, open, {t})) << reasoning_parser_name(k) << " " << open << ": " << t;
+      }
 }
 
 }  // namespace
