@@ -1,6 +1,8 @@
 // core/http_head: the one HTTP head parser of the server and the load generator.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include "core/http_head.h"
 
 namespace mopt::http {
@@ -118,6 +120,55 @@ TEST(HttpHead, Limits) {
   EXPECT_EQ(p.error_status, 431);
   EXPECT_NE(p.error.find("more than 2 HTTP header lines"), std::string::npos) << p.error;
   EXPECT_TRUE(parse("GET / HTTP/1.1\r\nA: 1\r\nB: 2\r\n\r\n", HeadKind::kRequest, &h, lim).complete());
+}
+
+// Hostile heads, read as a server reads them (more bytes at a time): random edits of valid heads give, at every
+// prefix, a verdict the rest of the bytes cannot undo. A head that completes is incomplete at every shorter prefix
+// and complete, with the same length, at every longer one; a prefix that is refused means the whole is refused; a
+// refusal is a 400, 431 or 505 with a message.
+TEST(HttpHead, MutatedHeadsAreJudgedAlikeAtEveryPrefix) {
+  const std::string bases[] = {
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 12\r\nConnection: keep-alive\r\n\r\n",
+      "GET /metrics?x=1 HTTP/1.0\r\nAccept: */*\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"};
+  const std::string alphabet = "\r\n :/-,\t0123456789aHTP.\x80";
+  const HeadLimits lim{200, 8};
+  uint64_t state = 12345;
+  auto rnd = [&](size_t n) {  // splitmix64
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return static_cast<size_t>((z ^ (z >> 31)) % n);
+  };
+  int complete = 0;
+  for (int iter = 0; iter < 3000; ++iter) {
+    std::string t = bases[rnd(std::size(bases))];
+    for (int e = 1 + static_cast<int>(rnd(3)); e > 0 && !t.empty(); --e) {
+      const size_t pos = rnd(t.size());
+      if (rnd(2)) t[pos] = alphabet[rnd(alphabet.size())];
+      else t.erase(pos, 1 + rnd(3));
+    }
+    Head h;
+    const HeadParse full = parse(t, HeadKind::kRequest, &h, lim);
+    complete += full.complete();
+    if (!full.ok()) {
+      EXPECT_TRUE(full.error_status == 400 || full.error_status == 431 || full.error_status == 505) << t;
+      EXPECT_FALSE(full.error.empty()) << t;
+    }
+    for (size_t k = 0; k < t.size(); ++k) {
+      const HeadParse p = parse(std::string_view(t).substr(0, k), HeadKind::kRequest, &h, lim);
+      if (full.complete()) {
+        if (k < full.used) EXPECT_TRUE(p.ok() && p.used == 0) << "prefix " << k << " of " << t << ": " << p.error;
+        else EXPECT_TRUE(p.complete() && p.used == full.used) << "prefix " << k << " of " << t;
+      } else {
+        EXPECT_FALSE(p.complete()) << "prefix " << k << " of " << t;
+        if (!p.ok()) {
+          EXPECT_FALSE(full.ok()) << "prefix " << k << " refused (" << p.error << "), whole not: " << t;
+        }
+      }
+    }
+  }
+  std::printf("%d of 3000 mutated heads complete\n", complete);
+  EXPECT_GT(complete, 300);
 }
 
 TEST(HttpHead, ListsToken) {
