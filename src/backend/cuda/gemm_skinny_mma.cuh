@@ -581,7 +581,9 @@ cudaError_t launch_mma(const SkinnyGemmParams& p, cudaStream_t stream) {
       if (p.m == 1)
         return launch_pdl_decode(skinny_mma_kernel<C, MT, U, KW, NB, 1, true, PRO, EPI>, grid, block,
                                  static_cast<size_t>(staged_bytes<C>(p.k)), stream, p);
-      return launch_pdl_decode(skinny_mma_kernel<C, MT, U, KW, NB, M8, true, PRO, EPI>, grid, block, 0, stream, p);
+      if constexpr (PRO == kNorm)  // (other prologues have no sums: their m > 1 twin is the plain kernel below)
+        return launch_pdl_decode(skinny_mma_kernel<C, MT, U, KW, NB, M8, true, PRO, EPI>, grid, block, 0, stream,
+                                 p);
     }
   }
   if (p.m == 1)
