@@ -150,7 +150,7 @@ void ToolCallParser::malformed(ParsedDelta& out) {
 }
 
 ParsedDelta ToolCallParser::feed(std::string_view text) {
-  if (kind_ == ToolParserKind::kNone) return {.content = std::string(text)};
+  if (kind_ == ToolParserKind::kNone) return {.content = std::string(text), .calls = {}};
   return feed_steps<ParsedDelta>(buf_, text, [this](ParsedDelta& out) { return step(out); });
 }
 
