@@ -20,7 +20,13 @@
 // step of k + 1 rows (ModelRunner::profile_step).
 // Usage: bench_speculative [--model DIR ($MOPT_MODELS_DIR/code-qwen2-25m)] [--eval-text FILE]
 //                          [--device cpu|cuda] [--threads 0] [--speculative-config JSON] [--lines 40]
-//                          [--tokens 256] [--rounds 2] [--profile] [--profile-pos 400]
+//                          [--tokens 256] [--rounds 2] [--profile] [--profile-pos 400] [--one-row-eps X]
+//                          [--row-costs C1,C2,...]
+// --row-costs C1,C2,... (a step of 1, 2, ... rows in one-row steps; e.g. an earlier --profile's): after the table,
+// the speed-up that cost model predicts for the proposer replayed on the plain outputs, and its bound with every
+// draft cut to the tokens the model accepts (print_cost_model). --profile prints the same with its own step times.
+// --one-row-eps X (CUDA): both engines choose their one-row GEMM plans with the verification rows in view
+// (RunnerOptions::one_row_plan_eps; docs/speculative.md); absent: 0, the fastest one-row tiling.
 // Logging is at warnings unless MOPT_LOG says otherwise (MOPT_LOG=debug: e.g. every GEMM plan as it is tuned).
 #include <CLI/CLI.hpp>
 
@@ -30,6 +36,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -98,13 +105,18 @@ Run generate(Engine& eng, const std::vector<int32_t>& prompt, int max_tokens) {
 // the plain tokens, so each step's proposal (the engine's propose_ngram over prompt + output so far, k capped by
 // max_tokens as the engine caps it) and how many of its tokens the model accepts follow from the prompt and that
 // output alone. Separates the proposer's figures from the step costs, and checks the engine's counters.
+// row_cost[r - 1]: the cost of a step of r rows relative to a one-row step (a cost model; empty: cost not summed).
+// oracle: each step proposes the match's whole continuation (up to k tokens) cut to the tokens the model accepts
+// (nothing when it accepts none): no row is ever rejected, an upper bound for any rule that only chooses how much
+// of the same match's continuation to propose.
 struct Replay {
   uint64_t steps = 0, tokens = 0;  // decode steps after the first token, and the tokens they emitted
   uint64_t drafts = 0, draft_tokens = 0, accepted = 0;
+  double cost = 0;  // sum of row_cost over the steps
 };
 
 Replay replay_ngram(const std::vector<int32_t>& prompt, const std::vector<int32_t>& out, const SpeculativeConfig& sc,
-                    int max_tokens) {
+                    int max_tokens, std::span<const double> row_cost = {}, bool oracle = false) {
   Replay r;
   if (out.empty()) return r;
   std::vector<int32_t> ctx = prompt, draft;
@@ -112,14 +124,23 @@ Replay replay_ngram(const std::vector<int32_t>& prompt, const std::vector<int32_
   for (size_t i = 1; i < out.size();) {
     const int k = std::min<int>(sc.num_speculative_tokens, max_tokens - static_cast<int>(i) - 1);
     draft.clear();
-    if (k > 0) propose_ngram(ctx, sc.prompt_lookup_min, sc.prompt_lookup_max, k, draft);
+    if (k > 0 && !oracle) propose_ngram(ctx, sc.prompt_lookup_min, sc.prompt_lookup_max, k, draft);
+    if (k > 0 && oracle) {
+      const NgramMatch mt = find_ngram(ctx, sc.prompt_lookup_min, sc.prompt_lookup_max, 0);
+      if (mt.end >= 0) {
+        const auto from = ctx.begin() + mt.end + 1;
+        draft.assign(from, from + std::min<std::ptrdiff_t>(k, ctx.end() - from));
+      }
+    }
     size_t a = 0;
     while (a < draft.size() && i + a < out.size() && draft[a] == out[i + a]) ++a;
+    if (oracle) draft.resize(a);
     if (!draft.empty()) {
       ++r.drafts;
       r.draft_tokens += draft.size();
       r.accepted += a;
     }
+    if (!row_cost.empty()) r.cost += row_cost[std::min(draft.size(), row_cost.size() - 1)];
     const size_t emit = std::min(a + 1, out.size() - i);
     ctx.insert(ctx.end(), out.begin() + static_cast<std::ptrdiff_t>(i),
                out.begin() + static_cast<std::ptrdiff_t>(i + emit));
@@ -162,8 +183,9 @@ size_t first_difference(const std::vector<int32_t>& a, const std::vector<int32_t
   return i;
 }
 
-// --profile: see the header. Returns false (after a message) when the runner cannot be made or run.
-bool profile_steps(const Model& model, const EngineConfig& scfg, int pos) {
+// --profile: see the header. Returns false (after a message) when the runner cannot be made or run. row_cost[r - 1]:
+// the measured wall time of a step of r rows over a one-row step's.
+bool profile_steps(const Model& model, const EngineConfig& scfg, int pos, std::vector<double>& row_cost) {
   RunnerOptions ro = scfg.runner;  // as Engine::create makes the speculative engine's runner
   ro.max_batch_tokens = scfg.max_num_batched_tokens;
   ro.max_seqs = scfg.max_num_seqs;
@@ -220,6 +242,7 @@ bool profile_steps(const Model& model, const EngineConfig& scfg, int pos) {
     std::nth_element(us.begin(), us.begin() + us.size() / 2, us.end());
     const double med = us[us.size() / 2];
     if (rows == 1) one_row_us = med;
+    row_cost.push_back(med / one_row_us);
     std::printf("  %d row%s %8.1f us  (%.2fx one row)%s\n", rows, rows == 1 ? " " : "s", med, med / one_row_us,
                 rows == 1 ? "  decode step" : "  verification step");
   }
@@ -254,6 +277,28 @@ bool profile_steps(const Model& model, const EngineConfig& scfg, int pos) {
   return true;
 }
 
+// The proposer's figures under a cost model (row_cost[r - 1]: a step of r rows against a one-row step): the
+// speed-up the rule predicts (tokens over summed step costs, a plain step costing 1 per token) and the bound of
+// drafts cut to what the model accepts, over the plain outputs.
+void print_cost_model(const std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>>& texts,
+                      const SpeculativeConfig& sc, int max_tokens, std::span<const double> row_cost,
+                      const char* source) {
+  Replay rule, oracle;
+  for (const auto& [prompt, out] : texts) {
+    for (int o = 0; o < 2; ++o) {
+      const Replay x = replay_ngram(prompt, out, sc, max_tokens, row_cost, o == 1);
+      Replay& acc = o ? oracle : rule;
+      acc.tokens += x.tokens;
+      acc.cost += x.cost;
+    }
+  }
+  std::string costs;
+  for (double c : row_cost) costs += strfmt(" %.2f", c);
+  std::printf("cost model (%s; a step of 1, 2, ... rows costs%s one-row steps): predicted speed-up %.2fx; with each "
+              "draft cut to the tokens the model accepts (the bound for rules choosing the draft length) %.2fx\n",
+              source, costs.c_str(), rule.tokens / std::max(rule.cost, 1e-9), oracle.tokens / std::max(oracle.cost, 1e-9));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -266,6 +311,7 @@ int main(int argc, char** argv) {
   std::string spec_json =
       R"({"method":"ngram","num_speculative_tokens":7,"prompt_lookup_max":4,"prompt_lookup_min":1})";
   int threads = 0, lines = 40, tokens = 256, rounds = 2, profile_pos = 400;
+  float one_row_eps = 0.f;
   bool profile = false;
   app.add_option("--model", model_path, "model (file or Hugging Face folder)");
   app.add_option("--eval-text", eval_path, "code-eval.txt (the files to edit)");
@@ -277,7 +323,17 @@ int main(int argc, char** argv) {
   app.add_option("--rounds", rounds, "runs of each side per file (the faster counts)")->check(CLI::Range(1, 100));
   app.add_flag("--profile", profile, "CUDA: time decode and verification steps, GPU time per kernel class");
   app.add_option("--profile-pos", profile_pos, "--profile: the sequence's position")->check(CLI::Range(1, 1 << 20));
+  std::vector<double> row_costs;
+  app.add_option("--row-costs", row_costs, "cost model: steps of 1, 2, ... rows in one-row steps (default: --profile's)")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  app.add_option("--one-row-eps", one_row_eps, "CUDA: one-row plans within 1 + X of the fastest, by 8-row time")
+      ->check(CLI::Range(0.0, 1.0));
   CLI11_PARSE(app, argc, argv);
+  if (one_row_eps > 0.f && device != "cuda") {
+    std::fprintf(stderr, "--one-row-eps needs --device cuda (the CPU runner has no GEMM plans to choose)\n");
+    return 1;
+  }
   if (profile && device != "cuda") {
     std::fprintf(stderr, "--profile needs --device cuda (the CPU runner has no per-kernel profile)\n");
     return 1;
@@ -298,6 +354,7 @@ int main(int argc, char** argv) {
   cfg.kv_cache_memory = model.config.kv_bytes_per_token(4) * static_cast<uint64_t>(cfg.max_model_len) * 2;
   cfg.runner.n_threads = threads;
   cfg.runner.device = device == "cuda" ? DeviceKind::kCuda : DeviceKind::kCpu;
+  cfg.runner.one_row_plan_eps = one_row_eps;
   // CUDA: both engines take their GEMM plans from one fresh plan-cache folder (the first writes what it tuned,
   // the second reads it), so plain and speculative decoding run the same tilings whatever caches $HOME holds: the
   // verification steps reproduce the one-row decode plans' bits (docs/cuda.md, "Verification graphs").
@@ -341,6 +398,7 @@ int main(int argc, char** argv) {
   uint64_t steps[2] = {0, 0}, verify_steps = 0;
   int mismatches = 0;
   std::vector<std::pair<std::string, Replay>> replays;
+  std::vector<std::pair<std::vector<int32_t>, std::vector<int32_t>>> texts;  // prompt and plain output per file
   for (const auto& [name, mod] : split_modules(eval_path)) {
     std::string file;
     for (int i = 0; i < lines && i < static_cast<int>(mod.size()); ++i) file += mod[static_cast<size_t>(i)] + "\n";
@@ -380,6 +438,7 @@ int main(int argc, char** argv) {
                    static_cast<unsigned long long>(rp.accepted));
     }
     replays.push_back({name, rp});
+    texts.push_back({prompt, p.tokens});
     std::printf("%-14s %7zu %7zu %12.1f %12.1f %8.2fx %10.2f %8.0f%% %6.2f | %5.2f\n", name.c_str(), prompt.size(),
                 p.tokens.size(), p.decode_tps(), s.decode_tps(), s.decode_tps() / p.decode_tps(),
                 s.drafts ? 1.0 + static_cast<double>(s.accepted) / s.drafts : 1.0,
@@ -448,7 +507,12 @@ int main(int argc, char** argv) {
     std::printf("\n");
   }
   if (mismatches) std::fprintf(stderr, "%d runs: speculative output != plain output\n", mismatches);
-  const bool profiled = !profile || profile_steps(model, scfg, profile_pos);
+  if (!row_costs.empty())
+    print_cost_model(texts, scfg.speculative, tokens, row_costs, "--row-costs");
+  std::vector<double> measured;
+  const bool profiled = !profile || profile_steps(model, scfg, profile_pos, measured);
+  if (profile && profiled && !measured.empty())
+    print_cost_model(texts, scfg.speculative, tokens, measured, "the profile's step times");
   if (!cache_dir.empty()) {
     std::error_code ec;
     std::filesystem::remove_all(cache_dir, ec);

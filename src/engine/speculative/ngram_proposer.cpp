@@ -4,10 +4,9 @@
 
 namespace mopt {
 
-void propose_ngram(std::span<const int32_t> context, int n_min, int n_max, int k, std::vector<int32_t>& out) {
-  out.clear();
+NgramMatch find_ngram(std::span<const int32_t> context, int n_min, int n_max, int follow) {
   const int64_t L = static_cast<int64_t>(context.size());
-  if (k <= 0 || n_min <= 0 || n_max < n_min || L < static_cast<int64_t>(n_min) + 1) return;
+  if (n_min <= 0 || n_max < n_min || L < static_cast<int64_t>(n_min) + 1) return {};
   auto same = [&](int64_t e, int64_t m) {  // the token m places before e equals the one m places before the end
     return context[static_cast<size_t>(e - m)] == context[static_cast<size_t>(L - 1 - m)];
   };
@@ -25,13 +24,19 @@ void propose_ngram(std::span<const int32_t> context, int n_min, int n_max, int k
       best_end = e;
     }
   }
-  if (best_end < 0) return;
-  // Draft length: the match's length (followed past n_max, up to k + 1) minus one. A short match is weak evidence
-  // that the text goes on as before, and a rejected token costs a verification row.
+  if (best_end < 0) return {};
   int m = best_len;
-  while (m <= k && m <= best_end && same(best_end, m)) ++m;
-  const int64_t n = std::clamp(m - 1, 1, k);
-  const int64_t from = best_end + 1, to = std::min<int64_t>(from + n, L);
+  while (m < follow && m <= best_end && same(best_end, m)) ++m;
+  return {best_end, m};
+}
+
+void propose_ngram(std::span<const int32_t> context, int n_min, int n_max, int k, std::vector<int32_t>& out) {
+  out.clear();
+  if (k <= 0) return;
+  const NgramMatch mt = find_ngram(context, n_min, n_max, k + 1);
+  if (mt.end < 0) return;
+  const int64_t n = std::clamp(mt.length - 1, 1, k);
+  const int64_t from = mt.end + 1, to = std::min<int64_t>(from + n, static_cast<int64_t>(context.size()));
   out.assign(context.begin() + from, context.begin() + to);
 }
 

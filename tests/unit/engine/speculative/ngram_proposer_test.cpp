@@ -32,6 +32,20 @@ TEST(NgramProposer, DraftLengthFollowsTheMatchPastNMax) {
   EXPECT_EQ(propose({1, 2, 3, 4, 9, 1}, 1, 4, 4), (std::vector<int32_t>{2}));
 }
 
+TEST(NgramProposer, FindNgramGivesTheMatchAndItsFollowedLength) {
+  const std::vector<int32_t> ctx = {10, 11, 12, 13, 1, 2, 3, 4, 5, 6, 99, 12, 13, 1, 2};
+  NgramMatch m = find_ngram(ctx, 1, 2, 0);  // follow 0: the length as found, at most n_max
+  EXPECT_EQ(m.end, 5);
+  EXPECT_EQ(m.length, 2);
+  m = find_ngram(ctx, 1, 2, 64);  // followed back through "12 13" to 11 != 99
+  EXPECT_EQ(m.end, 5);
+  EXPECT_EQ(m.length, 4);
+  EXPECT_EQ(find_ngram(ctx, 1, 2, 3).length, 3);
+  EXPECT_EQ(find_ngram(std::vector<int32_t>{1, 2, 3}, 1, 4, 8).end, -1);  // nothing recurs
+  EXPECT_EQ(find_ngram(std::vector<int32_t>{1, 2, 3, 4, 2}, 2, 4, 8).end, -1);  // only one token recurs, two asked
+  EXPECT_EQ(find_ngram(std::vector<int32_t>{5}, 1, 1, 8).end, -1);
+}
+
 TEST(NgramProposer, PrefersTheLongestMatchThenTheMostRecent) {
   // "7 8" (2 tokens) occurs at 0..1 followed by 1; only "8" (1 token) recurs at 4, followed by 2.
   EXPECT_EQ(propose({7, 8, 1, 5, 8, 2, 6, 7, 8}, 1, 3, 1), (std::vector<int32_t>{1}));
