@@ -15,6 +15,7 @@
 // Usage: bench_gpu_decode [--layers N] [--decode-steps N] [--json PATH] [--profile-window] [--attn-sweep]
 //                         [--prefill-attn] [--single-only [--recaptures N] [--fresh N]] [--kv-cache-dtype bf16|fp8]
 //                         [--weights FORMAT] [--fp8-quant fused|separate] [--fp8-fast-accum] [--shape NAME]
+//                         [--one-row-eps X]
 // --shape llama-3.1-8b|qwen3-30b-a3b|mixtral-8x7b|deepseek-v2-lite (gpu_shapes.h): the model shape; MoE shapes stop after the
 // 64-sequence figures and print their own summary (decode rooflines from the experts a step's tokens use).
 // --kv-cache-dtype fp8: every runner and the attention-alone timings use the fp8 (E4M3) KV cache; KV byte counts
@@ -24,6 +25,8 @@
 // --fp8-quant fused|separate: FP8 GEMM inputs quantized by the RMSNorm / SwiGLU kernels (the default) or by a
 // quantizer launch before every FP8 GEMM (CudaRunnerExtras::fp8_fused_quant; the two compared run by run).
 // --fp8-fast-accum: FP8 GEMMs with cuBLASLt's fast accumulation (CudaRunnerExtras::fp8_fast_accum).
+// --one-row-eps X: one-row fused plans chosen with the verification rows in view (RunnerOptions::one_row_plan_eps,
+// 0 .. 1; absent: 0), for every runner: what plain decoding pays for cheaper speculative verification steps.
 // --profile-window: after the single-stream warm-up, run 2 greedy decode steps between cudaProfilerStart/Stop and
 // exit (for `ncu --profile-from-start off ...`: per-kernel times and DRAM bytes of real decode steps).
 // --attn-sweep: the decode attention kernel alone for one token over contexts x minimum split slices, then exit.
@@ -207,6 +210,7 @@ int main(int argc, char** argv) {
   bool profile_window = false, attn_sweep = false, single_only = false, attn_large_sweep = false;
   bool prefill_attn = false;
   bool fp8_fused_quant = CudaRunnerExtras{}.fp8_fused_quant, fp8_fast_accum = false;
+  float one_row_eps = 0.f;
   const char* weights_name = nullptr;  // --weights (absent: bf16, output unchanged)
   DType weights = DType::BF16;
   for (int i = 1; i < argc; ++i) {
@@ -229,6 +233,14 @@ int main(int argc, char** argv) {
              (!std::strcmp(argv[i + 1], "fused") || !std::strcmp(argv[i + 1], "separate")))
       fp8_fused_quant = !std::strcmp(argv[++i], "fused");
     else if (!std::strcmp(argv[i], "--fp8-fast-accum")) fp8_fast_accum = true;
+    else if (!std::strcmp(argv[i], "--one-row-eps") && i + 1 < argc) {
+      char* end = nullptr;
+      one_row_eps = std::strtof(argv[++i], &end);
+      if (*end || !(one_row_eps >= 0.f && one_row_eps <= 1.f)) {
+        std::fprintf(stderr, "--one-row-eps %s: not a number in 0 .. 1\n", argv[i]);
+        return 2;
+      }
+    }
     else if (!std::strcmp(argv[i], "--weights") && i + 1 < argc) {
       weights_name = argv[++i];
       const std::optional<DType> t = bench::gpu_weights_dtype(weights_name);
@@ -317,6 +329,7 @@ int main(int argc, char** argv) {
   opts.max_batch_tokens = 2048;
   opts.max_seqs = 64;
   opts.kv_cache_dtype = g_kv_fp8 ? KvCacheDtype::kFp8 : KvCacheDtype::kAuto;
+  opts.one_row_plan_eps = one_row_eps;
   CudaRunnerExtras extras;
   extras.random_weights = true;
   extras.random_weight_dtype = weights;

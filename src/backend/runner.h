@@ -253,6 +253,11 @@ struct RunnerOptions {
   // --tensor-parallel-size: shards of the model (docs/tensor_parallel.md). CPU: that many shards in one process,
   // one worker thread each, n_threads divided among them; CUDA: only 1 so far.
   int tensor_parallel_size = 1;
+  // CUDA, experimental (docs/speculative.md, "One-row plans with the verification rows in view"): > 0 chooses
+  // each one-row fused decode plan among the tilings within (1 + eps) of the fastest one-row time by its
+  // reduction order's 8-row time (what a speculative verification step's rows then cost), in every engine alike,
+  // speculative or not. 0: the fastest one-row tiling. Tensor-parallel shards ignore it.
+  float one_row_plan_eps = 0.f;
 };
 
 // kAuto -> kCuda when cuda_device_available(), else kCpu; other kinds unchanged.

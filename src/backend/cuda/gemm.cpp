@@ -1,5 +1,6 @@
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/gemm_desc.h"
+#include "backend/cuda/plan_choice.h"
 
 #include <algorithm>
 #include <cstring>
@@ -68,6 +69,7 @@ Gemm::Gemm() = default;
 Gemm::~Gemm() {
   plans_.clear();
   if (scratch_) cudaFree(scratch_);
+  if (zero_rows_) cudaFree(zero_rows_);
   if (flush_) cudaFree(flush_);
   if (workspace_) cudaFree(workspace_);
   if (handle_) cublasLtDestroy(handle_);
@@ -298,9 +300,42 @@ Result<int> Gemm::fused_variant(const SkinnyGemmParams& p, cudaStream_t stream) 
   best.variant = best.ranked[0].second;
   MOPT_LOG_DEBUG("fused gemm %dx%dx%d%s (weights %s): skinny v%d (%.1f us)", p.m, p.n, p.k,
                  prologue_name(p.prologue), weight_format_name(p.qw.fmt), best.variant, best.tuned_us);
+  if (p.m == 1 && one_row_eps > 0.f) {
+    MOPT_ASSIGN_OR_RETURN(best.variant, one_row_variant_for_rows(p, us, stream));
+    best.tuned_us = us[static_cast<size_t>(best.variant)];
+  }
   fused_plans_.emplace(key, best);
   ++n_tuned_;
   return best.variant;
+}
+
+// one_row_eps's choice for the one-row plan p, whose tilings took us1 (plan_choice.h): every tiling timed again
+// for kSkinnyMaxRows rows, each reading p's input row 0 (x_rows all 0: no 8-row input needed; the time does not
+// depend on the values) and writing the scratch buffer.
+Result<int> Gemm::one_row_variant_for_rows(const SkinnyGemmParams& p, const std::vector<float>& us1,
+                                           cudaStream_t stream) {
+  const int n_var = static_cast<int>(us1.size());
+  if (!zero_rows_) {
+    MOPT_CUDA_TRY(cudaMalloc(reinterpret_cast<void**>(&zero_rows_), kSkinnyMaxRows * sizeof(int32_t)));
+    MOPT_CUDA_TRY(cudaMemsetAsync(zero_rows_, 0, kSkinnyMaxRows * sizeof(int32_t), stream));
+  }
+  MOPT_TRY(reserve_fused_scratch(static_cast<size_t>(kSkinnyMaxRows) * p.n * sizeof(float)));
+  SkinnyGemmParams t = p;
+  t.m = kSkinnyMaxRows;
+  t.x_rows = zero_rows_;
+  t.y = scratch_;
+  MOPT_ASSIGN_OR_RETURN(const std::vector<float> us8, time_cold_l2(n_var, [&](int v) {
+    t.variant = v;
+    return launch_skinny_gemm(t, stream);
+  }, stream));
+  std::vector<int> order(static_cast<size_t>(n_var));
+  for (int v = 0; v < n_var; ++v) order[static_cast<size_t>(v)] = skinny_reduction_order(p.qw.fmt, v);
+  const int v = choose_one_row_variant(us1, us8, order, one_row_eps);
+  if (v < 0) return error("no skinny tiling ran for a fused 1x%dx%d GEMM", p.n, p.k);
+  MOPT_LOG_DEBUG("fused gemm 1x%dx%d%s (weights %s): with 8 rows in view (eps %.3f): v%d (%.1f us; 8 rows %.1f us)",
+                 p.n, p.k, prologue_name(p.prologue), weight_format_name(p.qw.fmt), one_row_eps, v,
+                 us1[static_cast<size_t>(v)], us8[static_cast<size_t>(v)]);
+  return v;
 }
 
 // Cold-L2 timing: in a decode step each weight matrix is read once, with all the others read in between, so
@@ -368,8 +403,13 @@ std::vector<Gemm::FusedCandidates> Gemm::fused_candidates(int m, int n_best) con
   for (const auto& [key, plan] : fused_plans_) {
     if (std::get<0>(key) != m) continue;
     FusedCandidates c{key, plan.variant, {}};
-    for (size_t i = 0; i < plan.ranked.size() && static_cast<int>(i) < n_best; ++i)
-      c.ranked.push_back(plan.ranked[i].second);
+    const WeightFormat fmt = static_cast<WeightFormat>(std::get<7>(key));
+    // one_row_eps: a one-row plan's reduction order was chosen for the verification rows; keep it.
+    const bool same_order = m == 1 && one_row_eps > 0.f;
+    const int order = skinny_reduction_order(fmt, plan.variant);
+    for (size_t i = 0; i < plan.ranked.size() && static_cast<int>(c.ranked.size()) < n_best; ++i)
+      if (!same_order || skinny_reduction_order(fmt, plan.ranked[i].second) == order)
+        c.ranked.push_back(plan.ranked[i].second);
     out.push_back(std::move(c));
   }
   return out;

@@ -131,6 +131,12 @@ class Gemm {
 
   // Largest m for which candidates are timed (larger m: the heuristic's first choice for its row bucket).
   int autotune_max_m = 64;
+  // > 0: one-row fused plans weigh the verification rows (RunnerOptions::one_row_plan_eps, plan_choice.h): each
+  // tiling is also timed for kSkinnyMaxRows rows (input row 0 repeated, output to scratch), and the plan takes,
+  // among the tilings within (1 + one_row_eps) of the fastest one-row time, the one whose reduction order is
+  // fastest at 8 rows; fused_candidates() then offers one-row plans only tilings of their plan's order. 0: the
+  // fastest one-row tiling. Set before the first fused call.
+  float one_row_eps = 0.f;
   size_t n_cached_plans() const { return plans_.size() + fused_plans_.size(); }
   // One line per tuned plan: shape, choice, time, achieved bandwidth (for benchmarks); then one line per FP8
   // plan (describe_fp8, gemm_fp8.cpp): its shape, time when timed, and which way it runs ("fp8 gemm m=...").
@@ -179,10 +185,14 @@ class Gemm {
   // sweep, launch) pairs less the sweeps alone, median over rounds). A candidate whose launch fails gets +inf.
   Result<std::vector<float>> time_cold_l2(int n, const std::function<cudaError_t(int)>& launch,
                                           cudaStream_t stream);
+  // The one-row plan's tiling under one_row_eps (gemm.cpp), given the one-row times us1 of every tiling.
+  Result<int> one_row_variant_for_rows(const SkinnyGemmParams& p, const std::vector<float>& us1,
+                                       cudaStream_t stream);
   // run_fused's row_invariant choice for p (m > 1).
   Result<int> row_invariant_variant(const SkinnyGemmParams& p, cudaStream_t stream);
   std::map<FusedKey, FusedPlan> fused_plans_;
-  void* scratch_ = nullptr;  // tuning output of kAddResidual calls
+  void* scratch_ = nullptr;  // tuning output of kAddResidual calls (and of one_row_eps's 8-row timings)
+  int32_t* zero_rows_ = nullptr;  // [kSkinnyMaxRows] zeros: the x_rows of one_row_eps's 8-row timings
   size_t scratch_bytes_ = 0;
   void* flush_ = nullptr;    // read between timed fused launches to evict the L2
   bool flush_failed_ = false;

@@ -329,6 +329,18 @@ TEST(CpuRunner, ProfileStepIsRefused) {
   EXPECT_NE(prof.message().find("cpu backend has no per-kernel step profile"), std::string::npos) << prof.message();
 }
 
+// A CUDA-only option is refused, not ignored.
+TEST(CpuRunner, OneRowPlanEpsIsRefused) {
+  auto m = load_model(models_dir() + "/stories260K.gguf");
+  ASSERT_TRUE(m.is_ok()) << m.message();
+  RunnerOptions o;
+  o.device = DeviceKind::kCpu;
+  o.one_row_plan_eps = 0.02f;
+  auto r = create_runner(**m, o);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.message().find("one_row_plan_eps is a CUDA option"), std::string::npos) << r.message();
+}
+
 TEST(CpuRunner, RejectsMalformedBatches) {
   auto m = load_model(models_dir() + "/stories260K.gguf");
   ASSERT_TRUE(m.is_ok()) << m.message();

@@ -35,9 +35,12 @@ Model verify_model() {
   return m;
 }
 
-// wdt: the linear layers' format (random bf16 weights quantized on the GPU, CudaRunnerExtras).
-std::unique_ptr<ModelRunner> make_runner(const Model& m, ComputeDtype dt, bool warm, DType wdt = DType::BF16) {
+// wdt: the linear layers' format (random bf16 weights quantized on the GPU, CudaRunnerExtras); eps:
+// RunnerOptions::one_row_plan_eps.
+std::unique_ptr<ModelRunner> make_runner(const Model& m, ComputeDtype dt, bool warm, DType wdt = DType::BF16,
+                                         float eps = 0.f) {
   RunnerOptions o;
+  o.one_row_plan_eps = eps;
   o.device = DeviceKind::kCuda;
   o.max_batch_tokens = 64;
   o.max_seqs = kSeqs;
@@ -142,10 +145,10 @@ float compare_rows(const std::vector<float>& a, const std::vector<float>& b, int
 
 // One sequence: a prompt, then rounds of a verification step of k + 1 tokens (k = 1, 3, 4, 7) against the same
 // tokens decoded one by one at the same positions (the decode steps rewrite the same K/V slots).
-void verify_against_decode(ComputeDtype dt, float tol, DType wdt = DType::BF16) {
+void verify_against_decode(ComputeDtype dt, float tol, DType wdt = DType::BF16, float eps = 0.f) {
   const Model model = verify_model();
   const int V = model.config.n_vocab;
-  auto r = make_runner(model, dt, true, wdt);
+  auto r = make_runner(model, dt, true, wdt, eps);
   ASSERT_TRUE(r);
   StepArrays prompt;
   prompt.add(0, tokens_from(1, 12, V), 0, false);
@@ -181,6 +184,16 @@ TEST(CudaVerifyStep, QuantizedLogitsEqualSequentialDecode) {
   for (DType wdt : {DType::FP8, DType::Q4_K, DType::Q8_0}) {
     SCOPED_TRACE(dtype_name(wdt));
     verify_against_decode(ComputeDtype::kBFloat16, -1.f, wdt);
+  }
+}
+
+// One-row plans chosen with the verification rows in view (one_row_plan_eps; a wide window, so that plans other
+// than the fastest one-row tiling are taken): the verification rows still follow those plans' reduction orders.
+TEST(CudaVerifyStep, RowsEqualDecodeWithOneRowPlansChosenForVerification) {
+  SKIP_WITHOUT_GPU();
+  for (DType wdt : {DType::BF16, DType::FP8}) {
+    SCOPED_TRACE(dtype_name(wdt));
+    verify_against_decode(ComputeDtype::kBFloat16, -1.f, wdt, 0.5f);
   }
 }
 

@@ -26,8 +26,10 @@ constexpr int kBlock = 16, kBlocks = 64, kMaxSeqs = 8, kMaxTokens = 80;
 
 Model small_model() { return cudatest::small_hd128_model("random warm-up test"); }  // 2 layers, no qkv bias
 
-std::unique_ptr<ModelRunner> make_runner(const Model& m, const std::string& cache_dir, bool use_cache = true) {
+std::unique_ptr<ModelRunner> make_runner(const Model& m, const std::string& cache_dir, bool use_cache = true,
+                                         float one_row_eps = 0.f) {
   RunnerOptions o;
+  o.one_row_plan_eps = one_row_eps;
   o.device = DeviceKind::kCuda;
   o.max_batch_tokens = kMaxTokens;
   o.max_seqs = kMaxSeqs;
@@ -144,6 +146,33 @@ TEST_F(CudaWarmup, NothingTunesAfterItAndTheCacheSkipsTuning) {
   }
   EXPECT_EQ(tok_b, tok_a);
   EXPECT_EQ(b->tuning_counters().gemm_tunings, b_after.gemm_tunings);
+}
+
+// One-row plans chosen with the verification rows in view (RunnerOptions::one_row_plan_eps) are other plans: a
+// runner with it neither reads nor replaces the cache of a runner without it, and one with the same eps reads it.
+TEST_F(CudaWarmup, OneRowPlanEpsHasItsOwnCache) {
+  SKIP_WITHOUT_GPU();
+  const Model model = small_model();
+  auto count_files = [&] {
+    int n = 0;
+    for (const auto& e : fs::directory_iterator(dir_)) n += e.path().filename().string().rfind("plans-", 0) == 0;
+    return n;
+  };
+  for (float eps : {0.f, 0.05f}) {
+    auto r = make_runner(model, dir_, true, eps);
+    ASSERT_TRUE(r);
+    auto rep = r->warmup({});
+    ASSERT_TRUE(rep.is_ok()) << rep.message();
+    EXPECT_GT(rep->plans_tuned, 0u) << "eps " << eps << ": " << rep->plan_cache;
+    EXPECT_EQ(rep->plans_from_cache, 0u) << "eps " << eps;
+  }
+  EXPECT_EQ(count_files(), 2);
+  auto again = make_runner(model, dir_, true, 0.05f);
+  ASSERT_TRUE(again);
+  auto rep = again->warmup({});
+  ASSERT_TRUE(rep.is_ok()) << rep.message();
+  EXPECT_EQ(rep->plans_tuned, 0u) << rep->plan_cache;
+  EXPECT_GT(rep->plans_from_cache, 0u);
 }
 
 TEST_F(CudaWarmup, CorruptCacheAndNoCacheFallBackToTuning) {

@@ -1,0 +1,42 @@
+#include "backend/cuda/plan_choice.h"
+
+#include <cmath>
+#include <limits>
+#include <map>
+
+namespace mopt::cuda {
+
+int choose_one_row_variant(std::span<const float> us1, std::span<const float> us8, std::span<const int> order,
+                           float eps) {
+  const size_t n = us1.size();
+  if (us8.size() != n || order.size() != n) return -1;
+  auto finite = [](float x) { return std::isfinite(x); };
+  int fastest = -1;
+  for (size_t v = 0; v < n; ++v)
+    if (finite(us1[v]) && (fastest < 0 || us1[v] < us1[static_cast<size_t>(fastest)])) fastest = static_cast<int>(v);
+  if (fastest < 0 || !(eps > 0.f)) return fastest;
+  std::map<int, float> best8;  // reduction order -> its fastest 8-row time
+  for (size_t v = 0; v < n; ++v) {
+    if (!finite(us8[v])) continue;
+    auto [it, fresh] = best8.try_emplace(order[v], us8[v]);
+    if (!fresh && us8[v] < it->second) it->second = us8[v];
+  }
+  const float limit = us1[static_cast<size_t>(fastest)] * (1.f + eps);
+  int pick = fastest;
+  float pick8 = std::numeric_limits<float>::infinity();
+  if (auto it = best8.find(order[static_cast<size_t>(fastest)]); it != best8.end()) pick8 = it->second;
+  for (size_t v = 0; v < n; ++v) {
+    if (!finite(us1[v]) || us1[v] > limit) continue;
+    const auto it = best8.find(order[v]);
+    if (it == best8.end()) continue;
+    const float t8 = it->second;
+    const size_t p = static_cast<size_t>(pick);
+    if (t8 < pick8 || (t8 == pick8 && (us1[v] < us1[p] || (us1[v] == us1[p] && static_cast<int>(v) < pick)))) {
+      pick = static_cast<int>(v);
+      pick8 = t8;
+    }
+  }
+  return pick;
+}
+
+}  // namespace mopt::cuda

@@ -1,0 +1,23 @@
+// How a one-row fused decode plan is chosen when verification rows are weighed too (RunnerOptions::
+// one_row_plan_eps; docs/speculative.md, "One-row plans with the verification rows in view"). Host code only.
+//
+// A speculative verification step computes each of its rows with a tiling of the one-row decode plan's
+// reduction order (Gemm::run_fused's row_invariant), so the one-row plan also decides what 2 .. 8 rows cost. Every
+// engine, speculative or not, must choose its one-row plans alike (else plain and speculative greedy output part
+// at near-ties), so the rule below depends only on timings, never on a speculative config.
+#pragma once
+
+#include <span>
+
+namespace mopt::cuda {
+
+// us1[v], us8[v]: isolated times of tiling v for 1 and 8 rows (+inf or NaN: it did not run); order[v]: its
+// reduction order (skinny_reduction_order). Among the tilings whose one-row time is within (1 + eps) of the
+// fastest one-row time, returns the one whose reduction order has the fastest 8-row time (over every tiling of that
+// order, in or out of the window: verification rows take the fastest of the order); ties go to the faster one-row
+// time, then the lower index. eps <= 0, or no finite 8-row time in the window: the fastest one-row tiling. -1 when
+// no tiling ran for one row. The spans have equal sizes.
+int choose_one_row_variant(std::span<const float> us1, std::span<const float> us8, std::span<const int> order,
+                           float eps);
+
+}  // namespace mopt::cuda
