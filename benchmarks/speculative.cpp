@@ -21,10 +21,13 @@
 // Usage: bench_speculative [--model DIR ($MOPT_MODELS_DIR/code-qwen2-25m)] [--eval-text FILE]
 //                          [--device cpu|cuda] [--threads 0] [--speculative-config JSON] [--lines 40]
 //                          [--tokens 256] [--rounds 2] [--profile] [--profile-pos 400] [--one-row-eps X]
-//                          [--row-costs C1,C2,...]
+//                          [--row-costs C1,C2,...] [--draft-layers N]
 // --row-costs C1,C2,... (a step of 1, 2, ... rows in one-row steps; e.g. an earlier --profile's): after the table,
 // the speed-up that cost model predicts for the proposer replayed on the plain outputs, and its bound with every
 // draft cut to the tokens the model accepts (print_cost_model). --profile prints the same with its own step times.
+// --draft-layers N: the speculative engine proposes with a draft model, the target's own first N layers then its
+// final norm and output (an early exit: a draft with the target's tokenizer when no smaller model has one),
+// num_speculative_tokens from --speculative-config; the n-gram replay and cost model are then left out.
 // --one-row-eps X (CUDA): both engines choose their one-row GEMM plans with the verification rows in view
 // (RunnerOptions::one_row_plan_eps; docs/speculative.md); absent: 0, the fastest one-row tiling.
 // Logging is at warnings unless MOPT_LOG says otherwise (MOPT_LOG=debug: e.g. every GEMM plan as it is tuned).
@@ -296,7 +299,8 @@ void print_cost_model(const std::vector<std::pair<std::vector<int32_t>, std::vec
   for (double c : row_cost) costs += strfmt(" %.2f", c);
   std::printf("cost model (%s; a step of 1, 2, ... rows costs%s one-row steps): predicted speed-up %.2fx; with each "
               "draft cut to the tokens the model accepts (the bound for rules choosing the draft length) %.2fx\n",
-              source, costs.c_str(), rule.tokens / std::max(rule.cost, 1e-9), oracle.tokens / std::max(oracle.cost, 1e-9));
+              source, costs.c_str(), rule.tokens / std::max(rule.cost, 1e-9),
+              oracle.tokens / std::max(oracle.cost, 1e-9));
 }
 
 }  // namespace
@@ -323,8 +327,12 @@ int main(int argc, char** argv) {
   app.add_option("--rounds", rounds, "runs of each side per file (the faster counts)")->check(CLI::Range(1, 100));
   app.add_flag("--profile", profile, "CUDA: time decode and verification steps, GPU time per kernel class");
   app.add_option("--profile-pos", profile_pos, "--profile: the sequence's position")->check(CLI::Range(1, 1 << 20));
+  int draft_layers = 0;
+  app.add_option("--draft-layers", draft_layers, "draft model: the target's first N layers (an early exit); "
+                 "k from --speculative-config")->check(CLI::Range(1, 1 << 16));
   std::vector<double> row_costs;
-  app.add_option("--row-costs", row_costs, "cost model: steps of 1, 2, ... rows in one-row steps (default: --profile's)")
+  app.add_option("--row-costs", row_costs,
+                 "cost model: steps of 1, 2, ... rows in one-row steps (default: --profile's)")
       ->delimiter(',')
       ->check(CLI::PositiveNumber);
   app.add_option("--one-row-eps", one_row_eps, "CUDA: one-row plans within 1 + X of the fastest, by 8-row time")
@@ -371,6 +379,27 @@ int main(int argc, char** argv) {
   }
   EngineConfig scfg = cfg;
   scfg.speculative = sc.value();
+  if (draft_layers > 0) {  // a draft model: the target's first draft_layers layers, k from --speculative-config
+    if (draft_layers >= model.config.n_layer) {
+      std::fprintf(stderr, "--draft-layers %d: the model has %d layers\n", draft_layers, model.config.n_layer);
+      return 1;
+    }
+    auto dm = load_model(model_path);
+    if (!dm) {
+      std::fprintf(stderr, "draft: %s\n", dm.message().c_str());
+      return 1;
+    }
+    std::shared_ptr<Model> d = std::move(dm).value();
+    d->config.n_layer = draft_layers;
+    SpeculativeConfig ds;
+    ds.method = SpecMethod::kDraftModel;
+    ds.num_speculative_tokens = sc->num_speculative_tokens;
+    ds.draft = d;
+    scfg.speculative = ds;
+    spec_json = strfmt("draft model: the first %d of %d layers, k %d", draft_layers, model.config.n_layer,
+                       ds.num_speculative_tokens);
+  }
+  const bool ngram = scfg.speculative.method == SpecMethod::kNgram;
   std::unique_ptr<Engine> engines[2];
   for (int i = 0; i < 2; ++i) {
     auto e = Engine::create(model, tok, i ? scfg : cfg);
@@ -428,8 +457,8 @@ int main(int argc, char** argv) {
     }
     const Run& p = best[0];
     const Run& s = best[1];
-    const Replay rp = replay_ngram(prompt, s.tokens, scfg.speculative, tokens);
-    if (rp.drafts != s.drafts || rp.draft_tokens != s.draft_tokens || rp.accepted != s.accepted) {
+    const Replay rp = ngram ? replay_ngram(prompt, s.tokens, scfg.speculative, tokens) : Replay{};
+    if (ngram && (rp.drafts != s.drafts || rp.draft_tokens != s.draft_tokens || rp.accepted != s.accepted)) {
       ++mismatches;
       std::fprintf(stderr, "%s: the engine proposed %llu drafts of %llu tokens and accepted %llu; replaying its "
                    "output gives %llu, %llu, %llu\n", name.c_str(), static_cast<unsigned long long>(s.drafts),
@@ -473,9 +502,10 @@ int main(int argc, char** argv) {
   // The proposer alone (replayed on the outputs, above): how often a step had a proposal, and the tokens a step
   // yields; speed-up = tokens a step / (verification steps' share x their cost relative to a one-token step + the
   // rest's share).
-  std::printf("proposer, replayed on the speculative runs' outputs: %-12s %9s %12s %14s\n", "file",
-              "proposals", "accept len", "tokens a step");
-  const auto print_replay = [](const std::string& n, const Replay& x) {
+  if (ngram) std::printf("proposer, replayed on the speculative runs' outputs: %-12s %9s %12s %14s\n", "file",
+                         "proposals", "accept len", "tokens a step");
+  const auto print_replay = [ngram](const std::string& n, const Replay& x) {
+    if (!ngram) return;
     std::printf("%51s %-12s %8.0f%% %12.2f %14.2f\n", "", n.c_str(),
                 100.0 * x.drafts / std::max<uint64_t>(1, x.steps),
                 x.drafts ? 1.0 + static_cast<double>(x.accepted) / x.drafts : 1.0,
@@ -507,11 +537,11 @@ int main(int argc, char** argv) {
     std::printf("\n");
   }
   if (mismatches) std::fprintf(stderr, "%d runs: speculative output != plain output\n", mismatches);
-  if (!row_costs.empty())
+  if (ngram && !row_costs.empty())
     print_cost_model(texts, scfg.speculative, tokens, row_costs, "--row-costs");
   std::vector<double> measured;
   const bool profiled = !profile || profile_steps(model, scfg, profile_pos, measured);
-  if (profile && profiled && !measured.empty())
+  if (ngram && profile && profiled && !measured.empty())
     print_cost_model(texts, scfg.speculative, tokens, measured, "the profile's step times");
   if (!cache_dir.empty()) {
     std::error_code ec;

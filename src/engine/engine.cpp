@@ -690,7 +690,8 @@ std::string check_engine_invariants(Engine& engine) {
 
 Result<std::unique_ptr<Engine>> create_engine_with_runner(std::unique_ptr<ModelRunner> runner,
                                                           const Tokenizer* tokenizer, const EngineConfig& config,
-                                                          std::vector<int32_t> eog_ids) {
+                                                          std::vector<int32_t> eog_ids,
+                                                          std::unique_ptr<DraftModel> draft) {
   if (!runner) return error("create_engine_with_runner: no runner");
   EngineConfig cfg = config;
   cfg.runner.device = runner->device();  // what --device auto resolved to
@@ -755,8 +756,26 @@ Result<std::unique_ptr<Engine>> create_engine_with_runner(std::unique_ptr<ModelR
     if (tokenizer->eos() >= 0) eog_ids.push_back(tokenizer->eos());
   }
   if (!cfg.kv_cache_memory) cfg.kv_cache_memory = static_cast<uint64_t>(num_blocks) * block_bytes;
-  return std::unique_ptr<Engine>(
-      new EngineImpl(std::move(runner), tokenizer, cfg, scfg, num_blocks, std::move(eog_ids)));
+  if (cfg.speculative.method == SpecMethod::kDraftModel) {
+    if (!draft) return error("--speculative-config: method draft_model without a draft model runner");
+    const int draft_ctx = draft->runner().config().context_length;
+    if (draft_ctx > 0 && draft_ctx < cfg.max_model_len)
+      return error("--speculative-config: the draft model's context (%d tokens) is shorter than --max-model-len "
+                   "(%d); pass --max-model-len %d or less", draft_ctx, cfg.max_model_len, draft_ctx);
+    // The draft holds the tokens the target's pool holds, plus each sequence's proposals; never more than every
+    // sequence at max_model_len.
+    const int64_t bs = cfg.block_size;
+    const int64_t extra = (cfg.speculative.num_speculative_tokens + bs - 1) / bs + 1;
+    const int64_t n_draft = std::min<int64_t>(num_blocks + cfg.max_num_seqs * extra,
+                                              cfg.max_num_seqs * ((cfg.max_model_len + bs - 1) / bs + extra));
+    MOPT_TRY(draft->init(static_cast<int>(std::min<int64_t>(n_draft, std::numeric_limits<int32_t>::max())),
+                         cfg.block_size, cfg.max_num_batched_tokens, cfg.max_num_seqs));
+  } else if (draft) {
+    return error("internal: a draft model runner without method draft_model");
+  }
+  auto engine = std::make_unique<EngineImpl>(std::move(runner), tokenizer, cfg, scfg, num_blocks, std::move(eog_ids));
+  engine->set_draft(std::move(draft));
+  return std::unique_ptr<Engine>(std::move(engine));
 }
 
 }  // namespace mopt

@@ -33,14 +33,19 @@ enum class PreemptionMode { kRecompute, kSwap };
 // Speculative decoding (docs/speculative.md; vLLM's --speculative-config fields). kNgram: prompt lookup, the
 // tokens that followed the most recent earlier occurrence of the context's last n tokens (n from
 // prompt_lookup_max down to prompt_lookup_min) are proposed, and the target verifies them in one forward pass.
-enum class SpecMethod { kNone, kNgram };
+// kDraftModel: a smaller model with the target's vocabulary proposes its greedy continuation
+// (speculative/draft_model.h); CPU only so far.
+enum class SpecMethod { kNone, kNgram, kDraftModel };
 struct SpeculativeConfig {
   SpecMethod method = SpecMethod::kNone;
   int num_speculative_tokens = 0;  // k: most tokens proposed per sequence and step
   int prompt_lookup_max = 0;       // n-gram: longest suffix matched
   int prompt_lookup_min = 0;       // n-gram: shortest suffix matched
+  std::string model;               // draft model: its path (a GGUF file, a Hugging Face folder, ...)
+  // Draft model already loaded (tests, benchmarks): used instead of loading `model`.
+  std::shared_ptr<const Model> draft;
 };
-const char* spec_method_name(SpecMethod m);  // "none", "ngram"
+const char* spec_method_name(SpecMethod m);  // "none", "ngram", "draft_model"
 // "" when the config can be used, else what is wrong.
 std::string validate_speculative_config(const SpeculativeConfig& c);
 

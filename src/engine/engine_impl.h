@@ -20,15 +20,18 @@
 #include "engine/request.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
+#include "engine/speculative/draft_model.h"
 #include "tokenizer/tokenizer.h"
 
 namespace mopt {
 
 // An engine over an existing runner (used by Engine::create, by tests with a fake runner, and by custom backends).
 // tokenizer may be null: then no text is produced, stop strings are rejected, and `eog_ids` end generation.
+// draft: SpecMethod::kDraftModel's proposer, its KV cache allocated here (Engine::create makes it).
 Result<std::unique_ptr<Engine>> create_engine_with_runner(std::unique_ptr<ModelRunner> runner,
                                                           const Tokenizer* tokenizer, const EngineConfig& config,
-                                                          std::vector<int32_t> eog_ids = {});
+                                                          std::vector<int32_t> eog_ids = {},
+                                                          std::unique_ptr<DraftModel> draft = nullptr);
 
 // Test hook for engines made here: cross-checks the scheduler queues, block tables, block pool ref counts, free
 // list, prefix-cache map and swap pool. "" when they hold, else the first violation.
@@ -91,6 +94,7 @@ class EngineImpl final : public Engine {
   void start() override;
   void stop() override;
   bool step() override;
+  void set_draft(std::unique_ptr<DraftModel> draft) { draft_ = std::move(draft); }
   bool has_unfinished() const override { return unfinished_.load() > 0; }
   EngineStats stats() const override {
     std::lock_guard<std::mutex> lk(stats_mu_);
@@ -188,6 +192,9 @@ class EngineImpl final : public Engine {
   std::vector<float> row_logprobs_;      // [n_vocab] scratch of the prompt logprobs
   RequestOutput token_out_;              // process_token's output, reused (its buffers keep their capacity)
   std::vector<int32_t> drafts_;          // [num_speculative_tokens] verify_drafts' copy of the proposals
+  std::unique_ptr<DraftModel> draft_;    // SpecMethod::kDraftModel's proposer
+  std::vector<DraftJob> draft_jobs_;     // propose_drafts' scratch
+  std::vector<uint64_t> live_ids_;       // propose_drafts' scratch: the requests' ids, sorted
   uint64_t spec_drafts_ = 0, spec_draft_tokens_ = 0, spec_accepted_ = 0;  // this step's, for update_stats
 };
 

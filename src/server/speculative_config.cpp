@@ -33,23 +33,45 @@ Result<SpeculativeConfig> parse_speculative_config(const std::string& json_text)
   for (const auto& [key, value] : j.items()) {
     (void)value;
     if (key == "method" || key == "num_speculative_tokens" || key == "prompt_lookup_max" ||
-        key == "prompt_lookup_min")
+        key == "prompt_lookup_min" || key == "model")
       continue;
-    if (key == "model")
-      return error("--speculative-config: draft models (\"model\") are not implemented in mopt yet; use "
-                   "\"method\": \"ngram\" (prompt lookup, no second model)");
     return error("--speculative-config: field \"%s\" is not supported; mopt reads method, "
-                 "num_speculative_tokens, prompt_lookup_max and prompt_lookup_min", key.c_str());
+                 "num_speculative_tokens, prompt_lookup_max, prompt_lookup_min and model", key.c_str());
   }
-  if (!j.contains("method")) return error("--speculative-config needs \"method\" (mopt implements \"ngram\")");
-  if (!j["method"].is_string()) return error("--speculative-config: \"method\" must be a string");
-  const std::string method = j["method"].get<std::string>();
-  if (method == "draft_model" || method == "eagle" || method == "eagle3" || method == "medusa" ||
-      method == "mlp_speculator" || method == "mtp")
+  // As in vLLM, a "model" without a method is a draft model.
+  std::string method = j.contains("model") && !j.contains("method") ? "draft_model" : "";
+  if (method.empty()) {
+    if (!j.contains("method"))
+      return error("--speculative-config needs \"method\" (mopt implements \"ngram\" and \"draft_model\")");
+    if (!j["method"].is_string()) return error("--speculative-config: \"method\" must be a string");
+    method = j["method"].get<std::string>();
+  }
+  if (method == "eagle" || method == "eagle3" || method == "medusa" || method == "mlp_speculator" ||
+      method == "mtp")
     return error("--speculative-config: method \"%s\" is not implemented in mopt yet; use \"ngram\" (prompt "
-                 "lookup, no second model)", method.c_str());
-  if (method != "ngram")
-    return error("--speculative-config: unknown method \"%s\"; mopt implements \"ngram\"", method.c_str());
+                 "lookup, no second model) or \"draft_model\"", method.c_str());
+  if (method != "ngram" && method != "draft_model")
+    return error("--speculative-config: unknown method \"%s\"; mopt implements \"ngram\" and \"draft_model\"",
+                 method.c_str());
+  if (method == "draft_model") {
+    SpeculativeConfig c;
+    c.method = SpecMethod::kDraftModel;
+    if (!j.contains("model") || !j["model"].is_string() || j["model"].get<std::string>().empty())
+      return error("--speculative-config: method \"draft_model\" needs \"model\": the draft model's path (a "
+                   "smaller model with the target's tokenizer)");
+    c.model = j["model"].get<std::string>();
+    if (j.contains("prompt_lookup_max") || j.contains("prompt_lookup_min"))
+      return error("--speculative-config: prompt_lookup_max / prompt_lookup_min are n-gram settings; method "
+                   "\"draft_model\" takes none");
+    if (!j.contains("num_speculative_tokens"))
+      return error("--speculative-config needs \"num_speculative_tokens\" (tokens proposed per step, e.g. 4)");
+    MOPT_ASSIGN_OR_RETURN(c.num_speculative_tokens, int_field(j, "num_speculative_tokens"));
+    if (std::string e = validate_speculative_config(c); !e.empty())
+      return error("--speculative-config: %s", e.c_str());
+    return c;
+  }
+  if (j.contains("model"))
+    return error("--speculative-config: \"model\" names a draft model; method \"ngram\" takes none");
   SpeculativeConfig c;
   c.method = SpecMethod::kNgram;
   if (!j.contains("num_speculative_tokens"))

@@ -3,14 +3,16 @@
 // Verification draws the target's token at each proposal's position with the request's ordinary sampler, in
 // order, and keeps proposal i while the draw equals it; the first draw that differs (or the draw after the last
 // proposal) is the step's last token. For a proposer whose draft distribution is a point mass on its proposal t
-// (n-gram lookup), this is exactly speculative rejection sampling: t is accepted with probability p(t), and a
-// rejection returns a draw from p restricted to tokens != t, renormalized (the residual max(0, p - q)). So the
-// output follows the target's distribution, and greedy output equals non-speculative greedy output. Each row is
-// sampled with the request's context as it is at that point (the accepted proposals appended), so penalties,
-// min_tokens, grammars and logprobs see what they would have seen without speculation.
+// (n-gram lookup, a draft model's greedy continuation), this is exactly speculative rejection sampling: t is
+// accepted with probability p(t), and a rejection returns a draw from p restricted to tokens != t, renormalized
+// (the residual max(0, p - q)). So the output follows the target's distribution, and greedy output equals
+// non-speculative greedy output. Each row is sampled with the request's context as it is at that point (the
+// accepted proposals appended), so penalties, min_tokens, grammars and logprobs see what they would have seen
+// without speculation.
 #include <algorithm>
 #include <limits>
 
+#include "core/log.h"
 #include "engine/engine_impl.h"
 #include "engine/speculative/ngram_proposer.h"
 
@@ -33,6 +35,7 @@ void EngineImpl::propose_drafts() {
   if (runner_->can_sample() && runner_->device() != DeviceKind::kCpu)
     free_rows = std::max<int64_t>(device_sample_rows(), kHostLogits / n_vocab_) -
                 static_cast<int64_t>(requests_.size());
+  draft_jobs_.clear();
   for (auto& [id, rp] : requests_) {
     EngineRequest& r = *rp;
     r.spec_tokens.clear();
@@ -44,10 +47,27 @@ void EngineImpl::propose_drafts() {
     switch (sc.method) {
       case SpecMethod::kNgram:
         propose_ngram(r.tokens, sc.prompt_lookup_min, sc.prompt_lookup_max, k, r.spec_tokens);
+        free_rows -= static_cast<int64_t>(r.spec_tokens.size());
+        break;
+      case SpecMethod::kDraftModel:
+        draft_jobs_.push_back({id, r.tokens, k, &r.spec_tokens});
+        free_rows -= k;
         break;
       case SpecMethod::kNone: break;
     }
-    free_rows -= static_cast<int64_t>(r.spec_tokens.size());
+  }
+  if (sc.method != SpecMethod::kDraftModel || !draft_) return;
+  // The draft forgets requests that are gone; its forward passes run here, before the step's.
+  live_ids_.clear();
+  for (const auto& [id, rp] : requests_) live_ids_.push_back(id);
+  std::sort(live_ids_.begin(), live_ids_.end());
+  draft_->retain(live_ids_);
+  if (draft_jobs_.empty()) return;
+  if (Status st = draft_->propose(draft_jobs_); !st) {
+    // The target does not need the draft: serving goes on without proposals, and says so once.
+    MOPT_LOG_ERROR("draft model: %s; speculative decoding is off from now on", st.message().c_str());
+    for (const DraftJob& j : draft_jobs_) j.out->clear();
+    draft_.reset();
   }
 }
 

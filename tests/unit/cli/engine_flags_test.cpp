@@ -88,14 +88,21 @@ TEST(EngineFlags, SpeculativeConfig) {
   EXPECT_EQ(cfg.speculative.num_speculative_tokens, 3);
   EXPECT_EQ(cfg.speculative.prompt_lookup_max, 5);
   EXPECT_EQ(cfg.speculative.prompt_lookup_min, 5);
+  CLI::App dapp;
+  EngineConfig dcfg;
+  add_engine_flags(dapp, dcfg);
+  std::vector<std::string> draft{R"({"model":"m.gguf","num_speculative_tokens":3})", "--speculative-config"};
+  dapp.parse(draft);
+  EXPECT_EQ(dcfg.speculative.method, SpecMethod::kDraftModel);
+  EXPECT_EQ(dcfg.speculative.model, "m.gguf");
   CLI::App bad;
   EngineConfig bad_cfg;
   add_engine_flags(bad, bad_cfg);
-  std::vector<std::string> draft{R"({"method":"draft_model","model":"m","num_speculative_tokens":3})",
+  std::vector<std::string> eagle{R"({"method":"eagle","model":"m","num_speculative_tokens":3})",
                                  "--speculative-config"};
   try {
-    bad.parse(draft);
-    ADD_FAILURE() << "a draft model was accepted";
+    bad.parse(eagle);
+    ADD_FAILURE() << "an EAGLE head was accepted";
   } catch (const CLI::ValidationError& e) {
     EXPECT_NE(std::string(e.what()).find("not implemented"), std::string::npos) << e.what();
   }

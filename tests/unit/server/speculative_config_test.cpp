@@ -31,10 +31,29 @@ TEST(SpeculativeConfig, LookupDefaultsAsVllm) {
   EXPECT_EQ(min_only->prompt_lookup_max, 2);
 }
 
+// vLLM's draft-model forms: an explicit method, or a "model" alone.
+TEST(SpeculativeConfig, DraftModelFields) {
+  for (const char* json : {R"({"method":"draft_model","model":"d.gguf","num_speculative_tokens":3})",
+                           R"({"model":"d.gguf","num_speculative_tokens":3})"}) {
+    auto c = parse_speculative_config(json);
+    ASSERT_TRUE(c) << json << ": " << c.message();
+    EXPECT_EQ(c->method, SpecMethod::kDraftModel);
+    EXPECT_EQ(c->model, "d.gguf");
+    EXPECT_EQ(c->num_speculative_tokens, 3);
+    EXPECT_EQ(c->prompt_lookup_max, 0);
+    EXPECT_STREQ(spec_method_name(c->method), "draft_model");
+  }
+}
+
 TEST(SpeculativeConfig, RefusesWhatIsNotImplementedOrWrong) {
   const std::pair<const char*, const char*> cases[] = {
-      {R"({"method":"draft_model","model":"x","num_speculative_tokens":4})", "not implemented"},
-      {R"({"model":"Qwen/Qwen2-0.5B","num_speculative_tokens":4})", "draft models"},
+      {R"({"method":"draft_model","num_speculative_tokens":4})", "needs \"model\""},
+      {R"({"method":"draft_model","model":"","num_speculative_tokens":4})", "needs \"model\""},
+      {R"({"method":"draft_model","model":7,"num_speculative_tokens":4})", "needs \"model\""},
+      {R"({"model":"d.gguf"})", "num_speculative_tokens"},
+      {R"({"model":"d.gguf","num_speculative_tokens":4,"prompt_lookup_max":3})", "n-gram settings"},
+      {R"({"method":"ngram","model":"d.gguf","num_speculative_tokens":4})", "takes none"},
+      {R"({"model":"d.gguf","num_speculative_tokens":65})", "num_speculative_tokens must be in"},
       {R"({"method":"eagle","num_speculative_tokens":4})", "not implemented"},
       {R"({"method":"magic","num_speculative_tokens":4})", "unknown method"},
       {R"({"num_speculative_tokens":4})", "needs \"method\""},

@@ -1,8 +1,9 @@
 // Speculative decoding, greedy: the output equals non-speculative greedy output token for token, on real models
 // (stories260K GGUF, code-qwen2-25m HF folder) through the CPU runner, for one batch of mixed requests (copying
 // prompts where n-gram proposals are accepted, stop strings, max_tokens, penalties, logprobs, min_tokens, a
-// grammar), also with a step budget that cuts proposals short and a KV cache small enough to preempt. The oracle
-// is the same engine without --speculative-config.
+// grammar), also with a step budget that cuts proposals short and a KV cache small enough to preempt, with n-gram
+// proposals and with a draft model (an early exit of the target). The oracle is the same engine without
+// --speculative-config.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -58,6 +59,21 @@ SpeculativeConfig ngram(int k, int n_min, int n_max) {
   s.num_speculative_tokens = k;
   s.prompt_lookup_min = n_min;
   s.prompt_lookup_max = n_max;
+  return s;
+}
+
+// A draft model with the target's tokenizer: the target's first n_layer layers, then its final norm and output
+// (an early exit; self-speculative decoding). Its proposals are right often but not always.
+SpeculativeConfig early_exit_draft(const std::string& rel, int n_layer, int k) {
+  auto m = load_model(test::model_path(rel));
+  EXPECT_TRUE(m) << m.message();
+  SpeculativeConfig s;
+  s.method = SpecMethod::kDraftModel;
+  s.num_speculative_tokens = k;
+  if (!m) return s;
+  std::shared_ptr<Model> d = std::move(m).value();
+  d->config.n_layer = n_layer;
+  s.draft = d;
   return s;
 }
 
@@ -145,6 +161,13 @@ TEST(SpecGreedy, Stories260KMixedBatch) {
   c.max_model_len = 256;
   c.kv_cache_memory = 24ull * 16 * mc.n_layer * 2 * mc.n_head_kv * mc.head_dim * 2;  // fp16 K and V
   variants.push_back(c);
+  EngineConfig d = base_config();  // a draft model
+  d.speculative = early_exit_draft("stories260K.gguf", 2, 4);
+  variants.push_back(d);
+  EngineConfig e = c;  // a draft model with preemption, its catch-up chunked by a step budget of 24 tokens
+  e.speculative = early_exit_draft("stories260K.gguf", 3, 5);
+  e.max_num_batched_tokens = 24;
+  variants.push_back(e);
   expect_same_as_plain(l, specs, variants);
 }
 
@@ -167,7 +190,9 @@ TEST(SpecGreedy, CodeQwen2MixedBatch) {
 
   EngineConfig a = base_config();
   a.speculative = ngram(4, 1, 4);
-  expect_same_as_plain(l, specs, {a});
+  EngineConfig b = base_config();
+  b.speculative = early_exit_draft("code-qwen2-25m", 6, 3);
+  expect_same_as_plain(l, specs, {a, b});
 }
 
 }  // namespace
