@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "core/rng.h"
 #include "server/speculative_config.h"
 
 namespace mopt {
@@ -71,6 +72,43 @@ TEST(SpeculativeConfig, RefusesWhatIsNotImplementedOrWrong) {
     ASSERT_FALSE(c) << json;
     EXPECT_NE(c.message().find(needle), std::string::npos) << json << ": " << c.message();
   }
+}
+
+// Hostile configs: random edits of valid ones parse into a config the engine accepts, or are refused with a
+// message that names --speculative-config; nothing else (ASan in CI).
+TEST(SpeculativeConfig, MutatedConfigsParseValidOrAreRefused) {
+  const std::string bases[] = {
+      R"({"method":"ngram","num_speculative_tokens":4,"prompt_lookup_max":4,"prompt_lookup_min":1})",
+      R"({"method":"draft_model","model":"d.gguf","num_speculative_tokens":3})",
+      R"({"model":"d.gguf","num_speculative_tokens":5})"};
+  const char alphabet[] = "{}[]\",:0123456789-.eEmodelthngraftusp_\\\xff ";
+  Xoshiro256 rng(0x51ECull);
+  auto rnd = [&](uint64_t n) { return rng.next() % n; };
+  int parsed = 0, refused = 0;
+  for (int iter = 0; iter < 6000; ++iter) {
+    std::string t = bases[rnd(3)];
+    const int edits = 1 + static_cast<int>(rnd(3));
+    for (int e = 0; e < edits && !t.empty(); ++e) {
+      const size_t pos = rnd(t.size());
+      switch (rnd(3)) {
+        case 0: t.erase(pos, 1 + rnd(6)); break;
+        case 1: t.insert(pos, 1, alphabet[rnd(sizeof alphabet - 1)]); break;
+        default: t[pos] = alphabet[rnd(sizeof alphabet - 1)];
+      }
+    }
+    auto c = parse_speculative_config(t);
+    if (c) {
+      ++parsed;
+      EXPECT_EQ(validate_speculative_config(*c), "") << t;
+      EXPECT_NE(c->method, SpecMethod::kNone) << t;
+      EXPECT_EQ(c->method == SpecMethod::kDraftModel, !c->model.empty()) << t;
+    } else {
+      ++refused;
+      EXPECT_NE(c.message().find("--speculative-config"), std::string::npos) << t << ": " << c.message();
+    }
+  }
+  EXPECT_GT(parsed, 100);  // the edits are not all trivially refused (157 parse)
+  EXPECT_GT(refused, 3000);
 }
 
 }  // namespace
