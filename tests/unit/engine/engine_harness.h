@@ -35,11 +35,13 @@ struct Collected {
 class Harness {
  public:
   // tok: a tokenizer of kVocab tokens whose eos is kEos, or null (no text, no stop strings, no grammars).
-  explicit Harness(const EngineConfig& cfg, uint64_t kv_memory = 1 << 20, const Tokenizer* tok = nullptr) {
+  // draft: SpecMethod::kDraftModel's proposer (cfg.speculative.model then only needs to be non-empty).
+  explicit Harness(const EngineConfig& cfg, uint64_t kv_memory = 1 << 20, const Tokenizer* tok = nullptr,
+                   std::unique_ptr<DraftModel> draft = nullptr) {
     set_log_level(LogLevel::kWarn);
     auto r = std::make_unique<FakeRunner>(kVocab, 4096, kv_memory);
     runner = r.get();
-    auto e = create_engine_with_runner(std::move(r), tok, cfg, {kEos});
+    auto e = create_engine_with_runner(std::move(r), tok, cfg, {kEos}, std::move(draft));
     if (!e) {
       create_error = e.message();
       runner = nullptr;

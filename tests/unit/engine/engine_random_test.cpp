@@ -1,10 +1,13 @@
 // Randomized engine tests over the FakeRunner: many seeds, random configurations (block size, pool size, token
-// budget, policy, preemption mode, prefix caching, speculative decoding) and random add / step / abort sequences. After every step the
-// engine invariants are checked; every request that was not aborted must produce the oracle's tokens; all requests
-// finish once arrivals stop; and the block pool ends where it started.
+// budget, policy, preemption mode, prefix caching, speculative decoding with n-gram or draft-model proposals) and
+// random add / step / abort sequences. After every step the engine invariants are checked; every request that was
+// not aborted must produce the oracle's tokens; all requests finish once arrivals stop; and the block pool ends
+// where it started.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <memory>
 #include <random>
 #include <set>
 
@@ -14,7 +17,24 @@ namespace mopt::test {
 namespace {
 
 struct Totals {
-  uint64_t preemptions = 0, swapped_blocks = 0, spec_drafts = 0, spec_accepted = 0;
+  uint64_t preemptions = 0, swapped_blocks = 0, spec_drafts = 0, spec_accepted = 0, draft_rounds = 0, draft_accepted = 0;
+};
+
+// A draft model for the fake target: the target's own function, except that where another of the row's
+// pseudo-random logits (uniform in [-1, 1]) is above 1/3 it proposes the next id instead: a third of its
+// proposals are wrong, decided by the context (not by the pick: the fake model repeats some ids forever).
+class NoisyDraft : public FakeRunner {
+ public:
+  NoisyDraft() : FakeRunner(kVocab) {}
+  Status forward(const ForwardBatch& b, float* logits) override {
+    MOPT_TRY(FakeRunner::forward(b, logits));
+    for (int i = 0; i < b.n_out(); ++i) {
+      float* row = logits + static_cast<size_t>(i) * kVocab;
+      const int best = static_cast<int>(std::max_element(row, row + kVocab) - row);
+      if (row[(best + 7) % kVocab] > 1.f / 3) row[(best + 1) % kVocab] = 5.0f;
+    }
+    return Status::ok();
+  }
 };
 
 void run_seed(uint32_t seed, Totals& totals) {
@@ -33,17 +53,25 @@ void run_seed(uint32_t seed, Totals& totals) {
   if (cfg.preemption == PreemptionMode::kSwap) cfg.swap_space_gib = pick(1, nb) * cfg.block_size * 8 / 1073741824.0;
   cfg.enable_prefix_caching = rng() % 4 != 0;
   std::mt19937 spec_rng(seed + 1000003);  // its own stream: the other choices stay those of each seed
+  std::unique_ptr<DraftModel> draft;
   if (spec_rng() % 2) {  // n-gram proposals: with the fake model's hashed outputs mostly rejected (rollbacks)
     cfg.speculative.method = SpecMethod::kNgram;
     cfg.speculative.num_speculative_tokens = 1 + static_cast<int>(spec_rng() % 5);
     cfg.speculative.prompt_lookup_min = 1;
     cfg.speculative.prompt_lookup_max = 1 + static_cast<int>(spec_rng() % 3);
+    if (spec_rng() % 2) {  // a draft model instead: mostly accepted, a third rejected
+      cfg.speculative.method = SpecMethod::kDraftModel;
+      cfg.speculative.prompt_lookup_min = cfg.speculative.prompt_lookup_max = 0;
+      cfg.speculative.model = "noisy fake draft";
+      draft = std::make_unique<DraftModel>(std::make_unique<NoisyDraft>(), nullptr);
+    }
   }
   SCOPED_TRACE(strfmt("seed %u bs %d blocks %d len %d seqs %d budget %d policy %d mode %d caching %d spec %d", seed,
                       cfg.block_size, nb, cfg.max_model_len, cfg.max_num_seqs, cfg.max_num_batched_tokens,
                       static_cast<int>(cfg.policy), static_cast<int>(cfg.preemption), cfg.enable_prefix_caching,
                       cfg.speculative.num_speculative_tokens));
-  Harness h(cfg);
+  const bool drafted = draft != nullptr;
+  Harness h(cfg, 1 << 20, nullptr, std::move(draft));
   ASSERT_TRUE(h.engine) << h.create_error;
   ASSERT_EQ(h.engine->stats().num_blocks, nb);
 
@@ -104,6 +132,10 @@ void run_seed(uint32_t seed, Totals& totals) {
   totals.swapped_blocks += h.runner->swapped_out_blocks;
   totals.spec_drafts += st.spec_num_drafts;
   totals.spec_accepted += st.spec_num_accepted_tokens;
+  if (drafted) {
+    totals.draft_rounds += st.spec_num_drafts;
+    totals.draft_accepted += st.spec_num_accepted_tokens;
+  }
 }
 
 TEST(EngineRandom, OutputsAndInvariantsOverManySeeds) {
@@ -116,10 +148,13 @@ TEST(EngineRandom, OutputsAndInvariantsOverManySeeds) {
   EXPECT_GT(t.swapped_blocks, 100u);
   EXPECT_GT(t.spec_drafts, 1000u);
   EXPECT_GT(t.spec_accepted, 0u);
+  EXPECT_GT(t.draft_rounds, 500u);
+  EXPECT_GT(t.draft_accepted, t.draft_rounds);  // the noisy draft is mostly right: more than one token a round
   std::printf("[ engine random ] 300 seeds: %llu preemptions, %llu blocks swapped out, %llu speculative rounds "
-              "(%llu proposals accepted)\n", static_cast<unsigned long long>(t.preemptions),
-              static_cast<unsigned long long>(t.swapped_blocks), static_cast<unsigned long long>(t.spec_drafts),
-              static_cast<unsigned long long>(t.spec_accepted));
+              "(%llu proposals accepted; %llu rounds with a draft model, %llu of their proposals accepted)\n",
+              static_cast<unsigned long long>(t.preemptions), static_cast<unsigned long long>(t.swapped_blocks),
+              static_cast<unsigned long long>(t.spec_drafts), static_cast<unsigned long long>(t.spec_accepted),
+              static_cast<unsigned long long>(t.draft_rounds), static_cast<unsigned long long>(t.draft_accepted));
 }
 
 }  // namespace
