@@ -132,26 +132,24 @@ Status DraftModel::propose(std::span<const DraftJob> jobs) {
     active.push_back({&j, &e});
   }
 
-  // Catch-up: each request's tokens past what the draft holds, in chunks of at most max_tokens_ tokens and
-  // max_seqs_ sequences a forward; the chunk that ends at the request's last token gives its first proposal.
+  // Catch-up: each request's tokens past what the draft holds, one forward of at most max_tokens_ tokens and
+  // max_seqs_ sequences a call (as a step's token budget bounds the target's prefill chunks: a long prompt does
+  // not stall the step). A request whose chunk ends at its last token gets its first proposal; the others go on
+  // catching up at the next call, without proposals until then.
   std::vector<Part> parts;
   std::vector<int32_t> picks;
   std::vector<size_t> owner;  // parts[i] belongs to active[owner[i]]
-  for (;;) {
-    parts.clear();
-    owner.clear();
-    int budget = max_tokens_;
-    for (size_t a = 0; a < active.size() && budget > 0 && static_cast<int>(parts.size()) < max_seqs_; ++a) {
-      const int from = static_cast<int>(active[a].e->cached.size());
-      const int L = static_cast<int>(active[a].job->tokens.size());
-      if (from >= L) continue;
-      const int n = std::min(L - from, budget);
-      const auto feed = active[a].job->tokens.subspan(static_cast<size_t>(from), static_cast<size_t>(n));
-      parts.push_back({active[a].e, from, feed, from + n == L});
-      owner.push_back(a);
-      budget -= n;
-    }
-    if (parts.empty()) break;
+  int budget = max_tokens_;
+  for (size_t a = 0; a < active.size() && budget > 0 && static_cast<int>(parts.size()) < max_seqs_; ++a) {
+    const int from = static_cast<int>(active[a].e->cached.size());
+    const int L = static_cast<int>(active[a].job->tokens.size());
+    const int n = std::min(L - from, budget);
+    const auto feed = active[a].job->tokens.subspan(static_cast<size_t>(from), static_cast<size_t>(n));
+    parts.push_back({active[a].e, from, feed, from + n == L});
+    owner.push_back(a);
+    budget -= n;
+  }
+  if (!parts.empty()) {
     MOPT_TRY(forward(parts, picks));
     for (size_t i = 0; i < parts.size(); ++i)
       if (picks[i] >= 0) active[owner[i]].job->out->push_back(picks[i]);

@@ -37,7 +37,10 @@ class DraftModel {
   DraftModel(std::unique_ptr<ModelRunner> runner, std::shared_ptr<const Model> model);
   // Allocates n_blocks of block_size tokens; calls of forward take at most max_tokens tokens and max_seqs sequences.
   Status init(int n_blocks, int block_size, int max_tokens, int max_seqs);
-  // Fills every job's *out with its greedy continuation (cleared first; left empty when its tokens do not fit).
+  // Fills every job's *out with its greedy continuation (cleared first). Left empty when its tokens do not fit
+  // the pool, or while the draft is still catching up with them: each call feeds at most max_tokens of the jobs'
+  // tokens that the draft does not hold (a new request's prompt takes ceil(L / max_tokens) calls), then up to
+  // k - 1 one-token forwards.
   Status propose(std::span<const DraftJob> jobs);
   // Forgets requests that are not in `live` (sorted ids): their blocks go back to the pool.
   void retain(std::span<const uint64_t> live);

@@ -164,7 +164,7 @@ TEST(SpecGreedy, Stories260KMixedBatch) {
   EngineConfig d = base_config();  // a draft model
   d.speculative = early_exit_draft("stories260K.gguf", 2, 4);
   variants.push_back(d);
-  EngineConfig e = c;  // a draft model with preemption, its catch-up chunked by a step budget of 24 tokens
+  EngineConfig e = c;  // a draft model with preemption, its catch-up spread over steps by a budget of 24 tokens
   e.speculative = early_exit_draft("stories260K.gguf", 3, 5);
   e.max_num_batched_tokens = 24;
   variants.push_back(e);
