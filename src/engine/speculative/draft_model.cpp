@@ -135,7 +135,11 @@ Status DraftModel::propose(std::span<const DraftJob> jobs) {
   // Catch-up: each request's tokens past what the draft holds, one forward of at most max_tokens_ tokens and
   // max_seqs_ sequences a call (as a step's token budget bounds the target's prefill chunks: a long prompt does
   // not stall the step). A request whose chunk ends at its last token gets its first proposal; the others go on
-  // catching up at the next call, without proposals until then.
+  // catching up at the next call, without proposals until then. Shortest catch-up first: the 1 .. k + 1 tokens of
+  // requests already speculating are never crowded out by a new prompt.
+  std::stable_sort(active.begin(), active.end(), [](const Active& x, const Active& y) {
+    return x.job->tokens.size() - x.e->cached.size() < y.job->tokens.size() - y.e->cached.size();
+  });
   std::vector<Part> parts;
   std::vector<int32_t> picks;
   std::vector<size_t> owner;  // parts[i] belongs to active[owner[i]]

@@ -146,7 +146,8 @@ TEST(DraftModel, ProposalsAreTheGreedyContinuationWhateverWasCached) {
   std::printf("draft proposals checked: %d; calls still catching up: %d\n", checked, waiting);
 }
 
-// A long prompt is fed max_tokens at a time, one forward a call, and proposals start once it is caught up.
+// A long prompt is fed max_tokens at a time, one forward a call, and proposals start once it is caught up; the
+// shortest catch-ups go first.
 TEST(DraftModel, CatchUpIsChunkedAcrossCalls) {
   const auto m = stories();
   ASSERT_TRUE(m);
@@ -162,6 +163,13 @@ TEST(DraftModel, CatchUpIsChunkedAcrossCalls) {
   }
   ASSERT_TRUE(draft->propose({&job, 1}));
   EXPECT_EQ(out, reference(*m, tokens, 2));
+  // A new long prompt listed first does not crowd out a short catch-up: the shortest are fed first.
+  std::vector<int32_t> other(40, 9), out_other;
+  tokens.push_back(out[0]);
+  const DraftJob both[] = {{2, other, 2, &out_other}, {1, tokens, 2, &out}};
+  ASSERT_TRUE(draft->propose(both));
+  EXPECT_EQ(out, reference(*m, tokens, 2));
+  EXPECT_TRUE(out_other.empty());
 }
 
 TEST(DraftModel, TokensThatDoNotFitGetNoProposal) {
