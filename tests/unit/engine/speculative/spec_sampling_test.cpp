@@ -7,10 +7,13 @@
 // the n-gram proposal d for their second token (the suffix "s c" recurs at the start), which the target accepts
 // with probability p(d) ~ 0.4: both the accept and the reject path run often. A wrong rule (always accepting,
 // resampling the full distribution after a rejection, or taking the residual's argmax) moves p(d) or the rest
-// far past the threshold.
+// far past the threshold. The same with a draft model proposing the target's own argmax (d after P + [c]).
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "unit/engine/engine_harness.h"
@@ -83,9 +86,12 @@ double chi_square_critical(int df) {
   return k * std::pow(1 - a + z * std::sqrt(a), 3);
 }
 
-class SpecSampling : public ::testing::TestWithParam<bool> {};
+// (device sampler, draft model): the proposer is n-gram lookup or a draft model with the target's own function
+// (a FakeRunner), whose greedy proposal after P + [c] is d as well.
+class SpecSampling : public ::testing::TestWithParam<std::tuple<bool, bool>> {};
 
 TEST_P(SpecSampling, FirstSpeculatedTokenFollowsTheTarget) {
+  const auto [device, drafted] = GetParam();
   const PromptSetup su = find_prompt();
   ASSERT_FALSE(su.prompt.empty()) << "no prompt with the wanted argmaxes";
   EngineConfig cfg;
@@ -95,9 +101,16 @@ TEST_P(SpecSampling, FirstSpeculatedTokenFollowsTheTarget) {
   cfg.speculative.num_speculative_tokens = 4;  // cut to 1 by max_tokens = 3
   cfg.speculative.prompt_lookup_min = 1;
   cfg.speculative.prompt_lookup_max = 3;
-  Harness h(cfg);
+  std::unique_ptr<DraftModel> draft;
+  if (drafted) {
+    cfg.speculative.method = SpecMethod::kDraftModel;
+    cfg.speculative.prompt_lookup_min = cfg.speculative.prompt_lookup_max = 0;
+    cfg.speculative.model = "fake draft";
+    draft = std::make_unique<DraftModel>(std::make_unique<FakeRunner>(kVocab), nullptr);
+  }
+  Harness h(cfg, 1 << 20, nullptr, std::move(draft));
   ASSERT_TRUE(h.engine) << h.create_error;
-  h.runner->device_sampling = GetParam();
+  h.runner->device_sampling = device;
 
   constexpr int kWaves = 40, kWave = 128;
   for (int w = 0; w < kWaves; ++w) {
@@ -124,7 +137,7 @@ TEST_P(SpecSampling, FirstSpeculatedTokenFollowsTheTarget) {
   // Every request whose first token is c had its proposal d verified (others may have had proposals too).
   EXPECT_GE(st.spec_num_drafts, static_cast<uint64_t>(first_c));
   EXPECT_GT(st.spec_num_accepted_tokens, 0u);
-  if (GetParam()) {
+  if (device) {
     EXPECT_EQ(h.runner->host_rows_fetched, 0u) << "rows were sampled on the host";
   }
 
@@ -139,8 +152,11 @@ TEST_P(SpecSampling, FirstSpeculatedTokenFollowsTheTarget) {
                                            << ", observed " << counts[static_cast<size_t>(su.d)] / double(first_c);
 }
 
-INSTANTIATE_TEST_SUITE_P(HostAndDevice, SpecSampling, ::testing::Bool(),
-                         [](const auto& info) { return info.param ? "DeviceSampler" : "HostSampler"; });
+INSTANTIATE_TEST_SUITE_P(HostAndDevice, SpecSampling, ::testing::Combine(::testing::Bool(), ::testing::Bool()),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param) ? "DeviceSampler" : "HostSampler") +
+                                  (std::get<1>(info.param) ? "DraftModel" : "Ngram");
+                         });
 
 }  // namespace
 }  // namespace mopt::test
