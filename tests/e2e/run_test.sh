@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# mopt run: greedy generation from BOS reproduces the published stories260K text (GGUF and llama2.c formats),
-# batch mode completes every prompt, and bad input fails with a clear message and a non-zero exit.
+# mopt run: greedy generation from BOS reproduces the published stories260K text (GGUF and llama2.c formats, and
+# with a draft model proposing), batch mode completes every prompt, and bad input fails with a clear message and
+# a non-zero exit.
 set -euo pipefail
 : "${MOPT_BIN:?}" "${MOPT_MODELS_DIR:?}"
 M=$MOPT_MODELS_DIR
@@ -27,6 +28,12 @@ check() {  # $1 = label, rest = mopt run args
 check "gguf" -m "$M/stories260K.gguf"
 check "llama2.c" -m "$M/stories260K.bin" --tokenizer "$M/tok512.bin"
 check "llama2.c (tokenizer found beside the model)" -m "$M/stories260K.bin"
+# Speculative decoding with a draft model (the llama2.c copy of the model drafting for the GGUF one): the same
+# published text, the proposals reported.
+check "gguf, draft model" -m "$M/stories260K.gguf" \
+  --speculative-config "{\"model\":\"$M/stories260K.bin\",\"num_speculative_tokens\":4}"
+grep -q "^speculative: [0-9]* of [0-9]* proposed tokens accepted" "$tmp/err.txt" ||
+  { echo "FAIL: the draft model's run printed no speculative line"; cat "$tmp/err.txt"; exit 1; }
 
 # Batch mode: every prompt completes, aggregate throughput printed.
 printf 'Once upon a time\nThe cat\nLily went to the park\n' > "$tmp/prompts.txt"
@@ -50,4 +57,10 @@ grep -q "missing.gguf" "$tmp/err.txt" || { echo "FAIL: error does not name the f
 head -c 100 "$M/stories260K.gguf" > "$tmp/trunc.gguf"
 set +e; "$MOPT_BIN" run -m "$tmp/trunc.gguf" -n 4 > /dev/null 2> "$tmp/err.txt"; rc=$?; set -e
 [[ $rc -eq 1 ]] || { echo "FAIL: truncated model gave exit code $rc"; cat "$tmp/err.txt"; exit 1; }
+set +e
+"$MOPT_BIN" run -m "$M/stories260K.gguf" -n 4 --speculative-config \
+  "{\"model\":\"$M/code-qwen2-25m\",\"num_speculative_tokens\":4}" > /dev/null 2> "$tmp/err.txt"; rc=$?
+set -e
+[[ $rc -eq 1 ]] && grep -q "must share the target's tokenizer" "$tmp/err.txt" ||
+  { echo "FAIL: a draft model with another tokenizer: exit code $rc"; cat "$tmp/err.txt"; exit 1; }
 echo "ok: bad input"
