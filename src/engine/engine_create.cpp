@@ -8,7 +8,7 @@ namespace mopt {
 namespace {
 
 // The draft model (loaded from its path unless the config brings it), checked against the target, and its runner
-// on the target's device, KV cache not yet allocated.
+// on the CPU (the only device a draft runs on so far), KV cache not yet allocated.
 Result<std::unique_ptr<DraftModel>> create_draft_model(const Model& target, const EngineConfig& config,
                                                        const RunnerOptions& target_opts) {
   const SpeculativeConfig& sc = config.speculative;

@@ -38,8 +38,11 @@ Result<SpeculativeConfig> parse_speculative_config(const std::string& json_text)
     return error("--speculative-config: field \"%s\" is not supported; mopt reads method, "
                  "num_speculative_tokens, prompt_lookup_max, prompt_lookup_min and model", key.c_str());
   }
-  // As in vLLM, a "model" without a method is a draft model.
-  std::string method = j.contains("model") && !j.contains("method") ? "draft_model" : "";
+  // As in vLLM, a "model" without a method is a draft model, except "ngram" / "[ngram]" (vLLM's older spelling of
+  // prompt lookup), which stands for method "ngram".
+  const bool ngram_model = j.contains("model") && j["model"].is_string() &&
+                           (j["model"].get<std::string>() == "ngram" || j["model"].get<std::string>() == "[ngram]");
+  std::string method = j.contains("model") && !j.contains("method") ? (ngram_model ? "ngram" : "draft_model") : "";
   if (method.empty()) {
     if (!j.contains("method"))
       return error("--speculative-config needs \"method\" (mopt implements \"ngram\" and \"draft_model\")");
@@ -70,7 +73,7 @@ Result<SpeculativeConfig> parse_speculative_config(const std::string& json_text)
       return error("--speculative-config: %s", e.c_str());
     return c;
   }
-  if (j.contains("model"))
+  if (j.contains("model") && !ngram_model)
     return error("--speculative-config: \"model\" names a draft model; method \"ngram\" takes none");
   SpeculativeConfig c;
   c.method = SpecMethod::kNgram;

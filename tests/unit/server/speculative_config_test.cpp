@@ -46,6 +46,18 @@ TEST(SpeculativeConfig, DraftModelFields) {
   }
 }
 
+// vLLM's older spelling of prompt lookup: "model": "ngram" or "[ngram]".
+TEST(SpeculativeConfig, NgramAsAModelName) {
+  for (const char* json : {R"({"model":"[ngram]","num_speculative_tokens":3,"prompt_lookup_max":4})",
+                           R"({"model":"ngram","num_speculative_tokens":3})",
+                           R"({"method":"ngram","model":"[ngram]","num_speculative_tokens":3})"}) {
+    auto c = parse_speculative_config(json);
+    ASSERT_TRUE(c) << json << ": " << c.message();
+    EXPECT_EQ(c->method, SpecMethod::kNgram) << json;
+    EXPECT_TRUE(c->model.empty()) << json;
+  }
+}
+
 TEST(SpeculativeConfig, RefusesWhatIsNotImplementedOrWrong) {
   const std::pair<const char*, const char*> cases[] = {
       {R"({"method":"draft_model","num_speculative_tokens":4})", "needs \"model\""},
