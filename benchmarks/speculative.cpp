@@ -27,7 +27,8 @@
 // draft cut to the tokens the model accepts (print_cost_model). --profile prints the same with its own step times.
 // --draft-layers N: the speculative engine proposes with a draft model, the target's own first N layers then its
 // final norm and output (an early exit: a draft with the target's tokenizer when no smaller model has one),
-// num_speculative_tokens from --speculative-config; the n-gram replay and cost model are then left out.
+// num_speculative_tokens from --speculative-config; the n-gram replay is then left out, and --row-costs
+// (as with any draft model) refused.
 // --one-row-eps X (CUDA): both engines choose their one-row GEMM plans with the verification rows in view
 // (RunnerOptions::one_row_plan_eps; docs/speculative.md); absent: 0, the fastest one-row tiling.
 // Logging is at warnings unless MOPT_LOG says otherwise (MOPT_LOG=debug: e.g. every GEMM plan as it is tuned).
@@ -400,6 +401,10 @@ int main(int argc, char** argv) {
                        ds.num_speculative_tokens);
   }
   const bool ngram = scfg.speculative.method == SpecMethod::kNgram;
+  if (!ngram && !row_costs.empty()) {
+    std::fprintf(stderr, "--row-costs models the n-gram proposer; it does not apply to a draft model\n");
+    return 1;
+  }
   std::unique_ptr<Engine> engines[2];
   for (int i = 0; i < 2; ++i) {
     auto e = Engine::create(model, tok, i ? scfg : cfg);
@@ -502,25 +507,26 @@ int main(int argc, char** argv) {
   // The proposer alone (replayed on the outputs, above): how often a step had a proposal, and the tokens a step
   // yields; speed-up = tokens a step / (verification steps' share x their cost relative to a one-token step + the
   // rest's share).
-  if (ngram) std::printf("proposer, replayed on the speculative runs' outputs: %-12s %9s %12s %14s\n", "file",
-                         "proposals", "accept len", "tokens a step");
-  const auto print_replay = [ngram](const std::string& n, const Replay& x) {
-    if (!ngram) return;
-    std::printf("%51s %-12s %8.0f%% %12.2f %14.2f\n", "", n.c_str(),
-                100.0 * x.drafts / std::max<uint64_t>(1, x.steps),
-                x.drafts ? 1.0 + static_cast<double>(x.accepted) / x.drafts : 1.0,
-                static_cast<double>(x.tokens) / std::max<uint64_t>(1, x.steps));
-  };
-  Replay all;
-  for (const auto& [name, r] : replays) {
-    print_replay(name, r);
-    all.steps += r.steps;
-    all.tokens += r.tokens;
-    all.drafts += r.drafts;
-    all.draft_tokens += r.draft_tokens;
-    all.accepted += r.accepted;
+  if (ngram) {
+    std::printf("proposer, replayed on the speculative runs' outputs: %-12s %9s %12s %14s\n", "file", "proposals",
+                "accept len", "tokens a step");
+    const auto print_replay = [](const std::string& n, const Replay& x) {
+      std::printf("%51s %-12s %8.0f%% %12.2f %14.2f\n", "", n.c_str(),
+                  100.0 * x.drafts / std::max<uint64_t>(1, x.steps),
+                  x.drafts ? 1.0 + static_cast<double>(x.accepted) / x.drafts : 1.0,
+                  static_cast<double>(x.tokens) / std::max<uint64_t>(1, x.steps));
+    };
+    Replay all;
+    for (const auto& [name, r] : replays) {
+      print_replay(name, r);
+      all.steps += r.steps;
+      all.tokens += r.tokens;
+      all.drafts += r.drafts;
+      all.draft_tokens += r.draft_tokens;
+      all.accepted += r.accepted;
+    }
+    print_replay("all", all);
   }
-  print_replay("all", all);
   // Where a decode step's time goes (the best runs' steps without prompt tokens), and the forward pass of the
   // steps that verified a proposal apart from the others (no n-gram match: one token decoded).
   for (int i = 0; i < 2; ++i) {

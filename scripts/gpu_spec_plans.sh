@@ -8,13 +8,12 @@
 #   4. bench_gpu_decode --single-only (Llama-3.1-8B shape, bf16) with eps 0 and the first EPS, alternating, ROUNDS
 #      times (default 1; each run takes about a minute and a half, and one call has 10 minutes).
 #   [ROUNDS=N] bash scripts/gpu_spec_plans.sh [EPS...]
-# Logs go to $OUT (or /tmp/mopt-gpu-out); a summary of the figures that decide follows at the end.
+# Logs go to $OUT (or /tmp/mopt-gpu-out); the lines that decide are printed after each step.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-G=$PWD/.gpu
 O=${OUT:-/tmp/mopt-gpu-out}
 mkdir -p "$O"
-source scripts/gpu_env.sh  # unpacks .gpu/bin.txz, sets LD_LIBRARY_PATH and MOPT_MODELS_DIR
+source scripts/gpu_env.sh  # sets G (.gpu), unpacks its bin.txz, sets LD_LIBRARY_PATH and MOPT_MODELS_DIR
 EPS=("$@")
 [[ ${#EPS[@]} -gt 0 ]] || EPS=(0.02 0.05)
 status=0

@@ -773,9 +773,8 @@ Result<std::unique_ptr<Engine>> create_engine_with_runner(std::unique_ptr<ModelR
   } else if (draft) {
     return error("internal: a draft model runner without method draft_model");
   }
-  auto engine = std::make_unique<EngineImpl>(std::move(runner), tokenizer, cfg, scfg, num_blocks, std::move(eog_ids));
-  engine->set_draft(std::move(draft));
-  return std::unique_ptr<Engine>(std::move(engine));
+  return std::unique_ptr<Engine>(new EngineImpl(std::move(runner), tokenizer, cfg, scfg, num_blocks,
+                                                std::move(eog_ids), std::move(draft)));
 }
 
 }  // namespace mopt

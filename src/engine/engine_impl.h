@@ -73,7 +73,8 @@ enum class NoToken { kNone, kGrammarDone, kDeadEnd };
 class EngineImpl final : public Engine {
  public:
   EngineImpl(std::unique_ptr<ModelRunner> runner, const Tokenizer* tok, const EngineConfig& cfg,
-             const SchedulerConfig& scfg, int num_blocks, std::vector<int32_t> eog_ids)
+             const SchedulerConfig& scfg, int num_blocks, std::vector<int32_t> eog_ids,
+             std::unique_ptr<DraftModel> draft)
       : runner_(std::move(runner)),
         tok_(tok),
         cfg_(cfg),
@@ -82,7 +83,8 @@ class EngineImpl final : public Engine {
         sched_(scfg, kv_),
         eog_(eog_ids.begin(), eog_ids.end()),
         seed_rng_(cfg.seed ? *cfg.seed
-                           : static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count())) {
+                           : static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count())),
+        draft_(std::move(draft)) {
     stats_.num_blocks = stats_.free_blocks = num_blocks;
     stats_.block_size = cfg.block_size;
   }
@@ -94,7 +96,6 @@ class EngineImpl final : public Engine {
   void start() override;
   void stop() override;
   bool step() override;
-  void set_draft(std::unique_ptr<DraftModel> draft) { draft_ = std::move(draft); }
   bool has_unfinished() const override { return unfinished_.load() > 0; }
   EngineStats stats() const override {
     std::lock_guard<std::mutex> lk(stats_mu_);

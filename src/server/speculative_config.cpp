@@ -40,8 +40,8 @@ Result<SpeculativeConfig> parse_speculative_config(const std::string& json_text)
   }
   // As in vLLM, a "model" without a method is a draft model, except "ngram" / "[ngram]" (vLLM's older spelling of
   // prompt lookup), which stands for method "ngram".
-  const bool ngram_model = j.contains("model") && j["model"].is_string() &&
-                           (j["model"].get<std::string>() == "ngram" || j["model"].get<std::string>() == "[ngram]");
+  const std::string model = j.contains("model") && j["model"].is_string() ? j["model"].get<std::string>() : "";
+  const bool ngram_model = model == "ngram" || model == "[ngram]";
   std::string method = j.contains("model") && !j.contains("method") ? (ngram_model ? "ngram" : "draft_model") : "";
   if (method.empty()) {
     if (!j.contains("method"))
@@ -56,40 +56,36 @@ Result<SpeculativeConfig> parse_speculative_config(const std::string& json_text)
   if (method != "ngram" && method != "draft_model")
     return error("--speculative-config: unknown method \"%s\"; mopt implements \"ngram\" and \"draft_model\"",
                  method.c_str());
+  const bool has_max = j.contains("prompt_lookup_max"), has_min = j.contains("prompt_lookup_min");
+  SpeculativeConfig c;
   if (method == "draft_model") {
-    SpeculativeConfig c;
     c.method = SpecMethod::kDraftModel;
-    if (!j.contains("model") || !j["model"].is_string() || j["model"].get<std::string>().empty())
+    if (model.empty())
       return error("--speculative-config: method \"draft_model\" needs \"model\": the draft model's path (a "
                    "smaller model with the target's tokenizer)");
-    c.model = j["model"].get<std::string>();
-    if (j.contains("prompt_lookup_max") || j.contains("prompt_lookup_min"))
+    c.model = model;
+    if (has_max || has_min)
       return error("--speculative-config: prompt_lookup_max / prompt_lookup_min are n-gram settings; method "
                    "\"draft_model\" takes none");
-    if (!j.contains("num_speculative_tokens"))
-      return error("--speculative-config needs \"num_speculative_tokens\" (tokens proposed per step, e.g. 4)");
-    MOPT_ASSIGN_OR_RETURN(c.num_speculative_tokens, int_field(j, "num_speculative_tokens"));
-    if (std::string e = validate_speculative_config(c); !e.empty())
-      return error("--speculative-config: %s", e.c_str());
-    return c;
+  } else {
+    c.method = SpecMethod::kNgram;
+    if (j.contains("model") && !ngram_model)
+      return error("--speculative-config: \"model\" names a draft model; method \"ngram\" takes none");
   }
-  if (j.contains("model") && !ngram_model)
-    return error("--speculative-config: \"model\" names a draft model; method \"ngram\" takes none");
-  SpeculativeConfig c;
-  c.method = SpecMethod::kNgram;
   if (!j.contains("num_speculative_tokens"))
     return error("--speculative-config needs \"num_speculative_tokens\" (tokens proposed per step, e.g. 4)");
   MOPT_ASSIGN_OR_RETURN(c.num_speculative_tokens, int_field(j, "num_speculative_tokens"));
-  const bool has_max = j.contains("prompt_lookup_max"), has_min = j.contains("prompt_lookup_min");
-  if (has_max) {
-    MOPT_ASSIGN_OR_RETURN(c.prompt_lookup_max, int_field(j, "prompt_lookup_max"));
+  if (c.method == SpecMethod::kNgram) {
+    if (has_max) {
+      MOPT_ASSIGN_OR_RETURN(c.prompt_lookup_max, int_field(j, "prompt_lookup_max"));
+    }
+    if (has_min) {
+      MOPT_ASSIGN_OR_RETURN(c.prompt_lookup_min, int_field(j, "prompt_lookup_min"));
+    }
+    if (!has_max && !has_min) c.prompt_lookup_max = c.prompt_lookup_min = 5;
+    if (!has_min) c.prompt_lookup_min = c.prompt_lookup_max;
+    if (!has_max) c.prompt_lookup_max = c.prompt_lookup_min;
   }
-  if (has_min) {
-    MOPT_ASSIGN_OR_RETURN(c.prompt_lookup_min, int_field(j, "prompt_lookup_min"));
-  }
-  if (!has_max && !has_min) c.prompt_lookup_max = c.prompt_lookup_min = 5;
-  if (!has_min) c.prompt_lookup_min = c.prompt_lookup_max;
-  if (!has_max) c.prompt_lookup_max = c.prompt_lookup_min;
   if (std::string e = validate_speculative_config(c); !e.empty()) return error("--speculative-config: %s", e.c_str());
   return c;
 }
