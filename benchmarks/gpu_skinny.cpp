@@ -14,10 +14,11 @@
 // bandwidth (the lm_head stays bf16 in the runner whatever the format, so it is not counted there).
 // Usage: bench_gpu_skinny [--weights bf16,fp8,int8,q8_0,int4,q4_k] [--m 1,2,4,8]
 //                         [--shapes qkv,o,gate_up,down,kv,lm_head] [--rounds 5] [--variants]
-//                         [--dims N_EMBD,N_FF,Q_DIM,KV_DIM,VOCAB] [--only V,...]
+//                         [--dims N_EMBD,N_FF,Q_DIM,KV_DIM,VOCAB] [--only V,...] [--row-slice S]
 //   (--variants: every tiling's times, not only the best; --dims: another model's shapes, e.g. code-qwen2-25m's
 //   512,1408,512,128,4096; default Llama-3.1-8B's 4096,14336,4096,1024,128256; --only: time these tilings
-//   alone, e.g. to profile one under Nsight Compute)
+//   alone, e.g. to profile one under Nsight Compute; --row-slice: m > S rows in slices of S rows per CTA,
+//   SkinnyGemmParams::row_slice, CUDA-core tilings only, as verification steps may run them)
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -212,6 +213,7 @@ int main(int argc, char** argv) {
   int rounds = 5;
   bool all_variants = false;
   std::vector<int> dims = {4096, 14336, 4096, 1024, 128256}, only;
+  int row_slice = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -228,6 +230,7 @@ int main(int argc, char** argv) {
       for (const std::string& v : split(next())) ms.push_back(std::atoi(v.c_str()));
     } else if (a == "--rounds") rounds = std::atoi(next().c_str());
     else if (a == "--variants") all_variants = true;
+    else if (a == "--row-slice") row_slice = std::atoi(next().c_str());
     else if (a == "--only") {
       for (const std::string& v : split(next())) only.push_back(std::atoi(v.c_str()));
     } else if (a == "--dims") {
@@ -235,7 +238,8 @@ int main(int argc, char** argv) {
       for (const std::string& v : split(next())) dims.push_back(std::atoi(v.c_str()));
     } else {
       std::fprintf(stderr, "unknown option %s\nusage: bench_gpu_skinny [--weights LIST] [--m LIST] [--shapes LIST] "
-                   "[--rounds N] [--variants] [--dims N_EMBD,N_FF,Q_DIM,KV_DIM,VOCAB] [--only V,...]\n", a.c_str());
+                   "[--rounds N] [--variants] [--dims N_EMBD,N_FF,Q_DIM,KV_DIM,VOCAB] [--only V,...] "
+                   "[--row-slice S]\n", a.c_str());
       return 2;
     }
   }
@@ -251,6 +255,10 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "--m: rows must be 1..%d\n", cuda::kSkinnyMaxRows);
       return 2;
     }
+  if (row_slice < 0 || row_slice >= cuda::kSkinnyMaxRows) {
+    std::fprintf(stderr, "--row-slice: rows per CTA, 0 (all) .. %d\n", cuda::kSkinnyMaxRows - 1);
+    return 2;
+  }
   if (rounds < 1) {
     std::fprintf(stderr, "--rounds must be >= 1\n");
     return 2;
@@ -306,14 +314,20 @@ int main(int argc, char** argv) {
       for (const Shape* sh : ssel) {
         Weights w = make_weights(*f, *sh, s);
         std::vector<Timing> t(n_var);
-        auto timed = [&](int v) { return only.empty() || std::find(only.begin(), only.end(), v) != only.end(); };
+        const int slice = row_slice < m ? row_slice : 0;
+        auto timed = [&](int v) {
+          if (slice > 0 && v >= cuda::kQuantSkinnyVariants) return false;  // tensor-core tilings: no slices
+          return only.empty() || std::find(only.begin(), only.end(), v) != only.end();
+        };
         for (int v = 0; v < n_var; ++v) {
           if (!timed(v)) {
             t[v].cold_us = t[v].stream_us = std::numeric_limits<double>::infinity();
             continue;
           }
           auto launch = [&](int copy) {
-            CK(cuda::launch_skinny_gemm(params_for(*f, *sh, w, o, m, copy, v), s));
+            cuda::SkinnyGemmParams p = params_for(*f, *sh, w, o, m, copy, v);
+            p.row_slice = slice;
+            CK(cuda::launch_skinny_gemm(p, s));
           };
           const double chain = time_ms(s, rounds, [&] {
             for (int i = 0; i < kChain; ++i) {

@@ -7,6 +7,8 @@
 #include <limits>
 #include <cmath>
 #include <optional>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "core/log.h"
@@ -310,8 +312,8 @@ Result<int> Gemm::fused_variant(const SkinnyGemmParams& p, cudaStream_t stream) 
 }
 
 // one_row_eps's choice for the one-row plan p, whose tilings took us1 (plan_choice.h): every tiling timed again
-// for kSkinnyMaxRows rows, each reading p's input row 0 (x_rows all 0: no 8-row input needed; the time does not
-// depend on the values) and writing the scratch buffer.
+// for kSkinnyMaxRows rows (the CUDA-core ones at their fastest row slice), each reading p's input row 0 (x_rows
+// all 0: no 8-row input needed; the time does not depend on the values) and writing the scratch buffer.
 Result<int> Gemm::one_row_variant_for_rows(const SkinnyGemmParams& p, const std::vector<float>& us1,
                                            cudaStream_t stream) {
   const int n_var = static_cast<int>(us1.size());
@@ -324,10 +326,22 @@ Result<int> Gemm::one_row_variant_for_rows(const SkinnyGemmParams& p, const std:
   t.m = kSkinnyMaxRows;
   t.x_rows = zero_rows_;
   t.y = scratch_;
-  MOPT_ASSIGN_OR_RETURN(const std::vector<float> us8, time_cold_l2(n_var, [&](int v) {
-    t.variant = v;
+  // Each tiling as verification steps may run it: the CUDA-core ones also in row slices (row_invariant_plan).
+  std::vector<std::pair<int, int>> cand;  // (variant, row slice)
+  for (int v = 0; v < n_var; ++v) {
+    cand.emplace_back(v, 0);
+    if (row_slices && v < kQuantSkinnyVariants)
+      for (int sl = 1; sl < kSkinnyMaxRows; sl *= 2) cand.emplace_back(v, sl);
+  }
+  MOPT_ASSIGN_OR_RETURN(const std::vector<float> us_c, time_cold_l2(static_cast<int>(cand.size()), [&](int c) {
+    std::tie(t.variant, t.row_slice) = cand[static_cast<size_t>(c)];
     return launch_skinny_gemm(t, stream);
   }, stream));
+  std::vector<float> us8(static_cast<size_t>(n_var), std::numeric_limits<float>::infinity());
+  for (size_t c = 0; c < cand.size(); ++c) {
+    float& u = us8[static_cast<size_t>(cand[c].first)];
+    u = std::min(u, us_c[c]);
+  }
   std::vector<int> order(static_cast<size_t>(n_var));
   for (int v = 0; v < n_var; ++v) order[static_cast<size_t>(v)] = skinny_reduction_order(p.qw.fmt, v);
   const int v = choose_one_row_variant(us1, us8, order, one_row_eps);
@@ -450,7 +464,8 @@ Status Gemm::run_fused(const SkinnyGemmParams& p, cudaStream_t stream, bool row_
   if (bits % 16) return error("fused GEMM: operands must be 16-byte aligned");
   SkinnyGemmParams q = p;
   if (row_invariant && p.m > 1) {
-    MOPT_ASSIGN_OR_RETURN(q.variant, row_invariant_variant(p, stream));
+    MOPT_ASSIGN_OR_RETURN(const auto plan, row_invariant_plan(p, stream));
+    std::tie(q.variant, q.row_slice) = plan;
   } else {
     MOPT_ASSIGN_OR_RETURN(q.variant, fused_variant(p, stream));
   }
@@ -467,6 +482,48 @@ Result<int> Gemm::row_invariant_variant(const SkinnyGemmParams& p, cudaStream_t 
   for (const auto& [us, v] : fused_plans_.at(fused_key(p)).ranked)
     if (skinny_reduction_order(p.qw.fmt, v) == order) return v;
   return v1;  // a ranking without v1's order (it holds every variant when tuned here)
+}
+
+// run_fused's row_invariant plan for p (m > 1): the variant and row slice (SkinnyGemmParams::row_slice). A
+// tensor-core one-row plan: row_invariant_variant, unsliced. Otherwise every CUDA-core tiling of the one-row plan's
+// reduction order, each with all rows in one CTA and in slices of 1, 2 and 4 rows (fewer than p.m), timed once per
+// plan and order with a cold L2 (all give every row the same bits). Inside stream capture, an order not timed yet
+// (the in-graph refinement changed the one-row plan after the eager pass) takes row_invariant_variant, unsliced.
+Result<std::pair<int, int>> Gemm::row_invariant_plan(const SkinnyGemmParams& p, cudaStream_t stream) {
+  MOPT_ASSIGN_OR_RETURN(const int v, row_invariant_variant(p, stream));
+  if (!row_slices || v >= kQuantSkinnyVariants) return std::make_pair(v, 0);
+  const WeightFormat fmt = p.qw.fmt;
+  const int order = skinny_reduction_order(fmt, v);
+  const auto key = std::make_pair(fused_key(p), order);
+  if (auto it = row_slices_.find(key); it != row_slices_.end()) return it->second;
+  cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+  MOPT_CUDA_TRY(cudaStreamIsCapturing(stream, &cap));
+  if (cap != cudaStreamCaptureStatusNone) return std::make_pair(v, 0);
+  std::vector<std::pair<int, int>> cand;  // (variant, row slice)
+  for (int cv = 0; cv < kQuantSkinnyVariants; ++cv) {
+    if (skinny_reduction_order(fmt, cv) != order) continue;
+    cand.emplace_back(cv, 0);
+    for (int sl = 1; sl < p.m; sl *= 2) cand.emplace_back(cv, sl);
+  }
+  SkinnyGemmParams t = p;
+  if (p.epilogue == SkinnyEpilogue::kAddResidual) {  // time on scratch: the real residual is updated once
+    MOPT_TRY(reserve_fused_scratch(static_cast<size_t>(p.m) * p.n * sizeof(float)));
+    t.y = scratch_;
+  }
+  MOPT_ASSIGN_OR_RETURN(const std::vector<float> us, time_cold_l2(static_cast<int>(cand.size()), [&](int c) {
+    std::tie(t.variant, t.row_slice) = cand[static_cast<size_t>(c)];
+    return launch_skinny_gemm(t, stream);
+  }, stream));
+  size_t best = 0;
+  for (size_t c = 1; c < cand.size(); ++c)
+    if (us[c] < us[best]) best = c;
+  if (!std::isfinite(us[best])) return error("no row-invariant tiling ran for a fused %dx%dx%d GEMM", p.m, p.n, p.k);
+  MOPT_LOG_DEBUG("fused gemm %dx%dx%d%s (weights %s), rows as one-row v%d: v%d, row slice %d (%.1f us)", p.m, p.n,
+                 p.k, prologue_name(p.prologue), weight_format_name(fmt), v, cand[best].first, cand[best].second,
+                 us[best]);
+  row_slices_.emplace(key, cand[best]);
+  ++n_tuned_;  // a timing (not in the plan cache: re-timed in each process)
+  return cand[best];
 }
 
 std::string Gemm::describe() const {

@@ -132,11 +132,15 @@ class Gemm {
   // Largest m for which candidates are timed (larger m: the heuristic's first choice for its row bucket).
   int autotune_max_m = 64;
   // > 0: one-row fused plans weigh the verification rows (RunnerOptions::one_row_plan_eps, plan_choice.h): each
-  // tiling is also timed for kSkinnyMaxRows rows (input row 0 repeated, output to scratch), and the plan takes,
+  // tiling is also timed for kSkinnyMaxRows rows (input row 0 repeated, output to scratch; the CUDA-core ones at
+  // their fastest row slice, as row_invariant_plan would run them), and the plan takes,
   // among the tilings within (1 + one_row_eps) of the fastest one-row time, the one whose reduction order is
   // fastest at 8 rows; fused_candidates() then offers one-row plans only tilings of their plan's order. 0: the
   // fastest one-row tiling. Set before the first fused call.
   float one_row_eps = 0.f;
+  // Row-invariant calls (verification steps) may split their rows over CTAs (SkinnyGemmParams::row_slice) where
+  // that is faster; false: never (benchmarks compare the two).
+  bool row_slices = true;
   size_t n_cached_plans() const { return plans_.size() + fused_plans_.size(); }
   // One line per tuned plan: shape, choice, time, achieved bandwidth (for benchmarks); then one line per FP8
   // plan (describe_fp8, gemm_fp8.cpp): its shape, time when timed, and which way it runs ("fp8 gemm m=...").
@@ -190,6 +194,9 @@ class Gemm {
                                        cudaStream_t stream);
   // run_fused's row_invariant choice for p (m > 1).
   Result<int> row_invariant_variant(const SkinnyGemmParams& p, cudaStream_t stream);
+  // ... with the row slices (gemm.cpp): (variant, row slice), remembered per plan and reduction order.
+  Result<std::pair<int, int>> row_invariant_plan(const SkinnyGemmParams& p, cudaStream_t stream);
+  std::map<std::pair<FusedKey, int>, std::pair<int, int>> row_slices_;
   std::map<FusedKey, FusedPlan> fused_plans_;
   void* scratch_ = nullptr;  // tuning output of kAddResidual calls (and of one_row_eps's 8-row timings)
   int32_t* zero_rows_ = nullptr;  // [kSkinnyMaxRows] zeros: the x_rows of one_row_eps's 8-row timings

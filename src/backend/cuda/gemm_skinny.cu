@@ -60,6 +60,9 @@ cudaError_t launch_skinny_gemm(const SkinnyGemmParams& p, cudaStream_t stream) {
   if (p.m > kSkinnyMaxRows || p.k <= 0 || p.k % 8 != 0 || p.y == nullptr) return cudaErrorInvalidValue;
   if (quant ? !quant_ok(p) : (p.w == nullptr || misaligned16(p.w))) return cudaErrorInvalidValue;
   if (p.variant < 0 || p.variant >= skinny_variants(fmt)) return cudaErrorInvalidValue;
+  // Row slices: CUDA-core tilings (the tensor-core ones compute their rows in one tile).
+  if (p.row_slice < 0 || p.row_slice > p.m || (p.row_slice > 0 && p.variant >= kQuantSkinnyVariants))
+    return cudaErrorInvalidValue;
   const SkinnyPrologue pro = p.prologue;
   const SkinnyEpilogue epi = p.epilogue;
   if (epi == SkinnyEpilogue::kAddResidual && p.bias) return cudaErrorInvalidValue;

@@ -15,6 +15,12 @@
 // (attention, RoPE, another GEMM) is still running. The kernel triggers its dependent first thing, so
 // consecutive GEMMs (o -> gate|up -> down -> next qkv) overlap their ramps.
 //
+// Row slices (SkinnyGemmParams::row_slice): the m rows split over blockIdx.y, each CTA computing its slice of
+// row_slice rows as an m = row_slice call would. A row's sums do not depend on the rows beside it (each row has its
+// own accumulators, shuffles and shared-memory slots), so every slicing gives every row the same bits; the weights
+// are then streamed once per slice (the later slices mostly from L2), and a lane's arithmetic per weight is that of
+// row_slice rows instead of m: a latency-bound 8-row call (speculative verification) can be faster in slices.
+//
 // Fused prologues / epilogue (see kernels.h): with kRmsNorm the operand is the fp32 residual times the norm
 // weight and each warp accumulates the row's sum of squares from the same loads (every group sees all of k),
 // so 1/rms scales the finished dot product: no extra pass over the residual. kSwiGlu computes
@@ -112,12 +118,12 @@ __device__ __forceinline__ void store_out(const SkinnyGemmParams& p, int i, int 
   store_sum<EPI>(p, i, n, v, epilogue_addend<EPI>(p, i, n));
 }
 
-// bf16 weights are instantiated for every row count 1 .. kSkinnyMaxRows (dispatch_rows: M == p.m), quantized
-// ones for 1, 2, 4 and 8 (M >= p.m, the rows past p.m skipped at run time).
+// bf16 weights are instantiated for every row count 1 .. kSkinnyMaxRows (dispatch_rows: M == a CTA's rows, p.m or
+// p.row_slice), quantized ones for 1, 2, 4 and 8 (M >= a CTA's rows, the rows past them skipped at run time).
 template <class F>
 inline constexpr bool kExactRows = F::kFormat == WeightFormat::kFloat;
 
-// M: activation rows (padded up; kExactRows: exactly p.m), R: output features per row group, U: 16-byte loads per lane
+// M: activation rows of a CTA (padded up; kExactRows: exactly p.m or p.row_slice), R: output features per row group, U: 16-byte loads per lane
 // and weight row per stage, KW: warps per row group sharing the k-reduction, PIPE: two stages in flight (the next
 // stage's loads are issued before the current stage's arithmetic). PRO / EPI: SkinnyPrologue / SkinnyEpilogue.
 template <class F, int M, int R, int U, int KW, bool PIPE, int PRO, int EPI>
@@ -129,6 +135,10 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_gemm_kernel(SkinnyGe
   __shared__ float s_red[KW > 1 ? kWarpsPerCta : 1][M][R + 1];  // per warp: acc[i][0..R), ss[i] at [R]
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int group = warp / KW, kw = warp % KW;
+  // This CTA's output rows [row0, row0 + mrows): all m, or its slice of p.row_slice rows (blockIdx.y).
+  const int slice = p.row_slice > 0 ? p.row_slice : p.m;
+  const int row0 = static_cast<int>(blockIdx.y) * slice;
+  const int mrows = min(slice, p.m - row0);
   const int n0 = (blockIdx.x * kGroups + group) * R;
   const int chunks = n0 < p.n ? p.k / F::kElems : 0;  // groups past the end stream nothing (but reach every barrier)
   const int c_first = kw * 32 + lane;
@@ -167,15 +177,15 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_gemm_kernel(SkinnyGe
   }
   pdl_wait();
 
-  // Input row of each output row (rows past p.m, never read: a copy of the last), loaded without a test between
-  // the rows (one round trip for the gathered rows of the LM head).
+  // Input row of each output row (rows past the CTA's, never read: a copy of its last), loaded without a test
+  // between the rows (one round trip for the gathered rows of the LM head).
   int xrow[M];
   if (p.x_rows) {
 #pragma unroll
-    for (int i = 0; i < M; ++i) xrow[i] = p.x_rows[min(i, p.m - 1)];
+    for (int i = 0; i < M; ++i) xrow[i] = p.x_rows[row0 + min(i, mrows - 1)];
   } else {
 #pragma unroll
-    for (int i = 0; i < M; ++i) xrow[i] = min(i, p.m - 1);
+    for (int i = 0; i < M; ++i) xrow[i] = row0 + min(i, mrows - 1);
   }
   float acc[M][R], ss[M];
 #pragma unroll
@@ -217,7 +227,7 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_gemm_kernel(SkinnyGe
             // Exact row counts (bf16): no branch between the rows, so their activation loads issue together
             // instead of one L1/L2 round trip per row.
             if constexpr (!kExactRows<F>) {
-              if (i >= p.m) break;
+              if (i >= mrows) break;
             }
             float xf[8];
             load_x<PRO>(p, xrow[i], xch, nw, xf, ss[i]);
@@ -264,7 +274,7 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_gemm_kernel(SkinnyGe
   if (kw != 0 || lane != 0) return;
   // The epilogue's loads (residual values or bias, per-row weight scales) for all of the thread's M x R outputs
   // before its first store: one memory round trip, not one per output behind the row and feature tests. Rows
-  // past p.m and features past p.n read a clamped (valid) element and store nothing.
+  // past the CTA's and features past p.n read a clamped (valid) element and store nothing.
   float add[M][R], rs[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) {
@@ -273,11 +283,11 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_gemm_kernel(SkinnyGe
     if constexpr (F::kFormat != WeightFormat::kFloat)
       if (p.qw.row_scale) rs[r] = __ldg(p.qw.row_scale + n);
 #pragma unroll
-    for (int i = 0; i < M; ++i) add[i][r] = epilogue_addend<EPI>(p, min(i, p.m - 1), n);
+    for (int i = 0; i < M; ++i) add[i][r] = epilogue_addend<EPI>(p, row0 + min(i, mrows - 1), n);
   }
 #pragma unroll
   for (int i = 0; i < M; ++i) {
-    if (i >= p.m) break;
+    if (i >= mrows) break;
     float scale = 1.f;
     if constexpr (PRO == kNorm) scale = rsqrtf(ss[i] / static_cast<float>(p.k) + p.norm_eps);
 #pragma unroll
@@ -287,7 +297,7 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_gemm_kernel(SkinnyGe
       float v = acc[i][r] * scale;
       if constexpr (F::kFormat != WeightFormat::kFloat)
         if (p.qw.row_scale) v *= rs[r];
-      store_sum<EPI>(p, i, n, v, add[i][r]);
+      store_sum<EPI>(p, row0 + i, n, v, add[i][r]);
     }
   }
 }
@@ -295,7 +305,8 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_gemm_kernel(SkinnyGe
 template <class F, int M, int R, int U, int KW, bool PIPE, int PRO, int EPI>
 cudaError_t launch_one(const SkinnyGemmParams& p, cudaStream_t stream) {
   const int rows_per_cta = kWarpsPerCta / KW * R;
-  const dim3 grid((p.n + rows_per_cta - 1) / rows_per_cta);
+  const int slice = p.row_slice > 0 ? p.row_slice : p.m;  // activation rows per CTA
+  const dim3 grid((p.n + rows_per_cta - 1) / rows_per_cta, (p.m + slice - 1) / slice);
   return launch_pdl_decode(skinny_gemm_kernel<F, M, R, U, KW, PIPE, PRO, EPI>, grid, dim3(kWarpsPerCta * 32), 0,
                            stream, p);
 }
@@ -360,13 +371,15 @@ cudaError_t dispatch_variant(const SkinnyGemmParams& p, cudaStream_t stream) {
   }
 }
 
+// The instantiation for the rows of one CTA: p.m, or p.row_slice when the rows are sliced over blockIdx.y.
 template <class F, int PRO, int EPI>
 cudaError_t dispatch_rows(const SkinnyGemmParams& p, cudaStream_t stream) {
   static_assert(kSkinnyMaxRows == 8, "dispatch_rows instantiates row counts up to 8");
-  if (p.m == 1) return dispatch_variant<F, 1, PRO, EPI>(p, stream);
-  if (p.m == 2) return dispatch_variant<F, 2, PRO, EPI>(p, stream);
+  const int rows = p.row_slice > 0 ? p.row_slice : p.m;
+  if (rows == 1) return dispatch_variant<F, 1, PRO, EPI>(p, stream);
+  if (rows == 2) return dispatch_variant<F, 2, PRO, EPI>(p, stream);
   if constexpr (kExactRows<F>) {
-    switch (p.m) {
+    switch (rows) {
       case 3: return dispatch_variant<F, 3, PRO, EPI>(p, stream);
       case 4: return dispatch_variant<F, 4, PRO, EPI>(p, stream);
       case 5: return dispatch_variant<F, 5, PRO, EPI>(p, stream);
@@ -375,7 +388,7 @@ cudaError_t dispatch_rows(const SkinnyGemmParams& p, cudaStream_t stream) {
       default: return dispatch_variant<F, 8, PRO, EPI>(p, stream);
     }
   } else {
-    if (p.m <= 4) return dispatch_variant<F, 4, PRO, EPI>(p, stream);
+    if (rows <= 4) return dispatch_variant<F, 4, PRO, EPI>(p, stream);
     return dispatch_variant<F, 8, PRO, EPI>(p, stream);
   }
 }

@@ -340,6 +340,9 @@ struct SkinnyGemmParams {
   // Weight bytes (spread over the rows) asked into L2 before griddepcontrol.wait, beyond the first register loads:
   // worth it when the kernel before is latency-bound (DRAM otherwise idle); 0: none.
   uint32_t l2_prefetch_bytes = 0;
+  // CUDA-core tilings only (variant < kSkinnyVariants): 0 = each CTA computes all m rows; 1 .. m: the rows are
+  // split into slices of row_slice rows, one per blockIdx.y (gemm_skinny.cuh, "Row slices"; same bits per row).
+  int row_slice = 0;
   // Quantized weights (qw.fmt != kFloat): used instead of w, dequantized in registers; k a multiple of
   // weight_chunk_elems(qw.fmt) and of qw.group_size.
   QuantWeightView qw;

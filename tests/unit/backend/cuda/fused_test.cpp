@@ -142,7 +142,8 @@ TEST(CudaFusedGemm, ProloguesAndEpilogueMatchCpuComposition) {
 }
 
 // Row invariance (Gemm::run_fused's row_invariant, used by speculative verification steps): an m-row call of a
-// tiling gives every row the bits a one-row call of any tiling with the same skinny_reduction_order gives it.
+// tiling gives every row the bits a one-row call of any tiling with the same skinny_reduction_order gives it, with
+// its rows in one CTA or (CUDA-core tilings) in slices of 1 .. m - 1 rows (SkinnyGemmParams::row_slice).
 TEST(CudaFusedGemm, RowsMatchOneRowCallsOfTheSameReductionOrder) {
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(5);
@@ -181,12 +182,13 @@ TEST(CudaFusedGemm, RowsMatchOneRowCallsOfTheSameReductionOrder) {
     p.n = n;
     p.k = k;
     // Output rows [m, n] of the gathered input rows row0 .. row0 + m (residual epilogue: from y0's rows).
-    auto call = [&](int m, int variant, int row0) {
+    auto call = [&](int m, int variant, int row0, int slice = 0) {
       DevVec<float> d32(std::vector<float>(y0.begin() + static_cast<ptrdiff_t>(row0) * n,
                                            y0.begin() + static_cast<ptrdiff_t>(row0 + m) * n));
       DevVec<uint16_t> d16(static_cast<size_t>(m) * n);
       p.m = m;
       p.variant = variant;
+      p.row_slice = slice;
       p.x_rows = drows.get() + row0;
       p.y = f32 ? static_cast<void*>(d32.get()) : static_cast<void*>(d16.get());
       EXPECT_EQ(cuda::launch_skinny_gemm(p, nullptr), cudaSuccess);
@@ -202,12 +204,13 @@ TEST(CudaFusedGemm, RowsMatchOneRowCallsOfTheSameReductionOrder) {
         if (cuda::skinny_reduction_order(cuda::WeightFormat::kFloat, v2) !=
             cuda::skinny_reduction_order(cuda::WeightFormat::kFloat, v1))
           continue;
-        for (int m = 2; m <= M; ++m) {  // every row count has its own instantiation (dispatch_rows)
-          const std::vector<float> got = call(m, v2, 0);
-          EXPECT_EQ(std::memcmp(got.data(), one.data(), got.size() * sizeof(float)), 0)
-              << "prologue " << static_cast<int>(fc.pro) << " epilogue " << static_cast<int>(fc.epi) << " v" << v1
-              << " (m = 1) vs v" << v2 << " (m = " << m << ")";
-        }
+        for (int m = 2; m <= M; ++m)  // every row count has its own instantiation (dispatch_rows); v1 also sliced
+          for (int slice = 0; slice < (v2 == v1 && v2 < cuda::kSkinnyVariants ? m : 1); ++slice) {
+            const std::vector<float> got = call(m, v2, 0, slice);
+            EXPECT_EQ(std::memcmp(got.data(), one.data(), got.size() * sizeof(float)), 0)
+                << "prologue " << static_cast<int>(fc.pro) << " epilogue " << static_cast<int>(fc.epi) << " v"
+                << v1 << " (m = 1) vs v" << v2 << " (m = " << m << ", row slice " << slice << ")";
+          }
       }
     }
   }
@@ -251,6 +254,16 @@ TEST(CudaFusedGemm, RejectsBadCalls) {
   EXPECT_FALSE(gemm.run_fused(p, nullptr).is_ok());
   p.bias = nullptr;
   EXPECT_TRUE(gemm.run_fused(p, nullptr).is_ok());
+  p.m = 2;  // row slices: 1 .. m rows, CUDA-core tilings only
+  p.row_slice = 3;
+  EXPECT_EQ(cuda::launch_skinny_gemm(p, nullptr), cudaErrorInvalidValue);
+  p.row_slice = -1;
+  EXPECT_EQ(cuda::launch_skinny_gemm(p, nullptr), cudaErrorInvalidValue);
+  p.row_slice = 1;
+  p.variant = cuda::kSkinnyVariants;  // the first tensor-core tiling
+  EXPECT_EQ(cuda::launch_skinny_gemm(p, nullptr), cudaErrorInvalidValue);
+  p.variant = 0;
+  EXPECT_EQ(cuda::launch_skinny_gemm(p, nullptr), cudaSuccess);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 

@@ -463,7 +463,8 @@ TEST(CudaQuantGemm, TensorCoreTilingsMatchReference) {
 // Row invariance (skinny_reduction_order; speculative verification rows reproduce plain decoding's bits): for every
 // format and prologue / epilogue pair, row i of an m-row call (m = 2 .. 8) of each tiling has the bits of a one-row
 // call on that row of any tiling with the same reduction order, the tensor-core tilings included (their RMSNorm
-// sums of squares: k = 2304 stages the row in the XS tilings' shared memory, 17408 does not).
+// sums of squares: k = 2304 stages the row in the XS tilings' shared memory, 17408 does not), and the CUDA-core
+// ones also with their rows in slices (SkinnyGemmParams::row_slice).
 TEST(CudaQuantGemm, RowsMatchOneRowCallsOfTheSameReductionOrder) {
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(13);
@@ -490,13 +491,13 @@ TEST(CudaQuantGemm, RowsMatchOneRowCallsOfTheSameReductionOrder) {
                                      : cuda::SkinnyPrologue::kNone;
         const auto epi = pair == 1 || pair == 3 ? cuda::SkinnyEpilogue::kAddResidual : cuda::SkinnyEpilogue::kStore;
         // Output rows [m, n] of input rows rows[row0 ..] (residual epilogue: added to y0's rows row0 ..).
-        auto call = [&](int m, int variant, int row0) {
+        auto call = [&](int m, int variant, int row0, int slice = 0) {
           DevVec<float> y(std::vector<float>(y0.begin() + static_cast<ptrdiff_t>(row0) * n,
                                              y0.begin() + static_cast<ptrdiff_t>(row0 + m) * n));
           cuda::SkinnyGemmParams p{.x = reinterpret_cast<const bf16*>(dx.get()), .y = y.get(), .y_f32 = true,
                                    .m = m, .n = n, .k = k, .variant = variant, .prologue = pro, .epilogue = epi,
                                    .x_f32 = dres.get(), .norm_w = reinterpret_cast<const bf16*>(dnw.get()),
-                                   .x_rows = drows.get() + row0, .qw = dq.view};
+                                   .x_rows = drows.get() + row0, .row_slice = slice, .qw = dq.view};
           EXPECT_EQ(cuda::launch_skinny_gemm(p, nullptr), cudaSuccess);
           return y.download();
         };
@@ -509,12 +510,13 @@ TEST(CudaQuantGemm, RowsMatchOneRowCallsOfTheSameReductionOrder) {
           }
           for (int v2 = 0; v2 < n_var; ++v2) {
             if (cuda::skinny_reduction_order(c.fmt, v2) != cuda::skinny_reduction_order(c.fmt, v1)) continue;
-            for (int m = 2; m <= M; ++m) {
-              const std::vector<float> got = call(m, v2, 0);
-              EXPECT_EQ(std::memcmp(got.data(), one.data(), got.size() * sizeof(float)), 0)
-                  << case_name(c) << " k " << k << " pair " << pair << ": v" << v1 << " (m = 1) vs v" << v2
-                  << " (m = " << m << ")";
-            }
+            for (int m = 2; m <= M; ++m)  // v1 (CUDA-core) also in row slices of 1 .. m - 1 rows
+              for (int slice = 0; slice < (v2 == v1 && v2 < cuda::kQuantSkinnyVariants ? m : 1); ++slice) {
+                const std::vector<float> got = call(m, v2, 0, slice);
+                EXPECT_EQ(std::memcmp(got.data(), one.data(), got.size() * sizeof(float)), 0)
+                    << case_name(c) << " k " << k << " pair " << pair << ": v" << v1 << " (m = 1) vs v" << v2
+                    << " (m = " << m << ", row slice " << slice << ")";
+              }
           }
         }
       }
