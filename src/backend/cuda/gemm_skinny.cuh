@@ -123,9 +123,10 @@ __device__ __forceinline__ void store_out(const SkinnyGemmParams& p, int i, int 
 template <class F>
 inline constexpr bool kExactRows = F::kFormat == WeightFormat::kFloat;
 
-// M: activation rows of a CTA (padded up; kExactRows: exactly p.m or p.row_slice), R: output features per row group, U: 16-byte loads per lane
-// and weight row per stage, KW: warps per row group sharing the k-reduction, PIPE: two stages in flight (the next
-// stage's loads are issued before the current stage's arithmetic). PRO / EPI: SkinnyPrologue / SkinnyEpilogue.
+// M: activation rows of a CTA (padded up; kExactRows: exactly p.m or p.row_slice), R: output features per row
+// group, U: 16-byte loads per lane and weight row per stage, KW: warps per row group sharing the k-reduction, PIPE:
+// two stages in flight (the next stage's loads are issued before the current stage's arithmetic). PRO / EPI:
+// SkinnyPrologue / SkinnyEpilogue.
 template <class F, int M, int R, int U, int KW, bool PIPE, int PRO, int EPI>
 __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_gemm_kernel(SkinnyGemmParams p) {
   constexpr int kGroups = kWarpsPerCta / KW;
