@@ -328,15 +328,8 @@ Result<int> Gemm::one_row_variant_for_rows(const SkinnyGemmParams& p, const std:
   t.y = scratch_;
   // Each tiling as verification steps may run it: the CUDA-core ones also in row slices (row_invariant_plan).
   std::vector<std::pair<int, int>> cand;  // (variant, row slice)
-  for (int v = 0; v < n_var; ++v) {
-    cand.emplace_back(v, 0);
-    if (row_slices && v < kQuantSkinnyVariants)
-      for (int sl = 1; sl < kSkinnyMaxRows; sl *= 2) cand.emplace_back(v, sl);
-  }
-  MOPT_ASSIGN_OR_RETURN(const std::vector<float> us_c, time_cold_l2(static_cast<int>(cand.size()), [&](int c) {
-    std::tie(t.variant, t.row_slice) = cand[static_cast<size_t>(c)];
-    return launch_skinny_gemm(t, stream);
-  }, stream));
+  for (int v = 0; v < n_var; ++v) add_slicings(cand, v, kSkinnyMaxRows);
+  MOPT_ASSIGN_OR_RETURN(const std::vector<float> us_c, time_slicings(t, cand, stream));
   std::vector<float> us8(static_cast<size_t>(n_var), std::numeric_limits<float>::infinity());
   for (size_t c = 0; c < cand.size(); ++c) {
     float& u = us8[static_cast<size_t>(cand[c].first)];
@@ -500,20 +493,14 @@ Result<std::pair<int, int>> Gemm::row_invariant_plan(const SkinnyGemmParams& p, 
   MOPT_CUDA_TRY(cudaStreamIsCapturing(stream, &cap));
   if (cap != cudaStreamCaptureStatusNone) return std::make_pair(v, 0);
   std::vector<std::pair<int, int>> cand;  // (variant, row slice)
-  for (int cv = 0; cv < kQuantSkinnyVariants; ++cv) {
-    if (skinny_reduction_order(fmt, cv) != order) continue;
-    cand.emplace_back(cv, 0);
-    for (int sl = 1; sl < p.m; sl *= 2) cand.emplace_back(cv, sl);
-  }
+  for (int cv = 0; cv < kQuantSkinnyVariants; ++cv)
+    if (skinny_reduction_order(fmt, cv) == order) add_slicings(cand, cv, p.m);
   SkinnyGemmParams t = p;
   if (p.epilogue == SkinnyEpilogue::kAddResidual) {  // time on scratch: the real residual is updated once
     MOPT_TRY(reserve_fused_scratch(static_cast<size_t>(p.m) * p.n * sizeof(float)));
     t.y = scratch_;
   }
-  MOPT_ASSIGN_OR_RETURN(const std::vector<float> us, time_cold_l2(static_cast<int>(cand.size()), [&](int c) {
-    std::tie(t.variant, t.row_slice) = cand[static_cast<size_t>(c)];
-    return launch_skinny_gemm(t, stream);
-  }, stream));
+  MOPT_ASSIGN_OR_RETURN(const std::vector<float> us, time_slicings(t, cand, stream));
   size_t best = 0;
   for (size_t c = 1; c < cand.size(); ++c)
     if (us[c] < us[best]) best = c;
@@ -524,6 +511,20 @@ Result<std::pair<int, int>> Gemm::row_invariant_plan(const SkinnyGemmParams& p, 
   row_slices_.emplace(key, cand[best]);
   ++n_tuned_;  // a timing (not in the plan cache: re-timed in each process)
   return cand[best];
+}
+
+void Gemm::add_slicings(std::vector<std::pair<int, int>>& cand, int v, int m) const {
+  cand.emplace_back(v, 0);
+  if (row_slices && v < kQuantSkinnyVariants)
+    for (int sl = 1; sl < m; sl *= 2) cand.emplace_back(v, sl);
+}
+
+Result<std::vector<float>> Gemm::time_slicings(SkinnyGemmParams t, const std::vector<std::pair<int, int>>& cand,
+                                               cudaStream_t stream) {
+  return time_cold_l2(static_cast<int>(cand.size()), [&](int c) {
+    std::tie(t.variant, t.row_slice) = cand[static_cast<size_t>(c)];
+    return launch_skinny_gemm(t, stream);
+  }, stream);
 }
 
 std::string Gemm::describe() const {

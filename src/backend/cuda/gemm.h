@@ -196,6 +196,11 @@ class Gemm {
   Result<int> row_invariant_variant(const SkinnyGemmParams& p, cudaStream_t stream);
   // ... with the row slices (gemm.cpp): (variant, row slice), remembered per plan and reduction order.
   Result<std::pair<int, int>> row_invariant_plan(const SkinnyGemmParams& p, cudaStream_t stream);
+  // Appends (v, 0) and, for a CUDA-core tiling when row_slices is on, v in row slices of 1, 2, 4 (< m) rows.
+  void add_slicings(std::vector<std::pair<int, int>>& cand, int v, int m) const;
+  // Cold-L2 times of t run as each (variant, row slice) candidate (time_cold_l2).
+  Result<std::vector<float>> time_slicings(SkinnyGemmParams t, const std::vector<std::pair<int, int>>& cand,
+                                           cudaStream_t stream);
   std::map<std::pair<FusedKey, int>, std::pair<int, int>> row_slices_;
   std::map<FusedKey, FusedPlan> fused_plans_;
   void* scratch_ = nullptr;  // tuning output of kAddResidual calls (and of one_row_eps's 8-row timings)
