@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Runs HERE (no GPU needed): builds mopt, the CUDA backend libmopt_cuda.so, test_backend_cuda and the GPU
-# benchmarks with nvcc for sm_90a into the git-ignored folder .gpu/ (static libstdc++/libgcc; the CUDA runtime is
-# static inside libmopt_cuda.so, cuBLAS dynamic), the object next to the executables (mopt loads it from beside
+# Runs HERE (no GPU needed): builds mopt, the CUDA backend libmopt_cuda.so, test_backend_cuda (and the GPU test of
+# test_engine_speculative) and the GPU benchmarks with nvcc for sm_90a into the git-ignored folder .gpu/ (static
+# libstdc++/libgcc; the CUDA runtime is static inside libmopt_cuda.so, cuBLAS dynamic), the object next to the executables (mopt loads it from beside
 # itself, the tests and benchmarks link it), copies the shared objects the GPU machine lacks (PCRE2, ...) into
 # .gpu/lib, and the model files the GPU run needs into .gpu/models. Then, on the GPU machine, in one `run` call
 # with carry [".gpu"]:
@@ -26,7 +26,7 @@ fi
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMOPT_CUDA=ON "${launcher[@]}" \
   -DMOPT_CUDA_ARCHS="${MOPT_CUDA_ARCHS:-90a-real}" \
   -DMOPT_TESTS=ON -DMOPT_BENCH=ON -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc" >/dev/null
-targets=(test_backend_cuda test_backend_cuda_tp bench_gpu_decode bench_gpu_logits bench_gpu_offline bench_gpu_skinny
+targets=(test_backend_cuda test_backend_cuda_tp test_engine_speculative bench_gpu_decode bench_gpu_logits bench_gpu_offline bench_gpu_skinny
          bench_structured_output bench_speculative bench_gpu_tp)
 nice ninja -C "$BUILD" -j "$JOBS" mopt_cuda "${targets[@]}"
 # mopt itself needs every module (others' work in progress may not build): optional.

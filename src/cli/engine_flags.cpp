@@ -98,7 +98,7 @@ void add_engine_flags(CLI::App& app, EngineConfig& cfg) {
          },
          "speculative decoding, vLLM's JSON, e.g. '{\"method\":\"ngram\",\"num_speculative_tokens\":4,"
          "\"prompt_lookup_max\":4,\"prompt_lookup_min\":1}' (n-gram prompt lookup) or "
-         "'{\"model\":\"DRAFT\",\"num_speculative_tokens\":4}' (a draft model, CPU); docs/speculative.md")
+         "'{\"model\":\"DRAFT\",\"num_speculative_tokens\":4}' (a draft model); docs/speculative.md")
       ->group(g);
   app.add_flag("--enforce-eager", cfg.runner.enforce_eager, "CUDA: do not capture CUDA graphs")->group(g);
   app.add_flag_callback("--no-plan-cache", [&cfg] { cfg.runner.plan_cache = false; },

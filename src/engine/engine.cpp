@@ -715,6 +715,10 @@ Result<std::unique_ptr<Engine>> create_engine_with_runner(std::unique_ptr<ModelR
   kreq.kv_bytes_per_token = runner->kv_block_bytes(1);
   kreq.kv_cache_memory = cfg.kv_cache_memory;
   kreq.gpu_memory_utilization = cfg.gpu_memory_utilization;
+  if (cfg.speculative.method == SpecMethod::kDraftModel && draft) {
+    kreq.draft_kv_bytes_per_token = draft->runner().kv_block_bytes(1);
+    kreq.num_speculative_tokens = cfg.speculative.num_speculative_tokens;
+  }
   if (cfg.kv_cache_memory == 0 && cfg.gpu_memory_utilization > 0 && cfg.gpu_memory_utilization <= 1)
     kreq.memory_budget = runner->available_kv_memory(cfg.gpu_memory_utilization);
   MOPT_ASSIGN_OR_RETURN(const KvSizing kv, size_kv_cache(kreq));
@@ -762,14 +766,8 @@ Result<std::unique_ptr<Engine>> create_engine_with_runner(std::unique_ptr<ModelR
     if (draft_ctx > 0 && draft_ctx < cfg.max_model_len)
       return error("--speculative-config: the draft model's context (%d tokens) is shorter than --max-model-len "
                    "(%d); pass --max-model-len %d or less", draft_ctx, cfg.max_model_len, draft_ctx);
-    // The draft holds the tokens the target's pool holds, plus each sequence's proposals; never more than every
-    // sequence at max_model_len.
-    const int64_t bs = cfg.block_size;
-    const int64_t extra = (cfg.speculative.num_speculative_tokens + bs - 1) / bs + 1;
-    const int64_t n_draft = std::min<int64_t>(num_blocks + cfg.max_num_seqs * extra,
-                                              cfg.max_num_seqs * ((cfg.max_model_len + bs - 1) / bs + extra));
-    MOPT_TRY(draft->init(static_cast<int>(std::min<int64_t>(n_draft, std::numeric_limits<int32_t>::max())),
-                         cfg.block_size, cfg.max_num_batched_tokens, cfg.max_num_seqs));
+    // Its pool was sized with the target's (kv_sizing.h): the target's blocks plus each sequence's proposals.
+    MOPT_TRY(draft->init(kv.draft_num_blocks, cfg.block_size, cfg.max_num_batched_tokens, cfg.max_num_seqs));
   } else if (draft) {
     return error("internal: a draft model runner without method draft_model");
   }

@@ -34,7 +34,7 @@ enum class PreemptionMode { kRecompute, kSwap };
 // tokens that followed the most recent earlier occurrence of the context's last n tokens (n from
 // prompt_lookup_max down to prompt_lookup_min) are proposed, and the target verifies them in one forward pass.
 // kDraftModel: a smaller model with the target's vocabulary proposes its greedy continuation
-// (speculative/draft_model.h); CPU only so far.
+// (speculative/draft_model.h), on the target's device.
 enum class SpecMethod { kNone, kNgram, kDraftModel };
 struct SpeculativeConfig {
   SpecMethod method = SpecMethod::kNone;

@@ -8,9 +8,10 @@ namespace mopt {
 namespace {
 
 // The draft model (loaded from its path unless the config brings it), checked against the target, and its runner
-// on the CPU (the only device a draft runs on so far), KV cache not yet allocated.
+// on the target's device, KV cache not yet allocated (create_engine_with_runner sizes it with the target's). On
+// CUDA the draft runs unsharded on the first device, as vLLM's draft_tensor_parallel_size 1 does.
 Result<std::unique_ptr<DraftModel>> create_draft_model(const Model& target, const EngineConfig& config,
-                                                       const RunnerOptions& target_opts) {
+                                                       const RunnerOptions& target_opts, DeviceKind target_device) {
   const SpeculativeConfig& sc = config.speculative;
   std::shared_ptr<const Model> dm = sc.draft;
   if (!dm) {
@@ -32,7 +33,8 @@ Result<std::unique_ptr<DraftModel>> create_draft_model(const Model& target, cons
   }
   RunnerOptions ro = target_opts;
   ro.spec_tokens = 0;
-  ro.device = DeviceKind::kCpu;
+  ro.device = target_device;
+  if (target_device == DeviceKind::kCuda) ro.tensor_parallel_size = 1;
   auto runner = create_runner(*dm, ro);
   if (!runner) return runner.status().with_context("creating the draft model's runner");
   return std::make_unique<DraftModel>(std::move(runner).value(), std::move(dm));
@@ -51,10 +53,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const Model& model, const Tokeniz
   if (!runner) return runner.status().with_context("creating the model runner");
   std::unique_ptr<DraftModel> draft;
   if (config.speculative.method == SpecMethod::kDraftModel) {
-    if (runner.value()->device() != DeviceKind::kCpu)
-      return error("--speculative-config: method draft_model runs on the CPU only so far (--device cpu); on %s "
-                   "use method ngram", device_name(runner.value()->device()));
-    MOPT_ASSIGN_OR_RETURN(draft, create_draft_model(model, config, ro));
+    MOPT_ASSIGN_OR_RETURN(draft, create_draft_model(model, config, ro, runner.value()->device()));
   }
   return create_engine_with_runner(std::move(runner).value(), &tokenizer, config, {}, std::move(draft));
 }

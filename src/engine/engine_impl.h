@@ -133,6 +133,7 @@ class EngineImpl final : public Engine {
   void fail_all(const std::string& error);
   void update_stats(const SchedulerOutput* out);
   void check_late_tuning(const SchedulerOutput& out, double step_s);
+  TuningCounters tuning_counters() const;  // the runner's, plus the draft model's runner's
   // After the runner's warm-up: one short greedy request run to completion on this thread (engine_warmup.cpp).
   Status warm_request();
   // Draws the token of output row `row` for `r` (host sampler or the device's pick) into `s`. False when the
@@ -172,7 +173,7 @@ class EngineImpl final : public Engine {
   mutable std::mutex stats_mu_;
   EngineStats stats_;
   double last_runtime_poll_s_ = -1e9;  // under stats_mu_
-  TuningCounters tuning_seen_;  // the runner's counters after the warm-up / the last step (engine thread)
+  TuningCounters tuning_seen_;  // tuning_counters() after the warm-up / the last step (engine thread)
 
   // Batch buffers, reused across steps.
   BatchArrays barr_;               // the step's batch

@@ -20,6 +20,20 @@ Result<WarmupReport> EngineImpl::warmup(const WarmupProgress& progress) {
     if (thread_.joinable() || steps > 0 || unfinished_.load() > 0)
       return error("Engine::warmup: call it before start() and before the first request");
     MOPT_ASSIGN_OR_RETURN(rep, runner_->warmup(progress));
+    // A draft model's runner warms its own step shapes (its decode graphs, its GEMM plans and plan cache).
+    if (draft_) {
+      const WarmupProgress draft_progress = [&](int done, int total, const std::string& what) {
+        if (progress) progress(done, total, "draft model: " + what);
+      };
+      MOPT_ASSIGN_OR_RETURN(const WarmupReport d, draft_->warmup(draft_progress));
+      rep.tuning_s += d.tuning_s;
+      rep.capture_s += d.capture_s;
+      rep.eager_shapes += d.eager_shapes;
+      rep.graphs += d.graphs;
+      rep.plans_tuned += d.plans_tuned;
+      rep.plans_from_cache += d.plans_from_cache;
+      if (!d.plan_cache.empty()) rep.plan_cache += "; draft model: " + d.plan_cache;
+    }
   }
   // A runner that warmed step shapes (CUDA) serves one request of its own next: a prompt prefilled and two tokens
   // sampled through the same path users' requests take, so what the step shapes do not cover (kernels loaded on
@@ -27,7 +41,7 @@ Result<WarmupReport> EngineImpl::warmup(const WarmupProgress& progress) {
   // the first user (docs/warmup.md).
   if (rep.eager_shapes > 0 || rep.graphs > 0) MOPT_TRY(warm_request());
   std::lock_guard<std::mutex> lk(step_mu_);
-  tuning_seen_ = runner_->tuning_counters();
+  tuning_seen_ = tuning_counters();
   std::lock_guard<std::mutex> slk(stats_mu_);
   stats_.warmed_up = true;
   return rep;
@@ -67,10 +81,20 @@ Status EngineImpl::warm_request() {
   return Status::ok();
 }
 
+TuningCounters EngineImpl::tuning_counters() const {
+  TuningCounters c = runner_->tuning_counters();
+  if (draft_) {
+    const TuningCounters d = draft_->runner().tuning_counters();
+    c.gemm_tunings += d.gemm_tunings;
+    c.graph_captures += d.graph_captures;
+  }
+  return c;
+}
+
 // After the warm-up, a step that still tunes GEMMs or captures graphs ran them inside users' requests: say so
 // (the step's time includes that work) and count it for /metrics.
 void EngineImpl::check_late_tuning(const SchedulerOutput& out, double step_s) {
-  const TuningCounters now = runner_->tuning_counters();
+  const TuningCounters now = tuning_counters();
   const uint64_t tunings = now.gemm_tunings - tuning_seen_.gemm_tunings;
   const uint64_t captures = now.graph_captures - tuning_seen_.graph_captures;
   tuning_seen_ = now;

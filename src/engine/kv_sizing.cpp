@@ -41,16 +41,27 @@ Result<KvSizing> size_kv_cache(const KvSizingRequest& req) {
   s.blocks_per_seq = (s.max_model_len + s.block_size - 1) / s.block_size;
   s.need_blocks = static_cast<uint64_t>(s.blocks_per_seq) * static_cast<uint64_t>(req.max_num_seqs);
 
+  // A draft model's pool: draft_extra_blocks per sequence plus one draft block per target block, out of the
+  // same memory, so each target block costs block_bytes + draft_block_bytes of it.
+  if (req.num_speculative_tokens < 0)
+    return error("num_speculative_tokens must be >= 0, got %d", req.num_speculative_tokens);
+  s.draft_block_bytes = req.draft_kv_bytes_per_token * static_cast<uint64_t>(s.block_size);
+  if (s.draft_block_bytes > 0)
+    s.draft_extra_blocks = (req.num_speculative_tokens + s.block_size - 1) / s.block_size + 1;
+  const uint64_t draft_extra_bytes =
+      static_cast<uint64_t>(s.draft_extra_blocks) * static_cast<uint64_t>(req.max_num_seqs) * s.draft_block_bytes;
+  const uint64_t per_block = s.block_bytes + s.draft_block_bytes;
+
   uint64_t nb = 0;
   if (req.kv_cache_memory > 0) {
     s.budget = req.kv_cache_memory;
     s.rule = KvSizingRule::kExplicit;
-    nb = s.budget / s.block_bytes;
+    nb = s.budget > draft_extra_bytes ? (s.budget - draft_extra_bytes) / per_block : 0;
   } else {
     if (!(req.gpu_memory_utilization > 0 && req.gpu_memory_utilization <= 1))
       return error("--gpu-memory-utilization must be in (0, 1], got %g", req.gpu_memory_utilization);
     s.budget = req.memory_budget;
-    const uint64_t fit = s.budget / s.block_bytes;
+    const uint64_t fit = s.budget > draft_extra_bytes ? (s.budget - draft_extra_bytes) / per_block : 0;
     // CPU: the need itself; CUDA: twice the need (the rest keeps prefix-cache blocks), under the budget.
     const uint64_t want = req.device == DeviceKind::kCpu ? s.need_blocks : 2 * s.need_blocks;
     nb = std::min(fit, want);
@@ -61,11 +72,18 @@ Result<KvSizing> size_kv_cache(const KvSizingRequest& req) {
   nb = std::min(nb, max_blocks);
   if (static_cast<int64_t>(nb) < s.blocks_per_seq)
     return error(
-        "the KV cache (%s = %llu blocks of %d tokens) cannot hold one sequence of --max-model-len %d "
+        "the KV cache (%s = %llu blocks of %d tokens%s) cannot hold one sequence of --max-model-len %d "
         "(%lld blocks); give it more memory (--kv-cache-memory / --gpu-memory-utilization) or lower "
         "--max-model-len",
         format_bytes(static_cast<double>(s.budget)).c_str(), static_cast<unsigned long long>(nb), s.block_size,
-        s.max_model_len, static_cast<long long>(s.blocks_per_seq));
+        s.draft_block_bytes ? ", beside the draft model's" : "", s.max_model_len,
+        static_cast<long long>(s.blocks_per_seq));
+  if (s.draft_block_bytes > 0) {
+    const int64_t seqs = req.max_num_seqs;
+    const int64_t d = std::min<int64_t>(static_cast<int64_t>(nb) + seqs * s.draft_extra_blocks,
+                                        seqs * (s.blocks_per_seq + s.draft_extra_blocks));
+    s.draft_num_blocks = static_cast<int>(std::min<int64_t>(d, static_cast<int64_t>(max_blocks)));
+  }
   s.num_blocks = static_cast<int>(nb);
   return s;
 }

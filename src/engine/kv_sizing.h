@@ -7,6 +7,9 @@
 //     budget (as llama.cpp sizes by context and vLLM's CPU backend by a fixed space), never a fraction of RAM;
 //   - CUDA: the memory budget (--gpu-memory-utilization of the device, minus what is in use), capped at twice
 //     the need (more buys nothing; the second half keeps prefix-cache blocks around).
+//   - with a draft model (speculative decoding), its KV pool comes out of the same memory (budget or
+//     --kv-cache-memory): it holds what the target's pool holds plus each sequence's proposals, so the two pools
+//     are sized together, the draft's bytes per token added to the target's.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +31,10 @@ struct KvSizingRequest {
   uint64_t kv_cache_memory = 0;         // explicit --kv-cache-memory; 0 = derive from memory_budget
   uint64_t memory_budget = 0;           // what the device can give the KV cache (available_kv_memory(util))
   double gpu_memory_utilization = 0.9;  // only for messages
+  // A draft model beside the target (SpecMethod::kDraftModel): K+V bytes of one token position of the draft
+  // (0: no draft), and num_speculative_tokens (the proposals each sequence's draft pool holds beyond its tokens).
+  uint64_t draft_kv_bytes_per_token = 0;
+  int num_speculative_tokens = 0;
 };
 
 enum class KvSizingRule {
@@ -45,8 +52,14 @@ struct KvSizing {
   uint64_t budget = 0;         // bytes the pool may take: kv_cache_memory, or memory_budget
   int num_blocks = 0;
   KvSizingRule rule = KvSizingRule::kBudget;
+  // The draft model's pool (0 without one): num_blocks plus draft_extra_blocks per sequence, never more than
+  // every sequence at max_model_len plus its proposals; blocks of block_size tokens of draft_block_bytes.
+  uint64_t draft_block_bytes = 0;
+  int64_t draft_extra_blocks = 0;  // ceil(num_speculative_tokens / block_size) + 1 per sequence
+  int draft_num_blocks = 0;
 
   uint64_t pool_bytes() const { return block_bytes * static_cast<uint64_t>(num_blocks); }
+  uint64_t draft_pool_bytes() const { return draft_block_bytes * static_cast<uint64_t>(draft_num_blocks); }
   // Sequences of max_model_len tokens the pool holds at once.
   double max_concurrency() const { return static_cast<double>(num_blocks) / static_cast<double>(blocks_per_seq); }
   // What decided the size, for logs: "need: 1 x 2048 tokens", "--kv-cache-memory", ...

@@ -18,7 +18,7 @@ Status DraftModel::init(int n_blocks, int block_size, int max_tokens, int max_se
     return error("draft model: bad KV pool (%d blocks of %d tokens) or step limits (%d tokens, %d sequences)",
                  n_blocks, block_size, max_tokens, max_seqs);
   MOPT_TRY(runner_->init_kv_cache(n_blocks, block_size, 0).with_context("allocating the draft model's KV cache"));
-  MOPT_LOG_INFO("draft model: KV cache of %d blocks x %d tokens (%s), beside the target's", n_blocks, block_size,
+  MOPT_LOG_INFO("draft model: KV cache of %d blocks x %d tokens (%s), sized with the target's", n_blocks, block_size,
                 format_bytes(static_cast<double>(runner_->kv_block_bytes(block_size)) * n_blocks).c_str());
   n_blocks_ = n_blocks;
   block_size_ = block_size;

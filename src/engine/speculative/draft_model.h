@@ -44,6 +44,8 @@ class DraftModel {
   Status propose(std::span<const DraftJob> jobs);
   // Forgets requests that are not in `live` (sorted ids): their blocks go back to the pool.
   void retain(std::span<const uint64_t> live);
+  // The runner's warm-up (ModelRunner::warmup), after init.
+  Result<WarmupReport> warmup(const WarmupProgress& progress) { return runner_->warmup(progress); }
   const ModelRunner& runner() const { return *runner_; }
   int blocks_in_use() const { return n_blocks_ - static_cast<int>(free_.size()); }
 

@@ -64,6 +64,10 @@ void run_seed(uint32_t seed, Totals& totals) {
       cfg.speculative.prompt_lookup_min = cfg.speculative.prompt_lookup_max = 0;
       cfg.speculative.model = "noisy fake draft";
       draft = std::make_unique<DraftModel>(std::make_unique<NoisyDraft>(), nullptr);
+      // Its pool comes out of the same memory (kv_sizing.h): nb blocks again (8 bytes a token, as the target's),
+      // and ceil(k / block_size) + 1 more for each sequence's proposals; the target keeps its nb blocks.
+      const int extra = (cfg.speculative.num_speculative_tokens + cfg.block_size - 1) / cfg.block_size + 1;
+      cfg.kv_cache_memory += static_cast<uint64_t>(nb + cfg.max_num_seqs * extra) * cfg.block_size * 8;
     }
   }
   SCOPED_TRACE(strfmt("seed %u bs %d blocks %d len %d seqs %d budget %d policy %d mode %d caching %d spec %d", seed,

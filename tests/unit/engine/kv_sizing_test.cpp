@@ -59,15 +59,21 @@ TEST(KvSizing, ExplicitMemoryWins) {
   EXPECT_EQ(s->rule, KvSizingRule::kExplicit);
 }
 
-TEST(KvSizing, CudaTakesTheBudgetUpToTwiceTheNeed) {
+// Llama-3.1-8B on a GPU, bf16: 32 layers x 2 x 1024 x 2 bytes a token, 100 GiB for the KV cache.
+KvSizingRequest llama8b_cuda(int max_num_seqs) {
   KvSizingRequest r;
   r.device = DeviceKind::kCuda;
   r.default_block_size = 16;
   r.context_length = 131072;
   r.max_model_len = 8192;
-  r.max_num_seqs = 4;
-  r.kv_bytes_per_token = 131072;  // Llama-3.1-8B, bf16: 32 layers x 2 x 1024 x 2 bytes
+  r.max_num_seqs = max_num_seqs;
+  r.kv_bytes_per_token = 131072;
   r.memory_budget = uint64_t{100} << 30;
+  return r;
+}
+
+TEST(KvSizing, CudaTakesTheBudgetUpToTwiceTheNeed) {
+  KvSizingRequest r = llama8b_cuda(4);
   auto s = size_kv_cache(r);
   ASSERT_TRUE(s) << s.message();
   EXPECT_EQ(s->blocks_per_seq, 512);
@@ -77,6 +83,51 @@ TEST(KvSizing, CudaTakesTheBudgetUpToTwiceTheNeed) {
   ASSERT_TRUE(s) << s.message();
   EXPECT_EQ(s->num_blocks, static_cast<int>((uint64_t{100} << 30) / (16 * 131072)));
   EXPECT_EQ(s->rule, KvSizingRule::kBudget);
+}
+
+// A draft model's pool comes out of the same memory: each target block costs its bytes plus a draft block's, and
+// the draft holds ceil(k / block_size) + 1 more blocks for each sequence (its proposals).
+TEST(KvSizing, DraftModelSharesTheMemory) {
+  KvSizingRequest r = llama8b_cuda(256);
+  r.draft_kv_bytes_per_token = 32768;  // Llama-3.2-1B, bf16: 16 layers x 2 x 512 x 2 bytes
+  r.num_speculative_tokens = 5;
+  auto s = size_kv_cache(r);
+  ASSERT_TRUE(s) << s.message();
+  EXPECT_EQ(s->draft_extra_blocks, 2);  // ceil(5 / 16) + 1
+  EXPECT_EQ(s->draft_block_bytes, 16u * 32768);
+  const uint64_t extra = 256u * 2 * 16 * 32768;  // 256 MiB
+  const int nb = static_cast<int>(((uint64_t{100} << 30) - extra) / (16 * (131072 + 32768)));
+  EXPECT_EQ(s->num_blocks, nb);
+  EXPECT_EQ(s->draft_num_blocks, nb + 256 * 2);
+  EXPECT_LE(s->pool_bytes() + s->draft_pool_bytes(), uint64_t{100} << 30);
+  EXPECT_EQ(s->rule, KvSizingRule::kBudget);
+
+  // Under the need: the draft holds every sequence at max_model_len plus its proposals, no more.
+  r.max_num_seqs = 4;
+  s = size_kv_cache(r);
+  ASSERT_TRUE(s) << s.message();
+  EXPECT_EQ(s->num_blocks, 2 * 4 * 512);
+  EXPECT_EQ(s->draft_num_blocks, 4 * (512 + 2));
+
+  // --kv-cache-memory covers both pools.
+  r.kv_cache_memory = 4ull * 2 * 16 * 32768 + 1000ull * 16 * (131072 + 32768);
+  s = size_kv_cache(r);
+  ASSERT_TRUE(s) << s.message();
+  EXPECT_EQ(s->num_blocks, 1000);
+  EXPECT_EQ(s->rule, KvSizingRule::kExplicit);
+  r.kv_cache_memory = 4ull * 2 * 16 * 32768 + 511ull * 16 * (131072 + 32768);  // one sequence needs 512 blocks
+  s = size_kv_cache(r);
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.message().find("beside the draft model's"), std::string::npos) << s.message();
+
+  // Without a draft model nothing is set aside.
+  r.draft_kv_bytes_per_token = 0;
+  r.kv_cache_memory = 1000ull * 16 * 131072;
+  s = size_kv_cache(r);
+  ASSERT_TRUE(s) << s.message();
+  EXPECT_EQ(s->num_blocks, 1000);
+  EXPECT_EQ(s->draft_num_blocks, 0);
+  EXPECT_EQ(s->draft_pool_bytes(), 0u);
 }
 
 void expect_error(const KvSizingRequest& r, const char* says) {

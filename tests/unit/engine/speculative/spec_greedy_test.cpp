@@ -159,7 +159,8 @@ TEST(SpecGreedy, Stories260KMixedBatch) {
   c.speculative = ngram(3, 1, 2);
   const ModelConfig& mc = l.model->config;
   c.max_model_len = 256;
-  c.kv_cache_memory = 24ull * 16 * mc.n_layer * 2 * mc.n_head_kv * mc.head_dim * 2;  // fp16 K and V
+  const uint64_t block_bytes = 16ull * mc.n_layer * 2 * mc.n_head_kv * mc.head_dim * 2;  // fp16 K and V
+  c.kv_cache_memory = 24 * block_bytes;
   variants.push_back(c);
   EngineConfig d = base_config();  // a draft model
   d.speculative = early_exit_draft("stories260K.gguf", 2, 4);
@@ -167,6 +168,9 @@ TEST(SpecGreedy, Stories260KMixedBatch) {
   EngineConfig e = c;  // a draft model with preemption, its catch-up spread over steps by a budget of 24 tokens
   e.speculative = early_exit_draft("stories260K.gguf", 3, 5);
   e.max_num_batched_tokens = 24;
+  // The draft's pool comes out of the same memory (kv_sizing.h): the target's 24 blocks again, and 2 more for
+  // each sequence's proposals, of 3 of the target's layers. The target keeps its 24 blocks.
+  e.kv_cache_memory += (24 + 2ull * e.max_num_seqs) * (block_bytes / mc.n_layer * 3);
   variants.push_back(e);
   expect_same_as_plain(l, specs, variants);
 }
