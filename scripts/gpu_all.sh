@@ -151,25 +151,6 @@ if [[ -x "$G/bench_speculative" && -d "$MOPT_MODELS_DIR/code-qwen2-25m" && -z "$
   echo "== bench_speculative --device cuda (code-qwen2-25m, n-gram, single stream)"
   timeout 240 stdbuf -oL -eL "$G/bench_speculative" --device cuda --rounds 3 2>&1 | tee "$O/speculative.log"
   [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
-  # A draft model on the GPU: the target's first 2 of 8 layers (an early exit; no smaller model shares its
-  # tokenizer), 3 proposals a step.
-  echo "== bench_speculative --device cuda --draft-layers 2 (code-qwen2-25m, draft model, single stream)"
-  timeout 240 stdbuf -oL -eL "$G/bench_speculative" --device cuda --rounds 2 --draft-layers 2 \
-    --speculative-config '{"method":"ngram","num_speculative_tokens":3}' 2>&1 | tee "$O/speculative_draft.log"
-  [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
-  # A real draft with the target's tokenizer: the target quantized to Q4_0 by mopt (13.9 MiB against 49.6 MB).
-  if [[ -x "$G/mopt" ]]; then
-    echo "== bench_speculative --device cuda, draft model code-qwen2-25m Q4_0"
-    if timeout 120 "$G/mopt" quantize "$MOPT_MODELS_DIR/code-qwen2-25m" -o "$O/cq-q4_0.gguf" --to q4_0 --force \
-         > "$O/quantize_draft.log" 2>&1; then
-      timeout 240 stdbuf -oL -eL "$G/bench_speculative" --device cuda --rounds 2 \
-        --speculative-config "{\"model\":\"$O/cq-q4_0.gguf\",\"num_speculative_tokens\":3}" 2>&1 |
-        tee "$O/speculative_draft_q4_0.log"
-      [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
-    else
-      echo "mopt quantize --to q4_0 failed:"; tail -n 5 "$O/quantize_draft.log"; status=1
-    fi
-  fi
 fi
 
 if [[ -x "$G/mopt" && -z "${MOPT_GPU_TESTS_ONLY:-}" ]]; then
