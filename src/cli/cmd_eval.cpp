@@ -69,6 +69,9 @@ int run_eval(EvalArgs& a) {
           return fail(strfmt("--gate '%s' compares against a reference: give --ref or --ref-kv-cache-dtype",
                              c.text.c_str()));
   }
+  if (a.engine.speculative.method != SpecMethod::kNone)
+    return fail("--speculative-config: mopt eval scores the text's own tokens in prefill steps, where nothing is "
+                "proposed or verified; drop the flag (bench_speculative measures speculative decoding)");
   Result<std::string> text = read_file(a.text);
   if (!text) return fail(text.status().with_context("--text").message());
   if (text->empty()) return fail(strfmt("the text file '%s' is empty", a.text.c_str()));

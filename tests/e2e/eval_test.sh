@@ -88,6 +88,8 @@ error_case "missing model" "nope.gguf" "$tmp/nope.gguf" --text "$tmp/story.txt"
 error_case "fp8 KV cache on the CPU" "fp8 is a CUDA KV cache" "$M/stories260K.gguf" --text "$tmp/story.txt" \
   --kv-cache-dtype fp8 --ref-kv-cache-dtype auto
 error_case "window beyond the context" "context length 1024" "$M/code-qwen2-25m" --text "$tmp/story.txt" --ctx 2048
+error_case "speculative decoding in eval" "nothing is proposed" "$M/stories260K.gguf" --text "$tmp/story.txt" \
+  --speculative-config '{"method":"ngram","num_speculative_tokens":3,"prompt_lookup_max":3}'
 error_case "stride beyond the window" "--stride" "$M/stories260K.gguf" --text "$tmp/story.txt" --ctx 64 --stride 65
 
 # --device cuda goes to the CUDA runner through the same engine: on a GPU the figures equal the CPU's; without one
