@@ -142,6 +142,59 @@ TEST(EngineWarmup, RefusedAfterTheFirstRequest) {
   EXPECT_EQ(w.runner->warm_calls, 0);
 }
 
+// A draft model's runner is warmed with the target's (its shapes in the report, its progress labelled), and its
+// tuning after the warm-up counts as the target's does.
+TEST(EngineWarmup, WarmsTheDraftModelsRunnerToo) {
+  set_log_level(LogLevel::kError);  // the late-tuning warnings are expected here
+  auto target = std::make_unique<TuningRunner>();
+  target->warm_up_to = 40;  // every step shape of the target below
+  TuningRunner* t = target.get();
+  auto draft_runner = std::make_unique<TuningRunner>();
+  draft_runner->warm_up_to = 2;  // the draft's one-token steps of one or two sequences, not its catch-up chunks
+  TuningRunner* d = draft_runner.get();
+  EngineConfig cfg;
+  cfg.max_num_batched_tokens = 64;
+  cfg.speculative.method = SpecMethod::kDraftModel;
+  cfg.speculative.num_speculative_tokens = 3;
+  cfg.speculative.model = "fake draft";
+  auto e = create_engine_with_runner(std::move(target), nullptr, cfg, {kEos},
+                                     std::make_unique<DraftModel>(std::move(draft_runner), nullptr));
+  ASSERT_TRUE(e.is_ok()) << e.message();
+  Engine& eng = **e;
+  int target_calls = 0, draft_calls = 0;
+  auto rep = eng.warmup([&](int, int total, const std::string& what) {
+    if (what.rfind("draft model: ", 0) == 0) {
+      ++draft_calls;
+      EXPECT_EQ(total, 2);
+    } else {
+      ++target_calls;
+      EXPECT_EQ(total, 40);
+    }
+  });
+  ASSERT_TRUE(rep.is_ok()) << rep.message();
+  EXPECT_EQ(t->warm_calls, 1);
+  EXPECT_EQ(d->warm_calls, 1);
+  EXPECT_EQ(target_calls, 40);
+  EXPECT_EQ(draft_calls, 2);
+  EXPECT_EQ(rep->eager_shapes, 42);
+  EXPECT_EQ(rep->plans_tuned, 42u);
+  EXPECT_EQ(eng.stats().tunings_after_warmup, 0u);
+
+  // A 20-token prompt: the draft catches up with it in one chunk of a shape its warm-up left out (the warm
+  // request's 32-token prompt was its first), and the target verifies up to 4 rows a step (warm).
+  RequestSpec spec;
+  for (int i = 0; i < 20; ++i) spec.prompt.push_back(2 + i);
+  spec.params.max_tokens = 8;
+  spec.params.temperature = 0;
+  spec.params.ignore_eos = true;
+  ASSERT_EQ(eng.add_request(std::move(spec), [](const RequestOutput&) {}).error, AddError::kNone);
+  while (eng.has_unfinished()) eng.step();
+  EXPECT_GT(eng.stats().spec_num_drafts, 0u);
+  const uint64_t late = eng.stats().tunings_after_warmup;
+  EXPECT_GE(late, 1u) << "the draft's 20-token chunk was tuned inside a step";
+  EXPECT_EQ(eng.stats().captures_after_warmup, late);
+}
+
 TEST(EngineWarmup, RunnerWithoutTuningReturnsAnEmptyReport) {
   // The base ModelRunner::warmup (the CPU runner's: it tunes and captures nothing) does no work.
   Harness h(EngineConfig{});
