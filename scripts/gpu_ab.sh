@@ -8,8 +8,6 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 A=$1 B=$2 ROUNDS=${3:-1}
-O=${OUT:-/tmp/mopt-gpu-out}
-mkdir -p "$O"
 source scripts/gpu_env.sh
 for r in $(seq 1 "$ROUNDS"); do
   for side in a b; do

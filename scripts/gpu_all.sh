@@ -7,8 +7,6 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 G=$PWD/.gpu
-O=${OUT:-/tmp/mopt-gpu-out}
-mkdir -p "$O"
 source scripts/gpu_env.sh  # unpacks .gpu/bin.txz, sets LD_LIBRARY_PATH and MOPT_MODELS_DIR
 export PYTHONUNBUFFERED=1
 

@@ -32,3 +32,29 @@ pyd=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__
 [[ -n "$pyd" ]] && libdirs+=":$pyd"
 export LD_LIBRARY_PATH="$libdirs:${LD_LIBRARY_PATH:-}"
 export MOPT_MODELS_DIR="$G/models"
+# Where the scripts write their logs and JSON: $OUT (the device call's folder that comes back), else a folder of /tmp.
+O=${O:-${OUT:-/tmp/mopt-gpu-out}}
+mkdir -p "$O"
+
+# Helpers of the measurement scripts (gpu_spec_plans.sh, gpu_row_slices.sh, gpu_eps_refine.sh, gpu_spec_draft.sh):
+# each runs one step under its own time limit, writes its log to $O and prints the lines that decide; the return
+# code is the step's.
+# gpu_gtest BINARY FILTER LOG [SECONDS]: a GPU test binary of $G with --gtest_filter; a skip fails too (a GPU test
+# that skips on the GPU machine did not run).
+gpu_gtest() {
+  timeout "${4:-150}" "$G/$1" --gtest_filter="$2" > "$O/$3" 2>&1
+  local rc=$?
+  grep -E "^\[ +(OK|FAILED|SKIPPED) |PASSED|FAILED TEST|Failure" "$O/$3"
+  if grep -q "^\[  SKIPPED \]" "$O/$3"; then rc=1; fi
+  return $rc
+}
+# spec_at_eps LOG_PREFIX EPS [ARGS...]: bench_speculative --device cuda --rounds 2 --profile at one_row_plan_eps EPS
+# (code-qwen2-25m, n-gram), log $O/LOG_PREFIX_EPS.log.
+spec_at_eps() {
+  local log=$O/$1_$2.log e=$2
+  shift 2
+  timeout 180 "$G/bench_speculative" --device cuda --rounds 2 --profile --one-row-eps "$e" "$@" > "$log" 2>&1
+  local rc=$?
+  grep -E "speed-up with speculation|cost model|differs| row|^all " "$log"
+  return $rc
+}

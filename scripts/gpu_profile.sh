@@ -6,8 +6,6 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/gpu_env.sh
-O=${OUT:-/tmp/mopt-gpu-out}
-mkdir -p "$O"
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
 [[ -n "$NCU" ]] || { echo "gpu_profile: ncu not found" >&2; exit 1; }
 metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,launch__grid_size,launch__registers_per_thread

@@ -10,18 +10,14 @@
 # Logs go to $OUT (or /tmp/mopt-gpu-out); the lines that decide are printed after each step.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-O=${OUT:-/tmp/mopt-gpu-out}
-mkdir -p "$O"
-source scripts/gpu_env.sh  # sets G (.gpu), unpacks its bin.txz, sets LD_LIBRARY_PATH and MOPT_MODELS_DIR
+source scripts/gpu_env.sh  # sets G (.gpu) and O (the log folder), unpacks bin.txz, sets the library path
 EPS=("$@")
 [[ ${#EPS[@]} -gt 0 ]] || EPS=(0.05)
 status=0
 
 echo "== tests"
-timeout 240 "$G/test_backend_cuda" \
-  --gtest_filter='CudaFusedGemm.*:CudaQuantGemm.RowsMatch*:CudaVerifyStep.*:CudaWarmup.*:CudaRunner.Spec*' \
-  > "$O/slice_tests.log" 2>&1 || status=1
-grep -E "^\[ +(OK|FAILED|SKIPPED) |PASSED|FAILED TEST" "$O/slice_tests.log"
+gpu_gtest test_backend_cuda 'CudaFusedGemm.*:CudaQuantGemm.RowsMatch*:CudaVerifyStep.*:CudaWarmup.*:CudaRunner.Spec*' \
+  slice_tests.log 240 || status=1
 
 for s in 0 1 2 4; do
   echo "== bf16 tilings at code-qwen2-25m's shapes, 8 rows, row slice $s"
@@ -32,9 +28,7 @@ done
 
 for e in 0 "${EPS[@]}"; do
   echo "== bench_speculative --one-row-eps $e"
-  MOPT_LOG=debug timeout 180 "$G/bench_speculative" --device cuda --rounds 2 --profile --one-row-eps "$e" \
-    > "$O/spec_slices_eps_$e.log" 2>&1 || status=1
-  grep -E "speed-up with speculation|cost model|differs| row|^all " "$O/spec_slices_eps_$e.log"
+  MOPT_LOG=debug spec_at_eps spec_slices_eps "$e" || status=1
   grep -E "row slice" "$O/spec_slices_eps_$e.log" | sort | uniq | head -40
 done
 exit $status

@@ -11,15 +11,11 @@
 # Logs go to $OUT (or /tmp/mopt-gpu-out); the lines that decide are printed after each step.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-O=${OUT:-/tmp/mopt-gpu-out}
-mkdir -p "$O"
-source scripts/gpu_env.sh  # sets G (.gpu), unpacks its bin.txz, sets LD_LIBRARY_PATH and MOPT_MODELS_DIR
+source scripts/gpu_env.sh  # sets G (.gpu) and O (the log folder), unpacks bin.txz, sets the library path
 status=0
 
 echo "== test_engine_speculative (GPU tests)"
-timeout 120 "$G/test_engine_speculative" --gtest_filter='SpecDraftCuda.*' > "$O/spec_draft_test.log" 2>&1 || status=1
-grep -E "^\[ +(OK|FAILED|SKIPPED) |Failure|differs" "$O/spec_draft_test.log"
-if grep -q "^\[  SKIPPED \]" "$O/spec_draft_test.log"; then status=1; fi
+gpu_gtest test_engine_speculative 'SpecDraftCuda.*' spec_draft_test.log 120 || status=1
 
 Q=$MOPT_MODELS_DIR/code-qwen2-25m
 if [[ ! -d "$Q" ]]; then

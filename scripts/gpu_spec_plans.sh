@@ -11,17 +11,13 @@
 # Logs go to $OUT (or /tmp/mopt-gpu-out); the lines that decide are printed after each step.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-O=${OUT:-/tmp/mopt-gpu-out}
-mkdir -p "$O"
-source scripts/gpu_env.sh  # sets G (.gpu), unpacks its bin.txz, sets LD_LIBRARY_PATH and MOPT_MODELS_DIR
+source scripts/gpu_env.sh  # sets G (.gpu) and O (the log folder), unpacks bin.txz, sets the library path
 EPS=("$@")
 [[ ${#EPS[@]} -gt 0 ]] || EPS=(0.02 0.05)
 status=0
 
 echo "== tests"
-timeout 150 "$G/test_backend_cuda" --gtest_filter='CudaVerifyStep.*:CudaWarmup.OneRowPlanEps*:OneRowPlanChoice.*' \
-  > "$O/spec_tests.log" 2>&1 || status=1
-grep -E "^\[ +(OK|FAILED|SKIPPED) |PASSED|FAILED TEST" "$O/spec_tests.log"
+gpu_gtest test_backend_cuda 'CudaVerifyStep.*:CudaWarmup.OneRowPlanEps*:OneRowPlanChoice.*' spec_tests.log || status=1
 
 echo "== bf16 tilings at code-qwen2-25m's shapes, 1 and 8 rows"
 timeout 120 "$G/bench_gpu_skinny" --dims 512,1408,512,128,4096 --weights bf16 --m 1,8 --variants \
@@ -30,9 +26,7 @@ tail -n 60 "$O/skinny_qwen.log"
 
 for e in 0 "${EPS[@]}"; do
   echo "== bench_speculative --one-row-eps $e"
-  timeout 180 "$G/bench_speculative" --device cuda --rounds 2 --profile --one-row-eps "$e" \
-    > "$O/spec_eps_$e.log" 2>&1 || status=1
-  grep -E "speed-up with speculation|cost model|differs| row" "$O/spec_eps_$e.log"
+  spec_at_eps spec_eps "$e" || status=1
 done
 
 for round in $(seq 1 "${ROUNDS:-1}"); do

@@ -303,7 +303,7 @@ Result<int> Gemm::fused_variant(const SkinnyGemmParams& p, cudaStream_t stream) 
   MOPT_LOG_DEBUG("fused gemm %dx%dx%d%s (weights %s): skinny v%d (%.1f us)", p.m, p.n, p.k,
                  prologue_name(p.prologue), weight_format_name(p.qw.fmt), best.variant, best.tuned_us);
   if (p.m == 1 && one_row_eps > 0.f) {
-    MOPT_ASSIGN_OR_RETURN(best.variant, one_row_variant_for_rows(p, us, stream));
+    MOPT_ASSIGN_OR_RETURN(best.variant, one_row_variant_for_rows(p, us, best.order_us8, stream));
     best.tuned_us = us[static_cast<size_t>(best.variant)];
   }
   fused_plans_.emplace(key, best);
@@ -315,7 +315,7 @@ Result<int> Gemm::fused_variant(const SkinnyGemmParams& p, cudaStream_t stream) 
 // for kSkinnyMaxRows rows (the CUDA-core ones at their fastest row slice), each reading p's input row 0 (x_rows
 // all 0: no 8-row input needed; the time does not depend on the values) and writing the scratch buffer.
 Result<int> Gemm::one_row_variant_for_rows(const SkinnyGemmParams& p, const std::vector<float>& us1,
-                                           cudaStream_t stream) {
+                                           std::map<int, float>& order_us8, cudaStream_t stream) {
   const int n_var = static_cast<int>(us1.size());
   if (!zero_rows_) {
     MOPT_CUDA_TRY(cudaMalloc(reinterpret_cast<void**>(&zero_rows_), kSkinnyMaxRows * sizeof(int32_t)));
@@ -338,6 +338,7 @@ Result<int> Gemm::one_row_variant_for_rows(const SkinnyGemmParams& p, const std:
   std::vector<int> order(static_cast<size_t>(n_var));
   for (int v = 0; v < n_var; ++v) order[static_cast<size_t>(v)] = skinny_reduction_order(p.qw.fmt, v);
   const int v = choose_one_row_variant(us1, us8, order, one_row_eps);
+  order_us8 = fastest_per_order(us8, order);
   if (v < 0) return error("no skinny tiling ran for a fused 1x%dx%d GEMM", p.n, p.k);
   MOPT_LOG_DEBUG("fused gemm 1x%dx%d%s (weights %s): with 8 rows in view (eps %.3f): v%d (%.1f us; 8 rows %.1f us)",
                  p.n, p.k, prologue_name(p.prologue), weight_format_name(p.qw.fmt), one_row_eps, v,
@@ -411,15 +412,35 @@ std::vector<Gemm::FusedCandidates> Gemm::fused_candidates(int m, int n_best) con
     if (std::get<0>(key) != m) continue;
     FusedCandidates c{key, plan.variant, {}};
     const WeightFormat fmt = static_cast<WeightFormat>(std::get<7>(key));
-    // one_row_eps: a one-row plan's reduction order was chosen for the verification rows; keep it.
-    const bool same_order = m == 1 && one_row_eps > 0.f;
+    // one_row_eps: a one-row plan's reduction order was chosen for the verification rows. Tilings of another
+    // order are offered only where its 8-row time is known (switch_cost_us prices the switch).
+    const bool eps_plan = m == 1 && one_row_eps > 0.f;
     const int order = skinny_reduction_order(fmt, plan.variant);
-    for (size_t i = 0; i < plan.ranked.size() && static_cast<int>(c.ranked.size()) < n_best; ++i)
-      if (!same_order || skinny_reduction_order(fmt, plan.ranked[i].second) == order)
+    for (size_t i = 0; i < plan.ranked.size() && static_cast<int>(c.ranked.size()) < n_best; ++i) {
+      const int o = skinny_reduction_order(fmt, plan.ranked[i].second);
+      if (!eps_plan || o == order || (plan.order_us8.count(o) && plan.order_us8.count(order)))
         c.ranked.push_back(plan.ranked[i].second);
+    }
     out.push_back(std::move(c));
   }
   return out;
+}
+
+float Gemm::switch_cost_us(const FusedKey& key, int from, int to) const {
+  const auto it = fused_plans_.find(key);
+  if (it == fused_plans_.end() || std::get<0>(key) != 1 || !(one_row_eps > 0.f)) return 0.f;
+  const FusedPlan& plan = it->second;
+  const WeightFormat fmt = static_cast<WeightFormat>(std::get<7>(key));
+  const int of = skinny_reduction_order(fmt, from), ot = skinny_reduction_order(fmt, to);
+  if (of == ot) return 0.f;
+  float us1 = std::numeric_limits<float>::infinity();
+  for (const auto& [us, v] : plan.ranked)
+    if (v == from) us1 = us;
+  const auto t8 = [&](int o) {
+    const auto f = plan.order_us8.find(o);
+    return f == plan.order_us8.end() ? std::numeric_limits<float>::infinity() : f->second;
+  };
+  return one_row_switch_cost_us(us1, t8(of), t8(ot), one_row_eps);
 }
 
 Status Gemm::set_fused_variant(const FusedKey& key, int variant) {

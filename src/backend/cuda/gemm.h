@@ -112,6 +112,9 @@ class Gemm {
     std::vector<int> ranked;
   };
   std::vector<FusedCandidates> fused_candidates(int m, int n_best) const;
+  // What a switch of the plan `key` from variant `from` to `to` must save in the step (us) beyond the caller's
+  // own margin: 0, except for one-row plans under one_row_eps (plan_choice.h, one_row_switch_cost_us).
+  float switch_cost_us(const FusedKey& key, int from, int to) const;
   // Makes run_fused use `variant` for the plan with this key (a key from fused_candidates).
   Status set_fused_variant(const FusedKey& key, int variant);
 
@@ -135,8 +138,10 @@ class Gemm {
   // tiling is also timed for kSkinnyMaxRows rows (input row 0 repeated, output to scratch; the CUDA-core ones at
   // their fastest row slice, as row_invariant_plan would run them), and the plan takes,
   // among the tilings within (1 + one_row_eps) of the fastest one-row time, the one whose reduction order is
-  // fastest at 8 rows; fused_candidates() then offers one-row plans only tilings of their plan's order. 0: the
-  // fastest one-row tiling. Set before the first fused call.
+  // fastest at 8 rows. The in-graph refinement keeps that window (switch_cost_us): a switch to an order slower at
+  // 8 rows must save eps x the plan's one-row time in the step; plans imported from the plan cache (no 8-row
+  // times) are only offered tilings of their own order. 0: the fastest one-row tiling. Set before the first
+  // fused call.
   float one_row_eps = 0.f;
   // Row-invariant calls (verification steps) may split their rows over CTAs (SkinnyGemmParams::row_slice) where
   // that is faster; false: never (benchmarks compare the two).
@@ -183,6 +188,8 @@ class Gemm {
     int variant = 0;
     float tuned_us = 0.f;  // the variant's isolated time
     std::vector<std::pair<float, int>> ranked;  // (isolated us, variant) of every variant, fastest first
+    // one_row_eps, one-row plans tuned here: each reduction order's fastest 8-row time (us); else empty.
+    std::map<int, float> order_us8;
   };
   Result<int> fused_variant(const SkinnyGemmParams& p, cudaStream_t stream);
   // Cold-L2 times (us) of n candidates, launch(c) enqueueing candidate c on stream (gemm.cpp: chains of (L2
@@ -191,7 +198,7 @@ class Gemm {
                                           cudaStream_t stream);
   // The one-row plan's tiling under one_row_eps (gemm.cpp), given the one-row times us1 of every tiling.
   Result<int> one_row_variant_for_rows(const SkinnyGemmParams& p, const std::vector<float>& us1,
-                                       cudaStream_t stream);
+                                       std::map<int, float>& order_us8, cudaStream_t stream);
   // run_fused's row_invariant choice for p (m > 1).
   Result<int> row_invariant_variant(const SkinnyGemmParams& p, cudaStream_t stream);
   // ... with the row slices (gemm.cpp): (variant, row slice), remembered per plan and reduction order.

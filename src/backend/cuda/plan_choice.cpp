@@ -15,12 +15,7 @@ int choose_one_row_variant(std::span<const float> us1, std::span<const float> us
   for (size_t v = 0; v < n; ++v)
     if (finite(us1[v]) && (fastest < 0 || us1[v] < us1[static_cast<size_t>(fastest)])) fastest = static_cast<int>(v);
   if (fastest < 0 || !(eps > 0.f)) return fastest;
-  std::map<int, float> best8;  // reduction order -> its fastest 8-row time
-  for (size_t v = 0; v < n; ++v) {
-    if (!finite(us8[v])) continue;
-    auto [it, fresh] = best8.try_emplace(order[v], us8[v]);
-    if (!fresh && us8[v] < it->second) it->second = us8[v];
-  }
+  const std::map<int, float> best8 = fastest_per_order(us8, order);
   const float limit = us1[static_cast<size_t>(fastest)] * (1.f + eps);
   int pick = fastest;
   float pick8 = std::numeric_limits<float>::infinity();
@@ -37,6 +32,22 @@ int choose_one_row_variant(std::span<const float> us1, std::span<const float> us
     }
   }
   return pick;
+}
+
+std::map<int, float> fastest_per_order(std::span<const float> us8, std::span<const int> order) {
+  std::map<int, float> best8;
+  for (size_t v = 0; v < us8.size() && v < order.size(); ++v) {
+    if (!std::isfinite(us8[v])) continue;
+    auto [it, fresh] = best8.try_emplace(order[v], us8[v]);
+    if (!fresh && us8[v] < it->second) it->second = us8[v];
+  }
+  return best8;
+}
+
+float one_row_switch_cost_us(float cur_us1, float cur_us8, float to_us8, float eps) {
+  if (!std::isfinite(cur_us8) || !std::isfinite(to_us8)) return std::numeric_limits<float>::infinity();
+  if (!(eps > 0.f) || to_us8 <= cur_us8) return 0.f;
+  return std::isfinite(cur_us1) && cur_us1 > 0.f ? eps * cur_us1 : std::numeric_limits<float>::infinity();
 }
 
 }  // namespace mopt::cuda

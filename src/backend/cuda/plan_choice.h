@@ -7,6 +7,7 @@
 // at near-ties), so the rule below depends only on timings, never on a speculative config.
 #pragma once
 
+#include <map>
 #include <span>
 
 namespace mopt::cuda {
@@ -19,5 +20,15 @@ namespace mopt::cuda {
 // no tiling ran for one row. The spans have equal sizes.
 int choose_one_row_variant(std::span<const float> us1, std::span<const float> us8, std::span<const int> order,
                            float eps);
+
+// Each reduction order's fastest finite 8-row time over the tilings (us8[v], order[v] as above).
+std::map<int, float> fastest_per_order(std::span<const float> us8, std::span<const int> order);
+
+// The in-graph refinement of a one-row plan chosen with eps (runner_graphs.cpp), where the whole step is timed
+// with one tiling swapped: the time (us) a switch from the tiling in use to another must save in the step beyond
+// the refinement's own margin. eps x the current tiling's isolated one-row time (cur_us1) when the other's
+// reduction order is slower at 8 rows (to_us8 > cur_us8: the window of choose_one_row_variant, in the step), else 0;
+// +inf when either order's 8-row time is unknown (not finite), so that the switch is not tried.
+float one_row_switch_cost_us(float cur_us1, float cur_us8, float to_us8, float eps);
 
 }  // namespace mopt::cuda

@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cmath>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -77,13 +78,16 @@ Status CudaRunner::refine_graph(const StepShape& s, cudaGraphExec_t& exec) {
     int current = c.current;
     for (int v : c.ranked) {
       if (v == current) continue;
+      // one_row_plan_eps: a switch to a reduction order slower at 8 rows must also save eps of the GEMM's time.
+      const float extra_ms = 1e-3f * gemm_.switch_cost_us(c.key, current, v);
+      if (!std::isfinite(extra_ms)) continue;
       MOPT_TRY(gemm_.set_fused_variant(c.key, v));
       Result<cudaGraphExec_t> cand = capture_graph(s);
       MOPT_TRY(gemm_.set_fused_variant(c.key, current));
       MOPT_TRY(cand.status());
       float ms_cur = 0.f, ms_cand = 0.f;
       const Status st = time_pair(exec, cand.value(), ms_cur, ms_cand);
-      if (st && ms_cand < (1.f - kMinGain) * ms_cur) {
+      if (st && ms_cand < (1.f - kMinGain) * ms_cur - extra_ms) {
         MOPT_LOG_DEBUG("cuda: decode graph %d: fused GEMM n=%d k=%d: v%d -> v%d (%.1f -> %.1f us per step)",
                        s.n_tokens, std::get<1>(c.key), std::get<2>(c.key), current, v, 1e3f * ms_cur,
                        1e3f * ms_cand);

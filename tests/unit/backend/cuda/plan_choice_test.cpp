@@ -1,7 +1,9 @@
-// choose_one_row_variant (backend/cuda/plan_choice.h): host code, runs without a GPU.
+// choose_one_row_variant, fastest_per_order and one_row_switch_cost_us (backend/cuda/plan_choice.h): host code,
+// runs without a GPU.
 #if MOPT_HAVE_CUDA
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <limits>
 #include <vector>
 
@@ -50,6 +52,28 @@ TEST(OneRowPlanChoice, TilingsThatDidNotRunAreSkipped) {
   const std::vector<float> none = {kInf, kInf};
   EXPECT_EQ(choose_one_row_variant(none, none, std::vector<int>{1, 2}, 0.5f), -1);
   EXPECT_EQ(choose_one_row_variant(us1, none, order, 0.5f), -1);  // sizes differ
+}
+
+TEST(OneRowPlanChoice, FastestPerOrder) {
+  const std::vector<float> us8 = {30.f, 9.f, kInf, 2.f, std::nanf("")};
+  const std::vector<int> order = {7, 8, 9, 7, 8};
+  const auto best = cuda::fastest_per_order(us8, order);
+  ASSERT_EQ(best.size(), 2u);  // order 9 never ran at 8 rows
+  EXPECT_EQ(best.at(7), 2.f);
+  EXPECT_EQ(best.at(8), 9.f);
+}
+
+// In-graph refinement under eps: a switch to an order that is slower at 8 rows must save eps x the current
+// tiling's one-row time in the step; to an order as fast or faster at 8 rows, nothing more.
+TEST(OneRowPlanChoice, SwitchCostInTheGraph) {
+  using cuda::one_row_switch_cost_us;
+  EXPECT_FLOAT_EQ(one_row_switch_cost_us(10.f, 5.f, 8.f, 0.05f), 0.5f);
+  EXPECT_EQ(one_row_switch_cost_us(10.f, 5.f, 5.f, 0.05f), 0.f);
+  EXPECT_EQ(one_row_switch_cost_us(10.f, 5.f, 4.f, 0.05f), 0.f);
+  EXPECT_EQ(one_row_switch_cost_us(10.f, 5.f, 8.f, 0.f), 0.f);  // eps 0: the fastest in the step wins
+  EXPECT_EQ(one_row_switch_cost_us(10.f, kInf, 8.f, 0.05f), kInf);  // an order's 8-row time unknown: not tried
+  EXPECT_EQ(one_row_switch_cost_us(10.f, 5.f, kInf, 0.05f), kInf);
+  EXPECT_EQ(one_row_switch_cost_us(kInf, 5.f, 8.f, 0.05f), kInf);
 }
 
 }  // namespace
