@@ -8,8 +8,8 @@ namespace mopt {
 namespace {
 
 // The draft model (loaded from its path unless the config brings it), checked against the target, and its runner
-// on the target's device, KV cache not yet allocated (create_engine_with_runner sizes it with the target's). On
-// CUDA the draft runs unsharded on the first device, as vLLM's draft_tensor_parallel_size 1 does.
+// on the target's device, KV cache not yet allocated (create_engine_with_runner sizes it with the target's). The
+// draft runs unsharded (on CUDA on the first device), as vLLM's draft_tensor_parallel_size 1.
 Result<std::unique_ptr<DraftModel>> create_draft_model(const Model& target, const EngineConfig& config,
                                                        const RunnerOptions& target_opts, DeviceKind target_device) {
   const SpeculativeConfig& sc = config.speculative;
@@ -34,7 +34,7 @@ Result<std::unique_ptr<DraftModel>> create_draft_model(const Model& target, cons
   RunnerOptions ro = target_opts;
   ro.spec_tokens = 0;
   ro.device = target_device;
-  if (target_device == DeviceKind::kCuda) ro.tensor_parallel_size = 1;
+  ro.tensor_parallel_size = 1;
   auto runner = create_runner(*dm, ro);
   if (!runner) return runner.status().with_context("creating the draft model's runner");
   return std::make_unique<DraftModel>(std::move(runner).value(), std::move(dm));

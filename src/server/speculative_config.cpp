@@ -33,10 +33,11 @@ Result<SpeculativeConfig> parse_speculative_config(const std::string& json_text)
   for (const auto& [key, value] : j.items()) {
     (void)value;
     if (key == "method" || key == "num_speculative_tokens" || key == "prompt_lookup_max" ||
-        key == "prompt_lookup_min" || key == "model")
+        key == "prompt_lookup_min" || key == "model" || key == "draft_tensor_parallel_size")
       continue;
     return error("--speculative-config: field \"%s\" is not supported; mopt reads method, "
-                 "num_speculative_tokens, prompt_lookup_max, prompt_lookup_min and model", key.c_str());
+                 "num_speculative_tokens, prompt_lookup_max, prompt_lookup_min, model and "
+                 "draft_tensor_parallel_size", key.c_str());
   }
   // As in vLLM, a "model" without a method is a draft model, except "ngram" / "[ngram]" (vLLM's older spelling of
   // prompt lookup), which stands for method "ngram".
@@ -67,10 +68,20 @@ Result<SpeculativeConfig> parse_speculative_config(const std::string& json_text)
     if (has_max || has_min)
       return error("--speculative-config: prompt_lookup_max / prompt_lookup_min are n-gram settings; method "
                    "\"draft_model\" takes none");
+    // The draft always runs unsharded (engine_create.cpp), vLLM's default for a draft model.
+    if (j.contains("draft_tensor_parallel_size")) {
+      MOPT_ASSIGN_OR_RETURN(const int tp, int_field(j, "draft_tensor_parallel_size"));
+      if (tp != 1)
+        return error("--speculative-config: draft_tensor_parallel_size %d: mopt runs the draft model unsharded "
+                     "(1), on the target's first device", tp);
+    }
   } else {
     c.method = SpecMethod::kNgram;
     if (j.contains("model") && !ngram_model)
       return error("--speculative-config: \"model\" names a draft model; method \"ngram\" takes none");
+    if (j.contains("draft_tensor_parallel_size"))
+      return error("--speculative-config: draft_tensor_parallel_size is a draft model's setting; method \"ngram\" "
+                   "has no second model");
   }
   if (!j.contains("num_speculative_tokens"))
     return error("--speculative-config needs \"num_speculative_tokens\" (tokens proposed per step, e.g. 4)");

@@ -44,6 +44,11 @@ TEST(SpeculativeConfig, DraftModelFields) {
     EXPECT_EQ(c->prompt_lookup_max, 0);
     EXPECT_STREQ(spec_method_name(c->method), "draft_model");
   }
+  // vLLM's draft_tensor_parallel_size: 1 is what mopt does (the draft unsharded).
+  auto tp1 =
+      parse_speculative_config(R"({"model":"d.gguf","num_speculative_tokens":3,"draft_tensor_parallel_size":1})");
+  ASSERT_TRUE(tp1) << tp1.message();
+  EXPECT_EQ(tp1->method, SpecMethod::kDraftModel);
 }
 
 // vLLM's older spelling of prompt lookup: "model": "ngram" or "[ngram]".
@@ -76,6 +81,9 @@ TEST(SpeculativeConfig, RefusesWhatIsNotImplementedOrWrong) {
       {R"({"method":"ngram","num_speculative_tokens":4,"prompt_lookup_max":1,"prompt_lookup_min":3})",
        "prompt_lookup_max must be in"},
       {R"({"method":"ngram","num_speculative_tokens":4,"disable_by_batch_size":8})", "not supported"},
+      {R"({"model":"d.gguf","num_speculative_tokens":4,"draft_tensor_parallel_size":2})", "unsharded"},
+      {R"({"model":"d.gguf","num_speculative_tokens":4,"draft_tensor_parallel_size":"1"})", "must be an integer"},
+      {R"({"method":"ngram","num_speculative_tokens":4,"draft_tensor_parallel_size":1})", "no second model"},
       {R"(["ngram"])", "JSON object"},
       {R"({"method":)", "not valid JSON"},
   };
