@@ -42,6 +42,9 @@ struct SpeculativeConfig {
   int prompt_lookup_max = 0;       // n-gram: longest suffix matched
   int prompt_lookup_min = 0;       // n-gram: shortest suffix matched
   std::string model;               // draft model: its path (a GGUF file, a Hugging Face folder, ...)
+  // > 0: no proposals in a step while at least this many requests are running (vLLM's disable_by_batch_size:
+  // at large batches a verification row costs about what a new sequence's token does); 0: always propose.
+  int disable_by_batch_size = 0;
   // Draft model already loaded (tests, benchmarks): used instead of loading `model`.
   std::shared_ptr<const Model> draft;
 };

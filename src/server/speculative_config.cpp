@@ -33,11 +33,12 @@ Result<SpeculativeConfig> parse_speculative_config(const std::string& json_text)
   for (const auto& [key, value] : j.items()) {
     (void)value;
     if (key == "method" || key == "num_speculative_tokens" || key == "prompt_lookup_max" ||
-        key == "prompt_lookup_min" || key == "model" || key == "draft_tensor_parallel_size")
+        key == "prompt_lookup_min" || key == "model" || key == "draft_tensor_parallel_size" ||
+        key == "disable_by_batch_size")
       continue;
     return error("--speculative-config: field \"%s\" is not supported; mopt reads method, "
-                 "num_speculative_tokens, prompt_lookup_max, prompt_lookup_min, model and "
-                 "draft_tensor_parallel_size", key.c_str());
+                 "num_speculative_tokens, prompt_lookup_max, prompt_lookup_min, model, "
+                 "draft_tensor_parallel_size and disable_by_batch_size", key.c_str());
   }
   // As in vLLM, a "model" without a method is a draft model, except "ngram" / "[ngram]" (vLLM's older spelling of
   // prompt lookup), which stands for method "ngram".
@@ -86,6 +87,12 @@ Result<SpeculativeConfig> parse_speculative_config(const std::string& json_text)
   if (!j.contains("num_speculative_tokens"))
     return error("--speculative-config needs \"num_speculative_tokens\" (tokens proposed per step, e.g. 4)");
   MOPT_ASSIGN_OR_RETURN(c.num_speculative_tokens, int_field(j, "num_speculative_tokens"));
+  if (j.contains("disable_by_batch_size") && !j["disable_by_batch_size"].is_null()) {
+    MOPT_ASSIGN_OR_RETURN(c.disable_by_batch_size, int_field(j, "disable_by_batch_size"));
+    if (c.disable_by_batch_size < 1)
+      return error("--speculative-config: disable_by_batch_size must be >= 1 (the running requests at which "
+                   "proposals stop), got %d", c.disable_by_batch_size);
+  }
   if (c.method == SpecMethod::kNgram) {
     if (has_max) {
       MOPT_ASSIGN_OR_RETURN(c.prompt_lookup_max, int_field(j, "prompt_lookup_max"));

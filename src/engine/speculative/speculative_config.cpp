@@ -19,6 +19,8 @@ std::string validate_speculative_config(const SpeculativeConfig& c) {
   if (c.method == SpecMethod::kNone) return {};
   if (c.num_speculative_tokens < 1 || c.num_speculative_tokens > kMaxSpecTokens)
     return strfmt("num_speculative_tokens must be in [1, %d], got %d", kMaxSpecTokens, c.num_speculative_tokens);
+  if (c.disable_by_batch_size < 0)
+    return strfmt("disable_by_batch_size must be >= 1 (or absent), got %d", c.disable_by_batch_size);
   if (c.method == SpecMethod::kDraftModel) {
     if (c.model.empty() && !c.draft) return "method draft_model needs \"model\" (the draft model's path)";
     if (c.prompt_lookup_min != 0 || c.prompt_lookup_max != 0)

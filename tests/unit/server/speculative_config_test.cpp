@@ -19,6 +19,15 @@ TEST(SpeculativeConfig, NgramFields) {
   EXPECT_EQ(c->prompt_lookup_min, 1);
 }
 
+TEST(SpeculativeConfig, DisableByBatchSize) {
+  auto c = parse_speculative_config(R"({"method":"ngram","num_speculative_tokens":4,"disable_by_batch_size":8})");
+  ASSERT_TRUE(c) << c.message();
+  EXPECT_EQ(c->disable_by_batch_size, 8);
+  auto d = parse_speculative_config(R"({"model":"d.gguf","num_speculative_tokens":3,"disable_by_batch_size":null})");
+  ASSERT_TRUE(d) << d.message();
+  EXPECT_EQ(d->disable_by_batch_size, 0);  // vLLM's default: never
+}
+
 TEST(SpeculativeConfig, LookupDefaultsAsVllm) {
   auto both = parse_speculative_config(R"({"method":"ngram","num_speculative_tokens":3})");
   ASSERT_TRUE(both) << both.message();
@@ -80,7 +89,9 @@ TEST(SpeculativeConfig, RefusesWhatIsNotImplementedOrWrong) {
       {R"({"method":"ngram","num_speculative_tokens":2.5})", "must be an integer"},
       {R"({"method":"ngram","num_speculative_tokens":4,"prompt_lookup_max":1,"prompt_lookup_min":3})",
        "prompt_lookup_max must be in"},
-      {R"({"method":"ngram","num_speculative_tokens":4,"disable_by_batch_size":8})", "not supported"},
+      {R"({"method":"ngram","num_speculative_tokens":4,"quantization":"fp8"})", "not supported"},
+      {R"({"method":"ngram","num_speculative_tokens":4,"disable_by_batch_size":0})", "must be >= 1"},
+      {R"({"method":"ngram","num_speculative_tokens":4,"disable_by_batch_size":"8"})", "must be an integer"},
       {R"({"model":"d.gguf","num_speculative_tokens":4,"draft_tensor_parallel_size":2})", "unsharded"},
       {R"({"model":"d.gguf","num_speculative_tokens":4,"draft_tensor_parallel_size":"1"})", "must be an integer"},
       {R"({"method":"ngram","num_speculative_tokens":4,"draft_tensor_parallel_size":1})", "no second model"},
