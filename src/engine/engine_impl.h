@@ -174,6 +174,7 @@ class EngineImpl final : public Engine {
   EngineStats stats_;
   double last_runtime_poll_s_ = -1e9;  // under stats_mu_
   TuningCounters tuning_seen_;  // tuning_counters() after the warm-up / the last step (engine thread)
+  TuningCounters retired_draft_tuning_;  // a failed draft's last counters (it is gone; propose_drafts)
 
   // Batch buffers, reused across steps.
   BatchArrays barr_;               // the step's batch

@@ -73,6 +73,7 @@ void EngineImpl::propose_drafts() {
     // The target does not need the draft: serving goes on without proposals, and says so once.
     MOPT_LOG_ERROR("draft model: %s; speculative decoding is off from now on", st.message().c_str());
     for (const DraftJob& j : draft_jobs_) j.out->clear();
+    retired_draft_tuning_ = draft_->runner().tuning_counters();
     draft_.reset();
   }
 }

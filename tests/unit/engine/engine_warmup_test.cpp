@@ -195,6 +195,42 @@ TEST(EngineWarmup, WarmsTheDraftModelsRunnerToo) {
   EXPECT_EQ(eng.stats().captures_after_warmup, late);
 }
 
+// A draft whose forward pass fails is dropped (serving goes on without proposals) and its tuning counts stay in
+// the engine's sums: nothing is counted as late tuning when they leave with it.
+TEST(EngineWarmup, AFailedDraftLeavesTheCountersAlone) {
+  set_log_level(LogLevel::kError);  // the draft's failure is logged once, as an error: expected here
+  auto target = std::make_unique<TuningRunner>();
+  target->warm_up_to = 40;
+  auto draft_runner = std::make_unique<TuningRunner>();
+  draft_runner->warm_up_to = 40;      // every shape it runs: its counts are the warm-up's
+  draft_runner->fail_at_call = 3;     // its third forward pass fails
+  TuningRunner* d = draft_runner.get();
+  EngineConfig cfg;
+  cfg.max_num_batched_tokens = 64;
+  cfg.speculative.method = SpecMethod::kDraftModel;
+  cfg.speculative.num_speculative_tokens = 3;
+  cfg.speculative.model = "fake draft";
+  auto e = create_engine_with_runner(std::move(target), nullptr, cfg, {kEos},
+                                     std::make_unique<DraftModel>(std::move(draft_runner), nullptr));
+  ASSERT_TRUE(e.is_ok()) << e.message();
+  Engine& eng = **e;
+  ASSERT_TRUE(eng.warmup({}).is_ok());
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 20; ++i) prompt.push_back(2 + i);
+  RequestSpec spec;
+  spec.prompt = prompt;
+  spec.params = greedy(16);
+  std::vector<int32_t> got;
+  ASSERT_EQ(eng.add_request(std::move(spec), [&](const RequestOutput& o) {
+    got.insert(got.end(), o.new_tokens.begin(), o.new_tokens.end());
+  }).error, AddError::kNone);
+  while (eng.has_unfinished()) eng.step();
+  EXPECT_EQ(d->forward_calls, 3) << "the draft is not called after its failure";
+  EXPECT_EQ(got, reference_generate(prompt, 16, kVocab, kEos));
+  EXPECT_EQ(eng.stats().tunings_after_warmup, 0u);
+  EXPECT_EQ(eng.stats().captures_after_warmup, 0u);
+}
+
 TEST(EngineWarmup, RunnerWithoutTuningReturnsAnEmptyReport) {
   // The base ModelRunner::warmup (the CPU runner's: it tunes and captures nothing) does no work.
   Harness h(EngineConfig{});
