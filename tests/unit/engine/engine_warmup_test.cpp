@@ -142,6 +142,19 @@ TEST(EngineWarmup, RefusedAfterTheFirstRequest) {
   EXPECT_EQ(w.runner->warm_calls, 0);
 }
 
+// An engine over two TuningRunners, `target` and a draft model's `draft` (k = 3), for the tests below.
+std::unique_ptr<Engine> engine_with_draft(std::unique_ptr<TuningRunner> target, std::unique_ptr<TuningRunner> draft) {
+  EngineConfig cfg;
+  cfg.max_num_batched_tokens = 64;
+  cfg.speculative.method = SpecMethod::kDraftModel;
+  cfg.speculative.num_speculative_tokens = 3;
+  cfg.speculative.model = "fake draft";
+  auto e = create_engine_with_runner(std::move(target), nullptr, cfg, {kEos},
+                                     std::make_unique<DraftModel>(std::move(draft), nullptr));
+  EXPECT_TRUE(e.is_ok()) << e.message();
+  return e.is_ok() ? std::move(e).value() : nullptr;
+}
+
 // A draft model's runner is warmed with the target's (its shapes in the report, its progress labelled), and its
 // tuning after the warm-up counts as the target's does.
 TEST(EngineWarmup, WarmsTheDraftModelsRunnerToo) {
@@ -152,15 +165,9 @@ TEST(EngineWarmup, WarmsTheDraftModelsRunnerToo) {
   auto draft_runner = std::make_unique<TuningRunner>();
   draft_runner->warm_up_to = 2;  // the draft's one-token steps of one or two sequences, not its catch-up chunks
   TuningRunner* d = draft_runner.get();
-  EngineConfig cfg;
-  cfg.max_num_batched_tokens = 64;
-  cfg.speculative.method = SpecMethod::kDraftModel;
-  cfg.speculative.num_speculative_tokens = 3;
-  cfg.speculative.model = "fake draft";
-  auto e = create_engine_with_runner(std::move(target), nullptr, cfg, {kEos},
-                                     std::make_unique<DraftModel>(std::move(draft_runner), nullptr));
-  ASSERT_TRUE(e.is_ok()) << e.message();
-  Engine& eng = **e;
+  const std::unique_ptr<Engine> e = engine_with_draft(std::move(target), std::move(draft_runner));
+  ASSERT_TRUE(e);
+  Engine& eng = *e;
   int target_calls = 0, draft_calls = 0;
   auto rep = eng.warmup([&](int, int total, const std::string& what) {
     if (what.rfind("draft model: ", 0) == 0) {
@@ -205,15 +212,9 @@ TEST(EngineWarmup, AFailedDraftLeavesTheCountersAlone) {
   draft_runner->warm_up_to = 40;      // every shape it runs: its counts are the warm-up's
   draft_runner->fail_at_call = 3;     // its third forward pass fails
   TuningRunner* d = draft_runner.get();
-  EngineConfig cfg;
-  cfg.max_num_batched_tokens = 64;
-  cfg.speculative.method = SpecMethod::kDraftModel;
-  cfg.speculative.num_speculative_tokens = 3;
-  cfg.speculative.model = "fake draft";
-  auto e = create_engine_with_runner(std::move(target), nullptr, cfg, {kEos},
-                                     std::make_unique<DraftModel>(std::move(draft_runner), nullptr));
-  ASSERT_TRUE(e.is_ok()) << e.message();
-  Engine& eng = **e;
+  const std::unique_ptr<Engine> e = engine_with_draft(std::move(target), std::move(draft_runner));
+  ASSERT_TRUE(e);
+  Engine& eng = *e;
   ASSERT_TRUE(eng.warmup({}).is_ok());
   std::vector<int32_t> prompt;
   for (int i = 0; i < 20; ++i) prompt.push_back(2 + i);
