@@ -41,10 +41,7 @@ fi
 # spec_draft_cuda_test.cpp); a skip here fails the run too.
 if [[ -x "$G/test_engine_speculative" ]]; then
   echo "== test_engine_speculative (GPU tests)"
-  timeout 120 "$G/test_engine_speculative" --gtest_filter='SpecDraftCuda.*' 2>&1 | tee "$O/test_engine_speculative.log" |
-    grep -E "^\[ +(OK|FAILED|SKIPPED) "
-  [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
-  if grep -q "^\[  SKIPPED \]" "$O/test_engine_speculative.log"; then status=1; fi
+  gpu_gtest test_engine_speculative 'SpecDraftCuda.*' test_engine_speculative.log 120 || status=1
 fi
 python3 - "$O/test_backend_cuda.json" <<'PY' || status=1
 import json, sys

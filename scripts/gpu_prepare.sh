@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs HERE (no GPU needed): builds mopt, the CUDA backend libmopt_cuda.so, test_backend_cuda (and the GPU test of
 # test_engine_speculative) and the GPU benchmarks with nvcc for sm_90a into the git-ignored folder .gpu/ (static
-# libstdc++/libgcc; the CUDA runtime is static inside libmopt_cuda.so, cuBLAS dynamic), the object next to the executables (mopt loads it from beside
-# itself, the tests and benchmarks link it), copies the shared objects the GPU machine lacks (PCRE2, ...) into
+# libstdc++/libgcc; the CUDA runtime is static inside libmopt_cuda.so, cuBLAS dynamic), the object next to the
+# executables (mopt loads it from beside itself, the tests and benchmarks link it), copies the shared objects the GPU machine lacks (PCRE2, ...) into
 # .gpu/lib, and the model files the GPU run needs into .gpu/models. Then, on the GPU machine, in one `run` call
 # with carry [".gpu"]:
 #     bash scripts/gpu_all.sh
