@@ -110,7 +110,14 @@ Status check_memory_limit(ServeArgs& a) {
                    : a.engine.runner.kv_cache_dtype == KvCacheDtype::kFloat16 ? "fp16" : "auto";
   EngineConfig e = a.engine;
   e.runner.device = DeviceKind::kCpu;
-  MOPT_ASSIGN_OR_RETURN(plan::MemoryFit fit, plan::fit_memory_limit(shape, e, kv, limit));
+  // A draft model (speculative decoding) takes its weights, workspace and KV cache out of the same limit.
+  std::optional<plan::ModelShape> draft;
+  if (e.speculative.method == SpecMethod::kDraftModel && !e.speculative.model.empty()) {
+    auto d = plan::read_model_shape(e.speculative.model);
+    if (!d) return d.status().with_context("--speculative-config: reading the draft model");
+    draft = std::move(d).value();
+  }
+  MOPT_ASSIGN_OR_RETURN(plan::MemoryFit fit, plan::fit_memory_limit(shape, e, kv, limit, draft ? &*draft : nullptr));
   if (fit.kv_cache_memory) a.engine.kv_cache_memory = fit.kv_cache_memory;
   std::fprintf(stderr, "mopt serve: memory: %s%s\n", fit.describe().c_str(),
                fit.kv_cache_memory ? "; the KV cache is sized to what the limit leaves" : "");

@@ -24,6 +24,22 @@ std::string KvSizing::describe(const KvSizingRequest& req) const {
   return "?";
 }
 
+// n blocks, each with a draft block beside it, and the proposals' blocks of min(n, max_num_seqs) sequences.
+uint64_t KvSizing::memory_for_blocks(uint64_t n) const {
+  const uint64_t seqs = std::min<uint64_t>(n, static_cast<uint64_t>(std::max(max_num_seqs, 0)));
+  return n * (block_bytes + draft_block_bytes) + seqs * static_cast<uint64_t>(draft_extra_blocks) * draft_block_bytes;
+}
+
+uint64_t KvSizing::blocks_in(uint64_t bytes) const {
+  const uint64_t per = block_bytes + draft_block_bytes;
+  const uint64_t extra = static_cast<uint64_t>(draft_extra_blocks) * draft_block_bytes;  // per running sequence
+  if (per == 0) return 0;
+  const uint64_t seqs = static_cast<uint64_t>(std::max(max_num_seqs, 0));
+  // Up to max_num_seqs blocks each carries a sequence's proposals; past that, blocks cost `per` alone.
+  if (seqs * (per + extra) >= bytes) return bytes / (per + extra);
+  return seqs + (bytes - seqs * (per + extra)) / per;
+}
+
 Result<KvSizing> size_kv_cache(const KvSizingRequest& req) {
   KvSizing s;
   s.block_size = req.block_size == 0 ? req.default_block_size : req.block_size;
@@ -41,27 +57,24 @@ Result<KvSizing> size_kv_cache(const KvSizingRequest& req) {
   s.blocks_per_seq = (s.max_model_len + s.block_size - 1) / s.block_size;
   s.need_blocks = static_cast<uint64_t>(s.blocks_per_seq) * static_cast<uint64_t>(req.max_num_seqs);
 
-  // A draft model's pool: draft_extra_blocks per sequence plus one draft block per target block, out of the
-  // same memory, so each target block costs block_bytes + draft_block_bytes of it.
+  // A draft model's pool comes out of the same memory (memory_for_blocks).
   if (req.num_speculative_tokens < 0)
     return error("num_speculative_tokens must be >= 0, got %d", req.num_speculative_tokens);
+  s.max_num_seqs = req.max_num_seqs;
   s.draft_block_bytes = req.draft_kv_bytes_per_token * static_cast<uint64_t>(s.block_size);
   if (s.draft_block_bytes > 0)
     s.draft_extra_blocks = (req.num_speculative_tokens + s.block_size - 1) / s.block_size + 1;
-  const uint64_t draft_extra_bytes =
-      static_cast<uint64_t>(s.draft_extra_blocks) * static_cast<uint64_t>(req.max_num_seqs) * s.draft_block_bytes;
-  const uint64_t per_block = s.block_bytes + s.draft_block_bytes;
 
   uint64_t nb = 0;
   if (req.kv_cache_memory > 0) {
     s.budget = req.kv_cache_memory;
     s.rule = KvSizingRule::kExplicit;
-    nb = s.budget > draft_extra_bytes ? (s.budget - draft_extra_bytes) / per_block : 0;
+    nb = s.blocks_in(s.budget);
   } else {
     if (!(req.gpu_memory_utilization > 0 && req.gpu_memory_utilization <= 1))
       return error("--gpu-memory-utilization must be in (0, 1], got %g", req.gpu_memory_utilization);
     s.budget = req.memory_budget;
-    const uint64_t fit = s.budget > draft_extra_bytes ? (s.budget - draft_extra_bytes) / per_block : 0;
+    const uint64_t fit = s.blocks_in(s.budget);
     // CPU: the need itself; CUDA: twice the need (the rest keeps prefix-cache blocks), under the budget.
     const uint64_t want = req.device == DeviceKind::kCpu ? s.need_blocks : 2 * s.need_blocks;
     nb = std::min(fit, want);
@@ -79,8 +92,8 @@ Result<KvSizing> size_kv_cache(const KvSizingRequest& req) {
         s.draft_block_bytes ? ", beside the draft model's" : "", s.max_model_len,
         static_cast<long long>(s.blocks_per_seq));
   if (s.draft_block_bytes > 0) {
-    const int64_t seqs = req.max_num_seqs;
-    const int64_t d = std::min<int64_t>(static_cast<int64_t>(nb) + seqs * s.draft_extra_blocks,
+    const int64_t seqs = req.max_num_seqs, n = static_cast<int64_t>(nb);
+    const int64_t d = std::min<int64_t>(n + std::min(seqs, n) * s.draft_extra_blocks,
                                         seqs * (s.blocks_per_seq + s.draft_extra_blocks));
     s.draft_num_blocks = static_cast<int>(std::min<int64_t>(d, static_cast<int64_t>(max_blocks)));
   }

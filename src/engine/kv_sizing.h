@@ -8,8 +8,9 @@
 //   - CUDA: the memory budget (--gpu-memory-utilization of the device, minus what is in use), capped at twice
 //     the need (more buys nothing; the second half keeps prefix-cache blocks around).
 //   - with a draft model (speculative decoding), its KV pool comes out of the same memory (budget or
-//     --kv-cache-memory): it holds what the target's pool holds plus each sequence's proposals, so the two pools
-//     are sized together, the draft's bytes per token added to the target's.
+//     --kv-cache-memory): a draft block beside each of the target's, and ceil(k / block_size) + 1 more for the
+//     proposals of each sequence that can run (at most one per target block, at most max_num_seqs), so the
+//     two pools are sized together (KvSizing::memory_for_blocks).
 #pragma once
 
 #include <cstdint>
@@ -52,12 +53,17 @@ struct KvSizing {
   uint64_t budget = 0;         // bytes the pool may take: kv_cache_memory, or memory_budget
   int num_blocks = 0;
   KvSizingRule rule = KvSizingRule::kBudget;
-  // The draft model's pool (0 without one): num_blocks plus draft_extra_blocks per sequence, never more than
-  // every sequence at max_model_len plus its proposals; blocks of block_size tokens of draft_block_bytes.
+  // The draft model's pool (0 without one): num_blocks plus draft_extra_blocks per sequence that can run, never
+  // more than every sequence at max_model_len plus its proposals; blocks of block_size tokens of draft_block_bytes.
   uint64_t draft_block_bytes = 0;
   int64_t draft_extra_blocks = 0;  // ceil(num_speculative_tokens / block_size) + 1 per sequence
   int draft_num_blocks = 0;
+  int max_num_seqs = 0;  // the request's
 
+  // Memory for n blocks of the model's pool and the draft's blocks that go with them; blocks_in: the most blocks
+  // whose memory fits `bytes` (the inverse, used by the sizing and by `mopt serve --memory-limit`).
+  uint64_t memory_for_blocks(uint64_t n) const;
+  uint64_t blocks_in(uint64_t bytes) const;
   uint64_t pool_bytes() const { return block_bytes * static_cast<uint64_t>(num_blocks); }
   uint64_t draft_pool_bytes() const { return draft_block_bytes * static_cast<uint64_t>(draft_num_blocks); }
   // Sequences of max_model_len tokens the pool holds at once.

@@ -21,7 +21,8 @@ HostLimit host_memory_limit(uint64_t explicit_bytes);
 
 struct MemoryFit {
   HostLimit limit;
-  uint64_t weights = 0, workspace = 0, kv_cache = 0;  // bytes, as planned
+  uint64_t weights = 0, workspace = 0, kv_cache = 0;  // bytes, as planned (with a draft model's, if any)
+  uint64_t draft_weights = 0;                         // of `weights`: the draft model's
   // What the engine must be given as --kv-cache-memory to size its pool as planned (the limit capped it); 0 when
   // the engine's own sizing already gives the planned pool.
   uint64_t kv_cache_memory = 0;
@@ -32,8 +33,10 @@ struct MemoryFit {
 
 // Plans `model` on this host's CPU with the engine settings `e` (kv_cache_dtype: "auto", "fp16" or "fp32") under
 // `limit`: the KV cache gets at most what the limit leaves after the weights and the workspace. An error that
-// says what to change when the server cannot fit (the weights alone, or the KV cache of one sequence).
+// says what to change when the server cannot fit (the weights alone, or the KV cache of one sequence). `draft`:
+// a draft model's shape (speculative decoding, e.speculative), whose weights and workspace count as fixed costs
+// and whose KV pool is sized with the model's, out of the same memory, as the engine does.
 Result<MemoryFit> fit_memory_limit(const ModelShape& model, const EngineConfig& e, const std::string& kv_cache_dtype,
-                                   const HostLimit& limit);
+                                   const HostLimit& limit, const ModelShape* draft = nullptr);
 
 }  // namespace mopt::plan

@@ -235,7 +235,9 @@ Result<Plan> make_plan(const PlanRequest& req) {
                   .kv_bytes_per_token = p.kv_bytes_per_token,
                   .kv_cache_memory = e.kv_cache_memory,
                   .memory_budget = p.memory_budget,
-                  .gpu_memory_utilization = e.gpu_memory_utilization};
+                  .gpu_memory_utilization = e.gpu_memory_utilization,
+                  .draft_kv_bytes_per_token = req.draft_kv_bytes_per_token,
+                  .num_speculative_tokens = req.draft_kv_bytes_per_token ? e.speculative.num_speculative_tokens : 0};
   MOPT_ASSIGN_OR_RETURN(p.kv, size_kv_cache(p.kv_request));
 
   const uint64_t budget_blocks = (e.kv_cache_memory ? e.kv_cache_memory : p.memory_budget) / p.kv.block_bytes;

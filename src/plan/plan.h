@@ -39,6 +39,9 @@ struct PlanRequest {
   std::string kv_cache_dtype = "auto";  // auto, fp32, fp16, bf16, fp8
   int concurrency = 0;                  // "max length at N sequences"; 0 = max_num_seqs
   int prompt_len = 0;                   // prefill ceiling for one prompt of this length; 0 = min(2048, max_model_len)
+  // A draft model beside the model (speculative decoding): its K+V bytes per token (0: none), so that the KV pools
+  // are sized together as the engine sizes them (engine/kv_sizing.h); engine.speculative gives k.
+  uint64_t draft_kv_bytes_per_token = 0;
 };
 
 struct Plan {

@@ -11,6 +11,7 @@
 #include <random>
 #include <set>
 
+#include "engine/kv_sizing.h"
 #include "unit/engine/engine_harness.h"
 
 namespace mopt::test {
@@ -64,10 +65,13 @@ void run_seed(uint32_t seed, Totals& totals) {
       cfg.speculative.prompt_lookup_min = cfg.speculative.prompt_lookup_max = 0;
       cfg.speculative.model = "noisy fake draft";
       draft = std::make_unique<DraftModel>(std::make_unique<NoisyDraft>(), nullptr);
-      // Its pool comes out of the same memory (kv_sizing.h): nb blocks again (8 bytes a token, as the target's),
-      // and ceil(k / block_size) + 1 more for each sequence's proposals; the target keeps its nb blocks.
-      const int extra = (cfg.speculative.num_speculative_tokens + cfg.block_size - 1) / cfg.block_size + 1;
-      cfg.kv_cache_memory += static_cast<uint64_t>(nb + cfg.max_num_seqs * extra) * cfg.block_size * 8;
+      // Its pool comes out of the same memory (kv_sizing.h): a block beside each of the target's (8 bytes a token,
+      // as the target's) and ceil(k / block_size) + 1 more for each sequence's proposals; the target keeps nb.
+      KvSizing k;
+      k.block_bytes = k.draft_block_bytes = static_cast<uint64_t>(cfg.block_size) * 8;
+      k.draft_extra_blocks = (cfg.speculative.num_speculative_tokens + cfg.block_size - 1) / cfg.block_size + 1;
+      k.max_num_seqs = cfg.max_num_seqs;
+      cfg.kv_cache_memory = k.memory_for_blocks(static_cast<uint64_t>(nb));
     }
   }
   SCOPED_TRACE(strfmt("seed %u bs %d blocks %d len %d seqs %d budget %d policy %d mode %d caching %d spec %d", seed,

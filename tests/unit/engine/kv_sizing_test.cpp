@@ -86,7 +86,7 @@ TEST(KvSizing, CudaTakesTheBudgetUpToTwiceTheNeed) {
 }
 
 // A draft model's pool comes out of the same memory: each target block costs its bytes plus a draft block's, and
-// the draft holds ceil(k / block_size) + 1 more blocks for each sequence (its proposals).
+// the draft holds ceil(k / block_size) + 1 more blocks for each sequence that can run (its proposals).
 TEST(KvSizing, DraftModelSharesTheMemory) {
   KvSizingRequest r = llama8b_cuda(256);
   r.draft_kv_bytes_per_token = 32768;  // Llama-3.2-1B, bf16: 16 layers x 2 x 512 x 2 bytes
@@ -119,6 +119,23 @@ TEST(KvSizing, DraftModelSharesTheMemory) {
   s = size_kv_cache(r);
   ASSERT_FALSE(s);
   EXPECT_NE(s.message().find("beside the draft model's"), std::string::npos) << s.message();
+
+  // Fewer blocks than sequences fit: only as many sequences can run as there are blocks, so each block carries
+  // one sequence's proposals (2 draft blocks) beside its own draft block.
+  r.max_num_seqs = 256;
+  r.max_model_len = 1024;  // 64 blocks a sequence
+  r.kv_cache_memory = 100ull * 16 * (131072 + 3 * 32768) + 5;
+  s = size_kv_cache(r);
+  ASSERT_TRUE(s) << s.message();
+  EXPECT_EQ(s->num_blocks, 100);
+  EXPECT_EQ(s->draft_num_blocks, 100 + 2 * 100);
+  EXPECT_EQ(s->memory_for_blocks(100), 100ull * 16 * (131072 + 3 * 32768));
+  EXPECT_LE(s->pool_bytes() + s->draft_pool_bytes(), r.kv_cache_memory);
+  // The inverse holds on both sides of max_num_seqs blocks.
+  for (uint64_t n : {1ull, 255ull, 256ull, 257ull, 5000ull}) {
+    EXPECT_EQ(s->blocks_in(s->memory_for_blocks(n)), n) << n;
+    EXPECT_EQ(s->blocks_in(s->memory_for_blocks(n) - 1), n - 1) << n;
+  }
 
   // Without a draft model nothing is set aside.
   r.draft_kv_bytes_per_token = 0;

@@ -14,6 +14,7 @@
 
 #include "core/log.h"
 #include "engine/engine.h"
+#include "engine/kv_sizing.h"
 #include "engine/grammar/matcher.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -168,9 +169,15 @@ TEST(SpecGreedy, Stories260KMixedBatch) {
   EngineConfig e = c;  // a draft model with preemption, its catch-up spread over steps by a budget of 24 tokens
   e.speculative = early_exit_draft("stories260K.gguf", 3, 5);
   e.max_num_batched_tokens = 24;
-  // The draft's pool comes out of the same memory (kv_sizing.h): the target's 24 blocks again, and 2 more for
-  // each sequence's proposals, of 3 of the target's layers. The target keeps its 24 blocks.
-  e.kv_cache_memory += (24 + 2ull * e.max_num_seqs) * (block_bytes / mc.n_layer * 3);
+  // The draft's pool comes out of the same memory (kv_sizing.h): a block of 3 of the target's layers beside each
+  // of the target's 24, and 2 more for the proposals of each of the (at most 24) sequences that can run. The
+  // target keeps its 24 blocks.
+  KvSizing k;
+  k.block_bytes = block_bytes;
+  k.draft_block_bytes = block_bytes / mc.n_layer * 3;
+  k.draft_extra_blocks = 2;  // ceil(5 / 16) + 1
+  k.max_num_seqs = e.max_num_seqs;
+  e.kv_cache_memory = k.memory_for_blocks(24);
   variants.push_back(e);
   expect_same_as_plain(l, specs, variants);
 }
