@@ -128,6 +128,11 @@ using WarmupProgress = std::function<void(int done, int total, const std::string
 struct TuningCounters {
   uint64_t gemm_tunings = 0;
   uint64_t graph_captures = 0;
+  TuningCounters& operator+=(const TuningCounters& o) {
+    gemm_tunings += o.gemm_tunings;
+    graph_captures += o.graph_captures;
+    return *this;
+  }
 };
 
 // GPU time of one eagerly run step per kernel class (ModelRunner::profile_step), summed over layers.

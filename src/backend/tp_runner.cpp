@@ -144,11 +144,7 @@ Result<WarmupReport> TensorParallelRunner::warmup(const WarmupProgress& progress
 
 TuningCounters TensorParallelRunner::tuning_counters() const {
   TuningCounters t;
-  for (const auto& r : runners_) {
-    const TuningCounters s = r->tuning_counters();
-    t.gemm_tunings += s.gemm_tunings;
-    t.graph_captures += s.graph_captures;
-  }
+  for (const auto& r : runners_) t += r->tuning_counters();
   return t;
 }
 

@@ -84,9 +84,7 @@ Status EngineImpl::warm_request() {
 TuningCounters EngineImpl::tuning_counters() const {
   TuningCounters c = runner_->tuning_counters();
   // A draft that failed is gone (engine_spec.cpp); its last counts stay in, so that the sum never goes back.
-  const TuningCounters d = draft_ ? draft_->runner().tuning_counters() : retired_draft_tuning_;
-  c.gemm_tunings += d.gemm_tunings;
-  c.graph_captures += d.graph_captures;
+  c += draft_ ? draft_->runner().tuning_counters() : retired_draft_tuning_;
   return c;
 }
 

@@ -240,7 +240,7 @@ Result<Plan> make_plan(const PlanRequest& req) {
                   .num_speculative_tokens = req.draft_kv_bytes_per_token ? e.speculative.num_speculative_tokens : 0};
   MOPT_ASSIGN_OR_RETURN(p.kv, size_kv_cache(p.kv_request));
 
-  const uint64_t budget_blocks = (e.kv_cache_memory ? e.kv_cache_memory : p.memory_budget) / p.kv.block_bytes;
+  const uint64_t budget_blocks = p.kv.blocks_in(e.kv_cache_memory ? e.kv_cache_memory : p.memory_budget);
   p.budget_concurrency = static_cast<double>(budget_blocks) / static_cast<double>(p.kv.blocks_per_seq);
   p.concurrency = req.concurrency > 0 ? req.concurrency : e.max_num_seqs;
   const int64_t per_seq_blocks = p.kv.num_blocks / p.concurrency;

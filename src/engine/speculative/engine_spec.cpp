@@ -36,11 +36,7 @@ void EngineImpl::propose_drafts() {
     free_rows = std::max<int64_t>(device_sample_rows(), kHostLogits / n_vocab_) -
                 static_cast<int64_t>(requests_.size());
   // disable_by_batch_size: no proposals while that many requests or more are running.
-  if (sc.disable_by_batch_size > 0) {
-    int64_t running = 0;
-    for (const auto& [id, rp] : requests_) running += rp->state == RequestState::kRunning;
-    if (running >= sc.disable_by_batch_size) free_rows = 0;
-  }
+  if (sc.disable_by_batch_size > 0 && sched_.num_running() >= sc.disable_by_batch_size) free_rows = 0;
   draft_jobs_.clear();
   for (auto& [id, rp] : requests_) {
     EngineRequest& r = *rp;
