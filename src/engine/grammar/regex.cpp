@@ -234,8 +234,11 @@ Expr json_string_chars(const CodeSet& set) {
         ++lo;
         continue;
       }
-      uint32_t hi = lo;
-      while (hi < r.hi && !contains(special, hi + 1)) ++hi;
+      // The run of plain characters from lo ends before the next special range (found by range, not by stepping
+      // through code points: `.` covers 1.1M of them, and a pattern may hold thousands of dots).
+      uint32_t hi = r.hi;
+      for (const CodeRange& s : special)
+        if (s.lo > lo && s.lo - 1 < hi) hi = s.lo - 1;
       plain.push_back({lo, hi});
       lo = hi + 1;
     }
