@@ -7,7 +7,8 @@
 #   2. Llama-3.1-8B shape, bf16, single stream: fresh runners with and without the in-graph refinement, in turn,
 #      at eps 0 and each EPS (bench_gpu_decode --single-only --fresh 4);
 #   3. bench_speculative --device cuda --profile at eps 0 and each EPS.
-#   bash scripts/gpu_eps_refine.sh [EPS...]   (default 0.02; each more EPS adds ~3 minutes to the call)
+#   bash scripts/gpu_eps_refine.sh [EPS...]   (default 0.02; each more EPS adds ~3 minutes to the call;
+#   FRESH=N fresh runners of each setting, default 4)
 # Logs go to $OUT (or /tmp/mopt-gpu-out); the lines that decide are printed after each step.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -21,7 +22,7 @@ gpu_gtest test_backend_cuda 'OneRowPlanChoice.*:CudaVerifyStep.*:CudaWarmup.*' e
 
 for e in 0 "${EPS[@]}"; do
   echo "== bench_gpu_decode --single-only --one-row-eps $e"
-  timeout 150 "$G/bench_gpu_decode" --single-only --one-row-eps "$e" --fresh 4 --fresh-settings defaults,no-refine \
+  timeout 150 "$G/bench_gpu_decode" --single-only --one-row-eps "$e" --fresh "${FRESH:-4}" --fresh-settings defaults,no-refine \
     > "$O/eps_decode_$e.log" 2>&1 || status=1
   grep -E "tok/s|fresh" "$O/eps_decode_$e.log" | tail -8
 done
