@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/mmap.h"
 #include "engine/grammar/gbnf.h"
@@ -148,27 +149,33 @@ inline Result<std::string> render_chat(const ChatTemplate& t, const server::Gene
   return t.render_chat(g.messages, g.add_generation_prompt, "<s>", "</s>", extra);
 }
 
-// A real template with tools (Qwen2.5's), from the chat-template seed corpus: the one the request body renders.
-// MOPT_SOURCE_DIR is defined by the fuzz targets' and the unit tests' build.
-inline const ChatTemplate& tools_template() {
-  static const ChatTemplate t = [] {
-    const std::string path = MOPT_SOURCE_DIR "/fuzz/corpus/chat_template/qwen25_tools.jinja";
-    auto src = read_file(path);
-    if (!src) invariant_failed("cannot read " + path + ": " + src.message());
-    auto c = ChatTemplate::compile(*src);
-    if (!c) invariant_failed(path + ": " + c.message());
-    return std::move(c).value();
+// Real templates from the chat-template seed corpus, rendered with the fuzzed requests: Qwen2.5's (tools, tool
+// calls and results) and Qwen3's (also thinking). MOPT_SOURCE_DIR is defined by the fuzz targets' and the unit
+// tests' build.
+inline const ChatTemplate& real_template(size_t i) {
+  static const std::vector<ChatTemplate> templates = [] {
+    std::vector<ChatTemplate> out;
+    for (const char* name : {"qwen25_tools.jinja", "qwen3_thinking.jinja"}) {
+      const std::string path = std::string(MOPT_SOURCE_DIR "/fuzz/corpus/chat_template/") + name;
+      auto src = read_file(path);
+      if (!src) invariant_failed("cannot read " + path + ": " + src.message());
+      auto c = ChatTemplate::compile(*src);
+      if (!c) invariant_failed(path + ": " + c.message());
+      out.push_back(std::move(c).value());
+    }
+    return out;
   }();
-  return t;
+  return templates[i % templates.size()];
 }
 
 // ---- An OpenAI request body, as handle_generate takes it up to the engine: parse_json_body, then
 // parse_generate_request as completions and as chat (the server's default ApiLimits); for chat the prompt rendered
-// with a real template with tools (tools_template()); then request_grammar (response_format, guided_*, grammar,
+// with a real template (real_template()); then request_grammar (response_format, guided_*, grammar,
 // forced or strict tool calls, wrapped for a reasoning parser) compiled against a small tokenizer and walked. The
-// tool-call format and reasoning parser the server was started with are picked from the body's size.
+// tool-call format and reasoning parser the server was started with, and the template, are picked from the body's
+// size.
 inline int openai_request_body(const uint8_t* data, size_t size) {
-  const ChatTemplate& tmpl = tools_template();
+  const ChatTemplate& tmpl = real_template(size / 15);
   const server::ApiLimits limits;
   auto parsed = server::parse_json_body(as_text(data, size), limits.max_json_depth);
   const auto* body = std::get_if<server::json>(&parsed);
