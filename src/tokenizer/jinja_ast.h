@@ -64,6 +64,10 @@ struct Node {
 struct ParseLimits {
   size_t max_source_bytes = 1 << 20;
   int max_depth = 64;  // nesting of expressions and blocks
+  // Links of chains in one expression: binary operators, filters, tests, attribute and item accesses, calls
+  // (a + b + ..., x | f | ..., x.a.b..., f()()...). The parser reads a chain in a loop, but each link nests the
+  // tree one level deeper, and rendering and freeing it recurse that deep: 100k links overflowed the stack.
+  int max_chain_links = 256;
 };
 
 // Parses a template (trim_blocks and lstrip_blocks on, as Hugging Face's apply_chat_template sets them).

@@ -259,12 +259,19 @@ class Parser {
     }
     ~DepthGuard() { --p.depth_; }
   };
+  // One more link of a chain (see ParseLimits::max_chain_links); counted per statement or {{ }}.
+  void chain_link(int line) {
+    if (++chain_links_ > lim_.max_chain_links)
+      fail(line, strfmt("an expression with more than %d operators, filters, tests, subscripts and calls in a row "
+                        "(each nests it one level deeper); split it with {%% set %%}", lim_.max_chain_links));
+  }
 
   // Statements until one of the `ends` block tags ({% endfor %}, {% else %}, ...); `end` gets the tag name.
   NodePtr parse_block(const std::vector<std::string>& ends, std::string& end) {
     DepthGuard g(*this);
     auto block = std::make_unique<Node>(NodeKind::kBlock, peek().line);
     for (;;) {
+      chain_links_ = 0;  // an expression never spans block items: the count restarts with each one
       const Tok& tk = peek();
       if (tk.type == T::kEof) {
         if (!ends.empty()) fail(tk.line, "missing {% " + ends.back() + " %}");
@@ -451,6 +458,7 @@ class Parser {
     for (;;) {
       const Tok& t = peek();
       if (t.type != op_type || std::find(ops.begin(), ops.end(), t.s) == ops.end()) return e;
+      chain_link(t.line);
       ++p_;
       e = binary(t.s, std::move(e), (this->*operand)(), t.line);
     }
@@ -484,6 +492,7 @@ class Parser {
       } else {
         return e;
       }
+      chain_link(line);
       e = binary(op, std::move(e), parse_add(), line);
     }
   }
@@ -525,6 +534,7 @@ class Parser {
     for (;;) {
       if (is_op("|")) {
         int line = next().line;
+        chain_link(line);
         auto n = std::make_unique<Node>(NodeKind::kFilter, line);
         n->name = expect_name();
         n->kids.push_back(std::move(e));
@@ -532,6 +542,7 @@ class Parser {
         e = parse_postfix(std::move(n));
       } else if (is_name("is")) {
         int line = next().line;
+        chain_link(line);
         auto n = std::make_unique<Node>(NodeKind::kTest, line);
         if (is_name("not")) {
           ++p_;
@@ -556,6 +567,7 @@ class Parser {
   NodePtr parse_postfix(NodePtr e) {
     for (;;) {
       int line = peek().line;
+      if (is_op(".") || is_op("[") || is_op("(")) chain_link(line);
       if (is_op(".")) {
         ++p_;
         auto n = std::make_unique<Node>(NodeKind::kGetAttr, line);
@@ -674,6 +686,7 @@ class Parser {
   size_t p_ = 0;
   const ParseLimits& lim_;
   int depth_ = 0;
+  int chain_links_ = 0;
 };
 
 }  // namespace

@@ -438,6 +438,20 @@ TEST(ChatTemplate, SandboxLimits) {
   EXPECT_NE(s.message().find("nested deeper"), std::string::npos) << s.message();
   std::string deep = "{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}";
   EXPECT_FALSE(ChatTemplate::compile(deep).is_ok());
+  // Chains are read in a loop but nest the tree one level a link; 100k links overflowed the stack when rendered or
+  // freed (found by fuzz/chat_template_fuzz.cpp). Each kind of link is refused past 256 in one expression, with
+  // the line; 256 still render.
+  for (const std::string link : {" + 1", " | string", " is defined", ".a", "[0]", "()", " ** 1", " == 1"}) {
+    std::string chain = "{{ x";
+    for (int i = 0; i < 50000; ++i) chain += link;
+    auto t = ChatTemplate::compile("\n" + chain + " }}");
+    ASSERT_FALSE(t.is_ok()) << link;
+    EXPECT_NE(t.message().find("line 2: an expression with more than 256 operators"), std::string::npos)
+        << link << " -> " << t.message();
+  }
+  std::string sum = "{{ 1";
+  for (int i = 0; i < 256; ++i) sum += " + 1";
+  EXPECT_EQ(render(sum + " }}", "[]", true), "257");
 
   // Values that would blow the stack or the heap: deep nesting, a namespace containing itself, list doubling.
   s = render_status("{% set ns = namespace(x=[]) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}{% endfor %}"
