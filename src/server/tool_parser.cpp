@@ -21,24 +21,18 @@ bool decode_string(std::string_view raw, std::string& out) {
   }
 }
 
-// What is known about a call object {"name": ..., "arguments": ...} whose text starts at s[0] == '{'.
-struct ObjectScan {
-  bool complete = false;
-  size_t end = 0;            // one past the closing brace
-  bool has_name = false, bad_name = false;
-  std::string name;
-  size_t args_begin = npos;  // where the arguments value starts
-  size_t args_end = npos;    // one past its end; npos while it is still open
-  char args_first = 0;
-};
+using ObjectScan = ToolCallParser::ObjectScan;
 
-ObjectScan scan_object(std::string_view s, std::string_view args_key, std::string_view alt_args_key) {
-  ObjectScan r;
-  int depth = 0;
-  bool in_str = false, esc = false, primitive = false;
-  enum { kKey, kColon, kValue, kAfter } st = kKey;
-  size_t str_begin = 0, val_begin = npos;
-  std::string key;
+// Scans a call object whose text starts at s[0] == '{', from where `r` stopped (s is the text of the last call
+// plus what arrived since).
+void scan_object(std::string_view s, std::string_view args_key, std::string_view alt_args_key, ObjectScan& r) {
+  if (r.complete) return;
+  int& depth = r.depth;
+  bool &in_str = r.in_str, &esc = r.esc, &primitive = r.primitive;
+  enum : uint8_t { kKey, kColon, kValue, kAfter };
+  uint8_t& st = r.st;
+  size_t &str_begin = r.str_begin, &val_begin = r.val_begin;
+  std::string& key = r.key;
   // A repeated key keeps its first value (a stream has sent the first before a second can appear).
   auto is_args = [&] { return key == args_key || key == alt_args_key; };
   auto open_value = [&](size_t i, bool prim) {
@@ -63,7 +57,7 @@ ObjectScan scan_object(std::string_view s, std::string_view args_key, std::strin
     primitive = false;
     st = kAfter;
   };
-  for (size_t i = 0; i < s.size(); ++i) {
+  for (size_t& i = r.pos; i < s.size(); ++i) {
     const char c = s[i];
     if (in_str) {
       if (esc) {
@@ -100,7 +94,7 @@ ObjectScan scan_object(std::string_view s, std::string_view args_key, std::strin
         if (depth == 0) {
           r.complete = true;
           r.end = i + 1;
-          return r;
+          return;
         }
         break;
       case ':':
@@ -113,7 +107,6 @@ ObjectScan scan_object(std::string_view s, std::string_view args_key, std::strin
         if (!is_ws(c) && depth == 1 && st == kValue && val_begin == npos) open_value(i, true);
     }
   }
-  return r;
 }
 
 }  // namespace
@@ -146,6 +139,7 @@ void ToolCallParser::malformed(ParsedDelta& out) {
   buf_ = obj_ + buf_;
   block_.clear();
   obj_.clear();
+  scan_ = {};
   mode_ = Mode::kContent;
 }
 
@@ -237,7 +231,8 @@ bool ToolCallParser::step_object(ParsedDelta& out) {
   obj_ += buf_;
   buf_.clear();
   const bool llama = kind_ == ToolParserKind::kLlama3Json;
-  ObjectScan s = scan_object(obj_, llama ? "parameters" : "arguments", llama ? "arguments" : "parameters");
+  scan_object(obj_, llama ? "parameters" : "arguments", llama ? "arguments" : "parameters", scan_);
+  const ObjectScan& s = scan_;
   if (s.bad_name) {
     malformed(out);
     return true;
@@ -265,6 +260,7 @@ bool ToolCallParser::step_object(ParsedDelta& out) {
   }
   started_ = false;
   obj_.clear();
+  scan_ = {};
   block_.clear();
   buf_ = std::move(rest);
   mode_ = Mode::kAfterObject;

@@ -13,6 +13,7 @@
 // as content, marker included. Text after the calls is content only if it is not just whitespace.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -52,11 +53,35 @@ class ToolCallParser {
   void malformed(ParsedDelta& out);
   const char* start_marker() const;
 
+ public:
+  // What is known about a call object {"name": ..., "arguments": ...} (obj_), and where its scan stopped: obj_ only
+  // grows until the call ends, so each feed resumes the scan there instead of reading the whole object again
+  // (quadratic in a long call streamed in pieces: 40 KB of arguments took 0.1 s, 400 KB ten; found by fuzzing).
+  struct ObjectScan {
+    bool complete = false;
+    size_t end = 0;                      // one past the closing brace
+    bool has_name = false, bad_name = false;
+    std::string name;
+    size_t args_begin = std::string::npos;  // where the arguments value starts
+    size_t args_end = std::string::npos;    // one past its end; npos while it is still open
+    char args_first = 0;
+    // the scanner's state after obj_[0, pos)
+    size_t pos = 0;
+    int depth = 0;
+    bool in_str = false, esc = false, primitive = false;
+    uint8_t st = 0;  // expecting a key, the colon, a value, or what follows a value
+    size_t str_begin = 0, val_begin = std::string::npos;
+    std::string key;
+  };
+
+ private:
+
   ToolParserKind kind_;
   Mode mode_;
   std::string buf_;        // text not consumed yet
   std::string block_;      // the current call block's raw text (marker on), returned as content if malformed
   std::string obj_;        // the current call's JSON object so far
+  ObjectScan scan_;        // of obj_; reset with it
   bool after_calls_ = false;
   std::string trailing_;   // content after the calls, held until finish()
   int n_calls_ = 0;

@@ -138,6 +138,27 @@ TEST(ToolParser, DeepSeekV3) {
   EXPECT_EQ(p.calls, (std::vector<Call>{{"get_weather", R"({"location": "Tokyo"})"}, {"get_time", "{}"}}));
 }
 
+// A long call streamed in small pieces: each piece resumes the scan of the call object where the last one stopped
+// (the whole object was scanned again per piece, quadratic: 400 KB of arguments took ~10 s; found by
+// fuzz/model_output_fuzz.cpp). Pieces of 3 bytes cut keys, strings and escapes anywhere.
+TEST(ToolParser, LongCallStreamedInSmallPiecesIsScannedOnce) {
+  const std::string value(200000, 'x');
+  const std::string args = "{\"q\": \"a\\\"b\", \"v\": [\"" + value + "\", {\"n\": 1}]}";
+  for (ToolParserKind k : {ToolParserKind::kHermes, ToolParserKind::kLlama3Json, ToolParserKind::kMistral}) {
+    const std::string call = std::string("{\"name\": \"f\", \"") +
+                             (k == ToolParserKind::kLlama3Json ? "parameters" : "arguments") + "\": " + args + "}";
+    const std::string text = k == ToolParserKind::kHermes ? "<tool_call>\n" + call + "\n</tool_call>"
+                             : k == ToolParserKind::kMistral ? "[TOOL_CALLS][" + call + "]" : call;
+    std::vector<std::string> pieces;
+    for (size_t i = 0; i < text.size(); i += 3) pieces.push_back(text.substr(i, 3));
+    const Parsed p = parse(k, pieces);
+    EXPECT_EQ(p.content, "") << tool_parser_name(k);
+    ASSERT_EQ(p.calls.size(), 1u) << tool_parser_name(k);
+    EXPECT_EQ(p.calls[0].name, "f");
+    EXPECT_TRUE(p.calls[0].arguments == args) << tool_parser_name(k);
+  }
+}
+
 TEST(ToolParser, NoneIsText) {
   EXPECT_EQ(parse(ToolParserKind::kNone, {"<tool_call>{\"name\": \"f\"}</tool_call>"}).content,
             "<tool_call>{\"name\": \"f\"}</tool_call>");
