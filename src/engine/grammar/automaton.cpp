@@ -443,12 +443,26 @@ class AutomatonBuilder {
       std::sort(left[r].begin(), left[r].end());
       left[r].erase(std::unique(left[r].begin(), left[r].end()), left[r].end());
     }
-    std::vector<int> color(nr, 0);
-    std::vector<int32_t> path;
-    std::function<void(int32_t)> dfs = [&](int32_t r) {
-      color[static_cast<size_t>(r)] = 1;
-      path.push_back(r);
-      for (int32_t s : left[static_cast<size_t>(r)]) {
+    // Depth first over `left`, with an explicit stack: a chain of rules each calling the next before any text is
+    // as deep as the grammar is long (45k one-line rules, under the 1 MB limit, overflowed the stack when this
+    // recursed; found by fuzzing).
+    std::vector<int> color(nr, 0);      // 0 unvisited, 1 on the path, 2 done
+    std::vector<int32_t> path;          // the rules being visited, outermost first
+    std::vector<size_t> next_edge;      // [path.size()] the next entry of left[path[i]] to follow
+    for (size_t root = 0; root < nr; ++root) {
+      if (color[root] != 0) continue;
+      color[root] = 1;
+      path.push_back(static_cast<int32_t>(root));
+      next_edge.push_back(0);
+      while (!path.empty()) {
+        const std::vector<int32_t>& out = left[static_cast<size_t>(path.back())];
+        if (next_edge.back() == out.size()) {
+          color[static_cast<size_t>(path.back())] = 2;
+          path.pop_back();
+          next_edge.pop_back();
+          continue;
+        }
+        const int32_t s = out[next_edge.back()++];
         if (color[static_cast<size_t>(s)] == 1) {
           std::string cycle;
           auto it = std::find(path.begin(), path.end(), s);
@@ -457,13 +471,13 @@ class AutomatonBuilder {
                            " (a rule reaches itself before matching any text; rewrite it right-recursively or "
                            "with repetition, e.g. list ::= item (\",\" item)*)"};
         }
-        if (color[static_cast<size_t>(s)] == 0) dfs(s);
+        if (color[static_cast<size_t>(s)] == 0) {
+          color[static_cast<size_t>(s)] = 1;
+          path.push_back(s);
+          next_edge.push_back(0);
+        }
       }
-      path.pop_back();
-      color[static_cast<size_t>(r)] = 2;
-    };
-    for (size_t r = 0; r < nr; ++r)
-      if (color[r] == 0) dfs(static_cast<int32_t>(r));
+    }
   }
 
   void finish_flags() {
