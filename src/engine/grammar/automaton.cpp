@@ -305,7 +305,9 @@ class AutomatonBuilder {
       subset_elems_ += set.size();
       if (subset_elems_ > lim_.max_nfa_states * 4)
         throw LimitError{"the grammar is too large to determinize (its alternatives and repetitions overlap in "
-                         "too many ways, e.g. [a-z]{0,5000} [a-z]{0,5000}); bound or simplify the repetitions"};
+                         "too many ways, e.g. [a-z]{0,5000} [a-z]{0,5000}); bound or simplify the repetitions, "
+                         "and anchor a regex or JSON Schema 'pattern' with ^...$ (unanchored, it may match anywhere: "
+                         ".* on both sides)"};
       ids.emplace(set, id);
       sets.push_back(std::move(set));
       a_.accepting_.push_back(0);
@@ -464,9 +466,17 @@ class AutomatonBuilder {
         }
         const int32_t s = out[next_edge.back()++];
         if (color[static_cast<size_t>(s)] == 1) {
+          // The cycle's rules, the middle of a long one left out (a cycle may be as long as the grammar).
           std::string cycle;
-          auto it = std::find(path.begin(), path.end(), s);
-          for (; it != path.end(); ++it) cycle += a_.rule_names_[static_cast<size_t>(*it)] + " -> ";
+          const auto first = std::find(path.begin(), path.end(), s);
+          const size_t len = static_cast<size_t>(path.end() - first);
+          for (size_t i = 0; i < len; ++i) {
+            if (len > 8 && i == 4) {
+              cycle += strfmt("... (%zu more rules) -> ", len - 8);
+              i = len - 4;
+            }
+            cycle += a_.rule_names_[static_cast<size_t>(first[static_cast<ptrdiff_t>(i)])] + " -> ";
+          }
           throw LimitError{"left recursion: " + cycle + a_.rule_names_[static_cast<size_t>(s)] +
                            " (a rule reaches itself before matching any text; rewrite it right-recursively or "
                            "with repetition, e.g. list ::= item (\",\" item)*)"};
