@@ -1,7 +1,6 @@
 #include "engine/grammar/automaton.h"
 
 #include <algorithm>
-#include <functional>
 #include <map>
 #include <unordered_map>
 
@@ -81,6 +80,57 @@ void utf8_split(uint32_t lo, uint32_t hi, std::vector<std::vector<std::pair<uint
   out.push_back(std::move(seq));
 }
 
+// [n] whether node i of a graph lies on a cycle: its strongly connected component has more than one node, or it has
+// an edge to itself. Tarjan's algorithm with explicit stacks: O(nodes + edges) whatever the depth (a grammar of 45k
+// rules, each calling the next, is one path 45k deep).
+std::vector<uint8_t> on_cycle(const std::vector<std::vector<int32_t>>& edges) {
+  const size_t n = edges.size();
+  std::vector<int32_t> index(n, -1), low(n, 0);
+  std::vector<uint8_t> on_stack(n, 0), cycle(n, 0);
+  std::vector<int32_t> component;                // Tarjan's stack: visited nodes whose component is still open
+  std::vector<std::pair<int32_t, size_t>> path;  // the depth-first path: node, its next edge to follow
+  int32_t counter = 0;
+  auto visit = [&](int32_t v) {
+    index[static_cast<size_t>(v)] = low[static_cast<size_t>(v)] = counter++;
+    component.push_back(v);
+    on_stack[static_cast<size_t>(v)] = 1;
+    path.emplace_back(v, 0);
+  };
+  for (size_t root = 0; root < n; ++root) {
+    if (index[root] >= 0) continue;
+    visit(static_cast<int32_t>(root));
+    while (!path.empty()) {
+      const int32_t v = path.back().first;
+      const size_t vi = static_cast<size_t>(v);
+      if (path.back().second < edges[vi].size()) {
+        const int32_t w = edges[vi][path.back().second++];
+        const size_t wi = static_cast<size_t>(w);
+        if (w == v) cycle[vi] = 1;
+        if (index[wi] < 0)
+          visit(w);
+        else if (on_stack[wi])
+          low[vi] = std::min(low[vi], index[wi]);
+        continue;
+      }
+      path.pop_back();
+      if (!path.empty()) {
+        const size_t parent = static_cast<size_t>(path.back().first);
+        low[parent] = std::min(low[parent], low[vi]);
+      }
+      if (low[vi] != index[vi]) continue;
+      // v roots a component: everything above it on Tarjan's stack.
+      const auto first = std::find(component.rbegin(), component.rend(), v).base() - 1;
+      const bool several = component.end() - first > 1;
+      for (auto it = first; it != component.end(); ++it) {
+        on_stack[static_cast<size_t>(*it)] = 0;
+        if (several) cycle[static_cast<size_t>(*it)] = 1;
+      }
+      component.erase(first, component.end());
+    }
+  }
+  return cycle;
+}
+
 }  // namespace lowering
 
 using lowering::LimitError;
@@ -148,21 +198,12 @@ class AutomatonBuilder {
         refs[i].push_back(it->second);
       }
     }
+    // A rule that reaches itself is never inlined (one search over the whole graph: a search from each rule was
+    // quadratic in a long chain of rules).
+    const std::vector<uint8_t> recursive = lowering::on_cycle(refs);
     inlined_.assign(n, 0);
-    for (size_t r = 0; r < n; ++r) {
-      if (static_cast<int32_t>(r) == root || size[r] > kMaxInlinedSize) continue;
-      std::vector<uint8_t> seen(n, 0);  // does r reach itself?
-      std::vector<int32_t> stack(refs[r].begin(), refs[r].end());
-      bool recursive = false;
-      while (!stack.empty() && !recursive) {
-        const int32_t x = stack.back();
-        stack.pop_back();
-        if (x == static_cast<int32_t>(r)) recursive = true;
-        if (seen[static_cast<size_t>(x)]++) continue;
-        stack.insert(stack.end(), refs[static_cast<size_t>(x)].begin(), refs[static_cast<size_t>(x)].end());
-      }
-      inlined_[r] = !recursive;
-    }
+    for (size_t r = 0; r < n; ++r)
+      inlined_[r] = static_cast<int32_t>(r) != root && size[r] <= kMaxInlinedSize && !recursive[r];
   }
 
   // in_loop: e is repeated without bound (where inlining a called rule turns the repetition into a byte loop).
@@ -425,18 +466,27 @@ class AutomatonBuilder {
 
   void check_left_recursion() {
     const size_t nr = a_.rule_start_.size();
+    // Nullable rules (those that can end without a byte), by a worklist: a rule is looked at again only when a rule
+    // it calls turns out nullable (passes over all rules until nothing changed took one pass a rule of a chain).
+    std::vector<std::vector<int32_t>> callers(nr);  // [rule] the rules with a call of it
+    for (size_t q = 0; q < nr; ++q)
+      for (int32_t p = a_.rule_start_[q]; p < rule_end_[q]; ++p)
+        for (const Call* c = a_.calls_begin(p); c != a_.calls_end(p); ++c)
+          callers[static_cast<size_t>(c->rule)].push_back(static_cast<int32_t>(q));
     std::vector<uint8_t> nullable(nr, 0);
-    for (bool changed = true; changed;) {
-      changed = false;
-      for (size_t r = 0; r < nr; ++r) {
-        if (nullable[r]) continue;
-        for (int32_t p : epsilon_reach(static_cast<int32_t>(r), nullable))
-          if (a_.accepting_[static_cast<size_t>(p)]) {
-            nullable[r] = 1;
-            changed = true;
-            break;
-          }
-      }
+    std::vector<int32_t> todo(nr);
+    for (size_t r = 0; r < nr; ++r) todo[r] = static_cast<int32_t>(nr - 1 - r);
+    while (!todo.empty()) {
+      const size_t r = static_cast<size_t>(todo.back());
+      todo.pop_back();
+      if (nullable[r]) continue;
+      for (int32_t p : epsilon_reach(static_cast<int32_t>(r), nullable))
+        if (a_.accepting_[static_cast<size_t>(p)]) {
+          nullable[r] = 1;
+          for (int32_t q : callers[r])
+            if (!nullable[static_cast<size_t>(q)]) todo.push_back(q);
+          break;
+        }
     }
     std::vector<std::vector<int32_t>> left(nr);  // rules callable before any byte is consumed
     for (size_t r = 0; r < nr; ++r) {

@@ -138,6 +138,20 @@ TEST(Gbnf, LongLeftCallChainsDoNotRecurse) {
   EXPECT_LT(bad.error.size(), 400u);
 }
 
+// Nullability found through a chain of 300 rules, each nullable only if the next is (declared first to last, so
+// each rule's callee comes later): the left-recursion check must see root call itself through them, and must not
+// when the chain's end needs a byte.
+TEST(Gbnf, NullableThroughALongChain) {
+  std::string chain;
+  for (int i = 0; i < 300; ++i) chain += "r" + std::to_string(i) + " ::= r" + std::to_string(i + 1) + " | \"x\"\n";
+  const std::string root = "root ::= r0 root \"z\" | \"y\"\n";
+  EXPECT_NE(compile_error(root + chain + "r300 ::= \"\"\n").find("left recursion: root -> root"), std::string::npos);
+  auto g = parse_gbnf(root + chain + "r300 ::= \"w\"\n");
+  ASSERT_TRUE(g) << g.message();
+  auto a = compile(*g, {});
+  EXPECT_TRUE(a) << a.message();
+}
+
 TEST(Gbnf, CompileRefusals) {
   EXPECT_NE(compile_error("root ::= x").find("'x' (used in 'root') is not defined"), std::string::npos);
   EXPECT_NE(compile_error("root ::= root \"a\" | \"b\"").find("left recursion: root -> root"), std::string::npos);
