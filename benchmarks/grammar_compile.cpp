@@ -1,0 +1,101 @@
+// How grammar compilation grows with a request grammar's size: the shapes a client can send that once made it
+// quadratic (docs/testing.md, "Fuzzing what a request reaches"), each compiled at N and 2N rules in the same run.
+// Reported per shape and size: parse and compile seconds (best of --repeat), and the growth ratio of the compile time
+// from N to 2N rules: ~2 is linear, ~4 quadratic.
+//   - left chain:     r0 ::= r1 "x", r1 ::= r2 "x", ... (each rule calls the next before any text)
+//   - nullable chain: r0 ::= r1 | "x", ... ending in "" (each rule nullable only if the next is)
+//   - alternation:    root ::= w0 | w1 | ... with wI ::= "word-I" (many small inlined rules)
+//
+// Usage: bench_grammar_compile [--rules 10000] [--repeat 3]
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <string>
+
+#include "engine/grammar/automaton.h"
+#include "engine/grammar/gbnf.h"
+
+using namespace mopt;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::string rule(int i) { return "r" + std::to_string(i); }
+
+std::string left_chain(int n) {
+  std::string g = "root ::= r0\n";
+  for (int i = 0; i < n; ++i) g += rule(i) + " ::= " + rule(i + 1) + " \"x\"\n";
+  return g + rule(n) + " ::= \"y\"\n";
+}
+
+std::string nullable_chain(int n) {
+  std::string g = "root ::= \"a\" r0\n";
+  for (int i = 0; i < n; ++i) g += rule(i) + " ::= " + rule(i + 1) + " | \"x\"\n";
+  return g + rule(n) + " ::= \"\"\n";
+}
+
+std::string alternation(int n) {
+  std::string g = "root ::= r0";
+  for (int i = 1; i < n; ++i) g += " | " + rule(i);
+  g += "\n";
+  for (int i = 0; i < n; ++i) g += rule(i) + " ::= \"word-" + std::to_string(i) + "\"\n";
+  return g;
+}
+
+struct Timing {
+  double parse_s = 1e30, compile_s = 1e30;
+};
+
+// Best of `repeat` parses and compiles of `text`; exits on an error (the shapes above are all valid grammars).
+Timing time_compile(const std::string& text, int repeat) {
+  Timing best;
+  for (int r = 0; r < repeat; ++r) {
+    const auto t0 = Clock::now();
+    auto g = grammar::parse_gbnf(text);
+    const auto t1 = Clock::now();
+    if (!g) {
+      std::fprintf(stderr, "parse failed: %s\n", g.message().c_str());
+      std::exit(1);
+    }
+    auto a = grammar::compile(*g, {});
+    const auto t2 = Clock::now();
+    if (!a) {
+      std::fprintf(stderr, "compile failed: %s\n", a.message().c_str());
+      std::exit(1);
+    }
+    best.parse_s = std::min(best.parse_s, std::chrono::duration<double>(t1 - t0).count());
+    best.compile_s = std::min(best.compile_s, std::chrono::duration<double>(t2 - t1).count());
+  }
+  return best;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"bench_grammar_compile: grammar parse and compile time at N and 2N rules"};
+  int rules = 10000, repeat = 3;
+  app.add_option("--rules", rules, "N, the smaller size (rules)")->check(CLI::Range(10, 20000));
+  app.add_option("--repeat", repeat, "compiles per size (the best is reported)")->check(CLI::Range(1, 100));
+  CLI11_PARSE(app, argc, argv);
+
+  const std::pair<const char*, std::function<std::string(int)>> shapes[] = {
+      {"left chain", left_chain}, {"nullable chain", nullable_chain}, {"alternation", alternation}};
+  std::printf("%-16s %7s %9s %10s %12s %14s\n", "shape", "rules", "KB", "parse s", "compile s", "growth N->2N");
+  for (const auto& [name, make] : shapes) {
+    double previous = 0;
+    for (int n : {rules, 2 * rules}) {
+      const std::string text = make(n);
+      const Timing t = time_compile(text, repeat);
+      char growth[32] = "";
+      if (previous > 0) std::snprintf(growth, sizeof growth, "%.2fx", t.compile_s / previous);
+      std::printf("%-16s %7d %9.1f %10.4f %12.4f %14s\n", name, n, static_cast<double>(text.size()) / 1024, t.parse_s,
+                  t.compile_s, growth);
+      std::fflush(stdout);
+      previous = t.compile_s;
+    }
+  }
+  return 0;
+}
