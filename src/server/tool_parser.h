@@ -42,18 +42,6 @@ class ToolCallParser {
   ParsedDelta finish();  // the output is complete: decide whatever is held
   int n_calls() const { return n_calls_; }
 
- private:
-  enum class Mode { kLeading, kContent, kOpen, kObject, kAfterObject, kDsExpect, kDsType, kDsName, kDsFence,
-                    kDsArgs };
-  bool step(ParsedDelta& out);  // consumes what it can of buf_; false when it needs more text
-  bool step_object(ParsedDelta& out);
-  bool step_deepseek(ParsedDelta& out);
-  void content(ParsedDelta& out, std::string_view text);
-  void start_call(ParsedDelta& out, const std::string& name);
-  void malformed(ParsedDelta& out);
-  const char* start_marker() const;
-
- public:
   // What is known about a call object {"name": ..., "arguments": ...} (obj_), and where its scan stopped: obj_ only
   // grows until the call ends, so each feed resumes the scan there instead of reading the whole object again
   // (quadratic in a long call streamed in pieces: 40 KB of arguments took 0.1 s, 400 KB ten; found by fuzzing).
@@ -75,6 +63,15 @@ class ToolCallParser {
   };
 
  private:
+  enum class Mode { kLeading, kContent, kOpen, kObject, kAfterObject, kDsExpect, kDsType, kDsName, kDsFence,
+                    kDsArgs };
+  bool step(ParsedDelta& out);  // consumes what it can of buf_; false when it needs more text
+  bool step_object(ParsedDelta& out);
+  bool step_deepseek(ParsedDelta& out);
+  void content(ParsedDelta& out, std::string_view text);
+  void start_call(ParsedDelta& out, const std::string& name);
+  void malformed(ParsedDelta& out);
+  const char* start_marker() const;
 
   ToolParserKind kind_;
   Mode mode_;
