@@ -5,6 +5,7 @@
 //   - left chain:     r0 ::= r1 "x", r1 ::= r2 "x", ... (each rule calls the next before any text)
 //   - nullable chain: r0 ::= r1 | "x", ... ending in "" (each rule nullable only if the next is)
 //   - alternation:    root ::= w0 | w1 | ... with wI ::= "word-I" (many small inlined rules)
+//   - nullable calls: root ::= r0 r1 ... "a" with rI ::= "" | "b" (one rule calling many nullable ones)
 //
 // Usage: bench_grammar_compile [--rules 10000] [--repeat 3]
 #include <CLI/CLI.hpp>
@@ -45,6 +46,14 @@ std::string alternation(int n) {
   return g;
 }
 
+std::string nullable_calls(int n) {
+  std::string g = "root ::=";
+  for (int i = 0; i < n; ++i) g += " " + rule(i);
+  g += " \"a\"\n";
+  for (int i = 0; i < n; ++i) g += rule(i) + " ::= \"\" | \"b\"\n";
+  return g;
+}
+
 struct Timing {
   double parse_s = 1e30, compile_s = 1e30;
 };
@@ -82,7 +91,8 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   const std::pair<const char*, std::function<std::string(int)>> shapes[] = {
-      {"left chain", left_chain}, {"nullable chain", nullable_chain}, {"alternation", alternation}};
+      {"left chain", left_chain}, {"nullable chain", nullable_chain}, {"alternation", alternation},
+      {"nullable calls", nullable_calls}};
   std::printf("%-16s %7s %9s %10s %12s %14s\n", "shape", "rules", "KB", "parse s", "compile s", "growth N->2N");
   for (const auto& [name, make] : shapes) {
     double previous = 0;

@@ -445,53 +445,49 @@ class AutomatonBuilder {
     for (const CallEdge& e : call_edges_) a_.calls_.push_back({e.rule, e.ret});
   }
 
-  // Positions of `rule` reachable from its start without consuming a byte (through calls of nullable rules).
-  std::vector<int32_t> epsilon_reach(int32_t rule, const std::vector<uint8_t>& nullable) {
-    std::vector<int32_t> out, stack{a_.rule_start_[static_cast<size_t>(rule)]};
-    if (mark_.size() < a_.accepting_.size()) mark_.resize(a_.accepting_.size(), 0);
-    ++epoch_;
-    mark_[static_cast<size_t>(stack[0])] = epoch_;
-    while (!stack.empty()) {
-      int32_t p = stack.back();
-      stack.pop_back();
-      out.push_back(p);
-      for (const Call* c = a_.calls_begin(p); c != a_.calls_end(p); ++c)
-        if (nullable[static_cast<size_t>(c->rule)] && mark_[static_cast<size_t>(c->ret)] != epoch_) {
-          mark_[static_cast<size_t>(c->ret)] = epoch_;
-          stack.push_back(c->ret);
-        }
+  // What every rule reaches from its start without consuming a byte, through calls of rules that can end without
+  // one: `reached` [positions] the positions, `nullable` [rules] the rules that can end so. A call of a rule not yet
+  // known nullable waits on it and is followed once it is, so each position and call is looked at once. (Passes over
+  // all rules until nothing changed took a pass per link of a chain of rules; a worklist of rules walked a rule
+  // again for each callee that turned out nullable: both quadratic in a 1 MB request grammar.)
+  void byte_free_reach(std::vector<uint8_t>& nullable, std::vector<uint8_t>& reached) const {
+    const size_t nr = a_.rule_start_.size();
+    nullable.assign(nr, 0);
+    reached.assign(a_.accepting_.size(), 0);
+    std::vector<std::vector<std::pair<int32_t, int32_t>>> waiting(nr);  // [callee] (caller, return position)
+    std::vector<std::pair<int32_t, int32_t>> todo;  // (rule, position) reached, its calls not followed yet
+    auto reach = [&](int32_t rule, int32_t p) {
+      if (reached[static_cast<size_t>(p)]) return;
+      reached[static_cast<size_t>(p)] = 1;
+      todo.emplace_back(rule, p);
+    };
+    for (size_t r = 0; r < nr; ++r) reach(static_cast<int32_t>(r), a_.rule_start_[r]);
+    while (!todo.empty()) {
+      const auto [r, p] = todo.back();
+      todo.pop_back();
+      if (a_.accepting_[static_cast<size_t>(p)] && !nullable[static_cast<size_t>(r)]) {
+        nullable[static_cast<size_t>(r)] = 1;
+        for (const auto& [caller, ret] : waiting[static_cast<size_t>(r)]) reach(caller, ret);
+        std::vector<std::pair<int32_t, int32_t>>().swap(waiting[static_cast<size_t>(r)]);
+      }
+      for (const Call* c = a_.calls_begin(p); c != a_.calls_end(p); ++c) {
+        if (nullable[static_cast<size_t>(c->rule)])
+          reach(r, c->ret);
+        else
+          waiting[static_cast<size_t>(c->rule)].emplace_back(r, c->ret);
+      }
     }
-    return out;
   }
 
   void check_left_recursion() {
     const size_t nr = a_.rule_start_.size();
-    // Nullable rules (those that can end without a byte), by a worklist: a rule is looked at again only when a rule
-    // it calls turns out nullable (passes over all rules until nothing changed took one pass a rule of a chain).
-    std::vector<std::vector<int32_t>> callers(nr);  // [rule] the rules with a call of it
-    for (size_t q = 0; q < nr; ++q)
-      for (int32_t p = a_.rule_start_[q]; p < rule_end_[q]; ++p)
-        for (const Call* c = a_.calls_begin(p); c != a_.calls_end(p); ++c)
-          callers[static_cast<size_t>(c->rule)].push_back(static_cast<int32_t>(q));
-    std::vector<uint8_t> nullable(nr, 0);
-    std::vector<int32_t> todo(nr);
-    for (size_t r = 0; r < nr; ++r) todo[r] = static_cast<int32_t>(nr - 1 - r);
-    while (!todo.empty()) {
-      const size_t r = static_cast<size_t>(todo.back());
-      todo.pop_back();
-      if (nullable[r]) continue;
-      for (int32_t p : epsilon_reach(static_cast<int32_t>(r), nullable))
-        if (a_.accepting_[static_cast<size_t>(p)]) {
-          nullable[r] = 1;
-          for (int32_t q : callers[r])
-            if (!nullable[static_cast<size_t>(q)]) todo.push_back(q);
-          break;
-        }
-    }
+    std::vector<uint8_t> nullable, reached;
+    byte_free_reach(nullable, reached);
     std::vector<std::vector<int32_t>> left(nr);  // rules callable before any byte is consumed
     for (size_t r = 0; r < nr; ++r) {
-      for (int32_t p : epsilon_reach(static_cast<int32_t>(r), nullable))
-        for (const Call* c = a_.calls_begin(p); c != a_.calls_end(p); ++c) left[r].push_back(c->rule);
+      for (int32_t p = a_.rule_start_[r]; p < rule_end_[r]; ++p)
+        if (reached[static_cast<size_t>(p)])
+          for (const Call* c = a_.calls_begin(p); c != a_.calls_end(p); ++c) left[r].push_back(c->rule);
       std::sort(left[r].begin(), left[r].end());
       left[r].erase(std::unique(left[r].begin(), left[r].end()), left[r].end());
     }
