@@ -8,7 +8,7 @@
 #      at eps 0 and each EPS (bench_gpu_decode --single-only --fresh 4);
 #   3. bench_speculative --device cuda --profile at eps 0 and each EPS.
 #   bash scripts/gpu_eps_refine.sh [EPS...]   (default 0.02; each more EPS adds ~3 minutes to the call;
-#   FRESH=N fresh runners of each setting, default 4)
+#   FRESH=N fresh runners of each setting, default 4; TILINGS=1 adds the tuner's per-tiling times, see the end)
 # Logs go to $OUT (or /tmp/mopt-gpu-out); the lines that decide are printed after each step.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -31,4 +31,16 @@ for e in 0 "${EPS[@]}"; do
   echo "== bench_speculative --one-row-eps $e"
   spec_at_eps eps_spec "$e" || status=1
 done
+# TILINGS=1: each fused one-row GEMM's tilings, with their reduction order and 1- and 8-row times, from the tuner's
+# debug log at the last EPS, for the 8B shape and code-qwen2-25m (other rules than choose_one_row_variant's can be
+# judged offline from them): eps_tilings_8b.log, eps_tilings_cq.log.
+if [[ -n "${TILINGS:-}" ]]; then
+  e=${EPS[-1]}
+  echo "== tilings at eps $e (debug logs)"
+  MOPT_LOG=debug timeout 120 "$G/bench_gpu_decode" --single-only --one-row-eps "$e" --fresh 1 --fresh-settings defaults \
+    > "$O/eps_tilings_8b.log" 2>&1 || status=1
+  MOPT_LOG=debug timeout 120 "$G/bench_speculative" --device cuda --rounds 1 --one-row-eps "$e" \
+    > "$O/eps_tilings_cq.log" 2>&1 || status=1
+  grep -h "8 rows in view" "$O/eps_tilings_8b.log" "$O/eps_tilings_cq.log" | sort -u | cut -c1-200
+fi
 exit $status

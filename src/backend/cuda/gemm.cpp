@@ -340,9 +340,16 @@ Result<int> Gemm::one_row_variant_for_rows(const SkinnyGemmParams& p, const std:
   const int v = choose_one_row_variant(us1, us8, order, one_row_eps);
   order_us8 = fastest_per_order(us8, order);
   if (v < 0) return error("no skinny tiling ran for a fused 1x%dx%d GEMM", p.n, p.k);
-  MOPT_LOG_DEBUG("fused gemm 1x%dx%d%s (weights %s): with 8 rows in view (eps %.3f): v%d (%.1f us; 8 rows %.1f us)",
-                 p.n, p.k, prologue_name(p.prologue), weight_format_name(p.qw.fmt), one_row_eps, v,
-                 us1[static_cast<size_t>(v)], us8[static_cast<size_t>(v)]);
+  {  // every tiling's times in the debug log, so that other rules can be judged from one run
+    std::string all;
+    for (int w = 0; w < n_var; ++w)
+      all += strfmt(" v%d:o%d:%.2f/%.2f", w, order[static_cast<size_t>(w)], us1[static_cast<size_t>(w)],
+                    us8[static_cast<size_t>(w)]);
+    MOPT_LOG_DEBUG("fused gemm 1x%dx%d%s (weights %s): with 8 rows in view (eps %.3f): v%d (%.1f us; 8 rows %.1f us);"
+                   " tilings (order:1 row/8 rows us):%s",
+                   p.n, p.k, prologue_name(p.prologue), weight_format_name(p.qw.fmt), one_row_eps, v,
+                   us1[static_cast<size_t>(v)], us8[static_cast<size_t>(v)], all.c_str());
+  }
   return v;
 }
 

@@ -58,7 +58,7 @@ EngineRun run_warmed(const Model& model, const Tokenizer& tok, const EngineConfi
 }
 
 TEST(SpecDraftCuda, GreedyEqualsPlainAndTheWarmupCoversTheDraft) {
-  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA GPU";
+  if (Status u = cuda_backend_usable(); !u) GTEST_SKIP() << "no CUDA GPU: " << u.message();
   set_log_level(LogLevel::kWarn);
   auto m = load_model(test::model_path("stories260K.gguf"));
   ASSERT_TRUE(m) << m.message() << " (set MOPT_MODELS_DIR)";
