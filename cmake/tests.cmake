@@ -23,6 +23,11 @@ foreach(dir IN LISTS test_dirs)
   if((rel STREQUAL "backend/cuda" OR rel STREQUAL "backend/cuda_tp") AND TARGET mopt_cuda)
     set(cuda_so mopt_cuda)
   endif()
+  # The others that run an engine on CUDA (engine/speculative's draft test) load the object at run time, as mopt
+  # does, and export mopt's symbols to it.
+  if(NOT cuda_so)
+    mopt_export_to_cuda_backend(test_${tname})
+  endif()
   if(TARGET mopt_${mod})
     target_link_libraries(test_${tname} PRIVATE ${cuda_so} mopt_${mod} mopt_model)
   else()
