@@ -21,6 +21,7 @@
 // Usage: bench_speculative [--model DIR ($MOPT_MODELS_DIR/code-qwen2-25m)] [--eval-text FILE]
 //                          [--device cpu|cuda] [--threads 0] [--speculative-config JSON] [--lines 40]
 //                          [--tokens 256] [--rounds 2] [--profile] [--profile-pos 400] [--one-row-eps X]
+//                          [--no-verify-refine]
 //                          [--row-costs C1,C2,...] [--draft-layers N]
 // --row-costs C1,C2,... (a step of 1, 2, ... rows in one-row steps; e.g. an earlier --profile's): after the table,
 // the speed-up that cost model predicts for the proposer replayed on the plain outputs, and its bound with every
@@ -31,6 +32,8 @@
 // (as with any draft model) refused.
 // --one-row-eps X (CUDA): both engines choose their one-row GEMM plans with the verification rows in view
 // (RunnerOptions::one_row_plan_eps; docs/speculative.md); absent: 0, the fastest one-row tiling.
+// --no-verify-refine (CUDA): verification graphs are not refined in the graph (RunnerOptions::
+// refine_verification_graphs), the baseline of that refinement.
 // Logging is at warnings unless MOPT_LOG says otherwise (MOPT_LOG=debug: e.g. every GEMM plan as it is tuned).
 #include <CLI/CLI.hpp>
 
@@ -338,7 +341,14 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--one-row-eps", one_row_eps, "CUDA: one-row plans within 1 + X of the fastest, by 8-row time")
       ->check(CLI::Range(0.0, 1.0));
+  bool no_verify_refine = false;
+  app.add_flag("--no-verify-refine", no_verify_refine,
+               "CUDA: verification graphs keep the isolated timings' plans (no in-graph refinement)");
   CLI11_PARSE(app, argc, argv);
+  if (no_verify_refine && device != "cuda") {
+    std::fprintf(stderr, "--no-verify-refine needs --device cuda (the CPU runner has no graphs)\n");
+    return 1;
+  }
   if (one_row_eps > 0.f && device != "cuda") {
     std::fprintf(stderr, "--one-row-eps needs --device cuda (the CPU runner has no GEMM plans to choose)\n");
     return 1;
@@ -364,6 +374,7 @@ int main(int argc, char** argv) {
   cfg.runner.n_threads = threads;
   cfg.runner.device = device == "cuda" ? DeviceKind::kCuda : DeviceKind::kCpu;
   cfg.runner.one_row_plan_eps = one_row_eps;
+  cfg.runner.refine_verification_graphs = !no_verify_refine;
   // CUDA: both engines take their GEMM plans from one fresh plan-cache folder (the first writes what it tuned,
   // the second reads it), so plain and speculative decoding run the same tilings whatever caches $HOME holds: the
   // verification steps reproduce the one-row decode plans' bits (docs/cuda.md, "Verification graphs").

@@ -105,6 +105,8 @@ Result<std::unique_ptr<ModelRunner>> create_runner(const Model& model, const Run
     case DeviceKind::kCpu: {
       if (opts.one_row_plan_eps != 0.f)
         return error("one_row_plan_eps is a CUDA option: the CPU runner has no GEMM plans to choose");
+      if (!opts.refine_verification_graphs)
+        return error("refine_verification_graphs is a CUDA option: the CPU runner has no graphs to refine");
       if (opts.tensor_parallel_size != 1) {
         MOPT_ASSIGN_OR_RETURN(auto tp, create_tensor_parallel_cpu_runner(model, opts));
         return std::unique_ptr<ModelRunner>(std::move(tp));

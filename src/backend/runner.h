@@ -263,6 +263,10 @@ struct RunnerOptions {
   // reduction order's 8-row time (what a speculative verification step's rows then cost), in every engine alike,
   // speculative or not. 0: the fastest one-row tiling. Tensor-parallel shards ignore it.
   float one_row_plan_eps = 0.f;
+  // CUDA: the first capture of each verification graph (speculative decoding) re-times the next-best tilings and
+  // row slices of its GEMMs inside the graph, among those of the one-row plans' reduction orders (the rows keep
+  // the one-row decode's bits). false: the isolated timings' choice (benchmarks compare the two).
+  bool refine_verification_graphs = true;
 };
 
 // kAuto -> kCuda when cuda_device_available(), else kCpu; other kinds unchanged.

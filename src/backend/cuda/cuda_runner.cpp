@@ -188,6 +188,7 @@ Result<std::unique_ptr<CudaRunner>> CudaRunner::create(const Model& model, const
   // In-graph refinement replays a shard's step graph a number of times of its own: its all-reduces would wait
   // for replays the other shards never make.
   r->refine_graph_plans_ = extras.refine_graph_plans && !r->comm_;
+  r->refine_verify_graphs_ = opts.refine_verification_graphs;
   r->fp8_fused_quant_ = extras.fp8_fused_quant;
   MOPT_CUDA_TRY(cudaStreamCreateWithFlags(&r->stream_, cudaStreamNonBlocking));
   MOPT_TRY(r->gemm_.init());

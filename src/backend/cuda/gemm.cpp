@@ -510,13 +510,13 @@ Result<int> Gemm::row_invariant_variant(const SkinnyGemmParams& p, cudaStream_t 
 // reduction order, each with all rows in one CTA and in slices of 1, 2 and 4 rows (fewer than p.m), timed once per
 // plan and order with a cold L2 (all give every row the same bits). Inside stream capture, an order not timed yet
 // (the in-graph refinement changed the one-row plan after the eager pass) takes row_invariant_variant, unsliced.
-Result<std::pair<int, int>> Gemm::row_invariant_plan(const SkinnyGemmParams& p, cudaStream_t stream) {
+Result<Gemm::RowPlan> Gemm::row_invariant_plan(const SkinnyGemmParams& p, cudaStream_t stream) {
   MOPT_ASSIGN_OR_RETURN(const int v, row_invariant_variant(p, stream));
   if (!row_slices || v >= kQuantSkinnyVariants) return std::make_pair(v, 0);
   const WeightFormat fmt = p.qw.fmt;
   const int order = skinny_reduction_order(fmt, v);
-  const auto key = std::make_pair(fused_key(p), order);
-  if (auto it = row_slices_.find(key); it != row_slices_.end()) return it->second;
+  const RowKey key = std::make_pair(fused_key(p), order);
+  if (auto it = row_slices_.find(key); it != row_slices_.end()) return it->second.current;
   cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
   MOPT_CUDA_TRY(cudaStreamIsCapturing(stream, &cap));
   if (cap != cudaStreamCaptureStatusNone) return std::make_pair(v, 0);
@@ -529,16 +529,43 @@ Result<std::pair<int, int>> Gemm::row_invariant_plan(const SkinnyGemmParams& p, 
     t.y = scratch_;
   }
   MOPT_ASSIGN_OR_RETURN(const std::vector<float> us, time_slicings(t, cand, stream));
-  size_t best = 0;
-  for (size_t c = 1; c < cand.size(); ++c)
-    if (us[c] < us[best]) best = c;
-  if (!std::isfinite(us[best])) return error("no row-invariant tiling ran for a fused %dx%dx%d GEMM", p.m, p.n, p.k);
+  RowSlicePlan plan;
+  for (size_t c = 0; c < cand.size(); ++c)
+    if (std::isfinite(us[c])) plan.ranked.emplace_back(us[c], cand[c]);
+  if (plan.ranked.empty()) return error("no row-invariant tiling ran for a fused %dx%dx%d GEMM", p.m, p.n, p.k);
+  std::stable_sort(plan.ranked.begin(), plan.ranked.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  plan.current = plan.ranked[0].second;
   MOPT_LOG_DEBUG("fused gemm %dx%dx%d%s (weights %s), rows as one-row v%d: v%d, row slice %d (%.1f us)", p.m, p.n,
-                 p.k, prologue_name(p.prologue), weight_format_name(fmt), v, cand[best].first, cand[best].second,
-                 us[best]);
-  row_slices_.emplace(key, cand[best]);
+                 p.k, prologue_name(p.prologue), weight_format_name(fmt), v, plan.current.first, plan.current.second,
+                 plan.ranked[0].first);
+  row_slices_.emplace(key, plan);
   ++n_tuned_;  // a timing (not in the plan cache: re-timed in each process)
-  return cand[best];
+  return plan.current;
+}
+
+std::vector<Gemm::RowCandidates> Gemm::row_invariant_candidates(int m, int n_best) const {
+  std::vector<RowCandidates> out;
+  for (const auto& [key, plan] : row_slices_) {
+    if (std::get<0>(key.first) != m) continue;
+    RowCandidates c{key, plan.current, {}};
+    for (size_t i = 0; i < plan.ranked.size() && static_cast<int>(c.ranked.size()) < n_best; ++i)
+      c.ranked.push_back(plan.ranked[i].second);
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+Status Gemm::set_row_invariant_plan(const RowKey& key, RowPlan plan) {
+  auto it = row_slices_.find(key);
+  if (it == row_slices_.end()) return error("set_row_invariant_plan: no such row-invariant plan");
+  for (const auto& [us, r] : it->second.ranked)
+    if (r == plan) {
+      it->second.current = plan;
+      return Status::ok();
+    }
+  return error("set_row_invariant_plan: v%d in row slices of %d is not one of the plan's timed candidates",
+               plan.first, plan.second);
 }
 
 void Gemm::add_slicings(std::vector<std::pair<int, int>>& cand, int v, int m) const {

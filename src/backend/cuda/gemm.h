@@ -118,6 +118,20 @@ class Gemm {
   // Makes run_fused use `variant` for the plan with this key (a key from fused_candidates).
   Status set_fused_variant(const FusedKey& key, int variant);
 
+  // Row-invariant plans (verification steps, run_fused's row_invariant) timed so far for m rows: the (variant, row
+  // slice) in use and the alternatives, all of the one-row plan's reduction order (each gives every row the same
+  // bits), ranked by isolated time, at most n_best: what CudaRunner re-times inside the verification graph.
+  using RowKey = std::pair<FusedKey, int>;  // the m-row plan's key, the one-row plan's reduction order
+  using RowPlan = std::pair<int, int>;      // variant, row slice (SkinnyGemmParams::row_slice)
+  struct RowCandidates {
+    RowKey key;
+    RowPlan current;
+    std::vector<RowPlan> ranked;
+  };
+  std::vector<RowCandidates> row_invariant_candidates(int m, int n_best) const;
+  // Makes run_fused use `plan` for the row-invariant plan `key` (both from row_invariant_candidates).
+  Status set_row_invariant_plan(const RowKey& key, RowPlan plan);
+
   // The plan cache (backend/plan_cache.h): every timed plan as a record ("gemm": the shape's key, the choice and
   // the cuBLASLt algorithm; "fused": the key, the variant in use and the ranking), and back. Imported records are
   // hints: a shape with one is not timed when first used; its cuBLASLt algorithm is first checked against the
@@ -202,13 +216,17 @@ class Gemm {
   // run_fused's row_invariant choice for p (m > 1).
   Result<int> row_invariant_variant(const SkinnyGemmParams& p, cudaStream_t stream);
   // ... with the row slices (gemm.cpp): (variant, row slice), remembered per plan and reduction order.
-  Result<std::pair<int, int>> row_invariant_plan(const SkinnyGemmParams& p, cudaStream_t stream);
+  Result<RowPlan> row_invariant_plan(const SkinnyGemmParams& p, cudaStream_t stream);
   // Appends (v, 0) and, for a CUDA-core tiling when row_slices is on, v in row slices of 1, 2, 4 (< m) rows.
   void add_slicings(std::vector<std::pair<int, int>>& cand, int v, int m) const;
   // Cold-L2 times of t run as each (variant, row slice) candidate (time_cold_l2).
   Result<std::vector<float>> time_slicings(SkinnyGemmParams t, const std::vector<std::pair<int, int>>& cand,
                                            cudaStream_t stream);
-  std::map<std::pair<FusedKey, int>, std::pair<int, int>> row_slices_;
+  struct RowSlicePlan {
+    RowPlan current;
+    std::vector<std::pair<float, RowPlan>> ranked;  // (isolated us, plan) of every candidate that ran, fastest first
+  };
+  std::map<RowKey, RowSlicePlan> row_slices_;
   std::map<FusedKey, FusedPlan> fused_plans_;
   void* scratch_ = nullptr;  // tuning output of kAddResidual calls (and of one_row_eps's 8-row timings)
   int32_t* zero_rows_ = nullptr;  // [kSkinnyMaxRows] zeros: the x_rows of one_row_eps's 8-row timings

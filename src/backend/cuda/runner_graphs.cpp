@@ -1,11 +1,15 @@
 // CudaRunner's CUDA graphs (runner_impl.h), one per decode bucket and one per verification row count
 // (StepShape::verify): the first step of a bucket runs eagerly (GEMM plans are tuned then, outside capture), the
-// second captures the graph, later steps replay it. On the fused path, the first capture of a decode bucket also
-// re-times each fused GEMM's next-best tilings inside the graph (refine_graph).
+// second captures the graph, later steps replay it. On the fused path, the first capture of a graph also re-times
+// each fused GEMM's next-best plans inside it (refine_graph): tilings for a decode bucket, tilings and row slices
+// of the same reduction order for a verification graph.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <memory>
+#include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -41,9 +45,61 @@ Result<cudaGraphExec_t> CudaRunner::capture_graph(const StepShape& s) {
   return exec;
 }
 
-// Replays of the staged step decide between the current graph and one with a single fused GEMM's tiling
-// changed. Replays are idempotent (the step's K/V slots get the same values again, the residual starts from the
-// embedding, split counters return to 0), so the step's own launch afterwards computes what it would have.
+namespace {
+
+// One plan the in-graph refinement may switch: alternatives 0 .. n-1, 0 the one in use when the graph was captured.
+struct PlanChoice {
+  std::string name;                              // the GEMM, for the log
+  int n = 0;
+  std::function<Status(int)> set;                // makes the plan use alternative i
+  std::function<float(int, int)> extra_ms;       // what a switch from i to j must save beyond the margin
+  std::function<std::string(int)> label;         // alternative i, for the log
+};
+
+std::string gemm_name(const Gemm::FusedKey& key) {
+  return strfmt("fused GEMM n=%d k=%d", std::get<1>(key), std::get<2>(key));
+}
+
+// A decode graph's fused one-row (or batch) plans: their next-best tilings by isolated time.
+std::vector<PlanChoice> decode_choices(Gemm& gemm, int m, int n_best) {
+  std::vector<PlanChoice> out;
+  for (const Gemm::FusedCandidates& c : gemm.fused_candidates(m, n_best)) {
+    auto alts = std::make_shared<std::vector<int>>(1, c.current);
+    for (int v : c.ranked)
+      if (v != c.current) alts->push_back(v);
+    out.push_back({gemm_name(c.key), static_cast<int>(alts->size()),
+                   [&gemm, key = c.key, alts](int i) { return gemm.set_fused_variant(key, (*alts)[i]); },
+                   // one_row_plan_eps: a switch to a reduction order slower at 8 rows must also save eps of the
+                   // GEMM's time.
+                   [&gemm, key = c.key, alts](int i, int j) {
+                     return 1e-3f * gemm.switch_cost_us(key, (*alts)[i], (*alts)[j]);
+                   },
+                   [alts](int i) { return strfmt("v%d", (*alts)[i]); }});
+  }
+  return out;
+}
+
+// A verification graph's row-invariant plans: other tilings and row slices of the same reduction order, so every
+// row keeps the bits of the one-row decode.
+std::vector<PlanChoice> verify_choices(Gemm& gemm, int m, int n_best) {
+  std::vector<PlanChoice> out;
+  for (const Gemm::RowCandidates& c : gemm.row_invariant_candidates(m, n_best)) {
+    auto alts = std::make_shared<std::vector<Gemm::RowPlan>>(1, c.current);
+    for (const Gemm::RowPlan& r : c.ranked)
+      if (r != c.current) alts->push_back(r);
+    out.push_back({gemm_name(c.key.first), static_cast<int>(alts->size()),
+                   [&gemm, key = c.key, alts](int i) { return gemm.set_row_invariant_plan(key, (*alts)[i]); },
+                   [](int, int) { return 0.f; },
+                   [alts](int i) { return strfmt("v%d/slice %d", (*alts)[i].first, (*alts)[i].second); }});
+  }
+  return out;
+}
+
+}  // namespace
+
+// Replays of the staged step decide between the current graph and one with a single GEMM plan changed. Replays
+// are idempotent (the step's K/V slots get the same values again, the residual starts from the embedding, split
+// counters return to 0), so the step's own launch afterwards computes what it would have.
 Status CudaRunner::refine_graph(const StepShape& s, cudaGraphExec_t& exec) {
   constexpr int kCandidates = 3;  // the isolated best and the next two
   constexpr int kRounds = 5, kReplays = 4;
@@ -74,29 +130,29 @@ Status CudaRunner::refine_graph(const StepShape& s, cudaGraphExec_t& exec) {
     ms_b = t[1][kRounds / 2];
     return Status::ok();
   };
-  for (const Gemm::FusedCandidates& c : gemm_.fused_candidates(s.n_tokens, kCandidates)) {
-    int current = c.current;
-    for (int v : c.ranked) {
-      if (v == current) continue;
-      // one_row_plan_eps: a switch to a reduction order slower at 8 rows must also save eps of the GEMM's time.
-      const float extra_ms = 1e-3f * gemm_.switch_cost_us(c.key, current, v);
+  const std::vector<PlanChoice> choices =
+      s.verify ? verify_choices(gemm_, s.n_tokens, kCandidates) : decode_choices(gemm_, s.n_tokens, kCandidates);
+  for (const PlanChoice& c : choices) {
+    int current = 0;
+    for (int i = 1; i < c.n; ++i) {
+      const float extra_ms = c.extra_ms(current, i);
       if (!std::isfinite(extra_ms)) continue;
-      MOPT_TRY(gemm_.set_fused_variant(c.key, v));
+      MOPT_TRY(c.set(i));
       Result<cudaGraphExec_t> cand = capture_graph(s);
-      MOPT_TRY(gemm_.set_fused_variant(c.key, current));
+      MOPT_TRY(c.set(current));
       MOPT_TRY(cand.status());
       float ms_cur = 0.f, ms_cand = 0.f;
       const Status st = time_pair(exec, cand.value(), ms_cur, ms_cand);
       if (st && ms_cand < (1.f - kMinGain) * ms_cur - extra_ms) {
-        MOPT_LOG_DEBUG("cuda: decode graph %d: fused GEMM n=%d k=%d: v%d -> v%d (%.1f -> %.1f us per step)",
-                       s.n_tokens, std::get<1>(c.key), std::get<2>(c.key), current, v, 1e3f * ms_cur,
-                       1e3f * ms_cand);
+        MOPT_LOG_DEBUG("cuda: %s graph %d: %s: %s -> %s (%.1f -> %.1f us per step)",
+                       s.verify ? "verification" : "decode", s.n_tokens, c.name.c_str(), c.label(current).c_str(),
+                       c.label(i).c_str(), 1e3f * ms_cur, 1e3f * ms_cand);
         std::swap(exec, cand.value());
-        current = v;
+        current = i;
       }
       cudaGraphExecDestroy(cand.value());
       MOPT_TRY(st);
-      MOPT_TRY(gemm_.set_fused_variant(c.key, current));
+      MOPT_TRY(c.set(current));
     }
   }
   return Status::ok();
@@ -109,9 +165,10 @@ Status CudaRunner::run_graph(const StepShape& s) {
     g.n_splits = s.n_splits;
     ++captures_;
     MOPT_LOG_DEBUG("cuda: captured %s graph for %d rows", s.verify ? "verification" : "decode", s.n_tokens);
-    // Verification graphs take the one-row plans' reduction orders (Gemm::run_fused's row_invariant): they are
-    // not refined, and bucket 1's refinement, which may change those plans, drops them (captured again on use).
-    if (s.fused && refine_graph_plans_ && !g.refined && !s.verify) {
+    // Verification graphs take the one-row plans' reduction orders (Gemm::run_fused's row_invariant): their
+    // refinement only moves among tilings and row slices of those orders, and bucket 1's refinement, which may
+    // change the orders, drops them (captured and refined again on use).
+    if (s.fused && refine_graph_plans_ && (!s.verify || refine_verify_graphs_) && !g.refined) {
       g.refined = true;
       MOPT_TRY(refine_graph(s, g.exec));
       if (s.graph_bucket == 1)
@@ -119,6 +176,7 @@ Status CudaRunner::run_graph(const StepShape& s) {
           if (key < 0 && v.exec) {
             MOPT_CUDA_TRY(cudaGraphExecDestroy(v.exec));
             v.exec = nullptr;
+            v.refined = false;
           }
     }
   }

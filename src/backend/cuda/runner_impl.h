@@ -431,6 +431,7 @@ class CudaRunner final : public CudaModelRunner {
     bool refined = false;  // refine_graph ran for this bucket
   };
   bool refine_graph_plans_ = false;  // extras.refine_graph_plans
+  bool refine_verify_graphs_ = true;  // RunnerOptions::refine_verification_graphs (with refine_graph_plans_)
   std::map<int, GraphEntry> graphs_;
   uint64_t graph_launches_ = 0;  // steps replayed as a graph (runtime_stats)
   std::atomic<uint64_t> captures_{0};  // decode graphs captured (TuningCounters)

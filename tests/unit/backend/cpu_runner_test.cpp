@@ -329,8 +329,8 @@ TEST(CpuRunner, ProfileStepIsRefused) {
   EXPECT_NE(prof.message().find("cpu backend has no per-kernel step profile"), std::string::npos) << prof.message();
 }
 
-// A CUDA-only option is refused, not ignored.
-TEST(CpuRunner, OneRowPlanEpsIsRefused) {
+// CUDA-only options are refused, not ignored.
+TEST(CpuRunner, CudaPlanOptionsAreRefused) {
   auto m = load_model(models_dir() + "/stories260K.gguf");
   ASSERT_TRUE(m.is_ok()) << m.message();
   RunnerOptions o;
@@ -339,6 +339,13 @@ TEST(CpuRunner, OneRowPlanEpsIsRefused) {
   auto r = create_runner(**m, o);
   ASSERT_FALSE(r.is_ok());
   EXPECT_NE(r.message().find("one_row_plan_eps is a CUDA option"), std::string::npos) << r.message();
+  o.one_row_plan_eps = 0.f;
+  o.refine_verification_graphs = false;
+  r = create_runner(**m, o);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.message().find("refine_verification_graphs is a CUDA option"), std::string::npos) << r.message();
+  o.refine_verification_graphs = true;
+  EXPECT_TRUE(create_runner(**m, o).is_ok());
 }
 
 TEST(CpuRunner, RejectsMalformedBatches) {
