@@ -548,6 +548,13 @@ std::vector<Gemm::RowCandidates> Gemm::row_invariant_candidates(int m, int n_bes
   std::vector<RowCandidates> out;
   for (const auto& [key, plan] : row_slices_) {
     if (std::get<0>(key.first) != m) continue;
+    // Only the order the one-row plan has now: an entry of an order it left (the decode graph's refinement moved
+    // it) is no longer run by any capture, so re-timing its candidates would compare identical graphs.
+    FusedKey one_row = key.first;
+    std::get<0>(one_row) = 1;
+    const auto it = fused_plans_.find(one_row);
+    const WeightFormat fmt = static_cast<WeightFormat>(std::get<7>(key.first));
+    if (it == fused_plans_.end() || skinny_reduction_order(fmt, it->second.variant) != key.second) continue;
     RowCandidates c{key, plan.current, {}};
     for (size_t i = 0; i < plan.ranked.size() && static_cast<int>(c.ranked.size()) < n_best; ++i)
       c.ranked.push_back(plan.ranked[i].second);

@@ -118,9 +118,10 @@ class Gemm {
   // Makes run_fused use `variant` for the plan with this key (a key from fused_candidates).
   Status set_fused_variant(const FusedKey& key, int variant);
 
-  // Row-invariant plans (verification steps, run_fused's row_invariant) timed so far for m rows: the (variant, row
-  // slice) in use and the alternatives, all of the one-row plan's reduction order (each gives every row the same
-  // bits), ranked by isolated time, at most n_best: what CudaRunner re-times inside the verification graph.
+  // Row-invariant plans (verification steps, run_fused's row_invariant) timed so far for m rows, of the reduction
+  // order each one-row plan has now: the (variant, row slice) in use and the alternatives, all of that order (each
+  // gives every row the same bits), ranked by isolated time, at most n_best: what CudaRunner re-times inside the
+  // verification graph.
   using RowKey = std::pair<FusedKey, int>;  // the m-row plan's key, the one-row plan's reduction order
   using RowPlan = std::pair<int, int>;      // variant, row slice (SkinnyGemmParams::row_slice)
   struct RowCandidates {
