@@ -6,8 +6,13 @@
 //   - nullable chain: r0 ::= r1 | "x", ... ending in "" (each rule nullable only if the next is)
 //   - alternation:    root ::= w0 | w1 | ... with wI ::= "word-I" (many small inlined rules)
 //   - nullable calls: root ::= r0 r1 ... "a" with rI ::= "" | "b" (one rule calling many nullable ones)
+// Then the subset construction alone, on one rule whose DFA doubles with each step of N:
+//   - root ::= [a-z]* "a" [a-z]{N} (the DFA remembers which of the last N + 1 letters were an "a": ~2^(N+1)
+//     positions), compile seconds and positions for two N;
+//   - root ::= [a-z]* "a" [a-z]{40}, which passes the determinization work limit: seconds until the error (what one
+//     such request costs the server).
 //
-// Usage: bench_grammar_compile [--rules 10000] [--repeat 3]
+// Usage: bench_grammar_compile [--rules 10000] [--repeat 3] [--dfa-n 12]
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -56,7 +61,10 @@ std::string nullable_calls(int n) {
 
 struct Timing {
   double parse_s = 1e30, compile_s = 1e30;
+  size_t positions = 0;
 };
+
+std::string letters_then_a(int n) { return "root ::= [a-z]* \"a\" [a-z]{" + std::to_string(n) + "}\n"; }
 
 // Best of `repeat` parses and compiles of `text`; exits on an error (the shapes above are all valid grammars).
 Timing time_compile(const std::string& text, int repeat) {
@@ -77,6 +85,29 @@ Timing time_compile(const std::string& text, int repeat) {
     }
     best.parse_s = std::min(best.parse_s, std::chrono::duration<double>(t1 - t0).count());
     best.compile_s = std::min(best.compile_s, std::chrono::duration<double>(t2 - t1).count());
+    best.positions = static_cast<size_t>(a->n_positions());
+  }
+  return best;
+}
+
+// Best of `repeat` compiles of `text`, which must fail; exits if it compiles.
+double time_to_error(const std::string& text, int repeat, std::string& message) {
+  double best = 1e30;
+  for (int r = 0; r < repeat; ++r) {
+    auto g = grammar::parse_gbnf(text);
+    if (!g) {
+      std::fprintf(stderr, "parse failed: %s\n", g.message().c_str());
+      std::exit(1);
+    }
+    const auto t0 = Clock::now();
+    auto a = grammar::compile(*g, {});
+    best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+    if (a) {
+      std::fprintf(stderr, "expected the determinization limit, but it compiled (%d positions)\n",
+                   a->n_positions());
+      std::exit(1);
+    }
+    message = a.message();
   }
   return best;
 }
@@ -85,9 +116,10 @@ Timing time_compile(const std::string& text, int repeat) {
 
 int main(int argc, char** argv) {
   CLI::App app{"bench_grammar_compile: grammar parse and compile time at N and 2N rules"};
-  int rules = 10000, repeat = 3;
+  int rules = 10000, repeat = 3, dfa_n = 12;
   app.add_option("--rules", rules, "N, the smaller size (rules)")->check(CLI::Range(10, 20000));
   app.add_option("--repeat", repeat, "compiles per size (the best is reported)")->check(CLI::Range(1, 100));
+  app.add_option("--dfa-n", dfa_n, "N of the determinization shape (N - 2 and N are timed)")->check(CLI::Range(4, 16));
   CLI11_PARSE(app, argc, argv);
 
   const std::pair<const char*, std::function<std::string(int)>> shapes[] = {
@@ -107,5 +139,19 @@ int main(int argc, char** argv) {
       previous = t.compile_s;
     }
   }
+  std::printf("\n%-34s %10s %12s %14s\n", "determinization", "positions", "compile s", "growth");
+  double previous = 0;
+  for (int n : {dfa_n - 2, dfa_n}) {
+    const Timing t = time_compile(letters_then_a(n), repeat);
+    char growth[32] = "";
+    if (previous > 0) std::snprintf(growth, sizeof growth, "%.2fx", t.compile_s / previous);
+    std::printf("%-34s %10zu %12.4f %14s\n", ("[a-z]* \"a\" [a-z]{" + std::to_string(n) + "}").c_str(), t.positions,
+                t.compile_s, growth);
+    std::fflush(stdout);
+    previous = t.compile_s;
+  }
+  std::string message;
+  const double s = time_to_error(letters_then_a(40), repeat, message);
+  std::printf("%-34s %10s %12.4f  (%.60s...)\n", "[a-z]* \"a\" [a-z]{40}: to the limit", "-", s, message.c_str());
   return 0;
 }

@@ -149,23 +149,27 @@ Result<std::shared_ptr<grammar::CompiledGrammar>> GrammarCache::get(const std::s
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (auto it = map_.find(key); it != map_.end()) {
-      lru_.splice(lru_.begin(), lru_, it->second.second);
-      return it->second.first;
+      lru_.splice(lru_.begin(), lru_, it->second.lru);
+      return result(it->second);
     }
     v = vocab(skip_special_tokens);
   }
   // Compiled outside the lock: other requests go on meanwhile (two may compile the same grammar; one is kept).
+  ++compiles_;
   auto g = grammar::CompiledGrammar::from_gbnf(gbnf, std::move(v));
-  if (!g) return g.status();
+  Entry e;
+  if (g) e.grammar = *g;
+  else e.error = g.status();
   std::lock_guard<std::mutex> lk(mu_);
-  if (auto it = map_.find(key); it != map_.end()) return it->second.first;
+  if (auto it = map_.find(key); it != map_.end()) return result(it->second);
   lru_.push_front(key);
-  map_.emplace(key, std::make_pair(*g, lru_.begin()));
+  e.lru = lru_.begin();
+  const auto out = result(map_.emplace(key, std::move(e)).first->second);
   while (map_.size() > capacity_) {
     map_.erase(lru_.back());
     lru_.pop_back();
   }
-  return *g;
+  return out;
 }
 
 }  // namespace mopt::server

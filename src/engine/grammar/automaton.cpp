@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <map>
-#include <unordered_map>
 
 #include "core/strfmt.h"
+#include "engine/grammar/subset_table.h"
 #include "engine/grammar/worklist.h"
 #include "tokenizer/unicode.h"
 
@@ -303,43 +303,42 @@ class AutomatonBuilder {
     a_.n_classes_ = cls + 1;
   }
 
+  // Adds to `set` every state reachable from it through epsilon edges; sorts it and drops repeats.
   void closure(std::vector<int32_t>& set) {
-    std::vector<int32_t> stack(set.begin(), set.end());
     if (mark_.size() < nfa_.out.size()) mark_.resize(nfa_.out.size(), 0);
     ++epoch_;
-    for (int32_t s : set) mark_[static_cast<size_t>(s)] = epoch_;
-    while (!stack.empty()) {
-      int32_t s = stack.back();
-      stack.pop_back();
+    size_t kept = 0;
+    for (int32_t s : set)
+      if (mark_[static_cast<size_t>(s)] != epoch_) {
+        mark_[static_cast<size_t>(s)] = epoch_;
+        set[kept++] = s;
+      }
+    set.resize(kept);
+    stack_.assign(set.begin(), set.end());
+    while (!stack_.empty()) {
+      int32_t s = stack_.back();
+      stack_.pop_back();
       for (const NfaEdge& ed : nfa_.out[static_cast<size_t>(s)])
         if (ed.rule == -2 && mark_[static_cast<size_t>(ed.to)] != epoch_) {
           mark_[static_cast<size_t>(ed.to)] = epoch_;
           set.push_back(ed.to);
-          stack.push_back(ed.to);
+          stack_.push_back(ed.to);
         }
     }
     std::sort(set.begin(), set.end());
   }
 
-  struct VecHash {
-    size_t operator()(const std::vector<int32_t>& v) const {
-      uint64_t h = 1469598103934665603ull;
-      for (int32_t x : v) h = (h ^ static_cast<uint32_t>(x)) * 1099511628211ull;
-      return static_cast<size_t>(h);
-    }
-  };
-
   // Subset construction of one rule; appends its positions.
   void determinize(int32_t rule) {
-    std::unordered_map<std::vector<int32_t>, int32_t, VecHash> ids;
-    std::vector<std::vector<int32_t>> sets;
+    subsets_.clear();
     const int32_t base = static_cast<int32_t>(a_.accepting_.size());
     const size_t nc = static_cast<size_t>(a_.n_classes_);
-    auto intern = [&](std::vector<int32_t> set) -> int32_t {
+    // The position of the subset closure(set) (set is the caller's scratch, changed), added if new.
+    auto intern = [&](std::vector<int32_t>& set) -> int32_t {
       closure(set);
-      auto it = ids.find(set);
-      if (it != ids.end()) return it->second;
-      const int32_t id = base + static_cast<int32_t>(sets.size());
+      const auto [k, added] = subsets_.intern(set);
+      const int32_t id = base + k;
+      if (!added) return id;
       if (static_cast<size_t>(id) + 1 > lim_.max_positions ||
           (static_cast<size_t>(id) + 1) * nc > lim_.max_positions * 16)
         throw LimitError{strfmt("the grammar is too large (more than %zu automaton positions)", lim_.max_positions)};
@@ -349,21 +348,20 @@ class AutomatonBuilder {
                          "too many ways, e.g. [a-z]{0,5000} [a-z]{0,5000}); bound or simplify the repetitions, "
                          "and anchor a regex or JSON Schema 'pattern' with ^...$ (unanchored, it may match anywhere: "
                          ".* on both sides)"};
-      ids.emplace(set, id);
-      sets.push_back(std::move(set));
       a_.accepting_.push_back(0);
       a_.next_.resize(a_.next_.size() + nc, -1);
       return id;
     };
-    a_.rule_start_.push_back(intern({nfa_start_[static_cast<size_t>(rule)]}));
+    std::vector<int32_t> scratch{nfa_start_[static_cast<size_t>(rule)]};
+    a_.rule_start_.push_back(intern(scratch));
     std::vector<std::vector<int32_t>> by_class(nc);
     std::map<int32_t, std::vector<int32_t>> by_rule;
-    for (size_t k = 0; k < sets.size(); ++k) {
+    for (size_t k = 0; k < subsets_.size(); ++k) {
       const int32_t pos = base + static_cast<int32_t>(k);
       for (auto& v : by_class) v.clear();
       by_rule.clear();
       bool acc = false;
-      for (int32_t s : sets[k]) {
+      for (int32_t s : subsets_[static_cast<int32_t>(k)]) {  // no intern() in this loop: the span stays valid
         if (s == nfa_final_[static_cast<size_t>(rule)]) acc = true;
         for (const NfaEdge& ed : nfa_.out[static_cast<size_t>(s)]) {
           if (ed.rule == -1) {
@@ -377,16 +375,9 @@ class AutomatonBuilder {
       a_.accepting_[static_cast<size_t>(pos)] = acc;
       for (size_t c = 0; c < nc; ++c) {
         if (by_class[c].empty()) continue;
-        std::sort(by_class[c].begin(), by_class[c].end());
-        by_class[c].erase(std::unique(by_class[c].begin(), by_class[c].end()), by_class[c].end());
-        const int32_t t = intern(by_class[c]);
-        a_.next_[static_cast<size_t>(pos) * nc + c] = t;
+        a_.next_[static_cast<size_t>(pos) * nc + c] = intern(by_class[c]);
       }
-      for (auto& [r, targets] : by_rule) {
-        std::sort(targets.begin(), targets.end());
-        targets.erase(std::unique(targets.begin(), targets.end()), targets.end());
-        call_edges_.push_back({pos, r, intern(targets)});
-      }
+      for (auto& [r, targets] : by_rule) call_edges_.push_back({pos, r, intern(targets)});
     }
     rule_end_.push_back(static_cast<int32_t>(a_.accepting_.size()));
   }
@@ -561,8 +552,10 @@ class AutomatonBuilder {
   const std::string* current_rule_ = nullptr;
   std::vector<CallEdge> call_edges_;
   std::vector<uint8_t> inlined_;  // [n_rules] copied into callers instead of called
-  std::vector<uint32_t> mark_;
+  std::vector<uint32_t> mark_;  // [NFA states] == epoch_: in the set closure() is building
   uint32_t epoch_ = 0;
+  std::vector<int32_t> stack_;  // closure()'s
+  SubsetTable subsets_;         // determinize()'s, one rule's at a time
   size_t subset_elems_ = 0;  // NFA states in all subsets so far (bounds determinization time and memory)
   Automaton a_;
 };

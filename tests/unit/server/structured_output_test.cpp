@@ -39,5 +39,33 @@ TEST(GrammarCache, SchemasTheVocabularyCannotWrite) {
   EXPECT_EQ(compile_error(cache, R"({"guided_choice": ["über", "uber"]})"), "");
 }
 
+TEST(GrammarCache, RepeatsAreAnsweredFromTheCacheErrorsToo) {
+  auto tok = test::char_tokenizer("abcdefghijklmnopqrstuvwxyz0123456789{}[]\":, .-");
+  ASSERT_TRUE(tok);
+  GrammarCache cache(*tok, 2);
+  const std::string bad = "root ::= [A-Z]+";  // no token can begin it
+  const std::string good = "root ::= \"ok\"";
+  auto e1 = cache.get(bad, true);
+  ASSERT_FALSE(e1);
+  EXPECT_EQ(cache.compiles(), 1u);
+  auto e2 = cache.get(bad, true);
+  ASSERT_FALSE(e2);
+  EXPECT_EQ(e2.message(), e1.message());
+  EXPECT_EQ(cache.compiles(), 1u);  // the error came from the cache
+  auto g1 = cache.get(good, true);
+  ASSERT_TRUE(g1) << g1.message();
+  auto g2 = cache.get(good, true);
+  ASSERT_TRUE(g2);
+  EXPECT_EQ(g1->get(), g2->get());
+  EXPECT_EQ(cache.compiles(), 2u);
+  ASSERT_TRUE(cache.get(good, false));  // the other vocabulary rendering is another entry
+  EXPECT_EQ(cache.compiles(), 3u);
+  // capacity 2: the least recently used (the failed grammar) is gone and compiles again, with the same error
+  auto e3 = cache.get(bad, true);
+  ASSERT_FALSE(e3);
+  EXPECT_EQ(e3.message(), e1.message());
+  EXPECT_EQ(cache.compiles(), 4u);
+}
+
 }  // namespace
 }  // namespace mopt::server
