@@ -12,7 +12,10 @@
 //   - root ::= [a-z]* "a" [a-z]{40}, which passes the determinization work limit: seconds until the error (what one
 //     such request costs the server).
 //
-// Usage: bench_grammar_compile [--rules 10000] [--repeat 3] [--dfa-n 12]
+// With --regex P [--search]: only that regular expression (guided_regex, or a JSON Schema 'pattern' with --search),
+// its compile seconds and positions, or the seconds until its error.
+//
+// Usage: bench_grammar_compile [--rules 10000] [--repeat 3] [--dfa-n 12] [--regex P [--search]]
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -23,6 +26,7 @@
 
 #include "engine/grammar/automaton.h"
 #include "engine/grammar/gbnf.h"
+#include "engine/grammar/regex.h"
 
 using namespace mopt;
 using Clock = std::chrono::steady_clock;
@@ -90,8 +94,8 @@ Timing time_compile(const std::string& text, int repeat) {
   return best;
 }
 
-// Best of `repeat` compiles of `text`, which must fail; exits if it compiles.
-double time_to_error(const std::string& text, int repeat, std::string& message) {
+// Best of `repeat` compiles of `text`; `positions` the automaton's (0 when it failed: `message` says why).
+double time_compile_or_error(const std::string& text, int repeat, int& positions, std::string& message) {
   double best = 1e30;
   for (int r = 0; r < repeat; ++r) {
     auto g = grammar::parse_gbnf(text);
@@ -102,14 +106,30 @@ double time_to_error(const std::string& text, int repeat, std::string& message) 
     const auto t0 = Clock::now();
     auto a = grammar::compile(*g, {});
     best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
-    if (a) {
-      std::fprintf(stderr, "expected the determinization limit, but it compiled (%d positions)\n",
-                   a->n_positions());
-      std::exit(1);
-    }
-    message = a.message();
+    positions = a ? a->n_positions() : 0;
+    message = a ? "" : a.message();
   }
   return best;
+}
+
+int time_regex(const std::string& pattern, bool search, int repeat) {
+  grammar::RegexOptions opts;
+  opts.search = search;
+  auto gbnf = grammar::regex_to_gbnf(pattern, opts);
+  if (!gbnf) {
+    std::fprintf(stderr, "regex refused: %s\n", gbnf.message().c_str());
+    return 1;
+  }
+  int positions = 0;
+  std::string message;
+  const double s = time_compile_or_error("root ::= " + *gbnf + "\n", repeat, positions, message);
+  if (positions > 0)
+    std::printf("regex %s%s: compiled in %.4f s, %d positions\n", pattern.c_str(), search ? " (search)" : "", s,
+                positions);
+  else
+    std::printf("regex %s%s: %.4f s until the error: %s\n", pattern.c_str(), search ? " (search)" : "", s,
+                message.c_str());
+  return 0;
 }
 
 }  // namespace
@@ -117,10 +137,19 @@ double time_to_error(const std::string& text, int repeat, std::string& message) 
 int main(int argc, char** argv) {
   CLI::App app{"bench_grammar_compile: grammar parse and compile time at N and 2N rules"};
   int rules = 10000, repeat = 3, dfa_n = 12;
+  std::string regex;
+  bool search = false;
   app.add_option("--rules", rules, "N, the smaller size (rules)")->check(CLI::Range(10, 20000));
   app.add_option("--repeat", repeat, "compiles per size (the best is reported)")->check(CLI::Range(1, 100));
   app.add_option("--dfa-n", dfa_n, "N of the determinization shape (N - 2 and N are timed)")->check(CLI::Range(4, 16));
+  app.add_option("--regex", regex, "time only this regular expression");
+  app.add_flag("--search", search, "--regex: JSON Schema 'pattern' semantics (may match anywhere)");
   CLI11_PARSE(app, argc, argv);
+  if (!regex.empty()) return time_regex(regex, search, repeat);
+  if (search) {
+    std::fprintf(stderr, "--search needs --regex\n");
+    return 1;
+  }
 
   const std::pair<const char*, std::function<std::string(int)>> shapes[] = {
       {"left chain", left_chain}, {"nullable chain", nullable_chain}, {"alternation", alternation},
@@ -151,7 +180,12 @@ int main(int argc, char** argv) {
     previous = t.compile_s;
   }
   std::string message;
-  const double s = time_to_error(letters_then_a(40), repeat, message);
+  int positions = 0;
+  const double s = time_compile_or_error(letters_then_a(40), repeat, positions, message);
+  if (positions > 0) {
+    std::fprintf(stderr, "expected the determinization limit, but it compiled (%d positions)\n", positions);
+    return 1;
+  }
   std::printf("%-34s %10s %12.4f  (%.60s...)\n", "[a-z]* \"a\" [a-z]{40}: to the limit", "-", s, message.c_str());
   return 0;
 }
