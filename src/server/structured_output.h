@@ -33,7 +33,7 @@ std::variant<Constraint, ApiError> parse_constraint(const json& body);
 
 // Compiled grammars by (GBNF text, skip_special_tokens), least recently used dropped beyond `capacity`. Thread-safe.
 // A grammar that fails to compile is kept with its error, so a client repeating it is answered at once (a grammar
-// whose determinization reaches its work limit costs about a second of a core to find out).
+// whose determinization reaches its work limit costs tenths of a second of a core to find out: docs/testing.md).
 class GrammarCache {
  public:
   explicit GrammarCache(const Tokenizer& tok, size_t capacity = 64) : tok_(tok), capacity_(capacity) {}
