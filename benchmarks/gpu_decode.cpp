@@ -26,7 +26,8 @@
 // quantizer launch before every FP8 GEMM (CudaRunnerExtras::fp8_fused_quant; the two compared run by run).
 // --fp8-fast-accum: FP8 GEMMs with cuBLASLt's fast accumulation (CudaRunnerExtras::fp8_fast_accum).
 // --one-row-eps X: one-row fused plans chosen with the verification rows in view (RunnerOptions::one_row_plan_eps,
-// 0 .. 1; absent: 0), for every runner: what plain decoding pays for cheaper speculative verification steps.
+// 0 .. 1; absent: the runner's default, kDefaultOneRowPlanEps; 0: the fastest one-row tiling), for every runner:
+// what plain decoding pays for cheaper speculative verification steps.
 // --profile-window: after the single-stream warm-up, run 2 greedy decode steps between cudaProfilerStart/Stop and
 // exit (for `ncu --profile-from-start off ...`: per-kernel times and DRAM bytes of real decode steps).
 // --attn-sweep: the decode attention kernel alone for one token over contexts x minimum split slices, then exit.
@@ -210,7 +211,7 @@ int main(int argc, char** argv) {
   bool profile_window = false, attn_sweep = false, single_only = false, attn_large_sweep = false;
   bool prefill_attn = false;
   bool fp8_fused_quant = CudaRunnerExtras{}.fp8_fused_quant, fp8_fast_accum = false;
-  float one_row_eps = 0.f;
+  float one_row_eps = -1.f;  // < 0: the runner's default
   const char* weights_name = nullptr;  // --weights (absent: bf16, output unchanged)
   DType weights = DType::BF16;
   for (int i = 1; i < argc; ++i) {

@@ -31,7 +31,8 @@
 // num_speculative_tokens from --speculative-config; the n-gram replay is then left out, and --row-costs
 // (as with any draft model) refused.
 // --one-row-eps X (CUDA): both engines choose their one-row GEMM plans with the verification rows in view
-// (RunnerOptions::one_row_plan_eps; docs/speculative.md); absent: 0, the fastest one-row tiling.
+// (RunnerOptions::one_row_plan_eps; docs/speculative.md); absent: the CUDA default (kDefaultOneRowPlanEps); 0: the
+// fastest one-row tiling.
 // --no-verify-refine (CUDA): verification graphs are not refined in the graph (RunnerOptions::
 // refine_verification_graphs), the baseline of that refinement.
 // Logging is at warnings unless MOPT_LOG says otherwise (MOPT_LOG=debug: e.g. every GEMM plan as it is tuned).
@@ -319,7 +320,7 @@ int main(int argc, char** argv) {
   std::string spec_json =
       R"({"method":"ngram","num_speculative_tokens":7,"prompt_lookup_max":4,"prompt_lookup_min":1})";
   int threads = 0, lines = 40, tokens = 256, rounds = 2, profile_pos = 400;
-  float one_row_eps = 0.f;
+  float one_row_eps = -1.f;  // < 0: the runner's default
   bool profile = false;
   app.add_option("--model", model_path, "model (file or Hugging Face folder)");
   app.add_option("--eval-text", eval_path, "code-eval.txt (the files to edit)");

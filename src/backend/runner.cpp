@@ -103,7 +103,7 @@ Result<std::unique_ptr<ModelRunner>> create_runner(const Model& model, const Run
   }
   switch (opts.device) {
     case DeviceKind::kCpu: {
-      if (opts.one_row_plan_eps != 0.f)
+      if (opts.one_row_plan_eps > 0.f)
         return error("one_row_plan_eps is a CUDA option: the CPU runner has no GEMM plans to choose");
       if (!opts.refine_verification_graphs)
         return error("refine_verification_graphs is a CUDA option: the CPU runner has no graphs to refine");

@@ -258,11 +258,12 @@ struct RunnerOptions {
   // --tensor-parallel-size: shards of the model (docs/tensor_parallel.md). CPU: that many shards in one process,
   // one worker thread each, n_threads divided among them; CUDA: only 1 so far.
   int tensor_parallel_size = 1;
-  // CUDA, experimental (docs/speculative.md, "One-row plans with the verification rows in view"): > 0 chooses
-  // each one-row fused decode plan among the tilings within (1 + eps) of the fastest one-row time by its
-  // reduction order's 8-row time (what a speculative verification step's rows then cost), in every engine alike,
-  // speculative or not. 0: the fastest one-row tiling. Tensor-parallel shards ignore it.
-  float one_row_plan_eps = 0.f;
+  // CUDA (docs/speculative.md, "One-row plans with the verification rows in view"): > 0 chooses each one-row
+  // fused decode plan among the tilings within (1 + eps) of the fastest one-row time by its reduction order's
+  // 8-row time (what a speculative verification step's rows then cost), in every engine alike, speculative or
+  // not. 0: the fastest one-row tiling. < 0: the backend's default (CUDA: kDefaultOneRowPlanEps in
+  // cuda_runner.h; the CPU runner has no GEMM plans and refuses > 0). Tensor-parallel shards take 0.
+  float one_row_plan_eps = -1.f;
   // CUDA: the first capture of each verification graph (speculative decoding) re-times the next-best tilings and
   // row slices of its GEMMs inside the graph, among those of the one-row plans' reduction orders (the rows keep
   // the one-row decode's bits). false: the isolated timings' choice (benchmarks compare the two).

@@ -193,10 +193,10 @@ Result<std::unique_ptr<CudaRunner>> CudaRunner::create(const Model& model, const
   MOPT_CUDA_TRY(cudaStreamCreateWithFlags(&r->stream_, cudaStreamNonBlocking));
   MOPT_TRY(r->gemm_.init());
   r->gemm_.fp8_fast_accum = extras.fp8_fast_accum;
-  if (!(opts.one_row_plan_eps >= 0.f && opts.one_row_plan_eps <= 1.f))
-    return error("one_row_plan_eps %g is outside 0 .. 1", static_cast<double>(opts.one_row_plan_eps));
+  const float eps = opts.one_row_plan_eps < 0.f ? kDefaultOneRowPlanEps : opts.one_row_plan_eps;
+  if (!(eps <= 1.f)) return error("one_row_plan_eps %g is outside 0 .. 1", static_cast<double>(eps));
   // A shard's timing scratch is reserved once (its all-reduce partners must not wait on a cudaFree mid-step).
-  r->gemm_.one_row_eps = r->comm_ ? 0.f : opts.one_row_plan_eps;
+  r->gemm_.one_row_eps = r->comm_ ? 0.f : eps;
   r->max_tokens_ = std::max(opts.max_batch_tokens, opts.max_seqs);
   r->logit_rows_ = opts.max_seqs + opts.spec_tokens;
   // Verification graphs (StepShape::verify): fused GEMMs and attention per row as in decode; not for MoE layers.

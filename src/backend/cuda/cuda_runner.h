@@ -35,6 +35,11 @@ enum class TpCommKind {
   kNccl,  // NCCL for every size
 };
 
+// RunnerOptions::one_row_plan_eps when left at its default (< 0): one-row decode plans may be up to 3% slower
+// alone when their reduction order makes the verification rows of speculative decoding cheaper (measured in
+// docs/speculative.md, "One-row plans with the verification rows in view").
+inline constexpr float kDefaultOneRowPlanEps = 0.03f;
+
 // Extra knobs that only the CUDA backend understands (benchmarks, tests).
 struct CudaRunnerExtras {
   // Fill every weight with seeded random values generated on the GPU instead of uploading the model's tensors

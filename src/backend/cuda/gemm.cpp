@@ -428,6 +428,23 @@ std::vector<Gemm::FusedCandidates> Gemm::fused_candidates(int m, int n_best) con
       if (!eps_plan || o == order || (plan.order_us8.count(o) && plan.order_us8.count(order)))
         c.ranked.push_back(plan.ranked[i].second);
     }
+    // And, under eps, the two fastest one-row tilings of the order fastest at 8 rows, wherever they rank alone:
+    // their one-row times in the step may differ from the isolated ones by more than the window (PDL overlap), and
+    // that order makes verification rows cheapest.
+    if (eps_plan && !plan.order_us8.empty()) {
+      const int best8 = std::min_element(plan.order_us8.begin(), plan.order_us8.end(), [](const auto& a,
+                                                                                          const auto& b) {
+                          return a.second < b.second;
+                        })->first;
+      int taken = 0;
+      for (size_t i = 0; i < plan.ranked.size() && taken < 2; ++i) {
+        const auto& [us, v] = plan.ranked[i];
+        if (!std::isfinite(us) || skinny_reduction_order(fmt, v) != best8) continue;
+        ++taken;
+        if (v != plan.variant && std::find(c.ranked.begin(), c.ranked.end(), v) == c.ranked.end())
+          c.ranked.push_back(v);
+      }
+    }
     out.push_back(std::move(c));
   }
   return out;
@@ -489,6 +506,7 @@ Status Gemm::run_fused(const SkinnyGemmParams& p, cudaStream_t stream, bool row_
     std::tie(q.variant, q.row_slice) = plan;
   } else {
     MOPT_ASSIGN_OR_RETURN(q.variant, fused_variant(p, stream));
+    if (counting_launches_) ++launch_counts_[fused_key(p)];
   }
   MOPT_CUDA_TRY(launch_skinny_gemm(q, stream));
   return Status::ok();

@@ -112,9 +112,21 @@ class Gemm {
     std::vector<int> ranked;
   };
   std::vector<FusedCandidates> fused_candidates(int m, int n_best) const;
-  // What a switch of the plan `key` from variant `from` to `to` must save in the step (us) beyond the caller's
-  // own margin: 0, except for one-row plans under one_row_eps (plan_choice.h, one_row_switch_cost_us).
+  // What a switch of the plan `key` from variant `from` to `to` must save in the step (us per launch of the plan;
+  // negative: may cost) beyond the caller's own margin: 0, except for one-row plans under one_row_eps
+  // (plan_choice.h, one_row_switch_cost_us).
   float switch_cost_us(const FusedKey& key, int from, int to) const;
+  // Fused launches per plan (not row-invariant ones) between count_launches(true), which forgets earlier counts,
+  // and count_launches(false): the in-graph refinement counts those of the step it captures, to weigh
+  // switch_cost_us.
+  void count_launches(bool on) {
+    counting_launches_ = on;
+    if (on) launch_counts_.clear();
+  }
+  int launch_count(const FusedKey& key) const {
+    const auto it = launch_counts_.find(key);
+    return it == launch_counts_.end() ? 0 : it->second;
+  }
   // Makes run_fused use `variant` for the plan with this key (a key from fused_candidates).
   Status set_fused_variant(const FusedKey& key, int variant);
 
@@ -197,6 +209,8 @@ class Gemm {
   // Applies the hint for `key` to a fresh plan; false (after a warning) when it does not fit the shape.
   bool apply_hint(const Key& key, Plan& plan, bool skinny_ok);
   std::map<Key, Hint> hints_;
+  bool counting_launches_ = false;
+  std::map<FusedKey, int> launch_counts_;
   std::atomic<uint64_t> n_tuned_{0}, n_from_cache_{0}, n_searched_{0};
 
   struct FusedPlan {

@@ -46,8 +46,9 @@ std::map<int, float> fastest_per_order(std::span<const float> us8, std::span<con
 
 float one_row_switch_cost_us(float cur_us1, float cur_us8, float to_us8, float eps) {
   if (!std::isfinite(cur_us8) || !std::isfinite(to_us8)) return std::numeric_limits<float>::infinity();
-  if (!(eps > 0.f) || to_us8 <= cur_us8) return 0.f;
-  return std::isfinite(cur_us1) && cur_us1 > 0.f ? eps * cur_us1 : std::numeric_limits<float>::infinity();
+  if (!(eps > 0.f) || to_us8 == cur_us8) return 0.f;
+  if (!std::isfinite(cur_us1) || !(cur_us1 > 0.f)) return std::numeric_limits<float>::infinity();
+  return to_us8 > cur_us8 ? eps * cur_us1 : -eps * cur_us1;
 }
 
 }  // namespace mopt::cuda

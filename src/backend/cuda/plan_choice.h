@@ -25,10 +25,12 @@ int choose_one_row_variant(std::span<const float> us1, std::span<const float> us
 std::map<int, float> fastest_per_order(std::span<const float> us8, std::span<const int> order);
 
 // The in-graph refinement of a one-row plan chosen with eps (runner_graphs.cpp), where the whole step is timed
-// with one tiling swapped: the time (us) a switch from the tiling in use to another must save in the step beyond
-// the refinement's own margin. eps x the current tiling's isolated one-row time (cur_us1) when the other's
-// reduction order is slower at 8 rows (to_us8 > cur_us8: the window of choose_one_row_variant, in the step), else 0;
-// +inf when either order's 8-row time is unknown (not finite), so that the switch is not tried.
+// with one tiling swapped: what a switch from the tiling in use to another must save (us per launch; the caller
+// multiplies by the plan's launches in the step) beyond the refinement's own margin. eps x the current tiling's
+// isolated one-row time (cur_us1) when the other's reduction order is slower at 8 rows (to_us8 > cur_us8), minus
+// that when it is faster (the switch may then cost up to that much: the window of choose_one_row_variant, in the
+// step), 0 for equal 8-row times or eps <= 0; +inf when either order's 8-row time or cur_us1 is unknown (not
+// finite), so that the switch is not tried.
 float one_row_switch_cost_us(float cur_us1, float cur_us8, float to_us8, float eps);
 
 }  // namespace mopt::cuda

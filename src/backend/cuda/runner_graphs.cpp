@@ -70,9 +70,11 @@ std::vector<PlanChoice> decode_choices(Gemm& gemm, int m, int n_best) {
     out.push_back({gemm_name(c.key), static_cast<int>(alts->size()),
                    [&gemm, key = c.key, alts](int i) { return gemm.set_fused_variant(key, (*alts)[i]); },
                    // one_row_plan_eps: a switch to a reduction order slower at 8 rows must also save eps of the
-                   // GEMM's time.
+                   // GEMM's time in the step (its launches there, counted at the capture), one to an order faster
+                   // at 8 rows may cost that much.
                    [&gemm, key = c.key, alts](int i, int j) {
-                     return 1e-3f * gemm.switch_cost_us(key, (*alts)[i], (*alts)[j]);
+                     const int launches = std::max(1, gemm.launch_count(key));
+                     return 1e-3f * launches * gemm.switch_cost_us(key, (*alts)[i], (*alts)[j]);
                    },
                    [alts](int i) { return strfmt("v%d", (*alts)[i]); }});
   }
@@ -161,22 +163,27 @@ Status CudaRunner::refine_graph(const StepShape& s, cudaGraphExec_t& exec) {
 Status CudaRunner::run_graph(const StepShape& s) {
   GraphEntry& g = graphs_[s.graph_key()];
   if (!g.exec) {
-    MOPT_ASSIGN_OR_RETURN(g.exec, capture_graph(s));
+    gemm_.count_launches(true);  // the plans' launches in the step weigh the refinement's switches
+    Result<cudaGraphExec_t> exec = capture_graph(s);
+    gemm_.count_launches(false);
+    MOPT_ASSIGN_OR_RETURN(g.exec, std::move(exec));
     g.n_splits = s.n_splits;
     ++captures_;
     MOPT_LOG_DEBUG("cuda: captured %s graph for %d rows", s.verify ? "verification" : "decode", s.n_tokens);
     // Verification graphs take the one-row plans' reduction orders (Gemm::run_fused's row_invariant): their
     // refinement only moves among tilings and row slices of those orders, and bucket 1's refinement, which may
-    // change the orders, drops them (captured and refined again on use).
+    // change the orders, drops them: their next step runs eagerly again (the GEMM plans of the new orders are
+    // tuned outside capture), then they are captured and refined again.
     if (s.fused && refine_graph_plans_ && (!s.verify || refine_verify_graphs_) && !g.refined) {
       g.refined = true;
       MOPT_TRY(refine_graph(s, g.exec));
       if (s.graph_bucket == 1)
         for (auto& [key, v] : graphs_)
-          if (key < 0 && v.exec) {
-            MOPT_CUDA_TRY(cudaGraphExecDestroy(v.exec));
+          if (key < 0 && (v.exec || v.warmed)) {
+            if (v.exec) MOPT_CUDA_TRY(cudaGraphExecDestroy(v.exec));
             v.exec = nullptr;
             v.refined = false;
+            v.warmed = false;
           }
     }
   }

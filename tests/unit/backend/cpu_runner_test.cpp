@@ -345,6 +345,9 @@ TEST(CpuRunner, CudaPlanOptionsAreRefused) {
   ASSERT_FALSE(r.is_ok());
   EXPECT_NE(r.message().find("refine_verification_graphs is a CUDA option"), std::string::npos) << r.message();
   o.refine_verification_graphs = true;
+  EXPECT_TRUE(create_runner(**m, o).is_ok());  // 0: no GEMM plans to weigh, nothing ignored
+  o.one_row_plan_eps = RunnerOptions{}.one_row_plan_eps;  // the default: the backend's own (CUDA: 0.03)
+  EXPECT_LT(o.one_row_plan_eps, 0.f);
   EXPECT_TRUE(create_runner(**m, o).is_ok());
 }
 

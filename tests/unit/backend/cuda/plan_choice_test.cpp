@@ -64,16 +64,19 @@ TEST(OneRowPlanChoice, FastestPerOrder) {
 }
 
 // In-graph refinement under eps: a switch to an order that is slower at 8 rows must save eps x the current
-// tiling's one-row time in the step; to an order as fast or faster at 8 rows, nothing more.
+// tiling's one-row time per launch in the step; one to an order faster at 8 rows may cost that much; between
+// orders equally fast at 8 rows, nothing either way.
 TEST(OneRowPlanChoice, SwitchCostInTheGraph) {
   using cuda::one_row_switch_cost_us;
   EXPECT_FLOAT_EQ(one_row_switch_cost_us(10.f, 5.f, 8.f, 0.05f), 0.5f);
   EXPECT_EQ(one_row_switch_cost_us(10.f, 5.f, 5.f, 0.05f), 0.f);
-  EXPECT_EQ(one_row_switch_cost_us(10.f, 5.f, 4.f, 0.05f), 0.f);
+  EXPECT_FLOAT_EQ(one_row_switch_cost_us(10.f, 5.f, 4.f, 0.05f), -0.5f);
   EXPECT_EQ(one_row_switch_cost_us(10.f, 5.f, 8.f, 0.f), 0.f);  // eps 0: the fastest in the step wins
+  EXPECT_EQ(one_row_switch_cost_us(10.f, 5.f, 4.f, 0.f), 0.f);
   EXPECT_EQ(one_row_switch_cost_us(10.f, kInf, 8.f, 0.05f), kInf);  // an order's 8-row time unknown: not tried
   EXPECT_EQ(one_row_switch_cost_us(10.f, 5.f, kInf, 0.05f), kInf);
   EXPECT_EQ(one_row_switch_cost_us(kInf, 5.f, 8.f, 0.05f), kInf);
+  EXPECT_EQ(one_row_switch_cost_us(kInf, 5.f, 4.f, 0.05f), kInf);
 }
 
 }  // namespace
