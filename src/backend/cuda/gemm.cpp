@@ -327,7 +327,7 @@ Result<int> Gemm::one_row_variant_for_rows(const SkinnyGemmParams& p, const std:
   t.x_rows = zero_rows_;
   t.y = scratch_;
   // Each tiling as verification steps may run it: the CUDA-core ones also in row slices (row_invariant_plan).
-  std::vector<std::pair<int, int>> cand;  // (variant, row slice)
+  std::vector<RowPlan> cand;
   for (int v = 0; v < n_var; ++v) add_slicings(cand, v, kSkinnyMaxRows);
   MOPT_ASSIGN_OR_RETURN(const std::vector<float> us_c, time_slicings(t, cand, stream));
   std::vector<float> us8(static_cast<size_t>(n_var), std::numeric_limits<float>::infinity());
@@ -538,7 +538,7 @@ Result<Gemm::RowPlan> Gemm::row_invariant_plan(const SkinnyGemmParams& p, cudaSt
   cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
   MOPT_CUDA_TRY(cudaStreamIsCapturing(stream, &cap));
   if (cap != cudaStreamCaptureStatusNone) return std::make_pair(v, 0);
-  std::vector<std::pair<int, int>> cand;  // (variant, row slice)
+  std::vector<RowPlan> cand;
   for (int cv = 0; cv < kQuantSkinnyVariants; ++cv)
     if (skinny_reduction_order(fmt, cv) == order) add_slicings(cand, cv, p.m);
   SkinnyGemmParams t = p;
@@ -593,13 +593,13 @@ Status Gemm::set_row_invariant_plan(const RowKey& key, RowPlan plan) {
                plan.first, plan.second);
 }
 
-void Gemm::add_slicings(std::vector<std::pair<int, int>>& cand, int v, int m) const {
+void Gemm::add_slicings(std::vector<RowPlan>& cand, int v, int m) const {
   cand.emplace_back(v, 0);
   if (row_slices && v < kQuantSkinnyVariants)
     for (int sl = 1; sl < m; sl *= 2) cand.emplace_back(v, sl);
 }
 
-Result<std::vector<float>> Gemm::time_slicings(SkinnyGemmParams t, const std::vector<std::pair<int, int>>& cand,
+Result<std::vector<float>> Gemm::time_slicings(SkinnyGemmParams t, const std::vector<RowPlan>& cand,
                                                cudaStream_t stream) {
   return time_cold_l2(static_cast<int>(cand.size()), [&](int c) {
     std::tie(t.variant, t.row_slice) = cand[static_cast<size_t>(c)];

@@ -233,9 +233,9 @@ class Gemm {
   // ... with the row slices (gemm.cpp): (variant, row slice), remembered per plan and reduction order.
   Result<RowPlan> row_invariant_plan(const SkinnyGemmParams& p, cudaStream_t stream);
   // Appends (v, 0) and, for a CUDA-core tiling when row_slices is on, v in row slices of 1, 2, 4 (< m) rows.
-  void add_slicings(std::vector<std::pair<int, int>>& cand, int v, int m) const;
+  void add_slicings(std::vector<RowPlan>& cand, int v, int m) const;
   // Cold-L2 times of t run as each (variant, row slice) candidate (time_cold_l2).
-  Result<std::vector<float>> time_slicings(SkinnyGemmParams t, const std::vector<std::pair<int, int>>& cand,
+  Result<std::vector<float>> time_slicings(SkinnyGemmParams t, const std::vector<RowPlan>& cand,
                                            cudaStream_t stream);
   struct RowSlicePlan {
     RowPlan current;
