@@ -311,9 +311,12 @@ Result<int> Gemm::fused_variant(const SkinnyGemmParams& p, cudaStream_t stream) 
   return best.variant;
 }
 
-// one_row_eps's choice for the one-row plan p, whose tilings took us1 (plan_choice.h): every tiling timed again
+// one_row_eps's choice for the one-row plan p, whose tilings took us1 (plan_choice.h): the tilings of every
+// reduction order that has a tiling within (1 + kOrderWindowEps x eps) of the fastest one-row time timed again
 // for kSkinnyMaxRows rows (the CUDA-core ones at their fastest row slice), each reading p's input row 0 (x_rows
-// all 0: no 8-row input needed; the time does not depend on the values) and writing the scratch buffer.
+// all 0: no 8-row input needed; the time does not depend on the values) and writing the scratch buffer. Orders
+// further off are neither chosen nor tried by the in-graph refinement (no 8-row time), and timing them too
+// doubled the tuning time of the Llama-3.1-8B shape.
 Result<int> Gemm::one_row_variant_for_rows(const SkinnyGemmParams& p, const std::vector<float>& us1,
                                            std::map<int, float>& order_us8, cudaStream_t stream) {
   const int n_var = static_cast<int>(us1.size());
@@ -326,17 +329,26 @@ Result<int> Gemm::one_row_variant_for_rows(const SkinnyGemmParams& p, const std:
   t.m = kSkinnyMaxRows;
   t.x_rows = zero_rows_;
   t.y = scratch_;
-  // Each tiling as verification steps may run it: the CUDA-core ones also in row slices (row_invariant_plan).
+  std::vector<int> order(static_cast<size_t>(n_var));
+  for (int v = 0; v < n_var; ++v) order[static_cast<size_t>(v)] = skinny_reduction_order(p.qw.fmt, v);
+  float fastest = std::numeric_limits<float>::infinity();
+  for (float u : us1) fastest = std::min(fastest, u);
+  std::vector<int> near_orders;
+  for (int v = 0; v < n_var; ++v)
+    if (us1[static_cast<size_t>(v)] <= fastest * (1.f + kOrderWindowEps * one_row_eps))
+      near_orders.push_back(order[static_cast<size_t>(v)]);
+  // Each tiling of those orders as verification steps may run it: the CUDA-core ones also in row slices
+  // (row_invariant_plan).
   std::vector<RowPlan> cand;
-  for (int v = 0; v < n_var; ++v) add_slicings(cand, v, kSkinnyMaxRows);
+  for (int v = 0; v < n_var; ++v)
+    if (std::find(near_orders.begin(), near_orders.end(), order[static_cast<size_t>(v)]) != near_orders.end())
+      add_slicings(cand, v, kSkinnyMaxRows);
   MOPT_ASSIGN_OR_RETURN(const std::vector<float> us_c, time_slicings(t, cand, stream));
   std::vector<float> us8(static_cast<size_t>(n_var), std::numeric_limits<float>::infinity());
   for (size_t c = 0; c < cand.size(); ++c) {
     float& u = us8[static_cast<size_t>(cand[c].first)];
     u = std::min(u, us_c[c]);
   }
-  std::vector<int> order(static_cast<size_t>(n_var));
-  for (int v = 0; v < n_var; ++v) order[static_cast<size_t>(v)] = skinny_reduction_order(p.qw.fmt, v);
   const int v = choose_one_row_variant(us1, us8, order, one_row_eps);
   order_us8 = fastest_per_order(us8, order);
   if (v < 0) return error("no skinny tiling ran for a fused 1x%dx%d GEMM", p.n, p.k);

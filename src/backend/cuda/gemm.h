@@ -161,15 +161,18 @@ class Gemm {
 
   // Largest m for which candidates are timed (larger m: the heuristic's first choice for its row bucket).
   int autotune_max_m = 64;
-  // > 0: one-row fused plans weigh the verification rows (RunnerOptions::one_row_plan_eps, plan_choice.h): each
-  // tiling is also timed for kSkinnyMaxRows rows (input row 0 repeated, output to scratch; the CUDA-core ones at
-  // their fastest row slice, as row_invariant_plan would run them), and the plan takes,
-  // among the tilings within (1 + one_row_eps) of the fastest one-row time, the one whose reduction order is
-  // fastest at 8 rows. The in-graph refinement keeps that window (switch_cost_us): a switch to an order slower at
-  // 8 rows must save eps x the plan's one-row time in the step; plans imported from the plan cache (no 8-row
-  // times) are only offered tilings of their own order. 0: the fastest one-row tiling. Set before the first
-  // fused call.
+  // > 0: one-row fused plans weigh the verification rows (RunnerOptions::one_row_plan_eps, plan_choice.h): the
+  // tilings of the orders near the fastest (kOrderWindowEps) are also timed for kSkinnyMaxRows rows (input row 0
+  // repeated, output to scratch; the CUDA-core ones at their fastest row slice, as row_invariant_plan would run
+  // them), and the plan takes, among the tilings within (1 + one_row_eps) of the fastest one-row time, the one
+  // whose reduction order is fastest at 8 rows. The in-graph refinement keeps that window (switch_cost_us): a
+  // switch to an order slower at 8 rows must save eps x the plan's one-row time per launch in the step, one to an
+  // order faster at 8 rows may cost that much; plans imported from the plan cache (no 8-row times) are only
+  // offered tilings of their own order. 0: the fastest one-row tiling. Set before the first fused call.
   float one_row_eps = 0.f;
+  // Under one_row_eps, only the reduction orders with a tiling within (1 + kOrderWindowEps x eps) of the fastest
+  // one-row time are timed at 8 rows (gemm.cpp, one_row_variant_for_rows).
+  static constexpr float kOrderWindowEps = 5.f;
   // Row-invariant calls (verification steps) may split their rows over CTAs (SkinnyGemmParams::row_slice) where
   // that is faster; false: never (benchmarks compare the two).
   bool row_slices = true;
