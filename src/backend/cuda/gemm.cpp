@@ -331,18 +331,12 @@ Result<int> Gemm::one_row_variant_for_rows(const SkinnyGemmParams& p, const std:
   t.y = scratch_;
   std::vector<int> order(static_cast<size_t>(n_var));
   for (int v = 0; v < n_var; ++v) order[static_cast<size_t>(v)] = skinny_reduction_order(p.qw.fmt, v);
-  float fastest = std::numeric_limits<float>::infinity();
-  for (float u : us1) fastest = std::min(fastest, u);
-  std::vector<int> near_orders;
-  for (int v = 0; v < n_var; ++v)
-    if (us1[static_cast<size_t>(v)] <= fastest * (1.f + kOrderWindowEps * one_row_eps))
-      near_orders.push_back(order[static_cast<size_t>(v)]);
-  // Each tiling of those orders as verification steps may run it: the CUDA-core ones also in row slices
-  // (row_invariant_plan).
+  // Each tiling of the orders near the fastest as verification steps may run it: the CUDA-core ones also in row
+  // slices (row_invariant_plan).
+  const std::vector<bool> near = tilings_of_near_orders(us1, order, kOrderWindowEps * one_row_eps);
   std::vector<RowPlan> cand;
   for (int v = 0; v < n_var; ++v)
-    if (std::find(near_orders.begin(), near_orders.end(), order[static_cast<size_t>(v)]) != near_orders.end())
-      add_slicings(cand, v, kSkinnyMaxRows);
+    if (near[static_cast<size_t>(v)]) add_slicings(cand, v, kSkinnyMaxRows);
   MOPT_ASSIGN_OR_RETURN(const std::vector<float> us_c, time_slicings(t, cand, stream));
   std::vector<float> us8(static_cast<size_t>(n_var), std::numeric_limits<float>::infinity());
   for (size_t c = 0; c < cand.size(); ++c) {

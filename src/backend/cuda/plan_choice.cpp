@@ -2,7 +2,9 @@
 
 #include <cmath>
 #include <limits>
+#include <algorithm>
 #include <map>
+#include <set>
 
 namespace mopt::cuda {
 
@@ -32,6 +34,20 @@ int choose_one_row_variant(std::span<const float> us1, std::span<const float> us
     }
   }
   return pick;
+}
+
+std::vector<bool> tilings_of_near_orders(std::span<const float> us1, std::span<const int> order, float window) {
+  const size_t n = std::min(us1.size(), order.size());
+  std::vector<bool> marks(n, false);
+  float fastest = std::numeric_limits<float>::infinity();
+  for (size_t v = 0; v < n; ++v)
+    if (std::isfinite(us1[v])) fastest = std::min(fastest, us1[v]);
+  if (!std::isfinite(fastest)) return marks;
+  std::set<int> near;
+  for (size_t v = 0; v < n; ++v)
+    if (std::isfinite(us1[v]) && us1[v] <= fastest * (1.f + window)) near.insert(order[v]);
+  for (size_t v = 0; v < n; ++v) marks[v] = near.count(order[v]) > 0;
+  return marks;
 }
 
 std::map<int, float> fastest_per_order(std::span<const float> us8, std::span<const int> order) {

@@ -9,6 +9,7 @@
 
 #include <map>
 #include <span>
+#include <vector>
 
 namespace mopt::cuda {
 
@@ -20,6 +21,11 @@ namespace mopt::cuda {
 // no tiling ran for one row. The spans have equal sizes.
 int choose_one_row_variant(std::span<const float> us1, std::span<const float> us8, std::span<const int> order,
                            float eps);
+
+// Which tilings to time at 8 rows: marks[v] is true for every tiling of a reduction order that has a tiling whose
+// one-row time us1 is within (1 + window) of the fastest finite one (orders further off are neither chosen by
+// choose_one_row_variant nor tried by the in-graph refinement). No finite one-row time: all false.
+std::vector<bool> tilings_of_near_orders(std::span<const float> us1, std::span<const int> order, float window);
 
 // Each reduction order's fastest finite 8-row time over the tilings (us8[v], order[v] as above).
 std::map<int, float> fastest_per_order(std::span<const float> us8, std::span<const int> order);

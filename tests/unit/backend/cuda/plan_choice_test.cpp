@@ -1,5 +1,5 @@
-// choose_one_row_variant, fastest_per_order and one_row_switch_cost_us (backend/cuda/plan_choice.h): host code,
-// runs without a GPU.
+// choose_one_row_variant, tilings_of_near_orders, fastest_per_order and one_row_switch_cost_us
+// (backend/cuda/plan_choice.h): host code, runs without a GPU.
 #if MOPT_HAVE_CUDA
 #include <gtest/gtest.h>
 
@@ -52,6 +52,21 @@ TEST(OneRowPlanChoice, TilingsThatDidNotRunAreSkipped) {
   const std::vector<float> none = {kInf, kInf};
   EXPECT_EQ(choose_one_row_variant(none, none, std::vector<int>{1, 2}, 0.5f), -1);
   EXPECT_EQ(choose_one_row_variant(us1, none, order, 0.5f), -1);  // sizes differ
+}
+
+// Only the orders with a tiling near the fastest one-row time are timed at 8 rows, every tiling of them.
+TEST(OneRowPlanChoice, TilingsOfNearOrders) {
+  using cuda::tilings_of_near_orders;
+  const std::vector<float> us1 = {4.0f, 4.5f, 4.7f, 9.f, kInf, 4.1f};
+  const std::vector<int> order = {1, 2, 3, 2, 4, 1};
+  // Limit 4.6: orders 1 and 2 are near (tiling 3 too, 9 us alone: its order is), order 3 (4.7) and 4 are not.
+  EXPECT_EQ(tilings_of_near_orders(us1, order, 0.15f),
+            (std::vector<bool>{true, true, false, true, false, true}));
+  EXPECT_EQ(tilings_of_near_orders(us1, order, 0.1f),
+            (std::vector<bool>{true, false, false, false, false, true}));
+  EXPECT_EQ(tilings_of_near_orders(us1, order, 0.f), (std::vector<bool>{true, false, false, false, false, true}));
+  const std::vector<float> none = {kInf, kInf};
+  EXPECT_EQ(tilings_of_near_orders(none, std::vector<int>{1, 2}, 1.f), (std::vector<bool>{false, false}));
 }
 
 TEST(OneRowPlanChoice, FastestPerOrder) {
