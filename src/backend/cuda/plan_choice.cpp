@@ -1,8 +1,8 @@
 #include "backend/cuda/plan_choice.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
-#include <algorithm>
 #include <map>
 #include <set>
 
