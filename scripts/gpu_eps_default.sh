@@ -3,8 +3,9 @@
 # [".gpu-models"], then this one with carry [".gpu"]): the default one_row_plan_eps (kDefaultOneRowPlanEps, 0.03)
 # against 0, in one call (docs/speculative.md, "The H200 at last, and eps 0.03 by default"):
 #   1. the GPU tests of one-row plans, verification steps, the warm-up and the fused GEMMs;
-#   2. bench_speculative --device cuda --rounds 2, the defaults and --one-row-eps 0 alternating, each a new process,
-#      N pairs (default 6): the speed-up, the acceptance length and the mean forward time of a verification step;
+#   2. bench_speculative --device cuda --rounds 2, the defaults, --one-row-eps 0 and --no-verify-refine (the
+#      verification graphs' own refinement off) in turn, each a new process, N rounds (default 6): the speed-up, the
+#      acceptance length and the mean forward time of a verification step;
 #   3. Llama-3.1-8B shape, bf16, bench_gpu_decode --single-only with the defaults and at --one-row-eps 0, twice
 #      each: what plain decoding and its first-start tuning pay.
 #   bash scripts/gpu_eps_default.sh [N]
@@ -20,9 +21,10 @@ gpu_gtest test_backend_cuda 'OneRowPlanChoice.*:CudaVerifyStep.*:CudaWarmup.*:Cu
   || status=1
 
 for i in $(seq 1 "$N"); do
-  for mode in default eps0; do
+  for mode in default eps0 norefine; do
     args=()
     [[ $mode == eps0 ]] && args=(--one-row-eps 0)
+    [[ $mode == norefine ]] && args=(--no-verify-refine)
     log=$O/epsd_${mode}_$i.log
     timeout 120 "$G/bench_speculative" --device cuda --rounds 2 "${args[@]}" > "$log" 2>&1 || status=1
     echo "$mode $i: $(grep -E '^all ' "$log" | awk '{print "plain", $3, "spec", $4, $5, "accept", $6}')" \
