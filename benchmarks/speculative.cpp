@@ -434,6 +434,10 @@ int main(int argc, char** argv) {
   std::printf("speculative decoding: %s on %s (threads %d), %s, %d prompt lines, %d tokens, best of %d\n",
               model_path.c_str(), device_name(engines[0]->config().runner.device), threads, spec_json.c_str(), lines,
               tokens, rounds);
+  if (cfg.runner.device == DeviceKind::kCuda)
+    std::printf("CUDA plans: one-row plan eps %s, verification graphs refined in the graph: %s\n",
+                one_row_eps < 0.f ? "default" : strfmt("%g", static_cast<double>(one_row_eps)).c_str(),
+                no_verify_refine ? "no" : "yes");
   // ms/step: decode time over the steps after the first token's (plain: one token a step; speculative: a
   // verification step scores up to num_speculative_tokens + 1 positions).
   std::printf("%-14s %7s %7s %12s %12s %9s %10s %9s %14s\n", "file", "prompt", "output", "plain tok/s", "spec tok/s",
