@@ -6,8 +6,9 @@
 #   2. bench_speculative --device cuda --rounds 2, the defaults, --one-row-eps 0 and --no-verify-refine (the
 #      verification graphs' own refinement off) in turn, each a new process, N rounds (default 6): the speed-up, the
 #      acceptance length and the mean forward time of a verification step;
-#   3. Llama-3.1-8B shape, bf16, bench_gpu_decode --single-only with the defaults and at --one-row-eps 0, twice
-#      each: what plain decoding and its first-start tuning pay.
+#   3. Llama-3.1-8B shape, bench_gpu_decode --single-only with the defaults and at --one-row-eps 0, twice each in
+#      bf16 and once in fp8 (whose plans are not in the plan cache: tuned at every start): what plain decoding and
+#      its start-up tuning pay.
 #   bash scripts/gpu_eps_default.sh [N]
 # Logs go to $OUT (or /tmp/mopt-gpu-out); the lines that decide are printed after each step.
 set -uo pipefail
@@ -32,14 +33,15 @@ for i in $(seq 1 "$N"); do
   done
 done
 
-for i in 1 2; do
+for run in bf16:1 bf16:2 fp8:1; do
+  w=${run%:*} i=${run#*:}
   for mode in default eps0; do
-    args=()
-    [[ $mode == eps0 ]] && args=(--one-row-eps 0)
-    log=$O/epsd_decode_${mode}_$i.log
+    args=(--weights "$w")
+    [[ $mode == eps0 ]] && args+=(--one-row-eps 0)
+    log=$O/epsd_decode_${w}_${mode}_$i.log
     start=$(date +%s%N)
     timeout 200 "$G/bench_gpu_decode" --single-only "${args[@]}" > "$log" 2>&1 || status=1
-    echo "8B $mode $i: $(grep -E 'decode, 1 stream' "$log" | head -1) ($((($(date +%s%N) - start) / 1000000)) ms)"
+    echo "8B $w $mode $i: $(grep -E 'decode, 1 stream' "$log" | head -1) ($((($(date +%s%N) - start) / 1000000)) ms)"
   done
 done
 exit $status
