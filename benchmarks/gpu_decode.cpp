@@ -15,7 +15,7 @@
 // Usage: bench_gpu_decode [--layers N] [--decode-steps N] [--json PATH] [--profile-window] [--attn-sweep]
 //                         [--prefill-attn] [--single-only [--recaptures N] [--fresh N]] [--kv-cache-dtype bf16|fp8]
 //                         [--weights FORMAT] [--fp8-quant fused|separate] [--fp8-fast-accum] [--shape NAME]
-//                         [--one-row-eps X]
+//                         [--one-row-eps X] [--no-persistent]
 // --shape llama-3.1-8b|qwen3-30b-a3b|mixtral-8x7b|deepseek-v2-lite (gpu_shapes.h): the model shape; MoE shapes stop after the
 // 64-sequence figures and print their own summary (decode rooflines from the experts a step's tokens use).
 // --kv-cache-dtype fp8: every runner and the attention-alone timings use the fp8 (E4M3) KV cache; KV byte counts
@@ -25,6 +25,7 @@
 // --fp8-quant fused|separate: FP8 GEMM inputs quantized by the RMSNorm / SwiGLU kernels (the default) or by a
 // quantizer launch before every FP8 GEMM (CudaRunnerExtras::fp8_fused_quant; the two compared run by run).
 // --fp8-fast-accum: FP8 GEMMs with cuBLASLt's fast accumulation (CudaRunnerExtras::fp8_fast_accum).
+// --no-persistent: the tuner never picks the tensor-core tilings' persistent twins (CudaRunnerExtras::persistent_gemms).
 // --one-row-eps X: one-row fused plans chosen with the verification rows in view (RunnerOptions::one_row_plan_eps,
 // 0 .. 1; absent: the runner's default, kDefaultOneRowPlanEps; 0: the fastest one-row tiling), for every runner:
 // what plain decoding pays for cheaper speculative verification steps.
@@ -210,7 +211,7 @@ int main(int argc, char** argv) {
   std::string json_path;
   bool profile_window = false, attn_sweep = false, single_only = false, attn_large_sweep = false;
   bool prefill_attn = false;
-  bool fp8_fused_quant = CudaRunnerExtras{}.fp8_fused_quant, fp8_fast_accum = false;
+  bool fp8_fused_quant = CudaRunnerExtras{}.fp8_fused_quant, fp8_fast_accum = false, persistent_gemms = true;
   float one_row_eps = -1.f;  // < 0: the runner's default
   const char* weights_name = nullptr;  // --weights (absent: bf16, output unchanged)
   DType weights = DType::BF16;
@@ -234,6 +235,7 @@ int main(int argc, char** argv) {
              (!std::strcmp(argv[i + 1], "fused") || !std::strcmp(argv[i + 1], "separate")))
       fp8_fused_quant = !std::strcmp(argv[++i], "fused");
     else if (!std::strcmp(argv[i], "--fp8-fast-accum")) fp8_fast_accum = true;
+    else if (!std::strcmp(argv[i], "--no-persistent")) persistent_gemms = false;
     else if (!std::strcmp(argv[i], "--one-row-eps") && i + 1 < argc) {
       char* end = nullptr;
       one_row_eps = std::strtof(argv[++i], &end);
@@ -254,7 +256,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: %s [--layers N] [--decode-steps N] [--json PATH] [--profile-window] [--attn-sweep] "
                    "[--single-only] [--recaptures N] [--fresh N] [--fresh-settings LIST] [--kv-cache-dtype bf16|fp8] [--attn-large-sweep] "
-                   "[--prefill-attn] [--weights FORMAT] [--fp8-quant fused|separate] [--fp8-fast-accum] [--shape %s]\n",
+                   "[--prefill-attn] [--weights FORMAT] [--fp8-quant fused|separate] [--fp8-fast-accum] [--no-persistent] "
+                   "[--one-row-eps X] [--shape %s]\n",
                    argv[0], bench::kGpuShapeChoices);
       return 2;
     }
@@ -336,6 +339,7 @@ int main(int argc, char** argv) {
   extras.random_weight_dtype = weights;
   extras.fp8_fused_quant = fp8_fused_quant;
   extras.fp8_fast_accum = fp8_fast_accum;
+  extras.persistent_gemms = persistent_gemms;
   const double t_load = now_s();
   auto rr = create_cuda_runner(model, opts, extras);
   check(rr.status(), "create runner");

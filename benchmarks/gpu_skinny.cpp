@@ -18,7 +18,9 @@
 //   (--variants: every tiling's times, not only the best; --dims: another model's shapes, e.g. code-qwen2-25m's
 //   512,1408,512,128,4096; default Llama-3.1-8B's 4096,14336,4096,1024,128256; --only: time these tilings
 //   alone, e.g. to profile one under Nsight Compute; --row-slice: m > S rows in slices of S rows per CTA,
-//   SkinnyGemmParams::row_slice, CUDA-core tilings only, as verification steps may run them)
+//   SkinnyGemmParams::row_slice, CUDA-core tilings only, as verification steps may run them). The tilings of a
+//   format are numbered as launch_skinny_gemm numbers them: the CUDA-core ones, the tensor-core ones from 10, and
+//   their persistent twins (kernels.h) from 30, which differ from their tiling at m = 1 only.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>

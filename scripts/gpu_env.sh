@@ -37,7 +37,7 @@ O=${O:-${OUT:-/tmp/mopt-gpu-out}}
 mkdir -p "$O"
 
 # Helpers of the measurement scripts (gpu_spec_plans.sh, gpu_row_slices.sh, gpu_eps_refine.sh, gpu_spec_draft.sh,
-# gpu_eps_default.sh, gpu_verify_refine.sh):
+# gpu_eps_default.sh, gpu_verify_refine.sh, gpu_persistent.sh):
 # each runs one step under its own time limit, writes its log to $O and prints the lines that decide; the return
 # code is the step's.
 # gpu_gtest BINARY FILTER LOG [SECONDS]: a GPU test binary of $G with --gtest_filter; a skip fails too (a GPU test

@@ -27,16 +27,24 @@ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMOPT_CUDA=ON "${lau
   -DMOPT_CUDA_ARCHS="${MOPT_CUDA_ARCHS:-90a-real}" \
   -DMOPT_TESTS=ON -DMOPT_BENCH=ON -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc" >/dev/null
 targets=(test_backend_cuda test_backend_cuda_tp test_engine_speculative bench_gpu_decode bench_gpu_logits bench_gpu_offline bench_gpu_skinny
-         bench_structured_output bench_speculative bench_gpu_tp)
-nice ninja -C "$BUILD" -j "$JOBS" mopt_cuda "${targets[@]}"
+         bench_structured_output bench_speculative bench_gpu_tp mopt)
+# MOPT_GPU_TARGETS="test_backend_cuda bench_gpu_skinny ...": ship only these (a measurement script that needs a few,
+# when all of them would not fit the 60 MiB below; test_backend_cuda is always among them, gpu_env.sh needs it).
+if [[ -n "${MOPT_GPU_TARGETS:-}" ]]; then
+  read -r -a targets <<< "$MOPT_GPU_TARGETS"
+  [[ " ${targets[*]} " == *" test_backend_cuda "* ]] || targets+=(test_backend_cuda)
+fi
+libs=()
+for t in "${targets[@]}"; do [[ $t != mopt ]] && libs+=("$t"); done
+nice ninja -C "$BUILD" -j "$JOBS" mopt_cuda "${libs[@]}"
 # mopt itself needs every module (others' work in progress may not build): optional.
-if ! nice ninja -C "$BUILD" -j "$JOBS" mopt; then
+if [[ " ${targets[*]} " == *" mopt "* ]] && ! nice ninja -C "$BUILD" -j "$JOBS" mopt; then
   echo "gpu_prepare: WARNING: mopt did not build; the GPU run will skip the CLI smoke test" >&2
 fi
 
 rm -rf "$DEST"
 mkdir -p "$DEST/lib" "$DEST/models"
-for t in "${targets[@]}" mopt libmopt_cuda.so; do
+for t in "${targets[@]}" libmopt_cuda.so; do
   [[ -x "$BUILD/$t" ]] || continue
   cp "$BUILD/$t" "$DEST/$t"
   strip --strip-unneeded "$DEST/$t"
@@ -57,7 +65,7 @@ for f in stories260K.gguf; do cp "$MODELS/$f" "$DEST/models/"; done
 # gzip left the folder over a call's 64 MiB once the quantized-weight kernels came): scripts/gpu_env.sh unpacks
 # bin.txz there.
 bins=()
-for t in "${targets[@]}" mopt libmopt_cuda.so; do [[ -x "$DEST/$t" ]] && bins+=("$t"); done
+for t in "${targets[@]}" libmopt_cuda.so; do [[ -x "$DEST/$t" ]] && bins+=("$t"); done
 tar -C "$DEST" -cf - "${bins[@]}" lib | xz -T0 -6 > "$DEST/bin.txz"
 (cd "$DEST" && rm -rf "${bins[@]}" lib)
 

@@ -66,6 +66,9 @@ struct CudaRunnerExtras {
   // tilings inside that graph (replays of the step, alternating with the current graph) and keep a tiling that
   // makes the whole step faster: isolated timings do not see how neighbouring kernels overlap through PDL.
   bool refine_graph_plans = true;
+  // The tuner may choose the tensor-core tilings' persistent twins (kernels.h; gemm_skinny_mma.cuh, PERS) for
+  // one-row decode GEMMs; false: the plain grids only (benchmarks compare the two).
+  bool persistent_gemms = true;
   // The tensor-parallel path at tensor-parallel size 1 (docs/tensor_parallel.md): an NCCL group of this one GPU,
   // whose all-reduce runs after the row-parallel o and down GEMMs (on scaled values: no FP8 scale deferral
   // there), on the general path (no fused decode, whose residual epilogues would need the sums first). Tests

@@ -291,7 +291,7 @@ Result<int> Gemm::fused_variant(const SkinnyGemmParams& p, cudaStream_t stream) 
   }
   MOPT_ASSIGN_OR_RETURN(const std::vector<float> us, time_cold_l2(n_var, [&](int v) {
     t.variant = v;
-    return launch_skinny_gemm(t, stream);
+    return launch_candidate(t, stream);
   }, stream));
   FusedPlan best;
   for (int v = 0; v < n_var; ++v)
@@ -609,8 +609,13 @@ Result<std::vector<float>> Gemm::time_slicings(SkinnyGemmParams t, const std::ve
                                                cudaStream_t stream) {
   return time_cold_l2(static_cast<int>(cand.size()), [&](int c) {
     std::tie(t.variant, t.row_slice) = cand[static_cast<size_t>(c)];
-    return launch_skinny_gemm(t, stream);
+    return launch_candidate(t, stream);
   }, stream);
+}
+
+cudaError_t Gemm::launch_candidate(const SkinnyGemmParams& t, cudaStream_t stream) const {
+  if (!persistent_twins && t.variant >= kQuantSkinnyVariants + kMmaSkinnyVariants) return cudaErrorNotSupported;
+  return launch_skinny_gemm(t, stream);
 }
 
 std::string Gemm::describe() const {

@@ -7,13 +7,15 @@ namespace mopt::cuda {
 template cudaError_t launch_skinny_fmt<FmtBf16>(const SkinnyGemmParams&, cudaStream_t);
 
 int skinny_variants(WeightFormat f) {
-  if (f == WeightFormat::kFloat) return kSkinnyVariants + skinny_detail::kMmaVariants;
-  return kQuantSkinnyVariants + skinny_detail::kMmaVariants;
+  // (the tensor-core tilings, then their persistent twins: kernels.h)
+  if (f == WeightFormat::kFloat) return kSkinnyVariants + 2 * skinny_detail::kMmaVariants;
+  return kQuantSkinnyVariants + 2 * skinny_detail::kMmaVariants;
 }
 
 int skinny_reduction_order(WeightFormat f, int variant) {
   using namespace skinny_detail;
   if (variant < 0 || variant >= skinny_variants(f)) return -1;
+  if (variant >= kQuantSkinnyVariants + kMmaVariants) variant -= kMmaVariants;  // a persistent twin: its tiling's
   if (variant >= kQuantSkinnyVariants) return 100 + variant;  // the tensor-core tilings (bf16 too)
   if (f == WeightFormat::kFloat) return kSplitWarpsBf16[variant];
   return f == WeightFormat::kNib4 ? kSplitWarpsNib[variant] : kSplitWarpsQuant[variant];
@@ -41,7 +43,8 @@ bool quant_ok(const SkinnyGemmParams& p) {
 }
 
 // The tensor-core tilings index a chunk's group with a shift: a power-of-two number of chunks per group (every
-// GGUF / AWQ group size is). Otherwise variant kQuantSkinnyVariants + i runs the CUDA-core tiling i mod 10.
+// GGUF / AWQ group size is). Otherwise variant kQuantSkinnyVariants + i runs the CUDA-core tiling i mod 10 (persistent
+// twins too).
 bool mma_groups(const SkinnyGemmParams& p) {
   const int per = p.qw.group_size / weight_chunk_elems(p.qw.fmt);
   return (per & (per - 1)) == 0;

@@ -59,6 +59,9 @@
 
 #include <cuda_fp16.h>
 
+#include <algorithm>
+
+#include "backend/cuda/func_attr.h"
 #include "backend/cuda/gemm_skinny.cuh"
 
 namespace mopt::cuda {
@@ -286,7 +289,11 @@ __device__ __forceinline__ void load_x(const SkinnyGemmParams& p, int64_t row, i
 // group's. At m > 1 (same k) the rows are not staged, but their sums of squares come from the same CTA-wide pass,
 // so that every row gets the one-row call's bits.
 // Grouped C: (k / G) must be a power-of-two number of chunks per group (launch_skinny_gemm checks).
-template <class C, int MT, int U, int KW, int NB, int MX, bool XS, int PRO, int EPI>
+// PERS (the persistent twins of the tilings, kernels.h; m = 1): a grid of at most the resident CTAs, CTA b computing tiles b, b +
+// gridDim.x, ... (a tile: the kGroups groups a CTA of the plain grid has), each exactly as the plain grid's CTA
+// does (the same bits), with the next tile's first stages loaded before this tile's reductions and stores, so the
+// weight stream does not stop between tiles; the prologue's CTA-wide pass (XS) runs once per CTA, not per tile.
+template <class C, int MT, int U, int KW, int NB, int MX, bool XS, bool PERS, int PRO, int EPI>
 __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_mma_kernel(SkinnyGemmParams p) {
   constexpr int kGroups = kWarpsPerCta / KW;
   constexpr int kRows = 16 * MT;  // output features per group
@@ -301,14 +308,15 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_mma_kernel(SkinnyGem
   constexpr bool kStaged = XS && MX == 1;  // the row in shared memory
   static_assert(NB >= 1, "at least one stage");
   static_assert(MX == 1 || MX == kSkinnyMaxRows, "one row, or up to kSkinnyMaxRows");
+  static_assert(!PERS || MX == 1, "persistent grids at m = 1 only");
   static_assert(kUnits <= 8 && 32 % kUnits == 0 && kPairs % kUnits == 0, "a chunk's units: lanes 8 t' + q, q < 8");
   extern __shared__ uint4 s_xdyn[];  // kStaged: [k / kElems][kElems / 8] uint4 = the row's pairs (bf16: hi, then lo)
   __shared__ float s_red[KW > 1 || XS ? kWarpsPerCta : 1][5][32];  // per warp and lane: one tile's D fragment, ss
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int group = warp / KW, kw = warp % KW;
-  const int n0 = (blockIdx.x * kGroups + group) * kRows;
-  const int chunks = n0 < p.n ? p.k / C::kElems : 0;  // groups past the end stream nothing (but reach every barrier)
-  const int steps = (chunks + 3) / 4;
+  const int tiles = (p.n + kGroups * kRows - 1) / (kGroups * kRows);  // the plain grid's CTAs
+  int tile = blockIdx.x;
+  int n0 = 0, chunks = 0, steps = 0;  // of the tile in hand (set_tile)
   const char* wbase = C::kBf16 ? static_cast<const char*>(static_cast<const void*>(p.w))
                                : static_cast<const char*>(p.qw.codes);
   const int64_t row_bytes = static_cast<int64_t>(p.k / C::kElems) * 16;
@@ -318,14 +326,20 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_mma_kernel(SkinnyGem
   const bool affine = C::kAffine || p.qw.affine;
   int gshift = 0;  // grouped: log2 of the chunks per group
   if constexpr (C::kGrouped) gshift = __ffs(p.qw.group_size / C::kElems) - 1;
+  auto set_tile = [&](int tl) {
+    n0 = (tl * kGroups + group) * kRows;
+    chunks = n0 < p.n ? p.k / C::kElems : 0;  // groups past the end stream nothing (but reach every barrier)
+    steps = (chunks + 3) / 4;
 #pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int64_t r = min(n0 + 16 * mt + 8 * h + g, p.n - 1);
-      wrow[mt][h] = reinterpret_cast<const uint4*>(wbase + r * row_bytes);
-      if constexpr (C::kGrouped) grow[mt][h] = p.qw.group + r * (p.k / p.qw.group_size) * (affine ? 2 : 1);
-    }
+      for (int h = 0; h < 2; ++h) {
+        const int64_t r = min(n0 + 16 * mt + 8 * h + g, p.n - 1);
+        wrow[mt][h] = reinterpret_cast<const uint4*>(wbase + r * row_bytes);
+        if constexpr (C::kGrouped) grow[mt][h] = p.qw.group + r * (p.k / p.qw.group_size) * (affine ? 2 : 1);
+      }
+  };
+  set_tile(tile);
   uint4 wbuf[kBufs][U][MT][2];
   float2 gbuf[kGBufs][U][MT][2];  // grouped: (a, b) of each chunk (b = 0 when not affine)
   auto load_w = [&](auto& wv, auto& gv, int s0) {
@@ -346,10 +360,13 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_mma_kernel(SkinnyGem
         }
     }
   };
-  pdl_trigger();  // as in the CUDA-core kernel: weights only before the wait
+  auto load_first = [&] {
 #pragma unroll
-  for (int b = 0; b < kBufs; ++b)  // stages past the end: zeros, no loads
-    load_w(wbuf[b], gbuf[C::kGrouped ? b : 0], kw + b * kStage);
+    for (int b = 0; b < kBufs; ++b)  // stages past the end: zeros, no loads
+      load_w(wbuf[b], gbuf[C::kGrouped ? b : 0], kw + b * kStage);
+  };
+  pdl_trigger();  // as in the CUDA-core kernel: weights only before the wait
+  load_first();
   if (kw == 0 && n0 < p.n) {
     const uint32_t rb = static_cast<uint32_t>(row_bytes);
     const uint32_t start = min(rb, 64u * kStage * kBufs);
@@ -406,158 +423,178 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_mma_kernel(SkinnyGem
     __syncthreads();
   }
   float ss_none = 0.f;  // XS: the sums are complete; the stages' loads add to this instead
+  for (;;) {  // the tiles of this CTA: one, or (PERS) tile, tile + gridDim.x, ...
+    if constexpr (!XS) {
 #pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
+      for (int r = 0; r < MX; ++r) ss[r] = 0.f;  // the stages sum this tile's
+    }
 #pragma unroll
-    for (int q = 0; q < 4; ++q) acc[mt][q] = 0.f;
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) acc[mt][q] = 0.f;
 
-  // Stage hb of an iteration (NB of them) covers steps s0 + u KW; with NB > 1 the buffer just consumed is
-  // refilled with the stage NB ahead, so NB - 1 stages' loads are in flight during a stage's arithmetic.
-  for (int s0i = kw; s0i < steps; s0i += kBufs * kStage) {
+    // Stage hb of an iteration (NB of them) covers steps s0 + u KW; with NB > 1 the buffer just consumed is
+    // refilled with the stage NB ahead, so NB - 1 stages' loads are in flight during a stage's arithmetic.
+    for (int s0i = kw; s0i < steps; s0i += kBufs * kStage) {
 #pragma unroll
-    for (int hb = 0; hb < kBufs; ++hb) {
-      const int s0 = s0i + hb * kStage;
-      if (s0 >= steps) break;
-      if (NB == 1 && s0 != kw) load_w(wbuf[hb], gbuf[C::kGrouped ? hb : 0], s0);
+      for (int hb = 0; hb < kBufs; ++hb) {
+        const int s0 = s0i + hb * kStage;
+        if (s0 >= steps) break;
+        if (NB == 1 && s0 != kw) load_w(wbuf[hb], gbuf[C::kGrouped ? hb : 0], s0);
 #pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int c = 4 * (s0 + u * KW) + t;
-        if (s0 + u * KW >= steps) break;
-        uint32_t xb[kPairs], xl[kPairs];  // the activations of token g at chunk c, in C's pair order (xl: bf16 lo)
+        for (int u = 0; u < U; ++u) {
+          const int c = 4 * (s0 + u * KW) + t;
+          if (s0 + u * KW >= steps) break;
+          uint32_t xb[kPairs], xl[kPairs];  // the activations of token g at chunk c, in C's pair order (xl: bf16 lo)
 #pragma unroll
-        for (int i = 0; i < kPairs; ++i) xb[i] = xl[i] = 0;
-        if constexpr (kStaged) {  // B columns g > 0 get copies (never stored)
-          if (c < chunks) {
+          for (int i = 0; i < kPairs; ++i) xb[i] = xl[i] = 0;
+          if constexpr (kStaged) {  // B columns g > 0 get copies (never stored)
+            if (c < chunks) {
 #pragma unroll
-            for (int v = 0; v < kPairs / 4; ++v) {
-              const uint4 q4 = s_xdyn[kPairs / 4 * c + v];
-              xb[4 * v] = q4.x, xb[4 * v + 1] = q4.y, xb[4 * v + 2] = q4.z, xb[4 * v + 3] = q4.w;
-              if constexpr (C::kBf16) {
-                const uint4 l4 = s_xdyn[p.k / 8 + kPairs / 4 * c + v];
-                xl[4 * v] = l4.x, xl[4 * v + 1] = l4.y, xl[4 * v + 2] = l4.z, xl[4 * v + 3] = l4.w;
-              }
-            }
-          }
-        } else {  // lane 8 t' + q: unit q of chunk 4 s + t', for each row
-          const int cl = c - t + lane / 8, uq = lane % 8;
-          const bool unit = cl < chunks && uq < kUnits;
-          uint32_t mine[MX][L], mlo[MX][L];
-#pragma unroll
-          for (int r = 0; r < MX; ++r) {
-#pragma unroll
-            for (int q = 0; q < L; ++q) mine[r][q] = mlo[r][q] = 0;
-            if (unit && (MX == 1 || r < p.m)) {
-              uint32_t nat[L], nlo[L];
-              load_x<C, PRO, 2 * L>(p, xrow[r], C::kElems * cl + 2 * L * uq, nat, nlo, XS ? ss_none : ss[r]);
-              C::x_unit(nat, mine[r]);
-              C::x_unit(nlo, mlo[r]);
-            }
-          }
-#pragma unroll
-          for (int i = 0; i < kPairs; ++i) {
-            const int src = 8 * t + C::x_unit_of(i);
-#pragma unroll
-            for (int r = 0; r < MX; ++r) {
-              if (MX > 1 && r >= p.m) break;
-              const uint32_t h = __shfl_sync(0xffffffffu, mine[r][C::x_reg_of(i)], src);
-              uint32_t l = 0;
-              if constexpr (C::kBf16) l = __shfl_sync(0xffffffffu, mlo[r][C::x_reg_of(i)], src);
-              if (MX == 1 || g == r) xb[i] = h, xl[i] = l;
-            }
-          }
-        }
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-          uint32_t ga[2] = {0, 0}, gb[2] = {0, 0};  // grouped: (a, a) and (b, b) of rows g, g + 8 as f16x2
-          if constexpr (C::kGrouped) {
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              const float2 gp = gbuf[hb][u][mt][h];
-              ga[h] = pack_f16x2(gp.x, gp.x);
-              gb[h] = pack_f16x2(gp.y, gp.y);
-            }
-          }
-#pragma unroll
-          for (int w0 = 0; w0 < 4; w0 += kBlockWords) {  // words w0 .. of the chunk: pairs kWordPairs w0 ..
-            constexpr int kBP = kWordPairs * kBlockWords;  // pairs of the block (even)
-            uint32_t a[2][kBP];
-#pragma unroll
-            for (int h = 0; h < 2; ++h)
-#pragma unroll
-              for (int wb = 0; wb < kBlockWords; ++wb) {
-                uint32_t pr[kWordPairs];
-                C::pairs(reinterpret_cast<const uint32_t*>(&wbuf[hb][u][mt][h])[w0 + wb], pr);
-#pragma unroll
-                for (int e = 0; e < kWordPairs; ++e) {
-                  if constexpr (C::kGrouped) pr[e] = fma_f16x2(pr[e], ga[h], gb[h]);
-                  a[h][kWordPairs * wb + e] = pr[e];
+              for (int v = 0; v < kPairs / 4; ++v) {
+                const uint4 q4 = s_xdyn[kPairs / 4 * c + v];
+                xb[4 * v] = q4.x, xb[4 * v + 1] = q4.y, xb[4 * v + 2] = q4.z, xb[4 * v + 3] = q4.w;
+                if constexpr (C::kBf16) {
+                  const uint4 l4 = s_xdyn[p.k / 8 + kPairs / 4 * c + v];
+                  xl[4 * v] = l4.x, xl[4 * v + 1] = l4.y, xl[4 * v + 2] = l4.z, xl[4 * v + 3] = l4.w;
                 }
               }
+            }
+          } else {  // lane 8 t' + q: unit q of chunk 4 s + t', for each row
+            const int cl = c - t + lane / 8, uq = lane % 8;
+            const bool unit = cl < chunks && uq < kUnits;
+            uint32_t mine[MX][L], mlo[MX][L];
 #pragma unroll
-            for (int j = 0; j < kBP / 2; ++j) {
-              const int i = kWordPairs * w0 + 2 * j;  // pairs i, i + 1: columns 2t.. and 2t + 8..
-              mma_step<C>(acc[mt], a[0][2 * j], a[1][2 * j], a[0][2 * j + 1], a[1][2 * j + 1], xb[i], xb[i + 1],
-                          xl[i], xl[i + 1]);
+            for (int r = 0; r < MX; ++r) {
+#pragma unroll
+              for (int q = 0; q < L; ++q) mine[r][q] = mlo[r][q] = 0;
+              if (unit && (MX == 1 || r < p.m)) {
+                uint32_t nat[L], nlo[L];
+                load_x<C, PRO, 2 * L>(p, xrow[r], C::kElems * cl + 2 * L * uq, nat, nlo, XS ? ss_none : ss[r]);
+                C::x_unit(nat, mine[r]);
+                C::x_unit(nlo, mlo[r]);
+              }
+            }
+#pragma unroll
+            for (int i = 0; i < kPairs; ++i) {
+              const int src = 8 * t + C::x_unit_of(i);
+#pragma unroll
+              for (int r = 0; r < MX; ++r) {
+                if (MX > 1 && r >= p.m) break;
+                const uint32_t h = __shfl_sync(0xffffffffu, mine[r][C::x_reg_of(i)], src);
+                uint32_t l = 0;
+                if constexpr (C::kBf16) l = __shfl_sync(0xffffffffu, mlo[r][C::x_reg_of(i)], src);
+                if (MX == 1 || g == r) xb[i] = h, xl[i] = l;
+              }
+            }
+          }
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            uint32_t ga[2] = {0, 0}, gb[2] = {0, 0};  // grouped: (a, a) and (b, b) of rows g, g + 8 as f16x2
+            if constexpr (C::kGrouped) {
+#pragma unroll
+              for (int h = 0; h < 2; ++h) {
+                const float2 gp = gbuf[hb][u][mt][h];
+                ga[h] = pack_f16x2(gp.x, gp.x);
+                gb[h] = pack_f16x2(gp.y, gp.y);
+              }
+            }
+#pragma unroll
+            for (int w0 = 0; w0 < 4; w0 += kBlockWords) {  // words w0 .. of the chunk: pairs kWordPairs w0 ..
+              constexpr int kBP = kWordPairs * kBlockWords;  // pairs of the block (even)
+              uint32_t a[2][kBP];
+#pragma unroll
+              for (int h = 0; h < 2; ++h)
+#pragma unroll
+                for (int wb = 0; wb < kBlockWords; ++wb) {
+                  uint32_t pr[kWordPairs];
+                  C::pairs(reinterpret_cast<const uint32_t*>(&wbuf[hb][u][mt][h])[w0 + wb], pr);
+#pragma unroll
+                  for (int e = 0; e < kWordPairs; ++e) {
+                    if constexpr (C::kGrouped) pr[e] = fma_f16x2(pr[e], ga[h], gb[h]);
+                    a[h][kWordPairs * wb + e] = pr[e];
+                  }
+                }
+#pragma unroll
+              for (int j = 0; j < kBP / 2; ++j) {
+                const int i = kWordPairs * w0 + 2 * j;  // pairs i, i + 1: columns 2t.. and 2t + 8..
+                mma_step<C>(acc[mt], a[0][2 * j], a[1][2 * j], a[0][2 * j + 1], a[1][2 * j + 1], xb[i], xb[i + 1],
+                            xl[i], xl[i + 1]);
+              }
             }
           }
         }
+        if (NB > 1 && s0 + NB * kStage < steps) load_w(wbuf[hb], gbuf[C::kGrouped ? hb : 0], s0 + NB * kStage);
       }
-      if (NB > 1 && s0 + NB * kStage < steps) load_w(wbuf[hb], gbuf[C::kGrouped ? hb : 0], s0 + NB * kStage);
     }
-  }
 
-  // Row r's sum of squares over this warp's units: the 32 lanes (XS: every thread holds the row's total already);
-  // then lane r keeps row r's (m = 1: every lane row 0's).
-  float ssl = 0.f;
-  if constexpr (PRO == kNorm) {
-#pragma unroll
-    for (int r = 0; r < MX; ++r) {
-      if constexpr (!XS) {
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) ss[r] += __shfl_xor_sync(0xffffffffu, ss[r], o);
+    // PERS: the next tile's first stages in flight during this tile's reductions and stores.
+    const int tile_n0 = n0;
+    int next = tiles;
+    if constexpr (PERS) {
+      next = tile + static_cast<int>(gridDim.x);
+      if (next < tiles) {
+        set_tile(next);
+        load_first();
       }
-      if (MX == 1 || lane == r) ssl = ss[r];
     }
-  }
-  if constexpr (KW > 1) {  // fixed-order sum over the group's KW warps, one tile at a time
+
+    // Row r's sum of squares over this warp's units: the 32 lanes (XS: every thread holds the row's total already);
+    // then lane r keeps row r's (m = 1: every lane row 0's).
+    float ssl = 0.f;
+    if constexpr (PRO == kNorm) {
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-      if (mt > 0) __syncthreads();  // the previous tile's reads are done
+      for (int r = 0; r < MX; ++r) {
+        if constexpr (!XS) {
 #pragma unroll
-      for (int q = 0; q < 4; ++q) s_red[warp][q][lane] = acc[mt][q];
-      if (mt == 0) s_red[warp][4][lane] = XS ? 0.f : ssl;  // XS: kw 0's ss is the total
-      __syncthreads();
-      if (kw == 0)
-        for (int w = 1; w < KW; ++w) {
+          for (int o = 1; o < 32; o <<= 1) ss[r] += __shfl_xor_sync(0xffffffffu, ss[r], o);
+        }
+        if (MX == 1 || lane == r) ssl = ss[r];
+      }
+    }
+    if constexpr (KW > 1) {  // fixed-order sum over the group's KW warps, one tile at a time
 #pragma unroll
-          for (int q = 0; q < 4; ++q) acc[mt][q] += s_red[warp + w][q][lane];
-          if (mt == 0) ssl += s_red[warp + w][4][lane];
+      for (int mt = 0; mt < MT; ++mt) {
+        if (mt > 0) __syncthreads();  // the previous tile's reads are done
+#pragma unroll
+        for (int q = 0; q < 4; ++q) s_red[warp][q][lane] = acc[mt][q];
+        if (mt == 0) s_red[warp][4][lane] = XS ? 0.f : ssl;  // XS: kw 0's ss is the total
+        __syncthreads();
+        if (kw == 0)
+          for (int w = 1; w < KW; ++w) {
+#pragma unroll
+            for (int q = 0; q < 4; ++q) acc[mt][q] += s_red[warp + w][q][lane];
+            if (mt == 0) ssl += s_red[warp + w][4][lane];
+          }
+      }
+    }
+
+    if (kw == 0 && tile_n0 < p.n) {  // (KW = 1: kw is 0)
+      float out_scale[2];  // tokens 2t, 2t + 1: 1 / C::kScale, times 1 / rms (kNorm)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        out_scale[e] = 1.f / C::kScale;
+        if constexpr (PRO == kNorm) {
+          const float tss = __shfl_sync(0xffffffffu, ssl, MX == 1 ? 0 : 2 * t + e);  // token 2t + e's: lane 2t + e
+          out_scale[e] *= rsqrtf(tss / static_cast<float>(p.k) + p.norm_eps);
+        }
+      }
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const int n = tile_n0 + 16 * mt + g + (q >= 2 ? 8 : 0), i = 2 * t + (q & 1);
+          if (n >= p.n || i >= p.m) continue;
+          float rs = 1.f;  // grouped: none, or with the groups
+          if constexpr (!C::kBf16)
+            if (p.qw.row_scale) rs = __ldg(p.qw.row_scale + n);
+          store_out<EPI>(p, i, n, acc[mt][q] * out_scale[q & 1] * rs);
         }
     }
-    if (kw != 0) return;
+    if (!PERS || next >= tiles) break;
+    tile = next;
+    if constexpr (KW > 1) __syncthreads();  // kw 0's reads of s_red are done before the next tile's writes
   }
-
-  if (n0 >= p.n) return;
-  float out_scale[2];  // tokens 2t, 2t + 1: 1 / C::kScale, times 1 / rms (kNorm)
-#pragma unroll
-  for (int e = 0; e < 2; ++e) {
-    out_scale[e] = 1.f / C::kScale;
-    if constexpr (PRO == kNorm) {
-      const float tss = __shfl_sync(0xffffffffu, ssl, MX == 1 ? 0 : 2 * t + e);  // token 2t + e's: lane 2t + e
-      out_scale[e] *= rsqrtf(tss / static_cast<float>(p.k) + p.norm_eps);
-    }
-  }
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      const int n = n0 + 16 * mt + g + (q >= 2 ? 8 : 0), i = 2 * t + (q & 1);
-      if (n >= p.n || i >= p.m) continue;
-      float rs = 1.f;  // grouped: none, or with the groups
-      if constexpr (!C::kBf16)
-        if (p.qw.row_scale) rs = __ldg(p.qw.row_scale + n);
-      store_out<EPI>(p, i, n, acc[mt][q] * out_scale[q & 1] * rs);
-    }
 }
 
 // XS: bytes of the staged row (f16 pairs; bf16: hi and lo pairs), at most kMaxStagedBytes (+ 5 KiB s_red: under
@@ -568,27 +605,42 @@ constexpr int64_t staged_bytes(int k) {
   return (C::kBf16 ? 4 : 2) * static_cast<int64_t>(k);
 }
 
-// XS: the m = 1 row staged in shared memory where it fits, and its m > 1 twin (the same sums of squares); else the
-// same tiling without.
-template <class C, int MT, int U, int KW, int NB, bool XS, int PRO, int EPI>
-cudaError_t launch_mma(const SkinnyGemmParams& p, cudaStream_t stream) {
-  constexpr int M8 = kSkinnyMaxRows;
+// One launch of the tiling, grid as wide as the rows need (PERS: at most the CTAs resident at once).
+template <class C, int MT, int U, int KW, int NB, int MX, bool XS, bool PERS, int PRO, int EPI>
+cudaError_t launch_mma_kernel(const SkinnyGemmParams& p, size_t smem, cudaStream_t stream) {
+  const auto kernel = skinny_mma_kernel<C, MT, U, KW, NB, MX, XS, PERS, PRO, EPI>;
   const int rows_per_cta = kWarpsPerCta / KW * 16 * MT;
-  const dim3 grid((p.n + rows_per_cta - 1) / rows_per_cta);
-  const dim3 block(kWarpsPerCta * 32);
+  int ctas = (p.n + rows_per_cta - 1) / rows_per_cta;
+  if constexpr (PERS) {
+    if (const cudaError_t e = use_decode_carveout(reinterpret_cast<const void*>(kernel)); e != cudaSuccess) return e;
+    int resident = 0;
+    if (const cudaError_t e = resident_ctas(reinterpret_cast<const void*>(kernel), kWarpsPerCta * 32, smem,
+                                            kDecodeCarveoutPercent, &resident);
+        e != cudaSuccess)
+      return e;
+    ctas = std::min(ctas, resident);
+  }
+  return launch_pdl_decode(kernel, dim3(ctas), dim3(kWarpsPerCta * 32), smem, stream, p);
+}
+
+// XS: the m = 1 row staged in shared memory where it fits, and its m > 1 twin (the same sums of squares); else the
+// same tiling without. pers (a persistent twin at m = 1): the persistent grid of the same tiling.
+template <class C, int MT, int U, int KW, int NB, bool XS, int PRO, int EPI>
+cudaError_t launch_mma(const SkinnyGemmParams& p, bool pers, cudaStream_t stream) {
+  constexpr int M8 = kSkinnyMaxRows;
+  const bool one = p.m == 1;
   if constexpr (XS) {
     if (staged_bytes<C>(p.k) <= kMaxStagedBytes) {
-      if (p.m == 1)
-        return launch_pdl_decode(skinny_mma_kernel<C, MT, U, KW, NB, 1, true, PRO, EPI>, grid, block,
-                                 static_cast<size_t>(staged_bytes<C>(p.k)), stream, p);
+      const size_t staged = static_cast<size_t>(staged_bytes<C>(p.k));
+      if (one && pers) return launch_mma_kernel<C, MT, U, KW, NB, 1, true, true, PRO, EPI>(p, staged, stream);
+      if (one) return launch_mma_kernel<C, MT, U, KW, NB, 1, true, false, PRO, EPI>(p, staged, stream);
       if constexpr (PRO == kNorm)  // (other prologues have no sums: their m > 1 twin is the plain kernel below)
-        return launch_pdl_decode(skinny_mma_kernel<C, MT, U, KW, NB, M8, true, PRO, EPI>, grid, block, 0, stream,
-                                 p);
+        return launch_mma_kernel<C, MT, U, KW, NB, M8, true, false, PRO, EPI>(p, 0, stream);
     }
   }
-  if (p.m == 1)
-    return launch_pdl_decode(skinny_mma_kernel<C, MT, U, KW, NB, 1, false, PRO, EPI>, grid, block, 0, stream, p);
-  return launch_pdl_decode(skinny_mma_kernel<C, MT, U, KW, NB, M8, false, PRO, EPI>, grid, block, 0, stream, p);
+  if (one && pers) return launch_mma_kernel<C, MT, U, KW, NB, 1, false, true, PRO, EPI>(p, 0, stream);
+  if (one) return launch_mma_kernel<C, MT, U, KW, NB, 1, false, false, PRO, EPI>(p, 0, stream);
+  return launch_mma_kernel<C, MT, U, KW, NB, M8, false, false, PRO, EPI>(p, 0, stream);
 }
 
 // Tilings (MT, U, KW) xNB of variant kQuantSkinnyVariants + i; features per CTA = 128 MT / KW, 16-byte loads per
@@ -605,31 +657,34 @@ cudaError_t launch_mma(const SkinnyGemmParams& p, cudaStream_t stream) {
 //   16 = (1, 4, 8)s, 17 = (1, 8, 8)s, 18 = (1, 2, 8)x4s, 19 = (1, 1, 8)x8s      "s": XS where the row fits
 //        (k <= 16384; bf16 weights 8192): the stages wait on no activation loads at m = 1; at m > 1 0, 3, 10, 11
 //        with the XS sums of squares
-// Every format numbers them after its CUDA-core tilings (bf16: kSkinnyVariants, quantized: kQuantSkinnyVariants).
+// Every format numbers them after its CUDA-core tilings (bf16: kSkinnyVariants, quantized: kQuantSkinnyVariants),
+// and their persistent twins after them (variant + kMmaVariants).
 static_assert(kSkinnyVariants == kQuantSkinnyVariants, "the tensor-core tilings start at the same variant");
 template <class C, int PRO, int EPI>
 cudaError_t dispatch_mma(const SkinnyGemmParams& p, cudaStream_t stream) {
-  switch (p.variant - kQuantSkinnyVariants) {
-    case 0: return launch_mma<C, 1, 4, 8, 1, false, PRO, EPI>(p, stream);
-    case 1: return launch_mma<C, 2, 2, 8, 1, false, PRO, EPI>(p, stream);
-    case 2: return launch_mma<C, 2, 4, 8, 1, false, PRO, EPI>(p, stream);
-    case 3: return launch_mma<C, 1, 8, 8, 1, false, PRO, EPI>(p, stream);
-    case 4: return launch_mma<C, 1, 4, 4, 1, false, PRO, EPI>(p, stream);
-    case 5: return launch_mma<C, 2, 4, 4, 1, false, PRO, EPI>(p, stream);
-    case 6: return launch_mma<C, 4, 2, 8, 1, false, PRO, EPI>(p, stream);
-    case 7: return launch_mma<C, 4, 2, 4, 1, false, PRO, EPI>(p, stream);
-    case 8: return launch_mma<C, 1, 4, 8, 2, false, PRO, EPI>(p, stream);
-    case 9: return launch_mma<C, 2, 2, 8, 2, false, PRO, EPI>(p, stream);
-    case 10: return launch_mma<C, 1, 2, 8, 4, false, PRO, EPI>(p, stream);
-    case 11: return launch_mma<C, 1, 1, 8, 8, false, PRO, EPI>(p, stream);
-    case 12: return launch_mma<C, 2, 1, 8, 4, false, PRO, EPI>(p, stream);
-    case 13: return launch_mma<C, 1, 2, 4, 4, false, PRO, EPI>(p, stream);
-    case 14: return launch_mma<C, 1, 4, 4, 3, false, PRO, EPI>(p, stream);
-    case 15: return launch_mma<C, 1, 2, 2, 4, false, PRO, EPI>(p, stream);
-    case 16: return launch_mma<C, 1, 4, 8, 1, true, PRO, EPI>(p, stream);
-    case 17: return launch_mma<C, 1, 8, 8, 1, true, PRO, EPI>(p, stream);
-    case 18: return launch_mma<C, 1, 2, 8, 4, true, PRO, EPI>(p, stream);
-    default: return launch_mma<C, 1, 1, 8, 8, true, PRO, EPI>(p, stream);
+  const int i = p.variant - kQuantSkinnyVariants;
+  const bool pers = i >= kMmaVariants && p.m == 1;  // a persistent twin at m = 1
+  switch (i % kMmaVariants) {
+    case 0: return launch_mma<C, 1, 4, 8, 1, false, PRO, EPI>(p, pers, stream);
+    case 1: return launch_mma<C, 2, 2, 8, 1, false, PRO, EPI>(p, pers, stream);
+    case 2: return launch_mma<C, 2, 4, 8, 1, false, PRO, EPI>(p, pers, stream);
+    case 3: return launch_mma<C, 1, 8, 8, 1, false, PRO, EPI>(p, pers, stream);
+    case 4: return launch_mma<C, 1, 4, 4, 1, false, PRO, EPI>(p, pers, stream);
+    case 5: return launch_mma<C, 2, 4, 4, 1, false, PRO, EPI>(p, pers, stream);
+    case 6: return launch_mma<C, 4, 2, 8, 1, false, PRO, EPI>(p, pers, stream);
+    case 7: return launch_mma<C, 4, 2, 4, 1, false, PRO, EPI>(p, pers, stream);
+    case 8: return launch_mma<C, 1, 4, 8, 2, false, PRO, EPI>(p, pers, stream);
+    case 9: return launch_mma<C, 2, 2, 8, 2, false, PRO, EPI>(p, pers, stream);
+    case 10: return launch_mma<C, 1, 2, 8, 4, false, PRO, EPI>(p, pers, stream);
+    case 11: return launch_mma<C, 1, 1, 8, 8, false, PRO, EPI>(p, pers, stream);
+    case 12: return launch_mma<C, 2, 1, 8, 4, false, PRO, EPI>(p, pers, stream);
+    case 13: return launch_mma<C, 1, 2, 4, 4, false, PRO, EPI>(p, pers, stream);
+    case 14: return launch_mma<C, 1, 4, 4, 3, false, PRO, EPI>(p, pers, stream);
+    case 15: return launch_mma<C, 1, 2, 2, 4, false, PRO, EPI>(p, pers, stream);
+    case 16: return launch_mma<C, 1, 4, 8, 1, true, PRO, EPI>(p, pers, stream);
+    case 17: return launch_mma<C, 1, 8, 8, 1, true, PRO, EPI>(p, pers, stream);
+    case 18: return launch_mma<C, 1, 2, 8, 4, true, PRO, EPI>(p, pers, stream);
+    default: return launch_mma<C, 1, 1, 8, 8, true, PRO, EPI>(p, pers, stream);
   }
 }
 static_assert(kMmaVariants == 20, "dispatch_mma lists every tiling");

@@ -355,9 +355,12 @@ inline constexpr int kMmaSkinnyVariants = 20;
 // Quantized formats: kQuantSkinnyVariants CUDA-core tilings (gemm_skinny.cuh), then variants kQuantSkinnyVariants
 // and up on the f16 tensor cores (gemm_skinny_mma.cuh; group parameters applied to the weights in f16, see there).
 inline constexpr int kQuantSkinnyVariants = 10;
-// Tilings instantiated for a weight format: the CUDA-core ones + kMmaSkinnyVariants.
+// Every format then has the tensor-core tilings' persistent twins: variant kQuantSkinnyVariants + kMmaSkinnyVariants
+// + i runs tiling kQuantSkinnyVariants + i at m = 1 as a persistent grid (gemm_skinny_mma.cuh, PERS: as many CTAs
+// as the GPU holds at once, each streaming several tiles) and at m > 1 as the plain grid; the same bits either way.
+// Tilings instantiated for a weight format: the CUDA-core ones + kMmaSkinnyVariants + their persistent twins.
 int skinny_variants(WeightFormat f);
-inline constexpr int kMaxSkinnyVariants = kSkinnyVariants + kMmaSkinnyVariants;  // skinny_variants(), every format
+inline constexpr int kMaxSkinnyVariants = kSkinnyVariants + 2 * kMmaSkinnyVariants;  // skinny_variants(), any format
 // The order in which a variant of format f sums each output's k products, as a number: variants with equal
 // numbers give every output row the same bits whatever the row count m (a lane sums its chunks in ascending
 // order, the lanes by shuffles, the warps sharing a row in warp order: only the warps per row group, KW, decide;

@@ -57,6 +57,7 @@ PlanCacheKey CudaRunner::plan_cache_key() const {
              {"max_tokens", num(max_tokens_)}, {"fused_decode", num(fused_decode_)},
              {"l2_prefetch", num(l2_prefetch_o_) + "/" + num(l2_prefetch_other_)},
              {"refine_graph_plans", num(refine_graph_plans_)}, {"autotune_max_m", num(gemm_.autotune_max_m)}};
+  if (!gemm_.persistent_twins) k.model.push_back({"persistent_gemms", "0"});
   if (gemm_.one_row_eps > 0.f)  // runners without it keep their keys (and cache files)
     k.model.push_back({"one_row_plan_eps", strfmt("%g", static_cast<double>(gemm_.one_row_eps))});
   if (c.is_moe())  // dense models keep their keys (and cache files)
