@@ -25,7 +25,8 @@
 // --fp8-quant fused|separate: FP8 GEMM inputs quantized by the RMSNorm / SwiGLU kernels (the default) or by a
 // quantizer launch before every FP8 GEMM (CudaRunnerExtras::fp8_fused_quant; the two compared run by run).
 // --fp8-fast-accum: FP8 GEMMs with cuBLASLt's fast accumulation (CudaRunnerExtras::fp8_fast_accum).
-// --no-persistent: the tuner never picks the tensor-core tilings' persistent twins (CudaRunnerExtras::persistent_gemms).
+// --no-persistent: the tuner never picks the tensor-core tilings' persistent twins
+// (CudaRunnerExtras::persistent_gemms).
 // --one-row-eps X: one-row fused plans chosen with the verification rows in view (RunnerOptions::one_row_plan_eps,
 // 0 .. 1; absent: the runner's default, kDefaultOneRowPlanEps; 0: the fastest one-row tiling), for every runner:
 // what plain decoding pays for cheaper speculative verification steps.
@@ -256,8 +257,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: %s [--layers N] [--decode-steps N] [--json PATH] [--profile-window] [--attn-sweep] "
                    "[--single-only] [--recaptures N] [--fresh N] [--fresh-settings LIST] [--kv-cache-dtype bf16|fp8] [--attn-large-sweep] "
-                   "[--prefill-attn] [--weights FORMAT] [--fp8-quant fused|separate] [--fp8-fast-accum] [--no-persistent] "
-                   "[--one-row-eps X] [--shape %s]\n",
+                   "[--prefill-attn] [--weights FORMAT] [--fp8-quant fused|separate] [--fp8-fast-accum] "
+                   "[--no-persistent] [--one-row-eps X] [--shape %s]\n",
                    argv[0], bench::kGpuShapeChoices);
       return 2;
     }

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs THERE, on the GPU machine, in the repo root (after scripts/gpu_prepare.sh here; carry [".gpu"]): the
 # tensor-core skinny tilings' persistent twins (kernels.h; gemm_skinny_mma.cuh, PERS) against their tilings:
-#   tests:  the skinny GEMM tests (CudaSkinnyPersistent.*: every twin has its tiling's bits; CudaQuantGemm.* and
-#           CudaFusedGemm.*: every tiling, twins included, against the reference and row-invariant);
+#   tests:  CudaSkinnyPersistent.* (every twin has its tiling's bits at one row and is its tiling at several),
+#           CudaQuantGemm.TensorCoreTilingsMatchReference and CudaFusedGemm.* (every tiling, twins included,
+#           against the reference; bf16 rows against one-row calls of the same reduction order);
 #   skinny: bench_gpu_skinny --m 1 over the tensor-core tilings and their twins (v10-v49) of fp8, int4 and bf16 at
 #           the Llama-3.1-8B shapes, each tiling's cold and stream times;
 #   decode: bench_gpu_decode --single-only, the defaults against --no-persistent (new processes, alternating), for
@@ -20,7 +21,8 @@ status=0
 
 if [[ $steps == *" tests "* ]]; then
   echo "== tests"
-  gpu_gtest test_backend_cuda 'CudaSkinnyPersistent.*:CudaQuantGemm.*:CudaFusedGemm.*' persistent_tests.log 500 \
+  gpu_gtest test_backend_cuda 'CudaSkinnyPersistent.*:CudaQuantGemm.TensorCoreTilingsMatchReference:CudaFusedGemm.*' \
+    persistent_tests.log 400 \
     || status=1
 fi
 if [[ $steps == *" skinny "* ]]; then

@@ -289,10 +289,10 @@ __device__ __forceinline__ void load_x(const SkinnyGemmParams& p, int64_t row, i
 // group's. At m > 1 (same k) the rows are not staged, but their sums of squares come from the same CTA-wide pass,
 // so that every row gets the one-row call's bits.
 // Grouped C: (k / G) must be a power-of-two number of chunks per group (launch_skinny_gemm checks).
-// PERS (the persistent twins of the tilings, kernels.h; m = 1): a grid of at most the resident CTAs, CTA b computing tiles b, b +
-// gridDim.x, ... (a tile: the kGroups groups a CTA of the plain grid has), each exactly as the plain grid's CTA
-// does (the same bits), with the next tile's first stages loaded before this tile's reductions and stores, so the
-// weight stream does not stop between tiles; the prologue's CTA-wide pass (XS) runs once per CTA, not per tile.
+// PERS (the tilings' persistent twins, kernels.h; m = 1): a grid of at most the resident CTAs, CTA b computing
+// tiles b, b + gridDim.x, ... (a tile: the kGroups groups a CTA of the plain grid has), each exactly as the plain
+// grid's CTA does (the same bits), with the next tile's first stages loaded before this tile's reductions and
+// stores, so the weight stream does not stop between tiles; the prologue's CTA-wide pass (XS) runs once per CTA.
 template <class C, int MT, int U, int KW, int NB, int MX, bool XS, bool PERS, int PRO, int EPI>
 __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_mma_kernel(SkinnyGemmParams p) {
   constexpr int kGroups = kWarpsPerCta / KW;
