@@ -2,6 +2,7 @@
 // CTA computes several tiles, each as the plain grid's CTA of that tile does, so every output must have the bits of
 // the twin's tiling, for every weight format, prologue / epilogue pair and tiling, at an n that gives every CTA of
 // the persistent grid at least two tiles (and a partial last one); at m > 1 a twin is its tiling's plain grid.
+#if MOPT_HAVE_CUDA
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -123,3 +124,4 @@ TEST(CudaSkinnyPersistent, TwinsAreTheirTilingsAtSeveralRows) {
 
 }  // namespace
 }  // namespace mopt
+#endif  // MOPT_HAVE_CUDA
