@@ -451,6 +451,13 @@ std::vector<Gemm::FusedCandidates> Gemm::fused_candidates(int m, int n_best) con
           c.ranked.push_back(v);
       }
     }
+    // And the other of a persistent twin and its tiling (the same bits and order) where one of them is in use: in
+    // the step they overlap their neighbours differently through PDL (a persistent grid holds every CTA slot to
+    // its end; a plain grid's last tiles free slots for the next kernel early), which the isolated times miss.
+    const int twin_of = persistent_twin_partner(plan.variant);
+    if (twin_of >= 0 && std::find(c.ranked.begin(), c.ranked.end(), twin_of) == c.ranked.end())
+      for (const auto& [us, v] : plan.ranked)
+        if (v == twin_of && std::isfinite(us)) c.ranked.push_back(v);
     out.push_back(std::move(c));
   }
   return out;
@@ -611,6 +618,13 @@ Result<std::vector<float>> Gemm::time_slicings(SkinnyGemmParams t, const std::ve
     std::tie(t.variant, t.row_slice) = cand[static_cast<size_t>(c)];
     return launch_candidate(t, stream);
   }, stream);
+}
+
+int Gemm::persistent_twin_partner(int v) const {
+  static_assert(kSkinnyVariants == kQuantSkinnyVariants, "every format's twins start at the same variant");
+  constexpr int kTwins = kQuantSkinnyVariants + kMmaSkinnyVariants;
+  if (v >= kTwins) return v - kMmaSkinnyVariants;
+  return v >= kQuantSkinnyVariants && persistent_twins ? v + kMmaSkinnyVariants : -1;
 }
 
 cudaError_t Gemm::launch_candidate(const SkinnyGemmParams& t, cudaStream_t stream) const {

@@ -101,8 +101,9 @@ class Gemm {
   bool fp8_fast_accum = false;
 
   // Fused plans tuned so far for m rows, each with its skinny variants ranked by their isolated (cold-L2) time,
-  // fastest first, at most n_best of them: the candidates CudaRunner re-times inside the decode step it is part
-  // of (neighbouring kernels overlap through PDL there, which an isolated timing does not see).
+  // fastest first, at most n_best of them (and a few more, gemm.cpp: the eps window's, a persistent twin's
+  // partner): the candidates CudaRunner re-times inside the decode step it is part of (neighbouring kernels
+  // overlap through PDL there, which an isolated timing does not see).
   // m, n, k, prologue, epilogue, y_f32, has_bias, weight format (WeightFormat; only kFloat plans go to the plan
   // cache: quantized ones are tuned in each process)
   using FusedKey = std::tuple<int, int, int, int, int, bool, bool, int>;
@@ -112,6 +113,8 @@ class Gemm {
     std::vector<int> ranked;
   };
   std::vector<FusedCandidates> fused_candidates(int m, int n_best) const;
+  // The tensor-core tiling of persistent twin v, the twin of tiling v (persistent_twins on), else -1 (kernels.h).
+  int persistent_twin_partner(int v) const;
   // What a switch of the plan `key` from variant `from` to `to` must save in the step (us per launch of the plan;
   // negative: may cost) beyond the caller's own margin: 0, except for one-row plans under one_row_eps
   // (plan_choice.h, one_row_switch_cost_us).

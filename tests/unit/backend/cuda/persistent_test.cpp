@@ -9,6 +9,7 @@
 #include <cstring>
 #include <vector>
 
+#include "backend/cuda/gemm.h"
 #include "backend/cuda/kernels.h"
 #include "unit/backend/cuda/cuda_test_util.h"
 
@@ -120,6 +121,20 @@ TEST(CudaSkinnyPersistent, TwinsAreTheirTilingsAtSeveralRows) {
     for (float e : got[0]) ASSERT_TRUE(std::isfinite(e));
     ASSERT_EQ(std::memcmp(got[0].data(), got[1].data(), got[0].size() * sizeof(float)), 0);
   }
+}
+
+// The decode graph's refinement offers a twin's tiling where the twin is in use and the twin where its tiling is
+// (Gemm::fused_candidates); with the twins off, only the way back. Host only: runs without a GPU.
+TEST(CudaSkinnyPersistent, TwinPartners) {
+  const int q = cuda::kQuantSkinnyVariants, twins = q + cuda::kMmaSkinnyVariants;
+  cuda::Gemm gemm;
+  EXPECT_EQ(gemm.persistent_twin_partner(q), twins);
+  EXPECT_EQ(gemm.persistent_twin_partner(twins - 1), twins + cuda::kMmaSkinnyVariants - 1);
+  EXPECT_EQ(gemm.persistent_twin_partner(twins + 3), q + 3);
+  EXPECT_EQ(gemm.persistent_twin_partner(q - 1), -1);  // a CUDA-core tiling has no twin
+  gemm.persistent_twins = false;
+  EXPECT_EQ(gemm.persistent_twin_partner(q + 3), -1);
+  EXPECT_EQ(gemm.persistent_twin_partner(twins + 3), q + 3);
 }
 
 }  // namespace
