@@ -20,7 +20,7 @@
 //   alone, e.g. to profile one under Nsight Compute; --row-slice: m > S rows in slices of S rows per CTA,
 //   SkinnyGemmParams::row_slice, CUDA-core tilings only, as verification steps may run them). The tilings of a
 //   format are numbered as launch_skinny_gemm numbers them: the CUDA-core ones, the tensor-core ones from 10, and
-//   their persistent twins (kernels.h) from 30, which differ from their tiling at m = 1 only.
+//   the persistent twins of v26-v29 (kernels.h) from 30, which differ from their tiling at m = 1 only.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>

@@ -4,7 +4,7 @@
 #   tests:  CudaSkinnyPersistent.* (every twin has its tiling's bits at one row and is its tiling at several),
 #           CudaQuantGemm.TensorCoreTilingsMatchReference and CudaFusedGemm.* (every tiling, twins included,
 #           against the reference; bf16 rows against one-row calls of the same reduction order);
-#   skinny: bench_gpu_skinny --m 1 over the tensor-core tilings and their twins (v10-v49) of fp8, int4 and bf16 at
+#   skinny: bench_gpu_skinny --m 1 over the tensor-core tilings and the twins (v10-v33) of fp8, int4 and bf16 at
 #           the Llama-3.1-8B shapes, each tiling's cold and stream times;
 #   decode: bench_gpu_decode --single-only, the defaults against --no-persistent (new processes, alternating), for
 #           each of bf16, fp8, int4 (ROUNDS pairs, default 1): the single stream with and without the twins.
@@ -26,9 +26,9 @@ if [[ $steps == *" tests "* ]]; then
     || status=1
 fi
 if [[ $steps == *" skinny "* ]]; then
-  echo "== skinny GEMMs, m = 1: tiling (v10-v29) and persistent twin (v30-v49)"
+  echo "== skinny GEMMs, m = 1: tilings (v10-v29) and persistent twins of v26-v29 (v30-v33)"
   log=$O/persistent_skinny.log
-  timeout 300 "$G/bench_gpu_skinny" --m 1 --weights fp8,int4,bf16 --only "$(seq -s, 10 49)" --variants --rounds 5 \
+  timeout 300 "$G/bench_gpu_skinny" --m 1 --weights fp8,int4,bf16 --only "$(seq -s, 10 33)" --variants --rounds 5 \
     > "$log" 2>&1 || status=1
   grep -E '^[a-z0-9_]+ +(qkv|o|gate_up|down|kv|lm_head) |stream us|32 layers' "$log"
 fi

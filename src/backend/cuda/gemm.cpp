@@ -621,14 +621,12 @@ Result<std::vector<float>> Gemm::time_slicings(SkinnyGemmParams t, const std::ve
 }
 
 int Gemm::persistent_twin_partner(int v) const {
-  static_assert(kSkinnyVariants == kQuantSkinnyVariants, "every format's twins start at the same variant");
-  constexpr int kTwins = kQuantSkinnyVariants + kMmaSkinnyVariants;
-  if (v >= kTwins) return v - kMmaSkinnyVariants;
-  return v >= kQuantSkinnyVariants && persistent_twins ? v + kMmaSkinnyVariants : -1;
+  if (v >= kFirstPersistentTwin) return skinny_twin_tiling(v);
+  return v >= kFirstTwinnedTiling && persistent_twins ? v + kPersistentSkinnyVariants : -1;
 }
 
 cudaError_t Gemm::launch_candidate(const SkinnyGemmParams& t, cudaStream_t stream) const {
-  if (!persistent_twins && t.variant >= kQuantSkinnyVariants + kMmaSkinnyVariants) return cudaErrorNotSupported;
+  if (!persistent_twins && t.variant >= kFirstPersistentTwin) return cudaErrorNotSupported;
   return launch_skinny_gemm(t, stream);
 }
 

@@ -8,14 +8,14 @@ template cudaError_t launch_skinny_fmt<FmtBf16>(const SkinnyGemmParams&, cudaStr
 
 int skinny_variants(WeightFormat f) {
   // (the tensor-core tilings, then their persistent twins: kernels.h)
-  if (f == WeightFormat::kFloat) return kSkinnyVariants + 2 * skinny_detail::kMmaVariants;
-  return kQuantSkinnyVariants + 2 * skinny_detail::kMmaVariants;
+  if (f == WeightFormat::kFloat) return kSkinnyVariants + skinny_detail::kMmaVariants + kPersistentSkinnyVariants;
+  return kQuantSkinnyVariants + skinny_detail::kMmaVariants + kPersistentSkinnyVariants;
 }
 
 int skinny_reduction_order(WeightFormat f, int variant) {
   using namespace skinny_detail;
   if (variant < 0 || variant >= skinny_variants(f)) return -1;
-  if (variant >= kQuantSkinnyVariants + kMmaVariants) variant -= kMmaVariants;  // a persistent twin: its tiling's
+  variant = skinny_twin_tiling(variant);  // a persistent twin: its tiling's
   if (variant >= kQuantSkinnyVariants) return 100 + variant;  // the tensor-core tilings (bf16 too)
   if (f == WeightFormat::kFloat) return kSplitWarpsBf16[variant];
   return f == WeightFormat::kNib4 ? kSplitWarpsNib[variant] : kSplitWarpsQuant[variant];
@@ -51,7 +51,7 @@ bool mma_groups(const SkinnyGemmParams& p) {
 }
 SkinnyGemmParams cuda_core_twin(const SkinnyGemmParams& p) {
   SkinnyGemmParams q = p;
-  q.variant = (p.variant - kQuantSkinnyVariants) % kQuantSkinnyVariants;
+  q.variant = (skinny_twin_tiling(p.variant) - kQuantSkinnyVariants) % kQuantSkinnyVariants;
   return q;
 }
 }  // namespace

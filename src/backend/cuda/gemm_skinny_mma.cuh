@@ -624,7 +624,8 @@ cudaError_t launch_mma_kernel(const SkinnyGemmParams& p, size_t smem, cudaStream
 }
 
 // XS: the m = 1 row staged in shared memory where it fits, and its m > 1 twin (the same sums of squares); else the
-// same tiling without. pers (a persistent twin at m = 1): the persistent grid of the same tiling.
+// same tiling without. pers (a persistent twin at m = 1; only the XS tilings have twins): the persistent grid of
+// the same tiling.
 template <class C, int MT, int U, int KW, int NB, bool XS, int PRO, int EPI>
 cudaError_t launch_mma(const SkinnyGemmParams& p, bool pers, cudaStream_t stream) {
   constexpr int M8 = kSkinnyMaxRows;
@@ -637,8 +638,8 @@ cudaError_t launch_mma(const SkinnyGemmParams& p, bool pers, cudaStream_t stream
       if constexpr (PRO == kNorm)  // (other prologues have no sums: their m > 1 twin is the plain kernel below)
         return launch_mma_kernel<C, MT, U, KW, NB, M8, true, false, PRO, EPI>(p, 0, stream);
     }
+    if (one && pers) return launch_mma_kernel<C, MT, U, KW, NB, 1, false, true, PRO, EPI>(p, 0, stream);
   }
-  if (one && pers) return launch_mma_kernel<C, MT, U, KW, NB, 1, false, true, PRO, EPI>(p, 0, stream);
   if (one) return launch_mma_kernel<C, MT, U, KW, NB, 1, false, false, PRO, EPI>(p, 0, stream);
   return launch_mma_kernel<C, MT, U, KW, NB, M8, false, false, PRO, EPI>(p, 0, stream);
 }
@@ -658,13 +659,12 @@ cudaError_t launch_mma(const SkinnyGemmParams& p, bool pers, cudaStream_t stream
 //        (k <= 16384; bf16 weights 8192): the stages wait on no activation loads at m = 1; at m > 1 0, 3, 10, 11
 //        with the XS sums of squares
 // Every format numbers them after its CUDA-core tilings (bf16: kSkinnyVariants, quantized: kQuantSkinnyVariants),
-// and their persistent twins after them (variant + kMmaVariants).
+// and the persistent twins of 16-19 after them (kernels.h: kFirstPersistentTwin).
 static_assert(kSkinnyVariants == kQuantSkinnyVariants, "the tensor-core tilings start at the same variant");
 template <class C, int PRO, int EPI>
 cudaError_t dispatch_mma(const SkinnyGemmParams& p, cudaStream_t stream) {
-  const int i = p.variant - kQuantSkinnyVariants;
-  const bool pers = i >= kMmaVariants && p.m == 1;  // a persistent twin at m = 1
-  switch (i % kMmaVariants) {
+  const bool pers = p.variant >= kFirstPersistentTwin && p.m == 1;  // a persistent twin at m = 1
+  switch (skinny_twin_tiling(p.variant) - kQuantSkinnyVariants) {
     case 0: return launch_mma<C, 1, 4, 8, 1, false, PRO, EPI>(p, pers, stream);
     case 1: return launch_mma<C, 2, 2, 8, 1, false, PRO, EPI>(p, pers, stream);
     case 2: return launch_mma<C, 2, 4, 8, 1, false, PRO, EPI>(p, pers, stream);
@@ -688,6 +688,7 @@ cudaError_t dispatch_mma(const SkinnyGemmParams& p, cudaStream_t stream) {
   }
 }
 static_assert(kMmaVariants == 20, "dispatch_mma lists every tiling");
+static_assert(kFirstTwinnedTiling == kQuantSkinnyVariants + 16, "the twins are those of the XS tilings 16-19");
 
 }  // namespace skinny_mma
 

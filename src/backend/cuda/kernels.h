@@ -355,12 +355,19 @@ inline constexpr int kMmaSkinnyVariants = 20;
 // Quantized formats: kQuantSkinnyVariants CUDA-core tilings (gemm_skinny.cuh), then variants kQuantSkinnyVariants
 // and up on the f16 tensor cores (gemm_skinny_mma.cuh; group parameters applied to the weights in f16, see there).
 inline constexpr int kQuantSkinnyVariants = 10;
-// Every format then has the tensor-core tilings' persistent twins: variant kQuantSkinnyVariants + kMmaSkinnyVariants
-// + i runs tiling kQuantSkinnyVariants + i at m = 1 as a persistent grid (gemm_skinny_mma.cuh, PERS: as many CTAs
-// as the GPU holds at once, each streaming several tiles) and at m > 1 as the plain grid; the same bits either way.
-// Tilings instantiated for a weight format: the CUDA-core ones + kMmaSkinnyVariants + their persistent twins.
+// Every format then has persistent twins of its last kPersistentSkinnyVariants tensor-core tilings (the XS ones,
+// gemm_skinny_mma.cuh; the only twins that won a shape in bench_gpu_skinny, docs/cuda.md): variant
+// kFirstPersistentTwin + i runs tiling kFirstTwinnedTiling + i at m = 1 as a persistent grid (PERS: as many CTAs as
+// the GPU holds at once, each streaming several tiles) and at m > 1 as the plain grid; the same bits either way.
+inline constexpr int kPersistentSkinnyVariants = 4;
+inline constexpr int kFirstPersistentTwin = kQuantSkinnyVariants + kMmaSkinnyVariants;                 // v30
+inline constexpr int kFirstTwinnedTiling = kFirstPersistentTwin - kPersistentSkinnyVariants;           // v26
+static_assert(kSkinnyVariants == kQuantSkinnyVariants, "bf16 and the quantized formats number alike");
+// The tiling that variant v runs: its tiling for a persistent twin, else v.
+constexpr int skinny_twin_tiling(int v) { return v >= kFirstPersistentTwin ? v - kPersistentSkinnyVariants : v; }
+// Tilings instantiated for a weight format: the CUDA-core ones + kMmaSkinnyVariants + the persistent twins.
 int skinny_variants(WeightFormat f);
-inline constexpr int kMaxSkinnyVariants = kSkinnyVariants + 2 * kMmaSkinnyVariants;  // skinny_variants(), any format
+inline constexpr int kMaxSkinnyVariants = kSkinnyVariants + kMmaSkinnyVariants + kPersistentSkinnyVariants;
 // The order in which a variant of format f sums each output's k products, as a number: variants with equal
 // numbers give every output row the same bits whatever the row count m (a lane sums its chunks in ascending
 // order, the lanes by shuffles, the warps sharing a row in warp order: only the warps per row group, KW, decide;

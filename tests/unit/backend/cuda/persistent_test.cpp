@@ -1,7 +1,7 @@
-// The persistent twins of the tensor-core skinny tilings (kernels.h; gemm_skinny_mma.cuh, PERS): at m = 1 each
-// CTA computes several tiles, each as the plain grid's CTA of that tile does, so every output must have the bits of
-// the twin's tiling, for every weight format, prologue / epilogue pair and tiling, at an n that gives every CTA of
-// the persistent grid at least two tiles (and a partial last one); at m > 1 a twin is its tiling's plain grid.
+// The persistent twins of the XS tensor-core skinny tilings (kernels.h; gemm_skinny_mma.cuh, PERS): at m = 1 each
+// CTA computes several tiles, each as the plain grid's CTA of that tile does, so every output must have the bits
+// of the twin's tiling, for every weight format, prologue / epilogue pair and twin, at an n that gives every CTA
+// of the persistent grid at least two tiles (and a partial last one); at m > 1 a twin is its tiling's plain grid.
 #if MOPT_HAVE_CUDA
 #include <gtest/gtest.h>
 
@@ -61,7 +61,7 @@ TEST(CudaSkinnyPersistent, SameBitsAsThePlainGrid) {
                        : pair == 3 ? cuda::SkinnyPrologue::kSwiGlu
                                    : cuda::SkinnyPrologue::kNone;
       const auto epi = pair == 1 || pair == 3 ? cuda::SkinnyEpilogue::kAddResidual : cuda::SkinnyEpilogue::kStore;
-      for (int v = cuda::kQuantSkinnyVariants; v < cuda::kQuantSkinnyVariants + cuda::kMmaSkinnyVariants; ++v) {
+      for (int v = cuda::kFirstTwinnedTiling; v < cuda::kFirstPersistentTwin; ++v) {
         SCOPED_TRACE(testing::Message() << f.name << " pair " << pair << " variant " << v << " n " << n);
         cuda::SkinnyGemmParams p{.x = x.get(), .y = y.get(), .y_f32 = true, .m = 1, .n = n, .k = k,
                                  .prologue = pro, .epilogue = epi};
@@ -79,7 +79,7 @@ TEST(CudaSkinnyPersistent, SameBitsAsThePlainGrid) {
         for (int twin = 0; twin < 2; ++twin) {
           if (epi == cuda::SkinnyEpilogue::kAddResidual) y.upload(residual);
           else y.poison();
-          p.variant = v + twin * cuda::kMmaSkinnyVariants;
+          p.variant = v + twin * cuda::kPersistentSkinnyVariants;
           CUDA_OK(cuda::launch_skinny_gemm(p, nullptr));
           got[twin] = y.download();
         }
@@ -105,9 +105,9 @@ TEST(CudaSkinnyPersistent, TwinsAreTheirTilingsAtSeveralRows) {
   DevVec<float> y(static_cast<size_t>(m) * n);
   CUDA_OK(cuda::launch_fill_random(w.get(), static_cast<int64_t>(n) * kK, 5, 1.f / 16, 0.f, nullptr));
   CUDA_OK(cuda::launch_fill_random(x.get(), static_cast<int64_t>(m) * kK, 6, 1.f, 0.f, nullptr));
-  for (int v = cuda::kSkinnyVariants; v < cuda::kSkinnyVariants + cuda::kMmaSkinnyVariants; ++v) {
+  for (int v = cuda::kFirstTwinnedTiling; v < cuda::kFirstPersistentTwin; ++v) {
     SCOPED_TRACE(testing::Message() << "variant " << v);
-    const int twin = v + cuda::kMmaSkinnyVariants;
+    const int twin = v + cuda::kPersistentSkinnyVariants;
     EXPECT_EQ(cuda::skinny_reduction_order(cuda::WeightFormat::kFloat, twin),
               cuda::skinny_reduction_order(cuda::WeightFormat::kFloat, v));
     std::vector<float> got[2];
@@ -126,15 +126,18 @@ TEST(CudaSkinnyPersistent, TwinsAreTheirTilingsAtSeveralRows) {
 // The decode graph's refinement offers a twin's tiling where the twin is in use and the twin where its tiling is
 // (Gemm::fused_candidates); with the twins off, only the way back. Host only: runs without a GPU.
 TEST(CudaSkinnyPersistent, TwinPartners) {
-  const int q = cuda::kQuantSkinnyVariants, twins = q + cuda::kMmaSkinnyVariants;
+  const int tiling = cuda::kFirstTwinnedTiling, twin = cuda::kFirstPersistentTwin;
+  ASSERT_EQ(cuda::skinny_variants(cuda::WeightFormat::kFp8), twin + cuda::kPersistentSkinnyVariants);
   cuda::Gemm gemm;
-  EXPECT_EQ(gemm.persistent_twin_partner(q), twins);
-  EXPECT_EQ(gemm.persistent_twin_partner(twins - 1), twins + cuda::kMmaSkinnyVariants - 1);
-  EXPECT_EQ(gemm.persistent_twin_partner(twins + 3), q + 3);
-  EXPECT_EQ(gemm.persistent_twin_partner(q - 1), -1);  // a CUDA-core tiling has no twin
+  EXPECT_EQ(gemm.persistent_twin_partner(tiling), twin);
+  EXPECT_EQ(gemm.persistent_twin_partner(twin + 3), tiling + 3);
+  EXPECT_EQ(gemm.persistent_twin_partner(tiling - 1), -1);  // a tensor-core tiling without a twin
+  EXPECT_EQ(gemm.persistent_twin_partner(2), -1);           // a CUDA-core tiling
+  EXPECT_EQ(cuda::skinny_reduction_order(cuda::WeightFormat::kFp8, twin + 1),
+            cuda::skinny_reduction_order(cuda::WeightFormat::kFp8, tiling + 1));
   gemm.persistent_twins = false;
-  EXPECT_EQ(gemm.persistent_twin_partner(q + 3), -1);
-  EXPECT_EQ(gemm.persistent_twin_partner(twins + 3), q + 3);
+  EXPECT_EQ(gemm.persistent_twin_partner(tiling), -1);
+  EXPECT_EQ(gemm.persistent_twin_partner(twin), tiling);
 }
 
 }  // namespace
