@@ -43,8 +43,8 @@ bool quant_ok(const SkinnyGemmParams& p) {
 }
 
 // The tensor-core tilings index a chunk's group with a shift: a power-of-two number of chunks per group (every
-// GGUF / AWQ group size is). Otherwise variant kQuantSkinnyVariants + i runs the CUDA-core tiling i mod 10 (persistent
-// twins too).
+// GGUF / AWQ group size is). Otherwise variant kQuantSkinnyVariants + i runs the CUDA-core tiling i mod 10 (a
+// persistent twin: that of its tiling).
 bool mma_groups(const SkinnyGemmParams& p) {
   const int per = p.qw.group_size / weight_chunk_elems(p.qw.fmt);
   return (per & (per - 1)) == 0;

@@ -329,7 +329,7 @@ cudaError_t launch_one(const SkinnyGemmParams& p, cudaStream_t stream) {
 // SwiGLU's two MUFU operations per input (a quarter of the FMA rate), which at R = 2 cost about as many issue
 // cycles per fp8 chunk as the chunk's share of the memory time.
 // kQuantSkinnyVariants (kernels.h) = 10; every format adds kMmaVariants tensor-core tilings after its CUDA-core
-// ones (gemm_skinny_mma.cuh), and their persistent twins after those, timed by the tuner beside these.
+// ones (gemm_skinny_mma.cuh), then persistent twins of the last four (kernels.h), timed by the tuner beside these.
 inline constexpr int kMmaVariants = kMmaSkinnyVariants;
 // KW of each variant in the tables below (skinny_reduction_order): bf16, quantized, and 4-bit codes.
 inline constexpr int kSplitWarpsBf16[kSkinnyVariants] = {1, 1, 1, 1, 2, 4, 8, 4, 4, 8};

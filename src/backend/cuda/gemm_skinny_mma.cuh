@@ -624,7 +624,7 @@ cudaError_t launch_mma_kernel(const SkinnyGemmParams& p, size_t smem, cudaStream
 }
 
 // XS: the m = 1 row staged in shared memory where it fits, and its m > 1 twin (the same sums of squares); else the
-// same tiling without. pers (a persistent twin at m = 1; only the XS tilings have twins): the persistent grid of
+// same tiling without. pers (a persistent twin; only the XS tilings have them): at m = 1 the persistent grid of
 // the same tiling.
 template <class C, int MT, int U, int KW, int NB, bool XS, int PRO, int EPI>
 cudaError_t launch_mma(const SkinnyGemmParams& p, bool pers, cudaStream_t stream) {
@@ -660,10 +660,9 @@ cudaError_t launch_mma(const SkinnyGemmParams& p, bool pers, cudaStream_t stream
 //        with the XS sums of squares
 // Every format numbers them after its CUDA-core tilings (bf16: kSkinnyVariants, quantized: kQuantSkinnyVariants),
 // and the persistent twins of 16-19 after them (kernels.h: kFirstPersistentTwin).
-static_assert(kSkinnyVariants == kQuantSkinnyVariants, "the tensor-core tilings start at the same variant");
 template <class C, int PRO, int EPI>
 cudaError_t dispatch_mma(const SkinnyGemmParams& p, cudaStream_t stream) {
-  const bool pers = p.variant >= kFirstPersistentTwin && p.m == 1;  // a persistent twin at m = 1
+  const bool pers = p.variant >= kFirstPersistentTwin;  // a persistent twin (launch_mma: persistent at m = 1)
   switch (skinny_twin_tiling(p.variant) - kQuantSkinnyVariants) {
     case 0: return launch_mma<C, 1, 4, 8, 1, false, PRO, EPI>(p, pers, stream);
     case 1: return launch_mma<C, 2, 2, 8, 1, false, PRO, EPI>(p, pers, stream);
