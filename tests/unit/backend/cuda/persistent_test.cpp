@@ -53,9 +53,10 @@ TEST(CudaSkinnyPersistent, SameBitsAsThePlainGrid) {
   const std::vector<float> residual = y0.download();
   for (const Format& f : kFormats) {
     const bool quant = f.fmt != cuda::WeightFormat::kFloat;
-    if (quant)
+    if (quant) {
       CUDA_OK(cuda::launch_quantize_weights(w_bf16.get(), n, k, f.fmt, f.group, 127, codes.get(), params.get(),
                                             nullptr));
+    }
     for (int pair = 0; pair < 4; ++pair) {
       const auto pro = pair == 2 ? cuda::SkinnyPrologue::kRmsNorm
                        : pair == 3 ? cuda::SkinnyPrologue::kSwiGlu
@@ -64,7 +65,7 @@ TEST(CudaSkinnyPersistent, SameBitsAsThePlainGrid) {
       for (int v = cuda::kFirstTwinnedTiling; v < cuda::kFirstPersistentTwin; ++v) {
         SCOPED_TRACE(testing::Message() << f.name << " pair " << pair << " variant " << v << " n " << n);
         cuda::SkinnyGemmParams p{.x = x.get(), .y = y.get(), .y_f32 = true, .m = 1, .n = n, .k = k,
-                                 .prologue = pro, .epilogue = epi};
+                                 .prologue = pro, .epilogue = epi, .qw = {}};
         if (pro == cuda::SkinnyPrologue::kRmsNorm) {
           p.x_f32 = x_f32.get();
           p.norm_w = norm_w.get();
@@ -114,7 +115,7 @@ TEST(CudaSkinnyPersistent, TwinsAreTheirTilingsAtSeveralRows) {
     for (int t = 0; t < 2; ++t) {
       y.poison();
       cuda::SkinnyGemmParams p{.x = x.get(), .w = w.get(), .y = y.get(), .y_f32 = true, .m = m, .n = n, .k = kK,
-                               .variant = t ? twin : v};
+                               .variant = t ? twin : v, .qw = {}};
       CUDA_OK(cuda::launch_skinny_gemm(p, nullptr));
       got[t] = y.download();
     }
