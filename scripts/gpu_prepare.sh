@@ -84,7 +84,7 @@ rm -rf .gpu-models && mkdir -p .gpu-models && cp "$qarch" .gpu-models/
 
 du -sh "$DEST"
 # A device call carries the tracked files and $DEST, 64 MiB of disk blocks together (not of bytes: the tree's ~860
-# small files take ~1.6 MiB more on disk than their sizes).
+# small files take ~2 MiB more on disk than their sizes).
 tree_kib=$(git ls-files -z | du -ck --files0-from=- | tail -1 | cut -f1)
 dest_kib=$(du -sk "$DEST" | cut -f1)
 if (( tree_kib + dest_kib > 64 * 1024 )); then
