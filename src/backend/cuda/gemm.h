@@ -230,7 +230,7 @@ class Gemm {
     std::map<int, float> order_us8;
   };
   Result<int> fused_variant(const SkinnyGemmParams& p, cudaStream_t stream);
-  // Cold-L2 times (us) of n candidates, launch(c) enqueueing candidate c on stream (gemm.cpp: chains of (L2
+  // Cold-L2 times (us) of n candidates, launch(c) enqueueing candidate c on stream (gemm_timing.cpp: chains of (L2
   // sweep, launch) pairs less the sweeps alone, median over rounds). A candidate whose launch fails gets +inf.
   Result<std::vector<float>> time_cold_l2(int n, const std::function<cudaError_t(int)>& launch,
                                           cudaStream_t stream);
