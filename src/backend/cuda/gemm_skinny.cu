@@ -6,10 +6,11 @@ namespace mopt::cuda {
 
 template cudaError_t launch_skinny_fmt<FmtBf16>(const SkinnyGemmParams&, cudaStream_t);
 
-int skinny_variants(WeightFormat f) {
-  // (the tensor-core tilings, then their persistent twins: kernels.h)
-  if (f == WeightFormat::kFloat) return kSkinnyVariants + skinny_detail::kMmaVariants + kPersistentSkinnyVariants;
-  return kQuantSkinnyVariants + skinny_detail::kMmaVariants + kPersistentSkinnyVariants;
+int skinny_variants(WeightFormat /*f*/) {
+  // Every format instantiates its CUDA-core tilings, the tensor-core ones and their persistent twins, numbered
+  // alike (kernels.h).
+  static_assert(kMaxSkinnyVariants == kQuantSkinnyVariants + skinny_detail::kMmaVariants + kPersistentSkinnyVariants);
+  return kMaxSkinnyVariants;
 }
 
 int skinny_reduction_order(WeightFormat f, int variant) {
