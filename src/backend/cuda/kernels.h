@@ -23,6 +23,8 @@
 
 #include <cstdint>
 
+#include "backend/cuda/weight_format.h"
+
 namespace mopt::cuda {
 
 using bf16 = __nv_bfloat16;
@@ -257,16 +259,7 @@ cudaError_t launch_sample(const SampleParams& p, cudaStream_t stream);
 
 // ---- quantized weights (device layouts: quant_weights.h) -----------------------------------------------------
 
-// How a linear layer's weight matrix [n outputs, k inputs] is stored on the device.
-//   kFloat: the compute dtype (bf16 or fp32), [n, k] row-major
-//   kFp8:   E4M3 codes [n, k] (1 byte each), fp32 row_scale [n]                      w = row_scale[n] * e4m3(q)
-//   kInt8:  int8 codes [n, k], row_scale [n] (per channel) and / or groups:          w = (a * q + b) * row_scale
-//   kNib4:  4-bit codes, 16 bytes per 32 consecutive inputs (byte j: input j in the low nibble, input j + 16 in
-//           the high one), [n, k / 2] bytes; groups (a, b) always affine:            w = a * q + b
-// Groups: `group` holds, per row n and group g of group_size consecutive inputs, a (affine: a and b, interleaved)
-// as fp32: [n, k / group_size] or [n, k / group_size, 2]. Every GGUF / AWQ / INT8 block format maps onto one of
-// these exactly (quant_weights.h).
-enum class WeightFormat : int { kFloat = 0, kFp8 = 1, kInt8 = 2, kNib4 = 3 };
+// WeightFormat, how a linear layer's weight matrix is stored on the device: weight_format.h.
 inline constexpr int kNumWeightFormats = 4;
 constexpr const char* weight_format_name(WeightFormat f) {
   return f == WeightFormat::kFp8 ? "fp8" : f == WeightFormat::kInt8 ? "int8" : f == WeightFormat::kNib4 ? "4-bit"

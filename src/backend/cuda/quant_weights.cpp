@@ -12,23 +12,6 @@
 namespace mopt::cuda {
 namespace {
 
-// Inputs per group of a source format's (a, b) parameters; 0 where it has no device format.
-int natural_group(DType t) {
-  switch (t) {
-    case DType::Q8_0: case DType::Q4_0: case DType::Q5_0: case DType::Q5_1: case DType::Q4_K: case DType::Q5_K:
-    case DType::INT8:
-      return 32;
-    case DType::Q6_K: return 16;
-    case DType::INT4_G128: return 128;
-    default: return 0;
-  }
-}
-
-bool needs_offset(DType t) {
-  return t == DType::Q5_1 || t == DType::Q4_K || t == DType::Q5_K || t == DType::INT4_G128;
-}
-bool four_bit(DType t) { return t == DType::Q4_0 || t == DType::Q4_K || t == DType::INT4_G128; }
-
 float f16(uint16_t h) { return fp16_to_fp32(h); }
 float f32_at(const uint8_t* p) {
   float f;
@@ -152,37 +135,6 @@ void decompose_row(DType t, const uint8_t* src, int k, bool nib, int* q, float* 
 
 // Equal values (+0 == -0: the reference's d * 0 keeps d's sign, a * 0 + b need not), or both NaN.
 bool same_value(float x, float y) { return x == y || (std::isnan(x) && std::isnan(y)); }
-
-}  // namespace
-
-std::optional<QuantPlan> plan_quantized(std::span<const DType> parts) {
-  if (parts.empty()) return std::nullopt;
-  const bool all_fp8 = std::all_of(parts.begin(), parts.end(), [](DType t) { return t == DType::FP8; });
-  if (all_fp8) return QuantPlan{WeightFormat::kFp8, 0, false};
-  const bool all_int8 = std::all_of(parts.begin(), parts.end(), [](DType t) { return t == DType::INT8; });
-  if (all_int8) return QuantPlan{WeightFormat::kInt8, 0, false};
-  int g = 1 << 30;
-  bool affine = false, nib = true;
-  for (DType t : parts) {
-    const int ng = natural_group(t);
-    if (ng == 0) return std::nullopt;
-    g = std::min(g, ng);
-    affine = affine || needs_offset(t);
-    nib = nib && four_bit(t);
-  }
-  if (nib) return QuantPlan{WeightFormat::kNib4, g, true};
-  return QuantPlan{WeightFormat::kInt8, g, affine};
-}
-
-uint64_t quant_matrix_bytes(const QuantPlan& plan, int n, int k) {
-  const uint64_t nn = static_cast<uint64_t>(n), kk = static_cast<uint64_t>(k);
-  uint64_t bytes = plan.fmt == WeightFormat::kNib4 ? nn * kk / 2 : nn * kk;
-  if (plan.group_size == 0) bytes += nn * 4;
-  else bytes += nn * (kk / static_cast<uint64_t>(plan.group_size)) * (plan.affine ? 8 : 4);
-  return bytes;
-}
-
-namespace {
 
 // Runs body(row, scratch) for rows [0, n) on up to hardware_concurrency threads; returns the first error.
 Status parallel_rows(int n, const std::function<Status(int, std::vector<int>&, std::vector<float>&)>& body) {

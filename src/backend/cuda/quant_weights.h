@@ -34,25 +34,17 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/quant_layout.h"
 #include "core/dtype.h"
 #include "core/status.h"
 #include "core/tensor.h"
 
 namespace mopt::cuda {
-
-// The device format of a matrix stacked from parts of these dtypes (nullopt: none, see above).
-struct QuantPlan {
-  WeightFormat fmt = WeightFormat::kFloat;
-  int group_size = 0;     // G (0: row scales)
-  bool affine = false;
-};
-std::optional<QuantPlan> plan_quantized(std::span<const DType> parts);
 
 // A matrix repacked on the host, ready to copy to the device.
 struct HostQuantMatrix {
@@ -65,8 +57,5 @@ struct HostQuantMatrix {
 
 // Stacks the parts' rows ([rows_i, k] each, in the order given) into plan's format. Errors name the tensor.
 Result<HostQuantMatrix> repack_quantized(std::span<const TensorView* const> parts, int k, const QuantPlan& plan);
-
-// Bytes on the device of a matrix [n, k] in plan's format (codes + row scales + groups).
-uint64_t quant_matrix_bytes(const QuantPlan& plan, int n, int k);
 
 }  // namespace mopt::cuda
