@@ -14,7 +14,7 @@
 //     single-stream graph launches: time against KV bytes / copy bandwidth.
 // Usage: bench_gpu_decode [--layers N] [--decode-steps N] [--json PATH] [--profile-window] [--attn-sweep]
 //                         [--prefill-attn] [--single-only [--recaptures N] [--fresh N]] [--kv-cache-dtype bf16|fp8]
-//                         [--weights FORMAT] [--fp8-quant fused|separate] [--fp8-fast-accum] [--shape NAME]
+//                         [--weights FORMAT] [--lm-head-weights FORMAT] [--fp8-quant fused|separate] [--fp8-fast-accum] [--shape NAME]
 //                         [--one-row-eps X] [--no-persistent]
 // --shape llama-3.1-8b|qwen3-30b-a3b|mixtral-8x7b|deepseek-v2-lite (gpu_shapes.h): the model shape; MoE shapes stop after the
 // 64-sequence figures and print their own summary (decode rooflines from the experts a step's tokens use).
@@ -22,6 +22,7 @@
 // (floors, the attention's fraction of copy bandwidth) count 1 byte per element.
 // --weights bf16|fp8|int8|int4|q8_0|q4_0|q4_k|q6_k: the linear layers' format (random bf16 weights quantized on the
 // GPU; gpu_weights.h); every roofline and floor then uses that format's weight bytes. Absent: bf16, as before.
+// --lm-head-weights FORMAT: the LM head also quantized (CudaRunnerExtras::random_lm_head_dtype; absent: bf16 only).
 // --fp8-quant fused|separate: FP8 GEMM inputs quantized by the RMSNorm / SwiGLU kernels (the default) or by a
 // quantizer launch before every FP8 GEMM (CudaRunnerExtras::fp8_fused_quant; the two compared run by run).
 // --fp8-fast-accum: FP8 GEMMs with cuBLASLt's fast accumulation (CudaRunnerExtras::fp8_fast_accum).
@@ -58,12 +59,14 @@
 #include <cstring>
 #include <fstream>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "backend/cuda/cuda_runner.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/quant_layout.h"
 #include "bench_clock.h"
 #include "gpu_batch.h"
 #include "gpu_decode_attention.h"
@@ -216,6 +219,7 @@ int main(int argc, char** argv) {
   float one_row_eps = -1.f;  // < 0: the runner's default
   const char* weights_name = nullptr;  // --weights (absent: bf16, output unchanged)
   DType weights = DType::BF16;
+  DType lm_head = DType::BF16;  // --lm-head-weights
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--layers") && i + 1 < argc) layers = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--shape") && i + 1 < argc) shape_name = argv[++i];
@@ -245,19 +249,22 @@ int main(int argc, char** argv) {
         return 2;
       }
     }
-    else if (!std::strcmp(argv[i], "--weights") && i + 1 < argc) {
-      weights_name = argv[++i];
-      const std::optional<DType> t = bench::gpu_weights_dtype(weights_name);
+    else if ((!std::strcmp(argv[i], "--weights") || !std::strcmp(argv[i], "--lm-head-weights")) && i + 1 < argc) {
+      const bool head = argv[i][2] == 'l';
+      const char* name = argv[++i];
+      const std::optional<DType> t = bench::gpu_weights_dtype(name);
       if (!t) {
-        std::fprintf(stderr, "--weights %s: not one of %s\n", weights_name, bench::kGpuWeightChoices);
+        std::fprintf(stderr, "%s %s: not one of %s\n", argv[i - 1], name, bench::kGpuWeightChoices);
         return 2;
       }
-      weights = *t;
+      (head ? lm_head : weights) = *t;
+      if (!head) weights_name = name;
     } else {
       std::fprintf(stderr,
                    "usage: %s [--layers N] [--decode-steps N] [--json PATH] [--profile-window] [--attn-sweep] "
                    "[--single-only] [--recaptures N] [--fresh N] [--fresh-settings LIST] [--kv-cache-dtype bf16|fp8] [--attn-large-sweep] "
-                   "[--prefill-attn] [--weights FORMAT] [--fp8-quant fused|separate] [--fp8-fast-accum] "
+                   "[--prefill-attn] [--weights FORMAT] [--lm-head-weights FORMAT] [--fp8-quant fused|separate] "
+                   "[--fp8-fast-accum] "
                    "[--no-persistent] [--one-row-eps X] [--shape %s]\n",
                    argv[0], bench::kGpuShapeChoices);
       return 2;
@@ -338,6 +345,7 @@ int main(int argc, char** argv) {
   CudaRunnerExtras extras;
   extras.random_weights = true;
   extras.random_weight_dtype = weights;
+  extras.random_lm_head_dtype = lm_head;
   extras.fp8_fused_quant = fp8_fused_quant;
   extras.fp8_fast_accum = fp8_fast_accum;
   extras.persistent_gemms = persistent_gemms;
@@ -366,7 +374,12 @@ int main(int argc, char** argv) {
   const double weight_bytes = static_cast<double>(runner->weight_bytes());
   // Decode streams every weight once except the embedding table (one row per token); of a MoE layer's experts, those
   // the step's tokens are routed to.
-  const double streamed = bench::decode_step_bytes(c, weight_bytes, 2, 1);
+  // With --lm-head-weights, steps of up to 8 rows read the LM head's quantized copy instead of its bf16 one.
+  const std::optional<cuda::QuantPlan> head_plan = cuda::plan_quantized(std::span<const DType>(&lm_head, 1));
+  const double head_copy = head_plan ? cuda::quant_matrix_bytes(*head_plan, c.n_vocab, c.n_embd) : 0.0;
+  const double batch_weights = weight_bytes - head_copy;  // what larger steps stream (the bf16 head)
+  const double streamed =
+      bench::decode_step_bytes(c, weight_bytes - (head_copy > 0 ? 2.0 * c.n_vocab * c.n_embd : 0.0), 2, 1);
 
   std::vector<float> logits(static_cast<size_t>(64) * c.n_vocab);
   std::vector<int32_t> next(64);
@@ -605,7 +618,7 @@ int main(int argc, char** argv) {
   // Bytes a batch-64 step must move at least: weights once + the KV of every sequence (avg context P + G/2).
   // The runner's KV bytes (an MLA cache's heads are padded: docs/moe.md).
   const double kv_bytes = static_cast<double>(B) * (P + G / 2.0) * static_cast<double>(runner->kv_block_bytes(1));
-  const double batch_floor_ms = 1e3 * (bench::decode_step_bytes(c, weight_bytes, 2, B) + kv_bytes) / bw;
+  const double batch_floor_ms = 1e3 * (bench::decode_step_bytes(c, batch_weights, 2, B) + kv_bytes) / bw;
 
   std::printf("GEMM plans tuned during the run (decode shapes):\n%s", runner->gemm_report().c_str());
   std::printf("single-stream decode step by kernel class (%d layers; one eager step, events between kernels):\n%s",
@@ -682,7 +695,7 @@ int main(int argc, char** argv) {
         if (g >= 2) tl.push_back(now_s() - t0);
       }
       large_ms = 1e3 * median(tl);
-      large_floor_ms = 1e3 * (streamed + large_kv_bytes) / bw;
+      large_floor_ms = 1e3 * (bench::decode_step_bytes(c, batch_weights, 2, 256) + large_kv_bytes) / bw;
       auto prof = runner->profile_step(large_batch(8).view());
       if (!prof.is_ok()) {
         large_profile = "  (not available: " + prof.message() + ")\n";

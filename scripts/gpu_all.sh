@@ -103,9 +103,13 @@ fi  # MOPT_GPU_ENGINE_ONLY / MOPT_GPU_TESTS_ONLY
 # (a call of its own: everything at once passes one call's 10 minutes); MOPT_SKIP_FORMATS=1 skips it.
 if [[ -x "$G/bench_gpu_decode" && -z "${MOPT_SKIP_FORMATS:-}" && -z "${MOPT_GPU_TESTS_ONLY:-}" ]] &&
    [[ -n "$FORMATS_ONLY" || -z "${MOPT_GPU_ENGINE_ONLY:-}" ]]; then
+  # The GGUF formats with the LM head their files carry (llama.cpp's q4_k_m: Q6_K; q8_0: Q8_0), held also in that
+  # format for decode (docs/cuda.md); fp8 and int4 with the bf16 LM head of vLLM-style checkpoints.
   for w in fp8 int4 q4_k q8_0; do
-    echo "== bench_gpu_decode --single-only --weights $w"
-    timeout 120 stdbuf -oL -eL "$G/bench_gpu_decode" --single-only --weights "$w" 2>&1 | tee "$O/format_$w.log"
+    head=(); [[ $w == q4_k ]] && head=(--lm-head-weights q6_k); [[ $w == q8_0 ]] && head=(--lm-head-weights q8_0)
+    echo "== bench_gpu_decode --single-only --weights $w ${head[*]}"
+    timeout 120 stdbuf -oL -eL "$G/bench_gpu_decode" --single-only --weights "$w" "${head[@]}" 2>&1 |
+      tee "$O/format_$w.log"
     [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
   done
   echo "== bench_gpu_decode --weights fp8 --kv-cache-dtype fp8"

@@ -49,8 +49,13 @@ struct CudaRunnerExtras {
   uint64_t random_seed = 1;
   // With random_weights: the linear layers' format. BF16 (the compute dtype), or a quantized type the backend
   // repacks (FP8, INT8, INT4_G128, Q8_0, Q4_0, Q4_K, Q6_K, ...): random bf16 weights quantized on the GPU into that
-  // type's device layout (backend/cuda/quant_weights.h); embeddings and the LM head stay bf16.
+  // type's device layout (backend/cuda/quant_weights.h); embeddings and the LM head stay bf16 (but see
+  // random_lm_head_dtype).
   DType random_weight_dtype = DType::BF16;
+  // With random_weights: BF16 (the LM head in the compute dtype only), or a quantized type: the LM head is also
+  // quantized into it on the GPU (the copy decode steps of up to 8 rows read, as a checkpoint's quantized LM head
+  // is), and its compute-dtype copy holds the dequantized values, so that both copies are one matrix.
+  DType random_lm_head_dtype = DType::BF16;
   int device_id = 0;
   // Decode steps of <= 8 rows (bf16) run the fused path: RMSNorm and SwiGLU as prologues of the skinny GEMMs and
   // the o / down projections adding into the residual stream (6 launches per layer instead of 10). False: the

@@ -219,6 +219,14 @@ Status CudaRunner::enqueue_logits_t(const StepShape& s, int row_offset, int n_ro
                              .n = c.n_embd, .eps = c.norm_eps, .add_row_scale = ds.row, .add_col_scale = ds.col};
   MOPT_CUDA_TRY(launch_rmsnorm(np, stream_));
   MOPT_TRY(mark("final norm"));
+  if constexpr (std::is_same_v<E, bf16>) {
+    if (output_q_.qw.fmt != WeightFormat::kFloat && n_rows <= kSkinnyMaxRows) {  // the LM head's quantized copy
+      const SkinnyGemmParams g{.x = normed_.as<bf16>(), .y = logits_.as<float>(), .y_f32 = true, .m = n_rows,
+                               .n = c.n_vocab, .k = c.n_embd, .qw = output_q_.qw};
+      MOPT_TRY(gemm_.run_fused(g, stream_));
+      return mark("LM head");
+    }
+  }
   const E* w = output_.bytes() ? output_.as<E>() : tok_embd_.as<E>();
   MOPT_TRY(gemm_.run(normed_.as<E>(), w, nullptr, logits_.as<float>(), true, n_rows, c.n_vocab, c.n_embd, stream_));
   return mark("LM head");
@@ -307,7 +315,8 @@ Status CudaRunner::enqueue_logits_fused(int row_offset, int n_rows, bool row_inv
                            .y = logits_.as<float>(), .y_f32 = true, .m = n_rows, .n = c.n_vocab, .k = c.n_embd,
                            .prologue = SkinnyPrologue::kRmsNorm, .x_f32 = resid_.as<float>(),
                            .norm_w = out_norm_.as<bf16>(), .norm_eps = c.norm_eps,
-                           .x_rows = d_logit_rows_ + row_offset, .l2_prefetch_bytes = l2_prefetch_other_, .qw = {}};
+                           .x_rows = d_logit_rows_ + row_offset, .l2_prefetch_bytes = l2_prefetch_other_,
+                           .qw = output_q_.qw};  // the quantized copy when there is one
   MOPT_TRY(gemm_.run_fused(g, stream_, row_invariant));
   return mark("final norm + LM head");
 }

@@ -200,8 +200,10 @@ class CudaRunner final : public CudaModelRunner {
                      bool optional, bool* found);
   Status upload_in_compute_dtype(const TensorView& t, int64_t n, void* dst);
   Status alloc_linear(Linear& lin, int n_out, int n_in, bool bias, const char* what);
+  Status upload_lm_head_copy(const Model& model, const CudaRunnerExtras& extras);
   // runner_quant.cpp: quantized linear layers (upload, and y = x W^T + b on any number of rows)
   Status upload_quantized(Linear& lin, std::span<const TensorView* const> parts, const QuantPlan& plan);
+  Status quantize_on_gpu(Linear& lin, DType t, const bf16* src);
   Status random_quantized(Linear& lin, DType t, uint64_t seed);
   Status alloc_quant_workspace();
   // deferred: when given, an FP8 GEMM without bias may leave its scales to the caller's next kernel (see
@@ -328,6 +330,10 @@ class CudaRunner final : public CudaModelRunner {
   DeviceBuffer tok_embd_;   // [n_vocab, n_embd]
   DeviceBuffer out_norm_;   // [n_embd]
   DeviceBuffer output_;     // [n_vocab, n_embd]; empty when tied to tok_embd_
+  // The LM head (output_, or tok_embd_ when tied) also in its checkpoint's quantized format, when that has a device
+  // format (or in CudaRunnerExtras::random_lm_head_dtype): the fused logits of steps of up to kSkinnyMaxRows rows
+  // read it instead; larger steps keep the compute-dtype copy for their GEMMs. qw.fmt kFloat: none.
+  Linear output_q_;
   DeviceBuffer inv_freq_;   // [rope_dim / 2] fp32
   std::vector<Layer> layers_;
   uint64_t weight_bytes_ = 0;

@@ -26,6 +26,13 @@
 
 namespace mopt::cuda {
 
+// The view of lin's codes and parameters in plan's format.
+static QuantWeightView quant_view(const Linear& lin, const QuantPlan& plan) {
+  return {.fmt = plan.fmt, .codes = lin.w.as<void>(), .row_scale = lin.scale.bytes() ? lin.scale.as<float>() : nullptr,
+          .group = lin.group.bytes() ? lin.group.as<float>() : nullptr, .group_size = plan.group_size,
+          .affine = plan.affine};
+}
+
 Status CudaRunner::upload_quantized(Linear& lin, std::span<const TensorView* const> parts, const QuantPlan& plan) {
   MOPT_ASSIGN_OR_RETURN(HostQuantMatrix hm, repack_quantized(parts, lin.n_in, plan));
   if (hm.n != lin.n_out) return error("internal: repacked %d rows, expected %d", hm.n, lin.n_out);
@@ -40,18 +47,13 @@ Status CudaRunner::upload_quantized(Linear& lin, std::span<const TensorView* con
   MOPT_TRY(upload(lin.scale, hm.row_scale.data(), hm.row_scale.size() * sizeof(float)));
   MOPT_TRY(upload(lin.group, hm.group.data(), hm.group.size() * sizeof(float)));
   MOPT_CUDA_TRY(cudaStreamSynchronize(stream_));  // the host vectors die here
-  lin.qw = QuantWeightView{.fmt = plan.fmt, .codes = lin.w.as<void>(),
-                           .row_scale = lin.scale.bytes() ? lin.scale.as<float>() : nullptr,
-                           .group = lin.group.bytes() ? lin.group.as<float>() : nullptr,
-                           .group_size = plan.group_size, .affine = plan.affine};
-  max_quant_elems_ = std::max(max_quant_elems_, static_cast<size_t>(lin.n_out) * lin.n_in);
-  max_quant_k_ = std::max(max_quant_k_, static_cast<size_t>(lin.n_in));
+  lin.qw = quant_view(lin, plan);
   return Status::ok();
 }
 
-// Benchmarks: random weights (uniform, std 1/sqrt(n_in) as the bf16 ones) quantized on the GPU into t's layout.
-// lin.n_out / n_in set.
-Status CudaRunner::random_quantized(Linear& lin, DType t, uint64_t seed) {
+// lin [n_out, n_in] (set) quantized on the GPU into t's device layout from the bf16 matrix src (random benchmark
+// weights, and the LM head's copy in a format of their choice). Enqueued on stream_: src must live until it ran.
+Status CudaRunner::quantize_on_gpu(Linear& lin, DType t, const bf16* src) {
   const std::optional<QuantPlan> plan =
       dtype_traits(t).cuda_upload == CudaUpload::kRepack ? plan_quantized(std::span<const DType>(&t, 1))
                                                          : std::nullopt;
@@ -61,10 +63,6 @@ Status CudaRunner::random_quantized(Linear& lin, DType t, uint64_t seed) {
   if (k % weight_chunk_elems(plan->fmt) != 0 || (plan->group_size && k % plan->group_size != 0))
     return error("random %s weights: %d inputs per row is no multiple of the format's block", dtype_name(t), k);
   const size_t nk = static_cast<size_t>(n) * k;
-  DeviceBuffer tmp;
-  MOPT_TRY(tmp.alloc(nk * sizeof(bf16), "random weights"));
-  MOPT_CUDA_TRY(launch_fill_random(tmp.as<bf16>(), static_cast<int64_t>(nk), seed,
-                                   std::sqrt(3.0f / static_cast<float>(k)), 0.f, stream_));
   const uint64_t bytes = quant_matrix_bytes(*plan, n, k);
   const size_t code_bytes = plan->fmt == WeightFormat::kNib4 ? nk / 2 : nk;
   MOPT_TRY(lin.w.alloc(code_bytes, "quantized weights"));
@@ -73,15 +71,22 @@ Status CudaRunner::random_quantized(Linear& lin, DType t, uint64_t seed) {
   weight_bytes_ += lin.w.bytes() + params.bytes();
   // Symmetric integer range of the type's codes (Q6_K: 6 bits).
   const int qmax = t == DType::Q6_K ? 31 : 127;
-  MOPT_CUDA_TRY(launch_quantize_weights(tmp.as<bf16>(), n, k, plan->fmt, plan->group_size, qmax,
-                                        lin.w.as<uint8_t>(), params.as<float>(), stream_));
+  MOPT_CUDA_TRY(launch_quantize_weights(src, n, k, plan->fmt, plan->group_size, qmax, lin.w.as<uint8_t>(),
+                                        params.as<float>(), stream_));
+  lin.qw = quant_view(lin, *plan);
+  return Status::ok();
+}
+
+// Benchmarks: random weights (uniform, std 1/sqrt(n_in) as the bf16 ones) quantized on the GPU into t's layout.
+// lin.n_out / n_in set.
+Status CudaRunner::random_quantized(Linear& lin, DType t, uint64_t seed) {
+  const size_t nk = static_cast<size_t>(lin.n_out) * lin.n_in;
+  DeviceBuffer tmp;
+  MOPT_TRY(tmp.alloc(nk * sizeof(bf16), "random weights"));
+  MOPT_CUDA_TRY(launch_fill_random(tmp.as<bf16>(), static_cast<int64_t>(nk), seed,
+                                   std::sqrt(3.0f / static_cast<float>(lin.n_in)), 0.f, stream_));
+  MOPT_TRY(quantize_on_gpu(lin, t, tmp.as<bf16>()));
   MOPT_CUDA_TRY(cudaStreamSynchronize(stream_));  // tmp is freed here
-  lin.qw = QuantWeightView{.fmt = plan->fmt, .codes = lin.w.as<void>(),
-                           .row_scale = lin.scale.bytes() ? lin.scale.as<float>() : nullptr,
-                           .group = lin.group.bytes() ? lin.group.as<float>() : nullptr,
-                           .group_size = plan->group_size, .affine = plan->affine};
-  max_quant_elems_ = std::max(max_quant_elems_, nk);
-  max_quant_k_ = std::max(max_quant_k_, static_cast<size_t>(k));
   return Status::ok();
 }
 

@@ -178,6 +178,9 @@ Status CudaRunner::upload_weights(const Model& model, const CudaRunnerExtras& ex
       }
       if (rnd_quant) MOPT_TRY(random_quantized(lin, extras.random_weight_dtype, seed++));
       else MOPT_TRY(upload_quantized(lin, parts, *plan));
+      // The layers' quantized matrices size the workspaces of the larger steps (alloc_quant_workspace).
+      max_quant_elems_ = std::max(max_quant_elems_, static_cast<size_t>(n_out) * n_in);
+      max_quant_k_ = std::max(max_quant_k_, static_cast<size_t>(n_in));
     } else {
       MOPT_TRY(alloc_linear(lin, n_out, n_in, !bias_names.empty(), "weights"));
     }
@@ -214,6 +217,7 @@ Status CudaRunner::upload_weights(const Model& model, const CudaRunnerExtras& ex
     }
     if (!has_output) output_.reset();  // some files tie without saying so
   }
+  MOPT_TRY(upload_lm_head_copy(model, extras));
 
   layers_.resize(static_cast<size_t>(c.n_layer));
   for (int l = 0; l < c.n_layer; ++l) {
@@ -261,6 +265,33 @@ Status CudaRunner::upload_weights(const Model& model, const CudaRunnerExtras& ex
     MOPT_TRY(load_mat(L.down, {p + "ffn_down.weight"}, {d}, ff, {}));
   }
   MOPT_CUDA_TRY(cudaStreamSynchronize(stream_));
+  return Status::ok();
+}
+
+// output_q_, the LM head's quantized copy (runner_impl.h), for the runners whose decode steps take the fused path:
+// the checkpoint's output matrix (or tied embedding) repacked when its type has a device format; random weights:
+// the bf16 LM head quantized into extras.random_lm_head_dtype, then overwritten by its dequantized values.
+Status CudaRunner::upload_lm_head_copy(const Model& model, const CudaRunnerExtras& extras) {
+  if (f32_ || !fused_decode_) return Status::ok();
+  const ModelConfig& c = cfg_;
+  output_q_.n_out = c.n_vocab;
+  output_q_.n_in = c.n_embd;
+  DeviceBuffer& head = output_.bytes() ? output_ : tok_embd_;
+  if (extras.random_weights) {
+    if (extras.random_lm_head_dtype == DType::BF16) return Status::ok();
+    MOPT_TRY(quantize_on_gpu(output_q_, extras.random_lm_head_dtype, head.as<bf16>()));
+    MOPT_CUDA_TRY(launch_dequant_weights_bf16(output_q_.qw, c.n_vocab, c.n_embd, head.as<bf16>(), stream_));
+    MOPT_CUDA_TRY(cudaStreamSynchronize(stream_));
+    return Status::ok();
+  }
+  const TensorView* t = find_tensor(model, output_.bytes() ? "output.weight" : "token_embd.weight");
+  if (!t || dtype_traits(t->dtype).cuda_upload != CudaUpload::kRepack) return Status::ok();
+  const std::optional<QuantPlan> plan = plan_quantized(std::span<const DType>(&t->dtype, 1));
+  if (!plan) return Status::ok();  // the compute-dtype copy only
+  const TensorView* parts[] = {t};
+  MOPT_TRY(upload_quantized(output_q_, parts, *plan));
+  MOPT_LOG_DEBUG("cuda: the LM head (%s) is also held as %s for decode steps of up to %d rows", dtype_name(t->dtype),
+                 weight_format_name(plan->fmt), kSkinnyMaxRows);
   return Status::ok();
 }
 

@@ -21,6 +21,8 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -132,16 +134,17 @@ ForwardBatch sequences_step(BatchArrays& a, int S, int start, int len, const std
 
 struct QuantCase {
   const char* name;
-  DType t;          // every linear layer
-  DType attn_v;     // blk.N.attn_v.weight (a q4_k_m-style mix when it differs)
+  DType t;                  // every linear layer
+  DType attn_v;             // blk.N.attn_v.weight (a q4_k_m-style mix when it differs)
+  DType head = DType::F32;  // output.weight (F32: unquantized; else the runner also holds its quantized copy)
 };
 
 void check_case(const Model& base, const QuantCase& qc) {
   SCOPED_TRACE(qc.name);
   auto q = test::converted_copy(base, [&](const TensorView& v, TensorView& nv, std::vector<uint8_t>& buf) {
-    const bool is_emb = v.name == "token_embd.weight" || v.name == "output.weight";
-    if (v.n_dims != 2 || is_emb) return false;
-    const DType t = v.name.find("attn_v") != std::string::npos ? qc.attn_v : qc.t;
+    const bool head = v.name == "output.weight";
+    if (v.n_dims != 2 || v.name == "token_embd.weight" || (head && qc.head == DType::F32)) return false;
+    const DType t = head ? qc.head : v.name.find("attn_v") != std::string::npos ? qc.attn_v : qc.t;
     const int64_t K = v.ne[0], N = v.rows();
     const uint64_t rb = *row_bytes(t, static_cast<uint64_t>(K));
     buf.resize(rb * N);
@@ -168,9 +171,14 @@ void check_case(const Model& base, const QuantCase& qc) {
                                         cuda::quant_matrix_bytes(*plan, d, c.q_dim()) +
                                         cuda::quant_matrix_bytes(*plan, 2 * ff, d) +
                                         cuda::quant_matrix_bytes(*plan, d, ff));
+  // A quantized LM head: also its copy in its device format, which the decode steps below read.
+  const std::optional<cuda::QuantPlan> head_plan =
+      qc.head == DType::F32 ? std::nullopt : cuda::plan_quantized(std::span<const DType>(&qc.head, 1));
+  ASSERT_EQ(head_plan.has_value(), qc.head != DType::F32);
+  const uint64_t head_copy = head_plan ? cuda::quant_matrix_bytes(*head_plan, c.n_vocab, d) : 0;
   auto* cg = dynamic_cast<CudaModelRunner*>(gpu);
   ASSERT_NE(cg, nullptr);
-  EXPECT_EQ(cg->weight_bytes(), floats + linears);
+  EXPECT_EQ(cg->weight_bytes(), floats + linears + head_copy);
 
   const bool fp8 = qc.t == DType::FP8;
   std::vector<int32_t> prompt(37);
@@ -208,11 +216,16 @@ TEST(CudaQuantRunner, LogitsMatchCpuOnEveryFormat) {
   SKIP_WITHOUT_GPU();
   auto base = test::dummy_model(kLlama, 5);
   ASSERT_NE(base, nullptr);
-  for (const QuantCase& qc : {QuantCase{"fp8", DType::FP8, DType::FP8}, QuantCase{"int8", DType::INT8, DType::INT8},
-                              QuantCase{"awq int4", DType::INT4_G128, DType::INT4_G128},
-                              QuantCase{"q8_0", DType::Q8_0, DType::Q8_0}, QuantCase{"q4_0", DType::Q4_0, DType::Q4_0},
-                              QuantCase{"q4_k", DType::Q4_K, DType::Q4_K}, QuantCase{"q6_k", DType::Q6_K, DType::Q6_K},
-                              QuantCase{"q4_k + q6_k attn_v", DType::Q4_K, DType::Q6_K}})
+  // Every device format once as the LM head too (kFp8, kInt8 per channel / grouped, kNib4); q4_0 and q6_k
+  // without (the bf16 LM head next to quantized layers).
+  for (const QuantCase& qc : {QuantCase{"fp8", DType::FP8, DType::FP8, DType::FP8},
+                              QuantCase{"int8", DType::INT8, DType::INT8, DType::INT8},
+                              QuantCase{"awq int4", DType::INT4_G128, DType::INT4_G128, DType::INT4_G128},
+                              QuantCase{"q8_0", DType::Q8_0, DType::Q8_0, DType::Q8_0},
+                              QuantCase{"q4_0", DType::Q4_0, DType::Q4_0},
+                              QuantCase{"q4_k", DType::Q4_K, DType::Q4_K, DType::Q4_K},
+                              QuantCase{"q6_k", DType::Q6_K, DType::Q6_K},
+                              QuantCase{"q4_k_m: q6_k attn_v and LM head", DType::Q4_K, DType::Q6_K, DType::Q6_K}})
     check_case(*base, qc);
 }
 

@@ -2,7 +2,8 @@
 // a sequence's k proposals and its real token (k + 1 rows, every row's logits) must give each row the logits a
 // plain decode step gives the same token at the same position. In bf16 the verification step runs the decode
 // kernels row by row (bucket 1's attention splits, the fused GEMMs' row-invariant tilings), so the rows are
-// compared bit for bit, with bf16 and with quantized weights (fp8, Q4_K, Q8_0); in float32 (general path,
+// compared bit for bit, with bf16 and with quantized weights (fp8, Q4_K, Q8_0; the LM head's quantized copy
+// too); in float32 (general path,
 // cuBLASLt GEMMs of other shapes) within 1e-5 of the row's largest logit. Also: several sequences with different
 // k in one step, a verification graph's replay against its eager first run, the warm-up capturing every
 // verification graph (no tuning or capture afterwards), and profile_step of a verification step.
@@ -35,7 +36,7 @@ Model verify_model() {
   return m;
 }
 
-// wdt: the linear layers' format (random bf16 weights quantized on the GPU, CudaRunnerExtras); eps:
+// wdt: the linear layers' and the LM head's format (random bf16 weights quantized on the GPU, CudaRunnerExtras); eps:
 // RunnerOptions::one_row_plan_eps.
 std::unique_ptr<ModelRunner> make_runner(const Model& m, ComputeDtype dt, bool warm, DType wdt = DType::BF16,
                                          float eps = 0.f) {
@@ -51,6 +52,7 @@ std::unique_ptr<ModelRunner> make_runner(const Model& m, ComputeDtype dt, bool w
   ex.random_weights = true;
   ex.random_seed = 5;
   ex.random_weight_dtype = wdt;
+  ex.random_lm_head_dtype = wdt;  // quantized weights: the LM head's quantized copy too
   auto r = create_cuda_runner(m, o, ex);
   EXPECT_TRUE(r.is_ok()) << r.message();
   if (!r.is_ok()) return nullptr;
