@@ -2,7 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
 
+#include "backend/cuda/quant_layout.h"
 #include "core/strfmt.h"
 
 namespace mopt::plan {
@@ -72,15 +77,71 @@ double tp_share(const TensorShape& t, const ModelConfig& c, int tp) {
 uint64_t tensor_bytes(const TensorShape& t, const Format& f, DeviceKind dev, int compute_es) {
   const uint64_t elems = t.cols * t.rows;
   if (!t.is_matrix()) return elems * (dev == DeviceKind::kCuda ? compute_es : 4);  // norms, biases
-  if (dev == DeviceKind::kCuda &&
-      (f.as_stored || f.name == "auto" || f.name == "f16" || f.name == "bf16" || f.name == "f32"))
-    return elems * static_cast<uint64_t>(compute_es);
   if (f.name == "auto") return t.stored_bytes ? t.stored_bytes : elems * 2;  // config.json: bf16 as published
   if (f.dtype) {
     auto rb = row_bytes(*f.dtype, t.cols);
     return (rb ? *rb : t.cols * 2) * t.rows;
   }
   return static_cast<uint64_t>(std::ceil(static_cast<double>(elems) * f.bytes_per_elem)) + 4 * t.rows;
+}
+
+// The dtype matrix t is planned in: the format's (mopt quantize's safetensors layouts fp8, int8 and int4 keep the
+// embedding and the LM head in bf16, its GGUF types quantize them too), else as stored (bf16 for a config.json).
+DType planned_dtype(const TensorShape& t, const Format& f) {
+  if (f.dtype) return *f.dtype;
+  if ((is_embedding(t) || t.name == "output.weight") && f.name != "auto") return DType::BF16;
+  if (f.name == "fp8") return DType::FP8;
+  if (f.name == "int8") return DType::INT8;
+  if (f.name == "int4") return DType::INT4_G128;
+  return t.dtype.value_or(DType::BF16);
+}
+
+// The CUDA runner's fused matrix that layer matrix `name` is a part of ("blk.N.qkv", "blk.N.gate_up", the shared
+// expert's "blk.N.sh_gate_up"), or name itself: the parts of one fused matrix share one device format.
+std::string fused_matrix(const std::string& name) {
+  static const std::pair<const char*, const char*> kParts[] = {
+      {"attn_q.weight", "qkv"},        {"attn_k.weight", "qkv"},          {"attn_v.weight", "qkv"},
+      {"ffn_gate.weight", "gate_up"},  {"ffn_up.weight", "gate_up"},      {"ffn_gate_shexp.weight", "sh_gate_up"},
+      {"ffn_up_shexp.weight", "sh_gate_up"}};
+  if (!name.starts_with("blk.") || !name.ends_with(".weight")) return name;
+  const size_t dot = name.rfind('.', name.size() - sizeof(".weight"));  // before the part's own name
+  for (const auto& [part, whole] : kParts)
+    if (name.compare(dot + 1, std::string::npos, part) == 0) return name.substr(0, dot + 1) + whole;
+  return name;
+}
+
+// Matrix t's bytes on a GPU (runner_weights.cpp), before the tensor-parallel share: the embedding, MoE experts and
+// routers in the compute dtype; the other matrices in the device format of their fused matrix's dtypes
+// (backend/cuda/quant_layout.h), or the compute dtype where those have none (or in fp32 compute). The LM head (the
+// output matrix, or the embedding when tied) in a quantized format is held in the compute dtype and, where decode
+// takes the fused path (bf16, no MLA), also in its format (CudaRunner::output_q_): `lm_head` is then that copy's
+// bytes, which a decode step reads instead (0 otherwise).
+struct CudaMatrixBytes {
+  uint64_t held = 0, lm_head = 0;
+};
+CudaMatrixBytes cuda_matrix_bytes(const TensorShape& t, const Format& f, int es, const ModelConfig& c,
+                                  const std::map<std::string, std::vector<DType>>& fused) {
+  const uint64_t plain = t.cols * t.rows * static_cast<uint64_t>(es);
+  const bool moe = t.experts > 1 || t.name.find("ffn_gate_inp") != std::string::npos;
+  const bool head = t.name == "output.weight" || (is_embedding(t) && c.tied_embeddings);
+  if (es == 4 || moe || (is_embedding(t) && !head) || (head && c.is_mla())) return {plain, 0};
+  const auto parts = fused.find(fused_matrix(t.name));
+  const std::optional<cuda::QuantPlan> qp =
+      dtype_traits(planned_dtype(t, f)).cuda_upload == CudaUpload::kRepack && parts != fused.end()
+          ? cuda::plan_quantized(parts->second)
+          : std::nullopt;
+  if (!qp) return {plain, 0};
+  const uint64_t q = cuda::quant_matrix_bytes(*qp, static_cast<int64_t>(t.rows), static_cast<int64_t>(t.cols));
+  if (head) return {plain + q, q};
+  return {q, 0};
+}
+
+// The mopt quantize target that writes format f (plan's --weight-format), or "" when none does.
+std::string quantize_target(const std::string& f) {
+  if (f == "int4") return "awq";
+  if (f == "q4_k" || f == "q5_k") return f + "_m";
+  if (f == "fp8" || f == "int8" || f == "q8_0" || f == "q4_0" || f == "q6_k") return f;
+  return "";
 }
 
 uint64_t cuda_workspace(const ModelConfig& c, const EngineConfig& e, int es, int tp) {
@@ -157,19 +218,39 @@ Result<Plan> make_plan(const PlanRequest& req) {
                          static_cast<uint64_t>(c.head_dim) * static_cast<uint64_t>(p.kv_elem_bytes);
 
   // Weights (per GPU), and what one decode step reads of them.
+  std::map<std::string, std::vector<DType>> fused;  // CUDA: each fused matrix's parts' dtypes
+  for (const TensorShape& t : req.model.tensors)
+    if (t.is_matrix()) fused[fused_matrix(t.name)].push_back(planned_dtype(t, fmt));
   double weights = 0, decode = 0, matrix_bytes = 0;
   for (const TensorShape& t : req.model.tensors) {
-    const double b = static_cast<double>(tensor_bytes(t, fmt, dev, es)) * tp_share(t, c, tp);
+    const double share = tp_share(t, c, tp);
+    const bool read = !is_embedding(t) || c.tied_embeddings;  // by a decode step
+    double b = static_cast<double>(tensor_bytes(t, fmt, dev, es)) * share;
+    double b_read = b;
+    if (dev == DeviceKind::kCuda && t.is_matrix()) {
+      const CudaMatrixBytes cb = cuda_matrix_bytes(t, fmt, es, c, fused);
+      b = static_cast<double>(cb.held) * share;
+      b_read = static_cast<double>(cb.lm_head ? cb.lm_head : cb.held) * share;  // one row reads the quantized copy
+    }
     weights += b;
-    if (!is_embedding(t) || c.tied_embeddings) decode += b * req.model.token_share(t);  // MoE: the picked experts
-    if (t.is_matrix() && (!is_embedding(t) || c.tied_embeddings)) matrix_bytes += b;
+    if (read) decode += b_read * req.model.token_share(t);  // MoE: the picked experts
+    if (t.is_matrix() && read) matrix_bytes += b;
   }
   p.weight_desc = dev == DeviceKind::kCuda ? (es == 4 ? "fp32" : "bf16") + std::string(" on the GPU")
                                            : (fmt.name == "auto" ? "as stored (memory-mapped)" : fmt.name);
+  bool quantized = false;  // CUDA: some matrix has a device format
+  for (const TensorShape& t : req.model.tensors)
+    quantized = quantized || (t.is_matrix() && dtype_traits(planned_dtype(t, fmt)).cuda_upload == CudaUpload::kRepack);
+  if (dev == DeviceKind::kCuda && quantized && es == 2)
+    p.weight_desc =
+        (fmt.name == "auto" ? std::string("as stored") : fmt.name) + " in the GPU's layouts (embeddings in bf16)";
+  if (dev == DeviceKind::kCuda && quantized && es == 4)
+    p.notes.push_back("mopt's CUDA backend runs quantized weights in bfloat16 only: mopt serve refuses --dtype "
+                      "float32 for them (planned here in float32 anyway)");
   if (dev == DeviceKind::kCuda && fmt.name != "auto" && fmt.name != "bf16" && fmt.name != "f16" && fmt.name != "f32") {
-    p.weight_desc = fmt.name;
-    p.notes.push_back("mopt's CUDA backend runs bf16 (or fp32) weights: " + fmt.name +
-                      " weights are planned here, mopt serve would load bf16");
+    const std::string to = quantize_target(fmt.name);
+    p.notes.push_back("weights planned in " + fmt.name + ": mopt serve loads the weights as stored, so convert the "
+                      "model first" + (to.empty() ? std::string() : " (mopt quantize MODEL -o OUT --to " + to + ")"));
   }
   if (c.is_moe())
     p.notes.push_back(strfmt("mixture of experts: %d of %d experts per token; the decode figures count the weights one "

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -151,13 +152,17 @@ TEST(Plan, Llama8bOnH200ByHand) {
   auto p16 = make_plan(req);
   ASSERT_TRUE(p16) << p16.message();
   EXPECT_EQ(p16->kv_bytes_per_token, 2u * 32 * 1 * 128 * 2);
-  // fp8 weights: one byte per matrix weight (+ a 4-byte scale per row).
+  // fp8 weights on the GPU: one byte per layer matrix weight and a 4-byte scale per row (kFp8); the embedding and
+  // the LM head stay bf16 (mopt quantize's fp8 layout keeps them so).
   req.tensor_parallel = 1;
   req.weight_format = "fp8";
   auto p8 = make_plan(req);
   ASSERT_TRUE(p8) << p8.message();
-  EXPECT_LT(p8->weight_bytes, p->weight_bytes * 0.51);
-  EXPECT_FALSE(p8->notes.empty());  // mopt's CUDA backend runs bf16: said
+  const uint64_t d = 4096, V = 128256, ff = 14336, layer_rows = (6144 + 4096 + 2 * ff + 4096);
+  const uint64_t layer_elems = 6144 * d + d * d + 2 * ff * d + d * ff, norms = 2 * (32 * 2 * d + d);
+  EXPECT_EQ(p8->weight_bytes, 32 * (layer_elems + 4 * layer_rows) + 2 * 2 * V * d + norms);
+  EXPECT_EQ(p8->decode_read_bytes, 32 * (layer_elems + 4 * layer_rows) + 2 * V * d + norms);
+  EXPECT_FALSE(p8->notes.empty());  // mopt serve loads the weights as stored: convert first, said
   // The fp8 KV cache (what mopt serve --kv-cache-dtype fp8 allocates): 1 byte per element, twice the blocks.
   req.weight_format = "auto";
   req.kv_cache_dtype = "fp8";
@@ -169,6 +174,39 @@ TEST(Plan, Llama8bOnH200ByHand) {
   EXPECT_EQ(pk->kv.num_blocks, static_cast<int>(static_cast<uint64_t>(budget) / (1u << 20)));
   EXPECT_NE(pk->flags.find("--kv-cache-dtype fp8"), std::string::npos) << pk->flags;
   EXPECT_EQ(p->flags.find("--kv-cache-dtype"), std::string::npos) << p->flags;
+}
+
+// A q4_k_m GGUF of the Llama-3.1-8B shape on the GPU, in the CUDA runner's layouts (backend/cuda/quant_layout.h),
+// worked by hand: attn_q / attn_k in Q4_K and attn_v in Q6_K stack into one int8 matrix with groups of 16 and
+// (a, b) pairs (1 + 8 / 16 bytes a weight); o, gate|up and down in Q4_K are 4-bit with (a, b) per 32 (0.5 + 8 / 32);
+// the Q4_K embedding is held in bf16; the Q6_K LM head in bf16 (batches) and as int8 codes with a scale per 16
+// (1 + 4 / 16), the copy a decode step reads.
+TEST(Plan, QuantizedGgufOnTheGpuByHand) {
+  auto shape = read_model_shape(std::string(MOPT_SOURCE_DIR) + "/tests/gpu/llama-3.1-8b/config.json");
+  ASSERT_TRUE(shape) << shape.message();
+  for (TensorShape& t : shape->tensors) {
+    if (!t.is_matrix()) continue;
+    t.dtype = t.name.ends_with("attn_v.weight") || t.name == "output.weight" ? DType::Q6_K : DType::Q4_K;
+  }
+  PlanRequest req;
+  req.model = *shape;
+  req.hw = *gpu_from_table("H200");
+  req.engine.max_model_len = 8192;
+  auto p = make_plan(req);
+  ASSERT_TRUE(p) << p.message();
+  const uint64_t d = 4096, V = 128256, ff = 14336, norms = 2 * (32 * 2 * d + d);
+  const uint64_t layer = 6144 * d * 3 / 2 + (d * d + 2 * ff * d + d * ff) * 3 / 4;
+  const uint64_t head_q = V * d * 5 / 4;
+  EXPECT_EQ(p->weight_bytes, 32 * layer + 2 * V * d + 2 * V * d + head_q + norms);
+  EXPECT_EQ(p->decode_read_bytes, 32 * layer + head_q + norms);
+  EXPECT_NE(p->weight_desc.find("GPU's layouts"), std::string::npos) << p->weight_desc;
+  // In float32 compute the runner refuses quantized weights; the plan sizes every matrix in fp32 then.
+  req.engine.runner.dtype = ComputeDtype::kFloat32;
+  auto p32 = make_plan(req);
+  ASSERT_TRUE(p32) << p32.message();
+  EXPECT_EQ(p32->weight_bytes, 4 * shape->n_params());
+  EXPECT_TRUE(std::any_of(p32->notes.begin(), p32->notes.end(),
+                          [](const std::string& n) { return n.find("refuses --dtype float32") != std::string::npos; }));
 }
 
 TEST(Plan, BadInputsSayWhatToChange) {
