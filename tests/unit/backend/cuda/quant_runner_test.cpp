@@ -142,8 +142,9 @@ struct QuantCase {
 void check_case(const Model& base, const QuantCase& qc) {
   SCOPED_TRACE(qc.name);
   auto q = test::converted_copy(base, [&](const TensorView& v, TensorView& nv, std::vector<uint8_t>& buf) {
-    const bool head = v.name == "output.weight";
-    if (v.n_dims != 2 || v.name == "token_embd.weight" || (head && qc.head == DType::F32)) return false;
+    // The LM head: output.weight, or the embedding when tied (the runner keeps it in bf16 for the lookups too).
+    const bool head = v.name == (base.config.tied_embeddings ? "token_embd.weight" : "output.weight");
+    if (v.n_dims != 2 || (v.name == "token_embd.weight" && !head) || (head && qc.head == DType::F32)) return false;
     const DType t = head ? qc.head : v.name.find("attn_v") != std::string::npos ? qc.attn_v : qc.t;
     const int64_t K = v.ne[0], N = v.rows();
     const uint64_t rb = *row_bytes(t, static_cast<uint64_t>(K));
@@ -166,7 +167,7 @@ void check_case(const Model& base, const QuantCase& qc) {
   const auto qkv_plan = cuda::plan_quantized(qkv_types), plan = cuda::plan_quantized(one);
   ASSERT_TRUE(qkv_plan && plan);
   const uint64_t d = c.n_embd, ff = c.n_ff, qkv_rows = c.q_dim() + 2 * c.kv_dim();
-  const uint64_t floats = 2 * (2 * c.n_vocab * d + d + c.n_layer * 2 * d);
+  const uint64_t floats = 2 * ((c.tied_embeddings ? 1 : 2) * c.n_vocab * d + d + c.n_layer * 2 * d);
   const uint64_t linears = c.n_layer * (cuda::quant_matrix_bytes(*qkv_plan, qkv_rows, d) +
                                         cuda::quant_matrix_bytes(*plan, d, c.q_dim()) +
                                         cuda::quant_matrix_bytes(*plan, 2 * ff, d) +
@@ -227,6 +228,17 @@ TEST(CudaQuantRunner, LogitsMatchCpuOnEveryFormat) {
                               QuantCase{"q6_k", DType::Q6_K, DType::Q6_K},
                               QuantCase{"q4_k_m: q6_k attn_v and LM head", DType::Q4_K, DType::Q6_K, DType::Q6_K}})
     check_case(*base, qc);
+}
+
+// A tied model whose embedding is quantized: the LM head's quantized copy is made from the embedding.
+TEST(CudaQuantRunner, TiedQuantizedEmbeddingGivesTheLmHeadCopy) {
+  SKIP_WITHOUT_GPU();
+  std::string tied = kLlama;
+  tied.replace(tied.find("\"tie_word_embeddings\": false"), 28, "\"tie_word_embeddings\": true");
+  auto base = test::dummy_model(tied, 5);
+  ASSERT_NE(base, nullptr);
+  ASSERT_TRUE(base->config.tied_embeddings);
+  check_case(*base, QuantCase{"q8_0, tied Q8_0 embedding", DType::Q8_0, DType::Q8_0, DType::Q8_0});
 }
 
 // FP8 batches of more than kSkinnyMaxRows rows run on FP8 tensor cores (Gemm::run_fp8), not by dequantizing the
