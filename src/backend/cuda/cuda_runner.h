@@ -54,7 +54,8 @@ struct CudaRunnerExtras {
   DType random_weight_dtype = DType::BF16;
   // With random_weights: BF16 (the LM head in the compute dtype only), or a quantized type: the LM head is also
   // quantized into it on the GPU (the copy decode steps of up to 8 rows read, as a checkpoint's quantized LM head
-  // is), and its compute-dtype copy holds the dequantized values, so that both copies are one matrix.
+  // is), and its compute-dtype copy holds the dequantized values, so that both copies are one matrix. Refused where
+  // decode steps are not fused (float32, fused_decode off, MLA models).
   DType random_lm_head_dtype = DType::BF16;
   int device_id = 0;
   // Decode steps of <= 8 rows (bf16) run the fused path: RMSNorm and SwiGLU as prologues of the skinny GEMMs and

@@ -272,13 +272,17 @@ Status CudaRunner::upload_weights(const Model& model, const CudaRunnerExtras& ex
 // the checkpoint's output matrix (or tied embedding) repacked when its type has a device format; random weights:
 // the bf16 LM head quantized into extras.random_lm_head_dtype, then overwritten by its dequantized values.
 Status CudaRunner::upload_lm_head_copy(const Model& model, const CudaRunnerExtras& extras) {
+  const bool random_copy = extras.random_weights && extras.random_lm_head_dtype != DType::BF16;
+  if (random_copy && (f32_ || !fused_decode_))
+    return error("a quantized LM head (%s) runs in the fused decode steps only: not with --dtype float32, unfused "
+                 "decode or this architecture", dtype_name(extras.random_lm_head_dtype));
   if (f32_ || !fused_decode_) return Status::ok();
   const ModelConfig& c = cfg_;
   output_q_.n_out = c.n_vocab;
   output_q_.n_in = c.n_embd;
   DeviceBuffer& head = output_.bytes() ? output_ : tok_embd_;
   if (extras.random_weights) {
-    if (extras.random_lm_head_dtype == DType::BF16) return Status::ok();
+    if (!random_copy) return Status::ok();
     MOPT_TRY(quantize_on_gpu(output_q_, extras.random_lm_head_dtype, head.as<bf16>()));
     MOPT_CUDA_TRY(launch_dequant_weights_bf16(output_q_.qw, c.n_vocab, c.n_embd, head.as<bf16>(), stream_));
     MOPT_CUDA_TRY(cudaStreamSynchronize(stream_));
@@ -287,7 +291,9 @@ Status CudaRunner::upload_lm_head_copy(const Model& model, const CudaRunnerExtra
   const TensorView* t = find_tensor(model, output_.bytes() ? "output.weight" : "token_embd.weight");
   if (!t || dtype_traits(t->dtype).cuda_upload != CudaUpload::kRepack) return Status::ok();
   const std::optional<QuantPlan> plan = plan_quantized(std::span<const DType>(&t->dtype, 1));
-  if (!plan) return Status::ok();  // the compute-dtype copy only
+  const int chunk = plan ? weight_chunk_elems(plan->fmt) : 0, g = plan ? plan->group_size : 0;
+  if (!plan || c.n_embd % chunk != 0 || (g > 0 && (g % chunk != 0 || c.n_embd % g != 0)))
+    return Status::ok();  // the compute-dtype copy only
   const TensorView* parts[] = {t};
   MOPT_TRY(upload_quantized(output_q_, parts, *plan));
   MOPT_LOG_DEBUG("cuda: the LM head (%s) is also held as %s for decode steps of up to %d rows", dtype_name(t->dtype),

@@ -368,6 +368,17 @@ TEST(CudaQuantRunner, Float32IsRefusedForQuantizedWeights) {
   auto gpu = create_cuda_runner(*q, o);
   ASSERT_FALSE(gpu.is_ok());
   EXPECT_NE(gpu.message().find("bfloat16"), std::string::npos) << gpu.message();
+  // A benchmark's quantized random LM head runs only in fused decode steps: refused in float32 and unfused.
+  CudaRunnerExtras ex;
+  ex.random_weights = true;
+  ex.random_lm_head_dtype = DType::FP8;
+  for (bool f32 : {true, false}) {
+    o.dtype = f32 ? ComputeDtype::kFloat32 : ComputeDtype::kBFloat16;
+    ex.fused_decode = f32;  // each case with one reason to refuse
+    auto r = create_cuda_runner(*base, o, ex);
+    ASSERT_FALSE(r.is_ok()) << (f32 ? "float32" : "unfused");
+    EXPECT_NE(r.message().find("quantized LM head"), std::string::npos) << r.message();
+  }
 }
 
 }  // namespace
