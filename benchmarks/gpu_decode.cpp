@@ -14,8 +14,8 @@
 //     single-stream graph launches: time against KV bytes / copy bandwidth.
 // Usage: bench_gpu_decode [--layers N] [--decode-steps N] [--json PATH] [--profile-window] [--attn-sweep]
 //                         [--prefill-attn] [--single-only [--recaptures N] [--fresh N]] [--kv-cache-dtype bf16|fp8]
-//                         [--weights FORMAT] [--lm-head-weights FORMAT] [--fp8-quant fused|separate] [--fp8-fast-accum] [--shape NAME]
-//                         [--one-row-eps X] [--no-persistent]
+//                         [--weights FORMAT] [--lm-head-weights FORMAT] [--fp8-quant fused|separate]
+//                         [--fp8-fast-accum] [--shape NAME] [--one-row-eps X] [--no-persistent]
 // --shape llama-3.1-8b|qwen3-30b-a3b|mixtral-8x7b|deepseek-v2-lite (gpu_shapes.h): the model shape; MoE shapes stop after the
 // 64-sequence figures and print their own summary (decode rooflines from the experts a step's tokens use).
 // --kv-cache-dtype fp8: every runner and the attention-alone timings use the fp8 (E4M3) KV cache; KV byte counts
@@ -354,8 +354,9 @@ int main(int argc, char** argv) {
   check(rr.status(), "create runner");
   auto* runner = dynamic_cast<CudaModelRunner*>(rr.value().get());
   const double load_s = now_s() - t_load;
-  if (weights_name)  // every roofline / floor below uses these weight bytes
-    std::printf("weights: %s linear layers (random, quantized on the GPU), %.2f GiB in all\n", weights_name,
+  if (weights_name || lm_head != DType::BF16)  // every roofline / floor below uses these weight bytes
+    std::printf("weights: %s linear layers, LM head %s (random, quantized on the GPU), %.2f GiB in all\n",
+                weights_name ? weights_name : "bf16", dtype_name(lm_head),
                 static_cast<double>(runner->weight_bytes()) / 1073741824.0);
 
   const int bs = 16;
