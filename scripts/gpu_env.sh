@@ -37,9 +37,20 @@ O=${O:-${OUT:-/tmp/mopt-gpu-out}}
 mkdir -p "$O"
 
 # Helpers of the measurement scripts (gpu_spec_plans.sh, gpu_row_slices.sh, gpu_eps_refine.sh, gpu_spec_draft.sh,
-# gpu_eps_default.sh, gpu_verify_refine.sh, gpu_persistent.sh):
+# gpu_eps_default.sh, gpu_verify_refine.sh, gpu_persistent.sh, gpu_lm_head.sh):
 # each runs one step under its own time limit, writes its log to $O and prints the lines that decide; the return
 # code is the step's.
+# gpu_steps "STEP ..." ARGS...: the steps a script was asked for, as " a b " in $steps (none named: all of STEP ...),
+# and a number among ARGS in $rounds (default 1).
+gpu_steps() {
+  local all=$1 a
+  shift
+  steps=" $* "
+  rounds=1
+  for a in "$@"; do [[ $a =~ ^[0-9]+$ ]] && rounds=$a; done
+  for a in $all; do [[ $steps == *" $a "* ]] && return 0; done
+  steps=" $all "
+}
 # gpu_gtest BINARY FILTER LOG [SECONDS]: a GPU test binary of $G with --gtest_filter; a skip fails too (a GPU test
 # that skips on the GPU machine did not run).
 gpu_gtest() {

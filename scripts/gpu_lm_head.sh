@@ -12,10 +12,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/gpu_env.sh  # sets G (.gpu) and O (the log folder), unpacks bin.txz, sets the library path
-steps=" $* "
-rounds=1
-for a in "$@"; do [[ $a =~ ^[0-9]+$ ]] && rounds=$a; done
-[[ $steps =~ (tests|decode) ]] || steps=" tests decode "
+gpu_steps "tests decode" "$@"  # sets steps and rounds
 status=0
 
 if [[ $steps == *" tests "* ]]; then
