@@ -82,29 +82,32 @@ ActScratch& act_scratch() {
   return s;
 }
 
-// Items [0, n) over the pool's threads, each thread walking its own contiguous range front to back (one memory
-// stream per core, which the hardware prefetchers follow), then taking items from the back of the others' ranges
-// (a core slowed by other work is helped without breaking the others' streams).
-void stream_items(ThreadPool& pool, int64_t n, const std::function<void(int64_t item)>& fn) {
-  const int nt = pool.size();
+// Items [0, n) over the pool's threads, each thread walking its own contiguous range front to back, then taking items
+// from the back of the others' ranges (a core slowed by other work is helped without breaking the others' streams).
+// With pair (the kernels have a two-stream form), a thread's range is two halves walked in lockstep: pair(a, b) takes
+// an item of each, and the kernels interleave their blocks, so that the hardware prefetchers follow two memory streams
+// per core, which a core reads faster than one (docs/cpu.md); an item left without a partner runs through fn.
+void stream_items(ThreadPool& pool, int64_t n, const std::function<void(int64_t item)>& fn,
+                  const std::function<void(int64_t a, int64_t b)>* pair) {
+  const int nt = pool.size(), per = pair ? 2 : 1, ns = nt * per;  // range k: thread k / per's (half k % per)
   struct alignas(64) Range {
     std::atomic<uint64_t> fb;  // items [front, back) left: front in the low 32 bits, back in the high 32
   };
-  std::vector<Range> ranges(static_cast<size_t>(nt));
-  for (int c = 0; c < nt; ++c)
-    ranges[static_cast<size_t>(c)].fb.store(static_cast<uint64_t>(ThreadPool::chunk_begin(n, nt, c)) |
-                                            static_cast<uint64_t>(ThreadPool::chunk_begin(n, nt, c + 1)) << 32);
+  std::vector<Range> ranges(static_cast<size_t>(ns));
+  for (int c = 0; c < ns; ++c)
+    ranges[static_cast<size_t>(c)].fb.store(static_cast<uint64_t>(ThreadPool::chunk_begin(n, ns, c)) |
+                                            static_cast<uint64_t>(ThreadPool::chunk_begin(n, ns, c + 1)) << 32);
   // Claims items of range c: from the front (its owner) a quarter of what is left, at least one, or one item from
-  // the back (another thread); returns the first item and sets *n to the count, or -1 when the range is empty. A
-  // claim is a locked instruction, which keeps the core from running ahead into the next item's loads while the
-  // earlier ones drain: a claim per item showed in profiles of decode (docs/cpu.md). Quarters take a few claims
+  // the back (another thread); returns the first item and sets *n to the count, or -1 (and *n = 0) when the range is
+  // empty. A claim is a locked instruction, which keeps the core from running ahead into the next item's loads while
+  // the earlier ones drain: a claim per item showed in profiles of decode (docs/cpu.md). Quarters take a few claims
   // per call, down to single items at the end (guided scheduling), so a helping thread still waits one item at most.
   auto take = [&](int c, bool front, int64_t* n) -> int64_t {
     std::atomic<uint64_t>& a = ranges[static_cast<size_t>(c)].fb;
     uint64_t v = a.load(std::memory_order_relaxed);
     for (;;) {
       const uint64_t f = v & 0xFFFFFFFFu, b = v >> 32;
-      if (f >= b) return -1;
+      if (f >= b) return *n = 0, -1;
       const uint64_t k = front ? std::max<uint64_t>(1, (b - f) / 4) : 1;
       const uint64_t nv = front ? v + k : v - (uint64_t{1} << 32);
       if (a.compare_exchange_weak(v, nv, std::memory_order_relaxed)) {
@@ -114,12 +117,18 @@ void stream_items(ThreadPool& pool, int64_t n, const std::function<void(int64_t 
     }
   };
   pool.parallel_for(nt, [&](int64_t c, int64_t, int) {
-    const int own = static_cast<int>(c);
-    int64_t n = 0;
-    for (int64_t i; (i = take(own, true, &n)) >= 0;)
-      for (int64_t j = i; j < i + n; ++j) fn(j);
-    for (int k = 1; k < nt; ++k)
-      for (int64_t i; (i = take((own + k) % nt, false, &n)) >= 0;) fn(i);
+    const int own = static_cast<int>(c) * per;
+    for (;;) {
+      int64_t na = 0, nb = 0;
+      const int64_t a = take(own, true, &na), b = pair ? take(own + 1, true, &nb) : -1;
+      if (a < 0 && b < 0) break;
+      const int64_t both = std::min(na, nb);
+      for (int64_t j = 0; j < both; ++j) (*pair)(a + j, b + j);
+      for (int64_t j = both; j < na; ++j) fn(a + j);
+      for (int64_t j = both; j < nb; ++j) fn(b + j);
+    }
+    for (int k = per; k < ns; ++k)
+      for (int64_t i, m; (i = take((own + k) % ns, false, &m)) >= 0;) fn(i);
   });
 }
 
@@ -265,21 +274,49 @@ bool matmul_q_isa(const PackedQ& w, const float* x, int64_t M, float* y, ThreadP
   const int64_t tiles = (M + kTileTokens - 1) / kTileTokens;
   const int64_t gchunk = tiles == 1 ? kStreamGroups : std::clamp<int64_t>(groups / (8 * nt), 1, 8);
   const int64_t chunks = (groups + gchunk - 1) / gchunk;
-  auto run_item = [&](int64_t item) {
-    const int64_t c = item % chunks, tm = item / chunks;
-    const int64_t g1 = std::min(groups, (c + 1) * gchunk), m1 = std::min(M, (tm + 1) * kTileTokens);
-    for (int64_t g = c * gchunk; g < g1; ++g) {
-      const uint8_t* wg = w.data.get() + static_cast<uint64_t>(g) * w.group_bytes;
-      const int valid = static_cast<int>(std::min<int64_t>(kQGroup, N - g * kQGroup));
-      for (int64_t m = tm * kTileTokens; m < m1;) {
-        const int r = static_cast<int>(std::min<int64_t>(set->max_tokens, m1 - m));
-        set->fn[r - 1](wg, act, m, y + m * N + g * kQGroup, N, valid);
-        m += r;
-      }
+  // Group g against the tokens of tile tm.
+  auto run_group = [&](int64_t g, int64_t tm = 0) {
+    const uint8_t* wg = w.data.get() + static_cast<uint64_t>(g) * w.group_bytes;
+    const int valid = static_cast<int>(std::min<int64_t>(kQGroup, N - g * kQGroup));
+    const int64_t m1 = std::min(M, (tm + 1) * kTileTokens);
+    for (int64_t m = tm * kTileTokens; m < m1;) {
+      const int r = static_cast<int>(std::min<int64_t>(set->max_tokens, m1 - m));
+      set->fn[r - 1](wg, act, m, y + m * N + g * kQGroup, N, valid);
+      m += r;
     }
   };
+  auto run_item = [&](int64_t item) {
+    const int64_t c = item % chunks, tm = item / chunks;
+    const int64_t g1 = std::min(groups, (c + 1) * gchunk);
+    for (int64_t g = c * gchunk; g < g1; ++g) run_group(g, tm);
+  };
+  // One token: two runs of groups at a time through the path's two-stream kernel, where it has one.
+  auto run_pair = [&](int64_t ia, int64_t ib) {
+    const int64_t a0 = ia * gchunk, a1 = std::min(groups, a0 + gchunk);
+    const int64_t b0 = ib * gchunk, b1 = std::min(groups, b0 + gchunk);
+    int64_t k = 0;
+    for (; a0 + k < a1 && b0 + k < b1; ++k) {
+      const int64_t gs[2] = {a0 + k, b0 + k};
+      const uint8_t* g[2];
+      float* yg[2];
+      int valid[2];
+      for (int s = 0; s < 2; ++s) {
+        g[s] = w.data.get() + static_cast<uint64_t>(gs[s]) * w.group_bytes;
+        yg[s] = y + gs[s] * kQGroup;
+        valid[s] = static_cast<int>(std::min<int64_t>(kQGroup, N - gs[s] * kQGroup));
+      }
+      set->pair(g, act, yg, valid);
+    }
+    for (int64_t g = a0 + k; g < a1; ++g) run_group(g);
+    for (int64_t g = b0 + k; g < b1; ++g) run_group(g);
+  };
+  const std::function<void(int64_t, int64_t)> pair_fn = run_pair;
   if (tiles == 1 && nt > 1) {
-    stream_items(*pool, chunks, run_item);
+    stream_items(*pool, chunks, run_item, M == 1 && set->pair ? &pair_fn : nullptr);
+  } else if (M == 1 && set->pair) {  // one thread: the two halves in lockstep
+    const int64_t half = chunks / 2;
+    for (int64_t c = 0; c < half; ++c) run_pair(c, half + c);
+    if (chunks % 2) run_item(chunks - 1);
   } else {
     parallel_items(pool, chunks * tiles, [&](int64_t item, int) { run_item(item); });
   }

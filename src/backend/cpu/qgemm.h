@@ -83,10 +83,15 @@ struct QAct {
 inline constexpr int kQMaxTokens = 8;  // tokens per kernel call, at most
 // y[r * ldy + j] = row j of the group (j < valid) times token m + r, for r < R (entry R-1 of QGemmSet::fn).
 using QTileFn = void (*)(const uint8_t* group, const QAct& a, int64_t m, float* y, int64_t ldy, int valid);
+// One token x two groups g[0], g[1] in lockstep, block i of each in turn (decode: two memory streams per core, which
+// a core reads faster than one; qgemm.cpp, stream_items): y[s][j] = row j of group s (j < valid[s]), bit for bit
+// what QTileFn gives for each group alone.
+using QPairFn = void (*)(const uint8_t* const* g, const QAct& a, float* const* y, const int* valid);
 struct QGemmSet {
   QTileFn fn[kQMaxTokens];  // nullptr above max_tokens
   int max_tokens;           // tokens per call this path's registers hold
   int offset;               // the code offset its dots leave in (8, 128, or 0 for signed Q8_0 dots)
+  QPairFn pair = nullptr;   // two groups for one token; nullptr: one group at a time
 };
 // The set of kernels get(std::integral_constant<int, R>{}) for R = 1..N tokens per call.
 template <int N, class Get>

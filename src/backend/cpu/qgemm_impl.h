@@ -44,16 +44,55 @@ struct FmtQ8 {
   static typename V::I finish(typename V::I acc) { return acc; }
 };
 
-// R tokens x one group (16 rows), the whole row. Per block, for each of the 8 code registers of each half of V::L
+// Block i of one group (its scales and codes at g) against R tokens (codes x[r], block scale and offset term xd[r][i],
+// xo[r][i]): acc[h][r] += the block's dot for rows h * V::L.. of the group. Per code register of each half of V::L
 // rows, one broadcast of 4 codes per token serves both halves; then the fp32 epilogue of qgemm.h per half and token.
 template <class V, class Fmt, int R>
-void tile(const uint8_t* g, const QAct& a, int64_t m, float* y, int64_t ldy, int valid) {
+inline void block(const uint8_t* g, int64_t i, const int8_t* const* x, const float* const* xd, const float* const* xo,
+                  typename V::F (&acc)[kQGroup / V::L][R]) {
   using I = typename V::I;
   using F = typename V::F;
   constexpr int H = kQGroup / V::L;
-  F acc[H][R];
+  const uint8_t* q = Fmt::Pairs::codes(g, i);
+  for (int64_t o = 0; o < Fmt::Pairs::kCodes; o += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(q + kQPrefetch + o), _MM_HINT_NTA);
+  I iacc[H][R];
   for (int h = 0; h < H; ++h)
-    for (int r = 0; r < R; ++r) acc[h][r] = V::fzero();
+    for (int r = 0; r < R; ++r) iacc[h][r] = V::zero();
+#pragma GCC unroll 8
+  for (int t = 0; t < 8; ++t) {
+    decltype(Fmt::template codes<V>(q, t)) w[H];
+    for (int h = 0; h < H; ++h) w[h] = Fmt::template codes<V>(q + 4 * V::L * h, t);
+    for (int r = 0; r < R; ++r) {
+      const I b = V::bcast(x[r] + 32 * i + 4 * t);
+      for (int h = 0; h < H; ++h) iacc[h][r] = Fmt::template dot<V>(iacc[h][r], w[h], b);
+    }
+  }
+  for (int h = 0; h < H; ++h) {
+    const F dw = V::scales(Fmt::Pairs::scales(g, i) + 2 * V::L * h);
+    for (int r = 0; r < R; ++r) {
+      const F dot = V::cvt(Fmt::template finish<V>(iacc[h][r]));
+      acc[h][r] = V::fmadd(dw, V::fmadd(V::set1(xd[r][i]), dot, V::set1(xo[r][i])), acc[h][r]);
+    }
+  }
+}
+
+// The first n rows of a group's R outputs (y + r * ldy + j for row j).
+template <class V, int R>
+inline void store_group(const typename V::F (&acc)[kQGroup / V::L][R], float* y, int64_t ldy, int n) {
+  for (int h = 0; h < kQGroup / V::L; ++h) {
+    const int left = n - V::L * h;
+    if (left <= 0) break;
+    for (int r = 0; r < R; ++r) V::store(y + r * ldy + V::L * h, acc[h][r], left);
+  }
+}
+
+// R tokens x one group (16 rows), the whole row.
+template <class V, class Fmt, int R>
+void tile(const uint8_t* g, const QAct& a, int64_t m, float* y, int64_t ldy, int valid) {
+  typename V::F acc[kQGroup / V::L][R];
+  for (auto& row : acc)
+    for (auto& v : row) v = V::fzero();
   const int8_t* x[R];
   const float* xd[R];
   const float* xo[R];
@@ -62,40 +101,33 @@ void tile(const uint8_t* g, const QAct& a, int64_t m, float* y, int64_t ldy, int
     xd[r] = a.d + (m + r) * a.nb;
     xo[r] = a.o + (m + r) * a.nb;
   }
+  for (int64_t i = 0; i < a.nb; ++i) block<V, Fmt, R>(g, i, x, xd, xo, acc);
+  store_group<V, R>(acc, y, ldy, valid);
+}
+
+// One token (row 0 of a) x two groups, block i of each in turn (QPairFn): each group's chain of operations is the
+// one tile<V, Fmt, 1> runs.
+template <class V, class Fmt>
+void tile_pair(const uint8_t* const* g, const QAct& a, float* const* y, const int* valid) {
+  typename V::F acc[2][kQGroup / V::L][1];
+  for (auto& group : acc)
+    for (auto& row : group) row[0] = V::fzero();
+  const int8_t* const x[1] = {a.qs};
+  const float* const xd[1] = {a.d};
+  const float* const xo[1] = {a.o};
   for (int64_t i = 0; i < a.nb; ++i) {
-    const uint8_t* q = Fmt::Pairs::codes(g, i);
-    for (int64_t o = 0; o < Fmt::Pairs::kCodes; o += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(q + kQPrefetch + o), _MM_HINT_NTA);
-    I iacc[H][R];
-    for (int h = 0; h < H; ++h)
-      for (int r = 0; r < R; ++r) iacc[h][r] = V::zero();
-#pragma GCC unroll 8
-    for (int t = 0; t < 8; ++t) {
-      decltype(Fmt::template codes<V>(q, t)) w[H];
-      for (int h = 0; h < H; ++h) w[h] = Fmt::template codes<V>(q + 4 * V::L * h, t);
-      for (int r = 0; r < R; ++r) {
-        const I b = V::bcast(x[r] + 32 * i + 4 * t);
-        for (int h = 0; h < H; ++h) iacc[h][r] = Fmt::template dot<V>(iacc[h][r], w[h], b);
-      }
-    }
-    for (int h = 0; h < H; ++h) {
-      const F dw = V::scales(Fmt::Pairs::scales(g, i) + 2 * V::L * h);
-      for (int r = 0; r < R; ++r) {
-        const F dot = V::cvt(Fmt::template finish<V>(iacc[h][r]));
-        acc[h][r] = V::fmadd(dw, V::fmadd(V::set1(xd[r][i]), dot, V::set1(xo[r][i])), acc[h][r]);
-      }
-    }
+    block<V, Fmt, 1>(g[0], i, x, xd, xo, acc[0]);
+    block<V, Fmt, 1>(g[1], i, x, xd, xo, acc[1]);
   }
-  for (int h = 0; h < H; ++h) {
-    const int n = valid - V::L * h;
-    if (n <= 0) break;
-    for (int r = 0; r < R; ++r) V::store(y + r * ldy + V::L * h, acc[h][r], n);
-  }
+  store_group<V, 1>(acc[0], y[0], 0, valid[0]);
+  store_group<V, 1>(acc[1], y[1], 0, valid[1]);
 }
 
 template <class V, class Fmt, int N>
 constexpr QGemmSet make_set(int offset) {
-  return qgemm_set_of<N>(offset, [](auto r) { return &tile<V, Fmt, r>; });
+  QGemmSet s = qgemm_set_of<N>(offset, [](auto r) { return &tile<V, Fmt, r>; });
+  s.pair = &tile_pair<V, Fmt>;
+  return s;
 }
 
 // 256-bit lanes: 8 rows per register, two halves per group. kVnni: vpdpbusd (AVX-VNNI); else maddubs + madd, and
