@@ -11,13 +11,15 @@
 //     beside what the memory delivers (on a host whose cores differ, e.g. one shared with another tenant's thread,
 //     the slow one bounds a path whose kernels have little headroom).
 // Usage: bench_decode [--models DIR] [--threads N] [--tokens N] [--no-1b] [--no-stories] [--dtypes q8_0,q4_0,...]
-//                     [--isas avx2,avxvnni,avx512] [--prompt N] [--baseline]
-// --baseline adds, per format, the best path on the row kernels over the file's own blocks (no repacking at load).
+//                     [--isas avx2,avxvnni,avx512] [--streams 1,2] [--prompt N] [--baseline]
+// --streams: one-token products through one memory stream per core, two (the pair kernels, the default), or both in
+// the same rounds (cpu/qgemm.h, set_decode_pairs). --baseline adds, per format, the best path on the row kernels over the file's own blocks (no repacking at load).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -46,6 +48,7 @@ struct Args {
   int prompt = 64;
   std::vector<DType> dtypes = {DType::Q8_0, DType::Q4_0};
   std::vector<cpu::DotIsa> isas = {cpu::DotIsa::kAvx2, cpu::DotIsa::kAvxVnni, cpu::DotIsa::kAvx512};
+  std::vector<int> streams = {2};  // memory streams per core of one-token products (1 or 2)
 };
 
 // Comma-separated names through `parse`, which returns nullopt for an unknown one (the program then stops).
@@ -64,6 +67,11 @@ std::vector<T> parse_list(const std::string& list, Parse parse, const char* what
     p = q + 1;
   }
   return out;
+}
+
+std::optional<int> parse_streams(const std::string& s) {
+  if (s == "1" || s == "2") return s[0] - '0';
+  return std::nullopt;
 }
 
 // One forward step of one sequence over positions [p0, p0 + n): tokens `toks`, logits of the last one.
@@ -231,9 +239,10 @@ int main(int argc, char** argv) {
     else if (s == "--prompt") a.prompt = std::atoi(next().c_str());
     else if (s == "--dtypes") a.dtypes = parse_list<DType>(next(), dtype_from_name, "dtype");
     else if (s == "--isas") a.isas = parse_list<cpu::DotIsa>(next(), cpu::isa_from_name, "path");
+    else if (s == "--streams") a.streams = parse_list<int>(next(), parse_streams, "stream count (1 or 2)");
     else {
       std::fprintf(stderr, "usage: bench_decode [--models DIR] [--threads N] [--tokens N] [--no-1b] [--no-stories] "
-                           "[--dtypes LIST] [--isas LIST] [--prompt N] [--baseline]\n");
+                           "[--dtypes LIST] [--isas LIST] [--streams LIST] [--prompt N] [--baseline]\n");
       return 2;
     }
   }
@@ -291,13 +300,21 @@ int main(int argc, char** argv) {
     struct Config {
       cpu::DotIsa isa;
       bool repack;
+      int streams = 2;
       double decode = 0, prompt = 0;
       double frac = 0, frac_bw = 0, frac_cpu = 0;  // the run with the best fraction: its fraction, its bandwidth,
                                                   // and its fraction by CPU time (tokens per CPU-second / threads)
       std::vector<double> in_cache = {};           // repacked: each thread's in_cache_rates, after the rounds
     };
     std::vector<Config> configs;
-    for (cpu::DotIsa isa : isas) configs.push_back({isa, true});
+    for (cpu::DotIsa isa : isas) {
+      const cpu::QGemmSet* set = cpu::qgemm_set(t, isa);
+      if (set && set->pair) {
+        for (int s : a.streams) configs.push_back({isa, true, s});
+      } else {
+        configs.push_back({isa, true, 1});  // no pair kernels (the K-quants): one stream whatever --streams says
+      }
+    }
     if (a.baseline && !isas.empty() && cpu::pack_q_supports(t, 2048)) configs.push_back({isas.back(), false});
     std::unique_ptr<CpuRunner> runners[2];  // [repack]
     for (const Config& c : configs) {
@@ -313,6 +330,7 @@ int main(int argc, char** argv) {
     for (int round = 0; round < 3; ++round)
       for (Config& c : configs) {
         cpu::ScopedIsa on(c.isa);
+        cpu::set_decode_pairs(c.streams == 2);
         CpuRunner& rr = *runners[c.repack];
         double cpu_s = 0;
         const double tps = decode_tps(rr, 32, 1, &cpu_s);
@@ -329,8 +347,9 @@ int main(int argc, char** argv) {
         }
         if (a.prompt > 0) c.prompt = std::max(c.prompt, prompt_tps(rr, a.prompt));
       }
+    cpu::set_decode_pairs(true);
     for (Config& c : configs) {
-      if (!c.repack) continue;
+      if (!c.repack || (&c != &configs.front() && (&c)[-1].isa == c.isa)) continue;  // one figure per path
       cpu::ScopedIsa on(c.isa);
       c.in_cache = in_cache_rates(bw_pool, t);
     }
@@ -340,7 +359,8 @@ int main(int argc, char** argv) {
     for (const Config& c : configs)
       std::printf("  %-5s %-7s%s decode %6.2f tokens/s best -> %6.2f GB/s; best run %3.0f%% of the %5.2f GB/s probed "
                   "around it (by CPU time %3.0f%%); prompt %7.2f tokens/s\n",
-                  dtype_name(t), cpu::isa_name(c.isa), c.repack ? "" : " rows", c.decode, c.decode * wbytes / 1e9,
+                  dtype_name(t), cpu::isa_name(c.isa), !c.repack ? " rows" : c.streams == 1 ? " x1" : " x2", c.decode,
+                  c.decode * wbytes / 1e9,
                   100.0 * c.frac, c.frac_bw / 1e9, 100.0 * c.frac_cpu, c.prompt);
     for (const Config& c : configs) {
       if (c.in_cache.empty()) continue;

@@ -224,6 +224,13 @@ PackedQ pack_q(DType t, std::span<const PackQSource> parts) {
   return out;
 }
 
+namespace {
+std::atomic<bool> g_decode_pairs{true};
+}  // namespace
+
+void set_decode_pairs(bool on) { g_decode_pairs.store(on, std::memory_order_relaxed); }
+bool decode_pairs() { return g_decode_pairs.load(std::memory_order_relaxed); }
+
 bool matmul_q_isa(const PackedQ& w, const float* x, int64_t M, float* y, ThreadPool* pool, DotIsa isa) {
   MOPT_CHECK(!w.empty() && M >= 0, "matmul_q: empty weights or negative M");
   const QGemmSet* set = qgemm_set(w.type, isa);
@@ -311,9 +318,10 @@ bool matmul_q_isa(const PackedQ& w, const float* x, int64_t M, float* y, ThreadP
     for (int64_t g = b0 + k; g < b1; ++g) run_group(g);
   };
   const std::function<void(int64_t, int64_t)> pair_fn = run_pair;
+  const bool pairs = M == 1 && set->pair && decode_pairs();
   if (tiles == 1 && nt > 1) {
-    stream_items(*pool, chunks, run_item, M == 1 && set->pair ? &pair_fn : nullptr);
-  } else if (M == 1 && set->pair) {  // one thread: the two halves in lockstep
+    stream_items(*pool, chunks, run_item, pairs ? &pair_fn : nullptr);
+  } else if (pairs) {  // one thread: the two halves in lockstep
     const int64_t half = chunks / 2;
     for (int64_t c = 0; c < half; ++c) run_pair(c, half + c);
     if (chunks % 2) run_item(chunks - 1);

@@ -66,6 +66,10 @@ PackedQ pack_q(DType t, std::span<const PackQSource> parts);
 // y[M, N] = x[M, K] · W^T over the active path's kernels (isa_active()). Results do not depend on M, the thread count
 // or the tiling (each output is the same chain of operations); they can differ between paths by fp32 rounding only.
 void matmul_q(const PackedQ& w, const float* x, int64_t M, float* y, ThreadPool* pool);
+// Whether one-token products read two memory streams per core through the path's pair kernels (QPairFn; the
+// default) or one: a process-wide setting that benchmarks flip to compare the two. Results are the same bits.
+void set_decode_pairs(bool on);
+bool decode_pairs();
 // The same on one given path (tests compare paths); false where the path is not supported here.
 bool matmul_q_isa(const PackedQ& w, const float* x, int64_t M, float* y, ThreadPool* pool, DotIsa isa);
 

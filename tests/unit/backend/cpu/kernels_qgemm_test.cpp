@@ -114,8 +114,10 @@ TEST_P(QGemm, MatchesReference) {
 }
 
 // One token over many groups (decode): the groups are split over the threads in per-thread ranges that each owner
-// claims in shrinking runs while the others take single items from their backs (qgemm.cpp, stream_items). Every
-// output is written, and equals the single-thread one bit for bit, whatever the thread count and timing.
+// claims in shrinking runs while the others take single items from their backs (qgemm.cpp, stream_items), with
+// Q4_0 / Q8_0 each range's two halves in lockstep through the pair kernels (and on one thread the matrix's two
+// halves). Every output is written, and equals the single-thread one-stream one bit for bit, whatever the thread
+// count, the timing and the number of streams.
 TEST_P(QGemm, DecodeSplitOverThreads) {
   const auto [t, isa] = GetParam();
   const int64_t K = qk_layout(t) ? 256 : 64, N = 16 * 75 + 5;  // 76 groups, the last cut short
@@ -124,15 +126,23 @@ TEST_P(QGemm, DecodeSplitOverThreads) {
   const PackedQ w = pack_q(t, {&src, 1});
   const auto x = random_vec(static_cast<size_t>(K), 6);
   std::vector<float> y1(static_cast<size_t>(N), NAN);
+  struct Restore {
+    ~Restore() { set_decode_pairs(true); }  // the default, also when an assertion ends the test
+  } restore;
+  set_decode_pairs(false);
   ASSERT_TRUE(matmul_q_isa(w, x.data(), 1, y1.data(), nullptr, isa));
-  for (int threads : {2, 3, 5}) {
-    ThreadPool pool(threads);
-    for (int rep = 0; rep < 20; ++rep) {
-      std::vector<float> y(static_cast<size_t>(N), NAN);
-      ASSERT_TRUE(matmul_q_isa(w, x.data(), 1, y.data(), &pool, isa));
-      for (size_t n = 0; n < y.size(); ++n)
-        ASSERT_EQ(std::bit_cast<uint32_t>(y[n]), std::bit_cast<uint32_t>(y1[n]))
-            << dtype_name(t) << "/" << isa_name(isa) << " threads " << threads << " rep " << rep << " n=" << n;
+  for (bool pairs : {false, true}) {
+    set_decode_pairs(pairs);
+    for (int threads : {1, 2, 3, 5}) {
+      ThreadPool pool(threads);
+      for (int rep = 0; rep < 20; ++rep) {
+        std::vector<float> y(static_cast<size_t>(N), NAN);
+        ASSERT_TRUE(matmul_q_isa(w, x.data(), 1, y.data(), threads == 1 ? nullptr : &pool, isa));
+        for (size_t n = 0; n < y.size(); ++n)
+          ASSERT_EQ(std::bit_cast<uint32_t>(y[n]), std::bit_cast<uint32_t>(y1[n]))
+              << dtype_name(t) << "/" << isa_name(isa) << " threads " << threads << " pairs " << pairs << " rep "
+              << rep << " n=" << n;
+      }
     }
   }
 }
