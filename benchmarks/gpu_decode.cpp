@@ -69,6 +69,7 @@
 #include "backend/cuda/quant_layout.h"
 #include "bench_clock.h"
 #include "gpu_batch.h"
+#include "gpu_ceilings.h"
 #include "gpu_decode_attention.h"
 #include "gpu_prefill_attention.h"
 #include "gpu_shapes.h"
@@ -98,60 +99,14 @@ void check(const Status& s, const char* what) {
   }
 }
 
-// Device-to-device copy bandwidth in bytes/s, counting bytes read plus bytes written.
+// Device-to-device copy bandwidth in bytes/s (read + written): the median of 10 copies of 2 GiB after 2 untimed.
 double measure_copy_bw() {
-  const size_t bytes = size_t{2} << 30;
-  void *a = nullptr, *b = nullptr;
-  CK(cudaMalloc(&a, bytes));
-  CK(cudaMalloc(&b, bytes));
-  CK(cudaMemset(a, 1, bytes));
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  std::vector<double> t;
-  for (int i = 0; i < 12; ++i) {
-    CK(cudaEventRecord(e0));
-    CK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice));
-    CK(cudaEventRecord(e1));
-    CK(cudaEventSynchronize(e1));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
-    if (i >= 2) t.push_back(ms / 1e3);
+  const double bw = bench::measure_copy_bandwidth(size_t{2} << 30, 2, 10).median;
+  if (bw <= 0) {
+    std::fprintf(stderr, "measuring the copy bandwidth failed: %s\n", cudaGetErrorString(cudaGetLastError()));
+    std::exit(1);
   }
-  cudaFree(a);
-  cudaFree(b);
-  return 2.0 * bytes / median(t);
-}
-
-// bf16 GEMM rate (FLOP/s) of cuBLASLt at m = n = k = 8192 on random data.
-double measure_gemm_peak() {
-  const int n = 8192;
-  const size_t elems = static_cast<size_t>(n) * n;
-  cuda::bf16 *x = nullptr, *w = nullptr, *y = nullptr;
-  CK(cudaMalloc(reinterpret_cast<void**>(&x), elems * 2));
-  CK(cudaMalloc(reinterpret_cast<void**>(&w), elems * 2));
-  CK(cudaMalloc(reinterpret_cast<void**>(&y), elems * 2));
-  CK(cuda::launch_fill_random(x, static_cast<int64_t>(elems), 1, 1.f, 0.f, nullptr));
-  CK(cuda::launch_fill_random(w, static_cast<int64_t>(elems), 2, 1.f, 0.f, nullptr));
-  cuda::Gemm gemm;
-  check(gemm.init(), "gemm init");
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  std::vector<double> t;
-  for (int i = 0; i < 13; ++i) {
-    CK(cudaEventRecord(e0));
-    check(gemm.run(x, w, nullptr, y, false, n, n, n, nullptr), "gemm");
-    CK(cudaEventRecord(e1));
-    CK(cudaEventSynchronize(e1));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
-    if (i >= 3) t.push_back(ms / 1e3);
-  }
-  cudaFree(x);
-  cudaFree(w);
-  cudaFree(y);
-  return 2.0 * n * n * static_cast<double>(n) / median(t);
+  return bw;
 }
 
 ModelConfig llama31_8b(int layers) { return *bench::gpu_shape("llama-3.1-8b", layers); }
@@ -292,7 +247,11 @@ int main(int argc, char** argv) {
   }
 
   const double bw = measure_copy_bw();
-  const double peak = measure_gemm_peak();
+  const double peak = bench::measure_gemm_peak();
+  if (peak <= 0) {
+    std::fprintf(stderr, "measuring the bf16 GEMM rate failed\n");
+    return 1;
+  }
   std::printf("measured: D2D copy %.0f GB/s (read+write), cuBLASLt bf16 GEMM 8192^3 %.0f TFLOP/s\n", bw / 1e9,
               peak / 1e12);
 

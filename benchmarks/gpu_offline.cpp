@@ -44,7 +44,7 @@
 #include "gpu_weights.h"
 
 #ifdef MOPT_HAVE_CUDA
-#include <cuda_runtime_api.h>
+#include "gpu_ceilings.h"
 #endif
 
 using namespace mopt;
@@ -134,35 +134,8 @@ class HostOnlyRunner final : public ModelRunner {
 };
 
 #ifdef MOPT_HAVE_CUDA
-// Device-to-device copy bandwidth (bytes read + bytes written per second): best of 10 copies of 1 GiB.
-double copy_bandwidth() {
-  const size_t n = size_t{1} << 30;
-  void* src = nullptr;
-  void* dst = nullptr;
-  if (cudaMalloc(&src, n) != cudaSuccess || cudaMalloc(&dst, n) != cudaSuccess) {
-    cudaFree(src);
-    return 0;
-  }
-  cudaMemset(src, 0, n);
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  float best_ms = std::numeric_limits<float>::max();
-  for (int rep = 0; rep < 10; ++rep) {
-    cudaEventRecord(start);
-    cudaMemcpy(dst, src, n, cudaMemcpyDeviceToDevice);
-    cudaEventRecord(stop);
-    cudaEventSynchronize(stop);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, start, stop);
-    best_ms = std::min(best_ms, ms);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  cudaFree(src);
-  cudaFree(dst);
-  return cudaGetLastError() == cudaSuccess && best_ms > 0 ? 2.0 * n / (best_ms * 1e-3) : 0;
-}
+// Device-to-device copy bandwidth (bytes read + bytes written per second): best of 10 copies of 1 GiB (0: failed).
+double copy_bandwidth() { return bench::measure_copy_bandwidth(size_t{1} << 30, 0, 10).best; }
 #else
 double copy_bandwidth() { return 0; }
 #endif
