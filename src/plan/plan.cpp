@@ -132,7 +132,10 @@ CudaMatrixBytes cuda_matrix_bytes(const TensorShape& t, const Format& f, int es,
           : std::nullopt;
   if (!qp) return {plain, 0};
   const uint64_t q = cuda::quant_matrix_bytes(*qp, static_cast<int64_t>(t.rows), static_cast<int64_t>(t.cols));
-  if (head) return {plain + q, q};
+  if (head) {  // the runner keeps the format's copy only where its width fits the format (runner_weights.cpp)
+    if (!cuda::plan_fits(*qp, static_cast<int64_t>(t.cols))) return {plain, 0};
+    return {plain + q, q};
+  }
   return {q, 0};
 }
 

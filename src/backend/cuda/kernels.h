@@ -265,10 +265,7 @@ constexpr const char* weight_format_name(WeightFormat f) {
   return f == WeightFormat::kFp8 ? "fp8" : f == WeightFormat::kInt8 ? "int8" : f == WeightFormat::kNib4 ? "4-bit"
                                                                                                         : "float";
 }
-// Inputs covered by one 16-byte chunk of codes: k must be a multiple of it (and of group_size).
-constexpr int weight_chunk_elems(WeightFormat f) {
-  return f == WeightFormat::kNib4 ? 32 : f == WeightFormat::kFloat ? 8 : 16;
-}
+// weight_chunk_elems (the inputs of one 16-byte chunk of codes): weight_format.h.
 struct QuantWeightView {
   WeightFormat fmt = WeightFormat::kFloat;
   const void* codes = nullptr;       // see above; 16-byte aligned

@@ -56,6 +56,13 @@ inline std::optional<QuantPlan> plan_quantized(std::span<const DType> parts) {
   return QuantPlan{WeightFormat::kInt8, g, affine};
 }
 
+// Whether a matrix of k inputs per row can take plan's format: a quantized format, k a multiple of its 16-byte chunk
+// and of its group, the group a multiple of the chunk.
+inline bool plan_fits(const QuantPlan& plan, int64_t k) {
+  const int chunk = weight_chunk_elems(plan.fmt), g = plan.group_size;
+  return plan.fmt != WeightFormat::kFloat && k > 0 && k % chunk == 0 && (g == 0 || (g % chunk == 0 && k % g == 0));
+}
+
 // Bytes on the device of a matrix [n, k] in plan's format (codes + row scales + groups).
 inline uint64_t quant_matrix_bytes(const QuantPlan& plan, int64_t n, int64_t k) {
   const uint64_t nn = static_cast<uint64_t>(n), kk = static_cast<uint64_t>(k);

@@ -177,9 +177,8 @@ Result<HostQuantMatrix> repack_quantized(std::span<const TensorView* const> part
     m.n += static_cast<int>(t->rows());
   }
   const WeightFormat fmt = plan.fmt;
-  const int chunk = weight_chunk_elems(fmt);
   const int G = plan.group_size;
-  if (fmt == WeightFormat::kFloat || k % chunk != 0 || (G > 0 && (G % chunk != 0 || k % G != 0)))
+  if (!plan_fits(plan, k))
     return error("internal: a %d-input matrix cannot take device format %d (group %d)", k, static_cast<int>(fmt), G);
   const size_t n = static_cast<size_t>(m.n), kk = static_cast<size_t>(k);
   m.codes.assign(fmt == WeightFormat::kNib4 ? n * kk / 2 : n * kk, 0);

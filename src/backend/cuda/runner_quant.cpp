@@ -60,7 +60,7 @@ Status CudaRunner::quantize_on_gpu(Linear& lin, DType t, const bf16* src) {
   if (!plan) return error("random weights in %s: not a quantized type the CUDA backend runs", dtype_name(t));
   if (f32_) return error("random %s weights run in bfloat16 (not with --dtype float32)", dtype_name(t));
   const int n = lin.n_out, k = lin.n_in;
-  if (k % weight_chunk_elems(plan->fmt) != 0 || (plan->group_size && k % plan->group_size != 0))
+  if (!plan_fits(*plan, k))
     return error("random %s weights: %d inputs per row is no multiple of the format's block", dtype_name(t), k);
   const size_t nk = static_cast<size_t>(n) * k;
   const uint64_t bytes = quant_matrix_bytes(*plan, n, k);

@@ -291,9 +291,7 @@ Status CudaRunner::upload_lm_head_copy(const Model& model, const CudaRunnerExtra
   const TensorView* t = find_tensor(model, output_.bytes() ? "output.weight" : "token_embd.weight");
   if (!t || dtype_traits(t->dtype).cuda_upload != CudaUpload::kRepack) return Status::ok();
   const std::optional<QuantPlan> plan = plan_quantized(std::span<const DType>(&t->dtype, 1));
-  const int chunk = plan ? weight_chunk_elems(plan->fmt) : 0, g = plan ? plan->group_size : 0;
-  if (!plan || c.n_embd % chunk != 0 || (g > 0 && (g % chunk != 0 || c.n_embd % g != 0)))
-    return Status::ok();  // the compute-dtype copy only
+  if (!plan || !plan_fits(*plan, c.n_embd)) return Status::ok();  // the compute-dtype copy only
   const TensorView* parts[] = {t};
   MOPT_TRY(upload_quantized(output_q_, parts, *plan));
   MOPT_LOG_DEBUG("cuda: the LM head (%s) is also held as %s for decode steps of up to %d rows", dtype_name(t->dtype),

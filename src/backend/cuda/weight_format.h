@@ -15,4 +15,10 @@ namespace mopt::cuda {
 // these exactly (quant_weights.h).
 enum class WeightFormat : int { kFloat = 0, kFp8 = 1, kInt8 = 2, kNib4 = 3 };
 
+// Inputs covered by one 16-byte chunk of codes: k must be a multiple of it (and of group_size, itself a multiple of
+// it; quant_layout.h, plan_fits).
+constexpr int weight_chunk_elems(WeightFormat f) {
+  return f == WeightFormat::kNib4 ? 32 : f == WeightFormat::kFloat ? 8 : 16;
+}
+
 }  // namespace mopt::cuda

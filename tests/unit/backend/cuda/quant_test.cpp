@@ -206,6 +206,25 @@ TEST(CudaQuantRepack, MixedPartsShareOneLayout) {
   EXPECT_FALSE(cuda::plan_quantized(std::vector<DType>{DType::Q8_K}).has_value());
 }
 
+// Which widths a plan takes (the repacking, the random benchmark weights, the LM head's copy and mopt plan all ask
+// plan_fits): a multiple of the format's 16-byte chunk (fp8 / int8 16 inputs, 4-bit 32) and of its group.
+TEST(CudaQuantRepack, PlanFitsChunksAndGroups) {  // host only
+  const QuantPlan int8_rows{WeightFormat::kInt8, 0, false}, int8_g16{WeightFormat::kInt8, 16, true},
+                  nib_g32{WeightFormat::kNib4, 32, true}, nib_g128{WeightFormat::kNib4, 128, true},
+                  fp8{WeightFormat::kFp8, 0, false};
+  EXPECT_TRUE(cuda::plan_fits(int8_rows, 48));
+  EXPECT_FALSE(cuda::plan_fits(int8_rows, 40));  // not a whole chunk
+  EXPECT_TRUE(cuda::plan_fits(int8_g16, 48));
+  EXPECT_TRUE(cuda::plan_fits(nib_g32, 64));
+  EXPECT_FALSE(cuda::plan_fits(nib_g32, 48));    // half a 4-bit chunk
+  EXPECT_FALSE(cuda::plan_fits(nib_g128, 96));   // whole chunks, not a whole group
+  EXPECT_TRUE(cuda::plan_fits(nib_g128, 256));
+  EXPECT_FALSE(cuda::plan_fits(QuantPlan{WeightFormat::kInt8, 8, true}, 48));  // a group smaller than a chunk
+  EXPECT_TRUE(cuda::plan_fits(fp8, 16));
+  EXPECT_FALSE(cuda::plan_fits(fp8, 0));
+  EXPECT_FALSE(cuda::plan_fits(QuantPlan{}, 64));  // the compute dtype is no quantized format
+}
+
 TEST(CudaQuantRepack, RefusesTruncatedTensors) {
   QTensor q = make_tensor(DType::Q8_0, 4, kK, 1, "blk.0.attn_q.weight");
   q.view.nbytes -= 1;
