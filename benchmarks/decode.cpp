@@ -328,7 +328,7 @@ int main(int argc, char** argv) {
     }
     double bw_prev = probe(), bw_lo = bw_prev, bw_hi = bw_prev;
     for (int round = 0; round < 3; ++round)
-      for (Config& c : configs) {
+      for (Config& c : configs) {  // decode
         cpu::ScopedIsa on(c.isa);
         cpu::set_decode_pairs(c.streams == 2);
         CpuRunner& rr = *runners[c.repack];
@@ -345,7 +345,13 @@ int main(int argc, char** argv) {
           c.frac_bw = bw;
           c.frac_cpu = 32.0 * bw_pool.size() / cpu_s * wbytes / bw;
         }
-        if (a.prompt > 0) c.prompt = std::max(c.prompt, prompt_tps(rr, a.prompt));
+      }
+    // The prompts after all the decode rounds: a 64-token prompt run between two decode runs slowed the next decode
+    // (docs/cpu.md, "Two memory streams per core").
+    for (int round = 0; round < 3 && a.prompt > 0; ++round)
+      for (Config& c : configs) {
+        cpu::ScopedIsa on(c.isa);
+        c.prompt = std::max(c.prompt, prompt_tps(*runners[c.repack], a.prompt));
       }
     cpu::set_decode_pairs(true);
     for (Config& c : configs) {
