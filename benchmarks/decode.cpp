@@ -13,7 +13,9 @@
 // Usage: bench_decode [--models DIR] [--threads N] [--tokens N] [--no-1b] [--no-stories] [--dtypes q8_0,q4_0,...]
 //                     [--isas avx2,avxvnni,avx512] [--streams 1,2] [--prompt N] [--baseline]
 // --streams: one-token products through one memory stream per core, two (the pair kernels, the default), or both in
-// the same rounds (cpu/qgemm.h, set_decode_pairs). --baseline adds, per format, the best path on the row kernels over the file's own blocks (no repacking at load).
+// the same rounds (cpu/qgemm.h, set_decode_pairs); formats without pair kernels (the K-quants) run once, as x1.
+// --baseline adds, per format, the best path on the row kernels over the file's own blocks (no repacking at load).
+// The decode rounds run first, the prompts' rounds after them (a prompt between two decode runs slowed the next).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -354,8 +356,10 @@ int main(int argc, char** argv) {
         c.prompt = std::max(c.prompt, prompt_tps(*runners[c.repack], a.prompt));
       }
     cpu::set_decode_pairs(true);
+    std::vector<cpu::DotIsa> measured;  // one figure per path, whatever the stream counts
     for (Config& c : configs) {
-      if (!c.repack || (&c != &configs.front() && (&c)[-1].isa == c.isa)) continue;  // one figure per path
+      if (!c.repack || std::find(measured.begin(), measured.end(), c.isa) != measured.end()) continue;
+      measured.push_back(c.isa);
       cpu::ScopedIsa on(c.isa);
       c.in_cache = in_cache_rates(bw_pool, t);
     }
