@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <functional>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -87,8 +86,9 @@ ActScratch& act_scratch() {
 // With pair (the kernels have a two-stream form), a thread's range is two halves walked in lockstep: pair(a, b) takes
 // an item of each, and the kernels interleave their blocks, so that the hardware prefetchers follow two memory streams
 // per core, which a core reads faster than one (docs/cpu.md); an item left without a partner runs through fn.
-void stream_items(ThreadPool& pool, int64_t n, const std::function<void(int64_t item)>& fn,
-                  const std::function<void(int64_t a, int64_t b)>* pair) {
+// fn(item); pair(a, b), or nullptr: one stream per thread. Templates, so that a call builds no std::function.
+template <class Fn, class PairFn>
+void stream_items(ThreadPool& pool, int64_t n, const Fn& fn, const PairFn* pair) {
   const int nt = pool.size(), per = pair ? 2 : 1, ns = nt * per;  // range k: thread k / per's (half k % per)
   struct alignas(64) Range {
     std::atomic<uint64_t> fb;  // items [front, back) left: front in the low 32 bits, back in the high 32
@@ -281,14 +281,15 @@ bool matmul_q_isa(const PackedQ& w, const float* x, int64_t M, float* y, ThreadP
   const int64_t tiles = (M + kTileTokens - 1) / kTileTokens;
   const int64_t gchunk = tiles == 1 ? kStreamGroups : std::clamp<int64_t>(groups / (8 * nt), 1, 8);
   const int64_t chunks = (groups + gchunk - 1) / gchunk;
+  // Group g's weights and its rows that exist (the last group may be cut short).
+  auto group_at = [&](int64_t g) { return w.data.get() + static_cast<uint64_t>(g) * w.group_bytes; };
+  auto valid_of = [&](int64_t g) { return static_cast<int>(std::min<int64_t>(kQGroup, N - g * kQGroup)); };
   // Group g against the tokens of tile tm.
   auto run_group = [&](int64_t g, int64_t tm = 0) {
-    const uint8_t* wg = w.data.get() + static_cast<uint64_t>(g) * w.group_bytes;
-    const int valid = static_cast<int>(std::min<int64_t>(kQGroup, N - g * kQGroup));
     const int64_t m1 = std::min(M, (tm + 1) * kTileTokens);
     for (int64_t m = tm * kTileTokens; m < m1;) {
       const int r = static_cast<int>(std::min<int64_t>(set->max_tokens, m1 - m));
-      set->fn[r - 1](wg, act, m, y + m * N + g * kQGroup, N, valid);
+      set->fn[r - 1](group_at(g), act, m, y + m * N + g * kQGroup, N, valid_of(g));
       m += r;
     }
   };
@@ -303,24 +304,18 @@ bool matmul_q_isa(const PackedQ& w, const float* x, int64_t M, float* y, ThreadP
     const int64_t b0 = ib * gchunk, b1 = std::min(groups, b0 + gchunk);
     int64_t k = 0;
     for (; a0 + k < a1 && b0 + k < b1; ++k) {
-      const int64_t gs[2] = {a0 + k, b0 + k};
-      const uint8_t* g[2];
-      float* yg[2];
-      int valid[2];
-      for (int s = 0; s < 2; ++s) {
-        g[s] = w.data.get() + static_cast<uint64_t>(gs[s]) * w.group_bytes;
-        yg[s] = y + gs[s] * kQGroup;
-        valid[s] = static_cast<int>(std::min<int64_t>(kQGroup, N - gs[s] * kQGroup));
-      }
+      const int64_t ga = a0 + k, gb = b0 + k;
+      const uint8_t* const g[2] = {group_at(ga), group_at(gb)};
+      float* const yg[2] = {y + ga * kQGroup, y + gb * kQGroup};
+      const int valid[2] = {valid_of(ga), valid_of(gb)};
       set->pair(g, act, yg, valid);
     }
     for (int64_t g = a0 + k; g < a1; ++g) run_group(g);
     for (int64_t g = b0 + k; g < b1; ++g) run_group(g);
   };
-  const std::function<void(int64_t, int64_t)> pair_fn = run_pair;
   const bool pairs = M == 1 && set->pair && decode_pairs();
   if (tiles == 1 && nt > 1) {
-    stream_items(*pool, chunks, run_item, pairs ? &pair_fn : nullptr);
+    stream_items(*pool, chunks, run_item, pairs ? &run_pair : nullptr);
   } else if (pairs) {  // one thread: the two halves in lockstep
     const int64_t half = chunks / 2;
     for (int64_t c = 0; c < half; ++c) run_pair(c, half + c);
