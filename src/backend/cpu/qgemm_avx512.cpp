@@ -33,6 +33,8 @@ struct V512 {
   static I hi(I v) { return _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(0x0F)); }
   static I dot4(I acc, I u, I x) { return _mm512_dpbusd_epi32(acc, u, x); }
   static I finish4(I acc) { return acc; }
+  static I join4(I a, I b) { return _mm512_add_epi32(a, b); }
+  static I add32(I a, I b) { return _mm512_add_epi32(a, b); }
   static I prep8(I u) { return u; }
   static I dot8(I acc, I u, I x) { return _mm512_dpbusd_epi32(acc, u, x); }
   static F scales(const uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }

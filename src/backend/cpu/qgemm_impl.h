@@ -15,9 +15,9 @@ namespace mopt::cpu {
 namespace {
 
 // V: I (integer register), F (fp32 register), L (lanes = rows per register), load (4 bytes of each of L rows),
-// bcast (4 activation codes to every lane), lo / hi (nibbles), dot4 / finish4 (acc += 4-code dots of codes <= 15,
-// then the block's sums as s32), prep8 / dot8 (the same for 8-bit codes stored + 128, s32 sums), scales (L fp16 ->
-// fp32), store (the first n lanes).
+// bcast (4 activation codes to every lane), lo / hi (nibbles), dot4 / join4 / finish4 (acc += 4-code dots of codes
+// <= 15, two such sums added, then the block's sums as s32), prep8 / dot8 (the same for 8-bit codes stored + 128, s32
+// sums), add32, scales (L fp16 -> fp32), store (the first n lanes).
 
 // Q4_0 group-blocks: 8 registers of codes per half, t = 0..3 low nibbles of chunk t, 4..7 high nibbles of chunk t-4.
 struct FmtQ4 {
@@ -31,6 +31,8 @@ struct FmtQ4 {
   static typename V::I dot(typename V::I acc, const W& w, typename V::I x) { return V::dot4(acc, w, x); }
   template <class V>
   static typename V::I finish(typename V::I acc) { return V::finish4(acc); }
+  template <class V>
+  static typename V::I join(typename V::I a, typename V::I b) { return V::join4(a, b); }
 };
 
 // Q8_0 group-blocks: chunk t holds codes 4t..4t+3 (+ 128).
@@ -42,6 +44,8 @@ struct FmtQ8 {
   static typename V::I dot(typename V::I acc, const W& w, typename V::I x) { return V::dot8(acc, w, x); }
   template <class V>
   static typename V::I finish(typename V::I acc) { return acc; }
+  template <class V>
+  static typename V::I join(typename V::I a, typename V::I b) { return V::add32(a, b); }
 };
 
 // Block i of one group (its scales and codes at g) against R tokens (codes x[r], block scale and offset term xd[r][i],
@@ -56,22 +60,28 @@ inline void block(const uint8_t* g, int64_t i, const int8_t* const* x, const flo
   const uint8_t* q = Fmt::Pairs::codes(g, i);
   for (int64_t o = 0; o < Fmt::Pairs::kCodes; o += 64)
     _mm_prefetch(reinterpret_cast<const char*>(q + kQPrefetch + o), _MM_HINT_NTA);
-  I iacc[H][R];
-  for (int h = 0; h < H; ++h)
-    for (int r = 0; r < R; ++r) iacc[h][r] = V::zero();
+  // One token: two chains of integer dots per half (even and odd code registers), so that a block's dots are not
+  // one chain of 8 dependent instructions; the sums are exact, so the result is the same.
+  constexpr int C = R == 1 ? 2 : 1;
+  I iacc[C][H][R];
+  for (int c = 0; c < C; ++c)
+    for (int h = 0; h < H; ++h)
+      for (int r = 0; r < R; ++r) iacc[c][h][r] = V::zero();
 #pragma GCC unroll 8
   for (int t = 0; t < 8; ++t) {
     decltype(Fmt::template codes<V>(q, t)) w[H];
     for (int h = 0; h < H; ++h) w[h] = Fmt::template codes<V>(q + 4 * V::L * h, t);
     for (int r = 0; r < R; ++r) {
       const I b = V::bcast(x[r] + 32 * i + 4 * t);
-      for (int h = 0; h < H; ++h) iacc[h][r] = Fmt::template dot<V>(iacc[h][r], w[h], b);
+      for (int h = 0; h < H; ++h) iacc[t % C][h][r] = Fmt::template dot<V>(iacc[t % C][h][r], w[h], b);
     }
   }
   for (int h = 0; h < H; ++h) {
     const F dw = V::scales(Fmt::Pairs::scales(g, i) + 2 * V::L * h);
     for (int r = 0; r < R; ++r) {
-      const F dot = V::cvt(Fmt::template finish<V>(iacc[h][r]));
+      I sum = iacc[0][h][r];
+      if constexpr (C == 2) sum = Fmt::template join<V>(sum, iacc[1][h][r]);
+      const F dot = V::cvt(Fmt::template finish<V>(sum));
       acc[h][r] = V::fmadd(dw, V::fmadd(V::set1(xd[r][i]), dot, V::set1(xo[r][i])), acc[h][r]);
     }
   }
@@ -155,6 +165,8 @@ struct V256 {
       return _mm256_add_epi16(acc, _mm256_maddubs_epi16(u, x));
     }
   }
+  static I join4(I a, I b) { return kVnni ? _mm256_add_epi32(a, b) : _mm256_add_epi16(a, b); }
+  static I add32(I a, I b) { return _mm256_add_epi32(a, b); }
   static I finish4(I acc) {
     if constexpr (kVnni) {
       return acc;
