@@ -127,8 +127,19 @@ void stream_items(ThreadPool& pool, int64_t n, const Fn& fn, const PairFn* pair)
       for (int64_t j = both; j < na; ++j) fn(a + j);
       for (int64_t j = both; j < nb; ++j) fn(b + j);
     }
-    for (int k = per; k < ns; ++k)
-      for (int64_t i, m; (i = take((own + k) % ns, false, &m)) >= 0;) fn(i);
+    // Then the others' ranges from their backs: with pair, one item from the back of each half of a thread, run as
+    // a pair (two streams, as the owner reads them).
+    for (int k = per; k < ns; k += per)
+      for (;;) {
+        int64_t m = 0;
+        const int64_t a = take((own + k) % ns, false, &m), b = pair ? take((own + k + 1) % ns, false, &m) : -1;
+        if (a < 0 && b < 0) break;
+        if (a >= 0 && b >= 0) {
+          (*pair)(a, b);
+        } else {
+          fn(a >= 0 ? a : b);
+        }
+      }
   });
 }
 
