@@ -86,9 +86,11 @@ ActScratch& act_scratch() {
 // With pair (the kernels have a two-stream form), a thread's range is two halves walked in lockstep: pair(a, b) takes
 // an item of each, and the kernels interleave their blocks, so that the hardware prefetchers follow two memory streams
 // per core, which a core reads faster than one (docs/cpu.md); an item left without a partner runs through fn.
-// fn(item); pair(a, b), or nullptr: one stream per thread. Templates, so that a call builds no std::function.
-template <class Fn, class PairFn>
-void stream_items(ThreadPool& pool, int64_t n, const Fn& fn, const PairFn* pair) {
+// Each thread first calls start(first, k), first[0..k) being the first items of its k ranges (k = 2 with pair, else
+// 1), which returns the thread's context ctx (matmul_q: its quantized activations); then fn(ctx, item) and
+// pair(ctx, a, b), or nullptr for pair: one stream per thread. Templates, so that a call builds no std::function.
+template <class Start, class Fn, class PairFn>
+void stream_items(ThreadPool& pool, int64_t n, const Start& start, const Fn& fn, const PairFn* pair) {
   const int nt = pool.size(), per = pair ? 2 : 1, ns = nt * per;  // range k: thread k / per's (half k % per)
   struct alignas(64) Range {
     std::atomic<uint64_t> fb;  // items [front, back) left: front in the low 32 bits, back in the high 32
@@ -118,14 +120,20 @@ void stream_items(ThreadPool& pool, int64_t n, const Fn& fn, const PairFn* pair)
   };
   pool.parallel_for(nt, [&](int64_t c, int64_t, int) {
     const int own = static_cast<int>(c) * per;
+    int64_t first[2] = {-1, -1};
+    for (int r = 0; r < per; ++r) {
+      const int64_t b = ThreadPool::chunk_begin(n, ns, own + r);
+      first[r] = b < ThreadPool::chunk_begin(n, ns, own + r + 1) ? b : -1;
+    }
+    const auto ctx = start(first, per);
     for (;;) {
       int64_t na = 0, nb = 0;
       const int64_t a = take(own, true, &na), b = pair ? take(own + 1, true, &nb) : -1;
       if (a < 0 && b < 0) break;
       const int64_t both = std::min(na, nb);
-      for (int64_t j = 0; j < both; ++j) (*pair)(a + j, b + j);
-      for (int64_t j = both; j < na; ++j) fn(a + j);
-      for (int64_t j = both; j < nb; ++j) fn(b + j);
+      for (int64_t j = 0; j < both; ++j) (*pair)(ctx, a + j, b + j);
+      for (int64_t j = both; j < na; ++j) fn(ctx, a + j);
+      for (int64_t j = both; j < nb; ++j) fn(ctx, b + j);
     }
     // Then the others' ranges from their backs: with pair, one item from the back of each half of a thread, run as
     // a pair (two streams, as the owner reads them).
@@ -135,9 +143,9 @@ void stream_items(ThreadPool& pool, int64_t n, const Fn& fn, const PairFn* pair)
         const int64_t a = take((own + k) % ns, false, &m), b = pair ? take((own + k + 1) % ns, false, &m) : -1;
         if (a < 0 && b < 0) break;
         if (a >= 0 && b >= 0) {
-          (*pair)(a, b);
+          (*pair)(ctx, a, b);
         } else {
-          fn(a >= 0 ? a : b);
+          fn(ctx, a >= 0 ? a : b);
         }
       }
   });
@@ -251,13 +259,15 @@ bool matmul_q_isa(const PackedQ& w, const float* x, int64_t M, float* y, ThreadP
   const int64_t K = w.K, N = w.N, nb = K / block_elems(w.type);
 
   // Activations: Q8_0 codes per row, the fp32 scale and the offset term o = -d * off * sum(codes) per block (K-quants:
-  // Q8_K codes, scales and sums, qgemm_k.h).
-  ActScratch& s = act_scratch();
-  if (s.qs.size() < static_cast<size_t>(M * K)) s.qs.resize(static_cast<size_t>(M * K));
-  if (s.d.size() < static_cast<size_t>(M * nb)) s.d.resize(static_cast<size_t>(M * nb)), s.o.resize(s.d.size());
-  if (kq && s.sums.size() < static_cast<size_t>(M * nb * 8)) s.sums.resize(static_cast<size_t>(M * nb * 8));
+  // Q8_K codes, scales and sums, qgemm_k.h), in a thread's scratch.
   const float off = static_cast<float>(set->offset);
-  auto quant_rows = [&](int64_t b, int64_t e, int) {
+  auto prepare = [&](ActScratch& s) -> ActScratch& {
+    if (s.qs.size() < static_cast<size_t>(M * K)) s.qs.resize(static_cast<size_t>(M * K));
+    if (s.d.size() < static_cast<size_t>(M * nb)) s.d.resize(static_cast<size_t>(M * nb)), s.o.resize(s.d.size());
+    if (kq && s.sums.size() < static_cast<size_t>(M * nb * 8)) s.sums.resize(static_cast<size_t>(M * nb * 8));
+    return s;
+  };
+  auto quant_rows = [&](ActScratch& s, int64_t b, int64_t e) {
     static thread_local std::vector<BlockQ8_0> blk;  // one row's Q8_0 blocks (per thread: rows run in parallel)
     if (!kq && blk.size() < static_cast<size_t>(nb)) blk.resize(static_cast<size_t>(nb));
     for (int64_t m = b; m < e; ++m) {
@@ -278,12 +288,9 @@ bool matmul_q_isa(const PackedQ& w, const float* x, int64_t M, float* y, ThreadP
       }
     }
   };
-  if (pool && M >= 4) {
-    pool->parallel_for(M, quant_rows);
-  } else {
-    quant_rows(0, M, 0);
-  }
-  const QAct act{s.qs.data(), s.d.data(), s.o.data(), kq ? s.sums.data() : nullptr, K, nb};
+  auto act_of = [&](const ActScratch& s) {
+    return QAct{s.qs.data(), s.d.data(), s.o.data(), kq ? s.sums.data() : nullptr, K, nb};
+  };
 
   // Work items: a run of groups x a tile of tokens; each group's row is read from memory once per tile. With one
   // tile (decode), runs of kStreamGroups groups streamed per thread (stream_items); else handed out dynamically.
@@ -296,7 +303,7 @@ bool matmul_q_isa(const PackedQ& w, const float* x, int64_t M, float* y, ThreadP
   auto group_at = [&](int64_t g) { return w.data.get() + static_cast<uint64_t>(g) * w.group_bytes; };
   auto valid_of = [&](int64_t g) { return static_cast<int>(std::min<int64_t>(kQGroup, N - g * kQGroup)); };
   // Group g against the tokens of tile tm.
-  auto run_group = [&](int64_t g, int64_t tm = 0) {
+  auto run_group = [&](const QAct& act, int64_t g, int64_t tm = 0) {
     const int64_t m1 = std::min(M, (tm + 1) * kTileTokens);
     for (int64_t m = tm * kTileTokens; m < m1;) {
       const int r = static_cast<int>(std::min<int64_t>(set->max_tokens, m1 - m));
@@ -304,13 +311,13 @@ bool matmul_q_isa(const PackedQ& w, const float* x, int64_t M, float* y, ThreadP
       m += r;
     }
   };
-  auto run_item = [&](int64_t item) {
+  auto run_item = [&](const QAct& act, int64_t item) {
     const int64_t c = item % chunks, tm = item / chunks;
     const int64_t g1 = std::min(groups, (c + 1) * gchunk);
-    for (int64_t g = c * gchunk; g < g1; ++g) run_group(g, tm);
+    for (int64_t g = c * gchunk; g < g1; ++g) run_group(act, g, tm);
   };
   // One token: two runs of groups at a time through the path's two-stream kernel, where it has one.
-  auto run_pair = [&](int64_t ia, int64_t ib) {
+  auto run_pair = [&](const QAct& act, int64_t ia, int64_t ib) {
     const int64_t a0 = ia * gchunk, a1 = std::min(groups, a0 + gchunk);
     const int64_t b0 = ib * gchunk, b1 = std::min(groups, b0 + gchunk);
     int64_t k = 0;
@@ -321,18 +328,46 @@ bool matmul_q_isa(const PackedQ& w, const float* x, int64_t M, float* y, ThreadP
       const int valid[2] = {valid_of(ga), valid_of(gb)};
       set->pair(g, act, yg, valid);
     }
-    for (int64_t g = a0 + k; g < a1; ++g) run_group(g);
-    for (int64_t g = b0 + k; g < b1; ++g) run_group(g);
+    for (int64_t g = a0 + k; g < a1; ++g) run_group(act, g);
+    for (int64_t g = b0 + k; g < b1; ++g) run_group(act, g);
   };
   const bool pairs = M == 1 && set->pair && decode_pairs();
-  if (tiles == 1 && nt > 1) {
-    stream_items(*pool, chunks, run_item, pairs ? &run_pair : nullptr);
+  const bool stream = tiles == 1 && nt > 1;
+  // Few tokens, streamed: every thread quantizes them itself, into its own scratch, rather than waiting for the
+  // caller to do it before the threads start (docs/cpu.md). More: the rows are split over the threads first.
+  const bool own_quant = stream && M < 4;
+  QAct shared{};
+  if (!own_quant) {
+    ActScratch& s = prepare(act_scratch());
+    if (pool && M >= 4) {
+      pool->parallel_for(M, [&](int64_t b, int64_t e, int) { quant_rows(s, b, e); });
+    } else {
+      quant_rows(s, 0, M);
+    }
+    shared = act_of(s);
+  }
+  if (stream) {
+    // Each thread first sends for the first kQPrefetch bytes of each of its streams (the lines that the kernels'
+    // own prefetches start past), so that memory works while it quantizes and the first blocks wait less.
+    const uint8_t* const end = group_at(groups);
+    auto start = [&](const int64_t* first, int k) {
+      for (int r = 0; r < k; ++r) {
+        if (first[r] < 0) continue;
+        const uint8_t* p = group_at(first[r] * gchunk);
+        for (const uint8_t* e = std::min(end, p + kQPrefetch); p < e; p += 64) __builtin_prefetch(p, 0, 3);
+      }
+      if (!own_quant) return shared;
+      ActScratch& s = prepare(act_scratch());
+      quant_rows(s, 0, M);
+      return act_of(s);
+    };
+    stream_items(*pool, chunks, start, run_item, pairs ? &run_pair : nullptr);
   } else if (pairs) {  // one thread: the two halves in lockstep
     const int64_t half = chunks / 2;
-    for (int64_t c = 0; c < half; ++c) run_pair(c, half + c);
-    if (chunks % 2) run_item(chunks - 1);
+    for (int64_t c = 0; c < half; ++c) run_pair(shared, c, half + c);
+    if (chunks % 2) run_item(shared, chunks - 1);
   } else {
-    parallel_items(pool, chunks * tiles, [&](int64_t item, int) { run_item(item); });
+    parallel_items(pool, chunks * tiles, [&](int64_t item, int) { run_item(shared, item); });
   }
   return true;
 }
