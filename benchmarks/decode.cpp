@@ -4,8 +4,10 @@
 //     weight format: for every instruction-set path this CPU runs (cpu/isa.h; the others are named as skipped),
 //     decode tokens/s, the weight bytes read per token, the fraction of the machine's memory read bandwidth that
 //     implies, and the speed of one 64-token prompt; the bandwidth is probed by this program between the runs, and
-//     each decode run is set against the mean of the probes just before and after it. Decode is also given by CPU time (tokens per CPU-second / threads, spin
-//     waits included): on a machine shared with other work it is the rate the cores reached while they ran it.
+//     each decode run is set against the mean of the probes just before and after it. Decode is also given by CPU
+//     time (tokens per CPU-second / threads, spin waits included): on a machine shared with other work it is the rate
+//     the cores reached while they ran it. Paired rounds then set each decoded token against a read of the same
+//     bytes right after it (the two meet the same moments of a host whose bandwidth swings within a second).
 //     For the repacked paths it also gives each thread's speed on weights in cache (one token against its own
 //     512 x 2048 matrix of the format, all threads at once, as in decode): what the cores can turn into dot products,
 //     beside what the memory delivers (on a host whose cores differ, e.g. one shared with another tenant's thread,
@@ -21,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <optional>
 #include <random>
 #include <string>
@@ -133,19 +136,25 @@ std::vector<double> in_cache_rates(ThreadPool& pool, DType t) {
   return rate;
 }
 
-// Decodes n tokens greedily from BOS (token 1) with one sequence; returns tokens/s of the decode loop.
-double decode_tps(ModelRunner& r, int n, int bos, double* cpu_s = nullptr) {
+// Decodes n tokens greedily from BOS (token 1) with one sequence; returns tokens/s of the decode steps. between(), if
+// given, runs after each step outside the timing (and the CPU time); *cpu_s: the steps' CPU seconds.
+double decode_tps(ModelRunner& r, int n, int bos, double* cpu_s = nullptr,
+                  const std::function<void()>& between = nullptr) {
   auto table = block_table(n);
   std::vector<float> logits(r.config().n_vocab);
   int32_t tok = bos;
-  const auto t0 = Clock::now();
-  const double c0 = bench::cpu_seconds();
+  double wall = 0, cpu = 0;
   for (int p = 0; p < n; ++p) {
+    const auto t0 = Clock::now();
+    const double c0 = cpu_s ? bench::cpu_seconds() : 0.0;
     step(r, table, &tok, p, 1, logits.data());
     tok = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    if (cpu_s) cpu += bench::cpu_seconds() - c0;
+    wall += std::chrono::duration<double>(Clock::now() - t0).count();
+    if (between) between();
   }
-  if (cpu_s) *cpu_s = bench::cpu_seconds() - c0;
-  return n / std::chrono::duration<double>(Clock::now() - t0).count();
+  if (cpu_s) *cpu_s = cpu;
+  return n / wall;
 }
 
 // One prompt of n tokens in one forward step; returns prompt tokens/s.
@@ -294,9 +303,12 @@ int main(int argc, char** argv) {
   for (DType t : a.dtypes) {
     uint64_t wbytes = 0;
     auto big = synth_llama_1b(t, &wbytes);
-    // The bandwidth is probed between runs (1 GiB, best of 3): each decode run is set against the mean of the probes
-    // just before and just after it, so that a change in the host's load moves both sides of a fraction together.
-    auto probe = [&] { return cpu::measure_read_bandwidth(bw_pool, size_t(1) << 30, 3); };
+    // The bandwidth is probed between runs (the best of 3 reads of a buffer of 1 GiB, or of the weights' size if
+    // larger, as 1, 2 and 4 streams per thread): each decode run is set against the mean of the probes just before
+    // and just after it, so that a change in the host's load moves both sides of a fraction together.
+    cpu::ReadProbe reader(bw_pool, std::max<size_t>(size_t(1) << 30, wbytes));
+    int read_streams = 1;  // streams per thread of the last probe's best read
+    auto probe = [&] { return reader.best(bw_pool, 3, &read_streams); };
     // Each path on the repacked weights, then (--baseline) the best path on the row kernels over the file's blocks.
     // Rounds alternate between them (best of each kept), so that a change in the machine's load hits every one.
     struct Config {
@@ -307,6 +319,7 @@ int main(int argc, char** argv) {
       double frac = 0, frac_bw = 0, frac_cpu = 0;  // the run with the best fraction: its fraction, its bandwidth,
                                                   // and its fraction by CPU time (tokens per CPU-second / threads)
       std::vector<double> in_cache = {};           // repacked: each thread's in_cache_rates, after the rounds
+      std::vector<double> paired = {};             // per paired round: decode speed / the paired reads' speed
     };
     std::vector<Config> configs;
     for (cpu::DotIsa isa : isas) {
@@ -348,6 +361,20 @@ int main(int argc, char** argv) {
           c.frac_cpu = 32.0 * bw_pool.size() / cpu_s * wbytes / bw;
         }
       }
+    // Paired rounds: after each decoded token, outside its timing, one read of as many bytes as the token's weights
+    // on the runner's own threads (as many streams as the probe's best read). The two alternate every ~10 ms, so
+    // they meet the same swings of the host's bandwidth, which the probes between runs of 32 tokens do not: a
+    // read's speed moves by 20-40% within a second on a shared host (docs/cpu.md).
+    for (int round = 0; round < 3; ++round)
+      for (Config& c : configs) {
+        cpu::ScopedIsa on(c.isa);
+        cpu::set_decode_pairs(c.streams == 2);
+        CpuRunner& rr = *runners[c.repack];
+        double read_s = 0;
+        const double tps = decode_tps(rr, 32, 1, nullptr,
+                                      [&] { read_s += reader.read_seconds(rr.pool(), wbytes, read_streams); });
+        c.paired.push_back(tps * read_s / 32.0);  // (bytes / decode time) / (bytes / read time)
+      }
     // The prompts after all the decode rounds: a 64-token prompt run between two decode runs slowed the next decode
     // (docs/cpu.md, "Two memory streams per core").
     for (int round = 0; round < 3 && a.prompt > 0; ++round)
@@ -372,6 +399,13 @@ int main(int argc, char** argv) {
                   dtype_name(t), cpu::isa_name(c.isa), !c.repack ? " rows" : c.streams == 1 ? " x1" : " x2", c.decode,
                   c.decode * wbytes / 1e9,
                   100.0 * c.frac, c.frac_bw / 1e9, 100.0 * c.frac_cpu, c.prompt);
+    for (const Config& c : configs) {
+      std::printf("  %-5s %-7s%s paired with a read of the same bytes after each token (%d streams per thread), "
+                  "decode at", dtype_name(t), cpu::isa_name(c.isa),
+                  !c.repack ? " rows" : c.streams == 1 ? " x1" : " x2", read_streams);
+      for (size_t i = 0; i < c.paired.size(); ++i) std::printf("%s %3.0f%%", i ? "," : "", 100.0 * c.paired[i]);
+      std::printf(" of the read's speed (3 rounds of 32 tokens)\n");
+    }
     for (const Config& c : configs) {
       if (c.in_cache.empty()) continue;
       std::printf("  %-5s %-7s weights in cache, one token, every thread at once: ", dtype_name(t), cpu::isa_name(c.isa));

@@ -17,6 +17,7 @@
 #endif
 
 #include "backend/cpu/quant.h"
+#include "core/claim_ranges.h"
 #include "core/formats/formats.h"
 #include "core/status.h"
 
@@ -92,43 +93,18 @@ ActScratch& act_scratch() {
 template <class Start, class Fn, class PairFn>
 void stream_items(ThreadPool& pool, int64_t n, const Start& start, const Fn& fn, const PairFn* pair) {
   const int nt = pool.size(), per = pair ? 2 : 1, ns = nt * per;  // range k: thread k / per's (half k % per)
-  struct alignas(64) Range {
-    std::atomic<uint64_t> fb;  // items [front, back) left: front in the low 32 bits, back in the high 32
-  };
-  std::vector<Range> ranges(static_cast<size_t>(ns));
-  for (int c = 0; c < ns; ++c)
-    ranges[static_cast<size_t>(c)].fb.store(static_cast<uint64_t>(ThreadPool::chunk_begin(n, ns, c)) |
-                                            static_cast<uint64_t>(ThreadPool::chunk_begin(n, ns, c + 1)) << 32);
-  // Claims items of range c: from the front (its owner) a quarter of what is left, at least one, or one item from
-  // the back (another thread); returns the first item and sets *n to the count, or -1 (and *n = 0) when the range is
-  // empty. A claim is a locked instruction, which keeps the core from running ahead into the next item's loads while
-  // the earlier ones drain: a claim per item showed in profiles of decode (docs/cpu.md). Quarters take a few claims
-  // per call, down to single items at the end (guided scheduling), so a helping thread still waits one item at most.
-  auto take = [&](int c, bool front, int64_t* n) -> int64_t {
-    std::atomic<uint64_t>& a = ranges[static_cast<size_t>(c)].fb;
-    uint64_t v = a.load(std::memory_order_relaxed);
-    for (;;) {
-      const uint64_t f = v & 0xFFFFFFFFu, b = v >> 32;
-      if (f >= b) return *n = 0, -1;
-      const uint64_t k = front ? std::max<uint64_t>(1, (b - f) / 4) : 1;
-      const uint64_t nv = front ? v + k : v - (uint64_t{1} << 32);
-      if (a.compare_exchange_weak(v, nv, std::memory_order_relaxed)) {
-        *n = static_cast<int64_t>(k);
-        return static_cast<int64_t>(front ? f : b - 1);
-      }
-    }
-  };
+  // The owner of a range claims a quarter of what is left of it at a time, a helper one item from its back. A claim
+  // is a locked instruction, which keeps the core from running ahead into the next item's loads while the earlier
+  // ones drain: a claim per item showed in profiles of decode (docs/cpu.md). Quarters take a few claims per call,
+  // down to single items at the end, so a helping thread still waits one item at most.
+  ClaimRanges ranges(n, ns);
   pool.parallel_for(nt, [&](int64_t c, int64_t, int) {
     const int own = static_cast<int>(c) * per;
-    int64_t first[2] = {-1, -1};
-    for (int r = 0; r < per; ++r) {
-      const int64_t b = ThreadPool::chunk_begin(n, ns, own + r);
-      first[r] = b < ThreadPool::chunk_begin(n, ns, own + r + 1) ? b : -1;
-    }
+    const int64_t first[2] = {ranges.first(own), pair ? ranges.first(own + 1) : -1};
     const auto ctx = start(first, per);
     for (;;) {
       int64_t na = 0, nb = 0;
-      const int64_t a = take(own, true, &na), b = pair ? take(own + 1, true, &nb) : -1;
+      const int64_t a = ranges.front(own, 0, &na), b = pair ? ranges.front(own + 1, 0, &nb) : -1;
       if (a < 0 && b < 0) break;
       const int64_t both = std::min(na, nb);
       for (int64_t j = 0; j < both; ++j) (*pair)(ctx, a + j, b + j);
@@ -140,7 +116,7 @@ void stream_items(ThreadPool& pool, int64_t n, const Start& start, const Fn& fn,
     for (int k = per; k < ns; k += per)
       for (;;) {
         int64_t m = 0;
-        const int64_t a = take((own + k) % ns, false, &m), b = pair ? take((own + k + 1) % ns, false, &m) : -1;
+        const int64_t a = ranges.back((own + k) % ns, 1, &m), b = pair ? ranges.back((own + k + 1) % ns, 1, &m) : -1;
         if (a < 0 && b < 0) break;
         if (a >= 0 && b >= 0) {
           (*pair)(ctx, a, b);
