@@ -23,6 +23,7 @@ struct V512 {
   static constexpr int L = 16;
   static I zero() { return _mm512_setzero_si512(); }
   static F fzero() { return _mm512_setzero_ps(); }
+  static void pin(I& v) { asm("" : "+v"(v)); }
   static I load(const uint8_t* p) { return _mm512_loadu_si512(p); }
   static I bcast(const int8_t* p) {
     int32_t v;

@@ -73,7 +73,10 @@ inline void block(const uint8_t* g, int64_t i, const int8_t* const* x, const flo
     for (int h = 0; h < H; ++h) w[h] = Fmt::template codes<V>(q + 4 * V::L * h, t);
     for (int r = 0; r < R; ++r) {
       const I b = V::bcast(x[r] + 32 * i + 4 * t);
-      for (int h = 0; h < H; ++h) iacc[t % C][h][r] = Fmt::template dot<V>(iacc[t % C][h][r], w[h], b);
+      for (int h = 0; h < H; ++h) {
+        iacc[t % C][h][r] = Fmt::template dot<V>(iacc[t % C][h][r], w[h], b);
+        V::pin(iacc[t % C][h][r]);
+      }
     }
   }
   for (int h = 0; h < H; ++h) {
@@ -149,6 +152,9 @@ struct V256 {
   static constexpr int L = 8;
   static I zero() { return _mm256_setzero_si256(); }
   static F fzero() { return _mm256_setzero_ps(); }
+  // An accumulator as the compiler must leave it: each dot is added in program order. Without it, GCC re-associated
+  // a block's chain of (exact) integer adds into a tree whose 16 products spilled to the stack (16 ymm registers).
+  static void pin(I& v) { asm("" : "+x"(v)); }
   static I load(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
   static I bcast(const int8_t* p) {
     int32_t v;
