@@ -390,9 +390,10 @@ int main(int argc, char** argv) {
       cpu::ScopedIsa on(c.isa);
       c.in_cache = in_cache_rates(bw_pool, t);
     }
-    std::printf("%-5s: %.2f GB weights/token; memory read bandwidth %.2f to %.2f GB/s over %d probes (1 GiB, best of "
-                "3, one before the first run and one after each)\n",
-                dtype_name(t), wbytes / 1e9, bw_lo / 1e9, bw_hi / 1e9, 1 + 3 * static_cast<int>(configs.size()));
+    std::printf("%-5s: %.2f GB weights/token; memory read bandwidth %.2f to %.2f GB/s over %d probes (%.2f GiB, best "
+                "of 3, one before the first run and one after each)\n",
+                dtype_name(t), wbytes / 1e9, bw_lo / 1e9, bw_hi / 1e9, 1 + 3 * static_cast<int>(configs.size()),
+                static_cast<double>(reader.size()) / (1u << 30));
     for (const Config& c : configs)
       std::printf("  %-5s %-7s%s decode %6.2f tokens/s best -> %6.2f GB/s; best run %3.0f%% of the %5.2f GB/s probed "
                   "around it (by CPU time %3.0f%%); prompt %7.2f tokens/s\n",

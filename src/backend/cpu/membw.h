@@ -20,7 +20,7 @@ class ReadProbe {
 
   size_t size() const { return n_ * sizeof(uint64_t); }
   // Seconds to sum the first `bytes` of the buffer (at most size()) once with all of `pool`'s threads, each thread's
-  // share read as `streams` (1, 2 or 4) interleaved streams.
+  // share read as `streams` (1, 2 or 4) interleaved streams; a thread done with its share helps the others.
   double read_seconds(ThreadPool& pool, size_t bytes, int streams);
   // The best bytes/s of `reps` reads of the whole buffer as 1, 2 and 4 streams in turn; *streams (if given) is set
   // to the stream count of that read.
