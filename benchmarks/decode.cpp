@@ -364,7 +364,7 @@ int main(int argc, char** argv) {
     // Paired rounds: after each decoded token, outside its timing, one read of as many bytes as the token's weights
     // on the runner's own threads (as many streams as the probe's best read). The two alternate every ~10 ms, so
     // they meet the same swings of the host's bandwidth, which the probes between runs of 32 tokens do not: a
-    // read's speed moves by 20-40% within a second on a shared host (docs/cpu.md).
+    // read's speed moves by 20-40% within a second on a shared host (docs/cpu_measured.md).
     for (int round = 0; round < 3; ++round)
       for (Config& c : configs) {
         cpu::ScopedIsa on(c.isa);
@@ -376,7 +376,7 @@ int main(int argc, char** argv) {
         c.paired.push_back(tps * read_s / 32.0);  // (bytes / decode time) / (bytes / read time)
       }
     // The prompts after all the decode rounds: a 64-token prompt run between two decode runs slowed the next decode
-    // (docs/cpu.md, "Two memory streams per core").
+    // (docs/cpu_measured.md, "Two memory streams per core").
     for (int round = 0; round < 3 && a.prompt > 0; ++round)
       for (Config& c : configs) {
         cpu::ScopedIsa on(c.isa);
@@ -394,16 +394,16 @@ int main(int argc, char** argv) {
                 "of 3, one before the first run and one after each)\n",
                 dtype_name(t), wbytes / 1e9, bw_lo / 1e9, bw_hi / 1e9, 1 + 3 * static_cast<int>(configs.size()),
                 static_cast<double>(reader.size()) / (1u << 30));
+    auto kind = [](const Config& c) { return !c.repack ? " rows" : c.streams == 1 ? " x1" : " x2"; };
     for (const Config& c : configs)
       std::printf("  %-5s %-7s%s decode %6.2f tokens/s best -> %6.2f GB/s; best run %3.0f%% of the %5.2f GB/s probed "
                   "around it (by CPU time %3.0f%%); prompt %7.2f tokens/s\n",
-                  dtype_name(t), cpu::isa_name(c.isa), !c.repack ? " rows" : c.streams == 1 ? " x1" : " x2", c.decode,
+                  dtype_name(t), cpu::isa_name(c.isa), kind(c), c.decode,
                   c.decode * wbytes / 1e9,
                   100.0 * c.frac, c.frac_bw / 1e9, 100.0 * c.frac_cpu, c.prompt);
     for (const Config& c : configs) {
       std::printf("  %-5s %-7s%s paired with a read of the same bytes after each token (%d streams per thread), "
-                  "decode at", dtype_name(t), cpu::isa_name(c.isa),
-                  !c.repack ? " rows" : c.streams == 1 ? " x1" : " x2", read_streams);
+                  "decode at", dtype_name(t), cpu::isa_name(c.isa), kind(c), read_streams);
       for (size_t i = 0; i < c.paired.size(); ++i) std::printf("%s %3.0f%%", i ? "," : "", 100.0 * c.paired[i]);
       std::printf(" of the read's speed (3 rounds of 32 tokens)\n");
     }

@@ -237,7 +237,8 @@ bool matmul_q_isa(const PackedQ& w, const float* x, int64_t M, float* y, ThreadP
   // Activations: Q8_0 codes per row, the fp32 scale and the offset term o = -d * off * sum(codes) per block (K-quants:
   // Q8_K codes, scales and sums, qgemm_k.h), in a thread's scratch.
   const float off = static_cast<float>(set->offset);
-  auto prepare = [&](ActScratch& s) -> ActScratch& {
+  auto scratch = [&]() -> ActScratch& {  // the calling thread's, sized for this call
+    ActScratch& s = act_scratch();
     if (s.qs.size() < static_cast<size_t>(M * K)) s.qs.resize(static_cast<size_t>(M * K));
     if (s.d.size() < static_cast<size_t>(M * nb)) s.d.resize(static_cast<size_t>(M * nb)), s.o.resize(s.d.size());
     if (kq && s.sums.size() < static_cast<size_t>(M * nb * 8)) s.sums.resize(static_cast<size_t>(M * nb * 8));
@@ -314,7 +315,7 @@ bool matmul_q_isa(const PackedQ& w, const float* x, int64_t M, float* y, ThreadP
   const bool own_quant = stream && M < 4;
   QAct shared{};
   if (!own_quant) {
-    ActScratch& s = prepare(act_scratch());
+    ActScratch& s = scratch();
     if (pool && M >= 4) {
       pool->parallel_for(M, [&](int64_t b, int64_t e, int) { quant_rows(s, b, e); });
     } else {
@@ -333,7 +334,7 @@ bool matmul_q_isa(const PackedQ& w, const float* x, int64_t M, float* y, ThreadP
         for (const uint8_t* e = std::min(end, p + kQPrefetch); p < e; p += 64) __builtin_prefetch(p, 0, 3);
       }
       if (!own_quant) return shared;
-      ActScratch& s = prepare(act_scratch());
+      ActScratch& s = scratch();
       quant_rows(s, 0, M);
       return act_of(s);
     };
