@@ -69,7 +69,15 @@ SuperBlock unpack(DType t, const uint8_t* blk) {
 // ---- the packed layout read back element by element (the portable kernels) ----
 
 inline int code(const QKLayout& L, const uint8_t* gb, int j, int e) {
-  const int s = e / L.sub, n = (e % L.sub) >> 3, r = e & 7, b = r & 3;
+  const int s = e / L.sub;
+  if (L.six()) {  // element 4t + b of the sub-block
+    const int t = (e % L.sub) >> 2, b = e & 3;
+    if (t < 3) return gb[L.six_load(s, t) + 4 * j + b] & 63;
+    int c = 0;
+    for (int u = 0; u < 3; ++u) c |= (gb[L.six_load(s, u) + 4 * j + b] >> 6) << (2 * u);
+    return c;
+  }
+  const int n = (e % L.sub) >> 3, r = e & 7, b = r & 3;
   const uint8_t nib = gb[L.nib(s, n) + 4 * j + b];
   int c = r < 4 ? nib & 15 : nib >> 4;
   if (L.hbits) {
@@ -143,14 +151,22 @@ void qk_pack_row(DType t, const void* src, int64_t nsb, int j, uint8_t* group) {
     const SuperBlock s = unpack(t, static_cast<const uint8_t*>(src) + i * src_block);
     uint8_t* gb = group + i * L.bytes;
     for (int k = 0; k < L.subs(); ++k) {
-      for (int n = 0; n < L.sub / 8; ++n)
-        for (int b = 0; b < 4; ++b) {
-          const int e = L.sub * k + 8 * n + b;
-          gb[L.nib(k, n) + 4 * j + b] = static_cast<uint8_t>((s.q[e] & 15) | (s.q[e + 4] & 15) << 4);
-          if (L.hbits)
-            gb[L.hi(k) + 4 * j + b] |= static_cast<uint8_t>((s.q[e] >> 4) << (2 * L.hbits * n) |
-                                                           (s.q[e + 4] >> 4) << (2 * L.hbits * n + L.hbits));
-        }
+      if (L.six()) {
+        for (int t = 0; t < 3; ++t)
+          for (int b = 0; b < 4; ++b) {
+            const int e = L.sub * k + 4 * t + b, top = s.q[L.sub * k + 12 + b];
+            gb[L.six_load(k, t) + 4 * j + b] = static_cast<uint8_t>(s.q[e] | ((top >> (2 * t)) & 3) << 6);
+          }
+      } else {
+        for (int n = 0; n < L.sub / 8; ++n)
+          for (int b = 0; b < 4; ++b) {
+            const int e = L.sub * k + 8 * n + b;
+            gb[L.nib(k, n) + 4 * j + b] = static_cast<uint8_t>((s.q[e] & 15) | (s.q[e + 4] & 15) << 4);
+            if (L.hbits)
+              gb[L.hi(k) + 4 * j + b] |= static_cast<uint8_t>((s.q[e] >> 4) << (2 * L.hbits * n) |
+                                                             (s.q[e + 4] >> 4) << (2 * L.hbits * n + L.hbits));
+          }
+      }
       gb[L.sc + 32 * (k >> 1) + 2 * j + (k & 1)] = static_cast<uint8_t>(s.sc[k]);
       if (L.dmin) gb[L.mn + 32 * (k >> 1) + 2 * j + (k & 1)] = s.mn[k];
     }

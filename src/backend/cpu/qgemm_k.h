@@ -6,12 +6,16 @@
 //               6-bit, Q6_K s8);
 //           mn  Q4_K/Q5_K: the 6-bit mins in the same pair layout (4 pairs);
 //           d   16 fp16 (row j at 2j); dm (Q4_K/Q5_K) dmin, the same;
-//   chunk s: [hi] then sub / 8 nibble loads. Every 64-byte load is row-interleaved as the Q4_0 ones: 4 bytes of each
-//   of the 16 rows, byte 4j + b of row j (a 256-bit path takes half h = rows 8h..8h+7, bytes 32h..32h+31). Codes q
-//   (unsigned: Q4_K 4 bits, Q5_K 5, Q6_K 6) of sub-block s, element e = sub*s + 8n + b:
-//     nibble load n: low nibble = q[e] & 15, high nibble = q[e + 4] & 15;
-//     hi (Q5_K: B = 1 bit per code; Q6_K: B = 2; Q4_K: none): for each n, q[e] >> 4 at bit 2Bn, q[e + 4] >> 4 at bit
-//     2Bn + B.
+//   chunk s: Q4_K / Q5_K: [hi] then sub / 8 nibble loads; Q6_K: three 6-bit loads. Every 64-byte load is
+//   row-interleaved as the Q4_0 ones: 4 bytes of each of the 16 rows, byte 4j + b of row j (a 256-bit path takes
+//   half h = rows 8h..8h+7, bytes 32h..32h+31). Codes q (unsigned: Q4_K 4 bits, Q5_K 5, Q6_K 6) of sub-block s:
+//     Q4_K / Q5_K, element e = sub*s + 8n + b:
+//       nibble load n: low nibble = q[e] & 15, high nibble = q[e + 4] & 15;
+//       hi (Q5_K: B = 1 bit per code; Q4_K: none): for each n, q[e] >> 4 at bit 2Bn, q[e + 4] >> 4 at bit 2Bn + B.
+//     Q6_K, element e = 16s + 4t + b: load t (< 3): bits 0-5 = q[e], bits 6-7 = bits 2t, 2t + 1 of q[16s + 12 + b].
+//       So a load and a mask give 4 codes of each row, and the three loads' top bits the 4 others (3 shifts, 3 masks,
+//       2 ors: 11 operations for 4 registers of codes, where a nibble plane and a plane of high bits took 17).
+//   Either way, code register u of a sub-block (u < sub / 4) holds elements 4u..4u+3 of each row's sub-block.
 // A pair register (sign-extended to s16: lane j = (v[2k], v[2k+1]) of row j) gives a sub-block's scale per lane with
 // one shift or shuffle, and the min term of 2 sub-blocks per multiply-add against 2 activation sums broadcast.
 // Per row and super-block, with x the Q8_K activations (d_x, codes, sums xs per sub-block):
@@ -33,20 +37,22 @@ namespace mopt::cpu {
 
 struct QKLayout {
   int sub;         // elements per sub-block: 32 (Q4_K, Q5_K), 16 (Q6_K)
-  int hbits;       // bits per code in the high plane: 0, 1, 2
-  int s16_loads;   // nibble loads whose maddubs sums fit s16 (AVX2 without VNNI folds after this many)
+  int hbits;       // bits per code above the low nibble (Q6_K's in its three 6-bit loads)
+  int s16_regs;    // code registers whose maddubs sums fit s16 (AVX2 without VNNI folds after this many)
   bool dmin;       // Q4_K/Q5_K: the min term has its own scales (mn, dm); Q6_K: offset 32 through sc and d
   int64_t sc, mn, d, dm, body, bytes;  // header offsets (mn = sc, dm = d for Q6_K), the first chunk, the size
   constexpr int subs() const { return 256 / sub; }
   constexpr int min_pairs() const { return dmin ? 4 : subs() / 2; }
-  constexpr int64_t hi_bytes() const { return hbits ? 64 : 0; }
-  constexpr int64_t chunk() const { return hi_bytes() + 64 * (sub / 8); }  // bytes per sub-block
+  constexpr bool six() const { return hbits == 2; }  // Q6_K: the 6-bit loads
+  constexpr int64_t hi_bytes() const { return hbits == 1 ? 64 : 0; }
+  constexpr int64_t chunk() const { return six() ? 192 : hi_bytes() + 64 * (sub / 8); }  // bytes per sub-block
   constexpr int64_t hi(int s) const { return body + chunk() * s; }
   constexpr int64_t nib(int s, int n) const { return body + chunk() * s + hi_bytes() + 64 * n; }
+  constexpr int64_t six_load(int s, int t) const { return body + chunk() * s + 64 * t; }
 };
-inline constexpr QKLayout kLayoutQ4K{32, 0, 4, true, 0, 128, 256, 288, 320, 2368};
-inline constexpr QKLayout kLayoutQ5K{32, 1, 2, true, 0, 128, 256, 288, 320, 2880};
-inline constexpr QKLayout kLayoutQ6K{16, 2, 1, false, 0, 0, 256, 256, 320, 3392};
+inline constexpr QKLayout kLayoutQ4K{32, 0, 8, true, 0, 128, 256, 288, 320, 2368};
+inline constexpr QKLayout kLayoutQ5K{32, 1, 4, true, 0, 128, 256, 288, 320, 2880};
+inline constexpr QKLayout kLayoutQ6K{16, 2, 2, false, 0, 0, 256, 256, 320, 3392};
 static_assert(kLayoutQ4K.hi(8) == kLayoutQ4K.bytes && kLayoutQ5K.hi(8) == kLayoutQ5K.bytes &&
               kLayoutQ6K.hi(16) == kLayoutQ6K.bytes);
 
