@@ -69,22 +69,17 @@ SuperBlock unpack(DType t, const uint8_t* blk) {
 // ---- the packed layout read back element by element (the portable kernels) ----
 
 inline int code(const QKLayout& L, const uint8_t* gb, int j, int e) {
-  const int s = e / L.sub;
-  if (L.six()) {  // element 4t + b of the sub-block
-    const int t = (e % L.sub) >> 2, b = e & 3;
-    if (t < 3) return gb[L.six_load(s, t) + 4 * j + b] & 63;
-    int c = 0;
-    for (int u = 0; u < 3; ++u) c |= (gb[L.six_load(s, u) + 4 * j + b] >> 6) << (2 * u);
-    return c;
+  const int s = e / L.sub, W = L.width(), b = e & 3;
+  if (!L.hbits) {  // Q4_K: nibble load n, low nibble for elements 8n..8n+3
+    const int n = (e % L.sub) >> 3;
+    const uint8_t nib = gb[L.load(s, n) + 4 * j + b];
+    return (e & 4) ? nib >> 4 : nib & 15;
   }
-  const int n = (e % L.sub) >> 3, r = e & 7, b = r & 3;
-  const uint8_t nib = gb[L.nib(s, n) + 4 * j + b];
-  int c = r < 4 ? nib & 15 : nib >> 4;
-  if (L.hbits) {
-    const int shift = 2 * L.hbits * n + (r < 4 ? 0 : L.hbits);
-    c |= ((gb[L.hi(s) + 4 * j + b] >> shift) & ((1 << L.hbits) - 1)) << 4;
-  }
-  return c;
+  const int u = (e % L.sub) >> 2;  // wide: register u
+  if (u < L.direct()) return gb[L.load(s, u) + 4 * j + b] & ((1 << W) - 1);
+  uint32_t X = 0;  // the top bits of the loads, concatenated
+  for (int t = 0; t < L.direct(); ++t) X |= static_cast<uint32_t>(gb[L.load(s, t) + 4 * j + b] >> W) << ((8 - W) * t);
+  return static_cast<int>(X >> (W * (u - L.direct()))) & ((1 << W) - 1);
 }
 inline int pair_value(const uint8_t* plane, int j, int s) {
   return static_cast<int8_t>(plane[32 * (s >> 1) + 2 * j + (s & 1)]);
@@ -151,20 +146,21 @@ void qk_pack_row(DType t, const void* src, int64_t nsb, int j, uint8_t* group) {
     const SuperBlock s = unpack(t, static_cast<const uint8_t*>(src) + i * src_block);
     uint8_t* gb = group + i * L.bytes;
     for (int k = 0; k < L.subs(); ++k) {
-      if (L.six()) {
-        for (int t = 0; t < 3; ++t)
-          for (int b = 0; b < 4; ++b) {
-            const int e = L.sub * k + 4 * t + b, top = s.q[L.sub * k + 12 + b];
-            gb[L.six_load(k, t) + 4 * j + b] = static_cast<uint8_t>(s.q[e] | ((top >> (2 * t)) & 3) << 6);
-          }
+      const int W = L.width();
+      if (L.hbits) {  // wide loads
+        for (int b = 0; b < 4; ++b) {
+          uint32_t X = 0;
+          for (int x = 0; L.direct() + x < L.sub / 4; ++x)
+            X |= uint32_t{s.q[L.sub * k + 4 * (L.direct() + x) + b]} << (W * x);
+          for (int t = 0; t < L.direct(); ++t)  // code | the next 8 - W bits of X above it
+            gb[L.load(k, t) + 4 * j + b] =
+                static_cast<uint8_t>(s.q[L.sub * k + 4 * t + b] | ((X >> ((8 - W) * t) << W) & 0xFF));
+        }
       } else {
         for (int n = 0; n < L.sub / 8; ++n)
           for (int b = 0; b < 4; ++b) {
             const int e = L.sub * k + 8 * n + b;
-            gb[L.nib(k, n) + 4 * j + b] = static_cast<uint8_t>((s.q[e] & 15) | (s.q[e + 4] & 15) << 4);
-            if (L.hbits)
-              gb[L.hi(k) + 4 * j + b] |= static_cast<uint8_t>((s.q[e] >> 4) << (2 * L.hbits * n) |
-                                                             (s.q[e + 4] >> 4) << (2 * L.hbits * n + L.hbits));
+            gb[L.load(k, n) + 4 * j + b] = static_cast<uint8_t>((s.q[e] & 15) | (s.q[e + 4] & 15) << 4);
           }
       }
       gb[L.sc + 32 * (k >> 1) + 2 * j + (k & 1)] = static_cast<uint8_t>(s.sc[k]);

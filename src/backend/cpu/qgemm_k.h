@@ -6,15 +6,14 @@
 //               6-bit, Q6_K s8);
 //           mn  Q4_K/Q5_K: the 6-bit mins in the same pair layout (4 pairs);
 //           d   16 fp16 (row j at 2j); dm (Q4_K/Q5_K) dmin, the same;
-//   chunk s: Q4_K / Q5_K: [hi] then sub / 8 nibble loads; Q6_K: three 6-bit loads. Every 64-byte load is
-//   row-interleaved as the Q4_0 ones: 4 bytes of each of the 16 rows, byte 4j + b of row j (a 256-bit path takes
-//   half h = rows 8h..8h+7, bytes 32h..32h+31). Codes q (unsigned: Q4_K 4 bits, Q5_K 5, Q6_K 6) of sub-block s:
-//     Q4_K / Q5_K, element e = sub*s + 8n + b:
-//       nibble load n: low nibble = q[e] & 15, high nibble = q[e + 4] & 15;
-//       hi (Q5_K: B = 1 bit per code; Q4_K: none): for each n, q[e] >> 4 at bit 2Bn, q[e + 4] >> 4 at bit 2Bn + B.
-//     Q6_K, element e = 16s + 4t + b: load t (< 3): bits 0-5 = q[e], bits 6-7 = bits 2t, 2t + 1 of q[16s + 12 + b].
-//       So a load and a mask give 4 codes of each row, and the three loads' top bits the 4 others (3 shifts, 3 masks,
-//       2 ors: 11 operations for 4 registers of codes, where a nibble plane and a plane of high bits took 17).
+//   chunk s: the sub-block's codes in 64-byte loads, each row-interleaved as the Q4_0 ones: 4 bytes of each of the
+//   16 rows, byte 4j + b of row j (a 256-bit path takes half h = rows 8h..8h+7, bytes 32h..32h+31). Codes q
+//   (unsigned, W bits: Q4_K 4, Q5_K 5, Q6_K 6) of sub-block s:
+//     Q4_K: nibble load n (< 4), element e = 32s + 8n + b: low nibble q[e], high nibble q[e + 4].
+//     Q5_K, Q6_K ("wide"): T = 5 or 3 loads; load t holds element e = sub*s + 4t + b in its low W bits, and in its
+//       8 - W top bits the next 8 - W bits of X, the sub-block's remaining codes (elements sub*s + 4T + 4x + b, x <
+//       sub/4 - T: 3 for Q5_K, 1 for Q6_K) concatenated W bits each from the lowest bit, load 0's top bits first.
+//       So a mask gives T registers of 4 codes per row, and the others take 2-3 shifted fields of the top bits each.
 //   Either way, code register u of a sub-block (u < sub / 4) holds elements 4u..4u+3 of each row's sub-block.
 // A pair register (sign-extended to s16: lane j = (v[2k], v[2k+1]) of row j) gives a sub-block's scale per lane with
 // one shift or shuffle, and the min term of 2 sub-blocks per multiply-add against 2 activation sums broadcast.
@@ -37,24 +36,23 @@ namespace mopt::cpu {
 
 struct QKLayout {
   int sub;         // elements per sub-block: 32 (Q4_K, Q5_K), 16 (Q6_K)
-  int hbits;       // bits per code above the low nibble (Q6_K's in its three 6-bit loads)
+  int hbits;       // bits per code above a nibble: 0 (Q4_K: nibble loads), 1, 2 (Q5_K, Q6_K: wide loads)
   int s16_regs;    // code registers whose maddubs sums fit s16 (AVX2 without VNNI folds after this many)
   bool dmin;       // Q4_K/Q5_K: the min term has its own scales (mn, dm); Q6_K: offset 32 through sc and d
   int64_t sc, mn, d, dm, body, bytes;  // header offsets (mn = sc, dm = d for Q6_K), the first chunk, the size
   constexpr int subs() const { return 256 / sub; }
   constexpr int min_pairs() const { return dmin ? 4 : subs() / 2; }
-  constexpr bool six() const { return hbits == 2; }  // Q6_K: the 6-bit loads
-  constexpr int64_t hi_bytes() const { return hbits == 1 ? 64 : 0; }
-  constexpr int64_t chunk() const { return six() ? 192 : hi_bytes() + 64 * (sub / 8); }  // bytes per sub-block
-  constexpr int64_t hi(int s) const { return body + chunk() * s; }
-  constexpr int64_t nib(int s, int n) const { return body + chunk() * s + hi_bytes() + 64 * n; }
-  constexpr int64_t six_load(int s, int t) const { return body + chunk() * s + 64 * t; }
+  constexpr int width() const { return 4 + hbits; }         // W, bits per code
+  constexpr int loads() const { return sub * width() / 32; }  // 64-byte loads per sub-block
+  constexpr int direct() const { return hbits ? loads() : 0; }  // wide: the loads' registers of codes (T)
+  constexpr int64_t chunk() const { return 64 * loads(); }    // bytes per sub-block
+  constexpr int64_t load(int s, int t) const { return body + chunk() * s + 64 * t; }
 };
 inline constexpr QKLayout kLayoutQ4K{32, 0, 8, true, 0, 128, 256, 288, 320, 2368};
 inline constexpr QKLayout kLayoutQ5K{32, 1, 4, true, 0, 128, 256, 288, 320, 2880};
 inline constexpr QKLayout kLayoutQ6K{16, 2, 2, false, 0, 0, 256, 256, 320, 3392};
-static_assert(kLayoutQ4K.hi(8) == kLayoutQ4K.bytes && kLayoutQ5K.hi(8) == kLayoutQ5K.bytes &&
-              kLayoutQ6K.hi(16) == kLayoutQ6K.bytes);
+static_assert(kLayoutQ4K.load(8, 0) == kLayoutQ4K.bytes && kLayoutQ5K.load(8, 0) == kLayoutQ5K.bytes &&
+              kLayoutQ6K.load(16, 0) == kLayoutQ6K.bytes);
 
 // The layout of t, nullptr where t is no K-quant.
 const QKLayout* qk_layout(DType t);

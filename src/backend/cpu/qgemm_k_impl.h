@@ -7,6 +7,7 @@
 // sub32, shl32<S>, mul.
 #pragma once
 
+#include <algorithm>
 #include <utility>
 
 #include "backend/cpu/qgemm_impl.h"
@@ -22,39 +23,40 @@ inline void static_for(Fn&& f) {
       std::make_integer_sequence<int, N>{});
 }
 
-// nib | the high-plane bits at bit P (B of them) moved to bits 4.. of each byte.
-template <class V, int P, int B>
-inline typename V::I with_high_bits(typename V::I nib, typename V::I hb) {
-  typename V::I v = hb;
-  if constexpr (P < 4) v = V::template shl16<4 - P>(hb);
-  if constexpr (P > 4) v = V::template shr16<P - 4>(hb);
-  return V::orand(nib, v, V::set8(static_cast<char>(((1 << B) - 1) << 4)));
-}
-
 // Code registers c[0..kCodeRegs) of sub-block s, group n of them (layout: qgemm_k.h), from the group-block g and
 // this half's byte offset hoff within a 64-byte load: register u = n * kCodeRegs + q holds elements 4u..4u+3.
-// Q4_K / Q5_K: a group is one nibble load (its low and its high nibbles, with the high plane hb's bits); Q6_K: the
-// three 6-bit loads, the fourth register gathered from their top bits.
+// Q4_K: a group is one nibble load, its low then its high nibbles. Q5_K / Q6_K: one group, the T wide loads masked
+// to W bits, then the remaining codes: code x takes from each load t whose top bits hold part of it the field
+// (L_t >> d) & mask, d = W (x + 1) - (8 - W) t (the 16-bit shift's bits from the lane's other byte land above it).
 template <const QKLayout& L>
-inline constexpr int kCodeRegs = L.six() ? 4 : 2;
+inline constexpr int kCodeRegs = L.hbits ? L.sub / 4 : 2;
 template <class V, const QKLayout& L, int n>
-inline void sub_codes(const uint8_t* g, int s, int64_t hoff, typename V::I hb, typename V::I* c) {
-  if constexpr (L.six()) {
-    const typename V::I l0 = V::load(g + L.six_load(s, 0) + hoff), l1 = V::load(g + L.six_load(s, 1) + hoff),
-                        l2 = V::load(g + L.six_load(s, 2) + hoff), m6 = V::set8(63);
-    c[0] = V::and_(l0, m6);
-    c[1] = V::and_(l1, m6);
-    c[2] = V::and_(l2, m6);
-    const typename V::I top = V::and_(V::template shr16<6>(l0), V::set8(3));
-    c[3] = V::orand(V::orand(top, V::template shr16<4>(l1), V::set8(12)), V::template shr16<2>(l2), V::set8(48));
-  } else {
-    const typename V::I v = V::load(g + L.nib(s, n) + hoff);
+inline void sub_codes(const uint8_t* g, int s, int64_t hoff, typename V::I* c) {
+  using I = typename V::I;
+  if constexpr (L.hbits == 0) {
+    const I v = V::load(g + L.load(s, n) + hoff);
     c[0] = V::lo(v);
     c[1] = V::hi(v);
-    if constexpr (L.hbits > 0) {
-      c[0] = with_high_bits<V, 2 * L.hbits * n, L.hbits>(c[0], hb);
-      c[1] = with_high_bits<V, 2 * L.hbits * n + L.hbits, L.hbits>(c[1], hb);
+  } else {
+    constexpr int W = L.width(), T = L.direct(), S = 8 - W;  // S spare bits a byte
+    I l[T];
+    for (int t = 0; t < T; ++t) {
+      l[t] = V::load(g + L.load(s, t) + hoff);
+      c[t] = V::and_(l[t], V::set8(static_cast<char>((1 << W) - 1)));
     }
+    static_for<L.sub / 4 - T>([&](auto x) {
+      bool first = true;
+      static_for<T>([&](auto t) {
+        constexpr int lo = S * t - W * x, hi = lo + S;  // load t's spare bits as bits [lo, hi) of code x
+        if constexpr (hi > 0 && lo < W) {
+          constexpr int mask = ((1 << std::min(hi, W)) - 1) & ~((1 << std::max(lo, 0)) - 1);
+          const I f = V::template shr16<W * (x + 1) - S * t>(l[t]);
+          const I m = V::set8(static_cast<char>(mask));
+          c[T + x] = first ? V::and_(f, m) : V::orand(c[T + x], f, m);
+          first = false;
+        }
+      });
+    });
   }
 }
 
@@ -89,13 +91,11 @@ void ktile(const uint8_t* g, const QAct& a, int64_t m, float* y, int64_t ldy, in
         static_for<2>([&](auto E) {
           const int s = 2 * k + E;
           const I sc = V::template scale<E>(P);
-          I hb = V::zero();
-          if constexpr (L.hbits == 1) hb = V::load(g + L.hi(s) + hoff);
           I sub[R];
           for (int r = 0; r < R; ++r) sub[r] = V::zero();
           static_for<NG>([&](auto n) {
             I c[CR];
-            sub_codes<V, L, n>(g, s, hoff, hb, c);
+            sub_codes<V, L, n>(g, s, hoff, c);
             static_for<CR>([&](auto q) {
               constexpr int u = n * CR + q;
               for (int r = 0; r < R; ++r)
