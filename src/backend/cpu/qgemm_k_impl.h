@@ -28,13 +28,16 @@ inline void static_for(Fn&& f) {
 // Q4_K: a group is one nibble load, its low then its high nibbles. Q5_K / Q6_K: one group, the T wide loads masked
 // to W bits, then the remaining codes: code x takes from each load t whose top bits hold part of it the field
 // (L_t >> d) & mask, d = W (x + 1) - (8 - W) t (the 16-bit shift's bits from the lane's other byte land above it).
+// Each load is pinned to a register: otherwise GCC folded it into the mask's `vpand` as a memory operand and loaded
+// the same bytes again for the shift, and the loop ran out of load slots (docs/cpu_measured.md).
 template <const QKLayout& L>
 inline constexpr int kCodeRegs = L.hbits ? L.sub / 4 : 2;
 template <class V, const QKLayout& L, int n>
 inline void sub_codes(const uint8_t* g, int s, int64_t hoff, typename V::I* c) {
   using I = typename V::I;
   if constexpr (L.hbits == 0) {
-    const I v = V::load(g + L.load(s, n) + hoff);
+    I v = V::load(g + L.load(s, n) + hoff);
+    V::pin(v);
     c[0] = V::lo(v);
     c[1] = V::hi(v);
   } else {
@@ -42,6 +45,7 @@ inline void sub_codes(const uint8_t* g, int s, int64_t hoff, typename V::I* c) {
     I l[T];
     for (int t = 0; t < T; ++t) {
       l[t] = V::load(g + L.load(s, t) + hoff);
+      V::pin(l[t]);
       c[t] = V::and_(l[t], V::set8(static_cast<char>((1 << W) - 1)));
     }
     static_for<L.sub / 4 - T>([&](auto x) {
