@@ -44,8 +44,6 @@ struct V512 {
   static I orand(I a, I b, I m) { return _mm512_ternarylogic_epi32(a, b, m, 0xF8); }  // a | (b & m)
   static I set8(char c) { return _mm512_set1_epi8(c); }
   template <int S>
-  static I shl16(I v) { return _mm512_slli_epi16(v, S); }
-  template <int S>
   static I shr16(I v) { return _mm512_srli_epi16(v, S); }
   static I pairs(const uint8_t* p) {
     return _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));

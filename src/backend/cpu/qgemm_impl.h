@@ -207,8 +207,6 @@ struct V256 {
   static I orand(I a, I b, I m) { return _mm256_or_si256(a, _mm256_and_si256(b, m)); }
   static I set8(char c) { return _mm256_set1_epi8(c); }
   template <int S>
-  static I shl16(I v) { return _mm256_slli_epi16(v, S); }
-  template <int S>
   static I shr16(I v) { return _mm256_srli_epi16(v, S); }
   static I pairs(const uint8_t* p) {
     return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));

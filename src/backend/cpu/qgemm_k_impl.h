@@ -2,7 +2,7 @@
 // instantiated per instruction set next to the Q4_0 / Q8_0 ones. Internal linkage only (see qgemm_impl.h).
 //
 // V additions: kS16 (sub-block dots summed in s16: maddubs, folded every L.s16_regs code registers), and_ / orand
-// (a | b & m) / set8 / shl16<S> / shr16<S>, pairs (an int8 pair plane -> s16 pairs per lane), scale<E> (sub-block
+// (a | b & m) / set8 / shr16<S>, pairs (an int8 pair plane -> s16 pairs per lane), scale<E> (sub-block
 // 2k + E's scale per lane, in the form fold takes), fold (isum += sub-block sum * scale), pdot (acc += pairs . pairs),
 // sub32, shl32<S>, mul.
 #pragma once
@@ -70,8 +70,9 @@ template <class V, const QKLayout& L, int R>
 void ktile(const uint8_t* g, const QAct& a, int64_t m, float* y, int64_t ldy, int valid) {
   using I = typename V::I;
   using F = typename V::F;
-  constexpr int H = kQGroup / V::L, CR = kCodeRegs<L>, NG = L.sub / 4 / CR;  // code registers: NG groups of CR
-  constexpr int kFold = V::kS16 ? L.s16_regs : L.sub / 4;                         // code registers per fold
+  constexpr int H = kQGroup / V::L;
+  constexpr int CR = kCodeRegs<L>, NG = L.sub / 4 / CR;    // a sub-block's code registers: NG groups of CR
+  constexpr int kFold = V::kS16 ? L.s16_regs : L.sub / 4;  // code registers per fold
   F acc[H][R];
   for (int h = 0; h < H; ++h)
     for (int r = 0; r < R; ++r) acc[h][r] = V::fzero();
