@@ -142,11 +142,11 @@ void qk_pack_row(DType t, const void* src, int64_t nsb, int j, uint8_t* group) {
   MOPT_CHECK(Lp && j >= 0 && j < kQGroup, "qk_pack_row: %s row %d", dtype_name(t), j);
   const QKLayout& L = *Lp;
   const uint64_t src_block = dtype_traits(t).block_bytes;
+  const int W = L.width();
   for (int64_t i = 0; i < nsb; ++i) {
     const SuperBlock s = unpack(t, static_cast<const uint8_t*>(src) + i * src_block);
     uint8_t* gb = group + i * L.bytes;
     for (int k = 0; k < L.subs(); ++k) {
-      const int W = L.width();
       if (L.hbits) {  // wide loads
         for (int b = 0; b < 4; ++b) {
           uint32_t X = 0;

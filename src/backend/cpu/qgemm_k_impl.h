@@ -49,15 +49,17 @@ inline void sub_codes(const uint8_t* g, int s, int64_t hoff, typename V::I* c) {
       c[t] = V::and_(l[t], V::set8(static_cast<char>((1 << W) - 1)));
     }
     static_for<L.sub / 4 - T>([&](auto x) {
-      bool first = true;
       static_for<T>([&](auto t) {
         constexpr int lo = S * t - W * x, hi = lo + S;  // load t's spare bits as bits [lo, hi) of code x
-        if constexpr (hi > 0 && lo < W) {
+        if constexpr (hi > 0 && lo < W) {               // the first such load has lo <= 0
           constexpr int mask = ((1 << std::min(hi, W)) - 1) & ~((1 << std::max(lo, 0)) - 1);
           const I f = V::template shr16<W * (x + 1) - S * t>(l[t]);
           const I m = V::set8(static_cast<char>(mask));
-          c[T + x] = first ? V::and_(f, m) : V::orand(c[T + x], f, m);
-          first = false;
+          if constexpr (lo <= 0) {
+            c[T + x] = V::and_(f, m);
+          } else {
+            c[T + x] = V::orand(c[T + x], f, m);
+          }
         }
       });
     });
