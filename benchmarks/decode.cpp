@@ -6,8 +6,11 @@
 //     implies, and the speed of one 64-token prompt; the bandwidth is probed by this program between the runs, and
 //     each decode run is set against the mean of the probes just before and after it. Decode is also given by CPU
 //     time (tokens per CPU-second / threads, spin waits included): on a machine shared with other work it is the rate
-//     the cores reached while they ran it. Paired rounds then set each decoded token against a read of the same
-//     bytes right after it (the two meet the same moments of a host whose bandwidth swings within a second).
+//     the cores reached while they ran it. Each run is also set against reads of the weights themselves (the packed
+//     matrices a token streams, read without arithmetic, before and after the run): memory reads at different
+//     speeds in different places, so a probe buffer can lie in faster or slower memory than the weights. Paired
+//     rounds then set each decoded token against such a read right after it (the two meet the same moments of a host
+//     whose bandwidth swings within a second).
 //     For the repacked paths it also gives each thread's speed on weights in cache (one token against its own
 //     512 x 2048 matrix of the format, all threads at once, as in decode): what the cores can turn into dot products,
 //     beside what the memory delivers (on a host whose cores differ, e.g. one shared with another tenant's thread,
@@ -307,8 +310,7 @@ int main(int argc, char** argv) {
     // larger, as 1, 2 and 4 streams per thread): each decode run is set against the mean of the probes just before
     // and just after it, so that a change in the host's load moves both sides of a fraction together.
     cpu::ReadProbe reader(bw_pool, std::max<size_t>(size_t(1) << 30, wbytes));
-    int read_streams = 1;  // streams per thread of the last probe's best read
-    auto probe = [&] { return reader.best(bw_pool, 3, &read_streams); };
+    auto probe = [&] { return reader.best(bw_pool, 3); };
     // Each path on the repacked weights, then (--baseline) the best path on the row kernels over the file's blocks.
     // Rounds alternate between them (best of each kept), so that a change in the machine's load hits every one.
     struct Config {
@@ -318,6 +320,7 @@ int main(int argc, char** argv) {
       double decode = 0, prompt = 0;
       double frac = 0, frac_bw = 0, frac_cpu = 0;  // the run with the best fraction: its fraction, its bandwidth,
                                                   // and its fraction by CPU time (tokens per CPU-second / threads)
+      double wfrac = 0, wfrac_bw = 0;              // the same against the reads of the weights themselves
       std::vector<double> in_cache = {};           // repacked: each thread's in_cache_rates, after the rounds
       std::vector<double> paired = {};             // per paired round: decode speed / the paired reads' speed
     };
@@ -332,6 +335,13 @@ int main(int argc, char** argv) {
     }
     if (a.baseline && !isas.empty() && cpu::pack_q_supports(t, 2048)) configs.push_back({isas.back(), false});
     std::unique_ptr<CpuRunner> runners[2];  // [repack]
+    // The weights themselves, read without arithmetic (cpu::best_read) before and after each run: memory reads at
+    // different speeds in different places (of six 0.6 GB buffers, one read at 68 GB/s and five at 55-59, round after
+    // round; docs/cpu_measured.md), so the probe's own buffer may lie in faster or slower memory than the weights.
+    std::vector<std::span<const uint8_t>> spans[2];  // [repack] CpuRunner::decode_weight_spans
+    uint64_t span_bytes[2] = {0, 0};
+    int wread_streams = 1;  // streams per thread of the last weights read's best
+    auto wprobe = [&](bool repack) { return cpu::best_read(bw_pool, spans[repack], 3, &wread_streams); };
     for (const Config& c : configs) {
       if (runners[c.repack]) continue;
       RunnerOptions o = ro;
@@ -340,16 +350,30 @@ int main(int argc, char** argv) {
       if (!r || !(*r)->init_kv_cache((std::max(32, a.prompt) + 16) / 16 + 2, 16, 0)) return 1;
       runners[c.repack] = std::move(*r);
       decode_tps(*runners[c.repack], 4, 1);  // warm-up (page in)
+      spans[c.repack] = runners[c.repack]->decode_weight_spans();
+      if (spans[c.repack].empty()) {
+        std::fprintf(stderr, "bench_decode: the runner lists no weights to read\n");
+        return 1;
+      }
+      for (const auto& sp : spans[c.repack]) span_bytes[c.repack] += sp.size();
     }
-    double bw_prev = probe(), bw_lo = bw_prev, bw_hi = bw_prev;
+    double bw_prev = probe(), bw_lo = bw_prev, bw_hi = bw_prev, wbw_lo = 1e30, wbw_hi = 0;
     for (int round = 0; round < 3; ++round)
       for (Config& c : configs) {  // decode
         cpu::ScopedIsa on(c.isa);
         cpu::set_decode_pairs(c.streams == 2);
         CpuRunner& rr = *runners[c.repack];
         double cpu_s = 0;
+        const double wbw_before = wprobe(c.repack);
         const double tps = decode_tps(rr, 32, 1, &cpu_s);
         const double bw_next = probe();
+        const double wbw_after = wprobe(c.repack), wbw = 0.5 * (wbw_before + wbw_after);
+        wbw_lo = std::min({wbw_lo, wbw_before, wbw_after});
+        wbw_hi = std::max({wbw_hi, wbw_before, wbw_after});
+        if (tps * wbytes / wbw > c.wfrac) {
+          c.wfrac = tps * wbytes / wbw;
+          c.wfrac_bw = wbw;
+        }
         const double bw = 0.5 * (bw_prev + bw_next);
         bw_prev = bw_next;
         bw_lo = std::min(bw_lo, bw_next);
@@ -361,8 +385,8 @@ int main(int argc, char** argv) {
           c.frac_cpu = 32.0 * bw_pool.size() / cpu_s * wbytes / bw;
         }
       }
-    // Paired rounds: after each decoded token, outside its timing, one read of as many bytes as the token's weights
-    // on the runner's own threads (as many streams as the probe's best read). The two alternate every ~10 ms, so
+    // Paired rounds: after each decoded token, outside its timing, one read of the token's weights themselves on the
+    // runner's own threads (as many streams as the last weights read's best). The two alternate every ~10 ms, so
     // they meet the same swings of the host's bandwidth, which the probes between runs of 32 tokens do not: a
     // read's speed moves by 20-40% within a second on a shared host (docs/cpu_measured.md).
     for (int round = 0; round < 3; ++round)
@@ -371,9 +395,12 @@ int main(int argc, char** argv) {
         cpu::set_decode_pairs(c.streams == 2);
         CpuRunner& rr = *runners[c.repack];
         double read_s = 0;
-        const double tps = decode_tps(rr, 32, 1, nullptr,
-                                      [&] { read_s += reader.read_seconds(rr.pool(), wbytes, read_streams); });
-        c.paired.push_back(tps * read_s / 32.0);  // (bytes / decode time) / (bytes / read time)
+        const double tps = decode_tps(rr, 32, 1, nullptr, [&] {
+          read_s += cpu::read_spans_seconds(rr.pool(), spans[c.repack], wread_streams);
+        });
+        // (file bytes / decode time) / (bytes read / read time): the packed copies the token reads can be a few
+        // percent larger than the file's bytes (K-quants: their scales unpacked), which this counts against decode.
+        c.paired.push_back(tps * wbytes / (32.0 * static_cast<double>(span_bytes[c.repack]) / read_s));
       }
     // The prompts after all the decode rounds: a 64-token prompt run between two decode runs slowed the next decode
     // (docs/cpu_measured.md, "Two memory streams per core").
@@ -394,16 +421,20 @@ int main(int argc, char** argv) {
                 "of 3, one before the first run and one after each)\n",
                 dtype_name(t), wbytes / 1e9, bw_lo / 1e9, bw_hi / 1e9, 1 + 3 * static_cast<int>(configs.size()),
                 static_cast<double>(reader.size()) / (1u << 30));
+    std::printf("%-5s: the weights themselves (%.2f GB in %zu matrices, packed) read at %.2f to %.2f GB/s (best of 3, "
+                "before and after each run)\n",
+                dtype_name(t), span_bytes[1] ? span_bytes[1] / 1e9 : span_bytes[0] / 1e9,
+                spans[1].empty() ? spans[0].size() : spans[1].size(), wbw_lo / 1e9, wbw_hi / 1e9);
     auto kind = [](const Config& c) { return !c.repack ? " rows" : c.streams == 1 ? " x1" : " x2"; };
     for (const Config& c : configs)
       std::printf("  %-5s %-7s%s decode %6.2f tokens/s best -> %6.2f GB/s; best run %3.0f%% of the %5.2f GB/s probed "
-                  "around it (by CPU time %3.0f%%); prompt %7.2f tokens/s\n",
-                  dtype_name(t), cpu::isa_name(c.isa), kind(c), c.decode,
-                  c.decode * wbytes / 1e9,
-                  100.0 * c.frac, c.frac_bw / 1e9, 100.0 * c.frac_cpu, c.prompt);
+                  "around it (by CPU time %3.0f%%), %3.0f%% of the weights' own read (%5.2f GB/s); prompt %7.2f "
+                  "tokens/s\n",
+                  dtype_name(t), cpu::isa_name(c.isa), kind(c), c.decode, c.decode * wbytes / 1e9, 100.0 * c.frac,
+                  c.frac_bw / 1e9, 100.0 * c.frac_cpu, 100.0 * c.wfrac, c.wfrac_bw / 1e9, c.prompt);
     for (const Config& c : configs) {
-      std::printf("  %-5s %-7s%s paired with a read of the same bytes after each token (%d streams per thread), "
-                  "decode at", dtype_name(t), cpu::isa_name(c.isa), kind(c), read_streams);
+      std::printf("  %-5s %-7s%s paired with a read of the weights themselves after each token (%d streams per "
+                  "thread), decode at", dtype_name(t), cpu::isa_name(c.isa), kind(c), wread_streams);
       for (size_t i = 0; i < c.paired.size(); ++i) std::printf("%s %3.0f%%", i ? "," : "", 100.0 * c.paired[i]);
       std::printf(" of the read's speed (3 rounds of 32 tokens)\n");
     }

@@ -653,6 +653,46 @@ void CpuRunner::mm(const TensorView& w, const cpu::PackedF32& packed, const cpu:
   }
 }
 
+std::vector<std::span<const uint8_t>> CpuRunner::decode_weight_spans() const {
+  std::vector<std::span<const uint8_t>> s;
+  auto view = [&](const TensorView* v) { s.emplace_back(static_cast<const uint8_t*>(v->data), v->nbytes); };
+  auto packed = [&](const cpu::PackedF32& p) {
+    s.emplace_back(reinterpret_cast<const uint8_t*>(p.data.data()), p.data.size() * sizeof(float));
+  };
+  auto repacked = [&](const cpu::PackedQ& p) { s.emplace_back(p.data.get(), p.bytes()); };
+  auto one = [&](const TensorView* v, const cpu::PackedF32& p, const cpu::PackedQ& q) {  // as mm() picks
+    if (packed_) {
+      packed(p);
+    } else if (!q.empty()) {
+      repacked(q);
+    } else {
+      view(v);
+    }
+  };
+  if (cfg_.is_mla()) return {};
+  for (const Layer& L : layers_) {  // as forward_impl and dense_mlp read them
+    if (!L.w_gate) return {};
+    if (packed_) {
+      packed(L.qkv);
+    } else if (L.fused_qkv()) {
+      repacked(L.qkv_q);
+    } else {
+      for (const TensorView* v : {L.wq, L.wk, L.wv}) view(v);
+    }
+    one(L.wo, L.o, L.o_q);
+    if (packed_) {
+      packed(L.gate_up);
+    } else if (L.fused_gate_up()) {
+      repacked(L.gate_up_q);
+    } else {
+      for (const TensorView* v : {L.w_gate, L.w_up}) view(v);
+    }
+    one(L.w_down, L.down, L.down_q);
+  }
+  one(output_, output_packed_, output_q_);
+  return s;
+}
+
 void CpuRunner::prefetch_slot(const uint8_t* kl, const uint8_t* vl, size_t slot) const {
   const size_t hd = static_cast<size_t>(cfg_.head_dim);
   const size_t stride = static_cast<size_t>(cpu::transposed_tile(block_size_)) * kv_elem_bytes_;  // between dims

@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "backend/cpu/kernels.h"
@@ -61,6 +62,12 @@ class CpuRunner : public ModelRunner {
   Status swap_in(std::span<const std::pair<int32_t, int32_t>> host_to_device) override;
 
   ThreadPool& pool() { return *pool_; }
+  // The matrices' bytes one decode step reads, in the order it reads them: per layer Q/K/V, O, gate/up and down (the
+  // packed or repacked copies where made, else the model's own bytes), then the classifier. The norms and the one
+  // embedding row a token reads are left out. Empty for MLA and MoE models (there a token reads other matrices, or
+  // those its routing picks). bench_decode reads them as its roofline: memory reads at different speeds in
+  // different places (docs/cpu_measured.md).
+  std::vector<std::span<const uint8_t>> decode_weight_spans() const;
 
  private:
   CpuRunner() = default;

@@ -52,6 +52,7 @@ struct PackedQ {
   uint64_t group_bytes = 0; // bytes of one group: ceil(K/64) pairs of blocks (K/256 group-blocks for K-quants)
   std::unique_ptr<uint8_t[], void (*)(void*)> data{nullptr, nullptr};  // [ceil(N/16), blocks, group-block], 64-aligned
   bool empty() const { return N == 0; }
+  uint64_t bytes() const { return static_cast<uint64_t>((N + kQGroup - 1) / kQGroup) * group_bytes; }  // of data
 };
 
 struct PackQSource {

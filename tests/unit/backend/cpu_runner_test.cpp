@@ -200,6 +200,36 @@ TEST(CpuRunner, QuantizedWeightsMatchReference) {
   }
 }
 
+// decode_weight_spans lists the bytes a decode step streams. Q4_0 and Q4_K are repacked (Q/K/V and gate/up each one
+// matrix: 4 spans a layer, then the classifier); Q4_0's groups hold the file's bytes, Q4_K's group-blocks 2368 bytes
+// for the file's 2304 (qgemm_k.h). F16 is read from the model itself: its 7 matrices a layer, the tensors' own bytes.
+TEST(CpuRunner, DecodeWeightSpansAreTheMatricesRead) {
+  auto base = dummy_model(kSmallLlama, 3);
+  ASSERT_NE(base, nullptr);
+  const size_t n_layers = static_cast<size_t>(base->config.n_layer);
+  for (DType t : {DType::F16, DType::Q4_0, DType::Q4_K}) {
+    SCOPED_TRACE(dtype_name(t));
+    auto q = requantize(*base, t, /*embeddings_too=*/true);
+    RunnerOptions ro;
+    ro.n_threads = 1;
+    auto r = CpuRunner::create(*q, ro);
+    ASSERT_TRUE(r.is_ok()) << r.message();
+    const auto spans = (*r)->decode_weight_spans();
+    uint64_t file = 0, got = 0;  // every matrix but the token embeddings (one row a token)
+    for (const TensorView& v : q->tensors)
+      if (v.n_dims == 2 && v.name != "token_embd.weight") file += v.nbytes;
+    for (const auto& sp : spans) got += sp.size();
+    EXPECT_EQ(spans.size(), (t == DType::F16 ? 7 : 4) * n_layers + 1);
+    EXPECT_EQ(got, t == DType::Q4_K ? file / 2304 * 2368 : file);
+    if (t == DType::F16) {
+      const TensorView* wq = q->find("blk.0.attn_q.weight");
+      ASSERT_NE(wq, nullptr);
+      EXPECT_EQ(spans[0].data(), static_cast<const uint8_t*>(wq->data));
+      EXPECT_EQ(spans[0].size(), wq->nbytes);
+    }
+  }
+}
+
 // Several sequences in one flat batch give the same logits as each sequence alone (fp32 and fp16 caches).
 void check_batched_matches_single(KvCacheDtype kv) {
   auto m = load_model(models_dir() + "/stories260K.gguf");
