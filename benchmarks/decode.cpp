@@ -433,8 +433,9 @@ int main(int argc, char** argv) {
                   dtype_name(t), cpu::isa_name(c.isa), kind(c), c.decode, c.decode * wbytes / 1e9, 100.0 * c.frac,
                   c.frac_bw / 1e9, 100.0 * c.frac_cpu, 100.0 * c.wfrac, c.wfrac_bw / 1e9, c.prompt);
     for (const Config& c : configs) {
-      std::printf("  %-5s %-7s%s paired with a read of the weights themselves after each token (%d streams per "
-                  "thread), decode at", dtype_name(t), cpu::isa_name(c.isa), kind(c), wread_streams);
+      std::printf("  %-5s %-7s%s paired with a read of the weights themselves after each token (%d stream%s per "
+                  "thread), decode at", dtype_name(t), cpu::isa_name(c.isa), kind(c), wread_streams,
+                  wread_streams == 1 ? "" : "s");
       for (size_t i = 0; i < c.paired.size(); ++i) std::printf("%s %3.0f%%", i ? "," : "", 100.0 * c.paired[i]);
       std::printf(" of the read's speed (3 rounds of 32 tokens)\n");
     }
