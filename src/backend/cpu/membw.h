@@ -11,7 +11,8 @@
 namespace mopt::cpu {
 
 // A buffer of `bytes` bytes (2 MiB-aligned, on transparent huge pages where granted), allocated and written once,
-// that pool threads sum: the read that the memory-bound kernels are set against.
+// that pool threads sum: a read that the memory-bound kernels are set against, beside reads of their own weights
+// (one allocation's pages can read faster or slower than another's: docs/cpu.md).
 class ReadProbe {
  public:
   ReadProbe(ThreadPool& pool, size_t bytes);  // the pool's threads write it first (their pages)
