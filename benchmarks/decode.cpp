@@ -421,10 +421,10 @@ int main(int argc, char** argv) {
                 "of 3, one before the first run and one after each)\n",
                 dtype_name(t), wbytes / 1e9, bw_lo / 1e9, bw_hi / 1e9, 1 + 3 * static_cast<int>(configs.size()),
                 static_cast<double>(reader.size()) / (1u << 30));
+    const int shown = spans[1].empty() ? 0 : 1;  // the repacked runner's, where there is one
     std::printf("%-5s: the weights themselves (%.2f GB in %zu matrices, packed) read at %.2f to %.2f GB/s (best of 3, "
                 "before and after each run)\n",
-                dtype_name(t), span_bytes[1] ? span_bytes[1] / 1e9 : span_bytes[0] / 1e9,
-                spans[1].empty() ? spans[0].size() : spans[1].size(), wbw_lo / 1e9, wbw_hi / 1e9);
+                dtype_name(t), span_bytes[shown] / 1e9, spans[shown].size(), wbw_lo / 1e9, wbw_hi / 1e9);
     auto kind = [](const Config& c) { return !c.repack ? " rows" : c.streams == 1 ? " x1" : " x2"; };
     for (const Config& c : configs)
       std::printf("  %-5s %-7s%s decode %6.2f tokens/s best -> %6.2f GB/s; best run %3.0f%% of the %5.2f GB/s probed "
