@@ -15,15 +15,20 @@
 // Usage: bench_gpu_skinny [--weights bf16,fp8,int8,q8_0,int4,q4_k] [--m 1,2,4,8]
 //                         [--shapes qkv,o,gate_up,down,kv,lm_head] [--rounds 5] [--variants]
 //                         [--dims N_EMBD,N_FF,Q_DIM,KV_DIM,VOCAB] [--only V,...] [--row-slice S]
+//                         [--pers-per-sm N] [--w8a8]
 //   (--variants: every tiling's times, not only the best; --dims: another model's shapes, e.g. code-qwen2-25m's
 //   512,1408,512,128,4096; default Llama-3.1-8B's 4096,14336,4096,1024,128256; --only: time these tilings
 //   alone, e.g. to profile one under Nsight Compute; --row-slice: m > S rows in slices of S rows per CTA,
-//   SkinnyGemmParams::row_slice, CUDA-core tilings only, as verification steps may run them). The tilings of a
+//   SkinnyGemmParams::row_slice, CUDA-core tilings only, as verification steps may run them; --pers-per-sm: the
+//   persistent twins' grids at most N CTAs per SM, set_persistent_ctas_per_sm; --w8a8: q8_0 at m = 1 also through
+//   launch_skinny_w8a8, the integer tensor-core kernel with 8-bit activations, each of its tilings timed the same
+//   two ways, its output checked against the best stream tiling's). The tilings of a
 //   format are numbered as launch_skinny_gemm numbers them: the CUDA-core ones, the tensor-core ones from 10, and
 //   the persistent twins of v26-v29 (kernels.h) from 30, which differ from their tiling at m = 1 only.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -32,7 +37,9 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/gemm_skinny_w8a8.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/persistent_grid.h"
 
 using namespace mopt;
 
@@ -207,13 +214,51 @@ struct Timing {
   double cold_us = 0, stream_us = 0;
 };
 
+// launch(copy) enqueues one GEMM over weight copy `copy`: its cold time (a chain of kChain (L2-evicting sweep,
+// launch) pairs minus the sweeps alone) and its stream time (kStreamLaunches launches over rotating copies).
+template <class Launch>
+Timing time_launches(cudaStream_t s, int rounds, void* flush, int copies, Launch&& launch) {
+  const double chain = time_ms(s, rounds, [&] {
+    for (int i = 0; i < kChain; ++i) {
+      CK(cuda::launch_read_sweep(flush, kFlushBytes, s));
+      launch(0);
+    }
+  });
+  const double sweeps = time_ms(s, rounds, [&] {
+    for (int i = 0; i < kChain; ++i) CK(cuda::launch_read_sweep(flush, kFlushBytes, s));
+  });
+  Timing t;
+  t.cold_us = (chain - sweeps) * 1e3 / kChain;
+  t.stream_us = time_ms(s, rounds, [&] {
+    for (int i = 0; i < kStreamLaunches; ++i) launch(i % copies);
+  }) * 1e3 / kStreamLaunches;
+  return t;
+}
+
+// max |a - b| / max |a| and the RMS of a - b over the RMS of a, for two [n] fp32 device outputs.
+void compare_outputs(const float* a_dev, const float* b_dev, int n, double& max_rel, double& rms_rel) {
+  std::vector<float> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
+  CK(cudaMemcpy(a.data(), a_dev, a.size() * 4, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(b.data(), b_dev, b.size() * 4, cudaMemcpyDeviceToHost));
+  double amax = 0, dmax = 0, a2 = 0, d2 = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double d = static_cast<double>(a[i]) - b[i];
+    amax = std::max(amax, std::fabs(static_cast<double>(a[i])));
+    dmax = std::max(dmax, std::fabs(d));
+    a2 += static_cast<double>(a[i]) * a[i];
+    d2 += d * d;
+  }
+  max_rel = amax > 0 ? dmax / amax : dmax;
+  rms_rel = a2 > 0 ? std::sqrt(d2 / a2) : std::sqrt(d2);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::vector<std::string> formats = {"bf16", "fp8", "int8", "int4"}, shapes;
   std::vector<int> ms = {1};
   int rounds = 5;
-  bool all_variants = false;
+  bool all_variants = false, w8a8 = false;
   std::vector<int> dims = {4096, 14336, 4096, 1024, 128256}, only;
   int row_slice = 0;
   for (int i = 1; i < argc; ++i) {
@@ -233,6 +278,8 @@ int main(int argc, char** argv) {
     } else if (a == "--rounds") rounds = std::atoi(next().c_str());
     else if (a == "--variants") all_variants = true;
     else if (a == "--row-slice") row_slice = std::atoi(next().c_str());
+    else if (a == "--pers-per-sm") cuda::set_persistent_ctas_per_sm(std::atoi(next().c_str()));
+    else if (a == "--w8a8") w8a8 = true;
     else if (a == "--only") {
       for (const std::string& v : split(next())) only.push_back(std::atoi(v.c_str()));
     } else if (a == "--dims") {
@@ -241,7 +288,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr, "unknown option %s\nusage: bench_gpu_skinny [--weights LIST] [--m LIST] [--shapes LIST] "
                    "[--rounds N] [--variants] [--dims N_EMBD,N_FF,Q_DIM,KV_DIM,VOCAB] [--only V,...] "
-                   "[--row-slice S]\n", a.c_str());
+                   "[--row-slice S] [--pers-per-sm N] [--w8a8]\n", a.c_str());
       return 2;
     }
   }
@@ -306,13 +353,16 @@ int main(int argc, char** argv) {
   CK(cudaMemsetAsync(o.y, 0, size_t{8} * nmax * 4, s));
   void* flush = nullptr;
   CK(cudaMalloc(&flush, kFlushBytes));
+  float *check_ref = nullptr, *check_w8a8 = nullptr;  // --w8a8's output check
+  CK(cudaMalloc(reinterpret_cast<void**>(&check_ref), static_cast<size_t>(nmax) * 4));
+  CK(cudaMalloc(reinterpret_cast<void**>(&check_w8a8), static_cast<size_t>(nmax) * 4));
 
   std::printf("%-5s %-8s %6s x %-5s m %8s | %-26s | %-26s\n", "fmt", "shape", "n", "k", "MB",
               "cold: tiling us GB/s %copy", "stream: tiling us GB/s %copy");
   for (const Format* f : fsel) {
     const int n_var = cuda::skinny_variants(f->fmt);
     for (int m : ms) {
-      double layer_us = 0, layer_bytes = 0;
+      double layer_us = 0, layer_bytes = 0, w8a8_layer_us = 0;
       for (const Shape* sh : ssel) {
         Weights w = make_weights(*f, *sh, s);
         std::vector<Timing> t(n_var);
@@ -326,24 +376,11 @@ int main(int argc, char** argv) {
             t[v].cold_us = t[v].stream_us = std::numeric_limits<double>::infinity();
             continue;
           }
-          auto launch = [&](int copy) {
+          t[v] = time_launches(s, rounds, flush, w.copies, [&](int copy) {
             cuda::SkinnyGemmParams p = params_for(*f, *sh, w, o, m, copy, v);
             p.row_slice = slice;
             CK(cuda::launch_skinny_gemm(p, s));
-          };
-          const double chain = time_ms(s, rounds, [&] {
-            for (int i = 0; i < kChain; ++i) {
-              CK(cuda::launch_read_sweep(flush, kFlushBytes, s));
-              launch(0);
-            }
           });
-          const double sweeps = time_ms(s, rounds, [&] {
-            for (int i = 0; i < kChain; ++i) CK(cuda::launch_read_sweep(flush, kFlushBytes, s));
-          });
-          t[v].cold_us = (chain - sweeps) * 1e3 / kChain;
-          t[v].stream_us = time_ms(s, rounds, [&] {
-            for (int i = 0; i < kStreamLaunches; ++i) launch(i % w.copies);
-          }) * 1e3 / kStreamLaunches;
         }
         int bc = 0, bs = 0;
         while (bc < n_var - 1 && !timed(bc)) bs = ++bc;
@@ -370,9 +407,45 @@ int main(int argc, char** argv) {
             if (timed(v)) std::printf(" v%d %.1f", v, t[v].stream_us);
           std::printf("\n");
         }
-        if (std::strcmp(sh->name, "lm_head") != 0 && std::strcmp(sh->name, "kv") != 0) {
+        const bool layer_shape = std::strcmp(sh->name, "lm_head") != 0 && std::strcmp(sh->name, "kv") != 0;
+        if (layer_shape) {
           layer_us += t[bs].stream_us;
           layer_bytes += bytes;
+        }
+        if (w8a8 && m == 1 && f->fmt == cuda::WeightFormat::kInt8 && f->group == 32) {
+          std::vector<Timing> tw(cuda::kW8a8Tilings);
+          int wc = 0, ws = 0;
+          for (int i = 0; i < cuda::kW8a8Tilings; ++i) {
+            tw[i] = time_launches(s, rounds, flush, w.copies, [&](int copy) {
+              CK(cuda::launch_skinny_w8a8(params_for(*f, *sh, w, o, m, copy, 0), i, s));
+            });
+            if (tw[i].cold_us < tw[wc].cold_us) wc = i;
+            if (tw[i].stream_us < tw[ws].stream_us) ws = i;
+          }
+          // The same product stored plainly (fp32) by the best stream tiling of each kernel.
+          cuda::SkinnyGemmParams pr = params_for(*f, *sh, w, o, m, 0, bs), pw = params_for(*f, *sh, w, o, m, 0, 0);
+          pr.epilogue = pw.epilogue = cuda::SkinnyEpilogue::kStore;
+          pr.y_f32 = pw.y_f32 = true;
+          pr.y = check_ref;
+          pw.y = check_w8a8;
+          CK(cuda::launch_skinny_gemm(pr, s));
+          CK(cuda::launch_skinny_w8a8(pw, ws, s));
+          CK(cudaStreamSynchronize(s));
+          double max_rel = 0, rms_rel = 0;
+          compare_outputs(check_ref, check_w8a8, sh->n, max_rel, rms_rel);
+          std::printf("%-5s %-8s w8a8 8-bit activations       | t%-2d %7.1f %6.0f %4.0f%% | t%-2d %7.1f %6.0f %4.0f%% | "
+                      "vs v%d: max %.2e, rms %.2e of the output\n",
+                      f->name, sh->name, wc, tw[wc].cold_us, gbs(tw[wc].cold_us),
+                      100 * gbs(tw[wc].cold_us) * 1e9 / copy_bw, ws, tw[ws].stream_us, gbs(tw[ws].stream_us),
+                      100 * gbs(tw[ws].stream_us) * 1e9 / copy_bw, bs, max_rel, rms_rel);
+          if (all_variants) {
+            std::printf("      w8a8 cold us:  ");
+            for (int i = 0; i < cuda::kW8a8Tilings; ++i) std::printf(" t%d %.1f", i, tw[i].cold_us);
+            std::printf("\n      w8a8 stream us:");
+            for (int i = 0; i < cuda::kW8a8Tilings; ++i) std::printf(" t%d %.1f", i, tw[i].stream_us);
+            std::printf("\n");
+          }
+          if (layer_shape) w8a8_layer_us += tw[ws].stream_us;
         }
         CK(cudaFree(w.codes));
         if (w.params) CK(cudaFree(w.params));
@@ -382,9 +455,15 @@ int main(int argc, char** argv) {
                     "bandwidth (%.0f us at copy bandwidth)\n",
                     f->name, m, 32 * layer_us, 100 * layer_bytes / (layer_us * 1e-6) / copy_bw,
                     32 * layer_bytes / copy_bw * 1e6);
+      if (w8a8_layer_us > 0)
+        std::printf("%-5s m %d: the same through w8a8 (8-bit activations, integer tensor cores): %.0f us, %.0f%% of copy "
+                    "bandwidth\n",
+                    f->name, m, 32 * w8a8_layer_us, 100 * layer_bytes / (w8a8_layer_us * 1e-6) / copy_bw);
     }
   }
   CK(cudaFree(flush));
+  CK(cudaFree(check_ref));
+  CK(cudaFree(check_w8a8));
   CK(cudaFree(o.x));
   CK(cudaFree(o.x_f32));
   CK(cudaFree(o.norm_w));

@@ -1,0 +1,174 @@
+// The skinny GEMM with 8-bit activations on the integer tensor cores (backend/cuda/gemm_skinny_w8a8.h) against the
+// CPU backend's Q8_0 product of the same file bytes (cpu::matmul_raw: the activations quantized to Q8_0 the same
+// way, exact integer dots, fp32 sums): every tiling, each prologue and epilogue, k from one step (64 inputs) to an
+// odd number of steps, n = 88 (a partial 16-row tile) and a multiple of the CTA's rows.
+//
+// Tolerance. Both sides multiply the same codes: the integer dots are exact, so they differ by the fp32 sums of
+// k / 32 group terms (and the 1 / rms of the RMSNorm prologue, rsqrtf against fp64): 3e-5 of sum |w x| + 1e-6.
+// With SwiGLU the GPU's silu (fast exp and divide) may round an activation code the other way: 4 codes' worth more.
+// A wrong fragment layout or group errs by ~sqrt(k) |w x|.
+#if MOPT_HAVE_CUDA
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "backend/cpu/kernels.h"
+#include "backend/cuda/gemm_skinny_w8a8.h"
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/quant_weights.h"
+#include "core/dtype.h"
+#include "unit/backend/cuda/cuda_test_util.h"
+
+namespace mopt {
+namespace {
+
+using cuda::bf16;
+using cudatest::DevVec;
+
+// Q8_0 bytes of random weights [n, k] (rows of different magnitudes) and their kInt8 / G 32 repacking.
+struct Q8Matrix {
+  std::vector<uint8_t> bytes;
+  cuda::HostQuantMatrix hm;
+};
+Q8Matrix make_q8(int n, int k, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  Q8Matrix q;
+  const uint64_t rb = *row_bytes(DType::Q8_0, static_cast<uint64_t>(k));
+  q.bytes.resize(rb * n);
+  std::vector<float> row(static_cast<size_t>(k));
+  for (int r = 0; r < n; ++r) {
+    const float mag = 0.25f + 0.75f * static_cast<float>(r % 7) / 6.f;
+    for (float& v : row) v = mag * u(rng);
+    quantize_row_ref(DType::Q8_0, row.data(), q.bytes.data() + rb * r, k);
+  }
+  TensorView view;
+  view.name = "w";
+  view.dtype = DType::Q8_0;
+  view.n_dims = 2;
+  view.ne = {k, n, 1, 1};
+  view.data = q.bytes.data();
+  view.nbytes = q.bytes.size();
+  const TensorView* parts[] = {&view};
+  auto hm = cuda::repack_quantized(parts, k, cuda::QuantPlan{cuda::WeightFormat::kInt8, 32, false});
+  EXPECT_TRUE(hm.is_ok()) << hm.message();
+  if (hm.is_ok()) q.hm = std::move(hm).value();
+  return q;
+}
+
+// sum_j |w_j x_j| per output row, from the Q8_0 weights dequantized.
+std::vector<double> abs_products(const Q8Matrix& q, int n, int k, const std::vector<float>& x) {
+  const uint64_t rb = *row_bytes(DType::Q8_0, static_cast<uint64_t>(k));
+  std::vector<float> w(static_cast<size_t>(k));
+  std::vector<double> out(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    dequantize_row_ref(DType::Q8_0, q.bytes.data() + rb * r, w.data(), k);
+    for (int j = 0; j < k; ++j) out[r] += std::fabs(static_cast<double>(w[j]) * x[j]);
+  }
+  return out;
+}
+
+TEST(CudaSkinnyW8a8, MatchesCpuQ8_0ProductOnEveryTilingAndPrologue) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(11);
+  for (const int n : {88, 256})
+    for (const int k : {64, 768, 4160}) {
+      const Q8Matrix q = make_q8(n, k, static_cast<uint32_t>(n + k));
+      ASSERT_FALSE(q.hm.codes.empty());
+      DevVec<uint8_t> codes(q.hm.codes);
+      DevVec<float> group(q.hm.group);
+      cuda::QuantWeightView qw{.fmt = cuda::WeightFormat::kInt8, .codes = codes.get(), .group = group.get(),
+                               .group_size = 32};
+      // Operands: bf16 x (or gate|up) [2k], fp32 residual [k], norm weight [k], residual output [n].
+      std::vector<uint16_t> xb;
+      std::vector<float> xv;
+      cudatest::random_bf16(rng, static_cast<size_t>(2) * k, -1.f, 1.f, xb, xv);
+      std::uniform_real_distribution<float> ur(-2.f, 2.f), un(0.5f, 1.5f);
+      std::vector<float> resid(static_cast<size_t>(k)), y0(static_cast<size_t>(n));
+      std::vector<uint16_t> nwb(static_cast<size_t>(k));
+      for (float& v : resid) v = ur(rng);
+      for (uint16_t& v : nwb) v = fp32_to_bf16(un(rng));
+      for (float& v : y0) v = ur(rng);
+      DevVec<uint16_t> dx(xb), dnw(nwb);
+      DevVec<float> dres(resid), y(static_cast<size_t>(n));
+      for (const cuda::SkinnyPrologue pro :
+           {cuda::SkinnyPrologue::kNone, cuda::SkinnyPrologue::kRmsNorm, cuda::SkinnyPrologue::kSwiGlu}) {
+        // The prologue's operand row in fp32, as the kernel forms it before quantizing (RMSNorm: x * norm_w, its
+        // 1 / rms applied to the result).
+        std::vector<float> a(static_cast<size_t>(k));
+        double scale = 1.0;
+        if (pro == cuda::SkinnyPrologue::kNone) {
+          for (int j = 0; j < k; ++j) a[j] = xv[j];
+        } else if (pro == cuda::SkinnyPrologue::kRmsNorm) {
+          double ss = 0;
+          for (int j = 0; j < k; ++j) {
+            ss += static_cast<double>(resid[j]) * resid[j];
+            a[j] = resid[j] * bf16_to_fp32(nwb[j]);
+          }
+          scale = 1.0 / std::sqrt(ss / k + 1e-5);
+        } else {
+          for (int j = 0; j < k; ++j) {
+            const float g = xv[j], up = xv[static_cast<size_t>(k) + j];
+            a[j] = static_cast<float>(g / (1.0 + std::exp(-static_cast<double>(g))) * up);
+          }
+        }
+        std::vector<float> cpu(static_cast<size_t>(n));
+        cpu::matmul_raw(DType::Q8_0, q.bytes.data(), n, k, a.data(), 1, cpu.data(), nullptr);
+        const std::vector<double> mag = abs_products(q, n, k, a);
+        float amax = 0.f;
+        for (float v : a) amax = std::max(amax, std::fabs(v));
+        for (const cuda::SkinnyEpilogue epi : {cuda::SkinnyEpilogue::kStore, cuda::SkinnyEpilogue::kAddResidual})
+          for (int t = 0; t < cuda::kW8a8Tilings; ++t) {
+            SCOPED_TRACE(testing::Message() << "n " << n << " k " << k << " prologue " << static_cast<int>(pro)
+                                            << " epilogue " << static_cast<int>(epi) << " tiling " << t);
+            const bool add = epi == cuda::SkinnyEpilogue::kAddResidual;
+            if (add) y.upload(y0);
+            else y.poison();
+            cuda::SkinnyGemmParams p{.x = reinterpret_cast<const bf16*>(dx.get()), .y = y.get(), .y_f32 = true,
+                                     .m = 1, .n = n, .k = k, .prologue = pro, .epilogue = epi,
+                                     .x_f32 = dres.get(), .norm_w = reinterpret_cast<const bf16*>(dnw.get()),
+                                     .norm_eps = 1e-5f, .qw = qw};
+            CUDA_OK(cuda::launch_skinny_w8a8(p, t, nullptr));
+            CUDA_OK(cudaDeviceSynchronize());
+            const std::vector<float> got = y.download();
+            int bad = 0;
+            for (int r = 0; r < n; ++r) {
+              const double want = cpu[r] * scale + (add ? y0[r] : 0.0);
+              double tol = (3e-5 * mag[r] + 1e-6) * scale;
+              if (pro == cuda::SkinnyPrologue::kSwiGlu) tol += 4.0 * (amax / 127.0);  // |w| <= 1
+              if (!(std::fabs(got[r] - want) <= tol) && bad++ < 3)
+                ADD_FAILURE() << "row " << r << ": " << got[r] << " vs CPU " << want << " (bound " << tol << ")";
+            }
+          }
+      }
+    }
+}
+
+TEST(CudaSkinnyW8a8, RefusesWhatItDoesNotRun) {  // host only: refused before any launch
+  const float dummy[2] = {0.f, 0.f};  // never read: every call below is refused first
+  const cuda::SkinnyGemmParams p{.m = 1, .n = 16, .k = 64,
+                                 .qw = {.fmt = cuda::WeightFormat::kInt8, .codes = dummy, .group = dummy,
+                                        .group_size = 32}};
+  cuda::SkinnyGemmParams bad = p;
+  bad.m = 2;
+  EXPECT_EQ(cuda::launch_skinny_w8a8(bad, 0, nullptr), cudaErrorNotSupported);
+  bad = p;
+  bad.qw.group_size = 16;
+  EXPECT_EQ(cuda::launch_skinny_w8a8(bad, 0, nullptr), cudaErrorNotSupported);
+  bad = p;
+  bad.qw.affine = true;
+  EXPECT_EQ(cuda::launch_skinny_w8a8(bad, 0, nullptr), cudaErrorNotSupported);
+  bad = p;
+  bad.k = 96;
+  EXPECT_EQ(cuda::launch_skinny_w8a8(bad, 0, nullptr), cudaErrorNotSupported);
+  bad = p;
+  bad.qw.fmt = cuda::WeightFormat::kNib4;
+  EXPECT_EQ(cuda::launch_skinny_w8a8(bad, 0, nullptr), cudaErrorNotSupported);
+  EXPECT_EQ(cuda::launch_skinny_w8a8(p, cuda::kW8a8Tilings, nullptr), cudaErrorNotSupported);
+}
+
+}  // namespace
+}  // namespace mopt
+#endif  // MOPT_HAVE_CUDA
