@@ -20,7 +20,7 @@
 //   512,1408,512,128,4096; default Llama-3.1-8B's 4096,14336,4096,1024,128256; --only: time these tilings
 //   alone, e.g. to profile one under Nsight Compute; --row-slice: m > S rows in slices of S rows per CTA,
 //   SkinnyGemmParams::row_slice, CUDA-core tilings only, as verification steps may run them; --pers-per-sm: the
-//   persistent twins' grids at most N CTAs per SM, set_persistent_ctas_per_sm; --w8a8: q8_0 at m = 1 also through
+//   persistent twins' grids at most N CTAs per SM, set_persistent_ctas_per_sm; --w8a8: q8_0 also through
 //   launch_skinny_w8a8, the integer tensor-core kernel with 8-bit activations, each of its tilings timed the same
 //   two ways, its output checked against the best stream tiling's). The tilings of a
 //   format are numbered as launch_skinny_gemm numbers them: the CUDA-core ones, the tensor-core ones from 10, and
@@ -235,7 +235,7 @@ Timing time_launches(cudaStream_t s, int rounds, void* flush, int copies, Launch
   return t;
 }
 
-// max |a - b| / max |a| and the RMS of a - b over the RMS of a, for two [n] fp32 device outputs.
+// max |a - b| / max |a| and the RMS of a - b over the RMS of a, for two fp32 device outputs of n values.
 void compare_outputs(const float* a_dev, const float* b_dev, int n, double& max_rel, double& rms_rel) {
   std::vector<float> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
   CK(cudaMemcpy(a.data(), a_dev, a.size() * 4, cudaMemcpyDeviceToHost));
@@ -354,8 +354,8 @@ int main(int argc, char** argv) {
   void* flush = nullptr;
   CK(cudaMalloc(&flush, kFlushBytes));
   float *check_ref = nullptr, *check_w8a8 = nullptr;  // --w8a8's output check
-  CK(cudaMalloc(reinterpret_cast<void**>(&check_ref), static_cast<size_t>(nmax) * 4));
-  CK(cudaMalloc(reinterpret_cast<void**>(&check_w8a8), static_cast<size_t>(nmax) * 4));
+  CK(cudaMalloc(reinterpret_cast<void**>(&check_ref), size_t{8} * nmax * 4));
+  CK(cudaMalloc(reinterpret_cast<void**>(&check_w8a8), size_t{8} * nmax * 4));
 
   std::printf("%-5s %-8s %6s x %-5s m %8s | %-26s | %-26s\n", "fmt", "shape", "n", "k", "MB",
               "cold: tiling us GB/s %copy", "stream: tiling us GB/s %copy");
@@ -412,7 +412,7 @@ int main(int argc, char** argv) {
           layer_us += t[bs].stream_us;
           layer_bytes += bytes;
         }
-        if (w8a8 && m == 1 && f->fmt == cuda::WeightFormat::kInt8 && f->group == 32) {
+        if (w8a8 && f->fmt == cuda::WeightFormat::kInt8 && f->group == 32) {
           std::vector<Timing> tw(cuda::kW8a8Tilings);
           int wc = 0, ws = 0;
           for (int i = 0; i < cuda::kW8a8Tilings; ++i) {
@@ -432,7 +432,7 @@ int main(int argc, char** argv) {
           CK(cuda::launch_skinny_w8a8(pw, ws, s));
           CK(cudaStreamSynchronize(s));
           double max_rel = 0, rms_rel = 0;
-          compare_outputs(check_ref, check_w8a8, sh->n, max_rel, rms_rel);
+          compare_outputs(check_ref, check_w8a8, m * sh->n, max_rel, rms_rel);
           std::printf("%-5s %-8s w8a8 8-bit activations       | t%-2d %7.1f %6.0f %4.0f%% | t%-2d %7.1f %6.0f %4.0f%% | "
                       "vs v%d: max %.2e, rms %.2e of the output\n",
                       f->name, sh->name, wc, tw[wc].cold_us, gbs(tw[wc].cold_us),
