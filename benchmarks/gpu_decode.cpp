@@ -28,8 +28,6 @@
 // --fp8-fast-accum: FP8 GEMMs with cuBLASLt's fast accumulation (CudaRunnerExtras::fp8_fast_accum).
 // --no-persistent: the tuner never picks the tensor-core tilings' persistent twins
 // (CudaRunnerExtras::persistent_gemms).
-// --pers-per-sm N: the persistent twins' grids hold at most N CTAs per SM (set_persistent_ctas_per_sm), leaving
-// room for the next kernel's CTAs.
 // --one-row-eps X: one-row fused plans chosen with the verification rows in view (RunnerOptions::one_row_plan_eps,
 // 0 .. 1; absent: the runner's default, kDefaultOneRowPlanEps; 0: the fastest one-row tiling), for every runner:
 // what plain decoding pays for cheaper speculative verification steps.
@@ -68,7 +66,6 @@
 #include "backend/cuda/cuda_runner.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/kernels.h"
-#include "backend/cuda/persistent_grid.h"
 #include "backend/cuda/quant_layout.h"
 #include "bench_clock.h"
 #include "gpu_batch.h"
@@ -199,8 +196,6 @@ int main(int argc, char** argv) {
       fp8_fused_quant = !std::strcmp(argv[++i], "fused");
     else if (!std::strcmp(argv[i], "--fp8-fast-accum")) fp8_fast_accum = true;
     else if (!std::strcmp(argv[i], "--no-persistent")) persistent_gemms = false;
-    else if (!std::strcmp(argv[i], "--pers-per-sm") && i + 1 < argc)
-      cuda::set_persistent_ctas_per_sm(std::atoi(argv[++i]));
     else if (!std::strcmp(argv[i], "--one-row-eps") && i + 1 < argc) {
       char* end = nullptr;
       one_row_eps = std::strtof(argv[++i], &end);

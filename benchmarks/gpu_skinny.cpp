@@ -15,12 +15,11 @@
 // Usage: bench_gpu_skinny [--weights bf16,fp8,int8,q8_0,int4,q4_k] [--m 1,2,4,8]
 //                         [--shapes qkv,o,gate_up,down,kv,lm_head] [--rounds 5] [--variants]
 //                         [--dims N_EMBD,N_FF,Q_DIM,KV_DIM,VOCAB] [--only V,...] [--row-slice S]
-//                         [--pers-per-sm N] [--w8a8]
+//                         [--w8a8]
 //   (--variants: every tiling's times, not only the best; --dims: another model's shapes, e.g. code-qwen2-25m's
 //   512,1408,512,128,4096; default Llama-3.1-8B's 4096,14336,4096,1024,128256; --only: time these tilings
 //   alone, e.g. to profile one under Nsight Compute; --row-slice: m > S rows in slices of S rows per CTA,
-//   SkinnyGemmParams::row_slice, CUDA-core tilings only, as verification steps may run them; --pers-per-sm: the
-//   persistent twins' grids at most N CTAs per SM, set_persistent_ctas_per_sm; --w8a8: q8_0 also through
+//   SkinnyGemmParams::row_slice, CUDA-core tilings only, as verification steps may run them; --w8a8: q8_0 also through
 //   launch_skinny_w8a8, the integer tensor-core kernel with 8-bit activations, each of its tilings timed the same
 //   two ways, its output checked against the best stream tiling's). The tilings of a
 //   format are numbered as launch_skinny_gemm numbers them: the CUDA-core ones, the tensor-core ones from 10, and
@@ -39,7 +38,6 @@
 
 #include "backend/cuda/gemm_skinny_w8a8.h"
 #include "backend/cuda/kernels.h"
-#include "backend/cuda/persistent_grid.h"
 
 using namespace mopt;
 
@@ -278,7 +276,6 @@ int main(int argc, char** argv) {
     } else if (a == "--rounds") rounds = std::atoi(next().c_str());
     else if (a == "--variants") all_variants = true;
     else if (a == "--row-slice") row_slice = std::atoi(next().c_str());
-    else if (a == "--pers-per-sm") cuda::set_persistent_ctas_per_sm(std::atoi(next().c_str()));
     else if (a == "--w8a8") w8a8 = true;
     else if (a == "--only") {
       for (const std::string& v : split(next())) only.push_back(std::atoi(v.c_str()));
@@ -288,7 +285,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr, "unknown option %s\nusage: bench_gpu_skinny [--weights LIST] [--m LIST] [--shapes LIST] "
                    "[--rounds N] [--variants] [--dims N_EMBD,N_FF,Q_DIM,KV_DIM,VOCAB] [--only V,...] "
-                   "[--row-slice S] [--pers-per-sm N] [--w8a8]\n", a.c_str());
+                   "[--row-slice S] [--w8a8]\n", a.c_str());
       return 2;
     }
   }
@@ -422,12 +419,14 @@ int main(int argc, char** argv) {
             if (tw[i].cold_us < tw[wc].cold_us) wc = i;
             if (tw[i].stream_us < tw[ws].stream_us) ws = i;
           }
-          // The same product stored plainly (fp32) by the best stream tiling of each kernel.
+          // The same product by the best stream tiling of each kernel, in fp32: stored, or (residual epilogue, whose
+          // plans are for it) added to a zeroed residual.
           cuda::SkinnyGemmParams pr = params_for(*f, *sh, w, o, m, 0, bs), pw = params_for(*f, *sh, w, o, m, 0, 0);
-          pr.epilogue = pw.epilogue = cuda::SkinnyEpilogue::kStore;
           pr.y_f32 = pw.y_f32 = true;
           pr.y = check_ref;
           pw.y = check_w8a8;
+          CK(cudaMemsetAsync(check_ref, 0, size_t{8} * nmax * 4, s));
+          CK(cudaMemsetAsync(check_w8a8, 0, size_t{8} * nmax * 4, s));
           CK(cuda::launch_skinny_gemm(pr, s));
           CK(cuda::launch_skinny_w8a8(pw, ws, s));
           CK(cudaStreamSynchronize(s));

@@ -7,17 +7,13 @@
 #   skinny: bench_gpu_skinny --m 1 over the tensor-core tilings and the twins (v10-v33) of fp8, int4 and bf16 at
 #           the Llama-3.1-8B shapes, each tiling's cold and stream times;
 #   decode: bench_gpu_decode --single-only, the defaults against --no-persistent (new processes, alternating), for
-#           each of bf16, fp8, int4 (ROUNDS pairs, default 1): the single stream with and without the twins;
-#   half:   the twins' grids at one CTA per SM (--pers-per-sm 1: room on every SM for the next kernel's CTAs, which
-#           load their first weights before their PDL wait) against the defaults: bench_gpu_skinny --m 1 over
-#           v26-v33 of fp8, int4, q8_0 and q4_k, then bench_gpu_decode --single-only for each (ROUNDS pairs;
-#           HALF_FORMATS="fp8 int4": those only).
-#   bash scripts/gpu_persistent.sh [tests] [skinny] [decode] [half] [ROUNDS]   (no step named: all four)
+#           each of bf16, fp8, int4 (ROUNDS pairs, default 1): the single stream with and without the twins.
+#   bash scripts/gpu_persistent.sh [tests] [skinny] [decode] [ROUNDS]   (no step named: all three)
 # Logs go to $OUT (or /tmp/mopt-gpu-out); the lines that decide are printed after each step.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/gpu_env.sh  # sets G (.gpu) and O (the log folder), unpacks bin.txz, sets the library path
-gpu_steps "tests skinny decode half" "$@"  # sets steps and rounds
+gpu_steps "tests skinny decode" "$@"  # sets steps and rounds
 status=0
 
 if [[ $steps == *" tests "* ]]; then
@@ -43,27 +39,6 @@ if [[ $steps == *" decode "* ]]; then
         log=$O/persistent_decode_${w}_${mode}_$i.log
         timeout 200 "$G/bench_gpu_decode" "${args[@]}" > "$log" 2>&1 || status=1
         echo "$w $mode $i: $(grep -E 'decode, 1 stream' "$log" | head -1)"
-      done
-    done
-  done
-fi
-if [[ $steps == *" half "* ]]; then
-  echo "== skinny GEMMs, m = 1: v26-v33 with the twins at the resident CTAs, then at one CTA per SM"
-  for per in 0 1; do
-    log=$O/half_skinny_$per.log
-    timeout 300 "$G/bench_gpu_skinny" --m 1 --weights fp8,int4,q8_0,q4_k --shapes qkv,o,gate_up,down \
-      --only "$(seq -s, 26 33)" --variants --rounds 5 --pers-per-sm "$per" > "$log" 2>&1 || status=1
-    echo "-- --pers-per-sm $per"
-    grep -E '^[a-z0-9_]+ +(qkv|o|gate_up|down) |stream us|32 layers' "$log"
-  done
-  echo "== Llama-3.1-8B shape, single stream: the defaults against --pers-per-sm 1"
-  for i in $(seq 1 "$rounds"); do
-    for w in ${HALF_FORMATS:-fp8 int4 q8_0 q4_k}; do
-      for per in 0 1; do
-        log=$O/half_decode_${w}_${per}_$i.log
-        MOPT_LOG=debug timeout 200 "$G/bench_gpu_decode" --single-only --weights "$w" --pers-per-sm "$per" \
-          > "$log" 2>&1 || status=1
-        echo "$w per-sm $per $i: $(grep -E 'decode, 1 stream' "$log" | head -1)"
       done
     done
   done

@@ -1,14 +1,11 @@
 #include "backend/cuda/func_attr.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <tuple>
 #include <utility>
 #include <vector>
-
-#include "backend/cuda/persistent_grid.h"
 
 namespace mopt::cuda {
 
@@ -26,21 +23,13 @@ cudaError_t set_func_attr_once(const void* kernel, cudaFuncAttribute attr, int v
   return e;
 }
 
-namespace {
-std::atomic<int> g_ctas_per_sm_cap{0};
-}  // namespace
-
-void set_persistent_ctas_per_sm(int cap) { g_ctas_per_sm_cap.store(std::max(0, cap)); }
-int persistent_ctas_per_sm() { return g_ctas_per_sm_cap.load(); }
-
 cudaError_t resident_ctas(const void* kernel, int threads, size_t dyn_smem, int carveout_percent, int* ctas) {
   int device = 0;
   if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
-  using Key = std::tuple<int, const void*, size_t, int, int>;
+  using Key = std::tuple<int, const void*, size_t, int>;
   static std::mutex mu;
   static std::vector<std::pair<Key, int>> known;
-  const int cap = persistent_ctas_per_sm();
-  const Key key{device, kernel, dyn_smem, carveout_percent, cap};
+  const Key key{device, kernel, dyn_smem, carveout_percent};
   std::lock_guard<std::mutex> lock(mu);
   for (const auto& [k, v] : known)
     if (k == key) {
@@ -65,7 +54,6 @@ cudaError_t resident_ctas(const void* kernel, int threads, size_t dyn_smem, int 
     }
   const int64_t per_cta = static_cast<int64_t>(fa.sharedSizeBytes) + static_cast<int64_t>(dyn_smem) + reserved;
   if (per_cta > 0) per_sm = std::min<int64_t>(per_sm, config / per_cta);
-  if (cap > 0) per_sm = std::min(per_sm, cap);
   *ctas = std::max(1, per_sm) * sms;
   known.emplace_back(key, *ctas);
   return cudaSuccess;
