@@ -432,7 +432,8 @@ int main(int argc, char** argv) {
           CK(cudaStreamSynchronize(s));
           double max_rel = 0, rms_rel = 0;
           compare_outputs(check_ref, check_w8a8, m * sh->n, max_rel, rms_rel);
-          std::printf("%-5s %-8s w8a8 8-bit activations       | t%-2d %7.1f %6.0f %4.0f%% | t%-2d %7.1f %6.0f %4.0f%% | "
+          std::printf("%-5s %-8s w8a8 8-bit activations       | t%-2d %7.1f %6.0f %4.0f%% | "
+                      "t%-2d %7.1f %6.0f %4.0f%% | "
                       "vs v%d: max %.2e, rms %.2e of the output\n",
                       f->name, sh->name, wc, tw[wc].cold_us, gbs(tw[wc].cold_us),
                       100 * gbs(tw[wc].cold_us) * 1e9 / copy_bw, ws, tw[ws].stream_us, gbs(tw[ws].stream_us),
@@ -455,8 +456,8 @@ int main(int argc, char** argv) {
                     f->name, m, 32 * layer_us, 100 * layer_bytes / (layer_us * 1e-6) / copy_bw,
                     32 * layer_bytes / copy_bw * 1e6);
       if (w8a8_layer_us > 0)
-        std::printf("%-5s m %d: the same through w8a8 (8-bit activations, integer tensor cores): %.0f us, %.0f%% of copy "
-                    "bandwidth\n",
+        std::printf("%-5s m %d: the same through w8a8 (8-bit activations, integer tensor cores): %.0f us, "
+                    "%.0f%% of copy bandwidth\n",
                     f->name, m, 32 * w8a8_layer_us, 100 * layer_bytes / (w8a8_layer_us * 1e-6) / copy_bw);
     }
   }

@@ -113,7 +113,8 @@ __global__ void __launch_bounds__(kThreads) w8a8_kernel(const SkinnyGemmParams p
             const int8_t* at = codes + static_cast<int64_t>(row) * p.k + 64 * s + 8 * t;
             wb[b][u][mt][h][0] = load_stream8(at);
             wb[b][u][mt][h][1] = load_stream8(at + 32);
-            ab[b][u][mt][h] = __ldg(reinterpret_cast<const float2*>(p.qw.group + static_cast<int64_t>(row) * groups) + s);
+            const float* ga = p.qw.group + static_cast<int64_t>(row) * groups;  // [n, k / 32]
+            ab[b][u][mt][h] = __ldg(reinterpret_cast<const float2*>(ga) + s);
           } else {
             wb[b][u][mt][h][0] = wb[b][u][mt][h][1] = make_uint2(0, 0);
             ab[b][u][mt][h] = make_float2(0.f, 0.f);
@@ -297,6 +298,15 @@ cudaError_t launch_skinny_w8a8(const SkinnyGemmParams& p, int tiling, cudaStream
       p.qw.row_scale || !p.qw.group || !p.qw.codes || p.k <= 0 || p.k % 64 != 0 || p.n <= 0 || tiling < 0 ||
       tiling >= kW8a8Tilings || p.row_slice != 0)
     return cudaErrorNotSupported;
+  // The operands (as launch_skinny_gemm checks them): 16-byte activation rows, 8-byte codes and group pairs.
+  const auto misaligned = [](const void* q, uintptr_t a) { return reinterpret_cast<uintptr_t>(q) % a != 0; };
+  if (!p.y || misaligned(p.qw.codes, 8) || misaligned(p.qw.group, 8) ||
+      (p.epilogue == SkinnyEpilogue::kAddResidual && p.bias))
+    return cudaErrorInvalidValue;
+  if (p.prologue == SkinnyPrologue::kRmsNorm ? !p.x_f32 || !p.norm_w || misaligned(p.x_f32, 16) ||
+                                                   misaligned(p.norm_w, 16) || !(p.norm_eps >= 0.f)
+                                             : !p.x || misaligned(p.x, 16))
+    return cudaErrorInvalidValue;
   switch (p.prologue) {
     case SkinnyPrologue::kNone: return launch_p<kPlain>(p, tiling, stream);
     case SkinnyPrologue::kRmsNorm: return launch_p<kNorm>(p, tiling, stream);

@@ -22,7 +22,8 @@ namespace mopt::cuda {
 inline constexpr int kW8a8Tilings = 6;
 
 // p: m = 1 .. 8, qw.fmt kInt8 with group_size 32 and no offset or row scale, k a multiple of 64, no row slices,
-// any prologue and epilogue of the skinny GEMM (kernels.h); p.variant is ignored. cudaErrorNotSupported otherwise.
+// any prologue and epilogue of the skinny GEMM (kernels.h); p.variant is ignored. cudaErrorNotSupported otherwise;
+// cudaErrorInvalidValue for missing or misaligned operands (as launch_skinny_gemm).
 cudaError_t launch_skinny_w8a8(const SkinnyGemmParams& p, int tiling, cudaStream_t stream);
 
 }  // namespace mopt::cuda

@@ -189,7 +189,7 @@ TEST(CudaSkinnyW8a8, MatchesCpuQ8_0ProductOnEveryTilingAndPrologue) {
 }
 
 TEST(CudaSkinnyW8a8, RefusesWhatItDoesNotRun) {  // host only: refused before any launch
-  const float dummy[2] = {0.f, 0.f};  // never read: every call below is refused first
+  alignas(16) const float dummy[4] = {0.f, 0.f, 0.f, 0.f};  // never read: every call below is refused first
   const cuda::SkinnyGemmParams p{.m = 1, .n = 16, .k = 64,
                                  .qw = {.fmt = cuda::WeightFormat::kInt8, .codes = dummy, .group = dummy,
                                         .group_size = 32}};
@@ -212,6 +212,11 @@ TEST(CudaSkinnyW8a8, RefusesWhatItDoesNotRun) {  // host only: refused before an
   bad.qw.fmt = cuda::WeightFormat::kNib4;
   EXPECT_EQ(cuda::launch_skinny_w8a8(bad, 0, nullptr), cudaErrorNotSupported);
   EXPECT_EQ(cuda::launch_skinny_w8a8(p, cuda::kW8a8Tilings, nullptr), cudaErrorNotSupported);
+  // Supported, but without its operands (no output, no activations): refused before a launch as well.
+  EXPECT_EQ(cuda::launch_skinny_w8a8(p, 0, nullptr), cudaErrorInvalidValue);
+  bad = p;
+  bad.y = const_cast<float*>(dummy);
+  EXPECT_EQ(cuda::launch_skinny_w8a8(bad, 0, nullptr), cudaErrorInvalidValue);  // x missing
 }
 
 }  // namespace
