@@ -19,6 +19,9 @@
 
 #include <cuda_fp16.h>
 
+#include <algorithm>
+
+#include "backend/cuda/func_attr.h"
 #include "backend/cuda/gemm_skinny.cuh"
 
 namespace mopt::cuda {
@@ -85,7 +88,7 @@ __device__ __forceinline__ uint2 quantize_chunk(const SkinnyGemmParams& p, int x
 // lane quantizing its own B fragment (token g, inputs 8t .. 8t + 7 of each group) at every step; the codes, scales
 // and group order are those of the staged pass, and the RMSNorm sums of squares come from a CTA-wide pass in the
 // staged pass's order, so every row has the bits of a one-row call.
-template <int MT, int U, int KW, int NB, int MX, int PRO, int EPI>
+template <int MT, int U, int KW, int NB, int MX, bool PERS, int PRO, int EPI>
 __global__ void __launch_bounds__(kThreads) w8a8_kernel(const SkinnyGemmParams p) {
   extern __shared__ uint2 s_x[];  // MX = 1: [k / 8] the row's codes, 8 a word pair; then [k / 32] fp32 scales d_x
   __shared__ float s_red[KW > 1 ? kWarpsPerCta : 1][MT][MX == 1 ? 2 : 4][32];
@@ -94,7 +97,9 @@ __global__ void __launch_bounds__(kThreads) w8a8_kernel(const SkinnyGemmParams p
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3, kw = warp % KW;
   constexpr int kRowsPerCta = kWarpsPerCta / KW * 16 * MT;
   constexpr int kRing = NB * KW * U;  // steps between two loads into the same stage buffer
-  const int n0 = blockIdx.x * kRowsPerCta + warp / KW * 16 * MT;
+  const int tiles = (p.n + kRowsPerCta - 1) / kRowsPerCta;
+  int tile = blockIdx.x;  // PERS: tiles blockIdx.x, + gridDim.x, ...
+  int n0 = tile * kRowsPerCta + warp / KW * 16 * MT;
   const int steps = p.k / 64, groups = p.k / 32;
   const int8_t* codes = static_cast<const int8_t*>(p.qw.codes);
 
@@ -122,9 +127,12 @@ __global__ void __launch_bounds__(kThreads) w8a8_kernel(const SkinnyGemmParams p
         }
     }
   };
-  pdl_trigger();  // weights only before the wait, as in the other skinny kernels
+  auto load_first = [&] {
 #pragma unroll
-  for (int b = 0; b < NB; ++b) load(b, kw + b * KW * U);
+    for (int b = 0; b < NB; ++b) load(b, kw + b * KW * U);
+  };
+  pdl_trigger();  // weights only before the wait, as in the other skinny kernels
+  load_first();
   pdl_wait();
 
   int xrow[MX];  // input row of each activation row (rows past p.m: a copy of the last, never stored)
@@ -178,112 +186,140 @@ __global__ void __launch_bounds__(kThreads) w8a8_kernel(const SkinnyGemmParams p
     }
   }
 
-  float acc[MT][kAcc];
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-    for (int q = 0; q < kAcc; ++q) acc[mt][q] = 0.f;
   float unused_ss = 0.f;
   const int my_row = p.x_rows ? p.x_rows[min(g, p.m - 1)] : min(g, p.m - 1);  // MX > 1: token g's input row
-  for (int s0 = kw; s0 < steps; s0 += kRing) {
+  for (;;) {  // the tiles of this CTA: one, or (PERS) several
+    float acc[MT][kAcc];
 #pragma unroll
-    for (int hb = 0; hb < NB; ++hb) {
-      const int sb = s0 + hb * KW * U;
-      if (sb >= steps) break;
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int s = sb + u * KW;
-        if (s >= steps) break;
-        // B (column g: token g; MX = 1: every column holds row 0) at inputs 8t .. 8t + 7 of groups 2s, 2s + 1,
-        // and the d_x of the tokens of D's columns 2t, 2t + 1 (MX = 1: token 0's).
-        uint2 x0, x1;
-        float d0[2], d1[2];
-        if constexpr (MX == 1) {
-          x0 = s_x[8 * s + t], x1 = s_x[8 * s + 4 + t];
-          d0[0] = d0[1] = s_d[2 * s];
-          d1[0] = d1[1] = s_d[2 * s + 1];
-        } else {
-          const bool in = g < p.m;
-          float e0, e1;
-          x0 = quantize_chunk<PRO>(p, my_row, 8 * s + t, in, unused_ss, e0);
-          x1 = quantize_chunk<PRO>(p, my_row, 8 * s + 4 + t, in, unused_ss, e1);
+      for (int q = 0; q < kAcc; ++q) acc[mt][q] = 0.f;
+    for (int s0 = kw; s0 < steps; s0 += kRing) {
 #pragma unroll
-          for (int c = 0; c < 2; ++c) {
-            d0[c] = __shfl_sync(0xffffffffu, e0, 4 * (2 * t + c));
-            d1[c] = __shfl_sync(0xffffffffu, e1, 4 * (2 * t + c));
+      for (int hb = 0; hb < NB; ++hb) {
+        const int sb = s0 + hb * KW * U;
+        if (sb >= steps) break;
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          const int s = sb + u * KW;
+          if (s >= steps) break;
+          // B (column g: token g; MX = 1: every column holds row 0) at inputs 8t .. 8t + 7 of groups 2s, 2s + 1,
+          // and the d_x of the tokens of D's columns 2t, 2t + 1 (MX = 1: token 0's).
+          uint2 x0, x1;
+          float d0[2], d1[2];
+          if constexpr (MX == 1) {
+            x0 = s_x[8 * s + t], x1 = s_x[8 * s + 4 + t];
+            d0[0] = d0[1] = s_d[2 * s];
+            d1[0] = d1[1] = s_d[2 * s + 1];
+          } else {
+            const bool in = g < p.m;
+            float e0, e1;
+            x0 = quantize_chunk<PRO>(p, my_row, 8 * s + t, in, unused_ss, e0);
+            x1 = quantize_chunk<PRO>(p, my_row, 8 * s + 4 + t, in, unused_ss, e1);
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {
+              d0[c] = __shfl_sync(0xffffffffu, e0, 4 * (2 * t + c));
+              d1[c] = __shfl_sync(0xffffffffu, e1, 4 * (2 * t + c));
+            }
+          }
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            const uint2(&w)[2][2] = wb[hb][u][mt];
+            int r0[4], r1[4];
+            mma_s8(r0, w[0][0].x, w[1][0].x, w[0][0].y, w[1][0].y, x0.x, x0.y);
+            mma_s8(r1, w[0][1].x, w[1][1].x, w[0][1].y, w[1][1].y, x1.x, x1.y);
+            const float2 a[2] = {ab[hb][u][mt][0], ab[hb][u][mt][1]};
+#pragma unroll
+            for (int q = 0; q < kAcc; ++q) {  // q: MX = 1 c0, c2; else c0 .. c3 (row g + 8 (q / 2), token 2t + q % 2)
+              const int cq = MX == 1 ? 2 * q : q, h = cq / 2, c = cq % 2;
+              acc[mt][q] = fmaf(static_cast<float>(r0[cq]), a[h].x * d0[c], acc[mt][q]);
+              acc[mt][q] = fmaf(static_cast<float>(r1[cq]), a[h].y * d1[c], acc[mt][q]);
+            }
           }
         }
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-          const uint2(&w)[2][2] = wb[hb][u][mt];
-          int r0[4], r1[4];
-          mma_s8(r0, w[0][0].x, w[1][0].x, w[0][0].y, w[1][0].y, x0.x, x0.y);
-          mma_s8(r1, w[0][1].x, w[1][1].x, w[0][1].y, w[1][1].y, x1.x, x1.y);
-          const float2 a[2] = {ab[hb][u][mt][0], ab[hb][u][mt][1]};
-#pragma unroll
-          for (int q = 0; q < kAcc; ++q) {  // q: MX = 1 c0, c2; else c0 .. c3 (row g + 8 (q / 2), token 2t + q % 2)
-            const int cq = MX == 1 ? 2 * q : q, h = cq / 2, c = cq % 2;
-            acc[mt][q] = fmaf(static_cast<float>(r0[cq]), a[h].x * d0[c], acc[mt][q]);
-            acc[mt][q] = fmaf(static_cast<float>(r1[cq]), a[h].y * d1[c], acc[mt][q]);
-          }
-        }
+        if (sb + kRing < steps) load(hb, sb + kRing);
       }
-      if (sb + kRing < steps) load(hb, sb + kRing);
     }
-  }
 
-  if constexpr (KW > 1) {  // fixed-order sum over the KW warps of a row group
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int q = 0; q < kAcc; ++q) s_red[warp][mt][q][lane] = acc[mt][q];
-    __syncthreads();
-    if (kw == 0)
-      for (int w = 1; w < KW; ++w)
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-          for (int q = 0; q < kAcc; ++q) acc[mt][q] += s_red[warp + w][mt][q][lane];
-  }
-  if (kw == 0 && (MX > 1 || t == 0))
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int q = 0; q < kAcc; ++q) {
-        const int cq = MX == 1 ? 2 * q : q, i = MX == 1 ? 0 : 2 * t + cq % 2;
-        const int n = n0 + 16 * mt + g + 8 * (cq / 2);
-        float os = out_scale[0];  // token i's (a select, not a run-time index into registers)
-#pragma unroll
-        for (int r = 1; r < MX; ++r) os = r == i ? out_scale[r] : os;
-        if (n < p.n && i < p.m) store_out<EPI>(p, i, n, acc[mt][q] * os);
+    // PERS: the next tile's first stages in flight during this tile's reduction and stores.
+    const int tile_n0 = n0;
+    int next = tiles;
+    if constexpr (PERS) {
+      next = tile + static_cast<int>(gridDim.x);
+      if (next < tiles) {
+        n0 = next * kRowsPerCta + warp / KW * 16 * MT;
+        load_first();
       }
+    }
+    if constexpr (KW > 1) {  // fixed-order sum over the KW warps of a row group
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int q = 0; q < kAcc; ++q) s_red[warp][mt][q][lane] = acc[mt][q];
+      __syncthreads();
+      if (kw == 0)
+        for (int w = 1; w < KW; ++w)
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int q = 0; q < kAcc; ++q) acc[mt][q] += s_red[warp + w][mt][q][lane];
+    }
+    if (kw == 0 && (MX > 1 || t == 0))
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int q = 0; q < kAcc; ++q) {
+          const int cq = MX == 1 ? 2 * q : q, i = MX == 1 ? 0 : 2 * t + cq % 2;
+          const int n = tile_n0 + 16 * mt + g + 8 * (cq / 2);
+          float os = out_scale[0];  // token i's (a select, not a run-time index into registers)
+#pragma unroll
+          for (int r = 1; r < MX; ++r) os = r == i ? out_scale[r] : os;
+          if (n < p.n && i < p.m) store_out<EPI>(p, i, n, acc[mt][q] * os);
+        }
+    if (!PERS || next >= tiles) break;
+    tile = next;
+    if constexpr (KW > 1) __syncthreads();  // kw 0's reads of s_red are done before the next tile's writes
+  }
 }
 
 // One row staged in shared memory where it fits (k <= kMaxK), else (and for several rows) quantized per step.
-template <int MT, int U, int KW, int NB, int PRO, int EPI>
+// PERS: a grid of at most the CTAs resident at once, each taking tiles blockIdx.x, + gridDim.x, ... (the activation
+// pass once per CTA; every tile's bits are the plain grid's).
+template <int MT, int U, int KW, int NB, bool PERS, int PRO, int EPI>
 cudaError_t launch_tiling(const SkinnyGemmParams& p, cudaStream_t stream) {
   constexpr int kRows = kWarpsPerCta / KW * 16 * MT;
-  const dim3 grid((p.n + kRows - 1) / kRows);
-  if (p.m == 1 && p.k <= kMaxK) {
-    const size_t smem = static_cast<size_t>(p.k) + static_cast<size_t>(p.k) / 8;  // codes + scales (<= 18 KiB)
-    return launch_pdl_decode(w8a8_kernel<MT, U, KW, NB, 1, PRO, EPI>, grid, dim3(kThreads), smem, stream, p);
+  const bool staged = p.m == 1 && p.k <= kMaxK;
+  const size_t smem = staged ? static_cast<size_t>(p.k) + static_cast<size_t>(p.k) / 8 : 0;  // codes + scales
+  const auto kernel = staged ? w8a8_kernel<MT, U, KW, NB, 1, PERS, PRO, EPI>
+                             : w8a8_kernel<MT, U, KW, NB, kSkinnyMaxRows, PERS, PRO, EPI>;
+  int ctas = (p.n + kRows - 1) / kRows;
+  if constexpr (PERS) {
+    if (const cudaError_t e = use_decode_carveout(reinterpret_cast<const void*>(kernel)); e != cudaSuccess) return e;
+    int resident = 0;
+    if (const cudaError_t e = resident_ctas(reinterpret_cast<const void*>(kernel), kThreads, smem,
+                                            kDecodeCarveoutPercent, &resident);
+        e != cudaSuccess)
+      return e;
+    ctas = std::min(ctas, resident);
   }
-  return launch_pdl_decode(w8a8_kernel<MT, U, KW, NB, kSkinnyMaxRows, PRO, EPI>, grid, dim3(kThreads), 0, stream, p);
+  return launch_pdl_decode(kernel, dim3(ctas), dim3(kThreads), smem, stream, p);
 }
 
 template <int PRO, int EPI>
 cudaError_t launch_pe(const SkinnyGemmParams& p, int tiling, cudaStream_t stream) {
   switch (tiling) {  // (MT, U, KW, NB)
-    case 0: return launch_tiling<1, 2, 8, 2, PRO, EPI>(p, stream);
-    case 1: return launch_tiling<1, 4, 8, 2, PRO, EPI>(p, stream);
-    case 2: return launch_tiling<2, 2, 8, 2, PRO, EPI>(p, stream);
-    case 3: return launch_tiling<1, 2, 4, 2, PRO, EPI>(p, stream);
-    case 4: return launch_tiling<1, 1, 8, 4, PRO, EPI>(p, stream);
-    case 5: return launch_tiling<2, 2, 4, 2, PRO, EPI>(p, stream);
+    case 0: return launch_tiling<1, 2, 8, 2, false, PRO, EPI>(p, stream);
+    case 1: return launch_tiling<1, 4, 8, 2, false, PRO, EPI>(p, stream);
+    case 2: return launch_tiling<2, 2, 8, 2, false, PRO, EPI>(p, stream);
+    case 3: return launch_tiling<1, 2, 4, 2, false, PRO, EPI>(p, stream);
+    case 4: return launch_tiling<1, 1, 8, 4, false, PRO, EPI>(p, stream);
+    case 5: return launch_tiling<2, 2, 4, 2, false, PRO, EPI>(p, stream);
+    case 6: return launch_tiling<1, 2, 8, 2, true, PRO, EPI>(p, stream);  // persistent 0
+    case 7: return launch_tiling<1, 1, 8, 4, true, PRO, EPI>(p, stream);  // persistent 4
     default: return cudaErrorNotSupported;
   }
 }
-static_assert(kW8a8Tilings == 6, "launch_pe's cases");
+static_assert(kW8a8Tilings == 8, "launch_pe's cases");
 
 template <int PRO>
 cudaError_t launch_p(const SkinnyGemmParams& p, int tiling, cudaStream_t stream) {

@@ -18,8 +18,8 @@
 namespace mopt::cuda {
 
 // Tilings of launch_skinny_w8a8 (MT 16-row tiles per warp, U steps of 64 bytes a row per stage, KW warps splitting
-// k, NB stages in flight).
-inline constexpr int kW8a8Tilings = 6;
+// k, NB stages in flight); the last two are tilings 0 and 4 as persistent grids.
+inline constexpr int kW8a8Tilings = 8;
 
 // p: m = 1 .. 8, qw.fmt kInt8 with group_size 32 and no offset or row scale, k a multiple of 64, no row slices,
 // any prologue and epilogue of the skinny GEMM (kernels.h); p.variant is ignored. cudaErrorNotSupported otherwise;
