@@ -22,6 +22,7 @@
 #include "backend/cuda/quant_weights.h"
 #include "core/dtype.h"
 #include "unit/backend/cuda/cuda_test_util.h"
+#include "unit/backend/cuda/quant_tensor.h"
 
 namespace mopt {
 namespace {
@@ -29,46 +30,19 @@ namespace {
 using cuda::bf16;
 using cudatest::DevVec;
 
-// Q8_0 bytes of random weights [n, k] (rows of different magnitudes) and their kInt8 / G 32 repacking.
-struct Q8Matrix {
-  std::vector<uint8_t> bytes;
-  cuda::HostQuantMatrix hm;
-};
-Q8Matrix make_q8(int n, int k, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  Q8Matrix q;
-  const uint64_t rb = *row_bytes(DType::Q8_0, static_cast<uint64_t>(k));
-  q.bytes.resize(rb * n);
-  std::vector<float> row(static_cast<size_t>(k));
-  for (int r = 0; r < n; ++r) {
-    const float mag = 0.25f + 0.75f * static_cast<float>(r % 7) / 6.f;
-    for (float& v : row) v = mag * u(rng);
-    quantize_row_ref(DType::Q8_0, row.data(), q.bytes.data() + rb * r, k);
-  }
-  TensorView view;
-  view.name = "w";
-  view.dtype = DType::Q8_0;
-  view.n_dims = 2;
-  view.ne = {k, n, 1, 1};
-  view.data = q.bytes.data();
-  view.nbytes = q.bytes.size();
-  const TensorView* parts[] = {&view};
+// The Q8_0 matrix q repacked as kInt8 with groups of 32 (the device layout the kernel reads).
+cuda::HostQuantMatrix repack_q8(const cudatest::QTensor& q, int k) {
+  const TensorView* parts[] = {&q.view};
   auto hm = cuda::repack_quantized(parts, k, cuda::QuantPlan{cuda::WeightFormat::kInt8, 32, false});
   EXPECT_TRUE(hm.is_ok()) << hm.message();
-  if (hm.is_ok()) q.hm = std::move(hm).value();
-  return q;
+  return hm.is_ok() ? std::move(hm).value() : cuda::HostQuantMatrix{};
 }
 
-// sum_j |w_j x_j| per output row, from the Q8_0 weights dequantized.
-std::vector<double> abs_products(const Q8Matrix& q, int n, int k, const std::vector<float>& x) {
-  const uint64_t rb = *row_bytes(DType::Q8_0, static_cast<uint64_t>(k));
-  std::vector<float> w(static_cast<size_t>(k));
+// sum_j |w_j x_j| per output row, from the oracle's values of the Q8_0 weights [n, k].
+std::vector<double> abs_products(const cudatest::QTensor& q, int n, int k, const float* x) {
   std::vector<double> out(static_cast<size_t>(n));
-  for (int r = 0; r < n; ++r) {
-    dequantize_row_ref(DType::Q8_0, q.bytes.data() + rb * r, w.data(), k);
-    for (int j = 0; j < k; ++j) out[r] += std::fabs(static_cast<double>(w[j]) * x[j]);
-  }
+  for (int r = 0; r < n; ++r)
+    for (int j = 0; j < k; ++j) out[r] += std::fabs(static_cast<double>(q.ref[static_cast<size_t>(r) * k + j]) * x[j]);
   return out;
 }
 
@@ -111,12 +85,11 @@ TEST(CudaSkinnyW8a8, MatchesCpuQ8_0ProductOnEveryTilingAndPrologue) {
   const std::pair<int, int> shapes[] = {{88, 64}, {88, 768}, {88, 4160}, {88, 16448}, {256, 64},
                                         {256, 768}, {256, 4160}, {8200, 768}};
   for (const auto& [n, k] : shapes) {
-    const Q8Matrix q = make_q8(n, k, static_cast<uint32_t>(n + k));
-    ASSERT_FALSE(q.hm.codes.empty());
-    DevVec<uint8_t> codes(q.hm.codes);
-    DevVec<float> group(q.hm.group);
-    cuda::QuantWeightView qw{.fmt = cuda::WeightFormat::kInt8, .codes = codes.get(), .group = group.get(),
-                             .group_size = 32};
+    const cudatest::QTensor q = cudatest::make_tensor(DType::Q8_0, n, k, static_cast<uint32_t>(n + k), "w");
+    const cuda::HostQuantMatrix hm = repack_q8(q, k);
+    ASSERT_FALSE(hm.codes.empty());
+    const cudatest::DevQuant dq(hm);
+    const cuda::QuantWeightView qw = dq.view;
     const int rows = cuda::kSkinnyMaxRows;
     std::vector<uint16_t> xb;
     std::vector<float> xv;
@@ -139,9 +112,9 @@ TEST(CudaSkinnyW8a8, MatchesCpuQ8_0ProductOnEveryTilingAndPrologue) {
       std::vector<std::vector<double>> mag(static_cast<size_t>(rows));  // [row][output]: sum |w x|
       std::vector<float> amax(static_cast<size_t>(rows), 0.f);
       for (int i = 0; i < rows; ++i) {
-        const auto ai = a.begin() + static_cast<std::ptrdiff_t>(i) * k;
-        mag[i] = abs_products(q, n, k, std::vector<float>(ai, ai + k));
-        for (auto it = ai; it != ai + k; ++it) amax[i] = std::max(amax[i], std::fabs(*it));
+        const float* ai = a.data() + static_cast<size_t>(i) * k;
+        mag[i] = abs_products(q, n, k, ai);
+        for (int j = 0; j < k; ++j) amax[i] = std::max(amax[i], std::fabs(ai[j]));
       }
       for (const cuda::SkinnyEpilogue epi : {cuda::SkinnyEpilogue::kStore, cuda::SkinnyEpilogue::kAddResidual})
         for (const int m : {1, 3, 8})
