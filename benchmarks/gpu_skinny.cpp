@@ -250,6 +250,33 @@ void compare_outputs(const float* a_dev, const float* b_dev, int n, double& max_
   rms_rel = a2 > 0 ? std::sqrt(d2 / a2) : std::sqrt(d2);
 }
 
+// The first of the fastest timings by `field` (untimed entries are infinite); -1 when none was timed.
+int fastest(const std::vector<Timing>& t, double Timing::*field) {
+  int best = -1;
+  for (int i = 0; i < static_cast<int>(t.size()); ++i)
+    if (std::isfinite(t[i].*field) && (best < 0 || t[i].*field < t[best].*field)) best = i;
+  return best;
+}
+
+// " | tiling us GB/s %copy" for the cold and the stream time of tilings c and s (named `tag` + number), for `bytes`.
+void print_best(char tag, const std::vector<Timing>& t, int c, int s, double bytes, double copy_bw) {
+  auto gbs = [&](double us) { return bytes / (us * 1e-6) / 1e9; };
+  std::printf(" | %c%-2d %7.1f %6.0f %4.0f%% | %c%-2d %7.1f %6.0f %4.0f%%", tag, c, t[c].cold_us, gbs(t[c].cold_us),
+              100 * gbs(t[c].cold_us) * 1e9 / copy_bw, tag, s, t[s].stream_us, gbs(t[s].stream_us),
+              100 * gbs(t[s].stream_us) * 1e9 / copy_bw);
+}
+
+// --variants: every timed tiling's cold and stream time on two lines, after `label`.
+void print_times(const char* label, char tag, const std::vector<Timing>& t) {
+  std::printf("      %scold us:  ", label);
+  for (size_t i = 0; i < t.size(); ++i)
+    if (std::isfinite(t[i].cold_us)) std::printf(" %c%zu %.1f", tag, i, t[i].cold_us);
+  std::printf("\n      %sstream us:", label);
+  for (size_t i = 0; i < t.size(); ++i)
+    if (std::isfinite(t[i].stream_us)) std::printf(" %c%zu %.1f", tag, i, t[i].stream_us);
+  std::printf("\n");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -379,31 +406,16 @@ int main(int argc, char** argv) {
             CK(cuda::launch_skinny_gemm(p, s));
           });
         }
-        int bc = 0, bs = 0;
-        while (bc < n_var - 1 && !timed(bc)) bs = ++bc;
-        if (!timed(bc)) {
+        const int bc = fastest(t, &Timing::cold_us), bs = fastest(t, &Timing::stream_us);
+        if (bc < 0) {
           std::fprintf(stderr, "--only: no tiling of %s has those numbers (0 .. %d)\n", f->name, n_var - 1);
           return 2;
         }
-        for (int v = bc + 1; v < n_var; ++v) {
-          if (t[v].cold_us < t[bc].cold_us) bc = v;
-          if (t[v].stream_us < t[bs].stream_us) bs = v;
-        }
         const double bytes = static_cast<double>(w.bytes());
-        auto gbs = [&](double us) { return bytes / (us * 1e-6) / 1e9; };
-        std::printf("%-5s %-8s %6d x %-5d %d %8.1f | v%-2d %7.1f %6.0f %4.0f%% | v%-2d %7.1f %6.0f %4.0f%%\n", f->name,
-                    sh->name, sh->n, sh->k, m, bytes / 1e6, bc, t[bc].cold_us, gbs(t[bc].cold_us),
-                    100 * gbs(t[bc].cold_us) * 1e9 / copy_bw, bs, t[bs].stream_us, gbs(t[bs].stream_us),
-                    100 * gbs(t[bs].stream_us) * 1e9 / copy_bw);
-        if (all_variants) {
-          std::printf("      cold us:  ");
-          for (int v = 0; v < n_var; ++v)
-            if (timed(v)) std::printf(" v%d %.1f", v, t[v].cold_us);
-          std::printf("\n      stream us:");
-          for (int v = 0; v < n_var; ++v)
-            if (timed(v)) std::printf(" v%d %.1f", v, t[v].stream_us);
-          std::printf("\n");
-        }
+        std::printf("%-5s %-8s %6d x %-5d %d %8.1f", f->name, sh->name, sh->n, sh->k, m, bytes / 1e6);
+        print_best('v', t, bc, bs, bytes, copy_bw);
+        std::printf("\n");
+        if (all_variants) print_times("", 'v', t);
         const bool layer_shape = std::strcmp(sh->name, "lm_head") != 0 && std::strcmp(sh->name, "kv") != 0;
         if (layer_shape) {
           layer_us += t[bs].stream_us;
@@ -411,14 +423,11 @@ int main(int argc, char** argv) {
         }
         if (w8a8 && f->fmt == cuda::WeightFormat::kInt8 && f->group == 32) {
           std::vector<Timing> tw(cuda::kW8a8Tilings);
-          int wc = 0, ws = 0;
-          for (int i = 0; i < cuda::kW8a8Tilings; ++i) {
+          for (int i = 0; i < cuda::kW8a8Tilings; ++i)
             tw[i] = time_launches(s, rounds, flush, w.copies, [&](int copy) {
               CK(cuda::launch_skinny_w8a8(params_for(*f, *sh, w, o, m, copy, 0), i, s));
             });
-            if (tw[i].cold_us < tw[wc].cold_us) wc = i;
-            if (tw[i].stream_us < tw[ws].stream_us) ws = i;
-          }
+          const int wc = fastest(tw, &Timing::cold_us), ws = fastest(tw, &Timing::stream_us);
           // The same product by the best stream tiling of each kernel, in fp32: stored, or (residual epilogue, whose
           // plans are for it) added to a zeroed residual.
           cuda::SkinnyGemmParams pr = params_for(*f, *sh, w, o, m, 0, bs), pw = params_for(*f, *sh, w, o, m, 0, 0);
@@ -432,19 +441,10 @@ int main(int argc, char** argv) {
           CK(cudaStreamSynchronize(s));
           double max_rel = 0, rms_rel = 0;
           compare_outputs(check_ref, check_w8a8, m * sh->n, max_rel, rms_rel);
-          std::printf("%-5s %-8s w8a8 8-bit activations       | t%-2d %7.1f %6.0f %4.0f%% | "
-                      "t%-2d %7.1f %6.0f %4.0f%% | "
-                      "vs v%d: max %.2e, rms %.2e of the output\n",
-                      f->name, sh->name, wc, tw[wc].cold_us, gbs(tw[wc].cold_us),
-                      100 * gbs(tw[wc].cold_us) * 1e9 / copy_bw, ws, tw[ws].stream_us, gbs(tw[ws].stream_us),
-                      100 * gbs(tw[ws].stream_us) * 1e9 / copy_bw, bs, max_rel, rms_rel);
-          if (all_variants) {
-            std::printf("      w8a8 cold us:  ");
-            for (int i = 0; i < cuda::kW8a8Tilings; ++i) std::printf(" t%d %.1f", i, tw[i].cold_us);
-            std::printf("\n      w8a8 stream us:");
-            for (int i = 0; i < cuda::kW8a8Tilings; ++i) std::printf(" t%d %.1f", i, tw[i].stream_us);
-            std::printf("\n");
-          }
+          std::printf("%-5s %-8s w8a8 8-bit activations      ", f->name, sh->name);
+          print_best('t', tw, wc, ws, bytes, copy_bw);
+          std::printf(" | vs v%d: max %.2e, rms %.2e of the output\n", bs, max_rel, rms_rel);
+          if (all_variants) print_times("w8a8 ", 't', tw);
           if (layer_shape) w8a8_layer_us += tw[ws].stream_us;
         }
         CK(cudaFree(w.codes));

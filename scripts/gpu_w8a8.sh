@@ -17,7 +17,7 @@ if [[ $steps == *" tests "* ]]; then
   gpu_gtest test_backend_cuda 'CudaSkinnyW8a8.*' w8a8_tests.log 200 || status=1
 fi
 if [[ $steps == *" skinny "* ]]; then
-  echo "== skinny GEMMs, q8_0, m = 1: f16 tensor-core tilings and w8a8"
+  echo "== skinny GEMMs, q8_0, m = 1 and 8: f16 tensor-core tilings and w8a8"
   log=$O/w8a8_skinny.log
   timeout 300 "$G/bench_gpu_skinny" --m 1,8 --weights q8_0 --shapes qkv,o,gate_up,down,lm_head --w8a8 --variants \
     --rounds 5 > "$log" 2>&1 || status=1
