@@ -19,10 +19,10 @@
 //   (--variants: every tiling's times, not only the best; --dims: another model's shapes, e.g. code-qwen2-25m's
 //   512,1408,512,128,4096; default Llama-3.1-8B's 4096,14336,4096,1024,128256; --only: time these tilings
 //   alone, e.g. to profile one under Nsight Compute; --row-slice: m > S rows in slices of S rows per CTA,
-//   SkinnyGemmParams::row_slice, CUDA-core tilings only, as verification steps may run them; --w8a8: q8_0 also through
-//   launch_skinny_w8a8, the integer tensor-core kernel with 8-bit activations, each of its tilings timed the same
-//   two ways, its output checked against the best stream tiling's). The tilings of a
-//   format are numbered as launch_skinny_gemm numbers them: the CUDA-core ones, the tensor-core ones from 10, and
+//   SkinnyGemmParams::row_slice, CUDA-core tilings only, as verification steps may run them; --w8a8: q8_0 (which
+//   --weights must name) also through launch_skinny_w8a8, the integer tensor-core kernel with 8-bit activations,
+//   each of its tilings timed the same two ways, its output checked against the best stream tiling's). The tilings
+//   of a format are numbered as launch_skinny_gemm numbers them: the CUDA-core ones, the tensor-core ones from 10, and
 //   the persistent twins of v26-v29 (kernels.h) from 30, which differ from their tiling at m = 1 only.
 #include <cuda_runtime_api.h>
 
@@ -347,6 +347,10 @@ int main(int argc, char** argv) {
     }
     fsel.push_back(f);
   }
+  if (w8a8 && std::none_of(fsel.begin(), fsel.end(), [](const Format* f) { return !std::strcmp(f->name, "q8_0"); })) {
+    std::fprintf(stderr, "--w8a8 times the q8_0 weights only: add q8_0 to --weights\n");
+    return 2;
+  }
   std::vector<const Shape*> ssel;
   for (const Shape& s : kShapes)
     if (shapes.empty() || std::find(shapes.begin(), shapes.end(), s.name) != shapes.end()) ssel.push_back(&s);
@@ -421,7 +425,7 @@ int main(int argc, char** argv) {
           layer_us += t[bs].stream_us;
           layer_bytes += bytes;
         }
-        if (w8a8 && f->fmt == cuda::WeightFormat::kInt8 && f->group == 32) {
+        if (w8a8 && !std::strcmp(f->name, "q8_0")) {
           std::vector<Timing> tw(cuda::kW8a8Tilings);
           for (int i = 0; i < cuda::kW8a8Tilings; ++i)
             tw[i] = time_launches(s, rounds, flush, w.copies, [&](int copy) {
