@@ -16,6 +16,7 @@
 //                         [--prefill-attn] [--single-only [--recaptures N] [--fresh N]] [--kv-cache-dtype bf16|fp8]
 //                         [--weights FORMAT] [--lm-head-weights FORMAT] [--fp8-quant fused|separate]
 //                         [--fp8-fast-accum] [--shape NAME] [--one-row-eps X] [--no-persistent]
+//                         [--no-int8-act]
 // --shape llama-3.1-8b|qwen3-30b-a3b|mixtral-8x7b|deepseek-v2-lite (gpu_shapes.h): the model shape; MoE shapes stop after the
 // 64-sequence figures and print their own summary (decode rooflines from the experts a step's tokens use).
 // --kv-cache-dtype fp8: every runner and the attention-alone timings use the fp8 (E4M3) KV cache; KV byte counts
@@ -26,8 +27,9 @@
 // --fp8-quant fused|separate: FP8 GEMM inputs quantized by the RMSNorm / SwiGLU kernels (the default) or by a
 // quantizer launch before every FP8 GEMM (CudaRunnerExtras::fp8_fused_quant; the two compared run by run).
 // --fp8-fast-accum: FP8 GEMMs with cuBLASLt's fast accumulation (CudaRunnerExtras::fp8_fast_accum).
-// --no-persistent: the tuner never picks the tensor-core tilings' persistent twins
-// (CudaRunnerExtras::persistent_gemms).
+// --no-persistent: the tuner never picks the persistent grids (CudaRunnerExtras::persistent_gemms).
+// --no-int8-act: the tuner never picks the a8 tilings of grouped int8 and 4-bit weights, whose activations are
+// quantized to 8 bits (CudaRunnerExtras::int8_activations): f16 activations only.
 // --one-row-eps X: one-row fused plans chosen with the verification rows in view (RunnerOptions::one_row_plan_eps,
 // 0 .. 1; absent: the runner's default, kDefaultOneRowPlanEps; 0: the fastest one-row tiling), for every runner:
 // what plain decoding pays for cheaper speculative verification steps.
@@ -46,8 +48,8 @@
 //   through the defaults, no in-graph refinement of the GEMM tilings, and the other L2 prefetch settings. These
 //   tell a speed set per process, per runner or per graph instance apart, and compare the settings.
 //   --fresh-settings LIST: the settings --fresh cycles through, comma-separated, from defaults, no-refine,
-//   no-prefetch, prefetch-all and unfused (the general decode path: separate norm, GEMM and residual kernels);
-//   absent: the first four.
+//   no-prefetch, prefetch-all, unfused (the general decode path: separate norm, GEMM and residual kernels) and
+//   f16-act (quantized weights without the a8 tilings, as --no-int8-act); absent: the first four.
 #include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
 
@@ -133,13 +135,15 @@ struct FreshSetting {
   const char* name;
   CudaRunnerExtras::L2Prefetch pf;
   bool refine, fused;
+  bool int8_act = true;  // CudaRunnerExtras::int8_activations (as the other options leave it)
 };
 constexpr FreshSetting kFreshSettings[] = {
     {"defaults", CudaRunnerExtras::L2Prefetch::kAfterAttention, true, true},
     {"no-refine", CudaRunnerExtras::L2Prefetch::kAfterAttention, false, true},
     {"no-prefetch", CudaRunnerExtras::L2Prefetch::kNone, true, true},
     {"prefetch-all", CudaRunnerExtras::L2Prefetch::kAll, true, true},
-    {"unfused", CudaRunnerExtras::L2Prefetch::kAfterAttention, true, false}};
+    {"unfused", CudaRunnerExtras::L2Prefetch::kAfterAttention, true, false},
+    {"f16-act", CudaRunnerExtras::L2Prefetch::kAfterAttention, true, true, false}};
 
 // "defaults,unfused" -> the settings, or an empty list after a message naming the unknown one.
 std::vector<const FreshSetting*> parse_fresh_settings(const std::string& list) {
@@ -152,7 +156,7 @@ std::vector<const FreshSetting*> parse_fresh_settings(const std::string& list) {
       if (name == x.name) st = &x;
     if (!st) {
       std::fprintf(stderr, "--fresh-settings: '%s' is not one of defaults, no-refine, no-prefetch, prefetch-all, "
-                   "unfused\n", name.c_str());
+                   "unfused, f16-act\n", name.c_str());
       return {};
     }
     out.push_back(st);
@@ -171,6 +175,7 @@ int main(int argc, char** argv) {
   bool profile_window = false, attn_sweep = false, single_only = false, attn_large_sweep = false;
   bool prefill_attn = false;
   bool fp8_fused_quant = CudaRunnerExtras{}.fp8_fused_quant, fp8_fast_accum = false, persistent_gemms = true;
+  bool int8_act = true;
   float one_row_eps = -1.f;  // < 0: the runner's default
   const char* weights_name = nullptr;  // --weights (absent: bf16, output unchanged)
   DType weights = DType::BF16;
@@ -196,6 +201,7 @@ int main(int argc, char** argv) {
       fp8_fused_quant = !std::strcmp(argv[++i], "fused");
     else if (!std::strcmp(argv[i], "--fp8-fast-accum")) fp8_fast_accum = true;
     else if (!std::strcmp(argv[i], "--no-persistent")) persistent_gemms = false;
+    else if (!std::strcmp(argv[i], "--no-int8-act")) int8_act = false;
     else if (!std::strcmp(argv[i], "--one-row-eps") && i + 1 < argc) {
       char* end = nullptr;
       one_row_eps = std::strtof(argv[++i], &end);
@@ -220,7 +226,7 @@ int main(int argc, char** argv) {
                    "[--single-only] [--recaptures N] [--fresh N] [--fresh-settings LIST] [--kv-cache-dtype bf16|fp8] [--attn-large-sweep] "
                    "[--prefill-attn] [--weights FORMAT] [--lm-head-weights FORMAT] [--fp8-quant fused|separate] "
                    "[--fp8-fast-accum] "
-                   "[--no-persistent] [--one-row-eps X] [--shape %s]\n",
+                   "[--no-persistent] [--no-int8-act] [--one-row-eps X] [--shape %s]\n",
                    argv[0], bench::kGpuShapeChoices);
       return 2;
     }
@@ -308,6 +314,7 @@ int main(int argc, char** argv) {
   extras.fp8_fused_quant = fp8_fused_quant;
   extras.fp8_fast_accum = fp8_fast_accum;
   extras.persistent_gemms = persistent_gemms;
+  extras.int8_activations = int8_act;
   const double t_load = now_s();
   auto rr = create_cuda_runner(model, opts, extras);
   check(rr.status(), "create runner");
@@ -419,7 +426,8 @@ int main(int argc, char** argv) {
   // options (4 sequences, 256-token steps, a small KV cache) or the first runner's.
   using Pf = CudaRunnerExtras::L2Prefetch;
   auto single_stream_tps = [&](bool eager, bool fused, Pf pf = CudaRunnerExtras{}.l2_prefetch, bool small = true,
-                               bool print_plans = false, bool refine = CudaRunnerExtras{}.refine_graph_plans) {
+                               bool print_plans = false, bool refine = CudaRunnerExtras{}.refine_graph_plans,
+                               bool int8_act_here = true) {
     RunnerOptions so = opts;
     so.enforce_eager = eager;
     if (small) {
@@ -430,6 +438,7 @@ int main(int argc, char** argv) {
     sx.fused_decode = fused;
     sx.l2_prefetch = pf;
     sx.refine_graph_plans = refine;
+    sx.int8_activations = extras.int8_activations && int8_act_here;
     auto sr = create_cuda_runner(model, so, sx);
     check(sr.status(), "create single-stream runner");
     runner = dynamic_cast<CudaModelRunner*>(sr.value().get());
@@ -504,7 +513,7 @@ int main(int argc, char** argv) {
     if (fresh > 0) rr = Result<std::unique_ptr<ModelRunner>>(Status::error("released"));
     for (int r = 0; r < fresh; ++r) {
       const FreshSetting& st = *fresh_cycle[static_cast<size_t>(r) % fresh_cycle.size()];
-      const double tps = single_stream_tps(false, st.fused, st.pf, false, recaptures > 0, st.refine);
+      const double tps = single_stream_tps(false, st.fused, st.pf, false, recaptures > 0, st.refine, st.int8_act);
       std::printf("fresh runner %d (%s): graph %.1f tok/s\n", r + 1, st.name, tps);
     }
     return 0;

@@ -15,15 +15,16 @@
 // Usage: bench_gpu_skinny [--weights bf16,fp8,int8,q8_0,int4,q4_k] [--m 1,2,4,8]
 //                         [--shapes qkv,o,gate_up,down,kv,lm_head] [--rounds 5] [--variants]
 //                         [--dims N_EMBD,N_FF,Q_DIM,KV_DIM,VOCAB] [--only V,...] [--row-slice S]
-//                         [--w8a8]
+//                         [--a8]
 //   (--variants: every tiling's times, not only the best; --dims: another model's shapes, e.g. code-qwen2-25m's
 //   512,1408,512,128,4096; default Llama-3.1-8B's 4096,14336,4096,1024,128256; --only: time these tilings
 //   alone, e.g. to profile one under Nsight Compute; --row-slice: m > S rows in slices of S rows per CTA,
-//   SkinnyGemmParams::row_slice, CUDA-core tilings only, as verification steps may run them; --w8a8: q8_0 (which
-//   --weights must name) also through launch_skinny_w8a8, the integer tensor-core kernel with 8-bit activations,
-//   each of its tilings timed the same two ways, its output checked against the best stream tiling's). The tilings
-//   of a format are numbered as launch_skinny_gemm numbers them: the CUDA-core ones, the tensor-core ones from 10, and
-//   the persistent twins of v26-v29 (kernels.h) from 30, which differ from their tiling at m = 1 only.
+//   SkinnyGemmParams::row_slice, CUDA-core tilings only, as verification steps may run them; --a8: the formats it
+//   takes (q8_0, int4, q4_k; --weights must name one) also through launch_skinny_a8, the integer tensor-core
+//   kernel with 8-bit activations, each of its tilings timed the same two ways, its output checked against the
+//   best stream tiling's). The tilings of a format are numbered as launch_skinny_gemm numbers them: the CUDA-core
+//   ones, the tensor-core ones from 10, and the persistent twins of v26-v29 (kernels.h) from 30, which differ from
+//   their tiling at m = 1 only; a8 tiling t is variant 34 + t in the runner's tuner.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -36,7 +37,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/cuda/gemm_skinny_w8a8.h"
+#include "backend/cuda/gemm_skinny_a8.h"
 #include "backend/cuda/kernels.h"
 
 using namespace mopt;
@@ -80,6 +81,13 @@ const Format kFormats[] = {{"bf16", cuda::WeightFormat::kFloat, 0, false},
                            {"q8_0", cuda::WeightFormat::kInt8, 32, false},
                            {"int4", cuda::WeightFormat::kNib4, 128, true},
                            {"q4_k", cuda::WeightFormat::kNib4, 32, true}};  // Q4_0 / Q4_K's layout (G 32)
+
+// Whether launch_skinny_a8 takes format f's layout (--a8 times it).
+bool takes_a8(const Format& f) {
+  static const float some_group = 0.f;  // a8_supports asks only whether there are groups
+  return cuda::a8_supports({.fmt = f.fmt, .group = f.group ? &some_group : nullptr, .group_size = f.group,
+                            .affine = f.affine});
+}
 
 struct Shape {
   const char* name;
@@ -283,7 +291,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> formats = {"bf16", "fp8", "int8", "int4"}, shapes;
   std::vector<int> ms = {1};
   int rounds = 5;
-  bool all_variants = false, w8a8 = false;
+  bool all_variants = false, a8 = false;
   std::vector<int> dims = {4096, 14336, 4096, 1024, 128256}, only;
   int row_slice = 0;
   for (int i = 1; i < argc; ++i) {
@@ -303,7 +311,7 @@ int main(int argc, char** argv) {
     } else if (a == "--rounds") rounds = std::atoi(next().c_str());
     else if (a == "--variants") all_variants = true;
     else if (a == "--row-slice") row_slice = std::atoi(next().c_str());
-    else if (a == "--w8a8") w8a8 = true;
+    else if (a == "--a8") a8 = true;
     else if (a == "--only") {
       for (const std::string& v : split(next())) only.push_back(std::atoi(v.c_str()));
     } else if (a == "--dims") {
@@ -312,7 +320,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr, "unknown option %s\nusage: bench_gpu_skinny [--weights LIST] [--m LIST] [--shapes LIST] "
                    "[--rounds N] [--variants] [--dims N_EMBD,N_FF,Q_DIM,KV_DIM,VOCAB] [--only V,...] "
-                   "[--row-slice S] [--w8a8]\n", a.c_str());
+                   "[--row-slice S] [--a8]\n", a.c_str());
       return 2;
     }
   }
@@ -347,8 +355,8 @@ int main(int argc, char** argv) {
     }
     fsel.push_back(f);
   }
-  if (w8a8 && std::none_of(fsel.begin(), fsel.end(), [](const Format* f) { return !std::strcmp(f->name, "q8_0"); })) {
-    std::fprintf(stderr, "--w8a8 times the q8_0 weights only: add q8_0 to --weights\n");
+  if (a8 && std::none_of(fsel.begin(), fsel.end(), [](const Format* f) { return takes_a8(*f); })) {
+    std::fprintf(stderr, "--a8 times q8_0, int4 and q4_k weights only: add one of them to --weights\n");
     return 2;
   }
   std::vector<const Shape*> ssel;
@@ -381,16 +389,17 @@ int main(int argc, char** argv) {
   CK(cudaMemsetAsync(o.y, 0, size_t{8} * nmax * 4, s));
   void* flush = nullptr;
   CK(cudaMalloc(&flush, kFlushBytes));
-  float *check_ref = nullptr, *check_w8a8 = nullptr;  // --w8a8's output check
+  float *check_ref = nullptr, *check_a8 = nullptr;  // --a8's output check
   CK(cudaMalloc(reinterpret_cast<void**>(&check_ref), size_t{8} * nmax * 4));
-  CK(cudaMalloc(reinterpret_cast<void**>(&check_w8a8), size_t{8} * nmax * 4));
+  CK(cudaMalloc(reinterpret_cast<void**>(&check_a8), size_t{8} * nmax * 4));
 
   std::printf("%-5s %-8s %6s x %-5s m %8s | %-26s | %-26s\n", "fmt", "shape", "n", "k", "MB",
               "cold: tiling us GB/s %copy", "stream: tiling us GB/s %copy");
   for (const Format* f : fsel) {
-    const int n_var = cuda::skinny_variants(f->fmt);
+    // The f16-activation tilings (the a8 variants, kernels.h, are --a8's, timed below by tiling).
+    const int n_var = std::min(cuda::skinny_variants(f->fmt), cuda::kCommonSkinnyVariants);
     for (int m : ms) {
-      double layer_us = 0, layer_bytes = 0, w8a8_layer_us = 0;
+      double layer_us = 0, layer_bytes = 0, a8_layer_us = 0;
       for (const Shape* sh : ssel) {
         Weights w = make_weights(*f, *sh, s);
         std::vector<Timing> t(n_var);
@@ -425,11 +434,11 @@ int main(int argc, char** argv) {
           layer_us += t[bs].stream_us;
           layer_bytes += bytes;
         }
-        if (w8a8 && !std::strcmp(f->name, "q8_0")) {
-          std::vector<Timing> tw(cuda::kW8a8Tilings);
-          for (int i = 0; i < cuda::kW8a8Tilings; ++i)
+        if (a8 && takes_a8(*f)) {
+          std::vector<Timing> tw(cuda::kA8Tilings);
+          for (int i = 0; i < cuda::kA8Tilings; ++i)
             tw[i] = time_launches(s, rounds, flush, w.copies, [&](int copy) {
-              CK(cuda::launch_skinny_w8a8(params_for(*f, *sh, w, o, m, copy, 0), i, s));
+              CK(cuda::launch_skinny_a8(params_for(*f, *sh, w, o, m, copy, 0), i, s));
             });
           const int wc = fastest(tw, &Timing::cold_us), ws = fastest(tw, &Timing::stream_us);
           // The same product by the best stream tiling of each kernel, in fp32: stored, or (residual epilogue, whose
@@ -437,19 +446,19 @@ int main(int argc, char** argv) {
           cuda::SkinnyGemmParams pr = params_for(*f, *sh, w, o, m, 0, bs), pw = params_for(*f, *sh, w, o, m, 0, 0);
           pr.y_f32 = pw.y_f32 = true;
           pr.y = check_ref;
-          pw.y = check_w8a8;
+          pw.y = check_a8;
           CK(cudaMemsetAsync(check_ref, 0, size_t{8} * nmax * 4, s));
-          CK(cudaMemsetAsync(check_w8a8, 0, size_t{8} * nmax * 4, s));
+          CK(cudaMemsetAsync(check_a8, 0, size_t{8} * nmax * 4, s));
           CK(cuda::launch_skinny_gemm(pr, s));
-          CK(cuda::launch_skinny_w8a8(pw, ws, s));
+          CK(cuda::launch_skinny_a8(pw, ws, s));
           CK(cudaStreamSynchronize(s));
           double max_rel = 0, rms_rel = 0;
-          compare_outputs(check_ref, check_w8a8, m * sh->n, max_rel, rms_rel);
-          std::printf("%-5s %-8s w8a8 8-bit activations      ", f->name, sh->name);
+          compare_outputs(check_ref, check_a8, m * sh->n, max_rel, rms_rel);
+          std::printf("%-5s %-8s a8 8-bit activations      ", f->name, sh->name);
           print_best('t', tw, wc, ws, bytes, copy_bw);
           std::printf(" | vs v%d: max %.2e, rms %.2e of the output\n", bs, max_rel, rms_rel);
-          if (all_variants) print_times("w8a8 ", 't', tw);
-          if (layer_shape) w8a8_layer_us += tw[ws].stream_us;
+          if (all_variants) print_times("a8 ", 't', tw);
+          if (layer_shape) a8_layer_us += tw[ws].stream_us;
         }
         CK(cudaFree(w.codes));
         if (w.params) CK(cudaFree(w.params));
@@ -459,15 +468,15 @@ int main(int argc, char** argv) {
                     "bandwidth (%.0f us at copy bandwidth)\n",
                     f->name, m, 32 * layer_us, 100 * layer_bytes / (layer_us * 1e-6) / copy_bw,
                     32 * layer_bytes / copy_bw * 1e6);
-      if (w8a8_layer_us > 0)
-        std::printf("%-5s m %d: the same through w8a8 (8-bit activations, integer tensor cores): %.0f us, "
+      if (a8_layer_us > 0)
+        std::printf("%-5s m %d: the same through a8 (8-bit activations, integer tensor cores): %.0f us, "
                     "%.0f%% of copy bandwidth\n",
-                    f->name, m, 32 * w8a8_layer_us, 100 * layer_bytes / (w8a8_layer_us * 1e-6) / copy_bw);
+                    f->name, m, 32 * a8_layer_us, 100 * layer_bytes / (a8_layer_us * 1e-6) / copy_bw);
     }
   }
   CK(cudaFree(flush));
   CK(cudaFree(check_ref));
-  CK(cudaFree(check_w8a8));
+  CK(cudaFree(check_a8));
   CK(cudaFree(o.x));
   CK(cudaFree(o.x_f32));
   CK(cudaFree(o.norm_w));

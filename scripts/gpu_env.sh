@@ -37,7 +37,7 @@ O=${O:-${OUT:-/tmp/mopt-gpu-out}}
 mkdir -p "$O"
 
 # Helpers of the measurement scripts (gpu_spec_plans.sh, gpu_row_slices.sh, gpu_eps_refine.sh, gpu_spec_draft.sh,
-# gpu_eps_default.sh, gpu_verify_refine.sh, gpu_persistent.sh, gpu_lm_head.sh, gpu_w8a8.sh):
+# gpu_eps_default.sh, gpu_verify_refine.sh, gpu_persistent.sh, gpu_lm_head.sh, gpu_a8.sh):
 # each runs one step under its own time limit, writes its log to $O and prints the lines that decide; the return
 # code is the step's.
 # gpu_steps "STEP ..." ARGS...: the steps a script was asked for, as " a b " in $steps (none named: all of STEP ...),

@@ -194,6 +194,7 @@ Result<std::unique_ptr<CudaRunner>> CudaRunner::create(const Model& model, const
   MOPT_TRY(r->gemm_.init());
   r->gemm_.fp8_fast_accum = extras.fp8_fast_accum;
   r->gemm_.persistent_twins = extras.persistent_gemms;
+  r->gemm_.int8_activations = extras.int8_activations;
   const float eps = opts.one_row_plan_eps < 0.f ? kDefaultOneRowPlanEps : opts.one_row_plan_eps;
   if (!(eps <= 1.f)) return error("one_row_plan_eps %g is outside 0 .. 1", static_cast<double>(eps));
   // A shard's timing scratch is reserved once (its all-reduce partners must not wait on a cudaFree mid-step).

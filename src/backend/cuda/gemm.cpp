@@ -1,5 +1,6 @@
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/gemm_desc.h"
+#include "backend/cuda/gemm_skinny_a8.h"
 #include "backend/cuda/plan_choice.h"
 
 #include <algorithm>
@@ -561,12 +562,17 @@ Result<std::vector<float>> Gemm::time_slicings(SkinnyGemmParams t, const std::ve
 }
 
 int Gemm::persistent_twin_partner(int v) const {
-  if (v >= kFirstPersistentTwin) return skinny_twin_tiling(v);
-  return v >= kFirstTwinnedTiling && persistent_twins ? v + kPersistentSkinnyVariants : -1;
+  if (is_persistent_twin(v)) return skinny_twin_tiling(v);
+  return v >= kFirstTwinnedTiling && v < kFirstPersistentTwin && persistent_twins ? v + kPersistentSkinnyVariants
+                                                                                  : -1;
 }
 
 cudaError_t Gemm::launch_candidate(const SkinnyGemmParams& t, cudaStream_t stream) const {
-  if (!persistent_twins && t.variant >= kFirstPersistentTwin) return cudaErrorNotSupported;
+  if (!persistent_twins && (is_persistent_twin(t.variant) ||
+                            (is_a8_variant(t.variant) &&
+                             kA8TilingTable[t.variant - kFirstA8Variant].persistent)))
+    return cudaErrorNotSupported;
+  if (!int8_activations && is_a8_variant(t.variant)) return cudaErrorNotSupported;
   return launch_skinny_gemm(t, stream);
 }
 
@@ -622,8 +628,8 @@ Status Gemm::run(const float* x, const float* w, const float* bias, void* y, boo
 // The plan cache's records (gemm.h). Times are stored in nanoseconds (at least 1: a stored plan was timed).
 namespace {
 constexpr int kGemmInts = 10;   // m n k y_f32 has_bias align in_f32 skinny skinny_variant tuned_ns
-// Fused plans are kept for bf16 weights only, whose skinny_variants() is kMaxSkinnyVariants.
-constexpr int kFusedInts = 9 + 2 * kMaxSkinnyVariants;  // m n k prologue epilogue y_f32 has_bias variant tuned_ns,
+// Fused plans are kept for bf16 weights only, whose skinny_variants() is kCommonSkinnyVariants.
+constexpr int kFusedInts = 9 + 2 * kCommonSkinnyVariants;  // m n k prologue epilogue y_f32 has_bias variant tuned_ns,
                                                         // then (ns, variant) per variant, fastest first
 int64_t to_ns(float us) { return std::max<int64_t>(1, static_cast<int64_t>(us * 1000.f)); }
 bool flag(int64_t v) { return v == 0 || v == 1; }
@@ -650,7 +656,7 @@ std::vector<PlanRecord> Gemm::export_plans() const {
   for (const auto& [key, plan] : fused_plans_) {
     const auto& [m, n, k, pro, epi, y_f32, bias, fmt] = key;
     if (fmt != static_cast<int>(WeightFormat::kFloat)) continue;  // quantized: tuned in each process
-    if (plan.ranked.size() != static_cast<size_t>(kMaxSkinnyVariants)) continue;  // a tiling did not run: retune
+    if (plan.ranked.size() != static_cast<size_t>(kCommonSkinnyVariants)) continue;  // a tiling did not run: retune
     PlanRecord r{"fused", {m, n, k, pro, epi, y_f32, bias, plan.variant, to_ns(plan.tuned_us)}, {}};
     for (const auto& [us, v] : plan.ranked) {
       r.ints.push_back(to_ns(us));
@@ -690,15 +696,15 @@ Status Gemm::import_plans(std::span<const PlanRecord> records) {
       const bool pro_ok = v[3] >= 0 && v[3] <= static_cast<int64_t>(SkinnyPrologue::kSwiGlu);
       const bool epi_ok = v[4] >= 0 && v[4] <= static_cast<int64_t>(SkinnyEpilogue::kAddResidual);
       if (m > kSkinnyMaxRows || !pro_ok || !epi_ok || !flag(v[5]) || !flag(v[6]) || v[7] < 0 ||
-          v[7] >= kMaxSkinnyVariants || v[8] < 1)
+          v[7] >= kCommonSkinnyVariants || v[8] < 1)
         return error("plan cache: an invalid fused GEMM plan for %dx%dx%d", m, n, k);
       FusedPlan p;
       p.variant = static_cast<int>(v[7]);
       p.tuned_us = static_cast<float>(v[8]) / 1000.f;
-      std::vector<bool> seen(kMaxSkinnyVariants, false);
-      for (int i = 0; i < kMaxSkinnyVariants; ++i) {
+      std::vector<bool> seen(kCommonSkinnyVariants, false);
+      for (int i = 0; i < kCommonSkinnyVariants; ++i) {
         const int64_t ns = v[9 + 2 * i], var = v[10 + 2 * i];
-        if (ns < 1 || var < 0 || var >= kMaxSkinnyVariants || seen[var])
+        if (ns < 1 || var < 0 || var >= kCommonSkinnyVariants || seen[var])
           return error("plan cache: the fused GEMM plan for %dx%dx%d ranks its variants wrongly", m, n, k);
         seen[var] = true;
         p.ranked.emplace_back(static_cast<float>(ns) / 1000.f, static_cast<int>(var));

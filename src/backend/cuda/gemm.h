@@ -179,9 +179,14 @@ class Gemm {
   // Row-invariant calls (verification steps) may split their rows over CTAs (SkinnyGemmParams::row_slice) where
   // that is faster; false: never (benchmarks compare the two).
   bool row_slices = true;
-  // The tensor-core tilings' persistent twins (kernels.h) are candidates; false: never timed nor chosen (plans
-  // imported from a plan cache excepted: the runner keys its cache on this). Set before the first fused call.
+  // The persistent grids (the tensor-core tilings' twins, kernels.h, and the persistent a8 tilings) are
+  // candidates; false: never timed nor chosen (plans imported from a plan cache excepted: the runner keys its
+  // cache on this). Set before the first fused call.
   bool persistent_twins = true;
+  // Weights that a8_supports (Q8_0, Q5_0, Q4_0, Q4_K, AWQ): the a8 tilings (kernels.h, gemm_skinny_a8.h), which
+  // quantize the activations to 8 bits per group of 32 as the CPU backend and llama.cpp do for Q8_0 and Q4_0, are
+  // candidates; false: never timed nor chosen (the activations stay f16, as for every other format).
+  bool int8_activations = true;
   size_t n_cached_plans() const { return plans_.size() + fused_plans_.size(); }
   // One line per tuned plan: shape, choice, time, achieved bandwidth (for benchmarks); then one line per FP8
   // plan (describe_fp8, gemm_fp8.cpp): its shape, time when timed, and which way it runs ("fp8 gemm m=...").
@@ -241,7 +246,8 @@ class Gemm {
   Result<int> row_invariant_variant(const SkinnyGemmParams& p, cudaStream_t stream);
   // ... with the row slices (gemm.cpp): (variant, row slice), remembered per plan and reduction order.
   Result<RowPlan> row_invariant_plan(const SkinnyGemmParams& p, cudaStream_t stream);
-  // launch_skinny_gemm(t), or cudaErrorNotSupported for a persistent twin when persistent_twins is off.
+  // launch_skinny_gemm(t), or cudaErrorNotSupported for a persistent grid when persistent_twins is off and for a
+  // a8 tiling when int8_activations is off.
   cudaError_t launch_candidate(const SkinnyGemmParams& t, cudaStream_t stream) const;
   // Appends (v, 0) and, for a CUDA-core tiling when row_slices is on, v in row slices of 1, 2, 4 (< m) rows.
   void add_slicings(std::vector<RowPlan>& cand, int v, int m) const;

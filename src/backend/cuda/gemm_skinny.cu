@@ -1,21 +1,25 @@
 // launch_skinny_gemm (kernels.h): checks the parameters and dispatches on the weight format to the skinny kernel
-// of gemm_skinny.cuh; the bf16 instantiation lives here, the quantized ones in gemm_skinny_q*.cu.
+// of gemm_skinny.cuh (the bf16 instantiation lives here, the quantized ones in gemm_skinny_q*.cu), the f16
+// tensor-core ones (gemm_skinny_mma_*.cu) or, for the a8 variants of kInt8 and kNib4, gemm_skinny_a8.cu.
 #include "backend/cuda/gemm_skinny.cuh"
+#include "backend/cuda/gemm_skinny_a8.h"
 
 namespace mopt::cuda {
 
 template cudaError_t launch_skinny_fmt<FmtBf16>(const SkinnyGemmParams&, cudaStream_t);
 
-int skinny_variants(WeightFormat /*f*/) {
+int skinny_variants(WeightFormat f) {
   // Every format instantiates its CUDA-core tilings, the tensor-core ones and their persistent twins, numbered
-  // alike (kernels.h).
-  static_assert(kMaxSkinnyVariants == kQuantSkinnyVariants + skinny_detail::kMmaVariants + kPersistentSkinnyVariants);
-  return kMaxSkinnyVariants;
+  // alike; kInt8 then the integer tensor-core ones (kernels.h).
+  static_assert(kCommonSkinnyVariants ==
+                kQuantSkinnyVariants + skinny_detail::kMmaVariants + kPersistentSkinnyVariants);
+  return f == WeightFormat::kInt8 || f == WeightFormat::kNib4 ? kMaxSkinnyVariants : kCommonSkinnyVariants;
 }
 
 int skinny_reduction_order(WeightFormat f, int variant) {
   using namespace skinny_detail;
   if (variant < 0 || variant >= skinny_variants(f)) return -1;
+  if (is_a8_variant(variant)) return 200 + kA8TilingTable[variant - kFirstA8Variant].kw;
   variant = skinny_twin_tiling(variant);  // a persistent twin: its tiling's
   if (variant >= kQuantSkinnyVariants) return 100 + variant;  // the tensor-core tilings (bf16 too)
   if (f == WeightFormat::kFloat) return kSplitWarpsBf16[variant];
@@ -85,11 +89,13 @@ cudaError_t launch_skinny_gemm(const SkinnyGemmParams& p, cudaStream_t stream) {
       return launch_skinny_fmt<FmtFp8>(p, stream);
     case WeightFormat::kInt8:
       if (p.variant < kQuantSkinnyVariants) return launch_skinny_fmt<FmtInt8>(p, stream);
+      if (is_a8_variant(p.variant)) return launch_skinny_a8(p, p.variant - kFirstA8Variant, stream);
       if (!p.qw.group) return launch_skinny_int8_mma(p, stream);  // per channel: the tensor-core tilings
       if (mma_groups(p)) return launch_skinny_int8g_mma(p, stream);
       return launch_skinny_fmt<FmtInt8>(cuda_core_twin(p), stream);
     case WeightFormat::kNib4:
       if (p.variant < kQuantSkinnyVariants) return launch_skinny_fmt<FmtNib4>(p, stream);
+      if (is_a8_variant(p.variant)) return launch_skinny_a8(p, p.variant - kFirstA8Variant, stream);
       if (mma_groups(p)) return launch_skinny_nib4_mma(p, stream);
       return launch_skinny_fmt<FmtNib4>(cuda_core_twin(p), stream);
   }

@@ -301,7 +301,8 @@ cudaError_t launch_quantize_weights(const bf16* w, int n, int k, WeightFormat fm
 // y[m, n] = sum_k x[m, k] * w[n, k] (+ bias[n]) for m <= 8: one pass over the weights (bandwidth bound).
 // k must be a multiple of 8 and the pointers 16-byte aligned. The weights are bf16 (w) or quantized (qw); the
 // activations and the arithmetic are the same for every format (fp32 accumulation; the activations are not
-// quantized, also with FP8 weights: the prologues produce them inside the kernel).
+// quantized, also with FP8 weights: the prologues produce them inside the kernel), except in the a8 variants
+// of kInt8 and kNib4 (below), which quantize them to 8 bits as the CPU backend does for Q8_0 and Q4_0.
 //
 // Fused decode variants (compile-time prologue / epilogue of the same kernel; the prologue's operand stays in
 // fp32 where the unfused kernels round their outputs to bf16). r = x_rows ? x_rows[i] : i:
@@ -353,16 +354,27 @@ inline constexpr int kPersistentSkinnyVariants = 4;
 inline constexpr int kFirstPersistentTwin = kQuantSkinnyVariants + kMmaSkinnyVariants;                 // v30
 inline constexpr int kFirstTwinnedTiling = kFirstPersistentTwin - kPersistentSkinnyVariants;           // v26
 static_assert(kSkinnyVariants == kQuantSkinnyVariants, "bf16 and the quantized formats number alike");
+// Tilings every format has: the CUDA-core ones + kMmaSkinnyVariants + the persistent twins.
+inline constexpr int kCommonSkinnyVariants = kSkinnyVariants + kMmaSkinnyVariants + kPersistentSkinnyVariants;
+// kInt8 and kNib4 then have kA8SkinnyVariants on the integer tensor cores (gemm_skinny_a8.h: activations
+// quantized to 8 bits per group of 32 as the CPU backend's Q8_0 activations; weights that a8_supports: int8 groups
+// of 32 without offset (Q8_0, Q5_0) and 4-bit groups (Q4_0, Q4_K, AWQ); the others refuse with
+// cudaErrorNotSupported): variant kFirstA8Variant + i runs launch_skinny_a8's tiling i.
+inline constexpr int kA8SkinnyVariants = 8;
+inline constexpr int kFirstA8Variant = kCommonSkinnyVariants;                                      // v34
+inline constexpr int kMaxSkinnyVariants = kCommonSkinnyVariants + kA8SkinnyVariants;
+constexpr bool is_persistent_twin(int v) { return v >= kFirstPersistentTwin && v < kCommonSkinnyVariants; }
+constexpr bool is_a8_variant(int v) { return v >= kFirstA8Variant && v < kMaxSkinnyVariants; }
 // The tiling that variant v runs: its tiling for a persistent twin, else v.
-constexpr int skinny_twin_tiling(int v) { return v >= kFirstPersistentTwin ? v - kPersistentSkinnyVariants : v; }
-// Tilings instantiated for a weight format: the CUDA-core ones + kMmaSkinnyVariants + the persistent twins.
+constexpr int skinny_twin_tiling(int v) { return is_persistent_twin(v) ? v - kPersistentSkinnyVariants : v; }
+// Variants of a weight format: kCommonSkinnyVariants, kMaxSkinnyVariants for kInt8 and kNib4.
 int skinny_variants(WeightFormat f);
-inline constexpr int kMaxSkinnyVariants = kSkinnyVariants + kMmaSkinnyVariants + kPersistentSkinnyVariants;
 // The order in which a variant of format f sums each output's k products, as a number: variants with equal
 // numbers give every output row the same bits whatever the row count m (a lane sums its chunks in ascending
 // order, the lanes by shuffles, the warps sharing a row in warp order: only the warps per row group, KW, decide;
 // rows per group, unroll, pipelining and m do not). Tensor-core variants: 100 + the variant (only themselves:
-// their rows' activations and sums of squares are computed as at m = 1, gemm_skinny_mma.cuh).
+// their rows' activations and sums of squares are computed as at m = 1, gemm_skinny_mma.cuh); a8 variants:
+// 200 + the warps splitting k (gemm_skinny_a8.h).
 int skinny_reduction_order(WeightFormat f, int variant);
 cudaError_t launch_skinny_gemm(const SkinnyGemmParams& p, cudaStream_t stream);
 

@@ -1,4 +1,4 @@
-// Quantized test matrices for the CUDA backend's tests (quant_test.cpp, w8a8_test.cpp): a block-format tensor of
+// Quantized test matrices for the CUDA backend's tests (quant_test.cpp, a8_test.cpp): a block-format tensor of
 // random weights with its values as the tests' oracle decodes them, and a repacked matrix's copy on the device.
 #pragma once
 

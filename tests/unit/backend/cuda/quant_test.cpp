@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/gemm_skinny_a8.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/quant_weights.h"
 #include "core/dtype.h"
@@ -281,6 +282,7 @@ TEST(CudaQuantGemm, SkinnyMatchesReferenceOnEveryFormat) {
   SKIP_WITHOUT_GPU();
   cuda::Gemm gemm;
   ASSERT_TRUE(gemm.init().is_ok());
+  gemm.int8_activations = false;  // f16 activations: reference()'s bound (the a8 tilings: a8_test.cpp)
   std::mt19937 rng(5);
   for (const Case& c : cases()) {
     SCOPED_TRACE(case_name(c));
@@ -308,7 +310,7 @@ TEST(CudaQuantGemm, SkinnyMatchesReferenceOnEveryFormat) {
       const Reference mma_ref =
           reference(std::vector<float>(xv.begin(), xv.begin() + static_cast<size_t>(m) * kK), q.ref, m, kN, kK, {},
                     true, {}, werr);
-      for (int v = 0; v < cuda::skinny_variants(c.fmt); ++v) {
+      for (int v = 0; v < cuda::kCommonSkinnyVariants; ++v) {  // every format's (a8 ones: a8_test.cpp)
         SCOPED_TRACE(testing::Message() << "m " << m << " variant " << v);
         y.poison();
         cuda::SkinnyGemmParams p{.x = reinterpret_cast<const bf16*>(x.get()), .y = y.get(), .y_f32 = true, .m = m,
@@ -409,7 +411,7 @@ TEST(CudaQuantGemm, TensorCoreTilingsMatchReference) {
           const bool res = epi == cuda::SkinnyEpilogue::kAddResidual;
           for (size_t e = 0; e < add.size(); ++e) add[e] = res ? y0[e] : bv[e % n];
           const Reference ref = reference(a, q.ref, m, n, k, add, true, rstd, werr);
-          for (int v = cuda::kQuantSkinnyVariants; v < cuda::skinny_variants(c.fmt); ++v) {
+          for (int v = cuda::kQuantSkinnyVariants; v < cuda::kCommonSkinnyVariants; ++v) {
             SCOPED_TRACE(testing::Message() << case_name(c) << " n " << n << " k " << k
                                             << " pair " << pair << " m " << m << " variant " << v);
             if (epi == cuda::SkinnyEpilogue::kAddResidual) y.upload(y0);
@@ -435,8 +437,9 @@ TEST(CudaQuantGemm, TensorCoreTilingsMatchReference) {
 // Row invariance (skinny_reduction_order; speculative verification rows reproduce plain decoding's bits): for every
 // format and prologue / epilogue pair, row i of an m-row call (m = 2 .. 8) of each tiling has the bits of a one-row
 // call on that row of any tiling with the same reduction order, the tensor-core tilings included (their RMSNorm
-// sums of squares: k = 2304 stages the row in the XS tilings' shared memory, 17408 does not), and the CUDA-core
-// ones also with their rows in slices (SkinnyGemmParams::row_slice).
+// sums of squares: k = 2304 stages the row in the XS tilings' shared memory, 17408 does not; the a8 ones of
+// Q8_0 and Q5_0 alike past their 16384-input staging limit), and the CUDA-core ones also with their rows in
+// slices (SkinnyGemmParams::row_slice).
 TEST(CudaQuantGemm, RowsMatchOneRowCallsOfTheSameReductionOrder) {
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(13);
@@ -474,7 +477,10 @@ TEST(CudaQuantGemm, RowsMatchOneRowCallsOfTheSameReductionOrder) {
           return y.download();
         };
         const int n_var = cuda::skinny_variants(c.fmt);
+        // The a8 variants of kInt8 where they run (Q8_0, Q5_0); launch_skinny_gemm refuses them otherwise.
+        const auto runs = [&](int v) { return !cuda::is_a8_variant(v) || cuda::a8_supports(dq.view); };
         for (int v1 = 0; v1 < n_var; ++v1) {
+          if (!runs(v1)) continue;
           std::vector<float> one;  // [M, n]: each row from its own one-row call
           for (int i = 0; i < M; ++i) {
             const std::vector<float> r = call(1, v1, i);
