@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 
 #include "unit/fails_with.h"
@@ -23,11 +24,14 @@ inline bool file_exists(const std::string& p) {
   return ::stat(p.c_str(), &st) == 0;
 }
 
-// A fresh scratch directory for the current test (removed by the OS temp cleaner, not by us).
+// A fresh, empty scratch directory for the current test (left for the OS temp cleaner). The name holds the process
+// id, which an earlier run may have had: what such a run left there is removed first.
 inline std::string scratch_dir() {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
   std::string dir = ::testing::TempDir() + "mopt_model_" + std::to_string(::getpid()) + "_" +
                     info->test_suite_name() + "_" + info->name();
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
   ::mkdir(dir.c_str(), 0755);
   return dir;
 }
