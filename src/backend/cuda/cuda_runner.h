@@ -78,8 +78,8 @@ struct CudaRunnerExtras {
   // Grouped int8 and 4-bit weights (Q8_0, Q5_0, Q4_0, Q4_K, AWQ): the tuner may choose the decode GEMMs' a8
   // tilings, which quantize the activations to 8 bits per group of 32 (as the CPU backend and llama.cpp do for
   // Q8_0 and Q4_0) and multiply on the integer tensor cores (gemm_skinny_a8.h); false: f16 activations only
-  // (benchmarks and tests compare the two). Off by default until the 4-bit a8 tilings have run on a GPU.
-  bool int8_activations = false;
+  // (benchmarks and tests compare the two).
+  bool int8_activations = true;
   // The tensor-parallel path at tensor-parallel size 1 (docs/tensor_parallel.md): an NCCL group of this one GPU,
   // whose all-reduce runs after the row-parallel o and down GEMMs (on scaled values: no FP8 scale deferral
   // there), on the general path (no fused decode, whose residual epilogues would need the sums first). Tests
