@@ -135,7 +135,7 @@ struct FreshSetting {
   const char* name;
   CudaRunnerExtras::L2Prefetch pf;
   bool refine, fused;
-  bool int8_act = true;  // CudaRunnerExtras::int8_activations (as the other options leave it)
+  bool int8_act = true;  // false: no a8 tilings (f16-act); true: as --no-int8-act leaves them
 };
 constexpr FreshSetting kFreshSettings[] = {
     {"defaults", CudaRunnerExtras::L2Prefetch::kAfterAttention, true, true},
@@ -175,7 +175,7 @@ int main(int argc, char** argv) {
   bool profile_window = false, attn_sweep = false, single_only = false, attn_large_sweep = false;
   bool prefill_attn = false;
   bool fp8_fused_quant = CudaRunnerExtras{}.fp8_fused_quant, fp8_fast_accum = false, persistent_gemms = true;
-  bool int8_act = true;
+  bool int8_act = CudaRunnerExtras{}.int8_activations;
   float one_row_eps = -1.f;  // < 0: the runner's default
   const char* weights_name = nullptr;  // --weights (absent: bf16, output unchanged)
   DType weights = DType::BF16;

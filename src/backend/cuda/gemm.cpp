@@ -629,8 +629,8 @@ Status Gemm::run(const float* x, const float* w, const float* bias, void* y, boo
 namespace {
 constexpr int kGemmInts = 10;   // m n k y_f32 has_bias align in_f32 skinny skinny_variant tuned_ns
 // Fused plans are kept for bf16 weights only, whose skinny_variants() is kCommonSkinnyVariants.
-constexpr int kFusedInts = 9 + 2 * kCommonSkinnyVariants;  // m n k prologue epilogue y_f32 has_bias variant tuned_ns,
-                                                        // then (ns, variant) per variant, fastest first
+// m n k prologue epilogue y_f32 has_bias variant tuned_ns, then (ns, variant) per variant, fastest first
+constexpr int kFusedInts = 9 + 2 * kCommonSkinnyVariants;
 int64_t to_ns(float us) { return std::max<int64_t>(1, static_cast<int64_t>(us * 1000.f)); }
 bool flag(int64_t v) { return v == 0 || v == 1; }
 }  // namespace

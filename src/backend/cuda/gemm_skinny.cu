@@ -10,7 +10,7 @@ template cudaError_t launch_skinny_fmt<FmtBf16>(const SkinnyGemmParams&, cudaStr
 
 int skinny_variants(WeightFormat f) {
   // Every format instantiates its CUDA-core tilings, the tensor-core ones and their persistent twins, numbered
-  // alike; kInt8 then the integer tensor-core ones (kernels.h).
+  // alike; kInt8 and kNib4 then the integer tensor-core (a8) ones (kernels.h).
   static_assert(kCommonSkinnyVariants ==
                 kQuantSkinnyVariants + skinny_detail::kMmaVariants + kPersistentSkinnyVariants);
   return f == WeightFormat::kInt8 || f == WeightFormat::kNib4 ? kMaxSkinnyVariants : kCommonSkinnyVariants;
