@@ -7,7 +7,7 @@
 // Each activation row (after the prologue, as the other skinny kernels compute it) is quantized per group of 32
 // inputs as the CPU backend's Q8_0 activations are (d = max |x| / 127, q = round(x / d), d kept in fp16;
 // llama.cpp's scheme), then every group is one mma.sync.m16n8k32 s8 x s8 -> s32 (exact; 4-bit codes masked into
-// bytes, one and a shift for eight), scaled in fp32: a d_x sum(q_w q_x) (+ b d_x sum(q_x)). No per-weight
+// bytes, two ands and a shift for eight), scaled in fp32: a d_x sum(q_w q_x) (+ b d_x sum(q_x)). No per-weight
 // conversion to f16, where the f16 kernels spend three operations per pair of weights (int8: a byte permute, a
 // subtraction and the group's multiply). One row is quantized once per CTA into shared memory (k <= 16384);
 // several rows (or a longer one) are quantized step by step by the lanes that hold them; either way a row's result
