@@ -24,7 +24,7 @@
 //   kernel with 8-bit activations, each of its tilings timed the same two ways, its output checked against the
 //   best stream tiling's). The tilings of a format are numbered as launch_skinny_gemm numbers them: the CUDA-core
 //   ones, the tensor-core ones from 10, and the persistent twins of v26-v29 (kernels.h) from 30, which differ from
-//   their tiling at m = 1 only; a8 tiling t is variant 34 + t in the runner's tuner.
+//   their tiling at m = 1 only; a8 tiling t is variant kFirstA8Variant (34) + t in the runner's tuner.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>

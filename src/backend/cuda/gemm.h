@@ -246,7 +246,7 @@ class Gemm {
   Result<int> row_invariant_variant(const SkinnyGemmParams& p, cudaStream_t stream);
   // ... with the row slices (gemm.cpp): (variant, row slice), remembered per plan and reduction order.
   Result<RowPlan> row_invariant_plan(const SkinnyGemmParams& p, cudaStream_t stream);
-  // launch_skinny_gemm(t), or cudaErrorNotSupported for a persistent grid when persistent_twins is off and for a
+  // launch_skinny_gemm(t), or cudaErrorNotSupported for a persistent grid when persistent_twins is off and for an
   // a8 tiling when int8_activations is off.
   cudaError_t launch_candidate(const SkinnyGemmParams& t, cudaStream_t stream) const;
   // Appends (v, 0) and, for a CUDA-core tiling when row_slices is on, v in row slices of 1, 2, 4 (< m) rows.

@@ -80,6 +80,8 @@ cudaError_t launch_skinny_gemm(const SkinnyGemmParams& p, cudaStream_t stream) {
   } else if (!p.x || misaligned16(p.x)) {
     return cudaErrorInvalidValue;
   }
+  // The a8 variants (only kInt8 and kNib4 have them: the variant check above).
+  if (is_a8_variant(p.variant)) return launch_skinny_a8(p, p.variant - kFirstA8Variant, stream);
   switch (fmt) {
     case WeightFormat::kFloat:
       if (p.variant >= kSkinnyVariants) return launch_skinny_bf16_mma(p, stream);  // the tensor-core tilings
@@ -89,13 +91,11 @@ cudaError_t launch_skinny_gemm(const SkinnyGemmParams& p, cudaStream_t stream) {
       return launch_skinny_fmt<FmtFp8>(p, stream);
     case WeightFormat::kInt8:
       if (p.variant < kQuantSkinnyVariants) return launch_skinny_fmt<FmtInt8>(p, stream);
-      if (is_a8_variant(p.variant)) return launch_skinny_a8(p, p.variant - kFirstA8Variant, stream);
       if (!p.qw.group) return launch_skinny_int8_mma(p, stream);  // per channel: the tensor-core tilings
       if (mma_groups(p)) return launch_skinny_int8g_mma(p, stream);
       return launch_skinny_fmt<FmtInt8>(cuda_core_twin(p), stream);
     case WeightFormat::kNib4:
       if (p.variant < kQuantSkinnyVariants) return launch_skinny_fmt<FmtNib4>(p, stream);
-      if (is_a8_variant(p.variant)) return launch_skinny_a8(p, p.variant - kFirstA8Variant, stream);
       if (mma_groups(p)) return launch_skinny_nib4_mma(p, stream);
       return launch_skinny_fmt<FmtNib4>(cuda_core_twin(p), stream);
   }

@@ -202,7 +202,6 @@ TEST(CudaQuantRepack, RefusesTruncatedTensors) {
   EXPECT_NE(m.message().find("blk.0.attn_q.weight"), std::string::npos) << m.message();
 }
 
-// The repacked matrix on the device, viewed as kernels.h's QuantWeightView.
 std::vector<float> random_floats(std::mt19937& rng, size_t n, float lo, float hi) {
   std::uniform_real_distribution<float> u(lo, hi);
   std::vector<float> v(n);
@@ -438,8 +437,8 @@ TEST(CudaQuantGemm, TensorCoreTilingsMatchReference) {
 // format and prologue / epilogue pair, row i of an m-row call (m = 2 .. 8) of each tiling has the bits of a one-row
 // call on that row of any tiling with the same reduction order, the tensor-core tilings included (their RMSNorm
 // sums of squares: k = 2304 stages the row in the XS tilings' shared memory, 17408 does not; the a8 ones of
-// Q8_0 and Q5_0 alike past their 16384-input staging limit), and the CUDA-core ones also with their rows in
-// slices (SkinnyGemmParams::row_slice).
+// the formats they take alike past their 16384-input staging limit), and the CUDA-core ones also with their rows
+// in slices (SkinnyGemmParams::row_slice).
 TEST(CudaQuantGemm, RowsMatchOneRowCallsOfTheSameReductionOrder) {
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(13);
@@ -477,7 +476,7 @@ TEST(CudaQuantGemm, RowsMatchOneRowCallsOfTheSameReductionOrder) {
           return y.download();
         };
         const int n_var = cuda::skinny_variants(c.fmt);
-        // The a8 variants of kInt8 where they run (Q8_0, Q5_0); launch_skinny_gemm refuses them otherwise.
+        // The a8 variants where they run (a8_supports: Q8_0, Q5_0, Q4_0, Q4_K, AWQ); refused otherwise.
         const auto runs = [&](int v) { return !cuda::is_a8_variant(v) || cuda::a8_supports(dq.view); };
         for (int v1 = 0; v1 < n_var; ++v1) {
           if (!runs(v1)) continue;
