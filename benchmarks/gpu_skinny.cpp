@@ -21,8 +21,8 @@
 //   alone, e.g. to profile one under Nsight Compute; --row-slice: m > S rows in slices of S rows per CTA,
 //   SkinnyGemmParams::row_slice, CUDA-core tilings only, as verification steps may run them; --a8: the formats it
 //   takes (q8_0, int4, q4_k; --weights must name one) also through launch_skinny_a8, the integer tensor-core
-//   kernel with 8-bit activations, each of its tilings timed the same two ways, its output checked against the
-//   best stream tiling's). The tilings of a format are numbered as launch_skinny_gemm numbers them: the CUDA-core
+//   kernel with 8-bit activations, each of its tilings that runs the case timed the same two ways (the wide ones,
+//   t8 and up, take one row of 4-bit codes), its output checked against the best stream tiling's). The tilings of a format are numbered as launch_skinny_gemm numbers them: the CUDA-core
 //   ones, the tensor-core ones from 10, and the persistent twins of v26-v29 (kernels.h) from 30, which differ from
 //   their tiling at m = 1 only; a8 tiling t is variant kFirstA8Variant (34) + t in the runner's tuner.
 #include <cuda_runtime_api.h>
@@ -436,10 +436,15 @@ int main(int argc, char** argv) {
         }
         if (a8 && takes_a8(*f)) {
           std::vector<Timing> tw(cuda::kA8Tilings);
-          for (int i = 0; i < cuda::kA8Tilings; ++i)
+          for (int i = 0; i < cuda::kA8Tilings; ++i) {
+            if (!cuda::a8_tiling_runs(params_for(*f, *sh, w, o, m, 0, 0), i)) {  // wide: one row of 4-bit codes
+              tw[i].cold_us = tw[i].stream_us = std::numeric_limits<double>::infinity();
+              continue;
+            }
             tw[i] = time_launches(s, rounds, flush, w.copies, [&](int copy) {
               CK(cuda::launch_skinny_a8(params_for(*f, *sh, w, o, m, copy, 0), i, s));
             });
+          }
           const int wc = fastest(tw, &Timing::cold_us), ws = fastest(tw, &Timing::stream_us);
           // The same product by the best stream tiling of each kernel, in fp32: stored, or (residual epilogue, whose
           // plans are for it) added to a zeroed residual.

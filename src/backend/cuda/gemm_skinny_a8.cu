@@ -23,133 +23,13 @@
 // int32 sum of a group (|d| <= 32 * 127 * 127) is added in fp32 times a d_x.
 #include "backend/cuda/gemm_skinny_a8.h"
 
-#include <cuda_fp16.h>
-
-#include <algorithm>
 #include <type_traits>
 
-#include "backend/cuda/func_attr.h"
-#include "backend/cuda/gemm_skinny.cuh"
+#include "backend/cuda/gemm_skinny_a8.cuh"
 
 namespace mopt::cuda {
 namespace {
-using namespace skinny_detail;
-
-constexpr int kMaxK = 16384;
-constexpr int kThreads = kWarpsPerCta * 32;
-
-__device__ __forceinline__ uint2 load_stream8(const void* p) {
-  uint2 r;
-  asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];\n" : "=r"(r.x), "=r"(r.y) : "l"(p));
-  return r;
-}
-__device__ __forceinline__ uint32_t load_stream4(const void* p) {
-  uint32_t r;
-  asm volatile("ld.global.nc.L1::no_allocate.u32 %0, [%1];\n" : "=r"(r) : "l"(p));
-  return r;
-}
-
-// d = a (16 x 32, s8) . b (32 x 8, s8) in s32, zero accumulator.
-__device__ __forceinline__ void mma_s8(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                       uint32_t b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};\n"
-      : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(0));
-#else
-  d[0] = d[1] = d[2] = d[3] = 0;
-#endif
-}
-
-// Four fp32 values as int8 codes round(v * id) (to nearest even, within [-127, 127]) in one word, first value lowest.
-__device__ __forceinline__ uint32_t pack_q8(const float* v, float id) {
-  uint32_t w = 0;
-#pragma unroll
-  for (int e = 0; e < 4; ++e) {
-    const int q = max(-127, min(127, __float2int_rn(v[e] * id)));
-    w |= (static_cast<uint32_t>(q) & 0xffu) << (8 * e);
-  }
-  return w;
-}
-
-// A group's quantization, from the 8 values each of its 4 lanes (lanes 4q .. 4q + 3) holds: the lane's codes as two
-// words (xf[0..3], xf[4..7]), the group's d_x (as the CPU's Q8_0 activation blocks are made, cpu quant.cpp: codes
-// from 1 / d, d kept in fp16) and, SUM, d_x times the sum of the group's 32 codes. Lanes with nothing to quantize
-// take part with zeros.
-template <bool SUM>
-__device__ __forceinline__ uint2 quantize8(const float (&xf)[8], float& d_out, float& dsum_out) {
-  float amax = 0.f;
-#pragma unroll
-  for (int e = 0; e < 8; ++e) amax = fmaxf(amax, fabsf(xf[e]));
-  amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
-  amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
-  const float d = amax / 127.f, id = d != 0.f ? 1.f / d : 0.f;
-  d_out = __half2float(__float2half_rn(d));
-  const uint2 q = make_uint2(pack_q8(xf, id), pack_q8(xf + 4, id));
-  if constexpr (SUM) {
-    int sum = __dp4a(static_cast<int>(q.x), 0x01010101, __dp4a(static_cast<int>(q.y), 0x01010101, 0));
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    dsum_out = d_out * static_cast<float>(sum);
-  }
-  return q;
-}
-
-// The group's 8 operand values of a lane (chunk ch, inputs [8 ch, 8 ch + 8), of row xr) after the prologue,
-// quantized with the group's other 3 lanes (quantize8). ss: the RMSNorm sum of squares (kNorm).
-template <int PRO, bool SUM>
-__device__ __forceinline__ uint2 quantize_chunk(const SkinnyGemmParams& p, int xr, int ch, bool in, float& ss,
-                                                float& d_out, float& dsum_out) {
-  float xf[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-  if (in) {
-    float nw[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};  // kNorm only
-    if constexpr (PRO == kNorm) unpack8_bf16(__ldg(reinterpret_cast<const uint4*>(p.norm_w) + ch), nw);
-    load_x<PRO>(p, xr, ch, nw, xf, ss);
-  }
-  return quantize8<SUM>(xf, d_out, dsum_out);
-}
-
-// Four bf16 (a word pair) as fp32 (exact).
-__device__ __forceinline__ void unpack4_bf16(uint2 w, float* f) {
-  f[0] = __uint_as_float(w.x << 16), f[1] = __uint_as_float(w.x & 0xffff0000u);
-  f[2] = __uint_as_float(w.y << 16), f[3] = __uint_as_float(w.y & 0xffff0000u);
-}
-
-// load_x for the 4 inputs [e, e + 4) of row `row` (the same values; no sum of squares: MX = 8 takes it from the
-// CTA-wide pass).
-template <int PRO>
-__device__ __forceinline__ void load_x4(const SkinnyGemmParams& p, int row32, int e, float* xf) {
-  const int64_t row = row32;
-  if constexpr (PRO == kNorm) {
-    const float4 v = __ldg(reinterpret_cast<const float4*>(p.x_f32 + row * p.k + e));
-    float nw[4];
-    unpack4_bf16(__ldg(reinterpret_cast<const uint2*>(p.norm_w + e)), nw);
-    xf[0] = v.x * nw[0], xf[1] = v.y * nw[1], xf[2] = v.z * nw[2], xf[3] = v.w * nw[3];
-  } else if constexpr (PRO == kSwiGlu) {
-    const bf16* src = p.x + row * 2 * p.k + e;  // gate | up, each k wide
-    float g[4], u[4];
-    unpack4_bf16(__ldg(reinterpret_cast<const uint2*>(src)), g);
-    unpack4_bf16(__ldg(reinterpret_cast<const uint2*>(src + p.k)), u);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) xf[j] = silu_fast(g[j]) * u[j];
-  } else {
-    unpack4_bf16(__ldg(reinterpret_cast<const uint2*>(p.x + row * p.k + e)), xf);
-  }
-}
-
-// NIB, MX = 8: lane t's B fragment of group `grp` of row xr, inputs 4t .. 4t + 3 and 16 + 4t .. 16 + 4t + 3 (the
-// 4-bit codes' order), quantized with the group's other 3 lanes: the same codes, d_x and sum as the staged pass's.
-template <int PRO>
-__device__ __forceinline__ uint2 quantize_nib_b(const SkinnyGemmParams& p, int xr, int grp, int t, bool in,
-                                                float& d_out, float& dsum_out) {
-  float xf[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-  if (in) {
-    load_x4<PRO>(p, xr, 32 * grp + 4 * t, xf);
-    load_x4<PRO>(p, xr, 32 * grp + 16 + 4 * t, xf + 4);
-  }
-  return quantize8<true>(xf, d_out, dsum_out);
-}
+using namespace a8_detail;
 
 // MX = 1: one row, staged: the CTA quantizes it once into shared memory. MX = kSkinnyMaxRows: up to 8 rows, each
 // lane quantizing its own B fragment (token g) at every step; the codes, scales and group order are those of the
@@ -231,57 +111,11 @@ __global__ void __launch_bounds__(kThreads) a8_kernel(const SkinnyGemmParams p) 
   int xrow[MX];  // input row of each activation row (rows past p.m: a copy of the last, never stored)
 #pragma unroll
   for (int r = 0; r < MX; ++r) xrow[r] = p.x_rows ? p.x_rows[min(r, p.m - 1)] : min(r, p.m - 1);
-  // The CTA-wide pass (thread i: chunks i, i + 256, ...): MX = 1 stages the quantized row; both sum the squares.
-  float* s_d = reinterpret_cast<float*>(s_x + p.k / 8);
-  float* s_dsum = s_d + groups;  // NIB only
-  float ss[MX];
-#pragma unroll
-  for (int r = 0; r < MX; ++r) ss[r] = 0.f;
-  if constexpr (MX == 1 || PRO == kNorm) {
-#pragma unroll
-    for (int r = 0; r < MX; ++r) {
-      if (r >= p.m) break;
-      for (int base = 0; base < p.k / 8; base += kThreads) {  // the same trip count in every lane (shuffles)
-        const int ch = base + static_cast<int>(threadIdx.x);
-        const bool in = ch < p.k / 8;  // p.k / 8 is a multiple of 8: a group's 4 lanes are all in or all out
-        if constexpr (MX == 1) {
-          float d, dsum;
-          const uint2 q = quantize_chunk<PRO, NIB>(p, xrow[0], ch, in, ss[0], d, dsum);
-          if (in) {
-            s_x[ch] = q;
-            if ((ch & 3) == 0) {
-              s_d[ch >> 2] = d;
-              if constexpr (NIB) s_dsum[ch >> 2] = dsum;
-            }
-          }
-        } else if (in) {
-          float xf[8], nw[8];
-          unpack8_bf16(__ldg(reinterpret_cast<const uint4*>(p.norm_w) + ch), nw);
-          load_x<PRO>(p, xrow[r], ch, nw, xf, ss[r]);
-        }
-      }
-    }
-  }
+  // The CTA-wide pass: MX = 1 stages the quantized row; both sum the squares.
   float out_scale[MX];
-#pragma unroll
-  for (int r = 0; r < MX; ++r) out_scale[r] = 1.f;
-  if constexpr (PRO == kNorm) {
-#pragma unroll
-    for (int r = 0; r < MX; ++r) {
-#pragma unroll
-      for (int o = 1; o < 32; o <<= 1) ss[r] += __shfl_xor_sync(0xffffffffu, ss[r], o);
-      if (lane == 0) s_ss[warp][r] = ss[r];
-    }
-  }
-  __syncthreads();
-  if constexpr (PRO == kNorm) {
-#pragma unroll
-    for (int r = 0; r < MX; ++r) {
-      float tot = 0.f;
-      for (int w = 0; w < kWarpsPerCta; ++w) tot += s_ss[w][r];  // fixed order
-      out_scale[r] = rsqrtf(tot / static_cast<float>(p.k) + p.norm_eps);
-    }
-  }
+  activation_pass<MX, NIB, PRO>(p, xrow, s_x, s_ss, out_scale);
+  const float* s_d = reinterpret_cast<const float*>(s_x + p.k / 8);
+  const float* s_dsum = s_d + groups;  // NIB only
 
   const uint32_t* s_x32 = reinterpret_cast<const uint32_t*>(s_x);  // word j: inputs 4j .. 4j + 3
   float unused_ss = 0.f;
@@ -358,29 +192,9 @@ __global__ void __launch_bounds__(kThreads) a8_kernel(const SkinnyGemmParams p) 
       }
     }
 
-    // PERS: the next tile's first stages in flight during this tile's reduction and stores.
     const int tile_n0 = n0;
-    int next = tiles;
-    if constexpr (PERS) {
-      next = tile + static_cast<int>(gridDim.x);
-      if (next < tiles) {
-        n0 = next * kRowsPerCta + warp / KW * 16 * MT;
-        load_first();
-      }
-    }
-    if constexpr (KW > 1) {  // fixed-order sum over the KW warps of a row group
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int q = 0; q < kAcc; ++q) s_red[warp][mt][q][lane] = acc[mt][q];
-      __syncthreads();
-      if (kw == 0)
-        for (int w = 1; w < KW; ++w)
-#pragma unroll
-          for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int q = 0; q < kAcc; ++q) acc[mt][q] += s_red[warp + w][mt][q][lane];
-    }
+    const int next = next_tile<PERS>(tile, tiles, kRowsPerCta, warp / KW * 16 * MT, n0, load_first);
+    reduce_over_warps<MT, kAcc, KW>(acc, s_red);
     if (kw == 0 && (MX > 1 || t == 0))
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
@@ -410,17 +224,7 @@ cudaError_t launch_tiling(const SkinnyGemmParams& p, cudaStream_t stream) {
   const size_t smem = staged ? static_cast<size_t>(p.k) + static_cast<size_t>(p.k) / 8 * (NIB ? 2 : 1) : 0;
   const auto kernel = staged ? a8_kernel<MT, U, KW, NB, 1, PERS, NIB, PRO, EPI>
                              : a8_kernel<MT, U, KW, NB, kSkinnyMaxRows, PERS, NIB, PRO, EPI>;
-  int ctas = (p.n + kRows - 1) / kRows;
-  if constexpr (PERS) {
-    if (const cudaError_t e = use_decode_carveout(reinterpret_cast<const void*>(kernel)); e != cudaSuccess) return e;
-    int resident = 0;
-    if (const cudaError_t e = resident_ctas(reinterpret_cast<const void*>(kernel), kThreads, smem,
-                                            kDecodeCarveoutPercent, &resident);
-        e != cudaSuccess)
-      return e;
-    ctas = std::min(ctas, resident);
-  }
-  return launch_pdl_decode(kernel, dim3(ctas), dim3(kThreads), smem, stream, p);
+  return launch_a8_grid<PERS>(kernel, p, kRows, smem, stream);
 }
 
 template <int I, bool NIB, int PRO, int EPI>
@@ -443,7 +247,7 @@ cudaError_t launch_pe(const SkinnyGemmParams& p, int tiling, cudaStream_t stream
     default: return cudaErrorNotSupported;
   }
 }
-static_assert(kA8Tilings == 8, "launch_pe's cases");
+static_assert(kFirstWideA8Tiling == 8, "launch_pe's cases: the plain tilings");
 
 template <bool NIB, int PRO>
 cudaError_t launch_p(const SkinnyGemmParams& p, int tiling, cudaStream_t stream) {
@@ -463,16 +267,21 @@ cudaError_t launch_fmt(const SkinnyGemmParams& p, int tiling, cudaStream_t strea
 
 }  // namespace
 
+bool a8_tiling_runs(const SkinnyGemmParams& p, int tiling) {
+  if (tiling < 0 || tiling >= kA8Tilings) return false;
+  return !kA8TilingTable[tiling].wide || (p.qw.fmt == WeightFormat::kNib4 && p.m == 1 && p.k <= kMaxK);
+}
+
 cudaError_t launch_skinny_a8(const SkinnyGemmParams& p, int tiling, cudaStream_t stream) {
   if (p.m < 1 || p.m > kSkinnyMaxRows || !a8_supports(p.qw) || !p.qw.codes || p.k <= 0 || p.k % 64 != 0 ||
-      p.k % p.qw.group_size != 0 || p.n <= 0 || tiling < 0 || tiling >= kA8Tilings || p.row_slice != 0)
+      p.k % p.qw.group_size != 0 || p.n <= 0 || !a8_tiling_runs(p, tiling) || p.row_slice != 0)
     return cudaErrorNotSupported;
-  const bool nib = p.qw.fmt == WeightFormat::kNib4;
+  const bool nib = p.qw.fmt == WeightFormat::kNib4, wide = kA8TilingTable[tiling].wide;
   // The operands (as launch_skinny_gemm checks them): 16-byte activation rows; codes of 8 bytes (int8) or 4
-  // (4-bit), 16 for the L2 prefetch's bulk reads; groups of 8 (a float2), 16 where a float4 holds a step's two
-  // (a, b) of 4-bit groups of 32.
+  // (4-bit; wide: 16), 16 for the L2 prefetch's bulk reads; groups of 8 (a float2), 16 where a float4 holds a
+  // step's two (a, b) of 4-bit groups of 32.
   const auto misaligned = [](const void* q, uintptr_t a) { return reinterpret_cast<uintptr_t>(q) % a != 0; };
-  const uintptr_t codes_align = p.l2_prefetch_bytes ? 16 : nib ? 4 : 8;
+  const uintptr_t codes_align = p.l2_prefetch_bytes || wide ? 16 : nib ? 4 : 8;
   const uintptr_t group_align = nib && p.qw.group_size == 32 ? 16 : 8;
   if (!p.y || misaligned(p.qw.codes, codes_align) || misaligned(p.qw.group, group_align) ||
       (p.epilogue == SkinnyEpilogue::kAddResidual && p.bias))
@@ -481,6 +290,7 @@ cudaError_t launch_skinny_a8(const SkinnyGemmParams& p, int tiling, cudaStream_t
                                                    misaligned(p.norm_w, 16) || !(p.norm_eps >= 0.f)
                                              : !p.x || misaligned(p.x, 16))
     return cudaErrorInvalidValue;
+  if (wide) return launch_skinny_a8_wide(p, tiling - kFirstWideA8Tiling, stream);
   return nib ? launch_fmt<true>(p, tiling, stream) : launch_fmt<false>(p, tiling, stream);
 }
 

@@ -20,19 +20,35 @@
 
 namespace mopt::cuda {
 
-// Tilings of launch_skinny_a8: MT 16-row tiles per warp, U steps of 64 inputs a row per stage, KW warps splitting
-// k, NB stages in flight, persistent: a grid of at most the CTAs resident at once, each taking several tiles (the
-// same bits as the plain grid). The order of each output's sums depends on KW alone (warp kw sums steps kw,
-// kw + KW, ... in ascending order, the warps in warp order), so tilings of equal KW give equal bits.
+// Tilings of launch_skinny_a8: MT 16-row tiles per warp, U steps of 64 inputs a row per stage (wide: U pairs of
+// the warp's steps), KW warps splitting k, NB stages in flight, persistent: a grid of at most the CTAs resident at
+// once, each taking several tiles (the same bits as the plain grid). The order of each output's sums depends on KW
+// alone (warp kw sums steps kw, kw + KW, ... in ascending order, the warps in warp order), so tilings of equal KW
+// give equal bits.
+// wide: one row of 4-bit codes (gemm_skinny_a8_wide.cu): each lane loads a whole group (16 bytes) of a row where the
+// others load 4, and the mma's B columns take groups instead of rows; one activation row only (m = 1, k <= 16384,
+// kNib4), refused otherwise (cudaErrorNotSupported). The rows of a verification step run a plain tiling of the same
+// KW (the same bits).
 struct A8Tiling {
   int mt, u, kw, nb;
   bool persistent;
+  bool wide = false;
 };
 inline constexpr A8Tiling kA8TilingTable[] = {
     {1, 2, 8, 2, false}, {1, 4, 8, 2, false}, {2, 2, 8, 2, false}, {1, 2, 4, 2, false},
     {1, 1, 8, 4, false}, {2, 2, 4, 2, false}, {1, 2, 8, 2, true},  {1, 1, 8, 4, true},  // 6, 7: 0 and 4, persistent
+    // 8 .. 13: wide, one row of 4-bit codes (13: 9 as a persistent grid)
+    {1, 1, 8, 2, false, true}, {1, 1, 8, 4, false, true}, {1, 2, 8, 2, false, true}, {2, 1, 8, 2, false, true},
+    {1, 1, 4, 4, false, true}, {1, 1, 8, 4, true, true},
 };
 inline constexpr int kA8Tilings = sizeof(kA8TilingTable) / sizeof(kA8TilingTable[0]);
+inline constexpr int kFirstWideA8Tiling = 8;
+constexpr bool a8_tilings_ordered() {  // the plain tilings first, then the wide ones
+  for (int i = 0; i < kA8Tilings; ++i)
+    if (kA8TilingTable[i].wide != (i >= kFirstWideA8Tiling)) return false;
+  return true;
+}
+static_assert(a8_tilings_ordered());
 static_assert(kA8Tilings == kA8SkinnyVariants, "kernels.h numbers the a8 variants");
 
 // The weights the kernel multiplies: kInt8 with groups of 32 and no offset or row scale (Q8_0, Q5_0), or kNib4
@@ -44,9 +60,16 @@ inline bool a8_supports(const QuantWeightView& qw) {
   return qw.fmt == WeightFormat::kNib4 && qw.affine && qw.group_size % 32 == 0 && per > 0 && (per & (per - 1)) == 0;
 }
 
+// Whether tiling `tiling` runs p (kA8TilingTable: the wide ones take one row of 4-bit codes with k <= 16384).
+bool a8_tiling_runs(const SkinnyGemmParams& p, int tiling);
+
 // p: m = 1 .. 8, a8_supports(p.qw), k a multiple of 64 and of the group size, no row slices, any prologue and
-// epilogue of the skinny GEMM (kernels.h), l2_prefetch_bytes as there; p.variant is ignored.
-// cudaErrorNotSupported otherwise; cudaErrorInvalidValue for missing or misaligned operands (as launch_skinny_gemm).
+// epilogue of the skinny GEMM (kernels.h), l2_prefetch_bytes as there, and what a wide tiling needs
+// (a8_tiling_runs); p.variant is ignored. cudaErrorNotSupported otherwise; cudaErrorInvalidValue for missing or
+// misaligned operands (as launch_skinny_gemm).
 cudaError_t launch_skinny_a8(const SkinnyGemmParams& p, int tiling, cudaStream_t stream);
+
+// The wide tilings (gemm_skinny_a8_wide.cu), after launch_skinny_a8's checks: wide_index 0 .. for tilings 8 ..
+cudaError_t launch_skinny_a8_wide(const SkinnyGemmParams& p, int wide_index, cudaStream_t stream);
 
 }  // namespace mopt::cuda

@@ -2,9 +2,10 @@
 // weight format it takes (int8 groups: Q8_0, Q5_0; 4-bit groups: Q4_0, Q4_K, AWQ's 128) against an fp64 reference:
 // the oracle's values of the file's weights times the activations as the CPU backend quantizes them for Q8_0 and
 // Q4_0 (cpu::q8_0_from_float_fast: groups of 32, d = max |x| / 127 in fp16); every tiling (the persistent ones over
-// more tiles than CTAs), each prologue and epilogue, 1, 3 and 8 rows (each row also bit for bit as a one-row call),
-// k from one step (64 inputs) to an odd number of steps and past the one-row staging limit, n = 88 (a partial
-// 16-row tile) and multiples of 16.
+// more tiles than CTAs; the wide ones where they run: one row of 4-bit codes, refused otherwise; at one row, every
+// tiling bit for bit as the first of its KW), each prologue and epilogue, 1, 3 and 8 rows (each row also bit for
+// bit as a one-row call), k from one step (64 inputs) to an odd number of steps and past the one-row staging limit,
+// n = 88 (a partial 16-row tile) and multiples of 16.
 //
 // Tolerance. The kernel's group sums are exact integers; what remains is fp32: the products a d_x (and, 4-bit,
 // b d_x sum(q_x)) and the sum over k / 32 groups (and the 1 / rms of the RMSNorm prologue, rsqrtf against fp64):
@@ -16,6 +17,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <optional>
 #include <random>
 #include <utility>
@@ -160,7 +162,8 @@ TEST(CudaSkinnyA8, MatchesReferenceOnEveryFormatTilingAndPrologue) {
           for (int j = 0; j < k; ++j) amax[i] = std::max(amax[i], std::fabs(ai[j]));
         }
         for (const cuda::SkinnyEpilogue epi : {cuda::SkinnyEpilogue::kStore, cuda::SkinnyEpilogue::kAddResidual})
-          for (const int m : {1, 3, 8})
+          for (const int m : {1, 3, 8}) {
+            std::map<int, std::vector<float>> first_of_kw;  // m = 1: the first tiling's output per KW
             for (int t = 0; t < cuda::kA8Tilings; ++t) {
               SCOPED_TRACE(testing::Message() << "prologue " << static_cast<int>(pro) << " epilogue "
                                               << static_cast<int>(epi) << " m " << m << " tiling " << t);
@@ -169,12 +172,27 @@ TEST(CudaSkinnyA8, MatchesReferenceOnEveryFormatTilingAndPrologue) {
                                        .m = m, .n = n, .k = k, .prologue = pro, .epilogue = epi,
                                        .x_f32 = dres.get(), .norm_w = reinterpret_cast<const bf16*>(dnw.get()),
                                        .norm_eps = 1e-5f, .qw = dq.view};
+              // The wide tilings take one row of 4-bit codes, k <= 16384; the others everything here.
+              const bool wide = cuda::kA8TilingTable[t].wide;
+              const bool runs = !wide || (m == 1 && k <= 16384 && dq.view.fmt == cuda::WeightFormat::kNib4);
+              ASSERT_EQ(cuda::a8_tiling_runs(p, t), runs);
+              if (!runs) {
+                EXPECT_EQ(cuda::launch_skinny_a8(p, t, nullptr), cudaErrorNotSupported);
+                continue;
+              }
               if (add) y.upload(y0);
               else y.poison();
               CUDA_OK(cuda::launch_skinny_a8(p, t, nullptr));
               CUDA_OK(cudaDeviceSynchronize());
               const std::vector<float> got = y.download();
               int bad = 0;
+              if (m == 1) {  // tilings of equal KW: the same bits (reduction order), wide or not
+                const auto [it, first] = first_of_kw.try_emplace(cuda::kA8TilingTable[t].kw, got);
+                for (int r = 0; !first && r < n; ++r)
+                  if (got[r] != it->second[r] && bad++ < 3)
+                    ADD_FAILURE() << "output " << r << ": " << got[r] << " vs " << it->second[r]
+                                  << " from the first tiling with KW " << it->first;
+              }
               for (int i = 0; i < m; ++i) {
                 for (int r = 0; r < n; ++r) {
                   const size_t e = static_cast<size_t>(i) * n + r;
@@ -204,6 +222,7 @@ TEST(CudaSkinnyA8, MatchesReferenceOnEveryFormatTilingAndPrologue) {
                                   << " in " << m << " rows, " << g1[r] << " alone";
               }
             }
+          }
       }
     }
 }
@@ -246,13 +265,21 @@ TEST(CudaSkinnyA8, TheTunerTimesAndRunsThemAsSkinnyVariants) {
         out.resize(static_cast<size_t>(m) * n);
         return out;
       };
+      int a8_runs = 0;  // the tilings that take this case (the wide ones: one row of 4-bit codes)
       for (int t = 0; t < cuda::kA8Tilings; ++t) {
         cuda::SkinnyGemmParams pv = p;
         pv.variant = cuda::kFirstA8Variant + t;
         y.poison();
+        if (!cuda::a8_tiling_runs(p, t)) {
+          EXPECT_EQ(cuda::launch_skinny_gemm(pv, nullptr), cudaErrorNotSupported) << "variant " << pv.variant;
+          continue;
+        }
+        ++a8_runs;
         CUDA_OK(cuda::launch_skinny_gemm(pv, nullptr));
         EXPECT_EQ(got(), direct(t)) << "variant " << pv.variant;
       }
+      EXPECT_EQ(a8_runs, cuda::kA8Tilings - (fmt == DType::Q4_K && m == 1 ? 0 : cuda::kA8Tilings -
+                                                                               cuda::kFirstWideA8Tiling));
       for (const bool int8_act : {true, false}) {
         SCOPED_TRACE(testing::Message() << "int8_activations " << int8_act);
         cuda::Gemm gemm;
@@ -264,9 +291,10 @@ TEST(CudaSkinnyA8, TheTunerTimesAndRunsThemAsSkinnyVariants) {
         ASSERT_EQ(cand.size(), 1u);
         int a8_ranked = 0;
         for (const int v : cand[0].ranked) a8_ranked += cuda::is_a8_variant(v);
-        EXPECT_EQ(a8_ranked, int8_act ? cuda::kA8Tilings : 0);
+        EXPECT_EQ(a8_ranked, int8_act ? a8_runs : 0);
         if (!int8_act) continue;
-        const int t = 1;  // chosen by hand: run_fused runs it
+        // chosen by hand (a wide one where it runs): run_fused runs it
+        const int t = cuda::a8_tiling_runs(p, cuda::kFirstWideA8Tiling) ? cuda::kFirstWideA8Tiling + 1 : 1;
         ASSERT_TRUE(gemm.set_fused_variant(cand[0].key, cuda::kFirstA8Variant + t).is_ok());
         y.poison();
         ASSERT_TRUE(gemm.run_fused(p, nullptr).is_ok());
@@ -332,6 +360,18 @@ TEST(CudaSkinnyA8, RefusesWhatItDoesNotRun) {  // host only: refused before any 
   bad.qw.group_size = 128;  // k = 64: not a whole group
   EXPECT_EQ(cuda::launch_skinny_a8(bad, 0, nullptr), cudaErrorNotSupported);
   EXPECT_EQ(cuda::launch_skinny_a8(p, cuda::kA8Tilings, nullptr), cudaErrorNotSupported);
+  // The wide tilings: one row of 4-bit codes, k <= 16384.
+  EXPECT_EQ(cuda::launch_skinny_a8(p, cuda::kFirstWideA8Tiling, nullptr), cudaErrorNotSupported);  // int8
+  bad = p;
+  bad.qw = {.fmt = cuda::WeightFormat::kNib4, .codes = dummy, .group = dummy, .group_size = 32, .affine = true};
+  EXPECT_TRUE(cuda::a8_tiling_runs(bad, cuda::kFirstWideA8Tiling));
+  EXPECT_FALSE(cuda::a8_tiling_runs(bad, -1));
+  bad.m = 2;
+  EXPECT_EQ(cuda::launch_skinny_a8(bad, cuda::kFirstWideA8Tiling, nullptr), cudaErrorNotSupported);
+  EXPECT_EQ(cuda::launch_skinny_a8(bad, 0, nullptr), cudaErrorInvalidValue);  // a plain one takes it (no operands)
+  bad.m = 1;
+  bad.k = 16384 + 64;
+  EXPECT_EQ(cuda::launch_skinny_a8(bad, cuda::kA8Tilings - 1, nullptr), cudaErrorNotSupported);
   // Supported, but without its operands (no output, no activations): refused before a launch as well.
   EXPECT_EQ(cuda::launch_skinny_a8(p, 0, nullptr), cudaErrorInvalidValue);
   bad = p;

@@ -476,17 +476,24 @@ TEST(CudaQuantGemm, RowsMatchOneRowCallsOfTheSameReductionOrder) {
           return y.download();
         };
         const int n_var = cuda::skinny_variants(c.fmt);
-        // The a8 variants where they run (a8_supports: Q8_0, Q5_0, Q4_0, Q4_K, AWQ); refused otherwise.
-        const auto runs = [&](int v) { return !cuda::is_a8_variant(v) || cuda::a8_supports(dq.view); };
+        // The a8 variants where they run (a8_supports: Q8_0, Q5_0, Q4_0, Q4_K, AWQ; the wide tilings: one row of
+        // 4-bit codes, k <= 16384, so their one-row bits are checked against the plain tilings' rows); refused
+        // otherwise.
+        const auto runs = [&](int v, int m) {
+          const cuda::SkinnyGemmParams shape{.m = m, .k = k, .qw = dq.view};
+          return !cuda::is_a8_variant(v) ||
+                 (cuda::a8_supports(dq.view) && cuda::a8_tiling_runs(shape, v - cuda::kFirstA8Variant));
+        };
         for (int v1 = 0; v1 < n_var; ++v1) {
-          if (!runs(v1)) continue;
+          if (!runs(v1, 1)) continue;
           std::vector<float> one;  // [M, n]: each row from its own one-row call
           for (int i = 0; i < M; ++i) {
             const std::vector<float> r = call(1, v1, i);
             one.insert(one.end(), r.begin(), r.end());
           }
           for (int v2 = 0; v2 < n_var; ++v2) {
-            if (cuda::skinny_reduction_order(c.fmt, v2) != cuda::skinny_reduction_order(c.fmt, v1)) continue;
+            if (cuda::skinny_reduction_order(c.fmt, v2) != cuda::skinny_reduction_order(c.fmt, v1) || !runs(v2, 2))
+              continue;
             for (int m = 2; m <= M; ++m)  // v1 (CUDA-core) also in row slices of 1 .. m - 1 rows
               for (int slice = 0; slice < (v2 == v1 && v2 < cuda::kQuantSkinnyVariants ? m : 1); ++slice) {
                 const std::vector<float> got = call(m, v2, 0, slice);
