@@ -37,9 +37,9 @@ struct A8Tiling {
 inline constexpr A8Tiling kA8TilingTable[] = {
     {1, 2, 8, 2, false}, {1, 4, 8, 2, false}, {2, 2, 8, 2, false}, {1, 2, 4, 2, false},
     {1, 1, 8, 4, false}, {2, 2, 4, 2, false}, {1, 2, 8, 2, true},  {1, 1, 8, 4, true},  // 6, 7: 0 and 4, persistent
-    // 8 .. 13: wide, one row of 4-bit codes (13: 9 as a persistent grid)
+    // 8 .. 15: wide, one row of 4-bit codes (13, 14: 9 and 8 as persistent grids)
     {1, 1, 8, 2, false, true}, {1, 1, 8, 4, false, true}, {1, 2, 8, 2, false, true}, {2, 1, 8, 2, false, true},
-    {1, 1, 4, 4, false, true}, {1, 1, 8, 4, true, true},
+    {1, 1, 4, 4, false, true}, {1, 1, 8, 4, true, true},  {1, 1, 8, 2, true, true},  {2, 1, 8, 1, false, true},
 };
 inline constexpr int kA8Tilings = sizeof(kA8TilingTable) / sizeof(kA8TilingTable[0]);
 inline constexpr int kFirstWideA8Tiling = 8;

@@ -191,10 +191,12 @@ cudaError_t launch_pe(const SkinnyGemmParams& p, int wide_index, cudaStream_t st
     case 3: return launch_index<3, PRO, EPI>(p, stream);
     case 4: return launch_index<4, PRO, EPI>(p, stream);
     case 5: return launch_index<5, PRO, EPI>(p, stream);
+    case 6: return launch_index<6, PRO, EPI>(p, stream);
+    case 7: return launch_index<7, PRO, EPI>(p, stream);
     default: return cudaErrorNotSupported;
   }
 }
-static_assert(kA8Tilings - kFirstWideA8Tiling == 6, "launch_pe's cases");
+static_assert(kA8Tilings - kFirstWideA8Tiling == 8, "launch_pe's cases");
 
 template <int PRO>
 cudaError_t launch_p(const SkinnyGemmParams& p, int wide_index, cudaStream_t stream) {

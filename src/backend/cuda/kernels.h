@@ -360,7 +360,7 @@ inline constexpr int kCommonSkinnyVariants = kSkinnyVariants + kMmaSkinnyVariant
 // quantized to 8 bits per group of 32 as the CPU backend's Q8_0 activations; weights that a8_supports: int8 groups
 // of 32 without offset (Q8_0, Q5_0) and 4-bit groups (Q4_0, Q4_K, AWQ); the others refuse with
 // cudaErrorNotSupported): variant kFirstA8Variant + i runs launch_skinny_a8's tiling i.
-inline constexpr int kA8SkinnyVariants = 14;
+inline constexpr int kA8SkinnyVariants = 16;
 inline constexpr int kFirstA8Variant = kCommonSkinnyVariants;                                      // v34
 inline constexpr int kMaxSkinnyVariants = kCommonSkinnyVariants + kA8SkinnyVariants;
 constexpr bool is_persistent_twin(int v) { return v >= kFirstPersistentTwin && v < kCommonSkinnyVariants; }
