@@ -352,10 +352,13 @@ Result<int> Gemm::one_row_variant_for_rows(const SkinnyGemmParams& p, const std:
     for (int w = 0; w < n_var; ++w)
       all += strfmt(" v%d:o%d:%.2f/%.2f", w, order[static_cast<size_t>(w)], us1[static_cast<size_t>(w)],
                     us8[static_cast<size_t>(w)]);
-    MOPT_LOG_DEBUG("fused gemm 1x%dx%d%s (weights %s): with 8 rows in view (eps %.3f): v%d (%.1f us; 8 rows %.1f us);"
-                   " tilings (order:1 row/8 rows us):%s",
+    // 8 rows: the fastest tiling of v's order (v itself may not take 8 rows: the wide a8 tilings)
+    const int o = order[static_cast<size_t>(v)];
+    const float us8_order = order_us8.count(o) ? order_us8.at(o) : std::numeric_limits<float>::infinity();
+    MOPT_LOG_DEBUG("fused gemm 1x%dx%d%s (weights %s): with 8 rows in view (eps %.3f): v%d (%.1f us; 8 rows of "
+                   "its order %d: %.1f us); tilings (order:1 row/8 rows us):%s",
                    p.n, p.k, prologue_name(p.prologue), weight_format_name(p.qw.fmt), one_row_eps, v,
-                   us1[static_cast<size_t>(v)], us8[static_cast<size_t>(v)], all.c_str());
+                   us1[static_cast<size_t>(v)], o, us8_order, all.c_str());
   }
   return v;
 }
