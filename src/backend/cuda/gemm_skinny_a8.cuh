@@ -1,7 +1,7 @@
 // Device helpers of the a8 skinny kernels (gemm_skinny_a8.h): the kernel of 1 .. 8 rows (gemm_skinny_a8.cu) and
 // the wide one-row 4-bit tilings (gemm_skinny_a8_wide.cu) share the activations' quantization (the same codes,
-// scales and RMSNorm sums in both, so their outputs have the same bits), the integer mma and the reduction over the
-// warps splitting k.
+// scales and RMSNorm sums in both, so their outputs have the same bits), the integer mma, the reduction over the
+// warps splitting k, the persistent grids' step to the next tile and the launch.
 #pragma once
 
 #include <cuda_fp16.h>
