@@ -22,9 +22,10 @@
 //   SkinnyGemmParams::row_slice, CUDA-core tilings only, as verification steps may run them; --a8: the formats it
 //   takes (q8_0, int4, q4_k; --weights must name one) also through launch_skinny_a8, the integer tensor-core
 //   kernel with 8-bit activations, each of its tilings that runs the case timed the same two ways (the wide ones,
-//   t8 and up, take one row of 4-bit codes), its output checked against the best stream tiling's). The tilings of a format are numbered as launch_skinny_gemm numbers them: the CUDA-core
-//   ones, the tensor-core ones from 10, and the persistent twins of v26-v29 (kernels.h) from 30, which differ from
-//   their tiling at m = 1 only; a8 tiling t is variant kFirstA8Variant (34) + t in the runner's tuner.
+//   t8 and up, take one row of 4-bit codes), its output checked against the best stream tiling's). The tilings of
+//   a format are numbered as launch_skinny_gemm numbers them: the CUDA-core ones, the tensor-core ones from 10, and
+//   the persistent twins of v26-v29 (kernels.h) from 30, which differ from their tiling at m = 1 only; a8 tiling t
+//   is variant kFirstA8Variant (34) + t in the runner's tuner.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>

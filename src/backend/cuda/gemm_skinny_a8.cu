@@ -99,13 +99,7 @@ __global__ void __launch_bounds__(kThreads) a8_kernel(const SkinnyGemmParams p) 
   };
   pdl_trigger();  // weights only before the wait, as in the other skinny kernels
   load_first();
-  if (kw == 0 && n0 < p.n) {  // and the next part of each of the warp's rows (its share of l2_prefetch_bytes)
-    const uint32_t rb = static_cast<uint32_t>(row_bytes);
-    const uint32_t start = min(rb, static_cast<uint32_t>(kStepBytes * kRing));
-    const uint32_t len = min(p.l2_prefetch_bytes / static_cast<uint32_t>(p.n), rb - start) & ~15u;
-    for (int r = lane; r < 16 * MT && n0 + r < p.n && len > 0; r += 32)
-      prefetch_l2(codes + static_cast<int64_t>(n0 + r) * row_bytes + start, len);
-  }
+  if (kw == 0) prefetch_rows_l2(p, codes, n0, 16 * MT, row_bytes, kStepBytes * kRing);  // and the rows' next part
   pdl_wait();
 
   int xrow[MX];  // input row of each activation row (rows past p.m: a copy of the last, never stored)
@@ -177,10 +171,7 @@ __global__ void __launch_bounds__(kThreads) a8_kernel(const SkinnyGemmParams p) 
             for (int q = 0; q < kAcc; ++q) {  // q: MX = 1 c0, c2; else c0 .. c3 (row g + 8 (q / 2), token 2t + q % 2)
               const int cq = MX == 1 ? 2 * q : q, h = cq / 2, c = cq % 2;
               if constexpr (NIB) {  // a q_w + b: a d_x sum(q_w q_x) + b d_x sum(q_x), group by group
-                acc[mt][q] = fmaf(static_cast<float>(r[0][cq]), a[h].x * dx[0][c], acc[mt][q]);
-                acc[mt][q] = fmaf(a[h].y, dsx[0][c], acc[mt][q]);
-                acc[mt][q] = fmaf(static_cast<float>(r[1][cq]), a[h].z * dx[1][c], acc[mt][q]);
-                acc[mt][q] = fmaf(a[h].w, dsx[1][c], acc[mt][q]);
+                add_nib_step(acc[mt][q], r[0][cq], r[1][cq], a[h], dx[0][c], dx[1][c], dsx[0][c], dsx[1][c]);
               } else {
                 acc[mt][q] = fmaf(static_cast<float>(r[0][cq]), a[h].x * dx[0][c], acc[mt][q]);
                 acc[mt][q] = fmaf(static_cast<float>(r[1][cq]), a[h].y * dx[1][c], acc[mt][q]);
@@ -220,8 +211,7 @@ template <int MT, int U, int KW, int NB, bool PERS, bool NIB, int PRO, int EPI>
 cudaError_t launch_tiling(const SkinnyGemmParams& p, cudaStream_t stream) {
   constexpr int kRows = kWarpsPerCta / KW * 16 * MT;
   const bool staged = p.m == 1 && p.k <= kMaxK;
-  // codes + scales (+ NIB: the scaled code sums)
-  const size_t smem = staged ? static_cast<size_t>(p.k) + static_cast<size_t>(p.k) / 8 * (NIB ? 2 : 1) : 0;
+  const size_t smem = staged ? staged_row_bytes(p.k, NIB) : 0;
   const auto kernel = staged ? a8_kernel<MT, U, KW, NB, 1, PERS, NIB, PRO, EPI>
                              : a8_kernel<MT, U, KW, NB, kSkinnyMaxRows, PERS, NIB, PRO, EPI>;
   return launch_a8_grid<PERS>(kernel, p, kRows, smem, stream);

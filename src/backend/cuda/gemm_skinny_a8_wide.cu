@@ -81,13 +81,7 @@ __global__ void __launch_bounds__(kThreads) a8_wide_kernel(const SkinnyGemmParam
   };
   pdl_trigger();  // weights only before the wait, as in the other skinny kernels
   load_first();
-  if (kw == 0 && n0 < p.n) {  // and the next part of each of the warp's rows (its share of l2_prefetch_bytes)
-    const uint32_t rb = static_cast<uint32_t>(row_bytes);
-    const uint32_t start = min(rb, static_cast<uint32_t>(64 * kRing * KW));  // 2 steps of 32 bytes a quad
-    const uint32_t len = min(p.l2_prefetch_bytes / static_cast<uint32_t>(p.n), rb - start) & ~15u;
-    for (int r = lane; r < 16 * MT && n0 + r < p.n && len > 0; r += 32)
-      prefetch_l2(codes + static_cast<int64_t>(n0 + r) * row_bytes + start, len);
-  }
+  if (kw == 0) prefetch_rows_l2(p, codes, n0, 16 * MT, row_bytes, 64 * kRing * KW);  // 2 steps of 32 bytes a quad
   pdl_wait();
 
   const int xrow[1] = {p.x_rows ? p.x_rows[0] : 0};
@@ -116,7 +110,8 @@ __global__ void __launch_bounds__(kThreads) a8_wide_kernel(const SkinnyGemmParam
           uint4 x0 = make_uint4(0, 0, 0, 0), x1 = x0;
           if (diag && (t < 2 || has_b)) x0 = s_x4[2 * grp], x1 = s_x4[2 * grp + 1];
           const float2 dxa = s_d2[sa], dsa = s_dsum2[sa];
-          const float2 dxb = has_b ? s_d2[sb] : make_float2(0.f, 0.f), dsb = has_b ? s_dsum2[sb] : dxb;
+          const float2 zero = make_float2(0.f, 0.f);
+          const float2 dxb = has_b ? s_d2[sb] : zero, dsb = has_b ? s_dsum2[sb] : zero;
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt) {
             const uint4(&w)[2] = wb[hb][u][mt];
@@ -135,17 +130,8 @@ __global__ void __launch_bounds__(kThreads) a8_wide_kernel(const SkinnyGemmParam
             float4 pb;                        // and step sb's, from lane t + 2
             pb.x = __shfl_down_sync(0xffffffffu, pa.x, 2), pb.y = __shfl_down_sync(0xffffffffu, pa.y, 2);
             pb.z = __shfl_down_sync(0xffffffffu, pa.z, 2), pb.w = __shfl_down_sync(0xffffffffu, pa.w, 2);
-            float& a = acc[mt][0];
-            a = fmaf(static_cast<float>(dot[0]), pa.x * dxa.x, a);
-            a = fmaf(pa.y, dsa.x, a);
-            a = fmaf(static_cast<float>(dot[1]), pa.z * dxa.y, a);
-            a = fmaf(pa.w, dsa.y, a);
-            if (has_b) {
-              a = fmaf(static_cast<float>(dot[2]), pb.x * dxb.x, a);
-              a = fmaf(pb.y, dsb.x, a);
-              a = fmaf(static_cast<float>(dot[3]), pb.z * dxb.y, a);
-              a = fmaf(pb.w, dsb.y, a);
-            }
+            add_nib_step(acc[mt][0], dot[0], dot[1], pa, dxa.x, dxa.y, dsa.x, dsa.y);
+            if (has_b) add_nib_step(acc[mt][0], dot[2], dot[3], pb, dxb.x, dxb.y, dsb.x, dsb.y);
           }
         }
         if (qb + kRing < quads) load(hb, qb + kRing);
@@ -170,7 +156,7 @@ __global__ void __launch_bounds__(kThreads) a8_wide_kernel(const SkinnyGemmParam
 template <int MT, int UQ, int KW, int NB, bool PERS, int PRO, int EPI>
 cudaError_t launch_wide(const SkinnyGemmParams& p, cudaStream_t stream) {
   constexpr int kRows = kWarpsPerCta / KW * 16 * MT;
-  const size_t smem = static_cast<size_t>(p.k) + static_cast<size_t>(p.k) / 8 * 2;  // codes, d_x, d_x sum(q_x)
+  const size_t smem = staged_row_bytes(p.k, true);
   const auto kernel = a8_wide_kernel<MT, UQ, KW, NB, PERS, PRO, EPI>;
   return launch_a8_grid<PERS>(kernel, p, kRows, smem, stream);
 }
