@@ -1,6 +1,6 @@
 // Kernel launch with Programmatic Dependent Launch (PDL, Hopper): a kernel launched this way may start while
-// the previous kernel in the stream is still finishing; it must call pdl_wait() before it touches memory the
-// previous kernel writes (every kernel here calls it first thing), and calls pdl_trigger() to let the next
+// the previous kernel in the stream is still finishing; it must call pdl_wait() before it touches memory that
+// the step's kernels write (weights and the step's metadata may be read before), and pdl_trigger() lets the next
 // kernel launch early. This hides most of the launch gap between the ~10 small kernels of a decode layer,
 // in streams and in captured CUDA graphs alike. Off on GPUs before compute capability 9.0 (no-ops there).
 #pragma once
