@@ -46,7 +46,8 @@
 //   tuned m = 1 plans and an eager step's time per kernel class, and one step of sequence 0 (KV at the other end
 //   of the cache); --fresh N: then N fresh runners in turn (weights, KV cache, tuning, graphs all new), cycling
 //   through the defaults, no in-graph refinement of the GEMM tilings, and the other L2 prefetch settings. These
-//   tell a speed set per process, per runner or per graph instance apart, and compare the settings.
+//   tell a speed set per process, per runner or per graph instance apart, and compare the settings; each fresh
+//   runner's line also gives its set-up time (creation, then the prompt and first steps that tune and capture).
 //   --fresh-settings LIST: the settings --fresh cycles through, comma-separated, from defaults, no-refine,
 //   no-prefetch, prefetch-all, unfused (the general decode path: separate norm, GEMM and residual kernels) and
 //   f16-act (quantized weights without the a8 tilings, as --no-int8-act); absent: the first four.
@@ -425,6 +426,9 @@ int main(int argc, char** argv) {
   // has released), with or without CUDA graphs and the fused decode kernels, an L2 prefetch setting, and small
   // options (4 sequences, 256-token steps, a small KV cache) or the first runner's.
   using Pf = CudaRunnerExtras::L2Prefetch;
+  // The last single_stream_tps runner's set-up: creation (weights generated and quantized on the GPU) and KV cache,
+  // then the 128-token prompt and the first 4 decode steps (the GEMM tuner's timings, the graph capture).
+  double last_create_s = 0, last_warm_s = 0;
   auto single_stream_tps = [&](bool eager, bool fused, Pf pf = CudaRunnerExtras{}.l2_prefetch, bool small = true,
                                bool print_plans = false, bool refine = CudaRunnerExtras{}.refine_graph_plans,
                                bool int8_act_here = true) {
@@ -439,16 +443,20 @@ int main(int argc, char** argv) {
     sx.l2_prefetch = pf;
     sx.refine_graph_plans = refine;
     sx.int8_activations = extras.int8_activations && int8_act_here;
+    const double t_create = now_s();
     auto sr = create_cuda_runner(model, so, sx);
     check(sr.status(), "create single-stream runner");
     runner = dynamic_cast<CudaModelRunner*>(sr.value().get());
     check(runner->init_kv_cache((small ? 2 : n_seq_slots) * max_blocks, bs, 0), "init kv (single stream)");
+    const double t_warm = now_s();
+    last_create_s = t_warm - t_create;
     Batch b;
     b.max_blocks = max_blocks;
     b.bs = bs;
     b.add(1, 0, prompt, 5);
     check(runner->forward(b.view(), logits.data()), "prompt (single stream)");
     decode_run(true, 4, 1, prompt);
+    last_warm_s = now_s() - t_warm;
     const std::vector<double> te = decode_run(true, decode_steps, 1, prompt + 4);
     double sum_e = 0;
     for (double x : te) sum_e += x;
@@ -514,7 +522,8 @@ int main(int argc, char** argv) {
     for (int r = 0; r < fresh; ++r) {
       const FreshSetting& st = *fresh_cycle[static_cast<size_t>(r) % fresh_cycle.size()];
       const double tps = single_stream_tps(false, st.fused, st.pf, false, recaptures > 0, st.refine, st.int8_act);
-      std::printf("fresh runner %d (%s): graph %.1f tok/s\n", r + 1, st.name, tps);
+      std::printf("fresh runner %d (%s): graph %.1f tok/s (created in %.2f s; prompt + first 4 steps, with the "
+                  "GEMM tuning and graph capture, %.2f s)\n", r + 1, st.name, tps, last_create_s, last_warm_s);
     }
     return 0;
   }
