@@ -57,6 +57,21 @@ __device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
 #endif
 }
 
+// Before the PDL wait: warp kw = 0 of a row group asks L2 for the next part of the codes of rows n0 .. n0 + rows - 1
+// (rows past p.n skipped), each row its share of p.l2_prefetch_bytes past the first `loaded` bytes that the
+// group's first register loads cover. Lane i sends rows i, i + 32, ...
+__device__ __forceinline__ void prefetch_rows_l2(const SkinnyGemmParams& p, const void* codes, int n0, int rows,
+                                                 int64_t row_bytes, uint32_t loaded) {
+  if (n0 >= p.n) return;
+  const int lane = threadIdx.x & 31;
+  const char* base = static_cast<const char*>(codes);
+  const uint32_t rb = static_cast<uint32_t>(row_bytes);
+  const uint32_t start = min(rb, loaded);
+  const uint32_t len = min(p.l2_prefetch_bytes / static_cast<uint32_t>(p.n), rb - start) & ~15u;
+  for (int r = lane; r < rows && n0 + r < p.n && len > 0; r += 32)
+    prefetch_l2(base + static_cast<int64_t>(n0 + r) * row_bytes + start, len);
+}
+
 __device__ __forceinline__ uint4 load_stream(const void* p) {
   uint4 r;
   asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
@@ -170,6 +185,8 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_gemm_kernel(SkinnyGe
   // registers, and the next part of each row of the group (its share of l2_prefetch_bytes) into L2.
   load_w(wbuf[0], c_first);
   if constexpr (PIPE) load_w(wbuf[PIPE ? 1 : 0], c_first + kStage);
+  // prefetch_rows_l2's work with one row per lane (R <= 32), kept inline: through the helper, ptxas allocated
+  // registers differently in 6 of gemm_skinny_qnib4.cu's 160 kernels (not measured on a GPU).
   if (kw == 0 && lane < R && n0 + lane < p.n) {
     const uint32_t rb = static_cast<uint32_t>(row_bytes);
     const uint32_t start = min(rb, 16u * kStage * (PIPE ? 2 : 1));

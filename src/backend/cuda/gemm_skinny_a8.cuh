@@ -159,19 +159,6 @@ __device__ __forceinline__ void add_nib_step(float& acc, int r0, int r1, float4 
   acc = fmaf(ab.w, dsum1, acc);
 }
 
-// Before the PDL wait: warp kw = 0 of a row group asks L2 for the next part of each of its rows' codes, its share
-// of p.l2_prefetch_bytes, past the first `loaded` bytes of each row that its first register loads cover.
-__device__ __forceinline__ void prefetch_rows_l2(const SkinnyGemmParams& p, const uint8_t* codes, int n0, int rows,
-                                                 int64_t row_bytes, uint32_t loaded) {
-  if (n0 >= p.n) return;
-  const int lane = threadIdx.x & 31;
-  const uint32_t rb = static_cast<uint32_t>(row_bytes);
-  const uint32_t start = min(rb, loaded);
-  const uint32_t len = min(p.l2_prefetch_bytes / static_cast<uint32_t>(p.n), rb - start) & ~15u;
-  for (int r = lane; r < rows && n0 + r < p.n && len > 0; r += 32)
-    prefetch_l2(codes + static_cast<int64_t>(n0 + r) * row_bytes + start, len);
-}
-
 // The CTA-wide pass over the activation rows, after the PDL wait (thread i: chunks i, i + 256, ... of 8 inputs).
 // MX = 1 stages row xrow[0] quantized into shared memory s_x: [k / 8] its codes, 8 a word pair (word j: inputs
 // 4j .. 4j + 3); then [k / 32] fp32 scales d_x; NIB: then [k / 32] d_x sum(q_x). With RMSNorm, every row's sum of

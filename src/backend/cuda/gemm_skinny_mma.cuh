@@ -367,13 +367,7 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_mma_kernel(SkinnyGem
   };
   pdl_trigger();  // as in the CUDA-core kernel: weights only before the wait
   load_first();
-  if (kw == 0 && n0 < p.n) {
-    const uint32_t rb = static_cast<uint32_t>(row_bytes);
-    const uint32_t start = min(rb, 64u * kStage * kBufs);
-    const uint32_t len = min(p.l2_prefetch_bytes / static_cast<uint32_t>(p.n), rb - start) & ~15u;
-    for (int r = lane; r < kRows && n0 + r < p.n && len > 0; r += 32)
-      prefetch_l2(wbase + static_cast<int64_t>(n0 + r) * row_bytes + start, len);
-  }
+  if (kw == 0) prefetch_rows_l2(p, wbase, n0, kRows, row_bytes, 64u * kStage * kBufs);
   pdl_wait();
 
   int xrow[MX];  // input row of each activation row (rows past p.m: a copy of the last, never stored)
