@@ -59,7 +59,7 @@ inline void block(const uint8_t* g, int64_t i, const int8_t* const* x, const flo
   constexpr int H = kQGroup / V::L;
   const uint8_t* q = Fmt::Pairs::codes(g, i);
   for (int64_t o = 0; o < Fmt::Pairs::kCodes; o += 64)
-    _mm_prefetch(reinterpret_cast<const char*>(q + kQPrefetch + o), _MM_HINT_NTA);
+    _mm_prefetch(reinterpret_cast<const char*>(q + kQPrefetch + o), _MM_HINT_T0);
   // One token: two chains of integer dots per half (even and odd code registers), so that a block's dots are not
   // one chain of 8 dependent instructions; the sums are exact, so the result is the same.
   constexpr int C = R == 1 ? 2 : 1;

@@ -88,7 +88,7 @@ void ktile(const uint8_t* g, const QAct& a, int64_t m, float* y, int64_t ldy, in
   }
   for (int64_t i = 0; i < a.nb; ++i, g += L.bytes) {
     for (int64_t o = 0; o < L.bytes; o += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(g + kQPrefetch + o), _MM_HINT_NTA);
+      _mm_prefetch(reinterpret_cast<const char*>(g + kQPrefetch + o), _MM_HINT_T0);
     for (int h = 0; h < H; ++h) {
       const int64_t hoff = 4 * V::L * h;  // this half's bytes in a 64-byte load
       I isum[R];
