@@ -367,7 +367,7 @@ void awq_unpack(const int32_t* qweight, const int32_t* qzeros, const uint16_t* s
   });
 }
 
-std::vector<int32_t> int8_pack(const BlockINT8 *w, int64_t N, int64_t K) {
+std::vector<int32_t> int8_pack(const BlockINT8* w, int64_t N, int64_t K) {
   std::vector<int32_t> out(static_cast<size_t>(N * K / 4));
   for (int64_t n = 0; n < N; ++n)
     for (int64_t c = 0; c < K / 4; ++c) {
