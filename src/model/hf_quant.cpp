@@ -297,8 +297,8 @@ struct AwqShifts {
 
 // The order awq_pack and awq_unpack walk the words in: group by group, a band of 64 words (512 columns) of each of
 // the group's 128 rows at a time, fn(g, c0, c1) for words [c0, c1). Rows are read front to back and the band's 512
-// blocks (~35 KB) stay in cache while the rows are spread into them. (Column by column, each word was read 8 times
-// down a column of the matrix: 37 s to load the Llama-3.1-8B shape's AWQ file on the GPU machine.)
+// blocks (~35 KB) stay in cache while the rows are spread into them. (Output row by output row, each word was read 8
+// times, down a column of the matrix: several times slower, docs/cuda.md.)
 template <class Fn>
 void awq_bands(int64_t G, int64_t C, const Fn& fn) {
   constexpr int64_t kBand = 64;
