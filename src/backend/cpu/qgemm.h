@@ -35,8 +35,8 @@ namespace mopt::cpu {
 inline constexpr int kQGroup = 16;  // rows per interleaved group
 // Bytes ahead of the block in hand that the kernels prefetch, a line per 64 bytes they read: the hardware
 // prefetchers alone left decode short of the read bandwidth (docs/cpu.md). The hint is T0 (all cache levels): on an
-// Intel Xeon host the non-temporal hint held Q4_0 / Q8_0 decode to 35-41% of the read bandwidth, T0 86-93%; on the
-// AMD Zen 5 host the two were within run-to-run noise (docs/cpu_measured.md, thirty-fifth and thirty-sixth sessions).
+// Intel Xeon host the non-temporal hint held decode to well under half of the read bandwidth, and on an AMD Zen 5
+// host the two were alike (docs/cpu_measured.md, thirty-fifth and thirty-sixth sessions).
 inline constexpr int64_t kQPrefetch = 4096;
 
 // Q4_0 / Q8_0 group-blocks in pairs (above): block i's 16 scales and codes within its group g.
