@@ -66,15 +66,81 @@ inline void sub_codes(const uint8_t* g, int s, int64_t hoff, typename V::I* c) {
   }
 }
 
+// Sub-block pair k (sub-blocks 2k, 2k + 1) of the group-block g, rows V::L * h.. (this half's bytes at hoff = 4 *
+// V::L * h in each 64-byte load), against the R tokens' codes x[r] of super-block i: isum[r] += each sub-block's
+// integer dot times its scale.
+template <class V, const QKLayout& L, int R>
+[[gnu::always_inline]] inline void ksub_pair(const uint8_t* g, int64_t i, int h, int k, const int8_t* const* x,
+                                             typename V::I* isum) {
+  using I = typename V::I;
+  constexpr int CR = kCodeRegs<L>, NG = L.sub / 4 / CR;    // a sub-block's code registers: NG groups of CR
+  constexpr int kFold = V::kS16 ? L.s16_regs : L.sub / 4;  // code registers per fold
+  const int64_t hoff = 4 * V::L * h;
+  const I P = V::pairs(g + L.sc + 32 * k + 2 * V::L * h);
+  static_for<2>([&](auto E) {
+    const int s = 2 * k + E;
+    const I sc = V::template scale<E>(P);
+    I sub[R];
+    for (int r = 0; r < R; ++r) sub[r] = V::zero();
+    static_for<NG>([&](auto n) {
+      I c[CR];
+      sub_codes<V, L, n>(g, s, hoff, c);
+      static_for<CR>([&](auto q) {
+        constexpr int u = n * CR + q;
+        for (int r = 0; r < R; ++r) sub[r] = V::dot4(sub[r], c[q], V::bcast(x[r] + kQKK * i + L.sub * s + 4 * u));
+        if constexpr ((u + 1) % kFold == 0) {
+          for (int r = 0; r < R; ++r) {
+            isum[r] = V::fold(isum[r], sub[r], sc);
+            sub[r] = V::zero();
+          }
+        }
+      });
+    });
+  });
+}
+
+// The end of super-block i for half h of the group-block g: the min term from the tokens' sums xs[r], then the fp32
+// epilogue of qgemm_k.h into acc[r] with the tokens' scales xd[r][i].
+template <class V, const QKLayout& L, int R>
+[[gnu::always_inline]] inline void ksuper_end(const uint8_t* g, int64_t i, int h, const float* const* xd,
+                                              const uint32_t* const* xs, const typename V::I* isum,
+                                              typename V::F* acc) {
+  using I = typename V::I;
+  using F = typename V::F;
+  I imin[R];
+  for (int r = 0; r < R; ++r) imin[r] = V::zero();
+  for (int k = 0; k < L.min_pairs(); ++k) {
+    const I mp = V::pairs(g + L.mn + 32 * k + 2 * V::L * h);
+    for (int r = 0; r < R; ++r)
+      imin[r] = V::pdot(imin[r], mp, V::bcast(reinterpret_cast<const int8_t*>(xs[r] + 8 * i + k)));
+  }
+  const F dw = V::scales(g + L.d + 2 * V::L * h);
+  if constexpr (L.dmin) {
+    const F dm = V::scales(g + L.dm + 2 * V::L * h);
+    for (int r = 0; r < R; ++r) {
+      const F t1 = V::mul(V::set1(xd[r][i]), V::cvt(isum[r]));
+      const F t2 = V::mul(V::set1(-xd[r][i]), V::cvt(imin[r]));
+      acc[r] = V::fmadd(dm, t2, V::fmadd(dw, t1, acc[r]));
+    }
+  } else {
+    for (int r = 0; r < R; ++r) {
+      const I t = V::sub32(isum[r], V::template shl32<5>(imin[r]));
+      acc[r] = V::fmadd(dw, V::mul(V::set1(xd[r][i]), V::cvt(t)), acc[r]);
+    }
+  }
+}
+
+inline void kprefetch(const uint8_t* g, int64_t bytes) {
+  for (int64_t o = 0; o < bytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(g + kQPrefetch + o), _MM_HINT_T0);
+}
+
 // R tokens x one group (16 rows), the whole row; per super-block and half of V::L rows: the sub-blocks' integer dots
-// scaled into isum, the min term into imin, then the fp32 epilogue of qgemm_k.h.
+// scaled into isum, the min term, then the fp32 epilogue of qgemm_k.h.
 template <class V, const QKLayout& L, int R>
 void ktile(const uint8_t* g, const QAct& a, int64_t m, float* y, int64_t ldy, int valid) {
   using I = typename V::I;
   using F = typename V::F;
   constexpr int H = kQGroup / V::L;
-  constexpr int CR = kCodeRegs<L>, NG = L.sub / 4 / CR;    // a sub-block's code registers: NG groups of CR
-  constexpr int kFold = V::kS16 ? L.s16_regs : L.sub / 4;  // code registers per fold
   F acc[H][R];
   for (int h = 0; h < H; ++h)
     for (int r = 0; r < R; ++r) acc[h][r] = V::fzero();
@@ -87,69 +153,54 @@ void ktile(const uint8_t* g, const QAct& a, int64_t m, float* y, int64_t ldy, in
     xs[r] = a.sums + (m + r) * a.nb * 8;
   }
   for (int64_t i = 0; i < a.nb; ++i, g += L.bytes) {
-    for (int64_t o = 0; o < L.bytes; o += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(g + kQPrefetch + o), _MM_HINT_T0);
+    kprefetch(g, L.bytes);
     for (int h = 0; h < H; ++h) {
-      const int64_t hoff = 4 * V::L * h;  // this half's bytes in a 64-byte load
       I isum[R];
       for (int r = 0; r < R; ++r) isum[r] = V::zero();
-      for (int k = 0; k < L.subs() / 2; ++k) {
-        const I P = V::pairs(g + L.sc + 32 * k + 2 * V::L * h);
-        static_for<2>([&](auto E) {
-          const int s = 2 * k + E;
-          const I sc = V::template scale<E>(P);
-          I sub[R];
-          for (int r = 0; r < R; ++r) sub[r] = V::zero();
-          static_for<NG>([&](auto n) {
-            I c[CR];
-            sub_codes<V, L, n>(g, s, hoff, c);
-            static_for<CR>([&](auto q) {
-              constexpr int u = n * CR + q;
-              for (int r = 0; r < R; ++r)
-                sub[r] = V::dot4(sub[r], c[q], V::bcast(x[r] + kQKK * i + L.sub * s + 4 * u));
-              if constexpr ((u + 1) % kFold == 0) {
-                for (int r = 0; r < R; ++r) {
-                  isum[r] = V::fold(isum[r], sub[r], sc);
-                  sub[r] = V::zero();
-                }
-              }
-            });
-          });
-        });
-      }
-      I imin[R];
-      for (int r = 0; r < R; ++r) imin[r] = V::zero();
-      for (int k = 0; k < L.min_pairs(); ++k) {
-        const I mp = V::pairs(g + L.mn + 32 * k + 2 * V::L * h);
-        for (int r = 0; r < R; ++r)
-          imin[r] = V::pdot(imin[r], mp, V::bcast(reinterpret_cast<const int8_t*>(xs[r] + 8 * i + k)));
-      }
-      const F dw = V::scales(g + L.d + 2 * V::L * h);
-      if constexpr (L.dmin) {
-        const F dm = V::scales(g + L.dm + 2 * V::L * h);
-        for (int r = 0; r < R; ++r) {
-          const F t1 = V::mul(V::set1(xd[r][i]), V::cvt(isum[r]));
-          const F t2 = V::mul(V::set1(-xd[r][i]), V::cvt(imin[r]));
-          acc[h][r] = V::fmadd(dm, t2, V::fmadd(dw, t1, acc[h][r]));
-        }
-      } else {
-        for (int r = 0; r < R; ++r) {
-          const I t = V::sub32(isum[r], V::template shl32<5>(imin[r]));
-          acc[h][r] = V::fmadd(dw, V::mul(V::set1(xd[r][i]), V::cvt(t)), acc[h][r]);
-        }
-      }
+      for (int k = 0; k < L.subs() / 2; ++k) ksub_pair<V, L, R>(g, i, h, k, x, isum);
+      ksuper_end<V, L, R>(g, i, h, xd, xs, isum, acc[h]);
     }
   }
-  for (int h = 0; h < H; ++h) {
-    const int n = valid - V::L * h;
-    if (n <= 0) break;
-    for (int r = 0; r < R; ++r) V::store(y + r * ldy + V::L * h, acc[h][r], n);
+  store_group<V, R>(acc, y, ldy, valid);
+}
+
+// One token x two groups (QPairFn), taking turns a sub-block pair at a time (512 bytes of Q4_K codes of one group, then
+// of the other; every half of the group's rows in its turn): two memory streams per core, as the Q4_0 / Q8_0 pair
+// kernel reads them (qgemm.cpp, stream_items; whole super-blocks or two sub-block pairs a turn were slower,
+// docs/cpu_measured.md). Each group's integer sums are exact and its fp32 chain is ktile<V, L, 1>'s: the same bits.
+template <class V, const QKLayout& L>
+void ktile_pair(const uint8_t* const* gp, const QAct& a, float* const* y, const int* valid) {
+  using I = typename V::I;
+  using F = typename V::F;
+  constexpr int H = kQGroup / V::L;
+  F acc[2][H][1];
+  for (auto& grp : acc)
+    for (auto& half : grp) half[0] = V::fzero();
+  const int8_t* const x[1] = {a.qs};
+  const float* const xd[1] = {a.d};
+  const uint32_t* const xs[1] = {a.sums};
+  for (int64_t i = 0; i < a.nb; ++i) {
+    const uint8_t* g[2] = {gp[0] + i * L.bytes, gp[1] + i * L.bytes};
+    kprefetch(g[0], L.bytes);
+    kprefetch(g[1], L.bytes);
+    I isum[2][H];
+    for (auto& grp : isum)
+      for (auto& v : grp) v = V::zero();
+    for (int k = 0; k < L.subs() / 2; ++k)
+      for (int s = 0; s < 2; ++s)
+        for (int h = 0; h < H; ++h) ksub_pair<V, L, 1>(g[s], i, h, k, x, &isum[s][h]);
+    for (int s = 0; s < 2; ++s)
+      for (int h = 0; h < H; ++h) ksuper_end<V, L, 1>(g[s], i, h, xd, xs, &isum[s][h], acc[s][h]);
   }
+  store_group<V, 1>(acc[0], y[0], 0, valid[0]);
+  store_group<V, 1>(acc[1], y[1], 0, valid[1]);
 }
 
 template <class V, const QKLayout& L, int N>
 constexpr QGemmSet make_kset() {
-  return qgemm_set_of<N>(0, [](auto r) { return &ktile<V, L, r>; });
+  QGemmSet s = qgemm_set_of<N>(0, [](auto r) { return &ktile<V, L, r>; });
+  s.pair = &ktile_pair<V, L>;
+  return s;
 }
 
 }  // namespace

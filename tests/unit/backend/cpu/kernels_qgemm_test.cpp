@@ -115,12 +115,11 @@ TEST_P(QGemm, MatchesReference) {
 
 // One token over many groups (decode): the groups are split over the threads in per-thread ranges that each owner
 // claims in shrinking runs while the others take single items from their backs (qgemm.cpp, stream_items), with
-// Q4_0 / Q8_0 each range's two halves in lockstep through the pair kernels (and on one thread the matrix's two
-// halves). Every output is written, and equals the single-thread one-stream one bit for bit, whatever the thread
+// each range's two halves in lockstep through the pair kernels (and on one thread the matrix's two halves). Every output is written, and equals the single-thread one-stream one bit for bit, whatever the thread
 // count, the timing and the number of streams.
 TEST_P(QGemm, DecodeSplitOverThreads) {
   const auto [t, isa] = GetParam();
-  const int64_t K = qk_layout(t) ? 256 : 64, N = 16 * 75 + 5;  // 76 groups, the last cut short
+  const int64_t K = qk_layout(t) ? 512 : 64, N = 16 * 75 + 5;  // 76 groups, the last cut short
   const auto wq = quantized(t, random_weights(static_cast<size_t>(N * K), 5), N, K);
   const PackQSource src{wq.data(), N, K};
   const PackedQ w = pack_q(t, {&src, 1});
