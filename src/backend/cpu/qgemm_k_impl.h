@@ -130,8 +130,12 @@ template <class V, const QKLayout& L, int R>
   }
 }
 
-inline void kprefetch(const uint8_t* g, int64_t bytes) {
-  for (int64_t o = 0; o < bytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(g + kQPrefetch + o), _MM_HINT_T0);
+// Part k of n of the lines kQPrefetch bytes ahead of the group-block g (spread over its sub-block pairs).
+template <const QKLayout& L>
+inline void kprefetch(const uint8_t* g, int k, int n) {
+  constexpr int64_t lines = L.bytes / 64;
+  for (int64_t o = 64 * (k * lines / n); o < 64 * ((k + 1) * lines / n); o += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(g + kQPrefetch + o), _MM_HINT_T0);
 }
 
 // R tokens x one group (16 rows), the whole row; per super-block and half of V::L rows: the sub-blocks' integer dots
@@ -153,11 +157,13 @@ void ktile(const uint8_t* g, const QAct& a, int64_t m, float* y, int64_t ldy, in
     xs[r] = a.sums + (m + r) * a.nb * 8;
   }
   for (int64_t i = 0; i < a.nb; ++i, g += L.bytes) {
-    kprefetch(g, L.bytes);
     for (int h = 0; h < H; ++h) {
       I isum[R];
       for (int r = 0; r < R; ++r) isum[r] = V::zero();
-      for (int k = 0; k < L.subs() / 2; ++k) ksub_pair<V, L, R>(g, i, h, k, x, isum);
+      for (int k = 0; k < L.subs() / 2; ++k) {
+        if (h == 0) kprefetch<L>(g, k, L.subs() / 2);
+        ksub_pair<V, L, R>(g, i, h, k, x, isum);
+      }
       ksuper_end<V, L, R>(g, i, h, xd, xs, isum, acc[h]);
     }
   }
@@ -181,14 +187,14 @@ void ktile_pair(const uint8_t* const* gp, const QAct& a, float* const* y, const 
   const uint32_t* const xs[1] = {a.sums};
   for (int64_t i = 0; i < a.nb; ++i) {
     const uint8_t* g[2] = {gp[0] + i * L.bytes, gp[1] + i * L.bytes};
-    kprefetch(g[0], L.bytes);
-    kprefetch(g[1], L.bytes);
     I isum[2][H];
     for (auto& grp : isum)
       for (auto& v : grp) v = V::zero();
     for (int k = 0; k < L.subs() / 2; ++k)
-      for (int s = 0; s < 2; ++s)
+      for (int s = 0; s < 2; ++s) {
+        kprefetch<L>(g[s], k, L.subs() / 2);
         for (int h = 0; h < H; ++h) ksub_pair<V, L, 1>(g[s], i, h, k, x, &isum[s][h]);
+      }
     for (int s = 0; s < 2; ++s)
       for (int h = 0; h < H; ++h) ksuper_end<V, L, 1>(g[s], i, h, xd, xs, &isum[s][h], acc[s][h]);
   }
