@@ -7,6 +7,8 @@
 namespace mopt::cuda {
 
 template cudaError_t launch_skinny_fmt<FmtBf16>(const SkinnyGemmParams&, cudaStream_t);
+// 4-bit weights whose groups cover whole steps (gemm_skinny_mma_nib4s.cu).
+cudaError_t launch_skinny_nib4_step_mma(const SkinnyGemmParams& p, cudaStream_t stream);
 
 int skinny_variants(WeightFormat f) {
   // Every format instantiates its CUDA-core tilings, the tensor-core ones and their persistent twins, numbered
@@ -54,6 +56,11 @@ bool mma_groups(const SkinnyGemmParams& p) {
   const int per = p.qw.group_size / weight_chunk_elems(p.qw.fmt);
   return (per & (per - 1)) == 0;
 }
+// 4-bit groups that cover whole steps of a quad (4 chunks: AWQ's 128 inputs), whose (a, b) the tensor-core tilings
+// apply per step (MmaNib4Step) rather than per weight (MmaNib4).
+bool step_groups(const SkinnyGemmParams& p) {
+  return mma_groups(p) && p.qw.group_size / weight_chunk_elems(p.qw.fmt) >= 4;
+}
 SkinnyGemmParams cuda_core_twin(const SkinnyGemmParams& p) {
   SkinnyGemmParams q = p;
   q.variant = (skinny_twin_tiling(p.variant) - kQuantSkinnyVariants) % kQuantSkinnyVariants;
@@ -96,6 +103,7 @@ cudaError_t launch_skinny_gemm(const SkinnyGemmParams& p, cudaStream_t stream) {
       return launch_skinny_fmt<FmtInt8>(cuda_core_twin(p), stream);
     case WeightFormat::kNib4:
       if (p.variant < kQuantSkinnyVariants) return launch_skinny_fmt<FmtNib4>(p, stream);
+      if (step_groups(p)) return launch_skinny_nib4_step_mma(p, stream);
       if (mma_groups(p)) return launch_skinny_nib4_mma(p, stream);
       return launch_skinny_fmt<FmtNib4>(cuda_core_twin(p), stream);
   }

@@ -1,7 +1,7 @@
 // The skinny GEMM on the tensor cores (launch_skinny_gemm's variants kQuantSkinnyVariants and up of kFp8, kInt8 (per
 // channel or grouped) and kNib4 on the f16 ones, and kSkinnyVariants and up of bf16 weights on the bf16 ones;
 // gemm_skinny.cu validates and dispatches; one translation unit per code type:
-// gemm_skinny_mma_{bf16,fp8,int8,int8g,nib4}.cu). Same contract as the CUDA-core kernel of
+// gemm_skinny_mma_{bf16,fp8,int8,int8g,nib4,nib4s}.cu). Same contract as the CUDA-core kernel of
 // gemm_skinny.cuh: y[m, n] = x[m, k] . w[n, k]^T (* row_scale[n]) for m <= 8, with the RMSNorm / SwiGLU prologues
 // and the residual epilogue, PDL and the L2 prefetch.
 //
@@ -86,7 +86,7 @@ constexpr float kXScale = 0.0625f;  // 2^-4: see above
 // x_unit_of(i), slot x_reg_of(i).
 struct BytePairs {  // pair i = inputs (2 i, 2 i + 1): the natural order
   static constexpr int kElems = 16, kUnits = 8;
-  static constexpr bool kBf16 = false;
+  static constexpr bool kBf16 = false, kStepGroups = false;
   static constexpr float kScale = kXScale;
   __host__ __device__ static constexpr int x_pos(int q) { return q; }
   __host__ __device__ static constexpr int x_unit_of(int i) { return i; }
@@ -95,7 +95,7 @@ struct BytePairs {  // pair i = inputs (2 i, 2 i + 1): the natural order
 };
 struct NibblePairs {  // unit q = inputs 4 q .. 4 q + 3 -> (4q, 4q+2), (4q+1, 4q+3) at pairs 4 q (q < 4), 4 (q-4) + 2
   static constexpr int kElems = 32, kUnits = 8;
-  static constexpr bool kBf16 = false;
+  static constexpr bool kBf16 = false, kStepGroups = false;
   static constexpr float kScale = kXScale;
   __host__ __device__ static constexpr int x_pos(int q) { return q < 4 ? 4 * q : 4 * (q - 4) + 2; }
   __host__ __device__ static constexpr int x_unit_of(int i) { return (i & 2) ? 4 + i / 4 : i / 4; }
@@ -144,6 +144,23 @@ struct MmaNib4 : NibblePairs {  // 4-bit codes (byte j: input j low, j + 16 high
     asm("fma.rn.f16x2 %0, %0, %2, %3;\n\tfma.rn.f16x2 %1, %1, %2, %3;"
         : "+r"(out[2]), "+r"(out[3])
         : "r"(0x2C002C00u), "r"(0xD400D400u));
+  }
+};
+// 4-bit codes in groups of 128 inputs or more (AWQ): a step of a quad (chunks 4 s .. 4 s + 3, 128 inputs) lies in
+// one group of each row, so the group's (a, b) scales the step's dot products instead of every weight:
+// sum w x = a sum q x + b sum x. The codes enter the mma as the f16 bit patterns they already are under a mask,
+// subnormal and exact: a low nibble q is q 2^-24, a high nibble 16 q 2^-24; the low and the high pairs go to
+// two accumulators, sum q x = 2^24 (lo + hi / 16) (products exact, sums in fp32; no rounding of a q + b to f16),
+// and sum x per token comes from mma with A = 1. Per word: a shift and 4 masks, where MmaNib4 adds 2 f16x2
+// subtractions / fma, 4 group fma and the group's f16 conversions.
+struct MmaNib4Step : NibblePairs {
+  static constexpr bool kGrouped = true, kAffine = true, kStepGroups = true;
+  __device__ static void pairs(uint32_t w, uint32_t (&out)[4]) {
+    const uint32_t sh = w >> 8;
+    out[0] = w & 0x000f000fu;   // q 2^-24: inputs 4w, 4w + 2
+    out[1] = sh & 0x000f000fu;  // inputs 4w + 1, 4w + 3
+    out[2] = w & 0x00f000f0u;   // 16 q 2^-24: inputs 16 + 4w, 18 + 4w
+    out[3] = sh & 0x00f000f0u;  // inputs 17 + 4w, 19 + 4w
   }
 };
 
@@ -482,8 +499,34 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_mma_kernel(SkinnyGem
               }
             }
           }
+          float xsum[2] = {0.f, 0.f};  // kStepGroups: the step's sum of the activations of tokens 2t, 2t + 1
+          if constexpr (C::kStepGroups) {
+            constexpr uint32_t kOne = 0x3C003C00u;  // f16 1.0 pairs: every row of A
+            float d[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+            for (int i = 0; i < kPairs; i += 2) mma_f16(d, kOne, kOne, kOne, kOne, xb[i], xb[i + 1]);
+            xsum[0] = d[0], xsum[1] = d[1];
+          }
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt) {
+            if constexpr (C::kStepGroups) {  // the codes' dots per step, then the group's a and b (above)
+              float lo[4] = {0.f, 0.f, 0.f, 0.f}, hi[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+              for (int w0 = 0; w0 < 4; ++w0) {
+                uint32_t a[2][4];
+#pragma unroll
+                for (int h = 0; h < 2; ++h) C::pairs(reinterpret_cast<const uint32_t*>(&wbuf[hb][u][mt][h])[w0], a[h]);
+                mma_f16(lo, a[0][0], a[1][0], a[0][1], a[1][1], xb[4 * w0], xb[4 * w0 + 1]);
+                mma_f16(hi, a[0][2], a[1][2], a[0][3], a[1][3], xb[4 * w0 + 2], xb[4 * w0 + 3]);
+              }
+#pragma unroll
+              for (int q = 0; q < 4; ++q) {  // D element q: row g + 8 (q / 2), token 2t + q % 2
+                const float2 gp = gbuf[hb][u][mt][q / 2];
+                const float qx = fmaf(hi[q], 0.0625f, lo[q]);  // sum q x times 2^-24
+                acc[mt][q] = fmaf(gp.x * 16777216.f, qx, fmaf(gp.y, xsum[q & 1], acc[mt][q]));
+              }
+              continue;
+            }
             uint32_t ga[2] = {0, 0}, gb[2] = {0, 0};  // grouped: (a, a) and (b, b) of rows g, g + 8 as f16x2
             if constexpr (C::kGrouped) {
 #pragma unroll
