@@ -161,7 +161,9 @@ void ktile(const uint8_t* g, const QAct& a, int64_t m, float* y, int64_t ldy, in
       I isum[R];
       for (int r = 0; r < R; ++r) isum[r] = V::zero();
       for (int k = 0; k < L.subs() / 2; ++k) {
-        if (h == 0) kprefetch<L>(g, k, L.subs() / 2);
+        // One token (decode) streams the weights; a prompt's calls after its tile's first find them in cache,
+        // and prefetching in every call was slower (docs/cpu_measured.md, thirty-seventh session).
+        if (R == 1 && h == 0) kprefetch<L>(g, k, L.subs() / 2);
         ksub_pair<V, L, R>(g, i, h, k, x, isum);
       }
       ksuper_end<V, L, R>(g, i, h, xd, xs, isum, acc[h]);
