@@ -520,7 +520,7 @@ __global__ void __launch_bounds__(kWarpsPerCta * 32) skinny_mma_kernel(SkinnyGem
                 mma_f16(hi, a[0][2], a[1][2], a[0][3], a[1][3], xb[4 * w0 + 2], xb[4 * w0 + 3]);
               }
 #pragma unroll
-              for (int q = 0; q < 4; ++q) {  // D element q: row g + 8 (q / 2), token 2t + q % 2
+              for (int q = 0; q < 4; ++q) {  // D element q: row g + 8 * (q / 2), token 2t + q % 2
                 const float2 gp = gbuf[hb][u][mt][q / 2];
                 const float qx = fmaf(hi[q], 0.0625f, lo[q]);  // sum q x times 2^-24
                 acc[mt][q] = fmaf(gp.x * 16777216.f, qx, fmaf(gp.y, xsum[q & 1], acc[mt][q]));
