@@ -130,10 +130,11 @@ template <class V, const QKLayout& L, int R>
   }
 }
 
-// Part k of n of the lines kQPrefetch bytes ahead of the group-block g (spread over its sub-block pairs).
+// Sub-block pair k's share of the lines kQPrefetch bytes ahead of the group-block g (its lines spread over the
+// pairs).
 template <const QKLayout& L>
-inline void kprefetch(const uint8_t* g, int k, int n) {
-  constexpr int64_t lines = L.bytes / 64;
+inline void kprefetch(const uint8_t* g, int k) {
+  constexpr int64_t lines = L.bytes / 64, n = L.subs() / 2;
   for (int64_t o = 64 * (k * lines / n); o < 64 * ((k + 1) * lines / n); o += 64)
     _mm_prefetch(reinterpret_cast<const char*>(g + kQPrefetch + o), _MM_HINT_T0);
 }
@@ -163,7 +164,7 @@ void ktile(const uint8_t* g, const QAct& a, int64_t m, float* y, int64_t ldy, in
       for (int k = 0; k < L.subs() / 2; ++k) {
         // One token (decode) streams the weights; a prompt's calls after its tile's first find them in cache,
         // and prefetching in every call was slower (docs/cpu_measured.md, thirty-seventh session).
-        if (R == 1 && h == 0) kprefetch<L>(g, k, L.subs() / 2);
+        if (R == 1 && h == 0) kprefetch<L>(g, k);
         ksub_pair<V, L, R>(g, i, h, k, x, isum);
       }
       ksuper_end<V, L, R>(g, i, h, xd, xs, isum, acc[h]);
@@ -194,7 +195,7 @@ void ktile_pair(const uint8_t* const* gp, const QAct& a, float* const* y, const 
       for (auto& v : grp) v = V::zero();
     for (int k = 0; k < L.subs() / 2; ++k)
       for (int s = 0; s < 2; ++s) {
-        kprefetch<L>(g[s], k, L.subs() / 2);
+        kprefetch<L>(g[s], k);
         for (int h = 0; h < H; ++h) ksub_pair<V, L, 1>(g[s], i, h, k, x, &isum[s][h]);
       }
     for (int s = 0; s < 2; ++s)
