@@ -115,8 +115,9 @@ TEST_P(QGemm, MatchesReference) {
 
 // One token over many groups (decode): the groups are split over the threads in per-thread ranges that each owner
 // claims in shrinking runs while the others take single items from their backs (qgemm.cpp, stream_items), with
-// each range's two halves in lockstep through the pair kernels (and on one thread the matrix's two halves). Every output is written, and equals the single-thread one-stream one bit for bit, whatever the thread
-// count, the timing and the number of streams.
+// each range's two halves in lockstep through the pair kernels (and on one thread the matrix's two halves). Every
+// output is written, and equals the single-thread one-stream one bit for bit, whatever the thread count, the timing
+// and the number of streams.
 TEST_P(QGemm, DecodeSplitOverThreads) {
   const auto [t, isa] = GetParam();
   const int64_t K = qk_layout(t) ? 512 : 64, N = 16 * 75 + 5;  // 76 groups, the last cut short
