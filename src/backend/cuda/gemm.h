@@ -104,8 +104,7 @@ class Gemm {
   // fastest first, at most n_best of them (and a few more, gemm.cpp: the eps window's, a persistent twin's
   // partner): the candidates CudaRunner re-times inside the decode step it is part of (neighbouring kernels
   // overlap through PDL there, which an isolated timing does not see).
-  // m, n, k, prologue, epilogue, y_f32, has_bias, weight format (WeightFormat; only kFloat plans go to the plan
-  // cache: quantized ones are tuned in each process)
+  // m, n, k, prologue, epilogue, y_f32, has_bias, weight format (WeightFormat)
   using FusedKey = std::tuple<int, int, int, int, int, bool, bool, int>;
   struct FusedCandidates {
     FusedKey key;
@@ -148,10 +147,12 @@ class Gemm {
   // Makes run_fused use `plan` for the row-invariant plan `key` (both from row_invariant_candidates).
   Status set_row_invariant_plan(const RowKey& key, RowPlan plan);
 
-  // The plan cache (backend/plan_cache.h): every timed plan as a record ("gemm": the shape's key, the choice and
-  // the cuBLASLt algorithm; "fused": the key, the variant in use and the ranking), and back. Imported records are
-  // hints: a shape with one is not timed when first used; its cuBLASLt algorithm is first checked against the
-  // shape with cublasLtMatmulAlgoCheck (a failed check: a warning, then tuning as without the cache).
+  // The plan cache (backend/plan_cache.h; gemm_plan_cache.cpp): every timed plan as a record ("gemm": the shape's
+  // key, the choice and the cuBLASLt algorithm; "fused": the key, any weight format, the variant in use and the
+  // ranking; "fp8": the FP8 shape, its way and the timed cuBLASLt algorithm), and back. Imported records are hints:
+  // a shape with one is not timed when first used; a cuBLASLt algorithm is first checked against the shape with
+  // cublasLtMatmulAlgoCheck (a failed check, or an FP8 shape planned another way: a warning, then tuning as
+  // without the cache).
   static std::vector<PlanRecordSchema> plan_schema();
   std::vector<PlanRecord> export_plans() const;
   // Checks every record's ranges first; on an error nothing is imported.
@@ -280,7 +281,17 @@ class Gemm {
   // Creates plan's descriptors for `path` and asks for candidates; false when cuBLASLt has none (a message in why).
   Result<bool> fp8_plan_path(Fp8Plan& plan, Fp8Path path, int m, int n, int k, bool has_bias, std::string& why);
   Status fp8_time_candidates(Fp8Plan& plan, const uint8_t* xq, const uint8_t* wq, bf16* y, cudaStream_t stream);
-  std::map<std::tuple<int, int, int, bool>, std::unique_ptr<Fp8Plan>> fp8_plans_;  // m, n, k, has_bias
+  using Fp8Key = std::tuple<int, int, int, bool>;  // m, n, k, has_bias
+  std::map<Fp8Key, std::unique_ptr<Fp8Plan>> fp8_plans_;
+  struct Fp8Hint {  // an imported "fp8" record
+    Fp8Path path = Fp8Path::kNone;
+    float tuned_us = 0.f;
+    cublasLtMatmulAlgo_t algo{};
+  };
+  // Gives a freshly planned shape its imported algorithm (timed, counted as from the cache); false (after a
+  // warning where there was a hint that does not fit) when it has none.
+  bool apply_fp8_hint(const Fp8Key& key, Fp8Plan& plan);
+  std::map<Fp8Key, Fp8Hint> fp8_hints_;
   unsigned fp8_logged_ = 0;  // bit per Fp8Path already announced in the log
 
   cublasLtHandle_t handle_ = nullptr;

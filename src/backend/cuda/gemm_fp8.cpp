@@ -120,6 +120,7 @@ Result<bool> Gemm::fp8_ready(int m, int n, int k, bool has_bias, cudaStream_t st
                     fp8_path_text(plan->path), m, n, k, why.empty() ? "" : "; not available: ", why.c_str());
   }
   plan->timed = m > autotune_max_m || plan->candidates.size() <= 1;
+  if (ok && !plan->timed) apply_fp8_hint(key, *plan);
   fp8_plans_.emplace(key, std::move(plan));
   return ok;
 }

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <set>
 #include <vector>
 
 #include "backend/cuda/entry.h"
@@ -58,6 +59,10 @@ PlanCacheKey CudaRunner::plan_cache_key() const {
              {"l2_prefetch", num(l2_prefetch_o_) + "/" + num(l2_prefetch_other_)},
              {"refine_graph_plans", num(refine_graph_plans_)}, {"autotune_max_m", num(gemm_.autotune_max_m)}};
   if (!gemm_.persistent_twins) k.model.push_back({"persistent_gemms", "0"});
+  if (!gemm_.int8_activations) k.model.push_back({"int8_activations", "0"});
+  // Quantized layers: their layouts (a fused plan's key names the format, not the group size). bf16 models keep
+  // their keys (and cache files).
+  if (const std::string q = quantized_layouts(); !q.empty()) k.model.push_back({"quantized", q});
   if (gemm_.one_row_eps > 0.f)  // runners without it keep their keys (and cache files)
     k.model.push_back({"one_row_plan_eps", strfmt("%g", static_cast<double>(gemm_.one_row_eps))});
   if (c.is_moe())  // dense models keep their keys (and cache files)
@@ -76,6 +81,22 @@ PlanCacheKey CudaRunner::plan_cache_key() const {
                 {"sms", num(prop.multiProcessorCount)}, {"driver", num(driver)}, {"cuda_runtime", num(runtime)},
                 {"cublaslt", num(static_cast<long long>(cublasLtGetVersion()))}, {"backend", backend_build_id()}};
   return k;
+}
+
+std::string CudaRunner::quantized_layouts() const {
+  std::set<std::string> seen;
+  auto add = [&](const Linear& l) {
+    if (l.qw.fmt != WeightFormat::kFloat)
+      seen.insert(strfmt("%s/g%d%s", weight_format_name(l.qw.fmt), l.qw.group_size, l.qw.affine ? "/affine" : ""));
+  };
+  for (const Layer& L : layers_)
+    for (const Linear* l : {&L.qkv, &L.o, &L.gate_up, &L.down, &L.moe.sh_gate_up, &L.moe.sh_down, &L.mla.q,
+                            &L.mla.q_a, &L.mla.q_b, &L.mla.kv_a, &L.mla.kv_b})
+      add(*l);
+  add(output_q_);
+  std::string out;
+  for (const std::string& s : seen) out += (out.empty() ? "" : ",") + s;
+  return out;
 }
 
 // One warm-up step as a request would run it: sampled on the GPU, or (a tensor-parallel shard, whose logits

@@ -27,7 +27,7 @@ constexpr int kBlock = 16, kBlocks = 64, kMaxSeqs = 8, kMaxTokens = 80;
 Model small_model() { return cudatest::small_hd128_model("random warm-up test"); }  // 2 layers, no qkv bias
 
 std::unique_ptr<ModelRunner> make_runner(const Model& m, const std::string& cache_dir, bool use_cache = true,
-                                         float one_row_eps = 0.f) {
+                                         float one_row_eps = 0.f, DType weights = DType::BF16) {
   RunnerOptions o;
   o.one_row_plan_eps = one_row_eps;
   o.device = DeviceKind::kCuda;
@@ -38,6 +38,8 @@ std::unique_ptr<ModelRunner> make_runner(const Model& m, const std::string& cach
   CudaRunnerExtras ex;
   ex.random_weights = true;
   ex.random_seed = 3;
+  ex.random_weight_dtype = weights;
+  if (weights != DType::BF16) ex.random_lm_head_dtype = weights;
   auto r = create_cuda_runner(m, o, ex);
   EXPECT_TRUE(r.is_ok()) << r.message();
   if (!r.is_ok()) return nullptr;
@@ -173,6 +175,38 @@ TEST_F(CudaWarmup, OneRowPlanEpsHasItsOwnCache) {
   ASSERT_TRUE(rep.is_ok()) << rep.message();
   EXPECT_EQ(rep->plans_tuned, 0u) << rep->plan_cache;
   EXPECT_GT(rep->plans_from_cache, 0u);
+}
+
+// Quantized weights: their fused decode plans (every weight format) and FP8 cuBLASLt plans come from the cache too,
+// and a model of the same shape in another format has its own file (a fused plan's key does not name the group
+// size; the file's key names the layouts).
+TEST_F(CudaWarmup, QuantizedPlansComeFromTheCache) {
+  SKIP_WITHOUT_GPU();
+  const Model model = small_model();
+  int files = 0;
+  for (DType w : {DType::INT4_G128, DType::Q4_0, DType::FP8, DType::Q6_K}) {
+    SCOPED_TRACE(dtype_name(w));
+    auto a = make_runner(model, dir_, true, 0.f, w);
+    ASSERT_TRUE(a);
+    auto rep = a->warmup({});
+    ASSERT_TRUE(rep.is_ok()) << rep.message();
+    EXPECT_GT(rep->plans_tuned, 0u) << rep->plan_cache;
+    EXPECT_EQ(rep->plans_from_cache, 0u) << rep->plan_cache;
+    size_t n = 0;
+    for (const auto& e : fs::directory_iterator(dir_)) n += e.path().filename().string().rfind("plans-", 0) == 0;
+    EXPECT_EQ(n, static_cast<size_t>(++files));
+    const std::string report = dynamic_cast<const CudaModelRunner&>(*a).gemm_report();
+    if (w == DType::FP8) EXPECT_NE(report.find("fp8 gemm"), std::string::npos) << report;
+    else EXPECT_NE(report.find("weights "), std::string::npos) << report;
+
+    auto b = make_runner(model, dir_, true, 0.f, w);
+    ASSERT_TRUE(b);
+    auto rep_b = b->warmup({});
+    ASSERT_TRUE(rep_b.is_ok()) << rep_b.message();
+    EXPECT_EQ(rep_b->plans_tuned, 0u) << rep_b->plan_cache;
+    EXPECT_GT(rep_b->plans_from_cache, 0u);
+    EXPECT_EQ(plans_without_times(*b), plans_without_times(*a));
+  }
 }
 
 TEST_F(CudaWarmup, CorruptCacheAndNoCacheFallBackToTuning) {
