@@ -8,6 +8,7 @@
 // A fused plan is keyed on the weight format but not on its group size: the runner names the model's quantized
 // layouts in its cache key (runner_warmup.cpp), so one file holds the plans of one set of layouts.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -22,7 +23,8 @@ constexpr int kGemmInts = 10;
 constexpr int kFusedInts = 10 + 2 * kMaxSkinnyVariants;
 constexpr int kFp8Ints = 6;
 constexpr int kAlgoBytes = static_cast<int>(sizeof(cublasLtMatmulAlgo_t));
-int64_t to_ns(float us) { return std::max<int64_t>(1, static_cast<int64_t>(us * 1000.f)); }
+// Rounded, so that a plan read back (ns / 1000 as a float) writes the same number.
+int64_t to_ns(float us) { return std::max<int64_t>(1, std::llround(static_cast<double>(us) * 1000.0)); }
 bool flag(int64_t v) { return v == 0 || v == 1; }
 std::vector<uint8_t> algo_blob(const cublasLtMatmulAlgo_t& algo) {
   const auto* bytes = reinterpret_cast<const uint8_t*>(&algo);
