@@ -5,7 +5,6 @@
 #include <cublasLt.h>
 
 #include "backend/cuda/gemm.h"
-
 #include "core/status.h"
 
 namespace mopt::cuda {

@@ -266,8 +266,8 @@ class CudaRunner final : public CudaModelRunner {
 
   // runner_warmup.cpp
   PlanCacheKey plan_cache_key() const;
-  // The device layouts of the quantized linear layers, each once, sorted, comma-separated ("4-bit/g128/affine,int8/g16/affine");
-  // "" when none is quantized.
+  // The device layouts of the quantized linear layers, each once, sorted, comma-separated
+  // ("4-bit/g128/affine,int8/g16/affine"); "" when none is quantized.
   std::string quantized_layouts() const;
 
   // runner_forward.cpp. The step in the compute dtype: E = bf16 or float (the kernels' storage type). s.fused
