@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <random>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -122,6 +123,57 @@ TEST(HfQuant, AwqGemmLayoutByHand) {
   EXPECT_EQ(back.qweight, qweight);
   EXPECT_EQ(back.qzeros, qzeros);
   EXPECT_EQ(back.scales, scales);
+}
+
+// Matrices large enough to be split over threads (a partial last band of word columns too): awq_unpack and
+// int8_unpack give the blocks the layouts' formulas say (spot checks against the words), and packing them again
+// gives back every word.
+TEST(HfQuant, LargeMatricesUnpackAndPackBack) {
+  const int64_t N = 8 * 100, K = 4096, G = K / 128, C = N / 8;  // 100 word columns: bands of 32, 32, 32, 4
+  std::mt19937 rng(7);
+  std::vector<int32_t> qweight(static_cast<size_t>(K * C)), qzeros(static_cast<size_t>(G * C));
+  std::vector<uint16_t> scales(static_cast<size_t>(G * N));
+  for (int32_t& w : qweight) w = static_cast<int32_t>(rng());
+  for (int32_t& w : qzeros) w = static_cast<int32_t>(rng());
+  for (uint16_t& s : scales) s = fp32_to_fp16(static_cast<float>(rng() % 1000 + 1) / 4096.f);
+  std::vector<BlockINT4_G128> blocks(static_cast<size_t>(N * G));
+  awq_unpack(qweight.data(), qzeros.data(), scales.data(), N, K, blocks.data());
+  const int order[8] = {0, 2, 4, 6, 1, 3, 5, 7};  // nibble i of a word: column 8c + order[i]
+  auto nibble_of = [&](uint32_t word, int64_t n) {
+    for (int i = 0; i < 8; ++i)
+      if (order[i] == n % 8) return static_cast<int>((word >> (4 * i)) & 15u);
+    return -1;
+  };
+  for (int t = 0; t < 2000; ++t) {
+    const int64_t n = static_cast<int64_t>(rng() % N), k = static_cast<int64_t>(rng() % K), g = k / 128;
+    const BlockINT4_G128& b = blocks[static_cast<size_t>(n * G + g)];
+    const int j = static_cast<int>(k % 128);
+    const int q = j < 64 ? b.qs[j] & 15 : b.qs[j - 64] >> 4;
+    ASSERT_EQ(q, nibble_of(static_cast<uint32_t>(qweight[static_cast<size_t>(k * C + n / 8)]), n)) << n << " " << k;
+    ASSERT_EQ(b.z, nibble_of(static_cast<uint32_t>(qzeros[static_cast<size_t>(g * C + n / 8)]), n));
+    ASSERT_EQ(b.d, scales[static_cast<size_t>(g * N + n)]);
+    ASSERT_EQ(b.pad, 0);
+  }
+  const AwqPacked back = awq_pack(blocks.data(), N, K);
+  EXPECT_EQ(back.qweight, qweight);
+  EXPECT_EQ(back.qzeros, qzeros);
+  EXPECT_EQ(back.scales, scales);
+
+  const int64_t N8 = 700, K8 = 4096;
+  std::vector<int32_t> packed(static_cast<size_t>(N8 * K8 / 4));
+  for (int32_t& w : packed) w = static_cast<int32_t>(rng());
+  std::vector<float> row_scale(static_cast<size_t>(N8));
+  for (float& s : row_scale) s = static_cast<float>(rng() % 1000 + 1) / 1024.f;
+  std::vector<BlockINT8> b8(static_cast<size_t>(N8 * K8 / 32));
+  int8_unpack(packed.data(), row_scale.data(), N8, K8, b8.data());
+  for (int t = 0; t < 2000; ++t) {
+    const int64_t n = static_cast<int64_t>(rng() % N8), k = static_cast<int64_t>(rng() % K8);
+    const BlockINT8& b = b8[static_cast<size_t>(n * (K8 / 32) + k / 32)];
+    const uint32_t word = static_cast<uint32_t>(packed[static_cast<size_t>(n * (K8 / 4) + k / 4)]);
+    ASSERT_EQ(b.qs[k % 32], static_cast<int>((word >> (8 * (k % 4))) & 255u) - 128) << n << " " << k;
+    ASSERT_EQ(b.d, row_scale[static_cast<size_t>(n)]);
+  }
+  EXPECT_EQ(int8_pack(b8.data(), N8, K8), packed);
 }
 
 // compressed-tensors pack-quantized, 8 bits: byte j of word c is q[4c + j] + 128; weight_shape {N, K}.
