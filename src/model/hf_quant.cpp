@@ -105,6 +105,19 @@ Result<std::vector<float>> read_floats(const TensorView& t) {
   return out;
 }
 
+// fn(i0, i1) over [0, n) in contiguous ranges, one per thread (up to hardware_concurrency, at most 16, and one per
+// 2^20 of `work`): a load converts every quantized matrix of the model here, before anything else can run.
+template <class Fn>
+void split_range(int64_t n, int64_t work, const Fn& fn) {
+  const int64_t hw = std::max(1u, std::thread::hardware_concurrency());
+  const int64_t k = std::min<int64_t>({hw, 16, n, std::max<int64_t>(1, work >> 20)});
+  if (k <= 1) return fn(int64_t{0}, n);
+  std::vector<std::thread> threads;
+  for (int64_t t = 1; t < k; ++t) threads.emplace_back([&fn, n, k, t] { fn(n * t / k, n * (t + 1) / k); });
+  fn(int64_t{0}, n / k);
+  for (std::thread& th : threads) th.join();
+}
+
 Status check_shape(const TensorView& t, DType dtype, std::initializer_list<int64_t> ne) {
   bool ok = t.dtype == dtype && t.n_dims == static_cast<int>(ne.size());
   size_t d = 0;
@@ -152,12 +165,14 @@ Result<TensorView> assemble_fp8(const Parts& parts, const std::string& p, std::v
   std::vector<uint8_t> buf(static_cast<size_t>(N * (K / kQKRow)) * sizeof(BlockFP8));
   auto* b = reinterpret_cast<BlockFP8*>(buf.data());
   const auto* codes = static_cast<const uint8_t*>(w->data);
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t i = 0; i < K / kQKRow; ++i) {
-      BlockFP8& blk = b[n * (K / kQKRow) + i];
-      blk.d = scale[scale.size() == 1 ? 0 : static_cast<size_t>(n)];
-      std::memcpy(blk.qs, codes + n * K + i * kQKRow, kQKRow);
-    }
+  split_range(N, N * K, [&](int64_t n0, int64_t n1) {
+    for (int64_t n = n0; n < n1; ++n)
+      for (int64_t i = 0; i < K / kQKRow; ++i) {
+        BlockFP8& blk = b[n * (K / kQKRow) + i];
+        blk.d = scale[scale.size() == 1 ? 0 : static_cast<size_t>(n)];
+        std::memcpy(blk.qs, codes + n * K + i * kQKRow, kQKRow);
+      }
+  });
   return owned_view(p + ".weight", DType::FP8, N, K, owned, std::move(buf));
 }
 
@@ -305,19 +320,6 @@ void awq_bands(int64_t G, int64_t C, const Fn& fn) {
   constexpr int64_t kBand = 64;
   for (int64_t g = 0; g < G; ++g)
     for (int64_t c0 = 0; c0 < C; c0 += kBand) fn(g, c0, std::min(C, c0 + kBand));
-}
-
-// fn(i0, i1) over [0, n) in contiguous ranges, one per thread (up to hardware_concurrency, at most 16, and one per
-// 2^20 of `work`): a load converts every quantized matrix of the model here, before anything else can run.
-template <class Fn>
-void split_range(int64_t n, int64_t work, const Fn& fn) {
-  const int64_t hw = std::max(1u, std::thread::hardware_concurrency());
-  const int64_t k = std::min<int64_t>({hw, 16, n, std::max<int64_t>(1, work >> 20)});
-  if (k <= 1) return fn(int64_t{0}, n);
-  std::vector<std::thread> threads;
-  for (int64_t t = 1; t < k; ++t) threads.emplace_back([&fn, n, k, t] { fn(n * t / k, n * (t + 1) / k); });
-  fn(int64_t{0}, n / k);
-  for (std::thread& th : threads) th.join();
 }
 
 }  // namespace
