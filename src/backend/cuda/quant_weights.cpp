@@ -136,6 +136,19 @@ void decompose_row(DType t, const uint8_t* src, int k, bool nib, int* q, float* 
 // Equal values (+0 == -0: the reference's d * 0 keeps d's sign, a * 0 + b need not), or both NaN.
 bool same_value(float x, float y) { return x == y || (std::isnan(x) && std::isnan(y)); }
 
+// The first input i of the row where fma(a[i / ng], q[i], b[i / ng]) is not ref[i] (same_value), or k. The scan is
+// branch-free, so the compiler vectorizes it; the position is looked for only when something differs.
+int first_mismatch(const int* q, const float* a, const float* b, const float* ref, int k, int ng) {
+  int bad = 0;
+  for (int g = 0; g < k / ng; ++g)
+    for (int i = g * ng; i < (g + 1) * ng; ++i)
+      bad |= !same_value(std::fma(a[g], static_cast<float>(q[i]), b[g]), ref[i]);
+  if (!bad) return k;
+  for (int i = 0; i < k; ++i)
+    if (!same_value(std::fma(a[i / ng], static_cast<float>(q[i]), b[i / ng]), ref[i])) return i;
+  return k;
+}
+
 // Runs body(row, scratch) for rows [0, n) on up to hardware_concurrency threads; returns the first error.
 Status parallel_rows(int n, const std::function<Status(int, std::vector<int>&, std::vector<float>&)>& body) {
   const int n_threads = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 32);
@@ -214,13 +227,12 @@ Result<HostQuantMatrix> repack_quantized(std::span<const TensorView* const> part
     decompose_row(t.dtype, src, k, fmt == WeightFormat::kNib4, qbuf.data(), a, b);
     // The codes and parameters must reproduce the reference dequantization exactly.
     dtype_traits(t.dtype).to_float(src, ref, k);
-    for (int i = 0; i < k; ++i) {
-      const float x = std::fma(a[i / ng], static_cast<float>(qbuf[i]), b[i / ng]);
-      if (!same_value(x, ref[i]))
-        return error("internal: repacking tensor '%s' (%s) for the GPU disagrees with its reference "
-                     "dequantization at row %lld, input %d (%g vs %g)", t.name.c_str(), dtype_name(t.dtype),
-                     static_cast<long long>(tr), i, static_cast<double>(x), static_cast<double>(ref[i]));
-    }
+    if (const int i = first_mismatch(qbuf.data(), a, b, ref, k, ng); i < k)
+      return error("internal: repacking tensor '%s' (%s) for the GPU disagrees with its reference "
+                   "dequantization at row %lld, input %d (%g vs %g)", t.name.c_str(), dtype_name(t.dtype),
+                   static_cast<long long>(tr), i,
+                   static_cast<double>(std::fma(a[i / ng], static_cast<float>(qbuf[i]), b[i / ng])),
+                   static_cast<double>(ref[i]));
     if (G == 0) {  // INT8 per channel: one scale per row
       for (int g = 1; g < k / ng; ++g)
         if (!same_value(a[g], a[0]))
@@ -241,13 +253,15 @@ Result<HostQuantMatrix> repack_quantized(std::span<const TensorView* const> part
       }
     }
     if (fmt == WeightFormat::kNib4) {
+      int outside = 0;  // branch-free, as first_mismatch
       for (int c = 0; c < k / 32; ++c)
         for (int j = 0; j < 16; ++j) {
           const int lo = qbuf[32 * c + j], hi = qbuf[32 * c + 16 + j];
-          if (lo < 0 || lo > 15 || hi < 0 || hi > 15)
-            return error("internal: tensor '%s' has a code outside 0..15 for the 4-bit layout", t.name.c_str());
+          outside |= (lo | hi) & ~15;  // a negative code has bits above 15 too
           codes[16 * c + j] = static_cast<uint8_t>(lo | hi << 4);
         }
+      if (outside)
+        return error("internal: tensor '%s' has a code outside 0..15 for the 4-bit layout", t.name.c_str());
     } else {
       for (int i = 0; i < k; ++i) codes[i] = static_cast<uint8_t>(static_cast<int8_t>(qbuf[i]));
     }
