@@ -194,9 +194,10 @@ Result<HostQuantMatrix> repack_quantized(std::span<const TensorView* const> part
   if (!plan_fits(plan, k))
     return error("internal: a %d-input matrix cannot take device format %d (group %d)", k, static_cast<int>(fmt), G);
   const size_t n = static_cast<size_t>(m.n), kk = static_cast<size_t>(k);
-  m.codes.assign(fmt == WeightFormat::kNib4 ? n * kk / 2 : n * kk, 0);
-  if (G == 0) m.row_scale.assign(n, 0.f);
-  else m.group.assign(n * (kk / G) * (plan.affine ? 2 : 1), 0.f);
+  // Uninitialized (HostVector): every row's body below writes all of its codes and parameters.
+  m.codes.resize(fmt == WeightFormat::kNib4 ? n * kk / 2 : n * kk);
+  if (G == 0) m.row_scale.resize(n);
+  else m.group.resize(n * (kk / G) * (plan.affine ? 2 : 1));
 
   auto body = [&](int r, std::vector<int>& qbuf, std::vector<float>& fbuf) -> Status {
     size_t p = parts.size() - 1;

@@ -34,8 +34,10 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/cuda/kernels.h"
@@ -46,13 +48,35 @@
 
 namespace mopt::cuda {
 
+// An allocator whose resize() leaves new elements uninitialized: repack_quantized's threads write every element,
+// so a matrix's fresh pages are first touched (and zeroed by the kernel) by those threads in parallel, not by one
+// thread value-initializing them first (that took longer than the repacking itself).
+template <class T>
+struct UninitAllocator : std::allocator<T> {
+  using value_type = T;
+  template <class U>
+  struct rebind {
+    using other = UninitAllocator<U>;
+  };
+  UninitAllocator() = default;
+  template <class U>
+  UninitAllocator(const UninitAllocator<U>&) {}
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    if constexpr (sizeof...(Args) == 0) ::new (static_cast<void*>(p)) U;
+    else ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+template <class T>
+using HostVector = std::vector<T, UninitAllocator<T>>;
+
 // A matrix repacked on the host, ready to copy to the device.
 struct HostQuantMatrix {
   QuantPlan plan;
   int n = 0, k = 0;
-  std::vector<uint8_t> codes;    // see the layouts above
-  std::vector<float> row_scale;  // [n] or empty
-  std::vector<float> group;      // [n, k / G] or [n, k / G, 2], or empty
+  HostVector<uint8_t> codes;    // see the layouts above
+  HostVector<float> row_scale;  // [n] or empty
+  HostVector<float> group;      // [n, k / G] or [n, k / G, 2], or empty
 };
 
 // Stacks the parts' rows ([rows_i, k] each, in the order given) into plan's format. Errors name the tensor.

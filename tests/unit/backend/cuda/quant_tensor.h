@@ -57,14 +57,19 @@ inline QTensor make_tensor(DType t, int rows, int k, uint32_t seed, const std::s
   return q;
 }
 
+// A host vector as the std::vector DevVec uploads; {0} when empty (a valid device pointer for the kernels).
+template <class T, class A>
+std::vector<T> plain_or_zero(const std::vector<T, A>& v) {
+  return v.empty() ? std::vector<T>{T{}} : std::vector<T>(v.begin(), v.end());
+}
+
 // A repacked matrix's codes, row scales and groups on the device, and its view for the kernels.
 struct DevQuant {
   DevVec<uint8_t> codes;
   DevVec<float> scale, group;
   cuda::QuantWeightView view;
   explicit DevQuant(const cuda::HostQuantMatrix& m)
-      : codes(m.codes), scale(m.row_scale.empty() ? std::vector<float>{0.f} : m.row_scale),
-        group(m.group.empty() ? std::vector<float>{0.f} : m.group) {
+      : codes(plain_or_zero(m.codes)), scale(plain_or_zero(m.row_scale)), group(plain_or_zero(m.group)) {
     view = {.fmt = m.plan.fmt, .codes = codes.get(), .row_scale = m.row_scale.empty() ? nullptr : scale.get(),
             .group = m.group.empty() ? nullptr : group.get(), .group_size = m.plan.group_size,
             .affine = m.plan.affine};
