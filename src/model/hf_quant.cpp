@@ -3,6 +3,7 @@
 #include "model/hf_quant.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -279,17 +280,38 @@ Status assemble_hf_quant(const HfQuantConfig& qc, std::vector<TensorView>& tenso
       qc.layout == HfQuantLayout::kFp8    ? std::vector<const char*>{".weight", ".weight_scale"}
       : qc.layout == HfQuantLayout::kInt8 ? std::vector<const char*>{".weight_packed", ".weight_scale", ".weight_shape"}
                                           : std::vector<const char*>{".qweight", ".qzeros", ".scales"};
+  // One job per quantized layer, run by a few workers at once (each job's conversion is split over threads too):
+  // a job's buffer is zero-filled by the thread that allocates it, one thread per buffer, which was most of an
+  // AWQ load's time with the layers done one after another. Results are taken in order, so the first error is.
+  struct Job {
+    std::string prefix;
+    Result<TensorView> view = error("not run");
+    std::vector<std::vector<uint8_t>> owned;  // the job's buffer (its heap block moves with it)
+  };
+  std::vector<Job> jobs;
+  for (const TensorView& t : tensors)
+    if (t.name.ends_with(key)) jobs.push_back({t.name.substr(0, t.name.size() - std::strlen(key))});
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t j; (j = next.fetch_add(1)) < jobs.size();) {
+      Job& job = jobs[j];
+      job.view = qc.layout == HfQuantLayout::kFp8    ? assemble_fp8(parts, job.prefix, job.owned)
+                 : qc.layout == HfQuantLayout::kInt8 ? assemble_int8(parts, job.prefix, job.owned)
+                                                     : assemble_awq(parts, job.prefix, job.owned);
+    }
+  };
+  const size_t n_workers = std::min<size_t>({4, std::max(1u, std::thread::hardware_concurrency()), jobs.size()});
+  std::vector<std::thread> workers;
+  for (size_t w = 1; w < n_workers; ++w) workers.emplace_back(work);
+  work();
+  for (std::thread& th : workers) th.join();
   std::set<std::string> drop;
   std::vector<TensorView> made;
-  for (const TensorView& t : tensors) {
-    if (!t.name.ends_with(key)) continue;
-    const std::string p = t.name.substr(0, t.name.size() - std::strlen(key));
-    Result<TensorView> v = qc.layout == HfQuantLayout::kFp8    ? assemble_fp8(parts, p, owned)
-                           : qc.layout == HfQuantLayout::kInt8 ? assemble_int8(parts, p, owned)
-                                                               : assemble_awq(parts, p, owned);
-    if (!v) return v.status().with_context(strfmt("quantization_config %s", qc.method.c_str()));
-    for (const char* s : consumed) drop.insert(p + s);
-    made.push_back(std::move(*v));
+  for (Job& job : jobs) {
+    if (!job.view) return job.view.status().with_context(strfmt("quantization_config %s", qc.method.c_str()));
+    for (const char* s : consumed) drop.insert(job.prefix + s);
+    made.push_back(std::move(*job.view));
+    for (std::vector<uint8_t>& b : job.owned) owned.push_back(std::move(b));
   }
   if (made.empty())
     return error("config.json has a quantization_config (%s) but no tensor ends in \"%s\": not a checkpoint of that "
