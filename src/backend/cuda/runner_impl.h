@@ -339,6 +339,15 @@ class CudaRunner final : public CudaModelRunner {
   Linear output_q_;
   DeviceBuffer inv_freq_;   // [rope_dim / 2] fp32
   std::vector<Layer> layers_;
+  // fn(lin) for every linear layer of every block (not the LM head), the empty ones of other architectures too
+  // (format kFloat, no weights).
+  template <class Fn>
+  void for_each_layer_linear(Fn&& fn) const {
+    for (const Layer& L : layers_)
+      for (const Linear* l : {&L.qkv, &L.o, &L.gate_up, &L.down, &L.moe.sh_gate_up, &L.moe.sh_down, &L.mla.q,
+                              &L.mla.q_a, &L.mla.q_b, &L.mla.kv_a, &L.mla.kv_b})
+        fn(*l);
+  }
   uint64_t weight_bytes_ = 0;
   PagePrefetcher* prefetch_ = nullptr;  // during upload_weights: told how much of the checkpoint was copied
   int last_sampled_rows_ = 0;  // output rows of the last forward_sample whose logits are still in logits_

@@ -96,9 +96,7 @@ Status CudaRunner::alloc_quant_workspace() {
   if (max_quant_elems_ == 0) return Status::ok();
   MOPT_TRY(wdeq_.alloc(max_quant_elems_ * sizeof(bf16), "dequantized-weight workspace"));
   bool fp8 = false;
-  for (const Layer& L : layers_)
-    for (const Linear* lin : {&L.qkv, &L.o, &L.gate_up, &L.down, &L.moe.sh_gate_up, &L.moe.sh_down})
-      fp8 = fp8 || lin->qw.fmt == WeightFormat::kFp8;
+  for_each_layer_linear([&](const Linear& lin) { fp8 = fp8 || lin.qw.fmt == WeightFormat::kFp8; });
   if (fp8) {
     MOPT_TRY(xq_.alloc(static_cast<size_t>(max_tokens_) * max_quant_k_, "fp8 activations"));
     MOPT_TRY(xq_scale_.alloc(2 * static_cast<size_t>(max_tokens_) * sizeof(float), "fp8 activations"));

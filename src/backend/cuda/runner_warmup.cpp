@@ -89,10 +89,7 @@ std::string CudaRunner::quantized_layouts() const {
     if (l.qw.fmt != WeightFormat::kFloat)
       seen.insert(strfmt("%s/g%d%s", weight_format_name(l.qw.fmt), l.qw.group_size, l.qw.affine ? "/affine" : ""));
   };
-  for (const Layer& L : layers_)
-    for (const Linear* l : {&L.qkv, &L.o, &L.gate_up, &L.down, &L.moe.sh_gate_up, &L.moe.sh_down, &L.mla.q,
-                            &L.mla.q_a, &L.mla.q_b, &L.mla.kv_a, &L.mla.kv_b})
-      add(*l);
+  for_each_layer_linear(add);
   add(output_q_);
   std::string out;
   for (const std::string& s : seen) out += (out.empty() ? "" : ",") + s;

@@ -98,6 +98,11 @@ class CudaWarmup : public ::testing::Test {
     fs::remove_all(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }
+  int count_cache_files() const {
+    int n = 0;
+    for (const auto& e : fs::directory_iterator(dir_)) n += e.path().filename().string().rfind("plans-", 0) == 0;
+    return n;
+  }
   std::string cache_file() const {
     for (const auto& e : fs::directory_iterator(dir_))
       if (e.path().filename().string().rfind("plans-", 0) == 0) return e.path().string();
@@ -155,11 +160,6 @@ TEST_F(CudaWarmup, NothingTunesAfterItAndTheCacheSkipsTuning) {
 TEST_F(CudaWarmup, OneRowPlanEpsHasItsOwnCache) {
   SKIP_WITHOUT_GPU();
   const Model model = small_model();
-  auto count_files = [&] {
-    int n = 0;
-    for (const auto& e : fs::directory_iterator(dir_)) n += e.path().filename().string().rfind("plans-", 0) == 0;
-    return n;
-  };
   for (float eps : {0.f, 0.05f}) {
     auto r = make_runner(model, dir_, true, eps);
     ASSERT_TRUE(r);
@@ -168,7 +168,7 @@ TEST_F(CudaWarmup, OneRowPlanEpsHasItsOwnCache) {
     EXPECT_GT(rep->plans_tuned, 0u) << "eps " << eps << ": " << rep->plan_cache;
     EXPECT_EQ(rep->plans_from_cache, 0u) << "eps " << eps;
   }
-  EXPECT_EQ(count_files(), 2);
+  EXPECT_EQ(count_cache_files(), 2);
   auto again = make_runner(model, dir_, true, 0.05f);
   ASSERT_TRUE(again);
   auto rep = again->warmup({});
@@ -192,9 +192,7 @@ TEST_F(CudaWarmup, QuantizedPlansComeFromTheCache) {
     ASSERT_TRUE(rep.is_ok()) << rep.message();
     EXPECT_GT(rep->plans_tuned, 0u) << rep->plan_cache;
     EXPECT_EQ(rep->plans_from_cache, 0u) << rep->plan_cache;
-    size_t n = 0;
-    for (const auto& e : fs::directory_iterator(dir_)) n += e.path().filename().string().rfind("plans-", 0) == 0;
-    EXPECT_EQ(n, static_cast<size_t>(++files));
+    EXPECT_EQ(count_cache_files(), ++files);
     const std::string report = dynamic_cast<const CudaModelRunner&>(*a).gemm_report();
     if (w == DType::FP8) EXPECT_NE(report.find("fp8 gemm"), std::string::npos) << report;
     else EXPECT_NE(report.find("weights "), std::string::npos) << report;
