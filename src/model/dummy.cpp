@@ -8,9 +8,9 @@
 #include <cstring>
 #include <random>
 #include <sys/stat.h>
-#include <thread>
 
 #include "core/rng.h"
+#include "core/spawn_threads.h"
 #include "core/strfmt.h"
 #include "model/arch.h"
 #include "model/loaders.h"
@@ -73,23 +73,12 @@ void fill_typed(T* dst, uint64_t n, float std, float fill, uint64_t seed, DType 
   }
   const T* tab = table.data();  // thread_locals are per thread: workers must use this pointer
   const uint64_t n_chunks = (n + kChunkElems - 1) / kChunkElems;
-  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-  const unsigned n_threads = static_cast<unsigned>(std::min<uint64_t>(hw, n_chunks));
-  std::atomic<uint64_t> next{0};
-  auto worker = [&] {
-    for (uint64_t c; (c = next.fetch_add(1)) < n_chunks;) {
-      uint64_t begin = c * kChunkElems, len = std::min(kChunkElems, n - begin);
-      uint64_t chunk_seed = seed ^ (0xd1b54a32d192ed03ull * (c + 1));
-      fill_chunk(dst + begin, len, tab, chunk_seed);
-    }
-  };
-  if (n_threads <= 1) {
-    worker();
-    return;
-  }
-  std::vector<std::thread> threads;
-  for (unsigned t = 0; t < n_threads; ++t) threads.emplace_back(worker);
-  for (auto& t : threads) t.join();
+  for_each_item(static_cast<int64_t>(n_chunks), worker_count(static_cast<int64_t>(n_chunks)), [&](int64_t i) {
+    const uint64_t c = static_cast<uint64_t>(i);
+    uint64_t begin = c * kChunkElems, len = std::min(kChunkElems, n - begin);
+    uint64_t chunk_seed = seed ^ (0xd1b54a32d192ed03ull * (c + 1));
+    fill_chunk(dst + begin, len, tab, chunk_seed);
+  });
 }
 
 bool is_dir(const std::string& p) {
@@ -146,22 +135,16 @@ Result<std::unique_ptr<Model>> load_dummy_model(const std::string& config_path, 
   // Allocation zero-fills and faults in every page, which on a multi-GB model costs more than generating
   // the values: spread it over threads (tensor by tensor), then fill each tensor with all threads.
   m->owned_buffers.resize(specs.size());
-  std::atomic<size_t> next{0};
   std::atomic<bool> oom{false};
-  auto alloc_worker = [&] {
-    for (size_t k; (k = next.fetch_add(1)) < specs.size() && !oom.load();) {
-      try {
-        m->owned_buffers[k] = std::vector<uint8_t>(static_cast<size_t>(m->tensors[k].nbytes));
-      } catch (const std::bad_alloc&) {
-        oom = true;
-      }
+  for_each_item(static_cast<int64_t>(specs.size()), worker_count(16), [&](int64_t k) {
+    if (oom.load()) return;
+    try {
+      const auto i = static_cast<size_t>(k);
+      m->owned_buffers[i] = std::vector<uint8_t>(static_cast<size_t>(m->tensors[i].nbytes));
+    } catch (const std::bad_alloc&) {
+      oom = true;
     }
-  };
-  const unsigned n_threads = std::max(1u, std::min(std::thread::hardware_concurrency(), 16u));
-  std::vector<std::thread> threads;
-  for (unsigned i = 1; i < n_threads; ++i) threads.emplace_back(alloc_worker);
-  alloc_worker();
-  for (auto& th : threads) th.join();
+  });
   if (oom) {
     uint64_t total = 0;
     for (const auto& t : m->tensors) total += t.nbytes;

@@ -3,14 +3,13 @@
 #include "model/hf_quant.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <thread>
 #include <vector>
 
+#include "core/spawn_threads.h"
 #include "core/strfmt.h"
 #include "core/strings.h"
 
@@ -106,18 +105,9 @@ Result<std::vector<float>> read_floats(const TensorView& t) {
   return out;
 }
 
-// fn(i0, i1) over [0, n) in contiguous ranges, one per thread (up to hardware_concurrency, at most 16, and one per
-// 2^20 of `work`): a load converts every quantized matrix of the model here, before anything else can run.
-template <class Fn>
-void split_range(int64_t n, int64_t work, const Fn& fn) {
-  const int64_t hw = std::max(1u, std::thread::hardware_concurrency());
-  const int64_t k = std::min<int64_t>({hw, 16, n, std::max<int64_t>(1, work >> 20)});
-  if (k <= 1) return fn(int64_t{0}, n);
-  std::vector<std::thread> threads;
-  for (int64_t t = 1; t < k; ++t) threads.emplace_back([&fn, n, k, t] { fn(n * t / k, n * (t + 1) / k); });
-  fn(int64_t{0}, n / k);
-  for (std::thread& th : threads) th.join();
-}
+// Threads for a conversion of `work` weights: up to 16, one per 2^20 weights (a load converts every quantized
+// matrix of the model here, before anything else can run).
+int threads_for(int64_t work) { return worker_count(std::min<int64_t>(16, std::max<int64_t>(1, work >> 20))); }
 
 Status check_shape(const TensorView& t, DType dtype, std::initializer_list<int64_t> ne) {
   bool ok = t.dtype == dtype && t.n_dims == static_cast<int>(ne.size());
@@ -166,7 +156,7 @@ Result<TensorView> assemble_fp8(const Parts& parts, const std::string& p, std::v
   std::vector<uint8_t> buf(static_cast<size_t>(N * (K / kQKRow)) * sizeof(BlockFP8));
   auto* b = reinterpret_cast<BlockFP8*>(buf.data());
   const auto* codes = static_cast<const uint8_t*>(w->data);
-  split_range(N, N * K, [&](int64_t n0, int64_t n1) {
+  split_range(N, threads_for(N * K), [&](int64_t n0, int64_t n1) {
     for (int64_t n = n0; n < n1; ++n)
       for (int64_t i = 0; i < K / kQKRow; ++i) {
         BlockFP8& blk = b[n * (K / kQKRow) + i];
@@ -291,20 +281,12 @@ Status assemble_hf_quant(const HfQuantConfig& qc, std::vector<TensorView>& tenso
   std::vector<Job> jobs;
   for (const TensorView& t : tensors)
     if (t.name.ends_with(key)) jobs.push_back({t.name.substr(0, t.name.size() - std::strlen(key))});
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t j; (j = next.fetch_add(1)) < jobs.size();) {
-      Job& job = jobs[j];
-      job.view = qc.layout == HfQuantLayout::kFp8    ? assemble_fp8(parts, job.prefix, job.owned)
-                 : qc.layout == HfQuantLayout::kInt8 ? assemble_int8(parts, job.prefix, job.owned)
-                                                     : assemble_awq(parts, job.prefix, job.owned);
-    }
-  };
-  const size_t n_workers = std::min<size_t>({4, std::max(1u, std::thread::hardware_concurrency()), jobs.size()});
-  std::vector<std::thread> workers;
-  for (size_t w = 1; w < n_workers; ++w) workers.emplace_back(work);
-  work();
-  for (std::thread& th : workers) th.join();
+  for_each_item(static_cast<int64_t>(jobs.size()), worker_count(4), [&](int64_t j) {
+    Job& job = jobs[static_cast<size_t>(j)];
+    job.view = qc.layout == HfQuantLayout::kFp8    ? assemble_fp8(parts, job.prefix, job.owned)
+               : qc.layout == HfQuantLayout::kInt8 ? assemble_int8(parts, job.prefix, job.owned)
+                                                   : assemble_awq(parts, job.prefix, job.owned);
+  });
   std::set<std::string> drop;
   std::vector<TensorView> made;
   for (Job& job : jobs) {
@@ -388,7 +370,7 @@ void awq_unpack(const int32_t* qweight, const int32_t* qzeros, const uint16_t* s
   constexpr int64_t kBand = 32;
   const int64_t G = K / kQKGroup, C = N / 8;
   const AwqShifts shift;
-  split_range((C + kBand - 1) / kBand, N * K, [&](int64_t b0, int64_t b1) {
+  split_range((C + kBand - 1) / kBand, threads_for(N * K), [&](int64_t b0, int64_t b1) {
     std::vector<uint32_t> tile(static_cast<size_t>(kBand * kQKGroup));  // [word column][element of the group]
     for (int64_t c0 = b0 * kBand; c0 < std::min(C, b1 * kBand); c0 += kBand) {
       const int64_t nc = std::min(kBand, C - c0);
@@ -433,7 +415,7 @@ std::vector<int32_t> int8_pack(const BlockINT8* w, int64_t N, int64_t K) {
 }
 
 void int8_unpack(const int32_t* packed, const float* scales, int64_t N, int64_t K, BlockINT8* out) {
-  split_range(N, N * K, [&](int64_t n0, int64_t n1) {
+  split_range(N, threads_for(N * K), [&](int64_t n0, int64_t n1) {
     for (int64_t n = n0; n < n1; ++n) {
       const int32_t* words = packed + n * (K / 4);
       for (int64_t blk = 0; blk < K / kQKRow; ++blk) {

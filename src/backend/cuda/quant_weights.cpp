@@ -5,9 +5,9 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
-#include <thread>
 
 #include "core/formats/formats.h"
+#include "core/spawn_threads.h"
 
 namespace mopt::cuda {
 namespace {
@@ -151,22 +151,19 @@ int first_mismatch(const int* q, const float* a, const float* b, const float* re
 
 // Runs body(row, scratch) for rows [0, n) on up to hardware_concurrency threads; returns the first error.
 Status parallel_rows(int n, const std::function<Status(int, std::vector<int>&, std::vector<float>&)>& body) {
-  const int n_threads = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 32);
+  const int n_threads = worker_count(32);
   std::vector<Status> status(static_cast<size_t>(n_threads), Status::ok());
-  std::vector<std::thread> threads;
-  for (int t = 0; t < n_threads; ++t)
-    threads.emplace_back([&, t] {
-      std::vector<int> qbuf;
-      std::vector<float> fbuf;
-      for (int r = t; r < n; r += n_threads) {
-        Status st = body(r, qbuf, fbuf);
-        if (!st) {
-          status[static_cast<size_t>(t)] = std::move(st);
-          return;
-        }
+  on_threads(n_threads, [&](int t) {
+    std::vector<int> qbuf;
+    std::vector<float> fbuf;
+    for (int r = t; r < n; r += n_threads) {
+      Status st = body(r, qbuf, fbuf);
+      if (!st) {
+        status[static_cast<size_t>(t)] = std::move(st);
+        return;
       }
-    });
-  for (std::thread& th : threads) th.join();
+    }
+  });
   for (Status& st : status)
     if (!st) return std::move(st);
   return Status::ok();
