@@ -128,8 +128,12 @@ PlanCacheLoad load_plan_cache(const std::string& path, const PlanCacheKey& key,
   const int read_errno = errno;
   std::fclose(f);
   if (read_failed) return rejected(strfmt("reading it failed (%s)", std::strerror(read_errno)));
-  if (text.size() > kMaxFileBytes) return rejected("it is larger than any plan cache");
+  return parse_plan_cache(text, key, schema);
+}
 
+PlanCacheLoad parse_plan_cache(std::string_view text, const PlanCacheKey& key,
+                               std::span<const PlanRecordSchema> schema) {
+  if (text.size() > kMaxFileBytes) return rejected("it is larger than any plan cache");
   // The checksum line ends the file: "end <16 hex>\n". Anything after it, or no such line, is a truncated or
   // overwritten file.
   if (text.size() < 21 || text.back() != '\n') return rejected("it is truncated (no end line)");
@@ -137,13 +141,13 @@ PlanCacheLoad load_plan_cache(const std::string& path, const PlanCacheKey& key,
   const size_t end_at = last == std::string::npos ? 0 : last + 1;
   std::string_view end_line(text.data() + end_at, text.size() - 1 - end_at);
   if (end_line.substr(0, 4) != "end " || end_line.size() != 20) return rejected("it is truncated (no end line)");
-  const std::string body = text.substr(0, end_at);
+  const std::string_view body = text.substr(0, end_at);
   if (end_line.substr(4) != hex64(fnv1a(body))) return rejected("its checksum does not match (corrupt file)");
 
   std::vector<std::string_view> lines;
   for (size_t i = 0; i < body.size();) {
     const size_t nl = body.find('\n', i);
-    lines.push_back(std::string_view(body).substr(i, nl - i));
+    lines.push_back(body.substr(i, nl - i));
     i = nl + 1;
   }
   size_t li = 0;
@@ -203,6 +207,10 @@ PlanCacheLoad load_plan_cache(const std::string& path, const PlanCacheKey& key,
   return out;
 }
 
+std::string sign_plan_cache(std::string_view body) {
+  return std::string(body) + "end " + hex64(fnv1a(body)) + "\n";
+}
+
 Status save_plan_cache(const std::string& path, const PlanCacheKey& key, std::span<const PlanRecord> records) {
   std::string body = std::string(kMagic) + "\n" + key_lines("model", key.model) + key_lines("platform", key.platform);
   body += strfmt("records %zu\n", records.size());
@@ -217,7 +225,7 @@ Status save_plan_cache(const std::string& path, const PlanCacheKey& key, std::sp
     }
     body += '\n';
   }
-  body += "end " + hex64(fnv1a(body)) + "\n";
+  body = sign_plan_cache(body);
 
   namespace fs = std::filesystem;
   const fs::path p(path);

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
@@ -66,6 +67,12 @@ std::string default_plan_cache_dir();
 // Reads `path` and checks it against `key` and `schema`. Never throws or crashes on any content.
 PlanCacheLoad load_plan_cache(const std::string& path, const PlanCacheKey& key,
                               std::span<const PlanRecordSchema> schema);
+
+// The same checks on a file's bytes already read (load_plan_cache's second half; the fuzz target's entry).
+PlanCacheLoad parse_plan_cache(std::string_view text, const PlanCacheKey& key, std::span<const PlanRecordSchema> schema);
+
+// `body` (every line before the end line) followed by its end line: what save_plan_cache writes.
+std::string sign_plan_cache(std::string_view body);
 
 // Writes the file atomically (a temporary file renamed over `path`), creating its directory. An error says what
 // failed (an unwritable directory, a full disk); nothing partial is left behind.

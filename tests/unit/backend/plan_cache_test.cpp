@@ -14,6 +14,10 @@
 
 #include <gtest/gtest.h>
 
+#include "../../../fuzz/plan_cache_fuzz_body.h"
+#include "core/mmap.h"
+#include "unit/fuzz_replay.h"
+
 namespace mopt {
 namespace {
 
@@ -184,6 +188,24 @@ TEST_F(PlanCacheTest, ControlCharactersInTheKeyCannotBreakTheFormat) {
   const PlanCacheLoad r = load_plan_cache(path_, k, kSchema);
   ASSERT_EQ(r.outcome, Outcome::kHit) << r.reason;
   EXPECT_EQ(r.records, sample_records());
+}
+
+// The fuzz target's seed (fuzz/corpus/plan_cache) is a valid file for its key, so that mutants start from a hit;
+// then its mutants, as read and re-signed (the body aborts on an accepted record outside the schema).
+TEST(PlanCacheFuzz, SeedIsAHitAndMutantsKeepTheSchema) {
+  auto seed = read_file(std::string(MOPT_SOURCE_DIR) + "/fuzz/corpus/plan_cache/four_records.txt");
+  ASSERT_TRUE(seed.is_ok()) << seed.message();
+  const PlanCacheLoad r = parse_plan_cache(*seed, fuzz::plan_cache_fuzz_key(), fuzz::plan_cache_fuzz_schema());
+  ASSERT_EQ(r.outcome, Outcome::kHit) << r.reason;
+  EXPECT_EQ(r.records, sample_records());
+  // Its records, written by save_plan_cache, give the same bytes.
+  const std::string path = (fs::temp_directory_path() / ("mopt_plan_cache_seed_" + std::to_string(getpid()))).string();
+  ASSERT_TRUE(save_plan_cache(path, fuzz::plan_cache_fuzz_key(), sample_records()).is_ok());
+  auto written = read_file(path);
+  fs::remove(path);
+  ASSERT_TRUE(written.is_ok());
+  EXPECT_EQ(*written, *seed);
+  test::replay({test::to_bytes(*seed)}, 3000, 21, fuzz::plan_cache_body);
 }
 
 TEST(PlanCacheDir, FollowsXdgThenHome) {
