@@ -37,14 +37,16 @@ inline int plan_cache_body(const uint8_t* data, size_t size) {
   if (!body.empty() && body.back() == '\n') body.remove_suffix(1);
   const size_t cut = body.rfind('\n');
   body = cut == std::string_view::npos ? std::string_view() : text.substr(0, cut + 1);
-  for (const PlanCacheLoad& got : {parse_plan_cache(text, key, schema), parse_plan_cache(sign_plan_cache(body), key, schema)}) {
+  for (const PlanCacheLoad& got :
+       {parse_plan_cache(text, key, schema), parse_plan_cache(sign_plan_cache(body), key, schema)}) {
     if (got.outcome == PlanCacheLoad::Outcome::kRejected && got.reason.empty()) std::abort();
     if (got.outcome != PlanCacheLoad::Outcome::kHit && !got.records.empty()) std::abort();
     for (const PlanRecord& r : got.records) {
       const PlanRecordSchema* sc = nullptr;
       for (const PlanRecordSchema& s : schema)
         if (s.kind == r.kind) sc = &s;
-      if (!sc || r.ints.size() != static_cast<size_t>(sc->n_ints) || r.blob.size() != static_cast<size_t>(sc->blob_bytes))
+      if (!sc || r.ints.size() != static_cast<size_t>(sc->n_ints) ||
+          r.blob.size() != static_cast<size_t>(sc->blob_bytes))
         std::abort();
     }
   }

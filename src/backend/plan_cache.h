@@ -69,7 +69,8 @@ PlanCacheLoad load_plan_cache(const std::string& path, const PlanCacheKey& key,
                               std::span<const PlanRecordSchema> schema);
 
 // The same checks on a file's bytes already read (load_plan_cache's second half; the fuzz target's entry).
-PlanCacheLoad parse_plan_cache(std::string_view text, const PlanCacheKey& key, std::span<const PlanRecordSchema> schema);
+PlanCacheLoad parse_plan_cache(std::string_view text, const PlanCacheKey& key,
+                               std::span<const PlanRecordSchema> schema);
 
 // `body` (every line before the end line) followed by its end line: what save_plan_cache writes.
 std::string sign_plan_cache(std::string_view body);
