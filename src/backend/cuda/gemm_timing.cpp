@@ -5,6 +5,7 @@
 
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/plan_choice.h"
 
 namespace mopt::cuda {
 
@@ -18,7 +19,10 @@ namespace mopt::cuda {
 // sweeps alone, divided by kChain: the launch runs as in a decode step (after another kernel, its PDL prologue
 // overlapping that kernel's tail) and per-event noise is averaged away. kRounds rounds, every candidate once per
 // round (drifting clocks touch them alike), ranked by the median: tilings of one shape are often within a
-// microsecond of each other, and timing single launches between events misranked them (docs/cuda.md).
+// microsecond of each other, and timing single launches between events misranked them (docs/cuda.md). After the
+// first round only the candidates within kScreenRatio of the fastest (and the kScreenKeep fastest) are timed
+// again (keep_after_first_round): a quantized format has up to 50 tilings, most of them far off for a shape, and
+// a model's first start spent most of its tuning on them.
 Result<std::vector<float>> Gemm::time_cold_l2(int n, const std::function<cudaError_t(int)>& launch,
                                               cudaStream_t stream) {
   constexpr size_t kFlushBytes = size_t{96} << 20;
@@ -27,9 +31,11 @@ Result<std::vector<float>> Gemm::time_cold_l2(int n, const std::function<cudaErr
     flush_ = nullptr;
     flush_failed_ = true;
   }
-  constexpr int kRounds = 5, kChain = 8;
+  constexpr int kRounds = 5, kChain = 8, kScreenKeep = 8;
+  constexpr float kScreenRatio = 1.5f, kScreenSlackUs = 1.f;
   const int base = n;  // index of the sweeps-only chain
   std::vector<char> ok(static_cast<size_t>(n), 1);
+  std::vector<char> again(static_cast<size_t>(n), 1);  // timed in the rounds after the first
   for (int c = 0; c < n; ++c) ok[c] = launch(c) == cudaSuccess;  // warm-up (and first-launch costs)
   std::vector<cudaEvent_t> ev(2 * (static_cast<size_t>(n) + 1), nullptr);
   cudaError_t err = cudaSuccess;
@@ -38,7 +44,7 @@ Result<std::vector<float>> Gemm::time_cold_l2(int n, const std::function<cudaErr
   std::vector<std::vector<float>> ms(static_cast<size_t>(n) + 1);
   for (int r = 0; r < kRounds && err == cudaSuccess; ++r) {
     for (int c = 0; c <= base && err == cudaSuccess; ++c) {
-      if (c != base && !ok[c]) continue;
+      if (c != base && (!ok[c] || !again[c])) continue;
       err = cudaEventRecord(ev[2 * c], stream);
       for (int i = 0; i < kChain && err == cudaSuccess; ++i) {
         if (flush_) err = launch_read_sweep(flush_, kFlushBytes, stream);
@@ -48,23 +54,29 @@ Result<std::vector<float>> Gemm::time_cold_l2(int n, const std::function<cudaErr
     }
     if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
     for (int c = 0; c <= base && err == cudaSuccess; ++c) {
-      if (c != base && !ok[c]) continue;
+      if (c != base && (!ok[c] || !again[c])) continue;
       float x = 0.f;
       err = cudaEventElapsedTime(&x, ev[2 * c], ev[2 * c + 1]);
       ms[c].push_back(x);
+    }
+    if (r == 0 && err == cudaSuccess && n > kScreenKeep) {
+      std::vector<float> first(static_cast<size_t>(n), std::numeric_limits<float>::infinity());
+      for (int c = 0; c < n; ++c)
+        if (ok[c]) first[c] = (ms[c][0] - ms[base][0]) * 1000.f / kChain;
+      again = keep_after_first_round(first, kScreenRatio, kScreenSlackUs, kScreenKeep);
     }
   }
   for (cudaEvent_t e : ev)
     if (e) cudaEventDestroy(e);
   MOPT_CUDA_TRY(err);
-  auto median_ms = [&](std::vector<float>& x) {
-    std::nth_element(x.begin(), x.begin() + kRounds / 2, x.end());
-    return x[kRounds / 2];
+  auto median_ms = [&](std::vector<float>& x) {  // of the rounds that timed it (1 or kRounds)
+    std::nth_element(x.begin(), x.begin() + x.size() / 2, x.end());
+    return x[x.size() / 2];
   };
   const float base_ms = median_ms(ms[base]);
   std::vector<float> us(static_cast<size_t>(n), std::numeric_limits<float>::infinity());
   for (int c = 0; c < n; ++c)
-    if (ok[c]) us[c] = (median_ms(ms[c]) - base_ms) * 1000.f / kChain;
+    if (ok[c] && !ms[c].empty()) us[c] = (median_ms(ms[c]) - base_ms) * 1000.f / kChain;
   return us;
 }
 

@@ -8,6 +8,20 @@
 
 namespace mopt::cuda {
 
+std::vector<char> keep_after_first_round(std::span<const float> net_us, float ratio, float slack_us, int min_keep) {
+  std::vector<int> ran;  // candidates with a finite time, fastest first
+  for (size_t c = 0; c < net_us.size(); ++c)
+    if (std::isfinite(net_us[c])) ran.push_back(static_cast<int>(c));
+  std::stable_sort(ran.begin(), ran.end(), [&](int a, int b) { return net_us[a] < net_us[b]; });
+  std::vector<char> keep(net_us.size(), 0);
+  if (ran.empty()) return keep;
+  const float best = net_us[static_cast<size_t>(ran[0])];
+  const float limit = best + (ratio - 1.f) * std::fabs(best) + slack_us;
+  for (size_t i = 0; i < ran.size(); ++i)
+    keep[static_cast<size_t>(ran[i])] = static_cast<int>(i) < min_keep || net_us[static_cast<size_t>(ran[i])] <= limit;
+  return keep;
+}
+
 int choose_one_row_variant(std::span<const float> us1, std::span<const float> us8, std::span<const int> order,
                            float eps) {
   const size_t n = us1.size();

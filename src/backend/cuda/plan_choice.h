@@ -1,5 +1,6 @@
-// How a one-row fused decode plan is chosen when verification rows are weighed too (RunnerOptions::
-// one_row_plan_eps; docs/speculative.md, "One-row plans with the verification rows in view"). Host code only.
+// How the tuner narrows its candidates (screening after a first round of timings), and how a one-row fused decode
+// plan is chosen when verification rows are weighed too (RunnerOptions::one_row_plan_eps; docs/speculative.md,
+// "One-row plans with the verification rows in view"). Host code only.
 //
 // A speculative verification step computes each of its rows with a tiling of the one-row decode plan's
 // reduction order (Gemm::run_fused's row_invariant), so the one-row plan also decides what 2 .. 8 rows cost. Every
@@ -12,6 +13,12 @@
 #include <vector>
 
 namespace mopt::cuda {
+
+// Screening (Gemm::time_cold_l2): net_us[c] is candidate c's time in the first round (+inf or NaN: it did not run).
+// Returns which candidates the later rounds time again: every one within ratio x the fastest time plus slack_us,
+// and the min_keep fastest whatever their times (ties: the lower index). The others keep their first-round time:
+// far slower tilings need no median to be ranked below the fast ones. All that ran, when at most min_keep did.
+std::vector<char> keep_after_first_round(std::span<const float> net_us, float ratio, float slack_us, int min_keep);
 
 // us1[v], us8[v]: isolated times of tiling v for 1 and 8 rows (+inf or NaN: it did not run); order[v]: its
 // reduction order (skinny_reduction_order). Among the tilings whose one-row time is within (1 + eps) of the

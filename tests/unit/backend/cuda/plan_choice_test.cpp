@@ -1,5 +1,5 @@
-// choose_one_row_variant, tilings_of_near_orders, fastest_per_order and one_row_switch_cost_us
-// (backend/cuda/plan_choice.h): host code, runs without a GPU.
+// keep_after_first_round, choose_one_row_variant, tilings_of_near_orders, fastest_per_order and
+// one_row_switch_cost_us (backend/cuda/plan_choice.h): host code, runs without a GPU.
 #if MOPT_HAVE_CUDA
 #include <gtest/gtest.h>
 
@@ -14,6 +14,25 @@ namespace {
 
 using cuda::choose_one_row_variant;
 constexpr float kInf = std::numeric_limits<float>::infinity();
+
+TEST(TunerScreening, KeepsTheNearOnesAndTheFastestFew) {
+  using cuda::keep_after_first_round;
+  const float nan = std::nanf("");
+  // Fastest 10 us: the limit is 10 x 1.5 + 1 = 16 us.
+  const std::vector<float> t = {30.f, 10.f, 16.f, 16.5f, kInf, 12.f, nan, 40.f};
+  EXPECT_EQ(keep_after_first_round(t, 1.5f, 1.f, 2), (std::vector<char>{0, 1, 1, 0, 0, 1, 0, 0}));
+  // The min_keep fastest stay whatever their times: 16.5 and 30 are the 4th and 5th fastest.
+  EXPECT_EQ(keep_after_first_round(t, 1.5f, 1.f, 5), (std::vector<char>{1, 1, 1, 1, 0, 1, 0, 0}));
+  // At most min_keep ran: all of them.
+  EXPECT_EQ(keep_after_first_round(t, 1.f, 0.f, 6), (std::vector<char>{1, 1, 1, 1, 0, 1, 0, 1}));
+  // Equal times: the lower index first.
+  EXPECT_EQ(keep_after_first_round(std::vector<float>{5.f, 5.f, 5.f}, 1.f, -1.f, 2), (std::vector<char>{1, 1, 0}));
+  // A negative fastest time (noise on a tiny kernel) widens the window by |t|, not less.
+  EXPECT_EQ(keep_after_first_round(std::vector<float>{-2.f, 0.5f, 0.f, 3.f}, 1.5f, 1.f, 1),
+            (std::vector<char>{1, 0, 1, 0}));
+  EXPECT_EQ(keep_after_first_round(std::vector<float>{kInf, nan}, 1.5f, 1.f, 1), (std::vector<char>{0, 0}));
+  EXPECT_TRUE(keep_after_first_round(std::vector<float>{}, 1.5f, 1.f, 1).empty());
+}
 
 TEST(OneRowPlanChoice, ZeroEpsTakesTheFastestOneRowTiling) {
   const std::vector<float> us1 = {5.0f, 4.0f, 4.1f}, us8 = {6.f, 20.f, 5.f};
