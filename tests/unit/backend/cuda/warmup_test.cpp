@@ -98,15 +98,17 @@ class CudaWarmup : public ::testing::Test {
     fs::remove_all(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }
-  int count_cache_files() const {
-    int n = 0;
-    for (const auto& e : fs::directory_iterator(dir_)) n += e.path().filename().string().rfind("plans-", 0) == 0;
-    return n;
-  }
-  std::string cache_file() const {
+  // The plan-cache files in dir_ ("plans-*"), in directory order.
+  std::vector<std::string> cache_files() const {
+    std::vector<std::string> out;
     for (const auto& e : fs::directory_iterator(dir_))
-      if (e.path().filename().string().rfind("plans-", 0) == 0) return e.path().string();
-    return {};
+      if (e.path().filename().string().rfind("plans-", 0) == 0) out.push_back(e.path().string());
+    return out;
+  }
+  int count_cache_files() const { return static_cast<int>(cache_files().size()); }
+  std::string cache_file() const {
+    const std::vector<std::string> f = cache_files();
+    return f.empty() ? std::string() : f.front();
   }
   std::string dir_;
 };
