@@ -33,6 +33,7 @@
 #include "backend/cuda/moe_kernels.h"
 #include "backend/cuda/nccl_comm.h"
 #include "backend/cuda/quant_weights.h"
+#include "backend/cuda/upload.h"
 #include "model/model.h"
 
 namespace mopt::cuda {
@@ -199,6 +200,9 @@ class CudaRunner final : public CudaModelRunner {
   Status upload_into(const Model& model, const std::string& name, int64_t ne0, int64_t ne1, void* dst,
                      bool optional, bool* found);
   Status upload_in_compute_dtype(const TensorView& t, int64_t n, void* dst);
+  // dst (device) = src (host) on stream_: through uploader_ during upload_weights (returns once src is read),
+  // else a pageable copy, synchronized.
+  Status copy_weights_in(void* dst, const void* src, size_t bytes);
   Status alloc_linear(Linear& lin, int n_out, int n_in, bool bias, const char* what);
   Status upload_lm_head_copy(const Model& model, const CudaRunnerExtras& extras);
   // runner_quant.cpp: quantized linear layers (upload, and y = x W^T + b on any number of rows)
@@ -350,6 +354,7 @@ class CudaRunner final : public CudaModelRunner {
   }
   uint64_t weight_bytes_ = 0;
   PagePrefetcher* prefetch_ = nullptr;  // during upload_weights: told how much of the checkpoint was copied
+  HostUploader* uploader_ = nullptr;     // during upload_weights: the host-to-device copies (upload.h)
   int last_sampled_rows_ = 0;  // output rows of the last forward_sample whose logits are still in logits_
 
   // Activations, sized for max_tokens_ rows.

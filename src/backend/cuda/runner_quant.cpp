@@ -40,13 +40,11 @@ Status CudaRunner::upload_quantized(Linear& lin, std::span<const TensorView* con
     if (bytes == 0) return Status::ok();
     MOPT_TRY(buf.alloc(bytes, "quantized weights"));
     weight_bytes_ += buf.bytes();
-    MOPT_CUDA_TRY(cudaMemcpyAsync(buf.as<void>(), src, bytes, cudaMemcpyHostToDevice, stream_));
-    return Status::ok();
+    return copy_weights_in(buf.as<void>(), src, bytes);  // returns once src is read: hm may die after
   };
   MOPT_TRY(upload(lin.w, hm.codes.data(), hm.codes.size()));
   MOPT_TRY(upload(lin.scale, hm.row_scale.data(), hm.row_scale.size() * sizeof(float)));
   MOPT_TRY(upload(lin.group, hm.group.data(), hm.group.size() * sizeof(float)));
-  MOPT_CUDA_TRY(cudaStreamSynchronize(stream_));  // the host vectors die here
   lin.qw = quant_view(lin, plan);
   return Status::ok();
 }
