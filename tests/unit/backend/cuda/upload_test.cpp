@@ -1,5 +1,6 @@
 // HostUploader (backend/cuda/upload.h): copies through the ring of pinned chunks land whole and in order, and a
 // copy has read its source when it returns (the test overwrites each source at once).
+#if MOPT_HAVE_CUDA
 #include "backend/cuda/upload.h"
 
 #include <gtest/gtest.h>
@@ -79,3 +80,4 @@ TEST(HostUploader, PageableFallbackCopiesTheSameBytes) {
 
 }  // namespace
 }  // namespace mopt::cuda
+#endif  // MOPT_HAVE_CUDA
