@@ -73,19 +73,25 @@ Status CudaRunner::upload_in_compute_dtype(const TensorView& t, int64_t n, void*
     const std::optional<uint64_t> rb = row_bytes(t.dtype, static_cast<uint64_t>(t.ne[0]));
     if (!rb || n % t.ne[0] != 0 || t.nbytes < *rb * static_cast<uint64_t>(n / t.ne[0]))
       return error("tensor '%s' (%s) is truncated or not whole blocks", name.c_str(), tr.name);
-    // Not zero-filled (the threads touch its pages first); rows on up to 16 threads: an 8B GGUF file's Q4_K /
-    // Q6_K embeddings and LM head are 2 x 525 M weights.
-    const std::unique_ptr<float[]> f(new float[static_cast<size_t>(n)]);
-    split_range(n / t.ne[0], worker_count(16), [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r)
-        tr.to_float(static_cast<const uint8_t*>(t.data) + static_cast<uint64_t>(r) * *rb, f.get() + r * t.ne[0],
-                    t.ne[0]);
+    // Dequantized on the host straight into the compute dtype (bf16 rounded to nearest even, as the GPU's
+    // conversion rounds), rows on up to 16 threads, into a buffer that is not zero-filled first (the threads touch
+    // its pages): an 8B GGUF file's Q4_K / Q6_K embeddings and LM head are 2 x 525 M weights.
+    const int64_t ne0 = t.ne[0];
+    const std::unique_ptr<uint8_t[]> host(new uint8_t[static_cast<size_t>(n) * es_]);
+    split_range(n / ne0, worker_count(16), [&](int64_t r0, int64_t r1) {
+      std::vector<float> row(f32_ ? 0 : static_cast<size_t>(ne0));
+      for (int64_t r = r0; r < r1; ++r) {
+        const uint8_t* src = static_cast<const uint8_t*>(t.data) + static_cast<uint64_t>(r) * *rb;
+        if (f32_) {
+          tr.to_float(src, reinterpret_cast<float*>(host.get()) + r * ne0, ne0);
+          continue;
+        }
+        tr.to_float(src, row.data(), ne0);
+        uint16_t* out = reinterpret_cast<uint16_t*>(host.get()) + r * ne0;
+        for (int64_t e = 0; e < ne0; ++e) out[e] = fp32_to_bf16(row[static_cast<size_t>(e)]);
+      }
     });
-    TensorView ft = t;
-    ft.dtype = DType::F32;
-    ft.data = f.get();
-    ft.nbytes = static_cast<uint64_t>(n) * sizeof(float);
-    return upload_in_compute_dtype(ft, n, dst);
+    return copy_weights_in(dst, host.get(), static_cast<size_t>(n) * es_);
   }
   if (tr.cuda_upload != CudaUpload::kConvert) {
     const std::string takes =
