@@ -200,6 +200,9 @@ Status CudaRunner::upload_weights(const Model& model, const CudaRunnerExtras& ex
       }
       if (rnd_quant) MOPT_TRY(random_quantized(lin, extras.random_weight_dtype, seed++));
       else MOPT_TRY(upload_quantized(lin, parts, *plan));
+      // The page prefetcher reads at most 4 GiB past what it is told was read (upload_into tells it the rest).
+      if (prefetch_ && !rnd_quant)
+        for (const TensorView* t : parts) prefetch_->consumed(t->nbytes);
       // The layers' quantized matrices size the workspaces of the larger steps (alloc_quant_workspace).
       max_quant_elems_ = std::max(max_quant_elems_, static_cast<size_t>(n_out) * n_in);
       max_quant_k_ = std::max(max_quant_k_, static_cast<size_t>(n_in));
