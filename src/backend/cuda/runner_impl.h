@@ -200,7 +200,7 @@ class CudaRunner final : public CudaModelRunner {
   Status upload_into(const Model& model, const std::string& name, int64_t ne0, int64_t ne1, void* dst,
                      bool optional, bool* found);
   Status upload_in_compute_dtype(const TensorView& t, int64_t n, void* dst);
-  // dst (device) = src (host) on stream_: through uploader_ during upload_weights (returns once src is read),
+  // dst (device) = src (host) on stream_, returning once src is read: through uploader_ during upload_weights,
   // else a pageable copy, synchronized.
   Status copy_weights_in(void* dst, const void* src, size_t bytes);
   Status alloc_linear(Linear& lin, int n_out, int n_in, bool bias, const char* what);

@@ -122,11 +122,7 @@ Status CudaRunner::upload_in_compute_dtype(const TensorView& t, int64_t n, void*
 
 Status CudaRunner::copy_weights_in(void* dst, const void* src, size_t bytes) {
   if (uploader_) return uploader_->copy(dst, src, bytes);
-  // On stream_ (not the legacy stream, which a non-blocking stream does not wait for), then synchronized:
-  // a pageable H2D cudaMemcpy may return before its DMA has landed.
-  MOPT_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
-  MOPT_CUDA_TRY(cudaStreamSynchronize(stream_));
-  return Status::ok();
+  return HostUploader(stream_, 0).copy(dst, src, bytes);  // no staging: a pageable copy, synchronized
 }
 
 Status CudaRunner::upload_weights(const Model& model, const CudaRunnerExtras& extras) {
@@ -291,10 +287,10 @@ Status CudaRunner::upload_weights(const Model& model, const CudaRunnerExtras& ex
   }
   MOPT_CUDA_TRY(cudaStreamSynchronize(stream_));
   if (uploader)
-    MOPT_LOG_DEBUG("cuda: weights in: %.2f GiB copied in %.2f s (%s)",
-                   static_cast<double>(uploader->bytes_copied()) / (1 << 30),
+    MOPT_LOG_DEBUG("cuda: weights uploaded in %.2f s (%.2f GiB copied, %s)",
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count(),
-                   uploader->pinned() ? "pinned staging" : "pageable");
+                   static_cast<double>(uploader->bytes_copied()) / (1 << 30),
+                   uploader->pinned() ? "through pinned chunks" : "pageable");
   return Status::ok();
 }
 
