@@ -268,6 +268,10 @@ struct RunnerOptions {
   // row slices of its GEMMs inside the graph, among those of the one-row plans' reduction orders (the rows keep
   // the one-row decode's bits). false: the isolated timings' choice (benchmarks compare the two).
   bool refine_verification_graphs = true;
+  // CUDA: called on the loading thread as the weight upload reads the checkpoint's tensors (bytes read, of the
+  // tensors' total), so that a caller can draw its progress; empty: none. Only the model's own runner reports
+  // (not a speculative draft model's, nor tensor-parallel shards').
+  std::function<void(uint64_t done, uint64_t total)> load_progress;
 };
 
 // kAuto -> kCuda when cuda_device_available(), else kCpu; other kinds unchanged.

@@ -108,7 +108,7 @@ int run(RunArgs& a, const CLI::App& cmd) {
   }
   size_engine_to_workload(cmd, prompt_ids, a.n_predict, loaded->model->config.context_length, a.engine);
   const auto t_engine = Clock::now();
-  auto engine_r = Engine::create(*loaded->model, tok, a.engine);
+  auto engine_r = create_engine(*loaded->model, tok, a.engine);
   if (!engine_r) {
     std::fprintf(stderr, "mopt run: %s\n", engine_r.message().c_str());
     return 1;

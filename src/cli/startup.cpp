@@ -7,6 +7,21 @@
 
 namespace mopt::cli {
 
+Result<std::unique_ptr<Engine>> create_engine(const Model& model, const Tokenizer& tokenizer, EngineConfig config) {
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  ProgressBar bar(ProgressBar::auto_style(true), "load", "bytes", 2.0);
+  bool shown = false;
+  config.runner.load_progress = [&](uint64_t done, uint64_t total) {
+    bar.update(static_cast<int64_t>(done), static_cast<int64_t>(total),
+               std::chrono::duration<double>(Clock::now() - t0).count());
+    shown = true;
+  };
+  auto engine = Engine::create(model, tokenizer, config);
+  if (shown) bar.finish();
+  return engine;
+}
+
 Status warm_up_engine(Engine& engine, StartupTimes& times, const std::function<void(const std::string&)>& phase) {
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();

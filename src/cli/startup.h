@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "core/status.h"
@@ -17,6 +18,10 @@ struct StartupTimes {
   double warmup_s = 0;  // Engine::warmup
   WarmupReport warm;
 };
+
+// Engine::create with the weight upload's progress on stderr (RunnerOptions::load_progress: the CUDA runner's
+// upload; a backend that reports none shows none).
+Result<std::unique_ptr<Engine>> create_engine(const Model& model, const Tokenizer& tokenizer, EngineConfig config);
 
 // Engine::warmup with a progress display on stderr; `phase` (may be empty) gets "warm-up i/n: what" as it goes.
 Status warm_up_engine(Engine& engine, StartupTimes& times, const std::function<void(const std::string&)>& phase);

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "core/strfmt.h"
@@ -34,8 +35,8 @@ void ProgressBar::draw(int64_t done, int64_t total, double seconds) {
   } else if (rate > 0) {
     eta = strfmt("elapsed %.0fs  ETA %.0fs", seconds, static_cast<double>(total - done) / rate);
   }
-  const std::string text = strfmt("%s/%s %s  %.0f %s/s  %s", format_count(done).c_str(), format_count(total).c_str(),
-                                  unit_.c_str(), rate, unit_.c_str(), eta.c_str());
+  const std::string text = strfmt("%s/%s %s  %s %s/s  %s", format_count(done).c_str(), format_count(total).c_str(),
+                                  unit_.c_str(), format_count(std::llround(rate)).c_str(), unit_.c_str(), eta.c_str());
   if (style_ == Style::kBar) {
     const int width = 24, filled = static_cast<int>(frac * width);
     std::string bar(static_cast<size_t>(filled), '#');

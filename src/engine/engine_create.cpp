@@ -35,6 +35,7 @@ Result<std::unique_ptr<DraftModel>> create_draft_model(const Model& target, cons
   ro.spec_tokens = 0;
   ro.device = target_device;
   ro.tensor_parallel_size = 1;
+  ro.load_progress = nullptr;  // the target's bar only
   auto runner = create_runner(*dm, ro);
   if (!runner) return runner.status().with_context("creating the draft model's runner");
   return std::make_unique<DraftModel>(std::move(runner).value(), std::move(dm));

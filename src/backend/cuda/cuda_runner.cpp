@@ -208,6 +208,7 @@ Result<std::unique_ptr<CudaRunner>> CudaRunner::create(const Model& model, const
   r->attn_rows_ = std::max(opts.max_seqs, r->verify_max_rows_);
 
   const auto upload_t0 = std::chrono::steady_clock::now();
+  r->load_progress_ = opts.load_progress;
   MOPT_TRY(r->upload_weights(model, extras));
   if (r->kv_fp8_) MOPT_TRY(r->compute_kv_scales());
   const std::vector<float> inv = rope_inv_freq(r->cfg_);

@@ -18,6 +18,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -203,6 +204,9 @@ class CudaRunner final : public CudaModelRunner {
   // dst (device) = src (host) on stream_, returning once src is read: through uploader_ during upload_weights,
   // else a pageable copy, synchronized.
   Status copy_weights_in(void* dst, const void* src, size_t bytes);
+  // The upload has read `bytes` more of the checkpoint's tensors (in about file order): the page prefetcher's
+  // lead and the load progress.
+  void tensors_read(uint64_t bytes);
   Status alloc_linear(Linear& lin, int n_out, int n_in, bool bias, const char* what);
   Status upload_lm_head_copy(const Model& model, const CudaRunnerExtras& extras);
   // runner_quant.cpp: quantized linear layers (upload, and y = x W^T + b on any number of rows)
@@ -355,6 +359,9 @@ class CudaRunner final : public CudaModelRunner {
   uint64_t weight_bytes_ = 0;
   PagePrefetcher* prefetch_ = nullptr;  // during upload_weights: told how much of the checkpoint was copied
   HostUploader* uploader_ = nullptr;     // during upload_weights: the host-to-device copies (upload.h)
+  // RunnerOptions::load_progress, and the checkpoint bytes upload_weights has read of load_total_.
+  std::function<void(uint64_t, uint64_t)> load_progress_;
+  uint64_t load_done_ = 0, load_total_ = 0;
   int last_sampled_rows_ = 0;  // output rows of the last forward_sample whose logits are still in logits_
 
   // Activations, sized for max_tokens_ rows.

@@ -59,8 +59,14 @@ Status CudaRunner::upload_into(const Model& model, const std::string& name, int6
     return error("tensor '%s' has shape %s, expected [%lld, %lld]", name.c_str(), t->shape_str().c_str(),
                  static_cast<long long>(ne0), static_cast<long long>(ne1));
   MOPT_TRY(upload_in_compute_dtype(*t, ne0 * ne1, dst));
-  if (prefetch_) prefetch_->consumed(t->nbytes);
+  tensors_read(t->nbytes);
   return Status::ok();
+}
+
+void CudaRunner::tensors_read(uint64_t bytes) {
+  if (prefetch_) prefetch_->consumed(bytes);  // it reads at most 4 GiB past what it is told was read
+  load_done_ += bytes;
+  if (load_progress_) load_progress_(load_done_, load_total_);
 }
 
 // Copies the first n elements of t into dst in the compute dtype (bf16: F32/F16 rounded to nearest even; fp32:
@@ -139,11 +145,15 @@ Status CudaRunner::upload_weights(const Model& model, const CudaRunnerExtras& ex
   std::unique_ptr<HostUploader> uploader;
   if (!rnd) uploader = std::make_unique<HostUploader>(stream_);
   uploader_ = uploader.get();
+  load_done_ = load_total_ = 0;
+  if (!rnd)
+    for (const TensorView& t : model.tensors) load_total_ += t.nbytes;
   struct Reset {
     CudaRunner& r;
     ~Reset() {
       r.prefetch_ = nullptr;
       r.uploader_ = nullptr;
+      r.load_progress_ = nullptr;  // the caller's callback is not called after the upload
     }
   } reset{*this};
   const auto t_start = std::chrono::steady_clock::now();
@@ -196,9 +206,8 @@ Status CudaRunner::upload_weights(const Model& model, const CudaRunnerExtras& ex
       }
       if (rnd_quant) MOPT_TRY(random_quantized(lin, extras.random_weight_dtype, seed++));
       else MOPT_TRY(upload_quantized(lin, parts, *plan));
-      // The page prefetcher reads at most 4 GiB past what it is told was read (upload_into tells it the rest).
-      if (prefetch_ && !rnd_quant)
-        for (const TensorView* t : parts) prefetch_->consumed(t->nbytes);
+      if (!rnd_quant)  // (upload_into reports the other tensors)
+        for (const TensorView* t : parts) tensors_read(t->nbytes);
       // The layers' quantized matrices size the workspaces of the larger steps (alloc_quant_workspace).
       max_quant_elems_ = std::max(max_quant_elems_, static_cast<size_t>(n_out) * n_in);
       max_quant_k_ = std::max(max_quant_k_, static_cast<size_t>(n_in));
@@ -286,6 +295,7 @@ Status CudaRunner::upload_weights(const Model& model, const CudaRunnerExtras& ex
     MOPT_TRY(load_mat(L.down, {p + "ffn_down.weight"}, {d}, ff, {}));
   }
   MOPT_CUDA_TRY(cudaStreamSynchronize(stream_));
+  if (load_progress_ && load_total_ > 0) load_progress_(load_total_, load_total_);
   if (uploader)
     MOPT_LOG_DEBUG("cuda: weights uploaded in %.2f s (%.2f GiB copied, %s)",
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count(),

@@ -119,6 +119,7 @@ Result<std::unique_ptr<ModelRunner>> create_tensor_parallel_cuda_runner(const Mo
 
   RunnerOptions so = opts;
   so.tensor_parallel_size = 1;
+  so.load_progress = nullptr;  // shards load one after another: no one bar for them
   // Every shard takes the same path (their collectives differ between the general and the fused decode path):
   // the fused one only where every shard's widths allow it (CudaRunner::create's own condition).
   bool fused = extras.fused_decode;

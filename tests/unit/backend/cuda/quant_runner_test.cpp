@@ -357,6 +357,35 @@ TEST(CudaQuantRunner, Fp8FusedActivationQuantizationIsBitIdentical) {
   }
 }
 
+// The weight upload reports its progress (RunnerOptions::load_progress) in checkpoint bytes: done never decreases
+// nor passes the total (no tensor counted twice), the total is the tensors' bytes, the quantized matrices
+// (repacked) and the Q4_K embedding (dequantized on the host) count before the last call, which reports them all.
+TEST(CudaQuantRunner, UploadReportsItsProgress) {
+  SKIP_WITHOUT_GPU();
+  auto base = test::dummy_model(kLlama, 5);
+  ASSERT_NE(base, nullptr);
+  auto q = test::requantize(*base, DType::Q4_K, true);
+  uint64_t tensor_bytes = 0;
+  for (const TensorView& t : q->tensors) tensor_bytes += t.nbytes;
+  std::vector<std::pair<uint64_t, uint64_t>> calls;
+  RunnerOptions o = runner_options(4);
+  o.device = DeviceKind::kCuda;
+  o.dtype = ComputeDtype::kBFloat16;
+  o.load_progress = [&](uint64_t done, uint64_t total) { calls.emplace_back(done, total); };
+  auto gpu = create_cuda_runner(*q, o);
+  ASSERT_TRUE(gpu.is_ok()) << gpu.message();
+  ASSERT_GE(calls.size(), 3u);
+  uint64_t prev = 0;
+  for (const auto& [done, total] : calls) {
+    EXPECT_EQ(total, tensor_bytes);
+    EXPECT_GE(done, prev);
+    EXPECT_LE(done, total);
+    prev = done;
+  }
+  EXPECT_GE(calls[calls.size() - 2].first, tensor_bytes / 10 * 9) << "tensors read but not reported";
+  EXPECT_EQ(calls.back().first, tensor_bytes);
+}
+
 TEST(CudaQuantRunner, Float32IsRefusedForQuantizedWeights) {
   SKIP_WITHOUT_GPU();
   auto base = test::dummy_model(kLlama, 5);
