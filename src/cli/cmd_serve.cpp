@@ -231,7 +231,8 @@ int serve(ServeArgs& a) {
   }
   srv.set_loading_phase("creating the engine (weight upload, KV cache)");
   const auto t_engine = Clock::now();
-  auto engine = create_engine(*loaded->model, *loaded->tokenizer, a.engine);
+  auto engine = create_engine(*loaded->model, *loaded->tokenizer, a.engine,
+                              [&srv](const std::string& p) { srv.set_loading_phase(p); });
   if (!engine) return fail(engine.message());
   startup.engine_s = since(t_engine);
   // Tuning and graph capture before /health reports ready, so no request pays for them.

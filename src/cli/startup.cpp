@@ -7,7 +7,8 @@
 
 namespace mopt::cli {
 
-Result<std::unique_ptr<Engine>> create_engine(const Model& model, const Tokenizer& tokenizer, EngineConfig config) {
+Result<std::unique_ptr<Engine>> create_engine(const Model& model, const Tokenizer& tokenizer, EngineConfig config,
+                                              const std::function<void(const std::string&)>& phase) {
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
   ProgressBar bar(ProgressBar::auto_style(true), "load", "bytes", 2.0);
@@ -16,6 +17,10 @@ Result<std::unique_ptr<Engine>> create_engine(const Model& model, const Tokenize
     bar.update(static_cast<int64_t>(done), static_cast<int64_t>(total),
                std::chrono::duration<double>(Clock::now() - t0).count());
     shown = true;
+    if (!phase) return;
+    const double pct = total ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 0.0;
+    phase(strfmt("weight upload %.0f%% (%s of %s bytes)", pct, format_count(static_cast<int64_t>(done)).c_str(),
+                 format_count(static_cast<int64_t>(total)).c_str()));
   };
   auto engine = Engine::create(model, tokenizer, config);
   if (shown) bar.finish();

@@ -20,8 +20,10 @@ struct StartupTimes {
 };
 
 // Engine::create with the weight upload's progress on stderr (RunnerOptions::load_progress: the CUDA runner's
-// upload; a backend that reports none shows none).
-Result<std::unique_ptr<Engine>> create_engine(const Model& model, const Tokenizer& tokenizer, EngineConfig config);
+// upload; a backend that reports none shows none); `phase` (may be empty) gets "weight upload 41% (6.60G of
+// 16.10G bytes)" as it goes.
+Result<std::unique_ptr<Engine>> create_engine(const Model& model, const Tokenizer& tokenizer, EngineConfig config,
+                                              const std::function<void(const std::string&)>& phase = {});
 
 // Engine::warmup with a progress display on stderr; `phase` (may be empty) gets "warm-up i/n: what" as it goes.
 Status warm_up_engine(Engine& engine, StartupTimes& times, const std::function<void(const std::string&)>& phase);
