@@ -5,7 +5,6 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <memory>
 #include <optional>
@@ -145,9 +144,8 @@ Status CudaRunner::upload_weights(const Model& model, const CudaRunnerExtras& ex
   std::unique_ptr<HostUploader> uploader;
   if (!rnd) uploader = std::make_unique<HostUploader>(stream_);
   uploader_ = uploader.get();
-  load_done_ = load_total_ = 0;
-  if (!rnd)
-    for (const TensorView& t : model.tensors) load_total_ += t.nbytes;
+  load_done_ = 0;
+  load_total_ = prefetch ? prefetch->total() : 0;  // the checkpoint's tensor bytes
   struct Reset {
     CudaRunner& r;
     ~Reset() {
@@ -156,7 +154,6 @@ Status CudaRunner::upload_weights(const Model& model, const CudaRunnerExtras& ex
       r.load_progress_ = nullptr;  // the caller's callback is not called after the upload
     }
   } reset{*this};
-  const auto t_start = std::chrono::steady_clock::now();
   // Random init: uniform with std 1/sqrt(fan_in) for matrices, norms near 1.
   auto fill = [&](DeviceBuffer& b, float scale, float offset) -> Status {
     const int64_t n = static_cast<int64_t>(b.bytes() / es_);
@@ -296,11 +293,9 @@ Status CudaRunner::upload_weights(const Model& model, const CudaRunnerExtras& ex
   }
   MOPT_CUDA_TRY(cudaStreamSynchronize(stream_));
   if (load_progress_ && load_total_ > 0) load_progress_(load_total_, load_total_);
-  if (uploader)
-    MOPT_LOG_DEBUG("cuda: weights uploaded in %.2f s (%.2f GiB copied, %s)",
-                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count(),
-                   static_cast<double>(uploader->bytes_copied()) / (1 << 30),
-                   uploader->pinned() ? "through pinned chunks" : "pageable");
+  if (uploader)  // (create() logs the upload's time)
+    MOPT_LOG_DEBUG("cuda: %.2f GiB of weights copied %s", static_cast<double>(uploader->bytes_copied()) / (1 << 30),
+                   uploader->pinned() ? "through pinned chunks" : "from pageable memory");
   return Status::ok();
 }
 
